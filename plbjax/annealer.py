@@ -1,0 +1,269 @@
+"""Simulated annealing over many independent chains: pure `init` / `step` kernels and a driver.
+
+A chain holds a placement and the running statistics its energy needs, so `step` costs O(M + K^2)
+whatever the cluster size: one proposal, its energy change from two node-load changes, Metropolis,
+and an in-place update. `run_block` runs a static number of steps under a geometric temperature
+ramp, then recomputes the statistics exactly (no float drift) and records the chain's best. The
+driver vmaps blocks over chains under one jit and loops blocks on the host, which gives progress
+reports and a wall-time budget without recompiling.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from plbjax import energy as E
+from plbjax.encoding import Problem
+from plbjax.moves import Move, propose
+
+
+@dataclasses.dataclass(frozen=True)
+class AnnealConfig:
+    """Search settings (plain and hashable: static under jit)."""
+
+    chains: int = 64
+    steps: int | None = 20_000          # per chain; None: as many as `seconds` allows
+    seconds: float | None = 60.0        # wall-time budget of the search, compilation excluded
+    seed: int = 0
+    block_steps: int = 1_000            # steps between exact refreshes (SF: 1000 per round)
+    swap_probability: float = 0.3       # SF's SwapPrimaryProbability
+    initial_temperature: float | None = None  # None: SF's probe, 50 x the largest |dE| of 50 moves
+    probe_factor: float = 50.0
+    probes: int = 50
+    final_ratio: float = 1e-4           # final temperature / initial temperature
+
+
+class Chain(eqx.Module):
+    node_of: jax.Array        # [R]
+    primary_of: jax.Array     # [P]
+    loads: jax.Array          # [N, M]
+    local: jax.Array          # [S, N, Ms]
+    g_total: jax.Array        # [M] over each metric's nodes
+    g_sq: jax.Array           # [M] centred on g_centre
+    g_centre: jax.Array
+    l_total: jax.Array        # [S, Ms]
+    l_sq: jax.Array
+    l_centre: jax.Array
+    local_score: jax.Array    # sum of local_weight * local deviation
+    cost: jax.Array
+    energy: jax.Array
+    best_node_of: jax.Array
+    best_primary_of: jax.Array
+    best_energy: jax.Array
+    key: jax.Array
+    accepted: jax.Array
+
+
+def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
+    """A chain whose statistics are computed exactly from its placement."""
+    loads = E.node_loads(problem, node_of, primary_of)
+    local = E.local_loads(problem, node_of, primary_of)
+    g_vals, g_mask = loads.T[..., None], problem.metric_nodes
+    g_total, _ = E.moments(g_vals, g_mask, jnp.zeros((loads.shape[1], 1)))
+    g_centre = g_total / jnp.maximum(problem.metric_node_count[:, None], 1.0)
+    _, g_sq = E.moments(g_vals, g_mask, g_centre)
+    l_mask = E.local_masks(problem)
+    l_count = problem.class_node_count[problem.service_class].astype(jnp.float32)[:, None]
+    l_total, _ = E.moments(local, l_mask, jnp.zeros(problem.local_weight.shape))
+    l_centre = l_total / jnp.maximum(l_count, 1.0)
+    _, l_sq = E.moments(local, l_mask, l_centre)
+    local_score = jnp.sum(problem.local_weight * E.deviation(l_total, l_sq, l_count, l_centre))
+    g_dev = E.deviation(g_total[:, 0], g_sq[:, 0], problem.metric_node_count, g_centre[:, 0])
+    cost = E.movement_cost(problem, node_of, primary_of)
+    energy = E.energy(jnp.sum(problem.global_weight * g_dev) + local_score, cost, problem)
+    if best is None:
+        best = (node_of, primary_of, energy)
+    better = energy < best[2]
+    return Chain(node_of=node_of, primary_of=primary_of, loads=loads, local=local,
+                 g_total=g_total[:, 0], g_sq=g_sq[:, 0], g_centre=g_centre[:, 0],
+                 l_total=l_total, l_sq=l_sq, l_centre=l_centre, local_score=local_score,
+                 cost=cost, energy=energy,
+                 best_node_of=jnp.where(better, node_of, best[0]),
+                 best_primary_of=jnp.where(better, primary_of, best[1]),
+                 best_energy=jnp.minimum(energy, best[2]), key=key,
+                 accepted=jnp.zeros((), jnp.int32))
+
+
+def init(problem: Problem, key: jax.Array) -> Chain:
+    """A chain at the initial placement."""
+    return _fresh(problem, problem.initial_node, problem.initial_primary, key)
+
+
+def refresh(problem: Problem, chain: Chain) -> Chain:
+    """Recompute the statistics exactly and keep the best placement seen at refresh points."""
+    fresh = _fresh(problem, chain.node_of, chain.primary_of, chain.key,
+                   best=(chain.best_node_of, chain.best_primary_of, chain.best_energy))
+    return eqx.tree_at(lambda c: c.accepted, fresh, chain.accepted)
+
+
+def _node_change(total, sq, centre, counted, level, delta):
+    """Sum and centred sum of squares after `level` -> `level + delta` on one (counted) node."""
+    d = jnp.where(counted, delta, 0.0)
+    return total + d, sq + d * (2.0 * (level - centre) + d)
+
+
+def evaluate(problem: Problem, chain: Chain, move: Move):
+    """Energy after `move`, with the statistics it would leave (incremental, O(M + Ms))."""
+    a, b = move.node_a, move.node_b
+    cnt = problem.metric_node_count
+    g_total, g_sq = _node_change(chain.g_total, chain.g_sq, chain.g_centre,
+                                 problem.metric_nodes[:, a], chain.loads[a], move.delta_a)
+    g_total, g_sq = _node_change(g_total, g_sq, chain.g_centre,
+                                 problem.metric_nodes[:, b], chain.loads[b], move.delta_b)
+    g_new = jnp.sum(problem.global_weight * E.deviation(g_total, g_sq, cnt, chain.g_centre))
+
+    s = move.service
+    slots = problem.service_metrics[s]
+    cls = problem.service_class[s]
+    local_delta_a = jnp.where(slots >= 0, move.delta_a[jnp.maximum(slots, 0)], 0.0)
+    local_delta_b = jnp.where(slots >= 0, move.delta_b[jnp.maximum(slots, 0)], 0.0)
+    centre, w = chain.l_centre[s], problem.local_weight[s]
+    l_count = problem.class_node_count[cls].astype(jnp.float32)
+    l_total, l_sq = _node_change(chain.l_total[s], chain.l_sq[s], centre,
+                                 problem.class_allowed[cls, a], chain.local[s, a], local_delta_a)
+    l_total, l_sq = _node_change(l_total, l_sq, centre,
+                                 problem.class_allowed[cls, b], chain.local[s, b], local_delta_b)
+    old_local = jnp.sum(w * E.deviation(chain.l_total[s], chain.l_sq[s], l_count, centre))
+    local_score = chain.local_score - old_local + jnp.sum(w * E.deviation(l_total, l_sq, l_count, centre))
+    cost = chain.cost + move.cost_delta
+    new_energy = E.energy(g_new + local_score, cost, problem)
+    return new_energy, (g_total, g_sq, l_total, l_sq, local_score, cost, local_delta_a, local_delta_b)
+
+
+def apply(chain: Chain, move: Move, accept: jax.Array, new_energy, stats) -> Chain:
+    """The chain after `move` if `accept`, else unchanged (every write is masked by `accept`)."""
+    g_total, g_sq, l_total, l_sq, local_score, cost, local_delta_a, local_delta_b = stats
+    keep = lambda new, old: jnp.where(accept, new, old)  # noqa: E731
+    zero = lambda d: jnp.where(accept, d, 0.0)  # noqa: E731
+    s, a, b = move.service, move.node_a, move.node_b
+    return dataclasses.replace(
+        chain,
+        node_of=chain.node_of.at[move.replica].set(keep(move.target, chain.node_of[move.replica])),
+        primary_of=chain.primary_of.at[move.partition].set(
+            keep(move.new_primary, chain.primary_of[move.partition])),
+        loads=chain.loads.at[a].add(zero(move.delta_a)).at[b].add(zero(move.delta_b)),
+        local=chain.local.at[s, a].add(zero(local_delta_a)).at[s, b].add(zero(local_delta_b)),
+        g_total=keep(g_total, chain.g_total), g_sq=keep(g_sq, chain.g_sq),
+        l_total=chain.l_total.at[s].set(keep(l_total, chain.l_total[s])),
+        l_sq=chain.l_sq.at[s].set(keep(l_sq, chain.l_sq[s])),
+        local_score=keep(local_score, chain.local_score), cost=keep(cost, chain.cost),
+        energy=keep(new_energy, chain.energy), accepted=chain.accepted + accept.astype(jnp.int32),
+    )
+
+
+def step(problem: Problem, config: AnnealConfig, chain: Chain, temperature: jax.Array) -> Chain:
+    """One Metropolis step at `temperature`."""
+    key, k_move, k_accept = jax.random.split(chain.key, 3)
+    move = propose(problem, chain.node_of, chain.primary_of, chain.loads, k_move, config.swap_probability)
+    new_energy, stats = evaluate(problem, chain, move)
+    delta = new_energy - chain.energy
+    uphill_ok = jax.random.uniform(k_accept) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))
+    accept = move.valid & ((delta <= 0) | uphill_ok)
+    return apply(dataclasses.replace(chain, key=key), move, accept, new_energy, stats)
+
+
+def run_block(problem: Problem, config: AnnealConfig, chain: Chain, t_start, t_end) -> Chain:
+    """`config.block_steps` steps cooling geometrically from t_start to t_end, then a refresh."""
+    n = config.block_steps
+    ratio = jnp.where(t_start > 0, t_end / jnp.maximum(t_start, 1e-30), 0.0)
+
+    def body(i, c):
+        return step(problem, config, c, t_start * ratio ** (i / n))
+
+    return refresh(problem, jax.lax.fori_loop(0, n, body, chain))
+
+
+def probe(problem: Problem, config: AnnealConfig, chain: Chain) -> jax.Array:
+    """Largest |dE| over `config.probes` random valid moves from the chain's placement (SF's probe)."""
+    def one(key):
+        move = propose(problem, chain.node_of, chain.primary_of, chain.loads, key, config.swap_probability)
+        new_energy, _ = evaluate(problem, chain, move)
+        return jnp.where(move.valid, jnp.abs(new_energy - chain.energy), 0.0)
+
+    return jnp.max(jax.vmap(one)(jax.random.split(chain.key, config.probes)))
+
+
+@eqx.filter_jit
+def _init_chains(problem: Problem, keys: jax.Array) -> Chain:
+    return jax.vmap(init, in_axes=(None, 0))(problem, keys)
+
+
+@eqx.filter_jit
+def _probe_chains(problem: Problem, config: AnnealConfig, chains: Chain) -> jax.Array:
+    return jax.vmap(probe, in_axes=(None, None, 0))(problem, config, chains)
+
+
+@eqx.filter_jit(donate="all-except-first")
+def _run_blocks(problem: Problem, chains: Chain, config: AnnealConfig, t_start, t_end) -> Chain:
+    return jax.vmap(run_block, in_axes=(None, None, 0, None, None))(problem, config, chains, t_start, t_end)
+
+
+@dataclasses.dataclass(frozen=True)
+class AnnealResult:
+    node_of: np.ndarray        # best placement over all chains
+    primary_of: np.ndarray
+    energy: float
+    initial_energy: float
+    steps: int                 # per chain
+    chains: int
+    seconds: float             # search wall time, compilation excluded
+    compile_seconds: float
+    accepted: int
+    initial_temperature: float
+    energies: np.ndarray       # best energy per chain
+
+
+def anneal(problem: Problem, config: AnnealConfig,
+           progress: Callable[[int, int, float, float], None] | None = None) -> AnnealResult:
+    """Run `config.chains` chains; return the best placement found (or the initial one)."""
+    keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
+    chains = _init_chains(problem, keys)
+    initial_energy = float(chains.energy[0])
+    if config.initial_temperature is not None:
+        t0 = float(config.initial_temperature)
+    else:
+        found = float(jnp.median(_probe_chains(problem, config, chains)))
+        t0 = config.probe_factor * found if found > 0 else max(initial_energy, 1.0)
+    t_end = t0 * config.final_ratio
+
+    start = time.perf_counter()
+    compiled = _run_blocks.lower(problem, chains, config, jnp.float32(t0), jnp.float32(t0)).compile()
+    compile_seconds = time.perf_counter() - start
+
+    planned = math.ceil(config.steps / config.block_steps) if config.steps else None
+    blocks = planned or 1
+    done, block_seconds = 0, None
+    start = time.perf_counter()
+    while done < blocks:
+        frac = lambda i: i / blocks  # noqa: E731
+        t_a, t_b = t0 * config.final_ratio ** frac(done), t0 * config.final_ratio ** frac(done + 1)
+        chains = compiled(problem, chains, config, jnp.float32(t_a), jnp.float32(t_b))
+        jax.block_until_ready(chains.best_energy)
+        done += 1
+        elapsed = time.perf_counter() - start
+        if block_seconds is None:
+            block_seconds = elapsed
+            if config.seconds:
+                fit = max(1, int(config.seconds / max(block_seconds, 1e-9)))
+                blocks = min(planned, fit) if planned else fit
+        if progress is not None:
+            progress(done, blocks, elapsed, float(jnp.min(chains.best_energy)))
+        if config.seconds and elapsed + block_seconds > config.seconds * 1.05 and done < blocks:
+            break
+    seconds = time.perf_counter() - start
+
+    best = int(jnp.argmin(chains.best_energy))
+    return AnnealResult(
+        node_of=np.asarray(chains.best_node_of[best]), primary_of=np.asarray(chains.best_primary_of[best]),
+        energy=float(chains.best_energy[best]), initial_energy=initial_energy,
+        steps=done * config.block_steps, chains=config.chains, seconds=seconds,
+        compile_seconds=compile_seconds, accepted=int(jnp.sum(chains.accepted)),
+        initial_temperature=t0, energies=np.asarray(chains.best_energy))

@@ -1,0 +1,333 @@
+"""Cluster state -> dense, padded arrays (`Problem`) plus the host-side index back to names.
+
+Everything the search reads lives in one immutable equinox Module shared by all chains.
+Sizes are rounded up to buckets so that clusters of similar size reuse one compiled search.
+Entities are sorted by name, so the encoding does not depend on the order of input lists.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import equinox as eqx
+import jax.numpy as jnp
+import numpy as np
+from jaxtyping import Array, Bool, Float, Int
+
+from plbjax import expressions
+from plbjax.state import ClusterState
+
+LOCAL_DOMAIN_WEIGHT = 0.25  # SF's LocalDomainWeight: mean of per-service domains 0.25, global domain 0.75
+SWAP_COST = 0.1             # SF's SwapCost, used with UseMoveCostReports
+MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
+
+
+def bucket(n: int, minimum: int = 1) -> int:
+    """Round n up to a power of two up to 8, then to one of four sizes per octave (10, 12, 14, 16, 20...)."""
+    n = max(int(n), minimum, 1)
+    if n <= 8:
+        return 1 << (n - 1).bit_length()
+    e = math.floor(math.log2(n)) - 3
+    return next(m << e for m in (8, 10, 12, 14, 16) if m << e >= n)
+
+
+class Problem(eqx.Module):
+    """The cluster, as arrays. N nodes, R replicas, P partitions, S services, M metrics (all padded)."""
+
+    # nodes
+    node_up: Bool[Array, " N"]              # Up and real: counted in deviations, may receive replicas
+    capacity: Float[Array, "N M"]           # capacity in force (buffered unless told otherwise), inf if unlimited
+    metric_nodes: Bool[Array, "M N"]        # nodes counted in a metric's global deviation
+    metric_node_count: Float[Array, " M"]
+    fd_tree: Int[Array, "N Lf"]             # column 0 is the root, then one fault-domain level per column
+    ud_tree: Int[Array, "N 2"]              # root, upgrade domain
+    # replicas
+    replica_partition: Int[Array, " R"]
+    replica_service: Int[Array, " R"]
+    load_primary: Float[Array, "R M"]       # load of the replica when it is (or becomes) the primary
+    load_secondary: Float[Array, "R M"]     # load as a secondary; instances use load_primary for both
+    move_cost: Float[Array, " R"]
+    # partitions
+    partition_replicas: Int[Array, "P K"]   # replica indices, -1 padded
+    partition_service: Int[Array, " P"]
+    # services
+    service_class: Int[Array, " S"]         # placement class (allowed node set)
+    service_metrics: Int[Array, "S Ms"]     # metric index of each local-domain slot, -1 padded
+    # placement classes
+    class_nodes: Int[Array, "C N"]          # allowed Up nodes of the class, padded
+    class_node_count: Int[Array, " C"]
+    class_allowed: Bool[Array, "C N"]       # the same set as a mask: nodes counted in a service's local deviation
+    fd_children: Int[Array, "C Df"]         # eligible child domains under each fault domain, per class
+    ud_children: Int[Array, "C Du"]
+    # energy weights: AvgStdDev = sum(global_weight * dev) + sum(local_weight * dev)
+    global_weight: Float[Array, " M"]
+    local_weight: Float[Array, "S Ms"]
+    # initial placement
+    initial_node: Int[Array, " R"]          # -1: unplaced or padding
+    initial_primary: Int[Array, " P"]       # -1: none
+    swap_cost: Float[Array, ""]
+    # what the search may touch
+    movable: Int[Array, " R"]               # replica indices that may move, padded
+    n_movable: Int[Array, ""]
+    swappable: Int[Array, " P"]             # partitions whose primary may swap, padded
+    n_swappable: Int[Array, ""]
+    # constraint switches (SF priorities: >= 0 enforced, -1 off)
+    check_capacity: Bool[Array, ""]
+    check_fault_domain: Bool[Array, ""]
+    check_upgrade_domain: Bool[Array, ""]
+    # scalars
+    replica_count: Float[Array, ""]         # SF's movement factor adds this (and 1000) to the move cost
+
+    @property
+    def shape(self) -> dict[str, int]:
+        r, m = self.load_primary.shape
+        p, k = self.partition_replicas.shape
+        return dict(N=self.node_up.shape[0], R=r, M=m, P=p, K=k, S=self.service_class.shape[0],
+                    Ms=self.service_metrics.shape[1], C=self.class_nodes.shape[0])
+
+
+@dataclasses.dataclass(frozen=True)
+class Index:
+    """Host-side names and initial placement, to decode arrays back into the document's terms."""
+
+    nodes: tuple[str, ...]
+    metrics: tuple[str, ...]
+    services: tuple[str, ...]
+    partitions: tuple[tuple[str, object], ...]     # (service name, PartitionId as given)
+    replica_ids: tuple[object, ...]                 # ReplicaId as given
+    replica_roles: tuple[str, ...]                  # initial role
+    partition_rows: tuple[tuple[int, ...], ...]     # replica indices of each partition
+    node_of: np.ndarray                             # int32[R] initial node (-1: unplaced or padding)
+    primary_of: np.ndarray                          # int32[P] initial primary replica (-1: none)
+    stateful: np.ndarray                            # bool[P]
+    n_nodes: int
+    n_replicas: int
+    n_partitions: int
+
+
+def _domain_tree(paths: list[tuple[str, ...]], n_pad: int) -> tuple[np.ndarray, list[tuple[str, ...]]]:
+    """Ids of every prefix of every path: column 0 is the root (id 0), column l the depth-l prefix.
+
+    Shorter paths are padded with '' so that a leaf domain has a single child at deeper levels.
+    """
+    depth = max((len(p) for p in paths), default=0)
+    ids: dict[tuple[str, ...], int] = {(): 0}
+    tree = np.zeros((n_pad, depth + 1), np.int32)
+    for i, path in enumerate(paths):
+        full = tuple(path) + ("",) * (depth - len(path))
+        for level in range(1, depth + 1):
+            tree[i, level] = ids.setdefault(full[:level], len(ids))
+    return tree, list(ids)
+
+
+def _eligible_children(tree: np.ndarray, eligible: np.ndarray) -> np.ndarray:
+    """For each domain id, how many distinct child domains hold at least one eligible node."""
+    n_domains = int(tree.max()) + 1 if tree.size else 1
+    counts = np.zeros(n_domains, np.int32)
+    for level in range(1, tree.shape[1]):
+        pairs = {(tree[i, level - 1], tree[i, level]) for i in np.flatnonzero(eligible)}
+        for parent, _ in pairs:
+            counts[parent] += 1
+    return counts
+
+
+def _pad(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
+    out = np.full(shape, fill, dtype=a.dtype)
+    out[tuple(slice(0, s) for s in a.shape)] = a
+    return out
+
+
+def encode(state: ClusterState, movable_services: set[str] | None = None,
+           buffered: bool = True) -> tuple[Problem, Index]:
+    """Encode `state`. Replicas of `movable_services` (default: all) on Up nodes may move.
+
+    `buffered`: node capacities less NodeBufferPercentage (SF's normal operation), else full.
+    """
+    settings = state.settings
+    nodes = sorted(state.nodes, key=lambda n: n.name)
+    services = sorted(state.services, key=lambda s: s.name)
+    partitions = sorted(state.partitions, key=lambda p: (p.service, str(p.partition_id)))
+    metrics = list(state.metric_names())
+    node_ix = {n.name: i for i, n in enumerate(nodes)}
+    service_ix = {s.name: i for i, s in enumerate(services)}
+    metric_ix = {m: i for i, m in enumerate(metrics)}
+    if movable_services is None:
+        movable_services = {s.name for s in services}
+
+    n_nodes, n_metrics = len(nodes), max(len(metrics), 1)
+    N, M, S = bucket(n_nodes, 8), bucket(n_metrics), bucket(len(services))
+
+    # ---- nodes
+    up = np.array([n.status == "Up" for n in nodes], bool)
+    capacity = np.full((n_nodes, n_metrics), np.inf, np.float32)
+    for i, node in enumerate(nodes):
+        for name, value in node.capacities.items():
+            if name in metric_ix:
+                buffer = state.node_buffer_percentage.get(name, 0.0) if buffered else 0.0
+                capacity[i, metric_ix[name]] = np.floor(value * (1.0 - buffer)) if buffer else value
+    fd_tree, _ = _domain_tree([n.fault_domain for n in nodes], N)
+    ud_tree, _ = _domain_tree([(n.upgrade_domain,) for n in nodes], N)
+
+    # ---- placement classes: distinct allowed node sets
+    props = [n.properties for n in nodes]
+    class_of_mask: dict[bytes, int] = {}
+    masks: list[np.ndarray] = []
+    service_class = np.zeros(S, np.int32)
+    for si, svc in enumerate(services):
+        mask = expressions.node_mask(svc.placement_constraints, props) & up
+        service_class[si] = class_of_mask.setdefault(mask.tobytes(), len(masks))
+        if service_class[si] == len(masks):
+            masks.append(mask)
+    C = bucket(len(masks))
+    class_nodes = np.zeros((C, N), np.int32)
+    class_count = np.zeros(C, np.int32)
+    fd_children = np.zeros((C, int(fd_tree.max()) + 1), np.int32)
+    ud_children = np.zeros((C, int(ud_tree.max()) + 1), np.int32)
+    for c, mask in enumerate(masks):
+        allowed = np.flatnonzero(mask)
+        class_nodes[c, : len(allowed)] = allowed
+        class_count[c] = len(allowed)
+        fd_children[c] = _eligible_children(fd_tree[:n_nodes], mask)
+        ud_children[c] = _eligible_children(ud_tree[:n_nodes], mask)
+
+    # ---- energy weights (SF: domain score = sum(w * dev) / sum(w); AvgStdDev = 0.25 * mean of the
+    # local domains + 0.75 * global). A local domain exists for services with two or more partitions.
+    partitions_of = {s.name: 0 for s in services}
+    for part in partitions:
+        partitions_of[part.service] += 1
+    ms = max([len(s.metrics) for s in services] + [1])
+    service_metrics = np.full((S, ms), -1, np.int32)
+    local_w = np.zeros((S, ms), np.float32)
+    weight_sum = np.zeros(M, np.float64)
+    weight_n = np.zeros(M, np.float64)
+    metric_nodes = np.zeros((M, N), bool)
+    for si, svc in enumerate(services):
+        w = np.array([m.weight for m in svc.metrics], np.float64)
+        for k, metric in enumerate(svc.metrics):
+            m = metric_ix[metric.name]
+            service_metrics[si, k] = m
+            weight_sum[m] += metric.weight
+            weight_n[m] += 1
+            metric_nodes[m, :n_nodes] |= masks[service_class[si]]
+        if partitions_of[svc.name] >= 2 and w.sum() > 1e-7:
+            local_w[si, : len(w)] = w / w.sum()
+    global_w = np.zeros(M, np.float64)
+    for m, name in enumerate(metrics):
+        global_w[m] = state.global_metric_weights.get(name, weight_sum[m] / max(weight_n[m], 1))
+    global_w = global_w / global_w.sum() if global_w.sum() > 1e-7 else global_w * 0
+    n_local = int((local_w.sum(axis=1) > 0).sum())
+    global_w *= 1.0 - LOCAL_DOMAIN_WEIGHT
+    local_w *= LOCAL_DOMAIN_WEIGHT / max(n_local, 1)
+
+    # ---- replicas and partitions
+    use_costs = bool(settings.get("UseMoveCostReports", False))
+    rep_part, rep_svc, rep_ids, rep_roles, rep_node, rep_cost = [], [], [], [], [], []
+    lp_rows, ls_rows = [], []
+    part_rows: list[list[int]] = []
+    primary_of, stateful, part_svc = [], [], []
+    for pi, part in enumerate(partitions):
+        svc = services[service_ix[part.service]]
+        row = []
+        primary = -1
+        for rep in sorted(part.replicas, key=lambda r: str(r.replica_id)):
+            ri = len(rep_ids)
+            row.append(ri)
+            rep_part.append(pi)
+            rep_svc.append(service_ix[svc.name])
+            rep_ids.append(rep.replica_id)
+            rep_roles.append(rep.role)
+            rep_node.append(node_ix[rep.node] if rep.node is not None else -1)
+            cost_name = rep.move_cost or svc.default_move_cost
+            rep_cost.append(MOVE_COST_VALUES[cost_name] if use_costs else 1.0)
+            lp = np.zeros(n_metrics, np.float32)
+            ls = np.zeros(n_metrics, np.float32)
+            for metric in svc.metrics:
+                m = metric_ix[metric.name]
+                own = rep.loads.get(metric.name)
+                lp[m] = own if own is not None and rep.role in ("Primary", "Instance") else metric.primary_load
+                ls[m] = own if own is not None and rep.role == "Secondary" else metric.secondary_load
+                if rep.role == "Instance":
+                    ls[m] = lp[m]
+            lp_rows.append(lp)
+            ls_rows.append(ls)
+            if rep.role == "Primary":
+                primary = ri
+        part_rows.append(row)
+        primary_of.append(primary)
+        stateful.append(svc.stateful)
+        part_svc.append(service_ix[svc.name])
+
+    n_rep, n_part = len(rep_ids), len(partitions)
+    R, P = bucket(n_rep, 8), bucket(n_part, 8)
+    K = bucket(max([len(r) for r in part_rows] + [1]))
+    partition_replicas = np.full((P, K), -1, np.int32)
+    for pi, row in enumerate(part_rows):
+        partition_replicas[pi, : len(row)] = row
+    rep_node_a = np.array(rep_node, np.int32).reshape(-1)
+    rep_part_a = np.array(rep_part, np.int32).reshape(-1)
+    rep_svc_a = np.array(rep_svc, np.int32).reshape(-1)
+    lp_a = np.array(lp_rows, np.float32).reshape(n_rep, n_metrics)
+    ls_a = np.array(ls_rows, np.float32).reshape(n_rep, n_metrics)
+    primary_a = np.array(primary_of, np.int32).reshape(-1)
+
+    # ---- what may move: replicas of movable services, on Up nodes, whose partition could go elsewhere
+    movable_svc = np.array([s.name in movable_services and s.balancing_enabled for s in services], bool)
+    on_up = (rep_node_a >= 0) & up[np.maximum(rep_node_a, 0)]
+    part_size = np.array([len(r) for r in part_rows], np.int32).reshape(-1)
+    room = class_count[service_class[rep_svc_a]] > part_size[rep_part_a] if n_rep else np.zeros(0, bool)
+    movable = np.flatnonzero(movable_svc[rep_svc_a] & on_up & room) if n_rep else np.zeros(0, np.int64)
+    swappable = [
+        pi for pi in range(n_part)
+        if stateful[pi] and movable_svc[part_svc[pi]] and primary_a[pi] >= 0
+        and on_up[primary_a[pi]] and sum(on_up[r] for r in part_rows[pi]) >= 2
+    ]
+
+    prio = lambda name: int(settings.get(name, 0)) >= 0  # noqa: E731
+    problem = Problem(
+        node_up=jnp.asarray(_pad(up, (N,), False)),
+        capacity=jnp.asarray(_pad(capacity, (N, M), np.float32(np.inf))),
+        metric_nodes=jnp.asarray(metric_nodes),
+        metric_node_count=jnp.asarray(metric_nodes.sum(axis=1).astype(np.float32)),
+        fd_tree=jnp.asarray(fd_tree),
+        ud_tree=jnp.asarray(ud_tree),
+        replica_partition=jnp.asarray(_pad(rep_part_a, (R,), 0)),
+        replica_service=jnp.asarray(_pad(rep_svc_a, (R,), 0)),
+        load_primary=jnp.asarray(_pad(lp_a, (R, M), np.float32(0))),
+        load_secondary=jnp.asarray(_pad(ls_a, (R, M), np.float32(0))),
+        move_cost=jnp.asarray(_pad(np.array(rep_cost, np.float32).reshape(-1), (R,), np.float32(0))),
+        partition_replicas=jnp.asarray(partition_replicas),
+        partition_service=jnp.asarray(_pad(np.array(part_svc, np.int32).reshape(-1), (P,), 0)),
+        service_class=jnp.asarray(service_class),
+        service_metrics=jnp.asarray(service_metrics),
+        class_nodes=jnp.asarray(class_nodes),
+        class_node_count=jnp.asarray(class_count),
+        class_allowed=jnp.asarray(np.stack([_pad(m, (N,), False) for m in masks]
+                                           + [np.zeros(N, bool)] * (C - len(masks)))),
+        fd_children=jnp.asarray(fd_children),
+        ud_children=jnp.asarray(ud_children),
+        global_weight=jnp.asarray(global_w.astype(np.float32)),
+        local_weight=jnp.asarray(local_w.astype(np.float32)),
+        initial_node=jnp.asarray(_pad(rep_node_a, (R,), -1)),
+        initial_primary=jnp.asarray(_pad(primary_a, (P,), -1)),
+        swap_cost=jnp.asarray(SWAP_COST if use_costs else 1.0, jnp.float32),
+        movable=jnp.asarray(_pad(movable.astype(np.int32), (R,), 0)),
+        n_movable=jnp.asarray(len(movable), jnp.int32),
+        swappable=jnp.asarray(_pad(np.array(swappable, np.int32).reshape(-1), (P,), 0)),
+        n_swappable=jnp.asarray(len(swappable), jnp.int32),
+        check_capacity=jnp.asarray(prio("CapacityConstraintPriority")),
+        check_fault_domain=jnp.asarray(prio("FaultDomainConstraintPriority")),
+        check_upgrade_domain=jnp.asarray(prio("UpgradeDomainConstraintPriority")),
+        replica_count=jnp.asarray(float(n_rep), jnp.float32),
+    )
+    index = Index(
+        nodes=tuple(n.name for n in nodes), metrics=tuple(metrics),
+        services=tuple(s.name for s in services),
+        partitions=tuple((p.service, p.partition_id) for p in partitions),
+        replica_ids=tuple(rep_ids), replica_roles=tuple(rep_roles),
+        partition_rows=tuple(tuple(r) for r in part_rows),
+        node_of=_pad(rep_node_a, (R,), -1), primary_of=_pad(primary_a, (P,), -1),
+        stateful=_pad(np.array(stateful, bool).reshape(-1), (P,), False),
+        n_nodes=n_nodes, n_replicas=n_rep, n_partitions=n_part,
+    )
+    return problem, index

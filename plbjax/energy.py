@@ -1,0 +1,105 @@
+"""SF's balancing score and energy, in full and as the change one move makes.
+
+Per metric, the deviation of node loads is SF's normalised standard deviation (std / mean, i.e. the
+coefficient of variation) over the nodes the metric may use. AvgStdDev weighs the global domain
+0.75 and the mean of per-service domains 0.25 (see `encoding`). The search minimises SF's energy
+`(AvgStdDev + 0.001) * (cost + replicas + 1000)`, where cost counts the moves made so far.
+
+Sums of squares are kept around a fixed centre per metric (the initial mean) so float32 keeps its
+precision when loads are large and their spread is small.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from plbjax.encoding import Problem
+
+SMALL_VALUE = 0.001     # SF's Constants::SmallValue
+MOVE_COST_OFFSET = 1000.0
+
+
+def replica_loads(problem: Problem, primary_of: jax.Array) -> jax.Array:
+    """[R, M] load of each replica in its current role."""
+    is_primary = primary_of[problem.replica_partition] == jnp.arange(problem.replica_partition.shape[0])
+    return jnp.where(is_primary[:, None], problem.load_primary, problem.load_secondary)
+
+
+def node_loads(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """[N, M] load per node."""
+    loads = jnp.where((node_of >= 0)[:, None], replica_loads(problem, primary_of), 0.0)
+    return jax.ops.segment_sum(loads, jnp.maximum(node_of, 0), num_segments=problem.node_up.shape[0])
+
+
+def local_loads(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """[S, N, Ms] load per service, node and local-domain slot."""
+    n_services, n_slots = problem.service_metrics.shape
+    n_nodes = problem.node_up.shape[0]
+    slots = problem.service_metrics[problem.replica_service]                       # [R, Ms]
+    loads = jnp.take_along_axis(replica_loads(problem, primary_of), jnp.maximum(slots, 0), axis=1)
+    loads = jnp.where((slots >= 0) & (node_of >= 0)[:, None], loads, 0.0)
+    seg = problem.replica_service * n_nodes + jnp.maximum(node_of, 0)
+    out = jax.ops.segment_sum(loads, seg, num_segments=n_services * n_nodes)
+    return out.reshape(n_services, n_nodes, n_slots)
+
+
+def local_masks(problem: Problem) -> jax.Array:
+    """[S, N] nodes counted in each service's local deviation."""
+    return problem.class_allowed[problem.service_class]
+
+
+def moments(values: jax.Array, mask: jax.Array, centre: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Sum and centred sum of squares over masked nodes; `values` [..., N, k], `mask` [..., N]."""
+    m = mask[..., None]
+    total = jnp.sum(jnp.where(m, values, 0.0), axis=-2)
+    squares = jnp.sum(jnp.where(m, (values - centre[..., None, :]) ** 2, 0.0), axis=-2)
+    return total, squares
+
+
+def deviation(total: jax.Array, squares: jax.Array, count: jax.Array, centre: jax.Array) -> jax.Array:
+    """Coefficient of variation from sum and centred sum of squares of `count` values; 0 if sum is 0."""
+    n = jnp.maximum(count, 1.0)
+    mean = total / n
+    var = jnp.maximum(squares / n - (mean - centre) ** 2, 0.0)
+    return jnp.where(mean > 0, jnp.sqrt(var) / jnp.where(mean > 0, mean, 1.0), 0.0)
+
+
+def energy(avg_std_dev: jax.Array, cost: jax.Array, problem: Problem) -> jax.Array:
+    """SF's energy: AvgStdDev traded against the cost of the moves made."""
+    return (avg_std_dev + SMALL_VALUE) * (cost + problem.replica_count + MOVE_COST_OFFSET)
+
+
+def movement_cost(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """Cost of the moves from the initial placement: moved replicas plus swapped primaries."""
+    moved = (node_of != problem.initial_node) & (problem.initial_node >= 0)
+    swapped = (primary_of != problem.initial_primary) & (problem.initial_primary >= 0)
+    return jnp.sum(jnp.where(moved, problem.move_cost, 0.0)) + problem.swap_cost * jnp.sum(swapped)
+
+
+def exact_deviations(values: jax.Array, mask: jax.Array) -> jax.Array:
+    """Deviation per column of `values` [..., N, k] over masked nodes `mask` [..., N] (two-pass)."""
+    count = mask.sum(axis=-1).astype(values.dtype)[..., None]
+    total, _ = moments(values, mask, jnp.zeros(values.shape[:-2] + values.shape[-1:]))
+    centre = total / jnp.maximum(count, 1.0)
+    _, squares = moments(values, mask, centre)
+    return deviation(total, squares, count, centre)
+
+
+def metric_deviations(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """[M] global deviation per metric (the plan's Balance DeviationBefore/After)."""
+    g = node_loads(problem, node_of, primary_of)
+    return exact_deviations(g.T[..., None], problem.metric_nodes)[:, 0]
+
+
+def avg_std_dev(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """SF's AvgStdDev of a placement, computed from scratch."""
+    g_dev = metric_deviations(problem, node_of, primary_of)
+    l_dev = exact_deviations(local_loads(problem, node_of, primary_of), local_masks(problem))
+    return jnp.sum(problem.global_weight * g_dev) + jnp.sum(problem.local_weight * l_dev)
+
+
+def energy_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """SF's energy of a placement, computed from scratch (the reference for incremental updates)."""
+    return energy(avg_std_dev(problem, node_of, primary_of),
+                  movement_cost(problem, node_of, primary_of), problem)

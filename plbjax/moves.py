@@ -1,0 +1,91 @@
+"""Random neighbour moves, SF's way: move a replica or instance, or swap a primary with a secondary.
+
+`propose` draws one move for one chain and says whether it is valid (all constraints no worse).
+Every move is described by the same fields — the replica whose node changes, the partition whose
+primary may change, and the load change on two nodes — so energy and apply code are shared.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+from plbjax.constraints import domain_violation, fits, partition_nodes
+from plbjax.encoding import Problem
+
+
+class Move(eqx.Module):
+    replica: jax.Array       # replica placed on `target` (unchanged node for a swap)
+    target: jax.Array
+    partition: jax.Array     # partition whose primary becomes `new_primary`
+    new_primary: jax.Array
+    service: jax.Array
+    node_a: jax.Array        # the two nodes whose loads change (distinct)
+    node_b: jax.Array
+    delta_a: jax.Array       # [M]
+    delta_b: jax.Array       # [M]
+    cost_delta: jax.Array    # change in movement cost against the initial placement
+    valid: jax.Array
+
+
+def _domains_no_worse(problem: Problem, before: jax.Array, after: jax.Array, cls: jax.Array) -> jax.Array:
+    def no_worse(tree, children):
+        return domain_violation(tree, children, after, cls) <= domain_violation(tree, children, before, cls)
+
+    return ((~problem.check_fault_domain | no_worse(problem.fd_tree, problem.fd_children))
+            & (~problem.check_upgrade_domain | no_worse(problem.ud_tree, problem.ud_children)))
+
+
+def _draw(key: jax.Array, n: jax.Array) -> jax.Array:
+    """Uniform integer in [0, n) for a traced n (0 when n is 0)."""
+    return jax.random.randint(key, (), 0, jnp.maximum(n, 1))
+
+
+def propose_move(problem: Problem, node_of, primary_of, loads, key) -> Move:
+    """Move a random movable replica to a random node its placement constraints allow."""
+    k_rep, k_node = jax.random.split(key)
+    r = problem.movable[_draw(k_rep, problem.n_movable)]
+    p, s = problem.replica_partition[r], problem.replica_service[r]
+    cls = problem.service_class[s]
+    t = problem.class_nodes[cls, _draw(k_node, problem.class_node_count[cls])]
+    a = node_of[r]
+    load = jnp.where(primary_of[p] == r, problem.load_primary[r], problem.load_secondary[r])
+    before = partition_nodes(problem, node_of, p)
+    after = jnp.where(problem.partition_replicas[p] == r, t, before)
+    valid = ((problem.n_movable > 0) & ~jnp.any(before == t) & fits(problem, loads, t, load)
+             & _domains_no_worse(problem, before, after, cls))
+    init = problem.initial_node[r]
+    cost = problem.move_cost[r] * ((t != init).astype(jnp.float32) - (a != init).astype(jnp.float32))
+    return Move(replica=r, target=t, partition=p, new_primary=primary_of[p], service=s,
+                node_a=a, node_b=t, delta_a=-load, delta_b=load, cost_delta=cost, valid=valid)
+
+
+def propose_swap(problem: Problem, node_of, primary_of, loads, key) -> Move:
+    """Swap the primary of a random partition with one of its secondaries."""
+    k_part, k_sec = jax.random.split(key)
+    p = problem.swappable[_draw(k_part, problem.n_swappable)]
+    row = problem.partition_replicas[p]
+    size = jnp.sum(row >= 0)
+    old = primary_of[p]
+    j = _draw(k_sec, size - 1)
+    q = row[j + (j >= jnp.argmax(row == old))]
+    a, b = node_of[old], node_of[q]
+    delta_a = problem.load_secondary[old] - problem.load_primary[old]
+    delta_b = problem.load_primary[q] - problem.load_secondary[q]
+    valid = ((problem.n_swappable > 0) & (size >= 2) & (b >= 0) & problem.node_up[jnp.maximum(b, 0)]
+             & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b))
+    init = problem.initial_primary[p]
+    cost = problem.swap_cost * ((q != init).astype(jnp.float32) - (old != init).astype(jnp.float32))
+    return Move(replica=q, target=b, partition=p, new_primary=q, service=problem.partition_service[p],
+                node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b, cost_delta=cost, valid=valid)
+
+
+def propose(problem: Problem, node_of, primary_of, loads, key, swap_probability: float) -> Move:
+    """One random move: a swap with probability `swap_probability` (SF: 0.3), else a replica move."""
+    k_kind, k_move, k_swap = jax.random.split(key, 3)
+    can_move, can_swap = problem.n_movable > 0, problem.n_swappable > 0
+    swap = jnp.where(can_move & can_swap, jax.random.uniform(k_kind) < swap_probability, can_swap)
+    move = propose_move(problem, node_of, primary_of, loads, k_move)
+    other = propose_swap(problem, node_of, primary_of, loads, k_swap)
+    return jax.tree.map(lambda m, s: jnp.where(swap, s, m), move, other)
