@@ -201,9 +201,24 @@ def _probe_chains(problem: Problem, config: AnnealConfig, chains: Chain) -> jax.
     return jax.vmap(probe, in_axes=(None, None, 0))(problem, config, chains)
 
 
-@eqx.filter_jit(donate="all-except-first")
+@eqx.filter_jit
 def _run_blocks(problem: Problem, chains: Chain, config: AnnealConfig, t_start, t_end) -> Chain:
     return jax.vmap(run_block, in_axes=(None, None, 0, None, None))(problem, config, chains, t_start, t_end)
+
+
+_executables: dict = {}
+
+
+def _compiled_blocks(problem: Problem, chains: Chain, config: AnnealConfig):
+    """The compiled block runner for these shapes and this config, and the seconds compiling took."""
+    key = (config, jax.tree.structure((problem, chains)),
+           tuple((x.shape, x.dtype) for x in jax.tree.leaves((problem, chains))))
+    if key in _executables:
+        return _executables[key], 0.0
+    start = time.perf_counter()
+    t = jnp.float32(1.0)
+    _executables[key] = _run_blocks.lower(problem, chains, config, t, t).compile()
+    return _executables[key], time.perf_counter() - start
 
 
 @dataclasses.dataclass(frozen=True)
@@ -234,9 +249,7 @@ def anneal(problem: Problem, config: AnnealConfig,
         t0 = config.probe_factor * found if found > 0 else max(initial_energy, 1.0)
     t_end = t0 * config.final_ratio
 
-    start = time.perf_counter()
-    compiled = _run_blocks.lower(problem, chains, config, jnp.float32(t0), jnp.float32(t0)).compile()
-    compile_seconds = time.perf_counter() - start
+    compiled, compile_seconds = _compiled_blocks(problem, chains, config)
 
     planned = math.ceil(config.steps / config.block_steps) if config.steps else None
     blocks = planned or 1

@@ -13,7 +13,7 @@ from plbjax import energy as E
 from plbjax.annealer import AnnealConfig, anneal
 from plbjax.balance import MetricBalance, metric_balance, service_domains
 from plbjax.constraints import violations
-from plbjax.decoding import diff
+from plbjax.decoding import diff, settle
 from plbjax.encoding import Index, Problem, encode
 from plbjax.state import ClusterState
 
@@ -70,6 +70,11 @@ def _health(index: Index, problem: Problem, report: dict) -> list[dict]:
                         "HealthState": "Warning", "Entity": f"{service}/{pid}",
                         "Description": f"Partition {pid} of {service} violates the {constraint} constraint."})
     return out
+
+
+def _no_worse(before: dict, after: dict) -> bool:
+    """No constraint measure grew anywhere (a plan never breaks what held, nor worsens what did not)."""
+    return all(bool(np.all(after[k] <= before[k] + 1e-6)) for k in before)
 
 
 def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) -> list[dict]:
@@ -136,9 +141,11 @@ def plan(state: ClusterState, config: AnnealConfig,
         scoped, _ = encode(state, movable_services=movable)
         result = anneal(scoped, config, progress)
         search.update(Chains=result.chains, Steps=result.steps, Seconds=round(result.seconds, 3))
-        candidate = _host(_assess(problem, jnp.asarray(result.node_of), jnp.asarray(result.primary_of)))
-        if result.energy < result.initial_energy and candidate["avg"] < before["avg"]:
-            node_of, primary_of, after = result.node_of, result.primary_of, candidate
+        best_node_of = settle(index, result.node_of)
+        candidate = _host(_assess(problem, jnp.asarray(best_node_of), jnp.asarray(result.primary_of)))
+        if (result.energy < result.initial_energy and candidate["avg"] < before["avg"]
+                and _no_worse(before["violations"], candidate["violations"])):
+            node_of, primary_of, after = best_node_of, result.primary_of, candidate
             actions = diff(index, node_of, primary_of)
         else:
             reason += "; no better placement was found"

@@ -1,0 +1,88 @@
+"""An independent, plain-Python check of a placement against a state document (for tests only).
+
+Written from SF's rules directly, sharing no code with the engine, so the engine's constraint logic
+is checked against a second implementation.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter, defaultdict
+
+from plbjax import expressions
+from plbjax.state import ClusterState
+
+
+def placement_of(document: dict) -> dict:
+    """{(service, partition id str): [(replica id str, role, node)]} of a state document."""
+    return {(p["ServiceName"], str(p["PartitionId"])): [(str(r["ReplicaId"]), r["Role"], r.get("NodeName"))
+                                                        for r in p["Replicas"]]
+            for p in document["Partitions"]}
+
+
+def _allowed(state: ClusterState, service) -> set[str]:
+    up = [n for n in state.nodes if n.status == "Up"]
+    mask = expressions.node_mask(service.placement_constraints, [n.properties for n in up])
+    return {n.name for n, ok in zip(up, mask) if ok}
+
+
+def _domain_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
+    """SF's '+1' rule at every level: each usable child holds floor(n/d) or floor(n/d)+1 replicas."""
+    depth = max([len(p) for p in usable + paths] + [0])
+    pad = lambda p: tuple(p) + ("",) * (depth - len(p))  # noqa: E731
+    paths, usable = [pad(p) for p in paths], [pad(p) for p in usable]
+    for level in range(depth):
+        parents = {p[:level] for p in paths}
+        for parent in parents:
+            inside = [p for p in paths if p[:level] == parent]
+            children = {u[: level + 1] for u in usable if u[:level] == parent}
+            if len(inside) <= 1 or not children:
+                continue
+            counts = Counter(p[: level + 1] for p in inside)
+            base = math.floor(len(inside) / len(children))
+            if any(not (base <= counts.get(c, 0) <= base + 1) for c in children):
+                return False
+    return True
+
+
+def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[str, set]:
+    """Violated constraints of `placement` (as from `placement_of`), keyed by constraint name."""
+    nodes = {n.name: n for n in state.nodes}
+    services = {s.name: s for s in state.services}
+    loads: dict[str, Counter] = defaultdict(Counter)
+    out: dict[str, set] = {"capacity": set(), "exclusion": set(), "placement": set(),
+                           "fault_domain": set(), "upgrade_domain": set()}
+    replicas = {str(r.replica_id): r for p in state.partitions for r in p.replicas}
+    for (service, pid), reps in placement.items():
+        svc = services[service]
+        placed = [(rid, role, node) for rid, role, node in reps if node is not None]
+        allowed = _allowed(state, svc)
+        if len({node for _, _, node in placed}) < len(placed):
+            out["exclusion"].add((service, pid))
+        for rid, role, node in placed:
+            if node not in allowed:
+                out["placement"].add((service, pid, rid))
+            own = replicas[rid]
+            for metric in svc.metrics:
+                value = own.loads.get(metric.name) if own.role == role else None
+                if value is None:
+                    value = metric.secondary_load if role == "Secondary" else metric.primary_load
+                loads[node][metric.name] += value
+        usable = [nodes[n] for n in allowed]
+        if not _domain_ok([nodes[n].fault_domain for _, _, n in placed], [n.fault_domain for n in usable]):
+            out["fault_domain"].add((service, pid))
+        if not _domain_ok([(nodes[n].upgrade_domain,) for _, _, n in placed],
+                          [(n.upgrade_domain,) for n in usable]):
+            out["upgrade_domain"].add((service, pid))
+    for name, node in nodes.items():
+        for metric, cap in node.capacities.items():
+            buffered = math.floor(cap * (1 - state.node_buffer_percentage.get(metric, 0.0))) \
+                if state.node_buffer_percentage.get(metric) else cap
+            if loads[name][metric] > buffered + tol:
+                out["capacity"].add((name, metric))
+    return out
+
+
+def no_new_violations(before: dict, after: dict) -> list[str]:
+    """Violations present after but not before (SF: a plan never breaks what held)."""
+    return [f"{k}: {sorted(after[k] - before[k])}" for k in after if after[k] - before[k]]

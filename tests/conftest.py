@@ -1,0 +1,32 @@
+"""Shared fixtures. Clusters share one shape so compiled searches are reused across tests."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from plbjax.annealer import AnnealConfig
+from plbjax.generator import ClusterSpec, generate
+from plbjax.state import parse_state
+
+# 20 nodes, 4 services x 6 partitions x 3 replicas; every test cluster has this shape.
+SPEC = ClusterSpec(nodes=20, fault_domains=4, upgrade_domains=5, metrics=2, services=4,
+                   partitions_per_service=6, replicas_per_partition=3, stateless_fraction=0.25,
+                   skew=0.8, capacity_headroom=2.0)
+QUICK = AnnealConfig(chains=8, steps=3000, seconds=None, block_steps=500)
+
+
+def cluster(seed: int, **changes) -> dict:
+    """A random 20-node test cluster document."""
+    return generate(dataclasses.replace(SPEC, seed=seed, **changes))
+
+
+@pytest.fixture(scope="session")
+def documents() -> list[dict]:
+    return [cluster(seed) for seed in range(4)]
+
+
+@pytest.fixture(scope="session")
+def states(documents):
+    return [parse_state(doc) for doc in documents]

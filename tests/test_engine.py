@@ -1,0 +1,202 @@
+"""The search engine: incremental energy, constraint validity of every chain, decoding, determinism."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from checker import no_new_violations, placement_of, violations
+from conftest import QUICK, cluster
+from plbjax import annealer as A
+from plbjax import energy as E
+from plbjax.decoding import apply_actions, diff, settle
+from plbjax.encoding import encode
+from plbjax.moves import propose
+from plbjax.phases import plan
+from plbjax.state import parse_state
+
+
+@eqx.filter_jit
+def _steps(problem, config, chains, temperature, n: int):
+    """n raw steps (no refresh) on every chain."""
+    def body(_, c):
+        return jax.vmap(A.step, in_axes=(None, None, 0, None))(problem, config, c, temperature)
+    return jax.lax.fori_loop(0, n, body, chains)
+
+
+@eqx.filter_jit
+def _move_energies(problem, chain, keys):
+    """For many random proposals from one chain: (valid, incremental energy, recomputed energy)."""
+    def one(key):
+        move = propose(problem, chain.node_of, chain.primary_of, chain.loads, key, 0.3)
+        new_energy, stats = A.evaluate(problem, chain, move)
+        after = A.apply(chain, move, jnp.asarray(True), new_energy, stats)
+        return move.valid, new_energy, E.energy_of(problem, after.node_of, after.primary_of), after
+    return jax.vmap(one)(keys)
+
+
+def _chains(problem, n=8, seed=0):
+    return A._init_chains(problem, jax.random.split(jax.random.PRNGKey(seed), n))
+
+
+def test_move_energy_equals_recomputation(states):
+    for state in states[:2]:
+        problem, _ = encode(state)
+        chains = _steps(problem, QUICK, _chains(problem), jnp.float32(5.0), 300)
+        chain = jax.tree.map(lambda x: x[0], chains)
+        valid, incremental, exact, after = _move_energies(problem, chain, jax.random.split(jax.random.PRNGKey(1), 256))
+        assert int(valid.sum()) > 20
+        np.testing.assert_allclose(np.asarray(incremental)[valid], np.asarray(exact)[valid], rtol=2e-5)
+        loads = jax.vmap(E.node_loads, in_axes=(None, 0, 0))(problem, after.node_of, after.primary_of)
+        np.testing.assert_allclose(np.asarray(after.loads)[valid], np.asarray(loads)[valid], atol=1e-3)
+
+
+def test_running_energy_equals_recomputation(states):
+    problem, _ = encode(states[0])
+    chains = _steps(problem, QUICK, _chains(problem), jnp.float32(2.0), 2000)
+    exact = jax.vmap(E.energy_of, in_axes=(None, 0, 0))(problem, chains.node_of, chains.primary_of)
+    np.testing.assert_allclose(np.asarray(chains.energy), np.asarray(exact), rtol=1e-4)
+    assert int(chains.accepted.sum()) > 100
+
+
+def _document_of(state, index, node_of, primary_of):
+    """The state document with every replica on its chain node and in its chain role."""
+    doc = json.loads(json.dumps(state.document))
+    where = {str(index.replica_ids[r]): r for r in range(index.n_replicas)}
+    parts = {(service, str(pid)): p for p, (service, pid) in enumerate(index.partitions)}
+    for part in doc["Partitions"]:
+        p = parts[(part["ServiceName"], str(part["PartitionId"]))]
+        for rep in part["Replicas"]:
+            r = where[str(rep["ReplicaId"])]
+            rep["NodeName"] = index.nodes[int(node_of[r])]
+            if rep["Role"] != "Instance":
+                rep["Role"] = "Primary" if int(primary_of[p]) == r else "Secondary"
+    return doc
+
+
+def test_every_chain_state_respects_hard_constraints(states, documents):
+    """Run hot (many accepted moves) and check every chain's placement with the independent checker."""
+    for state, doc in zip(states, documents):
+        problem, index = encode(state)
+        chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)
+        before = violations(state, placement_of(doc))
+        for c in range(chains.node_of.shape[0]):
+            after_doc = _document_of(state, index, chains.node_of[c], chains.primary_of[c])
+            assert no_new_violations(before, violations(state, placement_of(after_doc))) == []
+
+
+def test_existing_violation_is_never_made_worse():
+    """A cluster whose placement already breaks fault-domain spread still only gets valid moves."""
+    doc = cluster(7)
+    part = doc["Partitions"][0]
+    fd = {n["NodeName"]: n["FaultDomain"] for n in doc["Nodes"]}
+    taken = {r["NodeName"] for r in part["Replicas"]}
+    first_fd = fd[part["Replicas"][0]["NodeName"]]
+    twin = next(n for n, f in fd.items() if f == first_fd and n not in taken)
+    part["Replicas"][1]["NodeName"] = twin          # two replicas in one fault domain
+    state = parse_state(doc)
+    problem, index = encode(state)
+    chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)
+    before = violations(state, placement_of(doc))
+    assert before["fault_domain"]
+    for c in range(chains.node_of.shape[0]):
+        after = violations(state, placement_of(_document_of(state, index, chains.node_of[c], chains.primary_of[c])))
+        assert no_new_violations(before, after) == []
+
+
+def test_decoded_actions_reproduce_every_chain(states):
+    state = states[1]
+    problem, index = encode(state)
+    chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1000)
+    for c in range(chains.node_of.shape[0]):
+        node_of = settle(index, np.asarray(chains.node_of[c]))
+        primary_of = np.asarray(chains.primary_of[c])
+        actions = diff(index, node_of, primary_of)
+        got = {str(r["ReplicaId"]): (r["NodeName"], r["Role"])
+               for p in apply_actions(state.document, actions)["Partitions"] for r in p["Replicas"]}
+        for r in range(index.n_replicas):
+            p = int(problem.replica_partition[r])
+            role = "Primary" if primary_of[p] == r else ("Secondary" if index.stateful[p] else "Instance")
+            assert got[str(index.replica_ids[r])] == (index.nodes[node_of[r]], role)
+        # minimal: one move per replica whose node changed, one swap per changed primary
+        assert sum(a["Action"] != "SwapPrimarySecondary" for a in actions) == \
+            int((node_of != index.node_of)[: index.n_replicas].sum())
+        assert sum(a["Action"] == "SwapPrimarySecondary" for a in actions) == \
+            int((primary_of != index.primary_of)[: index.n_partitions].sum())
+
+
+def test_diff_is_net_of_intermediate_steps(states):
+    state = states[0]
+    problem, index = encode(state)
+    node_of, primary_of = index.node_of.copy(), index.primary_of.copy()
+    assert diff(index, node_of, primary_of) == []                     # nothing changed
+    p = next(p for p in range(index.n_partitions) if index.stateful[p])
+    rows = index.partition_rows[p]
+    used = {int(index.node_of[r]) for r in rows}
+    free = [n for n in range(index.n_nodes) if n not in used]
+    a, b = [r for r in rows if r != index.primary_of[p]][:2]
+    original = int(node_of[a])
+    node_of[a] = free[0]                                              # N1 -> N2
+    node_of[a] = free[1]                                              # N2 -> N3
+    actions = diff(index, node_of, primary_of)
+    assert [(x["Action"], x["SourceNode"], x["TargetNode"]) for x in actions] == \
+        [("MoveSecondary", index.nodes[original], index.nodes[free[1]])]
+    node_of[a] = original                                             # and back
+    assert diff(index, node_of, primary_of) == []
+    node_of[a], node_of[b] = node_of[b], node_of[a]                   # a rotation cannot be executed
+    with pytest.raises(ValueError):
+        diff(index, node_of, primary_of)
+    assert diff(index, settle(index, node_of), primary_of) == []
+    node_of = index.node_of.copy()
+    node_of[b] = free[0]                                              # b leaves, a takes b's node
+    node_of[a] = index.node_of[b]
+    actions = diff(index, node_of, primary_of)
+    assert [x["ReplicaId"] for x in actions] == [index.replica_ids[b], index.replica_ids[a]]
+    primary_of[p] = a                                                 # and a becomes primary: swap first
+    actions = diff(index, node_of, primary_of)
+    assert [x["Action"] for x in actions] == ["SwapPrimarySecondary", "MoveSecondary", "MovePrimary"]
+    apply_actions(state.document, actions)
+
+
+def test_plans_on_random_clusters_improve_and_break_nothing(states, documents):
+    for state, doc in zip(states, documents):
+        result = plan(state, QUICK)
+        assert result["Phases"][2]["Ran"]
+        assert result["Score"]["After"] < result["Score"]["Before"]
+        assert result["Actions"]
+        after_doc = apply_actions(doc, result["Actions"])
+        assert no_new_violations(violations(state, placement_of(doc)),
+                                 violations(state, placement_of(after_doc))) == []
+        assert doc == state.document                                   # the input is not changed
+
+
+def test_same_seed_same_plan_and_seed_matters(states):
+    a = plan(states[2], QUICK)
+    b = plan(states[2], QUICK)
+    assert json.dumps(a["Actions"]) == json.dumps(b["Actions"])
+    assert a["Score"] == b["Score"]
+    c = plan(states[2], dataclasses.replace(QUICK, seed=5))
+    assert c["Search"]["Seed"] == 5
+
+
+def test_balanced_cluster_moves_nothing(documents):
+    # skewed clusters have empty nodes (min 0: imbalanced at any ratio), so the activity threshold decides
+    doc = dict(documents[0], MetricActivityThresholds={"Metric0": 10**6, "Metric1": 10**6})
+    result = plan(parse_state(doc), QUICK)
+    assert result["Actions"] == []
+    assert result["Phases"][2] == {"Phase": "Balancing", "Ran": False, "Reason": "every metric is balanced"}
+    assert all(b["IsBalancedBefore"] for b in result["Balance"])
+
+
+def test_every_replica_is_accounted_for(documents):
+    doc = json.loads(json.dumps(documents[0]))
+    doc["Partitions"][0]["Replicas"].pop()                 # one replica short of the target
+    result = plan(parse_state(doc), QUICK)
+    assert len(result["Unplaced"]) == 1
+    assert result["Phases"][0]["Ran"] is False and "Unplaced" in result["Phases"][0]["Reason"]
