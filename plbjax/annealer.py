@@ -35,9 +35,8 @@ class AnnealConfig:
     seed: int = 0
     block_steps: int = 1_000            # steps between exact refreshes (SF: 1000 per round)
     swap_probability: float = 0.3       # SF's SwapPrimaryProbability
-    initial_temperature: float | None = None  # None: SF's probe, 50 x the largest |dE| of 50 moves
-    probe_factor: float = 50.0
-    probes: int = 50
+    initial_temperature: float | None = None  # None: probe, probe_factor x the largest |dE| seen
+    probe_factor: float = 50.0          # SF: 50 x the largest |dE| of its probe moves
     final_ratio: float = 1e-4           # final temperature / initial temperature
 
 
@@ -60,6 +59,7 @@ class Chain(eqx.Module):
     best_energy: jax.Array
     key: jax.Array
     accepted: jax.Array
+    largest_delta: jax.Array  # largest |dE| of a valid proposal so far (the temperature probe)
 
 
 def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
@@ -89,7 +89,7 @@ def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
                  best_node_of=jnp.where(better, node_of, best[0]),
                  best_primary_of=jnp.where(better, primary_of, best[1]),
                  best_energy=jnp.minimum(energy, best[2]), key=key,
-                 accepted=jnp.zeros((), jnp.int32))
+                 accepted=jnp.zeros((), jnp.int32), largest_delta=jnp.zeros(()))
 
 
 def init(problem: Problem, key: jax.Array) -> Chain:
@@ -101,7 +101,7 @@ def refresh(problem: Problem, chain: Chain) -> Chain:
     """Recompute the statistics exactly and keep the best placement seen at refresh points."""
     fresh = _fresh(problem, chain.node_of, chain.primary_of, chain.key,
                    best=(chain.best_node_of, chain.best_primary_of, chain.best_energy))
-    return eqx.tree_at(lambda c: c.accepted, fresh, chain.accepted)
+    return dataclasses.replace(fresh, accepted=chain.accepted, largest_delta=chain.largest_delta)
 
 
 def _node_change(total, sq, centre, counted, level, delta):
@@ -167,7 +167,8 @@ def step(problem: Problem, config: AnnealConfig, chain: Chain, temperature: jax.
     delta = new_energy - chain.energy
     uphill_ok = jax.random.uniform(k_accept) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))
     accept = move.valid & ((delta <= 0) | uphill_ok)
-    return apply(dataclasses.replace(chain, key=key), move, accept, new_energy, stats)
+    largest = jnp.maximum(chain.largest_delta, jnp.where(move.valid, jnp.abs(delta), 0.0))
+    return apply(dataclasses.replace(chain, key=key, largest_delta=largest), move, accept, new_energy, stats)
 
 
 def run_block(problem: Problem, config: AnnealConfig, chain: Chain, t_start, t_end) -> Chain:
@@ -181,24 +182,9 @@ def run_block(problem: Problem, config: AnnealConfig, chain: Chain, t_start, t_e
     return refresh(problem, jax.lax.fori_loop(0, n, body, chain))
 
 
-def probe(problem: Problem, config: AnnealConfig, chain: Chain) -> jax.Array:
-    """Largest |dE| over `config.probes` random valid moves from the chain's placement (SF's probe)."""
-    def one(key):
-        move = propose(problem, chain.node_of, chain.primary_of, chain.loads, key, config.swap_probability)
-        new_energy, _ = evaluate(problem, chain, move)
-        return jnp.where(move.valid, jnp.abs(new_energy - chain.energy), 0.0)
-
-    return jnp.max(jax.vmap(one)(jax.random.split(chain.key, config.probes)))
-
-
 @eqx.filter_jit
 def _init_chains(problem: Problem, keys: jax.Array) -> Chain:
     return jax.vmap(init, in_axes=(None, 0))(problem, keys)
-
-
-@eqx.filter_jit
-def _probe_chains(problem: Problem, config: AnnealConfig, chains: Chain) -> jax.Array:
-    return jax.vmap(probe, in_axes=(None, None, 0))(problem, config, chains)
 
 
 @eqx.filter_jit
@@ -242,26 +228,28 @@ def anneal(problem: Problem, config: AnnealConfig,
     keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
     chains = _init_chains(problem, keys)
     initial_energy = float(chains.energy[0])
-    if config.initial_temperature is not None:
-        t0 = float(config.initial_temperature)
-    else:
-        found = float(jnp.median(_probe_chains(problem, config, chains)))
-        t0 = config.probe_factor * found if found > 0 else max(initial_energy, 1.0)
-    t_end = t0 * config.final_ratio
-
     compiled, compile_seconds = _compiled_blocks(problem, chains, config)
 
+    # Without a given temperature the first block is the probe (SF: T0 from the largest |dE| of random
+    # valid moves): it runs greedy, so chains stay near the input, and sets T0 for the rest.
+    t0 = config.initial_temperature
     planned = math.ceil(config.steps / config.block_steps) if config.steps else None
     blocks = planned or 1
     done, block_seconds = 0, None
     start = time.perf_counter()
     while done < blocks:
-        frac = lambda i: i / blocks  # noqa: E731
-        t_a, t_b = t0 * config.final_ratio ** frac(done), t0 * config.final_ratio ** frac(done + 1)
+        if t0 is None:
+            t_a = t_b = 0.0
+        else:
+            t_a = t0 * config.final_ratio ** (done / blocks)
+            t_b = t0 * config.final_ratio ** ((done + 1) / blocks)
         chains = compiled(problem, chains, config, jnp.float32(t_a), jnp.float32(t_b))
         jax.block_until_ready(chains.best_energy)
         done += 1
         elapsed = time.perf_counter() - start
+        if t0 is None:
+            found = float(jnp.median(chains.largest_delta))
+            t0 = config.probe_factor * found if found > 0 else max(initial_energy, 1.0)
         if block_seconds is None:
             block_seconds = elapsed
             if config.seconds:

@@ -32,11 +32,23 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
+def _enable_compilation_cache() -> None:
+    """Keep compiled searches on disk so repeated runs on similar clusters skip XLA compilation."""
+    import os
+
+    import jax
+
+    path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
 def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     """Load, plan, write. Raises BadInput for bad input."""
     from plbjax.phases import plan as make_plan
     from plbjax.state import load_state
 
+    _enable_compilation_cache()
     state = load_state(cfg.state)
     if cfg.balancing_threshold is not None or cfg.activity_threshold is not None:
         metrics = state.metric_names()

@@ -51,7 +51,6 @@ def from_hydra(cfg: DictConfig) -> RunConfig:
         swap_probability=_number(cfg, "anneal.swap_probability", float, False, 0.0),
         initial_temperature=_number(cfg, "anneal.initial_temperature", float, True, 0.0),
         probe_factor=_number(cfg, "anneal.probe_factor", float, False, 0.0),
-        probes=_number(cfg, "anneal.probes", int, False, 1),
         final_ratio=_number(cfg, "anneal.final_ratio", float, False, 0.0),
     )
     if anneal.steps is None and not anneal.seconds:

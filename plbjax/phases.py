@@ -98,8 +98,7 @@ def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str
     if upgrade.get("InProgress"):
         if upgrade.get("Scope", "Cluster") == "Cluster":
             return set(), "a cluster upgrade is in progress: balancing is off"
-        app = upgrade.get("ApplicationName", "")
-        frozen = {s.name for s in state.services if app and s.name.startswith(app.rstrip("/") + "/")}
+        frozen = {s.name for s in state.services if s.application == upgrade.get("ApplicationName")}
     movable = set()
     for domain in service_domains(state):
         if any(metric.name in imbalanced for name in domain for metric in state.service(name).metrics):

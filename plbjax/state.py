@@ -14,7 +14,6 @@ import math
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from importlib import resources
 from pathlib import Path
 
 import jsonschema
@@ -238,7 +237,7 @@ def parse_state(doc: Mapping, source: str = "<state>") -> ClusterState:
 @cache
 def _schema() -> dict:
     """state.schema.json with every $ref replaced by its definition (the schema is not recursive)."""
-    text = resources.files("plbjax").joinpath("schemas/state.schema.json").read_text("utf-8")
+    text = (Path(__file__).parent / "schemas" / "state.schema.json").read_text("utf-8")
     schema = json.loads(text)
     definitions = schema.pop("$defs")
 

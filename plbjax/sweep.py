@@ -12,19 +12,21 @@ from omegaconf import DictConfig
 
 
 def collect(sweep_dir: Path) -> list[dict]:
-    """One row per job directory holding a plan.json."""
-    rows = []
+    """One row per job directory holding a plan.json; `overrides` shows what varies across jobs."""
+    rows, job_overrides = [], []
     for plan_path in sorted(sweep_dir.glob("*/plan.json"), key=lambda p: int(p.parent.name)
                             if p.parent.name.isdigit() else p.parent.name):
         plan = json.loads(plan_path.read_text())
         overrides_path = plan_path.parent / ".hydra" / "overrides.yaml"
-        overrides = yaml.safe_load(overrides_path.read_text()) if overrides_path.exists() else []
+        job_overrides.append(yaml.safe_load(overrides_path.read_text()) if overrides_path.exists() else [])
         rows.append({"job": plan_path.parent.name,
-                     "overrides": " ".join(o for o in overrides if not o.startswith("state=")),
                      "actions": len(plan["Actions"]),
                      "score_before": plan["Score"]["Before"], "score_after": plan["Score"]["After"],
                      "seconds": plan["Search"]["Seconds"]})
-    return rows
+    common = set.intersection(*map(set, job_overrides)) if job_overrides else set()
+    for row, overrides in zip(rows, job_overrides):
+        row["overrides"] = " ".join(o for o in overrides if o not in common)
+    return [{"job": r["job"], "overrides": r["overrides"], **r} for r in rows]
 
 
 def write_summary(sweep_dir: Path) -> list[dict]:
