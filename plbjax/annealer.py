@@ -22,7 +22,7 @@ import numpy as np
 
 from plbjax import energy as E
 from plbjax.encoding import Problem
-from plbjax.moves import Move, propose
+from plbjax.moves import DRAWS, Move, propose, uniform
 
 
 @dataclasses.dataclass(frozen=True)
@@ -160,12 +160,13 @@ def apply(chain: Chain, move: Move, accept: jax.Array, new_energy, stats) -> Cha
 
 
 def step(problem: Problem, config: AnnealConfig, chain: Chain, temperature: jax.Array) -> Chain:
-    """One Metropolis step at `temperature`."""
-    key, k_move, k_accept = jax.random.split(chain.key, 3)
-    move = propose(problem, chain.node_of, chain.primary_of, chain.loads, k_move, config.swap_probability)
+    """One Metropolis step at `temperature` (one threefry call: the proposal's words and the next key)."""
+    words = jax.random.bits(chain.key, (DRAWS + 3,))
+    key = words[DRAWS + 1:]
+    move = propose(problem, chain.node_of, chain.primary_of, chain.loads, words, config.swap_probability)
     new_energy, stats = evaluate(problem, chain, move)
     delta = new_energy - chain.energy
-    uphill_ok = jax.random.uniform(k_accept) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))
+    uphill_ok = uniform(words[DRAWS]) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))
     accept = move.valid & ((delta <= 0) | uphill_ok)
     largest = jnp.maximum(chain.largest_delta, jnp.where(move.valid, jnp.abs(delta), 0.0))
     return apply(dataclasses.replace(chain, key=key, largest_delta=largest), move, accept, new_energy, stats)

@@ -179,7 +179,7 @@ def encode(state: ClusterState, movable_services: set[str] | None = None,
         service_class[si] = class_of_mask.setdefault(mask.tobytes(), len(masks))
         if service_class[si] == len(masks):
             masks.append(mask)
-    C = bucket(len(masks))
+    C = bucket(len(masks), 4)
     class_nodes = np.zeros((C, N), np.int32)
     class_count = np.zeros(C, np.int32)
     fd_children = np.zeros((C, int(fd_tree.max()) + 1), np.int32)

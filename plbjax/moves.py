@@ -29,26 +29,36 @@ class Move(eqx.Module):
     valid: jax.Array
 
 
+DRAWS = 5  # random words one proposal uses
+
+
 def _domains_no_worse(problem: Problem, before: jax.Array, after: jax.Array, cls: jax.Array) -> jax.Array:
+    both = jnp.stack([before, after])
+
     def no_worse(tree, children):
-        return domain_violation(tree, children, after, cls) <= domain_violation(tree, children, before, cls)
+        v = jax.vmap(domain_violation, in_axes=(None, None, 0, None))(tree, children, both, cls)
+        return v[1] <= v[0]
 
     return ((~problem.check_fault_domain | no_worse(problem.fd_tree, problem.fd_children))
             & (~problem.check_upgrade_domain | no_worse(problem.ud_tree, problem.ud_children)))
 
 
-def _draw(key: jax.Array, n: jax.Array) -> jax.Array:
-    """Uniform integer in [0, n) for a traced n (0 when n is 0)."""
-    return jax.random.randint(key, (), 0, jnp.maximum(n, 1))
+def uniform(word: jax.Array) -> jax.Array:
+    """A uniform float in [0, 1) from one random 32-bit word."""
+    return (word >> 8).astype(jnp.float32) * (1.0 / (1 << 24))
 
 
-def propose_move(problem: Problem, node_of, primary_of, loads, key) -> Move:
+def _draw(word: jax.Array, n: jax.Array) -> jax.Array:
+    """A uniform integer in [0, n) from one random word, for a traced n (0 when n is 0)."""
+    return (word % jnp.maximum(n, 1).astype(jnp.uint32)).astype(jnp.int32)
+
+
+def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     """Move a random movable replica to a random node its placement constraints allow."""
-    k_rep, k_node = jax.random.split(key)
-    r = problem.movable[_draw(k_rep, problem.n_movable)]
+    r = problem.movable[_draw(words[0], problem.n_movable)]
     p, s = problem.replica_partition[r], problem.replica_service[r]
     cls = problem.service_class[s]
-    t = problem.class_nodes[cls, _draw(k_node, problem.class_node_count[cls])]
+    t = problem.class_nodes[cls, _draw(words[1], problem.class_node_count[cls])]
     a = node_of[r]
     load = jnp.where(primary_of[p] == r, problem.load_primary[r], problem.load_secondary[r])
     before = partition_nodes(problem, node_of, p)
@@ -61,14 +71,13 @@ def propose_move(problem: Problem, node_of, primary_of, loads, key) -> Move:
                 node_a=a, node_b=t, delta_a=-load, delta_b=load, cost_delta=cost, valid=valid)
 
 
-def propose_swap(problem: Problem, node_of, primary_of, loads, key) -> Move:
+def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     """Swap the primary of a random partition with one of its secondaries."""
-    k_part, k_sec = jax.random.split(key)
-    p = problem.swappable[_draw(k_part, problem.n_swappable)]
+    p = problem.swappable[_draw(words[2], problem.n_swappable)]
     row = problem.partition_replicas[p]
     size = jnp.sum(row >= 0)
     old = primary_of[p]
-    j = _draw(k_sec, size - 1)
+    j = _draw(words[3], size - 1)
     q = row[j + (j >= jnp.argmax(row == old))]
     a, b = node_of[old], node_of[q]
     delta_a = problem.load_secondary[old] - problem.load_primary[old]
@@ -81,11 +90,11 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, key) -> Move:
                 node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b, cost_delta=cost, valid=valid)
 
 
-def propose(problem: Problem, node_of, primary_of, loads, key, swap_probability: float) -> Move:
-    """One random move: a swap with probability `swap_probability` (SF: 0.3), else a replica move."""
-    k_kind, k_move, k_swap = jax.random.split(key, 3)
+def propose(problem: Problem, node_of, primary_of, loads, words, swap_probability: float) -> Move:
+    """One random move from `DRAWS` random words: a swap with probability `swap_probability` (SF: 0.3),
+    else a replica move."""
     can_move, can_swap = problem.n_movable > 0, problem.n_swappable > 0
-    swap = jnp.where(can_move & can_swap, jax.random.uniform(k_kind) < swap_probability, can_swap)
-    move = propose_move(problem, node_of, primary_of, loads, k_move)
-    other = propose_swap(problem, node_of, primary_of, loads, k_swap)
+    swap = jnp.where(can_move & can_swap, uniform(words[4]) < swap_probability, can_swap)
+    move = propose_move(problem, node_of, primary_of, loads, words)
+    other = propose_swap(problem, node_of, primary_of, loads, words)
     return jax.tree.map(lambda m, s: jnp.where(swap, s, m), move, other)

@@ -82,12 +82,12 @@ _LS, _COST, _E, _BEST, _ACC, _LOGN, _LOGMODE = range(7)
 # ------------------------------------------------------------------------------------ kernels
 
 
-@nb.njit(cache=False)
+@nb.njit(cache=True)
 def _seed(seed):
     np.random.seed(seed)
 
 
-@nb.njit(inline="always")
+@nb.njit(inline="always", cache=True)
 def _deviation(total, sq, count, centre):
     n = max(count, 1.0)
     mean = total / n
@@ -95,7 +95,7 @@ def _deviation(total, sq, count, centre):
     return np.sqrt(var) / mean if mean > 0 else 0.0
 
 
-@nb.njit
+@nb.njit(cache=True)
 def _refresh(A, st):
     """Recompute every statistic exactly from the placement (recentred on the current means)."""
     R, M = A.load_primary.shape
@@ -156,7 +156,7 @@ def _refresh(A, st):
     st.sc[_E] = (g + local_score + SMALL_VALUE) * (cost + A.replica_count + MOVE_COST_OFFSET)
 
 
-@nb.njit
+@nb.njit(cache=True)
 def domain_violation(tree, children, nodes, cls):
     """plbjax.constraints.domain_violation: sum over levels and parents of max(0, max - min - 1)."""
     K = nodes.shape[0]
@@ -194,7 +194,7 @@ def domain_violation(tree, children, nodes, cls):
     return total
 
 
-@nb.njit(inline="always")
+@nb.njit(inline="always", cache=True)
 def _fits(A, loads, node, delta):
     if not A.check_capacity:
         return True
@@ -204,7 +204,7 @@ def _fits(A, loads, node, delta):
     return True
 
 
-@nb.njit
+@nb.njit(cache=True)
 def _materialise_arrays(node_of, primary_of, best_node_of, best_primary_of, log_kind, log_index,
                         log_value, sc):
     """best arrays = current placement with the undo log applied in reverse; log mode off."""
@@ -226,7 +226,7 @@ def _materialise(st: State) -> None:
                         st.log_kind, st.log_index, st.log_value, st.sc)
 
 
-@nb.njit(inline="always")
+@nb.njit(inline="always", cache=True)
 def _fits(check, capacity, loads, node, delta):
     """Adding `delta` to `node` keeps every metric that grows within capacity (constraints.fits)."""
     if not check:
@@ -237,7 +237,7 @@ def _fits(check, capacity, loads, node, delta):
     return True
 
 
-@nb.njit
+@nb.njit(cache=True)
 def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_steps, probe):
     """Steps first .. first + n - 1 of a `total`-step schedule T0 * final_ratio ** (i / total).
 

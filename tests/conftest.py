@@ -10,10 +10,12 @@ from plbjax.annealer import AnnealConfig
 from plbjax.generator import ClusterSpec, generate
 from plbjax.state import parse_state
 
-# 20 nodes, 4 services x 6 partitions x 3 replicas; every test cluster has this shape.
-SPEC = ClusterSpec(nodes=20, fault_domains=4, upgrade_domains=5, metrics=2, services=4,
-                   partitions_per_service=6, replicas_per_partition=3, stateless_fraction=0.25,
-                   skew=0.8, capacity_headroom=2.0)
+# 20 nodes of two node types in 4 fault domains x 2 racks, 4 services (half of them constrained to a
+# node type) x 6 partitions x 3 replicas; every test cluster has this shape.
+SPEC = ClusterSpec(nodes=20, node_types=2, fault_domains=4, racks_per_fault_domain=2, upgrade_domains=5,
+                   metrics=2, services=4, partitions_per_service=6, replicas_per_partition=3,
+                   stateless_fraction=0.25, skew=0.8, capacity_headroom=2.0,
+                   placement_constraint_fraction=0.5)
 QUICK = AnnealConfig(chains=8, steps=3000, seconds=None, block_steps=500)
 
 

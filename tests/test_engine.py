@@ -17,7 +17,7 @@ from plbjax import annealer as A
 from plbjax import energy as E
 from plbjax.decoding import apply_actions, diff, settle
 from plbjax.encoding import encode
-from plbjax.moves import propose
+from plbjax.moves import DRAWS, propose
 from plbjax.phases import plan
 from plbjax.state import parse_state
 
@@ -34,7 +34,8 @@ def _steps(problem, config, chains, temperature, n: int):
 def _move_energies(problem, chain, keys):
     """For many random proposals from one chain: (valid, incremental energy, recomputed energy)."""
     def one(key):
-        move = propose(problem, chain.node_of, chain.primary_of, chain.loads, key, 0.3)
+        words = jax.random.bits(key, (DRAWS,))
+        move = propose(problem, chain.node_of, chain.primary_of, chain.loads, words, 0.3)
         new_energy, stats = A.evaluate(problem, chain, move)
         after = A.apply(chain, move, jnp.asarray(True), new_energy, stats)
         return move.valid, new_energy, E.energy_of(problem, after.node_of, after.primary_of), after

@@ -1,0 +1,373 @@
+"""Benchmark: plbjax's vmapped annealer against a sequential compiled annealer (numba baseline).
+
+The question is solution quality per wall-second: for each cluster size, plbjax `anneal` runs with a
+fixed wall-time budget at a few chain counts and the numba baseline (scripts/baseline_numba.py: one
+chain, same energy, moves, validity rules and temperature schedule, plbjax's T0) runs for the same
+wall time. Recorded per run: moves/s, best energy vs wall time, final energy, compile seconds,
+AvgStdDev before/after; per size also where plbjax's step time goes (steps alone at 1 and C chains,
+the exact refresh alone). Writes a JSON and a PNG naming the machine.
+
+    python scripts/bench_annealer.py                 # full run (~10-15 minutes on 2 CPU cores)
+    python scripts/bench_annealer.py --quick         # smoke run (two small sizes, short budgets)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from baseline_numba import compile_kernels, problem_arrays, run_baseline  # noqa: E402
+from plbjax import annealer as A  # noqa: E402
+from plbjax import energy as E  # noqa: E402
+from plbjax.encoding import encode  # noqa: E402
+from plbjax.generator import ClusterSpec, generate  # noqa: E402
+from plbjax.state import parse_state  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# name -> ClusterSpec (3 replicas per partition, skew 0.8, 2-4 metrics)
+SIZES = {
+    "100": ClusterSpec(nodes=10, fault_domains=5, upgrade_domains=5, metrics=2, services=5,
+                       partitions_per_service=7, skew=0.8, seed=1),
+    "1k": ClusterSpec(nodes=50, fault_domains=5, upgrade_domains=10, metrics=3, services=10,
+                      partitions_per_service=33, skew=0.8, seed=1),
+    "10k": ClusterSpec(nodes=200, fault_domains=10, upgrade_domains=10, metrics=4, services=20,
+                       partitions_per_service=167, skew=0.8, seed=1),
+    "100k": ClusterSpec(nodes=1000, fault_domains=10, upgrade_domains=10, metrics=4, services=50,
+                        partitions_per_service=667, skew=0.8, seed=1),
+}
+
+
+# ------------------------------------------------------------------------------------ machine
+
+
+def machine() -> dict:
+    model = platform.processor() or ""
+    try:
+        for line in subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout.splitlines():
+            if line.startswith("Model name:"):
+                model = line.split(":", 1)[1].strip()
+    except (OSError, subprocess.SubprocessError):
+        pass
+    import numba
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                                  timeout=10).stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            return ""
+
+    return dict(
+        cpu_model=model, logical_cores=os.cpu_count(),
+        affinity_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        platform=platform.platform(), python=platform.python_version(),
+        jax_version=jax.__version__, jax_backend=jax.default_backend(),
+        jax_devices=[str(d) for d in jax.devices()], numba_version=numba.__version__,
+        numpy_version=np.__version__, load_average_at_start=list(os.getloadavg()),
+        git_commit=git("rev-parse", "HEAD"),
+        git_dirty_files=[ln[3:] for ln in git("status", "--porcelain").splitlines()
+                         if ln[3:].startswith(("plbjax/", "scripts/"))],
+    )
+
+
+# ------------------------------------------------------------------------------------ plbjax
+
+
+def run_plbjax(problem, chains: int, seconds: float, seed: int) -> dict:
+    trace = []
+
+    def progress(done, blocks, elapsed, best):
+        trace.append((round(elapsed, 4), best))
+
+    config = A.AnnealConfig(chains=chains, steps=None, seconds=seconds, seed=seed)
+    start = time.perf_counter()
+    res = A.anneal(problem, config, progress=progress)
+    total = time.perf_counter() - start
+    node_of, primary_of = jnp.asarray(res.node_of), jnp.asarray(res.primary_of)
+    return dict(
+        chains=chains, steps_per_chain=res.steps, seconds=res.seconds,
+        compile_seconds=res.compile_seconds,
+        other_seconds=total - res.seconds - res.compile_seconds,     # init chains (+ its compile)
+        moves_per_second=chains * res.steps / res.seconds,
+        initial_energy=res.initial_energy, best_energy=res.energy,
+        recomputed_energy=float(E.energy_of(problem, node_of, primary_of)),
+        avg_std_dev_after=float(E.avg_std_dev(problem, node_of, primary_of)),
+        initial_temperature=res.initial_temperature, accepted=res.accepted,
+        energy_trace=[(0.0, res.initial_energy)] + trace,
+    )
+
+
+def _timed(fn, *args, repeats: int = 3) -> tuple[float, float]:
+    """(compile seconds, best run seconds) of a jitted function."""
+    start = time.perf_counter()
+    jax.block_until_ready(fn(*args))
+    compile_s = time.perf_counter() - start
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        best = min(best, time.perf_counter() - start)
+    return compile_s, best
+
+
+def profile_plbjax(problem, chains: int, steps: int, t: float) -> dict:
+    """Where a block's time goes: `steps` plain steps (no refresh) at 1 and `chains` chains, and one
+    exact refresh of `chains` chains (run once per block of 1,000 steps)."""
+    config = A.AnnealConfig(chains=chains, steps=None, seconds=None)
+
+    @eqx.filter_jit
+    def steps_only(problem, chains_, temperature):
+        def body(_, c):
+            return jax.vmap(A.step, in_axes=(None, None, 0, None))(problem, config, c, temperature)
+        return jax.lax.fori_loop(0, steps, body, chains_).energy
+
+    @eqx.filter_jit
+    def refresh_only(problem, chains_):
+        return jax.vmap(A.refresh, in_axes=(None, 0))(problem, chains_).energy
+
+    out = {}
+    for c in sorted({1, chains}):
+        ch = A._init_chains(problem, jax.random.split(jax.random.PRNGKey(0), c))
+        comp, sec = _timed(steps_only, problem, ch, jnp.float32(t))
+        out[f"step_us_{c}_chains"] = 1e6 * sec / steps
+        out[f"step_compile_seconds_{c}_chains"] = comp
+        if c == chains:
+            comp, sec = _timed(refresh_only, problem, ch)
+            out[f"refresh_ms_{c}_chains"] = 1e3 * sec
+            out["refresh_compile_seconds"] = comp
+    block = out[f"step_us_{chains}_chains"] * 1e-6 * config.block_steps + out[f"refresh_ms_{chains}_chains"] * 1e-3
+    out["chains"] = chains
+    out["refresh_share_of_block"] = out[f"refresh_ms_{chains}_chains"] * 1e-3 / block
+    out["us_per_chain_step"] = out[f"step_us_{chains}_chains"] / chains
+    return out
+
+
+# ------------------------------------------------------------------------------------ comparison
+
+
+def best_at(trace, t: float) -> float:
+    """Best energy a run had reached by wall time t (its trace is a step function)."""
+    value = trace[0][1]
+    for when, best in trace:
+        if when <= t + 1e-9:
+            value = best
+    return value
+
+
+def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, seed: int,
+               profile_chains: int | None, profile_steps: int) -> dict:
+    print(f"== {name}: generating {spec.total_replicas} replicas on {spec.nodes} nodes", flush=True)
+    start = time.perf_counter()
+    doc = generate(spec)
+    state = parse_state(doc)
+    gen_s = time.perf_counter() - start
+    start = time.perf_counter()
+    problem, index = encode(state)
+    enc_s = time.perf_counter() - start
+    a0 = float(E.avg_std_dev(problem, problem.initial_node, problem.initial_primary))
+    row = dict(name=name, spec=dataclasses.asdict(spec), nodes=index.n_nodes, replicas=index.n_replicas,
+               partitions=index.n_partitions, metrics=len(index.metrics), padded_shape=problem.shape,
+               movable=int(problem.n_movable), swappable=int(problem.n_swappable),
+               generate_parse_seconds=gen_s, encode_seconds=enc_s, avg_std_dev_before=a0,
+               budget_seconds=seconds, plbjax=[])
+
+    for c in chains:
+        run = run_plbjax(problem, c, seconds, seed)
+        row["plbjax"].append(run)
+        print(f"   plbjax {c:4d} chains: {run['moves_per_second']:12,.0f} moves/s  "
+              f"{run['steps_per_chain']:8d} steps/chain  E {run['initial_energy']:.6g} -> "
+              f"{run['best_energy']:.6g}  (compile {run['compile_seconds']:.1f}s)", flush=True)
+
+    t0 = row["plbjax"][0]["initial_temperature"]
+    arrays = problem_arrays(problem)
+    base = run_baseline(arrays, steps=None, seconds=seconds, seed=seed, t0=t0, checkpoints=60)
+    node_of, primary_of = jnp.asarray(base["node_of"], jnp.int32), jnp.asarray(base["primary_of"], jnp.int32)
+    row["baseline"] = dict(
+        steps=base["steps"], seconds=base["seconds"], moves_per_second=base["steps"] / base["seconds"],
+        initial_energy=base["initial_energy"], best_energy=base["best_energy"],
+        recomputed_energy=float(E.energy_of(problem, node_of, primary_of)),
+        avg_std_dev_after=float(E.avg_std_dev(problem, node_of, primary_of)),
+        accepted=base["accepted"], initial_temperature=t0, energy_trace=base["energy_trace"],
+    )
+    print(f"   baseline    1 chain : {row['baseline']['moves_per_second']:12,.0f} moves/s  "
+          f"{base['steps']:8d} steps        E {base['initial_energy']:.6g} -> {base['best_energy']:.6g}",
+          flush=True)
+
+    for run in row["plbjax"]:
+        at = best_at(base["energy_trace"], run["seconds"])
+        run["baseline_energy_at_same_time"] = at
+        run["energy_ratio_vs_baseline"] = run["best_energy"] / at
+        run["moves_per_second_ratio_vs_baseline"] = run["moves_per_second"] / row["baseline"]["moves_per_second"]
+    best = min(row["plbjax"], key=lambda r: r["best_energy"])
+    row["summary"] = dict(
+        plbjax_best_chains=best["chains"], plbjax_best_energy=best["best_energy"],
+        plbjax_seconds=best["seconds"], baseline_energy_at_same_time=best["baseline_energy_at_same_time"],
+        baseline_final_energy=base["best_energy"], baseline_seconds=base["seconds"],
+        energy_ratio=best["energy_ratio_vs_baseline"],
+        plbjax_moves_per_second=best["moves_per_second"],
+        plbjax_max_moves_per_second=max(r["moves_per_second"] for r in row["plbjax"]),
+        baseline_moves_per_second=row["baseline"]["moves_per_second"],
+        initial_energy=best["initial_energy"],
+        avg_std_dev_before=a0, avg_std_dev_after_plbjax=best["avg_std_dev_after"],
+        avg_std_dev_after_baseline=row["baseline"]["avg_std_dev_after"],
+    )
+    print(f"   best plbjax ({best['chains']} chains) / baseline at equal time: "
+          f"{best['best_energy']:.6g} / {best['baseline_energy_at_same_time']:.6g} = "
+          f"{best['energy_ratio_vs_baseline']:.4f}", flush=True)
+
+    if profile_chains:
+        row["plbjax_profile"] = profile_plbjax(problem, profile_chains, profile_steps, t0 * 1e-2)
+        p = row["plbjax_profile"]
+        print(f"   profile: step {p['step_us_1_chains']:.0f} us at 1 chain, "
+              f"{p[f'step_us_{profile_chains}_chains']:.0f} us at {profile_chains}; refresh "
+              f"{p[f'refresh_ms_{profile_chains}_chains']:.1f} ms ({100 * p['refresh_share_of_block']:.0f}% "
+              "of a block)", flush=True)
+    return row
+
+
+# ------------------------------------------------------------------------------------ plot
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sizes = result["sizes"]
+    n = len(sizes)
+    cols = max(n, 2)
+    fig, axes = plt.subplots(2, cols, figsize=(4.2 * cols, 7.5), squeeze=False)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, row in zip(axes[0], sizes):
+        e0 = row["plbjax"][0]["initial_energy"]
+        for i, run in enumerate(row["plbjax"]):
+            t, e = zip(*run["energy_trace"])
+            ax.step(t, np.array(e) / e0, where="post", color=colors[i % len(colors)],
+                    label=f"plbjax {run['chains']} chains")
+        t, e = zip(*row["baseline"]["energy_trace"])
+        ax.step(t, np.array(e) / e0, where="post", color="k", lw=2, label="numba baseline (1 chain)")
+        ax.set_title(f"{row['replicas']:,} replicas, {row['nodes']} nodes")
+        ax.set_xlabel("wall seconds (compile excluded)")
+        ax.set_ylabel("best energy / initial energy")
+        ax.set_yscale("log")
+        ax.grid(alpha=0.3)
+    axes[0, 0].legend(fontsize=7)
+    for ax in axes[0, n:]:
+        ax.axis("off")
+
+    chain_counts = sorted({r["chains"] for row in sizes for r in row["plbjax"]})
+    x = np.arange(n)
+    width = 0.8 / (len(chain_counts) + 1)
+    ax = axes[1, 0]
+    for i, c in enumerate(chain_counts):
+        vals = [next((r["moves_per_second"] for r in row["plbjax"] if r["chains"] == c), np.nan) for row in sizes]
+        ax.bar(x + i * width, vals, width, color=colors[i % len(colors)], label=f"plbjax {c} chains")
+    ax.bar(x + len(chain_counts) * width, [row["baseline"]["moves_per_second"] for row in sizes], width,
+           color="k", label="numba baseline")
+    ax.set_xticks(x + 0.4 - width / 2, [f"{row['replicas']:,}" for row in sizes])
+    ax.set_xlabel("replicas")
+    ax.set_ylabel("proposed moves / second")
+    ax.set_yscale("log")
+    ax.set_title("throughput")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+
+    ax = axes[1, 1]
+    for i, c in enumerate(chain_counts):
+        vals = [next((r["energy_ratio_vs_baseline"] for r in row["plbjax"] if r["chains"] == c), np.nan)
+                for row in sizes]
+        ax.bar(x + i * width, vals, width, color=colors[i % len(colors)], label=f"plbjax {c} chains")
+    ax.axhline(1.0, color="k", lw=1)
+    ax.set_xticks(x + 0.4 - width, [f"{row['replicas']:,}" for row in sizes])
+    ax.set_xlabel("replicas")
+    ax.set_ylabel("final energy plbjax / baseline (equal time)")
+    ax.set_title("quality at equal wall time (<1: plbjax better)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3, axis="y")
+    for ax in axes[1, 2:]:
+        ax.axis("off")
+
+    m = result["machine"]
+    fig.suptitle(f"plbjax vs numba baseline on {m['cpu_model']} ({m['logical_cores']} cores), "
+                 f"jax {m['jax_version']} {m['jax_backend']}, {result['budget_seconds']:g} s per run",
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------------ main
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--quick", action="store_true", help="smoke run: sizes 100 and 1k, 3 s, 8/64 chains")
+    ap.add_argument("--sizes", nargs="+", choices=list(SIZES), help="cluster sizes to run")
+    ap.add_argument("--chains", nargs="+", type=int, help="plbjax chain counts (default 8 64 256)")
+    ap.add_argument("--seconds", type=float, help="wall-time budget per run (default 20)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--profile-chains", type=int, default=64,
+                    help="chain count of the step-time breakdown (0: skip it)")
+    ap.add_argument("--profile-steps", type=int, default=200)
+    ap.add_argument("--out", type=Path,
+                    help="output path without suffix (default results/annealer_cpu; with --quick a temp dir)")
+    args = ap.parse_args(argv)
+
+    sizes = args.sizes or (["100", "1k"] if args.quick else list(SIZES))
+    chains = args.chains or ([8, 64] if args.quick else [8, 64, 256])
+    seconds = args.seconds or (3.0 if args.quick else 20.0)
+    out = args.out or (Path(tempfile.gettempdir()) / "annealer_cpu_quick" if args.quick
+                       else ROOT / "results" / "annealer_cpu")
+    out.parent.mkdir(parents=True, exist_ok=True)
+
+    started = time.perf_counter()
+    info = machine()
+    print(f"machine: {info['cpu_model']}, {info['logical_cores']} cores, jax {info['jax_version']} "
+          f"({info['jax_backend']}), load {info['load_average_at_start']}", flush=True)
+    numba_compile = compile_kernels()
+    print(f"numba baseline compiled in {numba_compile:.1f} s (or loaded from its cache)", flush=True)
+
+    rows = [bench_size(name, SIZES[name], chains, seconds, args.seed, args.profile_chains,
+                       args.profile_steps) for name in sizes]
+    result = dict(
+        description=("plbjax anneal (vmapped chains, wall-time budget) vs a sequential numba annealer "
+                     "with the same energy, moves, validity rules and temperature schedule (plbjax's T0), "
+                     "same wall time per run; energies are SF energies (lower is better)"),
+        command=" ".join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv))),
+        machine=info, budget_seconds=seconds, chains=chains, seed=args.seed,
+        baseline_compile_seconds=numba_compile, total_wall_seconds=None, sizes=rows,
+    )
+    result["total_wall_seconds"] = time.perf_counter() - started
+    json_path, png_path = out.with_suffix(".json"), out.with_suffix(".png")
+    json_path.write_text(json.dumps(result, indent=1, default=float) + "\n")
+    plot(result, png_path)
+
+    print("\nsize      replicas  best C  plbjax moves/s  baseline moves/s  plbjax E   baseline E@t  ratio")
+    for row in rows:
+        s = row["summary"]
+        print(f"{row['name']:>6} {row['replicas']:>10,} {s['plbjax_best_chains']:>7} "
+              f"{s['plbjax_moves_per_second']:>15,.0f} {s['baseline_moves_per_second']:>17,.0f} "
+              f"{s['plbjax_best_energy']:>10.5g} {s['baseline_energy_at_same_time']:>13.5g} {s['energy_ratio']:>6.3f}")
+    print(f"\nwrote {json_path} and {png_path} in {result['total_wall_seconds']:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""The numba benchmark baseline (scripts/baseline_numba.py) anneals the same problem plbjax does.
+
+Its reported best energy must be the SF energy of its best placement (recomputed by plbjax), and
+that placement must break no constraint that held. Skipped without numba (a benchmark-only extra).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+from baseline_numba import domain_violation as nb_domain_violation  # noqa: E402
+from baseline_numba import probe_temperature, run_baseline  # noqa: E402
+from checker import no_new_violations, placement_of, violations  # noqa: E402
+from conftest import cluster  # noqa: E402
+from plbjax import energy as E  # noqa: E402
+from plbjax.constraints import domain_violation  # noqa: E402
+from plbjax.encoding import encode  # noqa: E402
+from plbjax.state import parse_state  # noqa: E402
+
+
+def _document_of(state, index, node_of, primary_of):
+    """The state document with every replica on its node and in its role (as in test_engine)."""
+    doc = json.loads(json.dumps(state.document))
+    where = {str(index.replica_ids[r]): r for r in range(index.n_replicas)}
+    parts = {(service, str(pid)): p for p, (service, pid) in enumerate(index.partitions)}
+    for part in doc["Partitions"]:
+        p = parts[(part["ServiceName"], str(part["PartitionId"]))]
+        for rep in part["Replicas"]:
+            r = where[str(rep["ReplicaId"])]
+            rep["NodeName"] = index.nodes[int(node_of[r])]
+            if rep["Role"] != "Instance":
+                rep["Role"] = "Primary" if int(primary_of[p]) == r else "Secondary"
+    return doc
+
+
+def _check(doc, out):
+    state = parse_state(doc)
+    problem, index = encode(state)
+    exact = float(E.energy_of(problem, jnp.asarray(out["node_of"], jnp.int32),
+                              jnp.asarray(out["primary_of"], jnp.int32)))
+    np.testing.assert_allclose(exact, out["best_energy"], rtol=1e-4)
+    after = violations(state, placement_of(_document_of(state, index, out["node_of"], out["primary_of"])))
+    assert no_new_violations(violations(state, placement_of(doc)), after) == []
+
+
+def test_annealed_best_is_exact_and_valid():
+    doc = cluster(0)
+    problem, _ = encode(parse_state(doc))
+    t0 = probe_temperature(problem, seed=0)
+    out = run_baseline(problem, steps=30_000, seed=0, t0=t0, checkpoints=4)
+    assert out["best_energy"] < 0.8 * out["initial_energy"]
+    assert out["accepted"] > 100
+    times = [t for t, _ in out["energy_trace"]]
+    bests = [e for _, e in out["energy_trace"]]
+    assert len(out["energy_trace"]) == 5 and times == sorted(times) and bests == sorted(bests, reverse=True)
+    _check(doc, out)
+
+
+def test_hot_walk_keeps_best_and_constraints():
+    """Constant high temperature: many accepted moves, the undo log overflows and is materialised."""
+    doc = cluster(1)
+    problem, _ = encode(parse_state(doc))
+    out = run_baseline(problem, steps=20_000, seed=3, t0=1e6, final_ratio=1.0, checkpoints=3,
+                       refresh_steps=1_000)
+    assert out["accepted"] > 2_000
+    _check(doc, out)
+
+
+def test_existing_violation_is_never_made_worse():
+    doc = cluster(7)
+    part = doc["Partitions"][0]
+    fd = {n["NodeName"]: n["FaultDomain"] for n in doc["Nodes"]}
+    taken = {r["NodeName"] for r in part["Replicas"]}
+    first_fd = fd[part["Replicas"][0]["NodeName"]]
+    part["Replicas"][1]["NodeName"] = next(n for n, f in fd.items() if f == first_fd and n not in taken)
+    problem, _ = encode(parse_state(doc))
+    out = run_baseline(problem, steps=10_000, seed=1, t0=1e6, final_ratio=1e-6, checkpoints=2)
+    _check(doc, out)
+
+
+def test_domain_violation_matches_plbjax():
+    """The numba domain measure equals plbjax's on random partitions of a two-level fault-domain tree."""
+    problem, _ = encode(parse_state(cluster(2, racks_per_fault_domain=2, fault_domains=3)))
+    rng = np.random.default_rng(0)
+    fd_tree, fd_children = np.asarray(problem.fd_tree), np.asarray(problem.fd_children)
+    ud_tree, ud_children = np.asarray(problem.ud_tree), np.asarray(problem.ud_children)
+    n_nodes = 20
+    sets = []
+    for _ in range(200):
+        k = rng.integers(1, 5)
+        nodes = np.full(4, -1, np.int64)
+        nodes[:k] = rng.choice(n_nodes, size=k, replace=False)
+        sets.append(rng.permutation(nodes))
+    sets = np.array(sets)
+    cls = jnp.zeros((), jnp.int32)
+    for tree, children in ((fd_tree, fd_children), (ud_tree, ud_children)):
+        want = jax.vmap(domain_violation, in_axes=(None, None, 0, None))(
+            jnp.asarray(tree), jnp.asarray(children), jnp.asarray(sets, jnp.int32), cls)
+        got = [nb_domain_violation(tree.astype(np.int64), children.astype(np.int64), s, 0) for s in sets]
+        assert got == np.asarray(want).tolist()
+        assert max(got) > 0
