@@ -21,6 +21,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from plbjax import energy as E
+from plbjax.constraints import penalty_of
 from plbjax.encoding import Problem
 from plbjax.moves import DRAWS, Move, propose, uniform
 
@@ -52,8 +53,9 @@ class Chain(eqx.Module):
     l_sq: jax.Array
     l_centre: jax.Array
     local_score: jax.Array    # sum of local_weight * local deviation
-    cost: jax.Array
-    energy: jax.Array
+    cost: jax.Array           # movement cost from the phase's initial placement
+    penalty: jax.Array        # energy of the constraint violations
+    energy: jax.Array         # SF's energy + penalty
     best_node_of: jax.Array
     best_primary_of: jax.Array
     best_energy: jax.Array
@@ -78,14 +80,15 @@ def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
     local_score = jnp.sum(problem.local_weight * E.deviation(l_total, l_sq, l_count, l_centre))
     g_dev = E.deviation(g_total[:, 0], g_sq[:, 0], problem.metric_node_count, g_centre[:, 0])
     cost = E.movement_cost(problem, node_of, primary_of)
-    energy = E.energy(jnp.sum(problem.global_weight * g_dev) + local_score, cost, problem)
+    penalty = penalty_of(problem, node_of, primary_of, loads)
+    energy = E.energy(jnp.sum(problem.global_weight * g_dev) + local_score, cost, problem) + penalty
     if best is None:
         best = (node_of, primary_of, energy)
     better = energy < best[2]
     return Chain(node_of=node_of, primary_of=primary_of, loads=loads, local=local,
                  g_total=g_total[:, 0], g_sq=g_sq[:, 0], g_centre=g_centre[:, 0],
                  l_total=l_total, l_sq=l_sq, l_centre=l_centre, local_score=local_score,
-                 cost=cost, energy=energy,
+                 cost=cost, penalty=penalty, energy=energy,
                  best_node_of=jnp.where(better, node_of, best[0]),
                  best_primary_of=jnp.where(better, primary_of, best[1]),
                  best_energy=jnp.minimum(energy, best[2]), key=key,
@@ -105,17 +108,19 @@ def refresh(problem: Problem, chain: Chain) -> Chain:
 
 
 def _node_change(total, sq, centre, counted, level, delta):
-    """Sum and centred sum of squares after `level` -> `level + delta` on one (counted) node."""
+    """Sum and centred sum of squares after `level` -> `level + delta` on one (counted) node; callers
+    pass counted = False for node -1 (no node)."""
     d = jnp.where(counted, delta, 0.0)
     return total + d, sq + d * (2.0 * (level - centre) + d)
 
 
 def evaluate(problem: Problem, chain: Chain, move: Move):
     """Energy after `move`, with the statistics it would leave (incremental, O(M + Ms))."""
-    a, b = move.node_a, move.node_b
+    has_a = move.node_a >= 0                      # a replica being placed has no source node
+    a, b = jnp.maximum(move.node_a, 0), move.node_b
     cnt = problem.metric_node_count
     g_total, g_sq = _node_change(chain.g_total, chain.g_sq, chain.g_centre,
-                                 problem.metric_nodes[:, a], chain.loads[a], move.delta_a)
+                                 has_a & problem.metric_nodes[:, a], chain.loads[a], move.delta_a)
     g_total, g_sq = _node_change(g_total, g_sq, chain.g_centre,
                                  problem.metric_nodes[:, b], chain.loads[b], move.delta_b)
     g_new = jnp.sum(problem.global_weight * E.deviation(g_total, g_sq, cnt, chain.g_centre))
@@ -128,33 +133,36 @@ def evaluate(problem: Problem, chain: Chain, move: Move):
     centre, w = chain.l_centre[s], problem.local_weight[s]
     l_count = problem.class_node_count[cls].astype(jnp.float32)
     l_total, l_sq = _node_change(chain.l_total[s], chain.l_sq[s], centre,
-                                 problem.class_allowed[cls, a], chain.local[s, a], local_delta_a)
+                                 has_a & problem.class_allowed[cls, a], chain.local[s, a], local_delta_a)
     l_total, l_sq = _node_change(l_total, l_sq, centre,
                                  problem.class_allowed[cls, b], chain.local[s, b], local_delta_b)
     old_local = jnp.sum(w * E.deviation(chain.l_total[s], chain.l_sq[s], l_count, centre))
     local_score = chain.local_score - old_local + jnp.sum(w * E.deviation(l_total, l_sq, l_count, centre))
     cost = chain.cost + move.cost_delta
-    new_energy = E.energy(g_new + local_score, cost, problem)
-    return new_energy, (g_total, g_sq, l_total, l_sq, local_score, cost, local_delta_a, local_delta_b)
+    penalty = chain.penalty + move.penalty_delta
+    new_energy = E.energy(g_new + local_score, cost, problem) + penalty
+    return new_energy, (g_total, g_sq, l_total, l_sq, local_score, cost, penalty, local_delta_a, local_delta_b)
 
 
 def apply(chain: Chain, move: Move, accept: jax.Array, new_energy, stats) -> Chain:
     """The chain after `move` if `accept`, else unchanged (every write is masked by `accept`)."""
-    g_total, g_sq, l_total, l_sq, local_score, cost, local_delta_a, local_delta_b = stats
+    g_total, g_sq, l_total, l_sq, local_score, cost, penalty, local_delta_a, local_delta_b = stats
     keep = lambda new, old: jnp.where(accept, new, old)  # noqa: E731
-    zero = lambda d: jnp.where(accept, d, 0.0)  # noqa: E731
-    s, a, b = move.service, move.node_a, move.node_b
+    zero = lambda d, on=True: jnp.where(accept & on, d, 0.0)  # noqa: E731
+    s, a, b = move.service, jnp.maximum(move.node_a, 0), move.node_b
+    has_a = move.node_a >= 0
     return dataclasses.replace(
         chain,
         node_of=chain.node_of.at[move.replica].set(keep(move.target, chain.node_of[move.replica])),
         primary_of=chain.primary_of.at[move.partition].set(
             keep(move.new_primary, chain.primary_of[move.partition])),
-        loads=chain.loads.at[a].add(zero(move.delta_a)).at[b].add(zero(move.delta_b)),
-        local=chain.local.at[s, a].add(zero(local_delta_a)).at[s, b].add(zero(local_delta_b)),
+        loads=chain.loads.at[a].add(zero(move.delta_a, has_a)).at[b].add(zero(move.delta_b)),
+        local=chain.local.at[s, a].add(zero(local_delta_a, has_a)).at[s, b].add(zero(local_delta_b)),
         g_total=keep(g_total, chain.g_total), g_sq=keep(g_sq, chain.g_sq),
         l_total=chain.l_total.at[s].set(keep(l_total, chain.l_total[s])),
         l_sq=chain.l_sq.at[s].set(keep(l_sq, chain.l_sq[s])),
         local_score=keep(local_score, chain.local_score), cost=keep(cost, chain.cost),
+        penalty=keep(penalty, chain.penalty),
         energy=keep(new_energy, chain.energy), accepted=chain.accepted + accept.astype(jnp.int32),
     )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.encoding import Problem
+from plbjax.encoding import CAPACITY, FAULT_DOMAIN, PLACEMENT, UNPLACED, UPGRADE_DOMAIN, Problem
 
 
 def domain_violation(tree: jax.Array, children: jax.Array, nodes: jax.Array, cls: jax.Array) -> jax.Array:
@@ -48,22 +48,65 @@ def partition_nodes(problem: Problem, node_of: jax.Array, partition: jax.Array) 
 
 
 def fits(problem: Problem, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
-    """Adding `delta` [M] to `node` keeps every metric that grows within capacity."""
+    """Adding `delta` [M] to `node` keeps every metric that grows within capacity (or capacity is
+    not enforced, or there is no node)."""
     ok = (delta <= 0) | (loads[node] + delta <= problem.capacity[node])
-    return ~problem.check_capacity | jnp.all(ok)
+    return ~problem.enforce[CAPACITY] | (node < 0) | jnp.all(ok)
+
+
+def relative_excess(load: jax.Array, capacity: jax.Array) -> jax.Array:
+    """How far loads exceed capacity, as a fraction of capacity (0 within capacity or unlimited)."""
+    return jnp.where(jnp.isfinite(capacity), jnp.maximum(load - capacity, 0.0) / jnp.maximum(capacity, 1.0), 0.0)
+
+
+def excess_change(problem: Problem, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
+    """Change of the node's summed relative excess when `delta` [M] is added (0 for no node)."""
+    n = jnp.maximum(node, 0)
+    cap = problem.capacity[n]
+    change = relative_excess(loads[n] + delta, cap) - relative_excess(loads[n], cap)
+    return jnp.where(node >= 0, jnp.sum(change), 0.0)
+
+
+def misplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
+    """[R] replicas on a node their placement constraint (or the block list) does not allow."""
+    cls = problem.service_class[problem.replica_service]
+    allowed = problem.class_allowed[cls, jnp.maximum(node_of, 0)]
+    return (node_of >= 0) & ~allowed
+
+
+def unplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
+    """[R] real replicas without a node."""
+    real = jnp.arange(node_of.shape[0]) < problem.replica_count
+    return real & (node_of < 0)
 
 
 def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> dict:
-    """Full-state constraint report: per-partition exclusion/FD/UD measures, per-node capacity excess."""
+    """Full-state constraint report: per-node capacity excess, per-replica placement and unplaced
+    flags, per-partition exclusion / fault-domain / upgrade-domain measures."""
     cls = problem.service_class[problem.partition_service]
-    nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of,
-                                                               jnp.arange(cls.shape[0]))
+    nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, jnp.arange(cls.shape[0]))
     k = nodes.shape[1]
     same = (nodes[:, :, None] == nodes[:, None, :]) & (nodes[:, :, None] >= 0)
     exclusion = (same & ~jnp.eye(k, dtype=bool)).sum(axis=(1, 2)) // 2
-    fd = jax.vmap(domain_violation, in_axes=(None, None, 0, 0))(problem.fd_tree, problem.fd_children,
-                                                                nodes, cls)
-    ud = jax.vmap(domain_violation, in_axes=(None, None, 0, 0))(problem.ud_tree, problem.ud_children,
-                                                                nodes, cls)
-    excess = jnp.maximum(loads - problem.capacity, 0.0)
-    return dict(exclusion=exclusion, fault_domain=fd, upgrade_domain=ud, capacity=excess)
+    per_partition = jax.vmap(domain_violation, in_axes=(None, None, 0, 0))
+    return dict(capacity=relative_excess(loads, problem.capacity),
+                placement=misplaced(problem, node_of), unplaced=unplaced(problem, node_of),
+                exclusion=exclusion,
+                fault_domain=per_partition(problem.fd_tree, problem.fd_children, nodes, cls),
+                upgrade_domain=per_partition(problem.ud_tree, problem.ud_children, nodes, cls))
+
+
+def measures(report: dict) -> jax.Array:
+    """[5] total violation per constraint (CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED)."""
+    out = [None] * 5
+    out[CAPACITY] = jnp.sum(report["capacity"])
+    out[PLACEMENT] = jnp.sum(report["placement"])
+    out[FAULT_DOMAIN] = jnp.sum(report["fault_domain"])
+    out[UPGRADE_DOMAIN] = jnp.sum(report["upgrade_domain"])
+    out[UNPLACED] = jnp.sum(report["unplaced"])
+    return jnp.stack([jnp.asarray(x, jnp.float32) for x in out])
+
+
+def penalty_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> jax.Array:
+    """The energy the placement's violations add (weights by SF priority)."""
+    return jnp.sum(problem.penalty * measures(violations(problem, node_of, primary_of, loads)))

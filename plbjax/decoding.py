@@ -2,10 +2,12 @@
 
 Replicas keep their identity (their reported loads travel with them), so the diff holds one entry
 per replica whose node changed, from its input node to its final node: a replica moved and moved
-back does not appear, N1 -> N2 -> N3 appears once as N1 -> N3. A changed primary is one swap, on the
-input's nodes. Swaps come first, then moves in an order in which every target is free, so applying
-`Actions` in order to the input yields the proposed placement. Moves that only rotate a partition's
-replicas among its own nodes cannot be executed that way; `settle` undoes them first.
+back does not appear, N1 -> N2 -> N3 appears once as N1 -> N3. Replicas the input lacks, or holds
+on Down nodes, are added. A changed primary is one swap (a promotion when the old primary is gone).
+Per partition the actions come in an executable order: swaps and promotions among replicas in
+place, then adds and moves each onto a node that is free at that point, then the swap or promotion
+of a primary that only now has its node. Moves that only rotate a partition's replicas among its
+own nodes cannot be executed that way; `settle` undoes them first.
 """
 
 from __future__ import annotations
@@ -16,13 +18,23 @@ import numpy as np
 
 from plbjax.encoding import Index
 
-SWAP = "SwapPrimarySecondary"
+SWAP, PROMOTE = "SwapPrimarySecondary", "PromoteSecondary"
+
+
+def _present(index: Index, r: int) -> int:
+    """Replica r's node in the input if it is running there (Up or Disabled), else -1."""
+    n = int(index.input_node[r])
+    return n if n >= 0 and index.node_status[n] != "Down" else -1
 
 
 def _moved(index: Index, node_of: np.ndarray, p: int) -> dict[int, tuple[int, int]]:
-    """{replica: (input node, final node)} of partition p's replicas whose node changed."""
-    return {r: (int(index.node_of[r]), int(node_of[r])) for r in index.partition_rows[p]
-            if index.node_of[r] >= 0 and node_of[r] != index.node_of[r]}
+    """{replica: (input node, final node)} of partition p's running replicas whose node changed."""
+    out = {}
+    for r in index.partition_rows[p]:
+        src = _present(index, r)
+        if src >= 0 and node_of[r] >= 0 and node_of[r] != src:
+            out[r] = (src, int(node_of[r]))
+    return out
 
 
 def _cycles(moved: dict[int, tuple[int, int]]) -> set[int]:
@@ -44,73 +56,89 @@ def settle(index: Index, node_of: np.ndarray) -> np.ndarray:
     out = np.array(node_of, copy=True)
     for p in range(index.n_partitions):
         for r in _cycles(_moved(index, out, p)):
-            out[r] = index.node_of[r]
+            out[r] = _present(index, r)
     return out
 
 
-def _action(index: Index, p: int, replica: int, kind: str, source: int, target: int) -> dict:
-    service, partition_id = index.partitions[p]
-    return {"ServiceName": service, "PartitionId": partition_id, "ReplicaId": index.replica_ids[replica],
-            "Action": kind, "SourceNode": index.nodes[source], "TargetNode": index.nodes[target]}
-
-
-def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.ndarray
-                      ) -> tuple[list[dict], list[dict]]:
-    """(swaps, moves) taking partition p from the input placement to (node_of, primary_of)."""
-    swaps = []
-    old, new = int(index.primary_of[p]), int(primary_of[p])
-    if old >= 0 and new >= 0 and old != new:
-        swaps.append(_action(index, p, old, SWAP, int(index.node_of[old]), int(index.node_of[new])))
-    pending = _moved(index, node_of, p)
-    if _cycles(pending):
+def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.ndarray) -> list[dict]:
+    """Actions taking partition p from the input to (node_of, primary_of), in executable order."""
+    rows = index.partition_rows[p]
+    if _cycles(_moved(index, node_of, p)):
         raise ValueError(f"partition {index.partitions[p]}: replicas rotate among its nodes; settle() first")
-    occupied = {int(index.node_of[r]) for r in index.partition_rows[p] if index.node_of[r] >= 0}
-    moves = []
+    service, partition_id = index.partitions[p]
+    where = {r: _present(index, r) for r in rows}
+    up = lambda r: where[r] >= 0 and index.node_status[where[r]] == "Up"  # noqa: E731
+    primary, final = int(index.primary_of[p]), int(primary_of[p])
+    actions = []
+
+    def act(r: int, kind: str, target: int) -> None:
+        source = int(index.input_node[r]) if where[r] < 0 else where[r]
+        actions.append({"ServiceName": service, "PartitionId": partition_id, "ReplicaId": index.replica_ids[r],
+                        "Action": kind, "SourceNode": index.nodes[source] if source >= 0 else None,
+                        "TargetNode": index.nodes[target]})
+
+    def hand_over() -> int:
+        if primary >= 0 and up(primary):
+            act(primary, SWAP, where[final])
+        else:
+            act(final, PROMOTE, where[final])
+        return final
+
+    if final >= 0 and final != primary and up(final):
+        primary = hand_over()
+    pending = {r: int(node_of[r]) for r in rows if node_of[r] >= 0 and node_of[r] != where[r]}
+    occupied = {n for n in where.values() if n >= 0}
     while pending:
-        r = next(r for r, (_, dst) in sorted(pending.items()) if dst not in occupied)
-        src, dst = pending.pop(r)
-        kind = ("MovePrimary" if r == new else "MoveSecondary") if index.stateful[p] else "MoveInstance"
-        moves.append(_action(index, p, r, kind, src, dst))
-        occupied = (occupied - {src}) | {dst}
-    return swaps, moves
+        r = min(r for r, dst in pending.items() if dst not in occupied)
+        dst = pending.pop(r)
+        role = ("Primary" if r == primary else "Secondary") if index.stateful[p] else "Instance"
+        act(r, ("Move" if where[r] >= 0 else "Add") + role, dst)
+        occupied.discard(where[r])
+        occupied.add(dst)
+        where[r] = dst
+    if final >= 0 and final != primary:
+        hand_over()
+    return actions
 
 
 def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> list[dict]:
-    """Every partition's actions: all swaps first, then all moves (ordered by partition)."""
-    swaps, moves = [], []
-    for p in range(index.n_partitions):
-        s, m = partition_actions(index, p, node_of, primary_of)
-        swaps += s
-        moves += m
-    return swaps + moves
-
-
-def placement(document: dict) -> dict[tuple[str, str], tuple[frozenset, object]]:
-    """{(ServiceName, PartitionId): (nodes holding replicas, primary's node)} of a state document."""
-    out = {}
-    for part in document.get("Partitions", []):
-        reps = [r for r in part["Replicas"] if r.get("NodeName") is not None]
-        primary = next((r["NodeName"] for r in reps if r["Role"] == "Primary"), None)
-        out[(part["ServiceName"], str(part["PartitionId"]))] = (frozenset(r["NodeName"] for r in reps), primary)
-    return out
+    """Every partition's actions, partition by partition."""
+    return [a for p in range(index.n_partitions) for a in partition_actions(index, p, node_of, primary_of)]
 
 
 def apply_actions(document: dict, actions: list[dict]) -> dict:
-    """The state document after `actions`, applied in order (a new dict; the input is not changed)."""
+    """The state document after `actions`, applied in order (a new dict; the input is not changed).
+
+    Raises ValueError for an action that does not fit the document at that point."""
     doc = copy.deepcopy(document)
     parts = {(p["ServiceName"], str(p["PartitionId"])): p for p in doc["Partitions"]}
     for act in actions:
         replicas = parts[(act["ServiceName"], str(act["PartitionId"]))]["Replicas"]
-        replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act["ReplicaId"]))
+        kind, target = act["Action"], act["TargetNode"]
+        if act["ReplicaId"] is None:
+            replica = {"ReplicaId": None, "Role": kind[3:], "NodeName": None}
+            replicas.append(replica)
+        else:
+            replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act["ReplicaId"]))
         if replica.get("NodeName") != act["SourceNode"]:
             raise ValueError(f"action {act}: replica is on {replica.get('NodeName')}")
-        if act["Action"] == SWAP:
-            other = next(r for r in replicas if r.get("NodeName") == act["TargetNode"])
+        if kind == SWAP:
+            other = next(r for r in replicas if r.get("NodeName") == target)
             if replica["Role"] != "Primary" or other["Role"] != "Secondary":
                 raise ValueError(f"action {act}: not a primary/secondary pair")
             replica["Role"], other["Role"] = "Secondary", "Primary"
+        elif kind == PROMOTE:
+            if replica["Role"] != "Secondary" or any(r["Role"] == "Primary" and r is not replica
+                                                     and r.get("NodeName") == target for r in replicas):
+                raise ValueError(f"action {act}: cannot promote")
+            for r in replicas:
+                if r["Role"] == "Primary":
+                    r["Role"] = "Secondary"
+            replica["Role"] = "Primary"
         else:
-            if any(r.get("NodeName") == act["TargetNode"] for r in replicas):
+            if any(r.get("NodeName") == target for r in replicas if r is not replica):
                 raise ValueError(f"action {act}: target already holds a replica of the partition")
-            replica["NodeName"] = act["TargetNode"]
+            replica["NodeName"] = target
+            if kind.startswith("Add"):
+                replica["Role"] = kind[3:]
     return doc

@@ -18,6 +18,11 @@ from jaxtyping import Array, Bool, Float, Int
 from plbjax import expressions
 from plbjax.state import ClusterState
 
+CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED = range(5)
+PRIORITY_SETTINGS = ("CapacityConstraintPriority", "PlacementConstraintPriority",
+                     "FaultDomainConstraintPriority", "UpgradeDomainConstraintPriority")
+PRIORITY_WEIGHT = {0: 100.0, 1: 10.0, 2: 1.0}  # violation penalty per priority, in AvgStdDev units
+UNPLACED_WEIGHT = 1000.0                        # a replica left unplaced, in AvgStdDev units
 LOCAL_DOMAIN_WEIGHT = 0.25  # SF's LocalDomainWeight: mean of per-service domains 0.25, global domain 0.75
 SWAP_COST = 0.1             # SF's SwapCost, used with UseMoveCostReports
 MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
@@ -72,10 +77,9 @@ class Problem(eqx.Module):
     n_movable: Int[Array, ""]
     swappable: Int[Array, " P"]             # partitions whose primary may swap, padded
     n_swappable: Int[Array, ""]
-    # constraint switches (SF priorities: >= 0 enforced, -1 off)
-    check_capacity: Bool[Array, ""]
-    check_fault_domain: Bool[Array, ""]
-    check_upgrade_domain: Bool[Array, ""]
+    # constraints, indexed by CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED
+    enforce: Bool[Array, " 5"]              # a move may not make this constraint worse
+    penalty: Float[Array, " 5"]             # energy per unit of violation (by SF priority; 0: off)
     # scalars
     replica_count: Float[Array, ""]         # SF's movement factor adds this (and 1000) to the move cost
 
@@ -95,12 +99,14 @@ class Index:
     metrics: tuple[str, ...]
     services: tuple[str, ...]
     partitions: tuple[tuple[str, object], ...]     # (service name, PartitionId as given)
-    replica_ids: tuple[object, ...]                 # ReplicaId as given
-    replica_roles: tuple[str, ...]                  # initial role
+    replica_ids: tuple[object, ...]                 # ReplicaId as given; None for replicas to create
+    replica_roles: tuple[str, ...]                  # role in the input (or the role a new one gets)
     partition_rows: tuple[tuple[int, ...], ...]     # replica indices of each partition
-    node_of: np.ndarray                             # int32[R] initial node (-1: unplaced or padding)
-    primary_of: np.ndarray                          # int32[P] initial primary replica (-1: none)
+    input_node: np.ndarray                          # int32[R] node in the input (-1: none or padding)
+    node_of: np.ndarray                             # int32[R] node the search starts from (-1: unplaced)
+    primary_of: np.ndarray                          # int32[P] primary replica in the input (-1: none)
     stateful: np.ndarray                            # bool[P]
+    node_status: tuple[str, ...]                    # Up / Down / Disabled
     n_nodes: int
     n_replicas: int
     n_partitions: int
@@ -132,15 +138,26 @@ def _eligible_children(tree: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     return counts
 
 
+@dataclasses.dataclass(frozen=True)
+class _NewReplica:
+    """A replica the input lacks (fewer replicas than the target): created by placement."""
+
+    role: str
+    replica_id: None = None
+    node: None = None
+    loads: dict = dataclasses.field(default_factory=dict)
+    move_cost: None = None
+
+
 def _pad(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
     out = np.full(shape, fill, dtype=a.dtype)
     out[tuple(slice(0, s) for s in a.shape)] = a
     return out
 
 
-def encode(state: ClusterState, movable_services: set[str] | None = None,
-           buffered: bool = True) -> tuple[Problem, Index]:
-    """Encode `state`. Replicas of `movable_services` (default: all) on Up nodes may move.
+def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
+    """Encode `state`, with the replicas it lacks added (unplaced) and those on nodes that are not Up
+    unplaced. Every replica on an Up node may move; `scope` narrows that per phase.
 
     `buffered`: node capacities less NodeBufferPercentage (SF's normal operation), else full.
     """
@@ -152,8 +169,6 @@ def encode(state: ClusterState, movable_services: set[str] | None = None,
     node_ix = {n.name: i for i, n in enumerate(nodes)}
     service_ix = {s.name: i for i, s in enumerate(services)}
     metric_ix = {m: i for i, m in enumerate(metrics)}
-    if movable_services is None:
-        movable_services = {s.name for s in services}
 
     n_nodes, n_metrics = len(nodes), max(len(metrics), 1)
     N, M, S = bucket(n_nodes, 8), bucket(n_metrics), bucket(len(services))
@@ -174,8 +189,10 @@ def encode(state: ClusterState, movable_services: set[str] | None = None,
     class_of_mask: dict[bytes, int] = {}
     masks: list[np.ndarray] = []
     service_class = np.zeros(S, np.int32)
+    blocked = {(b["NodeName"], b["ServiceTypeName"]) for b in state.block_list}
     for si, svc in enumerate(services):
         mask = expressions.node_mask(svc.placement_constraints, props) & up
+        mask &= np.array([(n.name, svc.type_name) not in blocked for n in nodes], bool)
         service_class[si] = class_of_mask.setdefault(mask.tobytes(), len(masks))
         if service_class[si] == len(masks):
             masks.append(mask)
@@ -222,22 +239,38 @@ def encode(state: ClusterState, movable_services: set[str] | None = None,
 
     # ---- replicas and partitions
     use_costs = bool(settings.get("UseMoveCostReports", False))
-    rep_part, rep_svc, rep_ids, rep_roles, rep_node, rep_cost = [], [], [], [], [], []
+    rep_part, rep_svc, rep_ids, rep_roles, rep_node, rep_start, rep_cost = [], [], [], [], [], [], []
     lp_rows, ls_rows = [], []
     part_rows: list[list[int]] = []
-    primary_of, stateful, part_svc = [], [], []
+    primary_of, stateful, part_svc, everywhere = [], [], [], []
     for pi, part in enumerate(partitions):
         svc = services[service_ix[part.service]]
+        allowed = masks[service_class[service_ix[svc.name]]]
+        replicas = sorted(part.replicas, key=lambda r: str(r.replica_id))
+        # one instance per eligible node (InstanceCount -1) is placed here, not searched
+        free = iter(np.flatnonzero(allowed & ~np.isin(np.arange(n_nodes), [node_ix[r.node] for r in replicas
+                                                                           if r.node is not None])))
+        target = int(allowed.sum()) if svc.target < 0 else svc.target
+        roles = [r.role for r in replicas]
+        for k in range(max(target - len(replicas), 0)):
+            role = "Instance" if not svc.stateful else ("Primary" if "Primary" not in roles and k == 0
+                                                        else "Secondary")
+            replicas.append(_NewReplica(role))
         row = []
         primary = -1
-        for rep in sorted(part.replicas, key=lambda r: str(r.replica_id)):
+        for rep in replicas:
             ri = len(rep_ids)
             row.append(ri)
             rep_part.append(pi)
             rep_svc.append(service_ix[svc.name])
             rep_ids.append(rep.replica_id)
             rep_roles.append(rep.role)
-            rep_node.append(node_ix[rep.node] if rep.node is not None else -1)
+            node = node_ix[rep.node] if rep.node is not None else -1
+            rep_node.append(node)
+            start_node = node if node >= 0 and up[node] else -1
+            if svc.target < 0 and start_node < 0:
+                start_node = int(next(free, -1))
+            rep_start.append(start_node)
             cost_name = rep.move_cost or svc.default_move_cost
             rep_cost.append(MOVE_COST_VALUES[cost_name] if use_costs else 1.0)
             lp = np.zeros(n_metrics, np.float32)
@@ -257,33 +290,27 @@ def encode(state: ClusterState, movable_services: set[str] | None = None,
         primary_of.append(primary)
         stateful.append(svc.stateful)
         part_svc.append(service_ix[svc.name])
+        everywhere.append(svc.target < 0)
 
     n_rep, n_part = len(rep_ids), len(partitions)
     R, P = bucket(n_rep, 8), bucket(n_part, 8)
-    K = bucket(max([len(r) for r in part_rows] + [1]))
+    # partitions placed on every node never move; they are left out of the partition table
+    K = bucket(max([len(r) for r, e in zip(part_rows, everywhere) if not e] + [1]))
     partition_replicas = np.full((P, K), -1, np.int32)
     for pi, row in enumerate(part_rows):
-        partition_replicas[pi, : len(row)] = row
+        if not everywhere[pi]:
+            partition_replicas[pi, : len(row)] = row
     rep_node_a = np.array(rep_node, np.int32).reshape(-1)
+    rep_start_a = np.array(rep_start, np.int32).reshape(-1)
     rep_part_a = np.array(rep_part, np.int32).reshape(-1)
     rep_svc_a = np.array(rep_svc, np.int32).reshape(-1)
     lp_a = np.array(lp_rows, np.float32).reshape(n_rep, n_metrics)
     ls_a = np.array(ls_rows, np.float32).reshape(n_rep, n_metrics)
     primary_a = np.array(primary_of, np.int32).reshape(-1)
 
-    # ---- what may move: replicas of movable services, on Up nodes, whose partition could go elsewhere
-    movable_svc = np.array([s.name in movable_services and s.balancing_enabled for s in services], bool)
-    on_up = (rep_node_a >= 0) & up[np.maximum(rep_node_a, 0)]
-    part_size = np.array([len(r) for r in part_rows], np.int32).reshape(-1)
-    room = class_count[service_class[rep_svc_a]] > part_size[rep_part_a] if n_rep else np.zeros(0, bool)
-    movable = np.flatnonzero(movable_svc[rep_svc_a] & on_up & room) if n_rep else np.zeros(0, np.int64)
-    swappable = [
-        pi for pi in range(n_part)
-        if stateful[pi] and movable_svc[part_svc[pi]] and primary_a[pi] >= 0
-        and on_up[primary_a[pi]] and sum(on_up[r] for r in part_rows[pi]) >= 2
-    ]
-
-    prio = lambda name: int(settings.get(name, 0)) >= 0  # noqa: E731
+    priorities = [int(settings.get(name, 0)) for name in PRIORITY_SETTINGS]
+    scale = n_rep + 1000.0  # SF's energy multiplies AvgStdDev by (cost + replicas + 1000)
+    penalty = [PRIORITY_WEIGHT.get(p, 0.0) * scale for p in priorities] + [UNPLACED_WEIGHT * scale]
     problem = Problem(
         node_up=jnp.asarray(_pad(up, (N,), False)),
         capacity=jnp.asarray(_pad(capacity, (N, M), np.float32(np.inf))),
@@ -308,16 +335,15 @@ def encode(state: ClusterState, movable_services: set[str] | None = None,
         ud_children=jnp.asarray(ud_children),
         global_weight=jnp.asarray(global_w.astype(np.float32)),
         local_weight=jnp.asarray(local_w.astype(np.float32)),
-        initial_node=jnp.asarray(_pad(rep_node_a, (R,), -1)),
+        initial_node=jnp.asarray(_pad(rep_start_a, (R,), -1)),
         initial_primary=jnp.asarray(_pad(primary_a, (P,), -1)),
         swap_cost=jnp.asarray(SWAP_COST if use_costs else 1.0, jnp.float32),
-        movable=jnp.asarray(_pad(movable.astype(np.int32), (R,), 0)),
-        n_movable=jnp.asarray(len(movable), jnp.int32),
-        swappable=jnp.asarray(_pad(np.array(swappable, np.int32).reshape(-1), (P,), 0)),
-        n_swappable=jnp.asarray(len(swappable), jnp.int32),
-        check_capacity=jnp.asarray(prio("CapacityConstraintPriority")),
-        check_fault_domain=jnp.asarray(prio("FaultDomainConstraintPriority")),
-        check_upgrade_domain=jnp.asarray(prio("UpgradeDomainConstraintPriority")),
+        movable=jnp.zeros(R, jnp.int32),
+        n_movable=jnp.asarray(0, jnp.int32),
+        swappable=jnp.zeros(P, jnp.int32),
+        n_swappable=jnp.asarray(0, jnp.int32),
+        enforce=jnp.asarray([p >= 0 for p in priorities] + [False]),
+        penalty=jnp.asarray(penalty, jnp.float32),
         replica_count=jnp.asarray(float(n_rep), jnp.float32),
     )
     index = Index(
@@ -326,8 +352,26 @@ def encode(state: ClusterState, movable_services: set[str] | None = None,
         partitions=tuple((p.service, p.partition_id) for p in partitions),
         replica_ids=tuple(rep_ids), replica_roles=tuple(rep_roles),
         partition_rows=tuple(tuple(r) for r in part_rows),
-        node_of=_pad(rep_node_a, (R,), -1), primary_of=_pad(primary_a, (P,), -1),
+        input_node=_pad(rep_node_a, (R,), -1), node_of=_pad(rep_start_a, (R,), -1),
+        primary_of=_pad(primary_a, (P,), -1),
         stateful=_pad(np.array(stateful, bool).reshape(-1), (P,), False),
+        node_status=tuple(n.status for n in nodes),
         n_nodes=n_nodes, n_replicas=n_rep, n_partitions=n_part,
     )
     return problem, index
+
+
+def scope(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, movable: np.ndarray,
+          swappable: np.ndarray, enforce: np.ndarray) -> Problem:
+    """The problem for one phase: it starts from (node_of, primary_of), moves the replicas in the
+    bool mask `movable` [R], swaps primaries of the partitions in `swappable` [P], and may not make
+    the constraints in `enforce` [5] worse."""
+    r, p = movable.shape[0], swappable.shape[0]
+    moving = np.flatnonzero(movable).astype(np.int32)
+    swapping = np.flatnonzero(swappable).astype(np.int32)
+    return dataclasses.replace(
+        problem,
+        initial_node=jnp.asarray(node_of, jnp.int32), initial_primary=jnp.asarray(primary_of, jnp.int32),
+        movable=jnp.asarray(_pad(moving, (r,), 0)), n_movable=jnp.asarray(len(moving), jnp.int32),
+        swappable=jnp.asarray(_pad(swapping, (p,), 0)), n_swappable=jnp.asarray(len(swapping), jnp.int32),
+        enforce=jnp.asarray(enforce, bool))

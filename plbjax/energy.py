@@ -100,6 +100,10 @@ def avg_std_dev(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> 
 
 
 def energy_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
-    """SF's energy of a placement, computed from scratch (the reference for incremental updates)."""
-    return energy(avg_std_dev(problem, node_of, primary_of),
-                  movement_cost(problem, node_of, primary_of), problem)
+    """The search's energy of a placement from scratch (SF's energy + violation penalties): the
+    reference for incremental updates."""
+    from plbjax.constraints import penalty_of
+
+    return (energy(avg_std_dev(problem, node_of, primary_of), movement_cost(problem, node_of, primary_of),
+                   problem)
+            + penalty_of(problem, node_of, primary_of, node_loads(problem, node_of, primary_of)))

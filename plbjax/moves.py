@@ -11,8 +11,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from plbjax.constraints import domain_violation, fits, partition_nodes
-from plbjax.encoding import Problem
+from plbjax.constraints import domain_violation, excess_change, fits, partition_nodes
+from plbjax.encoding import CAPACITY, FAULT_DOMAIN, PLACEMENT, UNPLACED, UPGRADE_DOMAIN, Problem
 
 
 class Move(eqx.Module):
@@ -21,26 +21,27 @@ class Move(eqx.Module):
     partition: jax.Array     # partition whose primary becomes `new_primary`
     new_primary: jax.Array
     service: jax.Array
-    node_a: jax.Array        # the two nodes whose loads change (distinct)
+    node_a: jax.Array        # the two nodes whose loads change (distinct; node_a -1: none)
     node_b: jax.Array
     delta_a: jax.Array       # [M]
     delta_b: jax.Array       # [M]
     cost_delta: jax.Array    # change in movement cost against the initial placement
+    penalty_delta: jax.Array # change in the violations' energy
     valid: jax.Array
 
 
 DRAWS = 5  # random words one proposal uses
 
 
-def _domains_no_worse(problem: Problem, before: jax.Array, after: jax.Array, cls: jax.Array) -> jax.Array:
+def _domain_changes(problem: Problem, before: jax.Array, after: jax.Array, cls: jax.Array):
+    """Change of the partition's fault- and upgrade-domain violation measures."""
     both = jnp.stack([before, after])
 
-    def no_worse(tree, children):
+    def change(tree, children):
         v = jax.vmap(domain_violation, in_axes=(None, None, 0, None))(tree, children, both, cls)
-        return v[1] <= v[0]
+        return v[1] - v[0]
 
-    return ((~problem.check_fault_domain | no_worse(problem.fd_tree, problem.fd_children))
-            & (~problem.check_upgrade_domain | no_worse(problem.ud_tree, problem.ud_children)))
+    return change(problem.fd_tree, problem.fd_children), change(problem.ud_tree, problem.ud_children)
 
 
 def uniform(word: jax.Array) -> jax.Array:
@@ -54,7 +55,7 @@ def _draw(word: jax.Array, n: jax.Array) -> jax.Array:
 
 
 def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
-    """Move a random movable replica to a random node its placement constraints allow."""
+    """Move (or place) a random movable replica on a random node its placement constraints allow."""
     r = problem.movable[_draw(words[0], problem.n_movable)]
     p, s = problem.replica_partition[r], problem.replica_service[r]
     cls = problem.service_class[s]
@@ -63,16 +64,27 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     load = jnp.where(primary_of[p] == r, problem.load_primary[r], problem.load_secondary[r])
     before = partition_nodes(problem, node_of, p)
     after = jnp.where(problem.partition_replicas[p] == r, t, before)
-    valid = ((problem.n_movable > 0) & ~jnp.any(before == t) & fits(problem, loads, t, load)
-             & _domains_no_worse(problem, before, after, cls))
+    fd, ud = _domain_changes(problem, before, after, cls)
+    changes = jnp.zeros(5).at[CAPACITY].set(excess_change(problem, loads, a, -load)
+                                            + excess_change(problem, loads, t, load))
+    was_misplaced = (a >= 0) & ~problem.class_allowed[cls, jnp.maximum(a, 0)]
+    changes = changes.at[PLACEMENT].set(-was_misplaced.astype(jnp.float32))
+    changes = changes.at[FAULT_DOMAIN].set(fd).at[UPGRADE_DOMAIN].set(ud)
+    changes = changes.at[UNPLACED].set(-(a < 0).astype(jnp.float32))
+    valid = ((problem.n_movable > 0) & (problem.class_node_count[cls] > 0) & ~jnp.any(before == t)
+             & fits(problem, loads, t, load)
+             & (~problem.enforce[FAULT_DOMAIN] | (fd <= 0)) & (~problem.enforce[UPGRADE_DOMAIN] | (ud <= 0)))
     init = problem.initial_node[r]
-    cost = problem.move_cost[r] * ((t != init).astype(jnp.float32) - (a != init).astype(jnp.float32))
+    moved = lambda n: ((n != init) & (init >= 0)).astype(jnp.float32)  # noqa: E731 (adds cost nothing)
     return Move(replica=r, target=t, partition=p, new_primary=primary_of[p], service=s,
-                node_a=a, node_b=t, delta_a=-load, delta_b=load, cost_delta=cost, valid=valid)
+                node_a=a, node_b=t, delta_a=-load, delta_b=load,
+                cost_delta=problem.move_cost[r] * (moved(t) - moved(a)),
+                penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
 
 
 def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
-    """Swap the primary of a random partition with one of its secondaries."""
+    """Swap the primary of a random partition with one of its placed secondaries (a promotion when
+    the primary has no node)."""
     p = problem.swappable[_draw(words[2], problem.n_swappable)]
     row = problem.partition_replicas[p]
     size = jnp.sum(row >= 0)
@@ -82,12 +94,14 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     a, b = node_of[old], node_of[q]
     delta_a = problem.load_secondary[old] - problem.load_primary[old]
     delta_b = problem.load_primary[q] - problem.load_secondary[q]
+    excess = excess_change(problem, loads, a, delta_a) + excess_change(problem, loads, b, delta_b)
     valid = ((problem.n_swappable > 0) & (size >= 2) & (b >= 0) & problem.node_up[jnp.maximum(b, 0)]
              & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b))
     init = problem.initial_primary[p]
     cost = problem.swap_cost * ((q != init).astype(jnp.float32) - (old != init).astype(jnp.float32))
     return Move(replica=q, target=b, partition=p, new_primary=q, service=problem.partition_service[p],
-                node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b, cost_delta=cost, valid=valid)
+                node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b, cost_delta=cost,
+                penalty_delta=problem.penalty[CAPACITY] * excess, valid=valid)
 
 
 def propose(problem: Problem, node_of, primary_of, loads, words, swap_probability: float) -> Move:

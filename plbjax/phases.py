@@ -1,20 +1,29 @@
-"""SF's three kinds of work, in its order: placement, constraint check, balancing -> a plan document."""
+"""SF's three kinds of work, in its order — placement, constraint check, balancing — to a plan.
+
+Every phase runs the same annealer on the same encoded problem (one compilation), scoped by
+`encoding.scope`: which replicas may move, which primaries may swap, which constraints may not get
+worse. Violations enter the energy weighted by SF's constraint priorities (hard 0, soft 1,
+optimization 2, off -1), so placement and constraint checks trade them the way SF does: a hard
+constraint that held is never broken, a soft one may give way to fix a hard one.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Callable
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from plbjax import energy as E
 from plbjax.annealer import AnnealConfig, anneal
 from plbjax.balance import MetricBalance, metric_balance, service_domains
-from plbjax.constraints import violations
+from plbjax.constraints import measures, violations
 from plbjax.decoding import diff, settle
-from plbjax.encoding import Index, Problem, encode
+from plbjax.diagnostics import elimination_sequence, health_reports
+from plbjax.encoding import (CAPACITY, FAULT_DOMAIN, PLACEMENT, PRIORITY_SETTINGS, UNPLACED, UPGRADE_DOMAIN,
+                             Index, Problem, encode, scope)
 from plbjax.state import ClusterState
 
 SCHEMA_VERSION = 1
@@ -24,64 +33,121 @@ SCHEMA_VERSION = 1
 def _assess(problem: Problem, node_of, primary_of):
     """Everything the plan reports about one placement, in one compiled call."""
     loads = E.node_loads(problem, node_of, primary_of)
+    report = violations(problem, node_of, primary_of, loads)
     return dict(avg=E.avg_std_dev(problem, node_of, primary_of), loads=loads,
                 deviations=E.metric_deviations(problem, node_of, primary_of),
-                violations=violations(problem, node_of, primary_of, loads))
+                violations=report, measures=measures(report))
 
 
-def _host(tree):
-    return jax.tree.map(np.asarray, tree)
+def assess(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray) -> dict:
+    return jax.tree.map(np.asarray, _assess(problem, node_of, primary_of))
 
 
-def _unplaced(state: ClusterState) -> list[dict]:
-    """Replicas the input lacks or holds on nodes that are not Up: placement's work."""
-    status = {n.name: n.status for n in state.nodes}
-    up = sum(s == "Up" for s in status.values())
-    out = []
-    for part in sorted(state.partitions, key=lambda p: (p.service, str(p.partition_id))):
-        svc = state.service(part.service)
-        live = [r for r in part.replicas if r.node is not None and status[r.node] == "Up"]
-        target = svc.target if svc.target >= 0 else up
-        roles = [r.role for r in live]
-        missing = max(target - len(live), 0)
-        for i in range(missing):
-            role = "Instance" if not svc.stateful else (
-                "Primary" if "Primary" not in roles and i == 0 else "Secondary")
-            out.append({"ServiceName": part.service, "PartitionId": part.partition_id, "Role": role,
-                        "ConstraintEliminationSequence": []})
+@dataclasses.dataclass
+class Placement:
+    """Where the plan stands between phases."""
+
+    node_of: np.ndarray
+    primary_of: np.ndarray
+    report: dict
+
+
+def _priorities(state: ClusterState) -> np.ndarray:
+    """SF priority of each constraint kind (UNPLACED ranks above everything)."""
+    return np.array([int(state.settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [-2])
+
+
+def _violation_rank(priorities: np.ndarray, totals: np.ndarray) -> tuple:
+    """Violations compared by priority: unplaced replicas first, then hard, soft, optimization."""
+    return tuple(float(totals[priorities == p].sum()) for p in (-2, 0, 1, 2))
+
+
+def _no_worse(before: dict, after: dict, priorities: np.ndarray) -> bool:
+    """No enforced constraint measure grew anywhere."""
+    keys = {"capacity": CAPACITY, "placement": PLACEMENT, "fault_domain": FAULT_DOMAIN,
+            "upgrade_domain": UPGRADE_DOMAIN}
+    return all(bool(np.all(after[k] <= before[k] + 1e-6)) for k, c in keys.items() if priorities[c] >= 0)
+
+
+def _search(problem: Problem, index: Index, now: Placement, movable, swappable, enforce,
+            config: AnnealConfig, progress):
+    """Anneal one phase from `now`; returns the best placement found (rotations settled) and stats."""
+    scoped = scope(problem, now.node_of, now.primary_of, movable, swappable, enforce)
+    result = anneal(scoped, config, progress)
+    node_of = settle(index, result.node_of)
+    return Placement(node_of, result.primary_of, assess(problem, node_of, result.primary_of)), result
+
+
+def _swappable(index: Index, problem: Problem, node_of: np.ndarray, partitions: np.ndarray) -> np.ndarray:
+    """Stateful partitions among `partitions` [P] whose primary can hand over to a placed secondary."""
+    out = np.zeros_like(partitions)
+    for p in np.flatnonzero(partitions[: index.n_partitions]):
+        primary = index.primary_of[p]
+        others = [r for r in index.partition_rows[p] if node_of[r] >= 0 and r != primary]
+        out[p] = bool(index.stateful[p] and primary >= 0 and others)
     return out
 
 
-def _health(index: Index, problem: Problem, report: dict) -> list[dict]:
-    """SF-style warnings for the constraint violations a placement still has."""
-    out = []
-    excess = report["violations"]["capacity"]
-    for n, m in zip(*np.nonzero(excess[: index.n_nodes, : len(index.metrics)] > 1e-6)):
-        out.append({"SourceId": "System.PLB", "Property": "NodeCapacityViolation", "HealthState": "Warning",
-                    "Entity": index.nodes[n],
-                    "Description": f"Node {index.nodes[n]} is over capacity for metric {index.metrics[m]}: "
-                                   f"load {float(report['loads'][n, m]):g} exceeds capacity "
-                                   f"{float(problem.capacity[n, m]):g}."})
-    for key, constraint in (("fault_domain", "FaultDomain"), ("upgrade_domain", "UpgradeDomain"),
-                            ("exclusion", "ReplicaExclusionStatic")):
-        for p in np.flatnonzero(report["violations"][key][: index.n_partitions]):
-            service, pid = index.partitions[p]
-            out.append({"SourceId": "System.PLB", "Property": f"ReplicaConstraintViolation_{constraint}",
-                        "HealthState": "Warning", "Entity": f"{service}/{pid}",
-                        "Description": f"Partition {pid} of {service} violates the {constraint} constraint."})
+def _everywhere(state: ClusterState, index: Index) -> np.ndarray:
+    """[R] replicas of services with one instance per node (never moved by the search)."""
+    services = {s.name: s for s in state.services}
+    out = np.zeros(index.input_node.shape[0], bool)
+    for p, (service, _) in enumerate(index.partitions):
+        if services[service].target < 0:
+            out[list(index.partition_rows[p])] = True
     return out
 
 
-def _no_worse(before: dict, after: dict) -> bool:
-    """No constraint measure grew anywhere (a plan never breaks what held, nor worsens what did not)."""
-    return all(bool(np.all(after[k] <= before[k] + 1e-6)) for k in before)
+def _placement_phase(problem, index, state, now, config, progress, priorities):
+    todo = np.zeros_like(now.node_of, dtype=bool)
+    todo[: index.n_replicas] = now.node_of[: index.n_replicas] < 0
+    todo &= ~_everywhere(state, index)
+    added = int(((index.node_of != index.input_node) & (index.node_of >= 0)).sum())
+    if not todo.any():
+        reason = "no replica is missing" if not added else f"{added} instance(s) added on every eligible node"
+        return now, {"Phase": "Placement", "Ran": bool(added), "Reason": reason}, None
+    headless = np.zeros(now.primary_of.shape[0], bool)
+    for p in range(index.n_partitions):
+        headless[p] = now.primary_of[p] >= 0 and now.node_of[now.primary_of[p]] < 0
+    result, search = _search(problem, index, now, todo, _swappable(index, problem, now.node_of, headless),
+                             priorities == 0, config, progress)
+    left = int(result.report["violations"]["unplaced"].sum())
+    reason = f"{int(todo.sum())} replica(s) to place"
+    if left:
+        reason += f"; {left} could not be placed (see Unplaced)"
+    return result, {"Phase": "Placement", "Ran": True, "Reason": reason}, search
 
 
-def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) -> list[dict]:
-    return [{"Metric": b.metric, "NodeType": None, "MaxLoad": b.max_load, "MinLoad": b.min_load,
-             "BalancingThreshold": b.threshold, "ActivityThreshold": b.activity,
-             "IsBalancedBefore": b.balanced, "IsBalancedAfter": a.balanced,
-             "DeviationBefore": b.deviation, "DeviationAfter": a.deviation} for b, a in zip(before, after)]
+def _violating(index: Index, problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:
+    """[R] replicas involved in a violation of an enabled constraint."""
+    v = now.report["violations"]
+    bad = np.zeros(now.node_of.shape[0], bool)
+    if priorities[CAPACITY] >= 0:
+        over = np.flatnonzero(v["capacity"].sum(axis=1) > 0)
+        bad |= np.isin(now.node_of, over) & (now.node_of >= 0)
+    if priorities[PLACEMENT] >= 0:
+        bad |= v["placement"]
+    for key, c in (("fault_domain", FAULT_DOMAIN), ("upgrade_domain", UPGRADE_DOMAIN)):
+        if priorities[c] >= 0:
+            for p in np.flatnonzero(v[key][: index.n_partitions]):
+                bad[list(index.partition_rows[p])] = True
+    return bad & (now.node_of >= 0)
+
+
+def _constraint_phase(problem, index, state, now, config, progress, priorities):
+    bad = _violating(index, problem, now, priorities) & ~_everywhere(state, index)
+    if not bad.any():
+        return now, {"Phase": "ConstraintCheck", "Ran": False, "Reason": "no constraint violation"}, None
+    partitions = np.zeros(now.primary_of.shape[0], bool)
+    partitions[np.asarray(problem.replica_partition)[np.flatnonzero(bad)]] = True
+    result, search = _search(problem, index, now, bad, _swappable(index, problem, now.node_of, partitions),
+                             priorities == 0, config, progress)
+    before = _violation_rank(priorities, now.report["measures"])
+    after = _violation_rank(priorities, result.report["measures"])
+    reason = f"{int(bad.sum())} replica(s) in violation"
+    if after < before:
+        return result, {"Phase": "ConstraintCheck", "Ran": True, "Reason": reason + "; violations reduced"}, search
+    return now, {"Phase": "ConstraintCheck", "Ran": True, "Reason": reason + "; no fix found"}, search
 
 
 def _balances(state: ClusterState, problem: Problem, index: Index, report: dict) -> list[MetricBalance]:
@@ -99,78 +165,102 @@ def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str
         if upgrade.get("Scope", "Cluster") == "Cluster":
             return set(), "a cluster upgrade is in progress: balancing is off"
         frozen = {s.name for s in state.services if s.application == upgrade.get("ApplicationName")}
+    if not imbalanced:
+        return set(), "every metric is balanced"
     movable = set()
     for domain in service_domains(state):
         if any(metric.name in imbalanced for name in domain for metric in state.service(name).metrics):
             movable |= domain
-    movable -= frozen
-    if not imbalanced:
-        return set(), "every metric is balanced"
+    movable -= {s.name for s in state.services if not s.balancing_enabled} | frozen
     if not movable:
-        return set(), "the imbalanced services are being upgraded"
+        return set(), "the imbalanced services may not move (upgrading or balancing disabled)"
     return movable, "imbalanced metrics: " + ", ".join(sorted(imbalanced))
+
+
+def _balancing_phase(problem, index, state, now, config, progress, priorities, balance):
+    imbalanced = {b.metric for b in balance if not b.balanced}
+    services, reason = _balancing_scope(state, imbalanced)
+    phase = {"Phase": "Balancing", "Ran": bool(services), "Reason": reason}
+    if not services:
+        return now, phase, None
+    of_service = np.array([index.partitions[p][0] in services for p in range(index.n_partitions)]
+                          + [False] * (now.primary_of.shape[0] - index.n_partitions))
+    replica_partition = np.asarray(problem.replica_partition)
+    movable = of_service[replica_partition] & (now.node_of >= 0) & ~_everywhere(state, index)
+    movable[index.n_replicas:] = False
+    result, search = _search(problem, index, now, movable, _swappable(index, problem, now.node_of, of_service),
+                             priorities >= 0, config, progress)
+    if (search.energy < search.initial_energy and result.report["avg"] < now.report["avg"]
+            and _no_worse(now.report["violations"], result.report["violations"], priorities)):
+        return result, phase, search
+    phase["Reason"] += "; no better placement was found"
+    return now, phase, search
+
+
+def _history(state: ClusterState, index: Index, before: Placement, after: Placement) -> dict:
+    """The input's History with every replica moved by balancing remembering the node it left."""
+    history = {k: list(v) for k, v in state.history.items()}
+    for r in np.flatnonzero((before.node_of != after.node_of) & (before.node_of >= 0) & (after.node_of >= 0)):
+        if index.replica_ids[r] is not None:
+            history.setdefault(str(index.replica_ids[r]), []).append(index.nodes[before.node_of[r]])
+    return history
+
+
+def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) -> list[dict]:
+    return [{"Metric": b.metric, "NodeType": None, "MaxLoad": b.max_load, "MinLoad": b.min_load,
+             "BalancingThreshold": b.threshold, "ActivityThreshold": b.activity,
+             "IsBalancedBefore": b.balanced, "IsBalancedAfter": a.balanced,
+             "DeviationBefore": b.deviation, "DeviationAfter": a.deviation} for b, a in zip(before, after)]
+
+
+def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
+    out = []
+    for r in np.flatnonzero(final.report["violations"]["unplaced"]):
+        p = int(problem.replica_partition[r])
+        service, pid = index.partitions[p]
+        role = ("Primary" if final.primary_of[p] == r else "Secondary") if index.stateful[p] else "Instance"
+        out.append({"ServiceName": service, "PartitionId": pid, "Role": role,
+                    "ConstraintEliminationSequence": elimination_sequence(index, problem, final.node_of,
+                                                                          final.report["loads"], r)})
+    return out
 
 
 def plan(state: ClusterState, config: AnnealConfig,
          progress: Callable[[int, int, float, float], None] | None = None) -> dict:
     """Run the phases on `state` and return the plan document."""
     problem, index = encode(state)
-    initial_node, initial_primary = problem.initial_node, problem.initial_primary
-    before = _host(_assess(problem, initial_node, initial_primary))
-    balance_before = _balances(state, problem, index, before)
+    priorities = _priorities(state)
+    running = np.array([n >= 0 and index.node_status[n] == "Up" for n in index.input_node])
+    input_node = np.where(running, index.input_node, -1)
+    original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
+    start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
 
-    unplaced = _unplaced(state)
-    phases = [{"Phase": "Placement", "Ran": False,
-               "Reason": "no replica is missing" if not unplaced else
-               f"{len(unplaced)} replica(s) need placement; they are listed in Unplaced"}]
-    v = before["violations"]
-    n_violations = int((v["capacity"] > 1e-6).any(axis=1).sum() + (v["fault_domain"] > 0).sum()
-                       + (v["upgrade_domain"] > 0).sum() + (v["exclusion"] > 0).sum())
-    phases.append({"Phase": "ConstraintCheck", "Ran": False,
-                   "Reason": "no constraint violation" if not n_violations else
-                   f"{n_violations} violation(s) found; they are reported in Health"})
-
-    imbalanced = {b.metric for b in balance_before if not b.balanced}
-    movable, reason = _balancing_scope(state, imbalanced)
-    actions: list[dict] = []
-    search = {"Backend": jax.default_backend(), "Chains": 0, "Steps": 0, "Seconds": 0.0, "Seed": config.seed}
-    node_of, primary_of = np.asarray(initial_node), np.asarray(initial_primary)
-    after = before
-    if movable:
-        scoped, _ = encode(state, movable_services=movable)
-        result = anneal(scoped, config, progress)
-        search.update(Chains=result.chains, Steps=result.steps, Seconds=round(result.seconds, 3))
-        best_node_of = settle(index, result.node_of)
-        candidate = _host(_assess(problem, jnp.asarray(best_node_of), jnp.asarray(result.primary_of)))
-        if (result.energy < result.initial_energy and candidate["avg"] < before["avg"]
-                and _no_worse(before["violations"], candidate["violations"])):
-            node_of, primary_of, after = best_node_of, result.primary_of, candidate
-            actions = diff(index, node_of, primary_of)
-        else:
-            reason += "; no better placement was found"
-    phases.append({"Phase": "Balancing", "Ran": bool(movable), "Reason": reason})
-
-    history = {k: list(v) for k, v in state.history.items()}
-    for act in actions:
-        if act["Action"] != "SwapPrimarySecondary":
-            history.setdefault(str(act["ReplicaId"]), []).append(act["SourceNode"])
+    placed, placement, s1 = _placement_phase(problem, index, state, start, config, progress, priorities)
+    checked, check, s2 = _constraint_phase(problem, index, state, placed, config, progress, priorities)
+    balance_before = _balances(state, problem, index, checked.report)
+    final, balancing, s3 = _balancing_phase(problem, index, state, checked, config, progress,
+                                            priorities, balance_before)
+    searches = [s for s in (s1, s2, s3) if s is not None]
 
     metrics = index.metrics
     capacity = np.asarray(problem.capacity)
     nodes = [{"NodeName": name,
               "Capacities": {m: float(capacity[n, k]) for k, m in enumerate(metrics) if np.isfinite(capacity[n, k])},
-              "LoadsBefore": {m: float(before["loads"][n, k]) for k, m in enumerate(metrics)},
-              "LoadsAfter": {m: float(after["loads"][n, k]) for k, m in enumerate(metrics)}}
+              "LoadsBefore": {m: float(original.report["loads"][n, k]) for k, m in enumerate(metrics)},
+              "LoadsAfter": {m: float(final.report["loads"][n, k]) for k, m in enumerate(metrics)}}
              for n, name in enumerate(index.nodes)]
+    searched = {"Backend": jax.default_backend(), "Chains": config.chains if searches else 0,
+                "Steps": sum(s.steps for s in searches),
+                "Seconds": round(sum(s.seconds for s in searches), 3), "Seed": config.seed}
     return {
         "SchemaVersion": SCHEMA_VERSION,
-        "Phases": phases,
-        "Balance": _balance_entries(balance_before, _balances(state, problem, index, after)),
-        "Score": {"Before": float(before["avg"]), "After": float(after["avg"])},
-        "Actions": actions,
+        "Phases": [placement, check, balancing],
+        "Balance": _balance_entries(balance_before, _balances(state, problem, index, final.report)),
+        "Score": {"Before": float(original.report["avg"]), "After": float(final.report["avg"])},
+        "Actions": diff(index, final.node_of, final.primary_of),
         "Nodes": nodes,
-        "Health": _health(index, problem, after),
-        "Unplaced": unplaced,
-        "History": history,
-        "Search": search,
+        "Health": health_reports(index, problem, final.node_of, final.report),
+        "Unplaced": _unplaced(index, problem, final),
+        "History": _history(state, index, checked, final),
+        "Search": searched,
     }

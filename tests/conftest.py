@@ -6,7 +6,10 @@ import dataclasses
 
 import pytest
 
+import numpy as np
+
 from plbjax.annealer import AnnealConfig
+from plbjax.encoding import encode, scope
 from plbjax.generator import ClusterSpec, generate
 from plbjax.state import parse_state
 
@@ -32,3 +35,13 @@ def documents() -> list[dict]:
 @pytest.fixture(scope="session")
 def states(documents):
     return [parse_state(doc) for doc in documents]
+
+
+def searchable(state, enforce=True):
+    """The encoded problem with every placed replica movable and every primary swappable."""
+    problem, index = encode(state)
+    movable = index.node_of >= 0
+    swappable = np.zeros(index.primary_of.shape[0], bool)
+    swappable[: index.n_partitions] = index.stateful[: index.n_partitions] & (index.primary_of[: index.n_partitions] >= 0)
+    enforce = np.array([enforce] * 4 + [False])
+    return scope(problem, index.node_of, index.primary_of, movable, swappable, enforce), index

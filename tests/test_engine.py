@@ -12,11 +12,10 @@ import numpy as np
 import pytest
 
 from checker import no_new_violations, placement_of, violations
-from conftest import QUICK, cluster
+from conftest import QUICK, cluster, searchable
 from plbjax import annealer as A
 from plbjax import energy as E
 from plbjax.decoding import apply_actions, diff, settle
-from plbjax.encoding import encode
 from plbjax.moves import DRAWS, propose
 from plbjax.phases import plan
 from plbjax.state import parse_state
@@ -48,7 +47,7 @@ def _chains(problem, n=8, seed=0):
 
 def test_move_energy_equals_recomputation(states):
     for state in states[:2]:
-        problem, _ = encode(state)
+        problem, _ = searchable(state)
         chains = _steps(problem, QUICK, _chains(problem), jnp.float32(5.0), 300)
         chain = jax.tree.map(lambda x: x[0], chains)
         valid, incremental, exact, after = _move_energies(problem, chain, jax.random.split(jax.random.PRNGKey(1), 256))
@@ -59,7 +58,7 @@ def test_move_energy_equals_recomputation(states):
 
 
 def test_running_energy_equals_recomputation(states):
-    problem, _ = encode(states[0])
+    problem, _ = searchable(states[0])
     chains = _steps(problem, QUICK, _chains(problem), jnp.float32(2.0), 2000)
     exact = jax.vmap(E.energy_of, in_axes=(None, 0, 0))(problem, chains.node_of, chains.primary_of)
     np.testing.assert_allclose(np.asarray(chains.energy), np.asarray(exact), rtol=1e-4)
@@ -84,7 +83,7 @@ def _document_of(state, index, node_of, primary_of):
 def test_every_chain_state_respects_hard_constraints(states, documents):
     """Run hot (many accepted moves) and check every chain's placement with the independent checker."""
     for state, doc in zip(states, documents):
-        problem, index = encode(state)
+        problem, index = searchable(state)
         chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)
         before = violations(state, placement_of(doc))
         for c in range(chains.node_of.shape[0]):
@@ -102,7 +101,7 @@ def test_existing_violation_is_never_made_worse():
     twin = next(n for n, f in fd.items() if f == first_fd and n not in taken)
     part["Replicas"][1]["NodeName"] = twin          # two replicas in one fault domain
     state = parse_state(doc)
-    problem, index = encode(state)
+    problem, index = searchable(state)
     chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)
     before = violations(state, placement_of(doc))
     assert before["fault_domain"]
@@ -113,7 +112,7 @@ def test_existing_violation_is_never_made_worse():
 
 def test_decoded_actions_reproduce_every_chain(states):
     state = states[1]
-    problem, index = encode(state)
+    problem, index = searchable(state)
     chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1000)
     for c in range(chains.node_of.shape[0]):
         node_of = settle(index, np.asarray(chains.node_of[c]))
@@ -134,7 +133,7 @@ def test_decoded_actions_reproduce_every_chain(states):
 
 def test_diff_is_net_of_intermediate_steps(states):
     state = states[0]
-    problem, index = encode(state)
+    problem, index = searchable(state)
     node_of, primary_of = index.node_of.copy(), index.primary_of.copy()
     assert diff(index, node_of, primary_of) == []                     # nothing changed
     p = next(p for p in range(index.n_partitions) if index.stateful[p])
@@ -195,9 +194,14 @@ def test_balanced_cluster_moves_nothing(documents):
     assert all(b["IsBalancedBefore"] for b in result["Balance"])
 
 
-def test_every_replica_is_accounted_for(documents):
+def test_missing_replica_is_placed(documents):
     doc = json.loads(json.dumps(documents[0]))
-    doc["Partitions"][0]["Replicas"].pop()                 # one replica short of the target
+    part = next(p for p in doc["Partitions"] if p["Replicas"][0]["Role"] == "Primary")
+    gone = part["Replicas"].pop()                           # one secondary short of the target
     result = plan(parse_state(doc), QUICK)
-    assert len(result["Unplaced"]) == 1
-    assert result["Phases"][0]["Ran"] is False and "Unplaced" in result["Phases"][0]["Reason"]
+    adds = [a for a in result["Actions"] if a["Action"].startswith("Add")]
+    assert [(a["Action"], a["PartitionId"], a["ReplicaId"]) for a in adds] == \
+        [("AddSecondary", part["PartitionId"], None)]
+    assert result["Unplaced"] == [] and result["Phases"][0]["Ran"]
+    assert adds[0]["TargetNode"] not in {r["NodeName"] for r in part["Replicas"]}
+    assert gone["NodeName"]  # the test removed a placed replica

@@ -1,0 +1,107 @@
+"""What the plan could not do, the way SF operators read it: health reports and, for replicas that
+cannot be placed, the constraint elimination sequence (each constraint in checker order, the nodes
+it eliminated and how many remain)."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from plbjax.constraints import domain_violation, partition_nodes
+from plbjax.encoding import Index, Problem
+
+SOURCE = "System.PLB"
+
+
+@eqx.filter_jit
+def _domain_changes(problem: Problem, node_of: jax.Array, r: jax.Array):
+    """[N] change of the fault- and upgrade-domain measures if replica r were placed on each node."""
+    p = problem.replica_partition[r]
+    cls = problem.service_class[problem.replica_service[r]]
+    before = partition_nodes(problem, node_of, p)
+    row = problem.partition_replicas[p]
+
+    def on(node):
+        after = jnp.where(row == r, node, before)
+        return (domain_violation(problem.fd_tree, problem.fd_children, after, cls)
+                - domain_violation(problem.fd_tree, problem.fd_children, before, cls),
+                domain_violation(problem.ud_tree, problem.ud_children, after, cls)
+                - domain_violation(problem.ud_tree, problem.ud_children, before, cls))
+
+    return jax.vmap(on)(jnp.arange(problem.node_up.shape[0]))
+
+
+def elimination_sequence(index: Index, problem: Problem, node_of: np.ndarray, loads: np.ndarray,
+                         r: int) -> list[dict]:
+    """SF's constraint elimination sequence for unplaced replica r in placement `node_of`."""
+    n = index.n_nodes
+    p = int(problem.replica_partition[r])
+    cls = int(problem.service_class[problem.replica_service[r]])
+    primary = int(np.asarray(problem.initial_primary)[p]) == r
+    load = np.asarray(problem.load_primary[r] if primary else problem.load_secondary[r])
+    fd, ud = (np.asarray(x)[:n] for x in _domain_changes(problem, jnp.asarray(node_of), jnp.asarray(r)))
+    taken = {int(node_of[q]) for q in index.partition_rows[p] if node_of[q] >= 0}
+    capacity = np.asarray(problem.capacity)[:n]
+    fits = np.all((load <= 0) | (loads[:n] + load <= capacity), axis=1)
+    checks = [
+        ("NodeStatus", np.array([s == "Up" for s in index.node_status])),
+        ("ReplicaExclusionStatic", np.array([i not in taken for i in range(n)])),
+        ("PlacementConstraint", np.asarray(problem.class_allowed[cls])[:n]),
+        ("NodeCapacity", fits),
+        ("FaultDomain", fd <= 0),
+        ("UpgradeDomain", ud <= 0),
+    ]
+    remaining = np.ones(n, bool)
+    out = []
+    for name, ok in checks:
+        eliminated = remaining & ~ok
+        remaining &= ok
+        out.append({"Constraint": name, "Eliminated": [index.nodes[i] for i in np.flatnonzero(eliminated)],
+                    "Remaining": int(remaining.sum())})
+    return out
+
+
+def _report(prop: str, entity: str, description: str, state: str = "Warning") -> dict:
+    return {"SourceId": SOURCE, "Property": prop, "HealthState": state, "Entity": entity,
+            "Description": description}
+
+
+def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: dict) -> list[dict]:
+    """SF-style reports for the violations a placement still has."""
+    v = report["violations"]
+    out = []
+    capacity = np.asarray(problem.capacity)
+    for n, m in zip(*np.nonzero(v["capacity"][: index.n_nodes, : len(index.metrics)] > 0)):
+        out.append(_report("NodeCapacityViolation", index.nodes[n],
+                           f"Node {index.nodes[n]} is over capacity for metric {index.metrics[m]}: load "
+                           f"{float(report['loads'][n, m]):g} exceeds capacity {float(capacity[n, m]):g}."))
+    replica_partition = np.asarray(problem.replica_partition)
+
+    def replica_report(r: int, constraint: str) -> dict:
+        p = int(replica_partition[r])
+        service, pid = index.partitions[p]
+        return _report(f"ReplicaConstraintViolation_{constraint}", f"{service}/{pid}/{index.replica_ids[r]}",
+                       f"The Load Balancer has detected a Constraint Violation for this Replica: {service} "
+                       f"Partition {pid} Replica {index.replica_ids[r]} is violating the Constraint: {constraint} "
+                       f"Details: Replica on NodeName -- {index.nodes[node_of[r]]}")
+
+    for r in np.flatnonzero(v["placement"][: index.n_replicas]):
+        out.append(replica_report(int(r), "PlacementConstraint"))
+    trees = {"fault_domain": ("FaultDomain", np.asarray(problem.fd_tree)),
+             "upgrade_domain": ("UpgradeDomain", np.asarray(problem.ud_tree))}
+    for key, (constraint, tree) in trees.items():
+        for p in np.flatnonzero(v[key][: index.n_partitions]):
+            placed = [r for r in index.partition_rows[p] if node_of[r] >= 0]
+            leaf = [int(tree[node_of[r], -1]) for r in placed]
+            for r, d in zip(placed, leaf):          # replicas sharing their domain with another
+                if leaf.count(d) > 1:
+                    out.append(replica_report(int(r), constraint))
+    for r in np.flatnonzero(v["unplaced"][: index.n_replicas]):
+        p = int(replica_partition[r])
+        service, pid = index.partitions[p]
+        out.append(_report("ReplicaUnplaced", f"{service}/{pid}",
+                           f"Service {service} partition {pid} has a replica that cannot be placed; see Unplaced "
+                           "for the constraint elimination sequence.", "Error"))
+    return out
