@@ -11,14 +11,17 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.encoding import CAPACITY, FAULT_DOMAIN, PLACEMENT, UNPLACED, UPGRADE_DOMAIN, Problem
+from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, UNPLACED, UPGRADE_DOMAIN,
+                             Problem)
 
 
-def domain_violation(tree: jax.Array, children: jax.Array, nodes: jax.Array, cls: jax.Array) -> jax.Array:
+def domain_violation(tree: jax.Array, children: jax.Array, nodes: jax.Array, cls: jax.Array,
+                     nonpacking: jax.Array = False) -> jax.Array:
     """How far one partition's replicas on `nodes` ([K], -1 = none) are from an even spread.
 
     Sum over levels and parent domains of max(0, max - min - 1), where min is 0 when the parent has
-    usable child domains (for placement class `cls`) holding none of the replicas.
+    usable child domains (for placement class `cls`) holding none of the replicas. With `nonpacking`
+    (RequireDomainDistribution) the top level instead allows one replica per domain.
     """
     valid = nodes >= 0
     paths = tree[jnp.maximum(nodes, 0)]                         # [K, L+1]
@@ -37,7 +40,9 @@ def domain_violation(tree: jax.Array, children: jax.Array, nodes: jax.Array, cls
         most = jnp.max(jnp.where(same_parent, count[None, :], 0), axis=1)
         least = jnp.min(jnp.where(same_parent, count[None, :], k + 1), axis=1)
         least = jnp.where(occupied < children[cls, parent], 0, least)
-        total += jnp.sum(jnp.where(first_in_parent, jnp.maximum(most - least - 1, 0), 0))
+        spread = jnp.sum(jnp.where(first_in_parent, jnp.maximum(most - least - 1, 0), 0))
+        packed = jnp.sum(jnp.where(first_in_child, count - 1, 0))
+        total += jnp.where(nonpacking & (level == 1), packed, spread)
     return total
 
 
@@ -55,8 +60,10 @@ def fits(problem: Problem, loads: jax.Array, node: jax.Array, delta: jax.Array) 
 
 
 def relative_excess(load: jax.Array, capacity: jax.Array) -> jax.Array:
-    """How far loads exceed capacity, as a fraction of capacity (0 within capacity or unlimited)."""
-    return jnp.where(jnp.isfinite(capacity), jnp.maximum(load - capacity, 0.0) / jnp.maximum(capacity, 1.0), 0.0)
+    """Capacity violation of a node and metric: 1 + the excess as a fraction of capacity when over
+    (so fixing counts, and so does getting closer), 0 within capacity or when unlimited."""
+    over = jnp.isfinite(capacity) & (load > capacity)
+    return jnp.where(over, 1.0 + (load - capacity) / jnp.maximum(capacity, 1.0), 0.0)
 
 
 def excess_change(problem: Problem, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
@@ -74,6 +81,23 @@ def misplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
     return (node_of >= 0) & ~allowed
 
 
+def affinity_violated(problem: Problem, node_of, primary_of, r, node, as_primary) -> jax.Array:
+    """Replica r on `node` (in the given role) is away from its parent's replicas (SF's affinity:
+    aligned puts primary with primary and secondaries with secondaries)."""
+    parent = jnp.maximum(problem.replica_parent[r], 0)
+    rows = problem.partition_replicas[parent]
+    here = (rows >= 0) & (node_of[jnp.maximum(rows, 0)] == node)
+    is_primary = rows == primary_of[parent]
+    aligned_ok = jnp.any(here & jnp.where(as_primary, is_primary, ~is_primary))
+    ok = jnp.where(problem.replica_aligned[r], aligned_ok, jnp.any(here))
+    return (problem.replica_parent[r] >= 0) & (node >= 0) & ~ok
+
+
+def off_preferred(problem: Problem, service, node) -> jax.Array:
+    """A primary on `node` is outside its service's preferred primary domain."""
+    return (node >= 0) & ~problem.primary_preferred[service, jnp.maximum(node, 0)]
+
+
 def unplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
     """[R] real replicas without a node."""
     real = jnp.arange(node_of.shape[0]) < problem.replica_count
@@ -81,30 +105,37 @@ def unplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
 
 
 def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> dict:
-    """Full-state constraint report: per-node capacity excess, per-replica placement and unplaced
-    flags, per-partition exclusion / fault-domain / upgrade-domain measures."""
+    """Full-state constraint report: per-node capacity violation, per-replica placement, affinity and
+    unplaced flags, per-partition exclusion, fault-domain, upgrade-domain and preferred-primary."""
+    n_parts = problem.partition_service.shape[0]
     cls = problem.service_class[problem.partition_service]
-    nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, jnp.arange(cls.shape[0]))
+    nonpacking = problem.service_nonpacking[problem.partition_service]
+    nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, jnp.arange(n_parts))
     k = nodes.shape[1]
     same = (nodes[:, :, None] == nodes[:, None, :]) & (nodes[:, :, None] >= 0)
     exclusion = (same & ~jnp.eye(k, dtype=bool)).sum(axis=(1, 2)) // 2
-    per_partition = jax.vmap(domain_violation, in_axes=(None, None, 0, 0))
+    per_partition = jax.vmap(domain_violation, in_axes=(None, None, 0, 0, 0))
+    replicas = jnp.arange(node_of.shape[0])
+    is_primary = primary_of[problem.replica_partition] == replicas
+    affinity = jax.vmap(affinity_violated, in_axes=(None, None, None, 0, 0, 0))(
+        problem, node_of, primary_of, replicas, node_of, is_primary)
+    primary_node = jnp.where(primary_of >= 0, node_of[jnp.maximum(primary_of, 0)], -1)
     return dict(capacity=relative_excess(loads, problem.capacity),
                 placement=misplaced(problem, node_of), unplaced=unplaced(problem, node_of),
-                exclusion=exclusion,
-                fault_domain=per_partition(problem.fd_tree, problem.fd_children, nodes, cls),
-                upgrade_domain=per_partition(problem.ud_tree, problem.ud_children, nodes, cls))
+                affinity=affinity, exclusion=exclusion,
+                preferred=off_preferred(problem, problem.partition_service, primary_node),
+                fault_domain=per_partition(problem.fd_tree, problem.fd_children, nodes, cls, nonpacking),
+                upgrade_domain=per_partition(problem.ud_tree, problem.ud_children, nodes, cls,
+                                             jnp.zeros_like(nonpacking)))
+
+
+_MEASURED = {CAPACITY: "capacity", PLACEMENT: "placement", FAULT_DOMAIN: "fault_domain",
+             UPGRADE_DOMAIN: "upgrade_domain", AFFINITY: "affinity", PREFERRED: "preferred", UNPLACED: "unplaced"}
 
 
 def measures(report: dict) -> jax.Array:
-    """[5] total violation per constraint (CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED)."""
-    out = [None] * 5
-    out[CAPACITY] = jnp.sum(report["capacity"])
-    out[PLACEMENT] = jnp.sum(report["placement"])
-    out[FAULT_DOMAIN] = jnp.sum(report["fault_domain"])
-    out[UPGRADE_DOMAIN] = jnp.sum(report["upgrade_domain"])
-    out[UNPLACED] = jnp.sum(report["unplaced"])
-    return jnp.stack([jnp.asarray(x, jnp.float32) for x in out])
+    """[CONSTRAINTS] total violation per constraint kind."""
+    return jnp.stack([jnp.sum(report[_MEASURED[k]]).astype(jnp.float32) for k in sorted(_MEASURED)])
 
 
 def penalty_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> jax.Array:

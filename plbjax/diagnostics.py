@@ -9,39 +9,41 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from plbjax.constraints import domain_violation, partition_nodes
+from plbjax.constraints import affinity_violated, domain_violation, partition_nodes
 from plbjax.encoding import Index, Problem
 
 SOURCE = "System.PLB"
 
 
 @eqx.filter_jit
-def _domain_changes(problem: Problem, node_of: jax.Array, r: jax.Array):
-    """[N] change of the fault- and upgrade-domain measures if replica r were placed on each node."""
+def _placement_checks(problem: Problem, node_of: jax.Array, primary_of: jax.Array, r: jax.Array):
+    """[N] each: affinity broken, fault- and upgrade-domain measure change, if replica r went there."""
     p = problem.replica_partition[r]
-    cls = problem.service_class[problem.replica_service[r]]
+    s = problem.replica_service[r]
+    cls = problem.service_class[s]
     before = partition_nodes(problem, node_of, p)
     row = problem.partition_replicas[p]
+    nonpacking = problem.service_nonpacking[s]
 
     def on(node):
         after = jnp.where(row == r, node, before)
-        return (domain_violation(problem.fd_tree, problem.fd_children, after, cls)
-                - domain_violation(problem.fd_tree, problem.fd_children, before, cls),
-                domain_violation(problem.ud_tree, problem.ud_children, after, cls)
-                - domain_violation(problem.ud_tree, problem.ud_children, before, cls))
+        fd = lambda nodes: domain_violation(problem.fd_tree, problem.fd_children, nodes, cls, nonpacking)  # noqa: E731
+        ud = lambda nodes: domain_violation(problem.ud_tree, problem.ud_children, nodes, cls)  # noqa: E731
+        return (affinity_violated(problem, node_of, primary_of, r, node, primary_of[p] == r),
+                fd(after) - fd(before), ud(after) - ud(before))
 
     return jax.vmap(on)(jnp.arange(problem.node_up.shape[0]))
 
 
-def elimination_sequence(index: Index, problem: Problem, node_of: np.ndarray, loads: np.ndarray,
-                         r: int) -> list[dict]:
+def elimination_sequence(index: Index, problem: Problem, node_of: np.ndarray, primary_of: np.ndarray,
+                         loads: np.ndarray, r: int) -> list[dict]:
     """SF's constraint elimination sequence for unplaced replica r in placement `node_of`."""
     n = index.n_nodes
     p = int(problem.replica_partition[r])
     cls = int(problem.service_class[problem.replica_service[r]])
-    primary = int(np.asarray(problem.initial_primary)[p]) == r
-    load = np.asarray(problem.load_primary[r] if primary else problem.load_secondary[r])
-    fd, ud = (np.asarray(x)[:n] for x in _domain_changes(problem, jnp.asarray(node_of), jnp.asarray(r)))
+    load = np.asarray(problem.load_primary[r] if primary_of[p] == r else problem.load_secondary[r])
+    affinity, fd, ud = (np.asarray(x)[:n] for x in _placement_checks(
+        problem, jnp.asarray(node_of), jnp.asarray(primary_of), jnp.asarray(r)))
     taken = {int(node_of[q]) for q in index.partition_rows[p] if node_of[q] >= 0}
     capacity = np.asarray(problem.capacity)[:n]
     fits = np.all((load <= 0) | (loads[:n] + load <= capacity), axis=1)
@@ -50,6 +52,7 @@ def elimination_sequence(index: Index, problem: Problem, node_of: np.ndarray, lo
         ("ReplicaExclusionStatic", np.array([i not in taken for i in range(n)])),
         ("PlacementConstraint", np.asarray(problem.class_allowed[cls])[:n]),
         ("NodeCapacity", fits),
+        ("Affinity", ~affinity),
         ("FaultDomain", fd <= 0),
         ("UpgradeDomain", ud <= 0),
     ]
@@ -87,8 +90,9 @@ def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: 
                        f"Partition {pid} Replica {index.replica_ids[r]} is violating the Constraint: {constraint} "
                        f"Details: Replica on NodeName -- {index.nodes[node_of[r]]}")
 
-    for r in np.flatnonzero(v["placement"][: index.n_replicas]):
-        out.append(replica_report(int(r), "PlacementConstraint"))
+    for key, constraint in (("placement", "PlacementConstraint"), ("affinity", "Affinity")):
+        for r in np.flatnonzero(v[key][: index.n_replicas]):
+            out.append(replica_report(int(r), constraint))
     trees = {"fault_domain": ("FaultDomain", np.asarray(problem.fd_tree)),
              "upgrade_domain": ("UpgradeDomain", np.asarray(problem.ud_tree))}
     for key, (constraint, tree) in trees.items():

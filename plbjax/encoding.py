@@ -18,9 +18,11 @@ from jaxtyping import Array, Bool, Float, Int
 from plbjax import expressions
 from plbjax.state import ClusterState
 
-CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED = range(5)
+CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, AFFINITY, PREFERRED, UNPLACED = range(7)
+CONSTRAINTS = 7
 PRIORITY_SETTINGS = ("CapacityConstraintPriority", "PlacementConstraintPriority",
-                     "FaultDomainConstraintPriority", "UpgradeDomainConstraintPriority")
+                     "FaultDomainConstraintPriority", "UpgradeDomainConstraintPriority",
+                     "AffinityConstraintPriority", "PreferredLocationConstraintPriority")
 PRIORITY_WEIGHT = {0: 100.0, 1: 10.0, 2: 1.0}  # violation penalty per priority, in AvgStdDev units
 UNPLACED_WEIGHT = 1000.0                        # a replica left unplaced, in AvgStdDev units
 LOCAL_DOMAIN_WEIGHT = 0.25  # SF's LocalDomainWeight: mean of per-service domains 0.25, global domain 0.75
@@ -50,6 +52,8 @@ class Problem(eqx.Module):
     # replicas
     replica_partition: Int[Array, " R"]
     replica_service: Int[Array, " R"]
+    replica_parent: Int[Array, " R"]        # partition of the service it has affinity to (-1: none)
+    replica_aligned: Bool[Array, " R"]      # aligned affinity: primary with primary, secondary with secondary
     load_primary: Float[Array, "R M"]       # load of the replica when it is (or becomes) the primary
     load_secondary: Float[Array, "R M"]     # load as a secondary; instances use load_primary for both
     move_cost: Float[Array, " R"]
@@ -59,6 +63,8 @@ class Problem(eqx.Module):
     # services
     service_class: Int[Array, " S"]         # placement class (allowed node set)
     service_metrics: Int[Array, "S Ms"]     # metric index of each local-domain slot, -1 padded
+    service_nonpacking: Bool[Array, " S"]   # RequireDomainDistribution: one replica per fault domain
+    primary_preferred: Bool[Array, "S N"]   # PreferPrimaryDomain: where the primary should be
     # placement classes
     class_nodes: Int[Array, "C N"]          # allowed Up nodes of the class, padded
     class_node_count: Int[Array, " C"]
@@ -77,9 +83,10 @@ class Problem(eqx.Module):
     n_movable: Int[Array, ""]
     swappable: Int[Array, " P"]             # partitions whose primary may swap, padded
     n_swappable: Int[Array, ""]
-    # constraints, indexed by CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED
-    enforce: Bool[Array, " 5"]              # a move may not make this constraint worse
-    penalty: Float[Array, " 5"]             # energy per unit of violation (by SF priority; 0: off)
+    # constraints, indexed by CAPACITY ... UNPLACED
+    enforce: Bool[Array, " 7"]              # a move may not make this constraint worse
+    penalty: Float[Array, " 7"]             # energy per unit of violation (by SF priority; 0: off)
+    move_penalty: Float[Array, ""]          # energy per unit of movement cost, on top of SF's (a phase's)
     # scalars
     replica_count: Float[Array, ""]         # SF's movement factor adds this (and 1000) to the move cost
 
@@ -138,6 +145,12 @@ def _eligible_children(tree: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     return counts
 
 
+def _in_domain(nodes, domain: str) -> np.ndarray:
+    """Nodes whose fault domain lies in `domain` ("fd:/dc0" holds fd:/dc0 and fd:/dc0/r1)."""
+    path = tuple(x for x in domain.removeprefix("fd:").split("/") if x)
+    return np.array([n.fault_domain[: len(path)] == path for n in nodes], bool)
+
+
 @dataclasses.dataclass(frozen=True)
 class _NewReplica:
     """A replica the input lacks (fewer replicas than the target): created by placement."""
@@ -193,6 +206,10 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
     for si, svc in enumerate(services):
         mask = expressions.node_mask(svc.placement_constraints, props) & up
         mask &= np.array([(n.name, svc.type_name) not in blocked for n in nodes], bool)
+        for policy in svc.placement_policies:
+            if policy["Type"] in ("RequiredDomain", "InvalidDomain"):
+                inside = _in_domain(nodes, policy["DomainName"])
+                mask &= inside if policy["Type"] == "RequiredDomain" else ~inside
         service_class[si] = class_of_mask.setdefault(mask.tobytes(), len(masks))
         if service_class[si] == len(masks):
             masks.append(mask)
@@ -308,6 +325,22 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
     ls_a = np.array(ls_rows, np.float32).reshape(n_rep, n_metrics)
     primary_a = np.array(primary_of, np.int32).reshape(-1)
 
+    # affinity: a child replica belongs with its parent's replicas (the parent has one partition)
+    first_partition = {}
+    for pi, part in enumerate(partitions):
+        first_partition.setdefault(part.service, pi)
+    parent_of_service, aligned_of_service = np.full(S, -1, np.int32), np.zeros(S, bool)
+    nonpacking, preferred = np.zeros(S, bool), np.ones((S, N), bool)
+    for si, svc in enumerate(services):
+        for corr in svc.correlations:
+            parent_of_service[si] = first_partition.get(corr["ServiceName"], -1)
+            aligned_of_service[si] = corr["Scheme"] == "AlignedAffinity" and svc.stateful
+        for policy in svc.placement_policies:
+            if policy["Type"] == "RequireDomainDistribution":
+                nonpacking[si] = True
+            elif policy["Type"] == "PreferPrimaryDomain":
+                preferred[si, :n_nodes] = _in_domain(nodes, policy["DomainName"])
+
     priorities = [int(settings.get(name, 0)) for name in PRIORITY_SETTINGS]
     scale = n_rep + 1000.0  # SF's energy multiplies AvgStdDev by (cost + replicas + 1000)
     penalty = [PRIORITY_WEIGHT.get(p, 0.0) * scale for p in priorities] + [UNPLACED_WEIGHT * scale]
@@ -320,6 +353,8 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
         ud_tree=jnp.asarray(ud_tree),
         replica_partition=jnp.asarray(_pad(rep_part_a, (R,), 0)),
         replica_service=jnp.asarray(_pad(rep_svc_a, (R,), 0)),
+        replica_parent=jnp.asarray(_pad(parent_of_service[rep_svc_a], (R,), -1)),
+        replica_aligned=jnp.asarray(_pad(aligned_of_service[rep_svc_a], (R,), False)),
         load_primary=jnp.asarray(_pad(lp_a, (R, M), np.float32(0))),
         load_secondary=jnp.asarray(_pad(ls_a, (R, M), np.float32(0))),
         move_cost=jnp.asarray(_pad(np.array(rep_cost, np.float32).reshape(-1), (R,), np.float32(0))),
@@ -327,6 +362,8 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
         partition_service=jnp.asarray(_pad(np.array(part_svc, np.int32).reshape(-1), (P,), 0)),
         service_class=jnp.asarray(service_class),
         service_metrics=jnp.asarray(service_metrics),
+        service_nonpacking=jnp.asarray(nonpacking),
+        primary_preferred=jnp.asarray(preferred),
         class_nodes=jnp.asarray(class_nodes),
         class_node_count=jnp.asarray(class_count),
         class_allowed=jnp.asarray(np.stack([_pad(m, (N,), False) for m in masks]
@@ -344,6 +381,7 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
         n_swappable=jnp.asarray(0, jnp.int32),
         enforce=jnp.asarray([p >= 0 for p in priorities] + [False]),
         penalty=jnp.asarray(penalty, jnp.float32),
+        move_penalty=jnp.asarray(0.0, jnp.float32),
         replica_count=jnp.asarray(float(n_rep), jnp.float32),
     )
     index = Index(
@@ -362,10 +400,11 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
 
 
 def scope(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, movable: np.ndarray,
-          swappable: np.ndarray, enforce: np.ndarray) -> Problem:
+          swappable: np.ndarray, enforce: np.ndarray, move_weight: float = 0.0) -> Problem:
     """The problem for one phase: it starts from (node_of, primary_of), moves the replicas in the
-    bool mask `movable` [R], swaps primaries of the partitions in `swappable` [P], and may not make
-    the constraints in `enforce` [5] worse."""
+    bool mask `movable` [R], swaps primaries of the partitions in `swappable` [P], may not make the
+    constraints in `enforce` [CONSTRAINTS] worse, and charges `move_weight` AvgStdDev units per move
+    on top of SF's energy (constraint checks: as few moves as possible)."""
     r, p = movable.shape[0], swappable.shape[0]
     moving = np.flatnonzero(movable).astype(np.int32)
     swapping = np.flatnonzero(swappable).astype(np.int32)
@@ -374,4 +413,5 @@ def scope(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, movable
         initial_node=jnp.asarray(node_of, jnp.int32), initial_primary=jnp.asarray(primary_of, jnp.int32),
         movable=jnp.asarray(_pad(moving, (r,), 0)), n_movable=jnp.asarray(len(moving), jnp.int32),
         swappable=jnp.asarray(_pad(swapping, (p,), 0)), n_swappable=jnp.asarray(len(swapping), jnp.int32),
-        enforce=jnp.asarray(enforce, bool))
+        enforce=jnp.asarray(enforce, bool),
+        move_penalty=jnp.asarray(move_weight * float(problem.replica_count + 1000.0), jnp.float32))

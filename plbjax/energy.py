@@ -66,8 +66,9 @@ def deviation(total: jax.Array, squares: jax.Array, count: jax.Array, centre: ja
 
 
 def energy(avg_std_dev: jax.Array, cost: jax.Array, problem: Problem) -> jax.Array:
-    """SF's energy: AvgStdDev traded against the cost of the moves made."""
-    return (avg_std_dev + SMALL_VALUE) * (cost + problem.replica_count + MOVE_COST_OFFSET)
+    """SF's energy: AvgStdDev traded against the cost of the moves made (plus the phase's own
+    charge per move, `move_penalty`, 0 in balancing)."""
+    return (avg_std_dev + SMALL_VALUE) * (cost + problem.replica_count + MOVE_COST_OFFSET) + problem.move_penalty * cost
 
 
 def movement_cost(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:

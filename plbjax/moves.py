@@ -11,8 +11,10 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from plbjax.constraints import domain_violation, excess_change, fits, partition_nodes
-from plbjax.encoding import CAPACITY, FAULT_DOMAIN, PLACEMENT, UNPLACED, UPGRADE_DOMAIN, Problem
+from plbjax.constraints import (affinity_violated, domain_violation, excess_change, fits, off_preferred,
+                                partition_nodes)
+from plbjax.encoding import (AFFINITY, CAPACITY, CONSTRAINTS, FAULT_DOMAIN, PLACEMENT, PREFERRED, UNPLACED,
+                             UPGRADE_DOMAIN, Problem)
 
 
 class Move(eqx.Module):
@@ -33,15 +35,21 @@ class Move(eqx.Module):
 DRAWS = 5  # random words one proposal uses
 
 
-def _domain_changes(problem: Problem, before: jax.Array, after: jax.Array, cls: jax.Array):
+def _domain_changes(problem: Problem, before: jax.Array, after: jax.Array, cls: jax.Array, service):
     """Change of the partition's fault- and upgrade-domain violation measures."""
     both = jnp.stack([before, after])
 
-    def change(tree, children):
-        v = jax.vmap(domain_violation, in_axes=(None, None, 0, None))(tree, children, both, cls)
+    def change(tree, children, nonpacking):
+        v = jax.vmap(domain_violation, in_axes=(None, None, 0, None, None))(tree, children, both, cls, nonpacking)
         return v[1] - v[0]
 
-    return change(problem.fd_tree, problem.fd_children), change(problem.ud_tree, problem.ud_children)
+    return (change(problem.fd_tree, problem.fd_children, problem.service_nonpacking[service]),
+            change(problem.ud_tree, problem.ud_children, False))
+
+
+def _enforced(problem: Problem, changes: jax.Array) -> jax.Array:
+    """No enforced constraint gets worse."""
+    return ~jnp.any(problem.enforce & (changes > 0))
 
 
 def uniform(word: jax.Array) -> jax.Array:
@@ -64,16 +72,20 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     load = jnp.where(primary_of[p] == r, problem.load_primary[r], problem.load_secondary[r])
     before = partition_nodes(problem, node_of, p)
     after = jnp.where(problem.partition_replicas[p] == r, t, before)
-    fd, ud = _domain_changes(problem, before, after, cls)
-    changes = jnp.zeros(5).at[CAPACITY].set(excess_change(problem, loads, a, -load)
-                                            + excess_change(problem, loads, t, load))
-    was_misplaced = (a >= 0) & ~problem.class_allowed[cls, jnp.maximum(a, 0)]
-    changes = changes.at[PLACEMENT].set(-was_misplaced.astype(jnp.float32))
+    fd, ud = _domain_changes(problem, before, after, cls, s)
+    is_primary = primary_of[p] == r
+    f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
+    changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(excess_change(problem, loads, a, -load)
+                                                      + excess_change(problem, loads, t, load))
+    changes = changes.at[PLACEMENT].set(-f32((a >= 0) & ~problem.class_allowed[cls, jnp.maximum(a, 0)]))
     changes = changes.at[FAULT_DOMAIN].set(fd).at[UPGRADE_DOMAIN].set(ud)
-    changes = changes.at[UNPLACED].set(-(a < 0).astype(jnp.float32))
+    changes = changes.at[AFFINITY].set(f32(affinity_violated(problem, node_of, primary_of, r, t, is_primary))
+                                       - f32(affinity_violated(problem, node_of, primary_of, r, a, is_primary)))
+    changes = changes.at[PREFERRED].set(f32(is_primary) * (f32(off_preferred(problem, s, t))
+                                                             - f32(off_preferred(problem, s, a))))
+    changes = changes.at[UNPLACED].set(-f32(a < 0))
     valid = ((problem.n_movable > 0) & (problem.class_node_count[cls] > 0) & ~jnp.any(before == t)
-             & fits(problem, loads, t, load)
-             & (~problem.enforce[FAULT_DOMAIN] | (fd <= 0)) & (~problem.enforce[UPGRADE_DOMAIN] | (ud <= 0)))
+             & fits(problem, loads, t, load) & _enforced(problem, changes.at[CAPACITY].set(0.0)))
     init = problem.initial_node[r]
     moved = lambda n: ((n != init) & (init >= 0)).astype(jnp.float32)  # noqa: E731 (adds cost nothing)
     return Move(replica=r, target=t, partition=p, new_primary=primary_of[p], service=s,
@@ -94,14 +106,21 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     a, b = node_of[old], node_of[q]
     delta_a = problem.load_secondary[old] - problem.load_primary[old]
     delta_b = problem.load_primary[q] - problem.load_secondary[q]
-    excess = excess_change(problem, loads, a, delta_a) + excess_change(problem, loads, b, delta_b)
+    s = problem.partition_service[p]
+    f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
+    aff = lambda r, n, prim: f32(affinity_violated(problem, node_of, primary_of, r, n, prim))  # noqa: E731
+    changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(excess_change(problem, loads, a, delta_a)
+                                                      + excess_change(problem, loads, b, delta_b))
+    changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True) - aff(q, b, False))
+    changes = changes.at[PREFERRED].set(f32(off_preferred(problem, s, b)) - f32(off_preferred(problem, s, a)))
     valid = ((problem.n_swappable > 0) & (size >= 2) & (b >= 0) & problem.node_up[jnp.maximum(b, 0)]
-             & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b))
+             & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b)
+             & _enforced(problem, changes.at[CAPACITY].set(0.0)))
     init = problem.initial_primary[p]
     cost = problem.swap_cost * ((q != init).astype(jnp.float32) - (old != init).astype(jnp.float32))
-    return Move(replica=q, target=b, partition=p, new_primary=q, service=problem.partition_service[p],
+    return Move(replica=q, target=b, partition=p, new_primary=q, service=s,
                 node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b, cost_delta=cost,
-                penalty_delta=problem.penalty[CAPACITY] * excess, valid=valid)
+                penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
 
 
 def propose(problem: Problem, node_of, primary_of, loads, words, swap_probability: float) -> Move:

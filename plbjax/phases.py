@@ -22,11 +22,14 @@ from plbjax.balance import MetricBalance, metric_balance, service_domains
 from plbjax.constraints import measures, violations
 from plbjax.decoding import diff, settle
 from plbjax.diagnostics import elimination_sequence, health_reports
-from plbjax.encoding import (CAPACITY, FAULT_DOMAIN, PLACEMENT, PRIORITY_SETTINGS, UNPLACED, UPGRADE_DOMAIN,
-                             Index, Problem, encode, scope)
+from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, PRIORITY_SETTINGS,
+                             UPGRADE_DOMAIN, Index, Problem, encode, scope)
 from plbjax.state import ClusterState
 
 SCHEMA_VERSION = 1
+CHECK_MOVE_WEIGHT = 1.0  # constraint check: a move costs 1 AvgStdDev unit, so fixes use as few as they can
+_KEYS = {"capacity": CAPACITY, "placement": PLACEMENT, "fault_domain": FAULT_DOMAIN,
+         "upgrade_domain": UPGRADE_DOMAIN, "affinity": AFFINITY, "preferred": PREFERRED}
 
 
 @eqx.filter_jit
@@ -64,15 +67,20 @@ def _violation_rank(priorities: np.ndarray, totals: np.ndarray) -> tuple:
 
 def _no_worse(before: dict, after: dict, priorities: np.ndarray) -> bool:
     """No enforced constraint measure grew anywhere."""
-    keys = {"capacity": CAPACITY, "placement": PLACEMENT, "fault_domain": FAULT_DOMAIN,
-            "upgrade_domain": UPGRADE_DOMAIN}
-    return all(bool(np.all(after[k] <= before[k] + 1e-6)) for k, c in keys.items() if priorities[c] >= 0)
+    return all(bool(np.all(after[k] <= before[k] + 1e-6)) for k, c in _KEYS.items() if priorities[c] >= 0)
 
 
 def _search(problem: Problem, index: Index, now: Placement, movable, swappable, enforce,
-            config: AnnealConfig, progress):
-    """Anneal one phase from `now`; returns the best placement found (rotations settled) and stats."""
-    scoped = scope(problem, now.node_of, now.primary_of, movable, swappable, enforce)
+            config: AnnealConfig, progress, move_weight: float = 0.0):
+    """Anneal one phase from `now`; returns the best placement found (rotations settled) and stats.
+    Replicas of affinity parents stay put (SF moves children to parents, not parents to children)."""
+    parents = np.zeros_like(movable)
+    parent_partitions = np.unique(np.asarray(problem.replica_parent))
+    for p in parent_partitions[parent_partitions >= 0]:
+        parents[list(index.partition_rows[p])] = True
+    swappable = swappable.copy()
+    swappable[parent_partitions[parent_partitions >= 0]] = False
+    scoped = scope(problem, now.node_of, now.primary_of, movable & ~parents, swappable, enforce, move_weight)
     result = anneal(scoped, config, progress)
     node_of = settle(index, result.node_of)
     return Placement(node_of, result.primary_of, assess(problem, node_of, result.primary_of)), result
@@ -125,8 +133,9 @@ def _violating(index: Index, problem: Problem, now: Placement, priorities: np.nd
     if priorities[CAPACITY] >= 0:
         over = np.flatnonzero(v["capacity"].sum(axis=1) > 0)
         bad |= np.isin(now.node_of, over) & (now.node_of >= 0)
-    if priorities[PLACEMENT] >= 0:
-        bad |= v["placement"]
+    for key, c in (("placement", PLACEMENT), ("affinity", AFFINITY)):
+        if priorities[c] >= 0:
+            bad |= v[key]
     for key, c in (("fault_domain", FAULT_DOMAIN), ("upgrade_domain", UPGRADE_DOMAIN)):
         if priorities[c] >= 0:
             for p in np.flatnonzero(v[key][: index.n_partitions]):
@@ -141,7 +150,7 @@ def _constraint_phase(problem, index, state, now, config, progress, priorities):
     partitions = np.zeros(now.primary_of.shape[0], bool)
     partitions[np.asarray(problem.replica_partition)[np.flatnonzero(bad)]] = True
     result, search = _search(problem, index, now, bad, _swappable(index, problem, now.node_of, partitions),
-                             priorities == 0, config, progress)
+                             priorities == 0, config, progress, CHECK_MOVE_WEIGHT)
     before = _violation_rank(priorities, now.report["measures"])
     after = _violation_rank(priorities, result.report["measures"])
     reason = f"{int(bad.sum())} replica(s) in violation"
@@ -220,8 +229,8 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
         service, pid = index.partitions[p]
         role = ("Primary" if final.primary_of[p] == r else "Secondary") if index.stateful[p] else "Instance"
         out.append({"ServiceName": service, "PartitionId": pid, "Role": role,
-                    "ConstraintEliminationSequence": elimination_sequence(index, problem, final.node_of,
-                                                                          final.report["loads"], r)})
+                    "ConstraintEliminationSequence": elimination_sequence(
+                        index, problem, final.node_of, final.primary_of, final.report["loads"], int(r))})
     return out
 
 

@@ -9,7 +9,7 @@ import pytest
 import numpy as np
 
 from plbjax.annealer import AnnealConfig
-from plbjax.encoding import encode, scope
+from plbjax.encoding import CONSTRAINTS, encode, scope
 from plbjax.generator import ClusterSpec, generate
 from plbjax.state import parse_state
 
@@ -43,5 +43,5 @@ def searchable(state, enforce=True):
     movable = index.node_of >= 0
     swappable = np.zeros(index.primary_of.shape[0], bool)
     swappable[: index.n_partitions] = index.stateful[: index.n_partitions] & (index.primary_of[: index.n_partitions] >= 0)
-    enforce = np.array([enforce] * 4 + [False])
+    enforce = np.array([enforce] * (CONSTRAINTS - 1) + [False])
     return scope(problem, index.node_of, index.primary_of, movable, swappable, enforce), index
