@@ -54,6 +54,7 @@ class Chain(eqx.Module):
     l_centre: jax.Array
     local_score: jax.Array    # sum of local_weight * local deviation
     cost: jax.Array           # movement cost from the phase's initial placement
+    moves: jax.Array          # movements from the phase's initial placement (moved replicas, swaps)
     penalty: jax.Array        # energy of the constraint violations
     energy: jax.Array         # SF's energy + penalty
     best_node_of: jax.Array
@@ -80,6 +81,7 @@ def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
     local_score = jnp.sum(problem.local_weight * E.deviation(l_total, l_sq, l_count, l_centre))
     g_dev = E.deviation(g_total[:, 0], g_sq[:, 0], problem.metric_node_count, g_centre[:, 0])
     cost = E.movement_cost(problem, node_of, primary_of)
+    moves = E.movements(problem, node_of, primary_of)
     penalty = penalty_of(problem, node_of, primary_of, loads)
     energy = E.energy(jnp.sum(problem.global_weight * g_dev) + local_score, cost, problem) + penalty
     if best is None:
@@ -88,7 +90,7 @@ def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
     return Chain(node_of=node_of, primary_of=primary_of, loads=loads, local=local,
                  g_total=g_total[:, 0], g_sq=g_sq[:, 0], g_centre=g_centre[:, 0],
                  l_total=l_total, l_sq=l_sq, l_centre=l_centre, local_score=local_score,
-                 cost=cost, penalty=penalty, energy=energy,
+                 cost=cost, moves=moves, penalty=penalty, energy=energy,
                  best_node_of=jnp.where(better, node_of, best[0]),
                  best_primary_of=jnp.where(better, primary_of, best[1]),
                  best_energy=jnp.minimum(energy, best[2]), key=key,
@@ -162,6 +164,7 @@ def apply(chain: Chain, move: Move, accept: jax.Array, new_energy, stats) -> Cha
         l_total=chain.l_total.at[s].set(keep(l_total, chain.l_total[s])),
         l_sq=chain.l_sq.at[s].set(keep(l_sq, chain.l_sq[s])),
         local_score=keep(local_score, chain.local_score), cost=keep(cost, chain.cost),
+        moves=keep(chain.moves + move.moves_delta, chain.moves),
         penalty=keep(penalty, chain.penalty),
         energy=keep(new_energy, chain.energy), accepted=chain.accepted + accept.astype(jnp.int32),
     )
@@ -175,8 +178,9 @@ def step(problem: Problem, config: AnnealConfig, chain: Chain, temperature: jax.
     new_energy, stats = evaluate(problem, chain, move)
     delta = new_energy - chain.energy
     uphill_ok = uniform(words[DRAWS]) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))
-    accept = move.valid & ((delta <= 0) | uphill_ok)
-    largest = jnp.maximum(chain.largest_delta, jnp.where(move.valid, jnp.abs(delta), 0.0))
+    valid = move.valid & (chain.moves + move.moves_delta <= problem.move_budget)
+    accept = valid & ((delta <= 0) | uphill_ok)
+    largest = jnp.maximum(chain.largest_delta, jnp.where(valid, jnp.abs(delta), 0.0))
     return apply(dataclasses.replace(chain, key=key, largest_delta=largest), move, accept, new_energy, stats)
 
 

@@ -30,6 +30,7 @@ def is_balanced(max_load: float, min_load: float, threshold: float, activity: fl
 @dataclasses.dataclass(frozen=True)
 class MetricBalance:
     metric: str
+    node_type: str | None    # set when balancing per node type
     max_load: float
     min_load: float
     threshold: float
@@ -38,18 +39,39 @@ class MetricBalance:
     deviation: float
 
 
-def metric_balance(state: ClusterState, metrics: tuple[str, ...], loads: np.ndarray,
-                   counted: np.ndarray, weights: np.ndarray, deviations: np.ndarray) -> list[MetricBalance]:
-    """Balance of every metric from node loads [N, M] over the nodes `counted` [M, N] for each metric."""
+def thresholds(state: ClusterState, metric: str, node_type: str | None) -> tuple[float, float]:
+    """(balancing, activity) threshold of a metric, for a node type when given: node type -> global
+    -> SF's defaults 1 and 0."""
+    overrides = {}
+    for entry in state.node_types:
+        if entry.get("Name") == node_type:
+            overrides = entry.get("PlacementAndLoadBalancingOverrides", {})
+    balancing = overrides.get("MetricBalancingThresholdsPerNodeType", {}).get(
+        metric, state.balancing_thresholds.get(metric, 1.0))
+    activity = overrides.get("MetricActivityThresholdsPerNodeType", {}).get(
+        metric, state.activity_thresholds.get(metric, 0.0))
+    return float(balancing), float(activity)
+
+
+def metric_balance(state: ClusterState, metrics: tuple[str, ...], node_types: tuple[str | None, ...],
+                   loads: np.ndarray, counted: np.ndarray, weights: np.ndarray) -> list[MetricBalance]:
+    """Balance of every metric — and node type, with SeparateBalancingStrategyPerNodeType — from node
+    loads [N, M] over the nodes `counted` [M, N] for each metric."""
+    n = len(node_types)
+    kinds = np.array(node_types, dtype=object)
+    groups: list[tuple[str | None, np.ndarray]] = [(None, np.ones(n, bool))]
+    if state.settings.get("SeparateBalancingStrategyPerNodeType"):
+        groups = [(t, kinds == t) for t in sorted({t for t in node_types if t is not None})]
     out = []
     for m, name in enumerate(metrics):
-        values = loads[counted[m], m]
-        hi, lo = (float(values.max()), float(values.min())) if values.size else (0.0, 0.0)
-        threshold = float(state.balancing_thresholds.get(name, 1.0))
-        activity = float(state.activity_thresholds.get(name, 0.0))
-        out.append(MetricBalance(name, hi, lo, threshold, activity,
-                                 is_balanced(hi, lo, threshold, activity, float(weights[m])),
-                                 float(deviations[m])))
+        for node_type, members in groups:
+            values = loads[:n, m][counted[m, :n] & members]
+            hi, lo = (float(values.max()), float(values.min())) if values.size else (0.0, 0.0)
+            mean = float(values.mean()) if values.size else 0.0
+            threshold, activity = thresholds(state, name, node_type)
+            out.append(MetricBalance(name, node_type, hi, lo, threshold, activity,
+                                     is_balanced(hi, lo, threshold, activity, float(weights[m])),
+                                     float(values.std() / mean) if mean > 0 else 0.0))
     return out
 
 

@@ -120,8 +120,9 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
     affinity = jax.vmap(affinity_violated, in_axes=(None, None, None, 0, 0, 0))(
         problem, node_of, primary_of, replicas, node_of, is_primary)
     primary_node = jnp.where(primary_of >= 0, node_of[jnp.maximum(primary_of, 0)], -1)
+    headless = (primary_of >= 0) & (node_of[jnp.maximum(primary_of, 0)] < 0)
     return dict(capacity=relative_excess(loads, problem.capacity),
-                placement=misplaced(problem, node_of), unplaced=unplaced(problem, node_of),
+                placement=misplaced(problem, node_of), unplaced=unplaced(problem, node_of), headless=headless,
                 affinity=affinity, exclusion=exclusion,
                 preferred=off_preferred(problem, problem.partition_service, primary_node),
                 fault_domain=per_partition(problem.fd_tree, problem.fd_children, nodes, cls, nonpacking),
@@ -134,8 +135,11 @@ _MEASURED = {CAPACITY: "capacity", PLACEMENT: "placement", FAULT_DOMAIN: "fault_
 
 
 def measures(report: dict) -> jax.Array:
-    """[CONSTRAINTS] total violation per constraint kind."""
-    return jnp.stack([jnp.sum(report[_MEASURED[k]]).astype(jnp.float32) for k in sorted(_MEASURED)])
+    """[CONSTRAINTS] total violation per constraint kind (a partition without a placed primary counts
+    as one more unplaced replica, so primaries are placed first)."""
+    totals = [jnp.sum(report[_MEASURED[k]]).astype(jnp.float32) for k in sorted(_MEASURED)]
+    totals[UNPLACED] += jnp.sum(report["headless"])
+    return jnp.stack(totals)
 
 
 def penalty_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> jax.Array:

@@ -47,16 +47,15 @@ def elimination_sequence(index: Index, problem: Problem, node_of: np.ndarray, pr
     taken = {int(node_of[q]) for q in index.partition_rows[p] if node_of[q] >= 0}
     capacity = np.asarray(problem.capacity)[:n]
     fits = np.all((load <= 0) | (loads[:n] + load <= capacity), axis=1)
-    checks = [
-        ("NodeStatus", np.array([s == "Up" for s in index.node_status])),
+    checks = [                                  # SF's checker order; Affinity comes last
         ("ReplicaExclusionStatic", np.array([i not in taken for i in range(n)])),
         ("PlacementConstraint", np.asarray(problem.class_allowed[cls])[:n]),
-        ("NodeCapacity", fits),
-        ("Affinity", ~affinity),
         ("FaultDomain", fd <= 0),
         ("UpgradeDomain", ud <= 0),
+        ("NodeCapacity", fits),
+        ("Affinity", ~affinity),
     ]
-    remaining = np.ones(n, bool)
+    remaining = np.array([s == "Up" for s in index.node_status])   # candidates: the Up nodes
     out = []
     for name, ok in checks:
         eliminated = remaining & ~ok

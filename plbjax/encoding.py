@@ -44,6 +44,7 @@ class Problem(eqx.Module):
 
     # nodes
     node_up: Bool[Array, " N"]              # Up and real: counted in deviations, may receive replicas
+    node_open: Bool[Array, " N"]            # may receive replicas in this phase
     capacity: Float[Array, "N M"]           # capacity in force (buffered unless told otherwise), inf if unlimited
     metric_nodes: Bool[Array, "M N"]        # nodes counted in a metric's global deviation
     metric_node_count: Float[Array, " M"]
@@ -87,6 +88,9 @@ class Problem(eqx.Module):
     enforce: Bool[Array, " 7"]              # a move may not make this constraint worse
     penalty: Float[Array, " 7"]             # energy per unit of violation (by SF priority; 0: off)
     move_penalty: Float[Array, ""]          # energy per unit of movement cost, on top of SF's (a phase's)
+    move_budget: Int[Array, ""]             # most movements (moves and swaps) a phase may make: throttles
+    partition_budget: Int[Array, ""]        # most moved replicas per partition
+    history: Int[Array, "R H"]              # nodes a replica was balanced away from (-1 padded)
     # scalars
     replica_count: Float[Array, ""]         # SF's movement factor adds this (and 1000) to the move cost
 
@@ -114,6 +118,7 @@ class Index:
     primary_of: np.ndarray                          # int32[P] primary replica in the input (-1: none)
     stateful: np.ndarray                            # bool[P]
     node_status: tuple[str, ...]                    # Up / Down / Disabled
+    node_types: tuple[str | None, ...]
     n_nodes: int
     n_replicas: int
     n_partitions: int
@@ -341,11 +346,19 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
             elif policy["Type"] == "PreferPrimaryDomain":
                 preferred[si, :n_nodes] = _in_domain(nodes, policy["DomainName"])
 
+    # anti-ping-pong: nodes each replica left in earlier balancing runs
+    left = [[node_ix[n] for n in state.history.get(str(rid), ()) if n in node_ix] if rid is not None else []
+            for rid in rep_ids]
+    history = np.full((R, bucket(max([len(h) for h in left] + [1]))), -1, np.int32)
+    for ri, nodes_left in enumerate(left):
+        history[ri, : len(nodes_left)] = nodes_left
+
     priorities = [int(settings.get(name, 0)) for name in PRIORITY_SETTINGS]
     scale = n_rep + 1000.0  # SF's energy multiplies AvgStdDev by (cost + replicas + 1000)
     penalty = [PRIORITY_WEIGHT.get(p, 0.0) * scale for p in priorities] + [UNPLACED_WEIGHT * scale]
     problem = Problem(
         node_up=jnp.asarray(_pad(up, (N,), False)),
+        node_open=jnp.asarray(_pad(up, (N,), False)),
         capacity=jnp.asarray(_pad(capacity, (N, M), np.float32(np.inf))),
         metric_nodes=jnp.asarray(metric_nodes),
         metric_node_count=jnp.asarray(metric_nodes.sum(axis=1).astype(np.float32)),
@@ -382,6 +395,9 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
         enforce=jnp.asarray([p >= 0 for p in priorities] + [False]),
         penalty=jnp.asarray(penalty, jnp.float32),
         move_penalty=jnp.asarray(0.0, jnp.float32),
+        move_budget=jnp.asarray(np.iinfo(np.int32).max, jnp.int32),
+        partition_budget=jnp.asarray(np.iinfo(np.int32).max, jnp.int32),
+        history=jnp.asarray(history),
         replica_count=jnp.asarray(float(n_rep), jnp.float32),
     )
     index = Index(
@@ -394,17 +410,22 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
         primary_of=_pad(primary_a, (P,), -1),
         stateful=_pad(np.array(stateful, bool).reshape(-1), (P,), False),
         node_status=tuple(n.status for n in nodes),
+        node_types=tuple(n.node_type for n in nodes),
         n_nodes=n_nodes, n_replicas=n_rep, n_partitions=n_part,
     )
     return problem, index
 
 
 def scope(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, movable: np.ndarray,
-          swappable: np.ndarray, enforce: np.ndarray, move_weight: float = 0.0) -> Problem:
+          swappable: np.ndarray, enforce: np.ndarray, move_weight: float = 0.0,
+          open_nodes: np.ndarray | None = None, budget: int | None = None,
+          partition_budget: int | None = None, history: bool = False) -> Problem:
     """The problem for one phase: it starts from (node_of, primary_of), moves the replicas in the
     bool mask `movable` [R], swaps primaries of the partitions in `swappable` [P], may not make the
     constraints in `enforce` [CONSTRAINTS] worse, and charges `move_weight` AvgStdDev units per move
-    on top of SF's energy (constraint checks: as few moves as possible)."""
+    on top of SF's energy (constraint checks: as few moves as possible); only `open_nodes` [N] (default:
+    every Up node) receive replicas; at most `budget` movements in all and `partition_budget` moved
+    replicas per partition (throttles); with `history`, no replica returns to a node it left."""
     r, p = movable.shape[0], swappable.shape[0]
     moving = np.flatnonzero(movable).astype(np.int32)
     swapping = np.flatnonzero(swappable).astype(np.int32)
@@ -414,4 +435,8 @@ def scope(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, movable
         movable=jnp.asarray(_pad(moving, (r,), 0)), n_movable=jnp.asarray(len(moving), jnp.int32),
         swappable=jnp.asarray(_pad(swapping, (p,), 0)), n_swappable=jnp.asarray(len(swapping), jnp.int32),
         enforce=jnp.asarray(enforce, bool),
+        node_open=problem.node_up if open_nodes is None else problem.node_up & jnp.asarray(open_nodes),
+        move_budget=jnp.asarray(min(budget if budget is not None else 2**31 - 1, 2**31 - 1), jnp.int32),
+        partition_budget=jnp.asarray(min(partition_budget or 2**31 - 1, 2**31 - 1), jnp.int32),
+        history=problem.history if history else jnp.full_like(problem.history, -1),
         move_penalty=jnp.asarray(move_weight * float(problem.replica_count + 1000.0), jnp.float32))

@@ -71,11 +71,22 @@ def energy(avg_std_dev: jax.Array, cost: jax.Array, problem: Problem) -> jax.Arr
     return (avg_std_dev + SMALL_VALUE) * (cost + problem.replica_count + MOVE_COST_OFFSET) + problem.move_penalty * cost
 
 
-def movement_cost(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
-    """Cost of the moves from the initial placement: moved replicas plus swapped primaries."""
+def _changed(problem: Problem, node_of: jax.Array, primary_of: jax.Array):
     moved = (node_of != problem.initial_node) & (problem.initial_node >= 0)
     swapped = (primary_of != problem.initial_primary) & (problem.initial_primary >= 0)
+    return moved, swapped
+
+
+def movement_cost(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """Cost of the moves from the initial placement: moved replicas plus swapped primaries (adds are free)."""
+    moved, swapped = _changed(problem, node_of, primary_of)
     return jnp.sum(jnp.where(moved, problem.move_cost, 0.0)) + problem.swap_cost * jnp.sum(swapped)
+
+
+def movements(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """Number of movements from the initial placement (what SF's throttles count)."""
+    moved, swapped = _changed(problem, node_of, primary_of)
+    return (jnp.sum(moved) + jnp.sum(swapped)).astype(jnp.float32)
 
 
 def exact_deviations(values: jax.Array, mask: jax.Array) -> jax.Array:

@@ -28,6 +28,7 @@ class Move(eqx.Module):
     delta_a: jax.Array       # [M]
     delta_b: jax.Array       # [M]
     cost_delta: jax.Array    # change in movement cost against the initial placement
+    moves_delta: jax.Array   # change in the number of movements (moved replicas, swapped primaries)
     penalty_delta: jax.Array # change in the violations' energy
     valid: jax.Array
 
@@ -83,14 +84,19 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
                                        - f32(affinity_violated(problem, node_of, primary_of, r, a, is_primary)))
     changes = changes.at[PREFERRED].set(f32(is_primary) * (f32(off_preferred(problem, s, t))
                                                              - f32(off_preferred(problem, s, a))))
-    changes = changes.at[UNPLACED].set(-f32(a < 0))
+    changes = changes.at[UNPLACED].set(-f32(a < 0) * (1.0 + f32(is_primary)))
+    init_row = jnp.where(problem.partition_replicas[p] >= 0,
+                         problem.initial_node[jnp.maximum(problem.partition_replicas[p], 0)], -1)
+    moved_after = jnp.sum((after != init_row) & (init_row >= 0))
     valid = ((problem.n_movable > 0) & (problem.class_node_count[cls] > 0) & ~jnp.any(before == t)
+             & problem.node_open[t] & ~jnp.any(problem.history[r] == t)
+             & (moved_after <= problem.partition_budget)
              & fits(problem, loads, t, load) & _enforced(problem, changes.at[CAPACITY].set(0.0)))
     init = problem.initial_node[r]
     moved = lambda n: ((n != init) & (init >= 0)).astype(jnp.float32)  # noqa: E731 (adds cost nothing)
     return Move(replica=r, target=t, partition=p, new_primary=primary_of[p], service=s,
                 node_a=a, node_b=t, delta_a=-load, delta_b=load,
-                cost_delta=problem.move_cost[r] * (moved(t) - moved(a)),
+                cost_delta=problem.move_cost[r] * (moved(t) - moved(a)), moves_delta=moved(t) - moved(a),
                 penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
 
 
@@ -113,13 +119,15 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
                                                       + excess_change(problem, loads, b, delta_b))
     changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True) - aff(q, b, False))
     changes = changes.at[PREFERRED].set(f32(off_preferred(problem, s, b)) - f32(off_preferred(problem, s, a)))
+    changes = changes.at[UNPLACED].set(-f32(a < 0))   # a promotion gives the partition a placed primary
     valid = ((problem.n_swappable > 0) & (size >= 2) & (b >= 0) & problem.node_up[jnp.maximum(b, 0)]
              & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b)
              & _enforced(problem, changes.at[CAPACITY].set(0.0)))
     init = problem.initial_primary[p]
-    cost = problem.swap_cost * ((q != init).astype(jnp.float32) - (old != init).astype(jnp.float32))
+    swapped = (q != init).astype(jnp.float32) - (old != init).astype(jnp.float32)
     return Move(replica=q, target=b, partition=p, new_primary=q, service=s,
-                node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b, cost_delta=cost,
+                node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b,
+                cost_delta=problem.swap_cost * swapped, moves_delta=swapped,
                 penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
 
 

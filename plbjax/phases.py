@@ -10,6 +10,7 @@ constraint that held is never broken, a soft one may give way to fix a hard one.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Callable
 
 import equinox as eqx
@@ -38,7 +39,6 @@ def _assess(problem: Problem, node_of, primary_of):
     loads = E.node_loads(problem, node_of, primary_of)
     report = violations(problem, node_of, primary_of, loads)
     return dict(avg=E.avg_std_dev(problem, node_of, primary_of), loads=loads,
-                deviations=E.metric_deviations(problem, node_of, primary_of),
                 violations=report, measures=measures(report))
 
 
@@ -70,8 +70,34 @@ def _no_worse(before: dict, after: dict, priorities: np.ndarray) -> bool:
     return all(bool(np.all(after[k] <= before[k] + 1e-6)) for k, c in _KEYS.items() if priorities[c] >= 0)
 
 
+def _pad_to(mask: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, bool)
+    out[: mask.shape[0]] = mask
+    return out
+
+
+def movement_budget(state: ClusterState, phase: str, replicas: int) -> int:
+    """Most movements a phase may make under SF's throttles (a threshold of 0 is off; a percentage
+    counts existing replicas, rounded up; balancing also obeys MaxPercentageToMove)."""
+    s = state.settings
+    limits = []
+    pairs = [("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage")]
+    if phase in ("Placement", "Balancing"):
+        pairs.append((f"GlobalMovementThrottleThresholdFor{phase}",
+                      f"GlobalMovementThrottleThresholdPercentageFor{phase}"))
+    for absolute, percentage in pairs:
+        if s.get(absolute, 0) > 0:
+            limits.append(int(s[absolute]))
+        if s.get(percentage, 0) > 0:
+            limits.append(math.ceil(s[percentage] * replicas))
+    if phase == "Balancing" and s.get("MaxPercentageToMove", 0) > 0:
+        limits.append(math.ceil(s["MaxPercentageToMove"] * replicas))
+    return min(limits, default=2**31 - 1)
+
+
 def _search(problem: Problem, index: Index, now: Placement, movable, swappable, enforce,
-            config: AnnealConfig, progress, move_weight: float = 0.0):
+            config: AnnealConfig, progress, move_weight: float = 0.0, open_nodes=None, budget=None,
+            history: bool = False, state: ClusterState | None = None):
     """Anneal one phase from `now`; returns the best placement found (rotations settled) and stats.
     Replicas of affinity parents stay put (SF moves children to parents, not parents to children)."""
     parents = np.zeros_like(movable)
@@ -80,7 +106,9 @@ def _search(problem: Problem, index: Index, now: Placement, movable, swappable, 
         parents[list(index.partition_rows[p])] = True
     swappable = swappable.copy()
     swappable[parent_partitions[parent_partitions >= 0]] = False
-    scoped = scope(problem, now.node_of, now.primary_of, movable & ~parents, swappable, enforce, move_weight)
+    per_partition = int(state.settings.get("MovementPerPartitionThrottleThreshold", 0)) if state else 0
+    scoped = scope(problem, now.node_of, now.primary_of, movable & ~parents, swappable, enforce, move_weight,
+                   open_nodes, budget, per_partition if per_partition > 0 else None, history)
     result = anneal(scoped, config, progress)
     node_of = settle(index, result.node_of)
     return Placement(node_of, result.primary_of, assess(problem, node_of, result.primary_of)), result
@@ -116,9 +144,10 @@ def _placement_phase(problem, index, state, now, config, progress, priorities):
         return now, {"Phase": "Placement", "Ran": bool(added), "Reason": reason}, None
     headless = np.zeros(now.primary_of.shape[0], bool)
     for p in range(index.n_partitions):
-        headless[p] = now.primary_of[p] >= 0 and now.node_of[now.primary_of[p]] < 0
-    result, search = _search(problem, index, now, todo, _swappable(index, problem, now.node_of, headless),
-                             priorities == 0, config, progress)
+        headless[p] = (index.stateful[p] and now.primary_of[p] >= 0 and now.node_of[now.primary_of[p]] < 0
+                       and len(index.partition_rows[p]) >= 2)
+    result, search = _search(problem, index, now, todo, headless, priorities == 0, config, progress,
+                             budget=movement_budget(state, "Placement", int((now.node_of >= 0).sum())), state=state)
     left = int(result.report["violations"]["unplaced"].sum())
     reason = f"{int(todo.sum())} replica(s) to place"
     if left:
@@ -150,7 +179,9 @@ def _constraint_phase(problem, index, state, now, config, progress, priorities):
     partitions = np.zeros(now.primary_of.shape[0], bool)
     partitions[np.asarray(problem.replica_partition)[np.flatnonzero(bad)]] = True
     result, search = _search(problem, index, now, bad, _swappable(index, problem, now.node_of, partitions),
-                             priorities == 0, config, progress, CHECK_MOVE_WEIGHT)
+                             priorities == 0, config, progress, CHECK_MOVE_WEIGHT,
+                             budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
+                             state=state)
     before = _violation_rank(priorities, now.report["measures"])
     after = _violation_rank(priorities, result.report["measures"])
     reason = f"{int(bad.sum())} replica(s) in violation"
@@ -162,8 +193,8 @@ def _constraint_phase(problem, index, state, now, config, progress, priorities):
 def _balances(state: ClusterState, problem: Problem, index: Index, report: dict) -> list[MetricBalance]:
     m = len(index.metrics)
     weights = np.asarray(problem.global_weight)[:m]
-    return metric_balance(state, index.metrics, report["loads"][:, :m],
-                          np.asarray(problem.metric_nodes)[:m], weights, report["deviations"][:m])
+    return metric_balance(state, index.metrics, index.node_types, report["loads"][:, :m],
+                          np.asarray(problem.metric_nodes)[:m], weights)
 
 
 def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str], str]:
@@ -192,13 +223,24 @@ def _balancing_phase(problem, index, state, now, config, progress, priorities, b
     phase = {"Phase": "Balancing", "Ran": bool(services), "Reason": reason}
     if not services:
         return now, phase, None
+    open_nodes = None
+    if any(b.node_type is not None for b in balance):     # per node type: only imbalanced types move
+        types = {b.node_type for b in balance if not b.balanced}
+        open_nodes = _pad_to(np.array([t in types for t in index.node_types]), problem.node_up.shape[0])
+        phase["Reason"] += " on node types " + ", ".join(sorted(types))
     of_service = np.array([index.partitions[p][0] in services for p in range(index.n_partitions)]
                           + [False] * (now.primary_of.shape[0] - index.n_partitions))
     replica_partition = np.asarray(problem.replica_partition)
     movable = of_service[replica_partition] & (now.node_of >= 0) & ~_everywhere(state, index)
     movable[index.n_replicas:] = False
+    if open_nodes is not None:
+        movable &= open_nodes[np.maximum(now.node_of, 0)]
+    spent = int(((now.node_of != index.node_of) & (index.node_of >= 0)).sum()
+                + ((now.primary_of != index.primary_of) & (index.primary_of >= 0)).sum())
+    budget = max(movement_budget(state, "Balancing", int((now.node_of >= 0).sum())) - spent, 0)
     result, search = _search(problem, index, now, movable, _swappable(index, problem, now.node_of, of_service),
-                             priorities >= 0, config, progress)
+                             priorities >= 0, config, progress, open_nodes=open_nodes, budget=budget,
+                             history=True, state=state)
     if (search.energy < search.initial_energy and result.report["avg"] < now.report["avg"]
             and _no_worse(now.report["violations"], result.report["violations"], priorities)):
         return result, phase, search
@@ -216,7 +258,7 @@ def _history(state: ClusterState, index: Index, before: Placement, after: Placem
 
 
 def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) -> list[dict]:
-    return [{"Metric": b.metric, "NodeType": None, "MaxLoad": b.max_load, "MinLoad": b.min_load,
+    return [{"Metric": b.metric, "NodeType": b.node_type, "MaxLoad": b.max_load, "MinLoad": b.min_load,
              "BalancingThreshold": b.threshold, "ActivityThreshold": b.activity,
              "IsBalancedBefore": b.balanced, "IsBalancedAfter": a.balanced,
              "DeviationBefore": b.deviation, "DeviationAfter": a.deviation} for b, a in zip(before, after)]
