@@ -52,6 +52,14 @@ class Chain(eqx.Module):
     l_total: jax.Array        # [S, Ms]
     l_sq: jax.Array
     l_centre: jax.Array
+    fd_loads: jax.Array       # [Df, M] per leaf fault domain (defragmentation's spread term)
+    fd_total: jax.Array       # [M] over leaf fault domains
+    fd_sq: jax.Array
+    fd_centre: jax.Array
+    ud_loads: jax.Array       # [Du, M] per upgrade domain
+    ud_total: jax.Array
+    ud_sq: jax.Array
+    ud_centre: jax.Array
     local_score: jax.Array    # sum of local_weight * local deviation
     cost: jax.Array           # movement cost from the phase's initial placement
     moves: jax.Array          # movements from the phase's initial placement (moved replicas, swaps)
@@ -65,36 +73,63 @@ class Chain(eqx.Module):
     largest_delta: jax.Array  # largest |dE| of a valid proposal so far (the temperature probe)
 
 
+def _stats(values: jax.Array, mask: jax.Array, count: jax.Array):
+    """Sum, centre (the mean) and centred sum of squares of `values` [..., N, k] over `mask` [..., N]."""
+    total, _ = E.moments(values, mask, jnp.zeros(values.shape[:-2] + values.shape[-1:]))
+    centre = total / jnp.maximum(count, 1.0)
+    _, sq = E.moments(values, mask, centre)
+    return total, centre, sq
+
+
 def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
     """A chain whose statistics are computed exactly from its placement."""
     loads = E.node_loads(problem, node_of, primary_of)
     local = E.local_loads(problem, node_of, primary_of)
-    g_vals, g_mask = loads.T[..., None], problem.metric_nodes
-    g_total, _ = E.moments(g_vals, g_mask, jnp.zeros((loads.shape[1], 1)))
-    g_centre = g_total / jnp.maximum(problem.metric_node_count[:, None], 1.0)
-    _, g_sq = E.moments(g_vals, g_mask, g_centre)
-    l_mask = E.local_masks(problem)
+    m = loads.shape[1]
+    g_total, g_centre, g_sq = _stats(loads.T[..., None], problem.metric_nodes, problem.metric_node_count[:, None])
+    fd_loads = E.domain_loads(problem, loads, problem.fd_tree, problem.fd_leaf_up)
+    ud_loads = E.domain_loads(problem, loads, problem.ud_tree, problem.ud_up)
+    fd_total, fd_centre, fd_sq = _stats(fd_loads.T[..., None], jnp.broadcast_to(problem.fd_leaf_up, (m,) + fd_loads.shape[:1]),
+                                        jnp.sum(problem.fd_leaf_up).astype(jnp.float32))
+    ud_total, ud_centre, ud_sq = _stats(ud_loads.T[..., None], jnp.broadcast_to(problem.ud_up, (m,) + ud_loads.shape[:1]),
+                                        jnp.sum(problem.ud_up).astype(jnp.float32))
     l_count = problem.class_node_count[problem.service_class].astype(jnp.float32)[:, None]
-    l_total, _ = E.moments(local, l_mask, jnp.zeros(problem.local_weight.shape))
-    l_centre = l_total / jnp.maximum(l_count, 1.0)
-    _, l_sq = E.moments(local, l_mask, l_centre)
-    local_score = jnp.sum(problem.local_weight * E.deviation(l_total, l_sq, l_count, l_centre))
-    g_dev = E.deviation(g_total[:, 0], g_sq[:, 0], problem.metric_node_count, g_centre[:, 0])
+    l_total, l_centre, l_sq = _stats(local, E.local_masks(problem), l_count)
+    services = jnp.arange(problem.service_metrics.shape[0])
+    local_score = jnp.sum(problem.local_weight * E.local_scores(
+        problem, services, E.deviation(l_total, l_sq, l_count, l_centre)))
+    chain = Chain(node_of=node_of, primary_of=primary_of, loads=loads, local=local,
+                  g_total=g_total[:, 0], g_sq=g_sq[:, 0], g_centre=g_centre[:, 0],
+                  l_total=l_total, l_sq=l_sq, l_centre=l_centre,
+                  fd_loads=fd_loads, fd_total=fd_total[:, 0], fd_sq=fd_sq[:, 0], fd_centre=fd_centre[:, 0],
+                  ud_loads=ud_loads, ud_total=ud_total[:, 0], ud_sq=ud_sq[:, 0], ud_centre=ud_centre[:, 0],
+                  local_score=local_score, cost=jnp.zeros(()), moves=jnp.zeros(()), penalty=jnp.zeros(()),
+                  energy=jnp.zeros(()), best_node_of=node_of, best_primary_of=primary_of,
+                  best_energy=jnp.zeros(()), key=key, accepted=jnp.zeros((), jnp.int32),
+                  largest_delta=jnp.zeros(()))
     cost = E.movement_cost(problem, node_of, primary_of)
-    moves = E.movements(problem, node_of, primary_of)
-    penalty = penalty_of(problem, node_of, primary_of, loads)
-    energy = E.energy(jnp.sum(problem.global_weight * g_dev) + local_score, cost, problem) + penalty
+    energy = (E.energy(_global_score(problem, chain.g_total, chain.g_sq, chain.fd_total, chain.fd_sq,
+                                     chain.ud_total, chain.ud_sq, chain) + local_score, cost, problem)
+              + penalty_of(problem, node_of, primary_of, loads))
     if best is None:
         best = (node_of, primary_of, energy)
     better = energy < best[2]
-    return Chain(node_of=node_of, primary_of=primary_of, loads=loads, local=local,
-                 g_total=g_total[:, 0], g_sq=g_sq[:, 0], g_centre=g_centre[:, 0],
-                 l_total=l_total, l_sq=l_sq, l_centre=l_centre, local_score=local_score,
-                 cost=cost, moves=moves, penalty=penalty, energy=energy,
-                 best_node_of=jnp.where(better, node_of, best[0]),
-                 best_primary_of=jnp.where(better, primary_of, best[1]),
-                 best_energy=jnp.minimum(energy, best[2]), key=key,
-                 accepted=jnp.zeros((), jnp.int32), largest_delta=jnp.zeros(()))
+    return dataclasses.replace(
+        chain, cost=cost, moves=E.movements(problem, node_of, primary_of),
+        penalty=penalty_of(problem, node_of, primary_of, loads), energy=energy,
+        best_node_of=jnp.where(better, node_of, best[0]), best_primary_of=jnp.where(better, primary_of, best[1]),
+        best_energy=jnp.minimum(energy, best[2]))
+
+
+def _global_score(problem: Problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, chain: Chain) -> jax.Array:
+    """The global domain's part of AvgStdDev from running sums (centres from `chain`)."""
+    fd_count = jnp.sum(problem.fd_leaf_up).astype(jnp.float32)
+    ud_count = jnp.sum(problem.ud_up).astype(jnp.float32)
+    scores = E.metric_scores(problem,
+                             E.deviation(g_total, g_sq, problem.metric_node_count, chain.g_centre),
+                             E.deviation(fd_total, fd_sq, fd_count, chain.fd_centre),
+                             E.deviation(ud_total, ud_sq, ud_count, chain.ud_centre))
+    return jnp.sum(problem.global_weight * scores)
 
 
 def init(problem: Problem, key: jax.Array) -> Chain:
@@ -120,39 +155,57 @@ def evaluate(problem: Problem, chain: Chain, move: Move):
     """Energy after `move`, with the statistics it would leave (incremental, O(M + Ms))."""
     has_a = move.node_a >= 0                      # a replica being placed has no source node
     a, b = jnp.maximum(move.node_a, 0), move.node_b
-    cnt = problem.metric_node_count
+    da, db = move.delta_a, move.delta_b
     g_total, g_sq = _node_change(chain.g_total, chain.g_sq, chain.g_centre,
-                                 has_a & problem.metric_nodes[:, a], chain.loads[a], move.delta_a)
-    g_total, g_sq = _node_change(g_total, g_sq, chain.g_centre,
-                                 problem.metric_nodes[:, b], chain.loads[b], move.delta_b)
-    g_new = jnp.sum(problem.global_weight * E.deviation(g_total, g_sq, cnt, chain.g_centre))
+                                 has_a & problem.metric_nodes[:, a], chain.loads[a], da)
+    g_total, g_sq = _node_change(g_total, g_sq, chain.g_centre, problem.metric_nodes[:, b], chain.loads[b], db)
+
+    def domains(tree, loads, total, sq, centre):
+        """The two nodes' changes on their leaf domains (which may be the same one)."""
+        leaf_a, leaf_b = tree[a, -1], tree[b, -1]
+        up_a, up_b = has_a & problem.node_up[a], problem.node_up[b]
+        total, sq = _node_change(total, sq, centre, up_a, loads[leaf_a], da)
+        level_b = loads[leaf_b] + jnp.where(up_a & (leaf_a == leaf_b), da, 0.0)
+        return _node_change(total, sq, centre, up_b, level_b, db)
+
+    fd_total, fd_sq = domains(problem.fd_tree, chain.fd_loads, chain.fd_total, chain.fd_sq, chain.fd_centre)
+    ud_total, ud_sq = domains(problem.ud_tree, chain.ud_loads, chain.ud_total, chain.ud_sq, chain.ud_centre)
+    g_new = _global_score(problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, chain)
 
     s = move.service
     slots = problem.service_metrics[s]
     cls = problem.service_class[s]
-    local_delta_a = jnp.where(slots >= 0, move.delta_a[jnp.maximum(slots, 0)], 0.0)
-    local_delta_b = jnp.where(slots >= 0, move.delta_b[jnp.maximum(slots, 0)], 0.0)
+    local_delta_a = jnp.where(slots >= 0, da[jnp.maximum(slots, 0)], 0.0)
+    local_delta_b = jnp.where(slots >= 0, db[jnp.maximum(slots, 0)], 0.0)
     centre, w = chain.l_centre[s], problem.local_weight[s]
     l_count = problem.class_node_count[cls].astype(jnp.float32)
     l_total, l_sq = _node_change(chain.l_total[s], chain.l_sq[s], centre,
                                  has_a & problem.class_allowed[cls, a], chain.local[s, a], local_delta_a)
     l_total, l_sq = _node_change(l_total, l_sq, centre,
                                  problem.class_allowed[cls, b], chain.local[s, b], local_delta_b)
-    old_local = jnp.sum(w * E.deviation(chain.l_total[s], chain.l_sq[s], l_count, centre))
-    local_score = chain.local_score - old_local + jnp.sum(w * E.deviation(l_total, l_sq, l_count, centre))
+    score = lambda total, sq: jnp.sum(w * E.local_scores(problem, s, E.deviation(total, sq, l_count, centre)))  # noqa: E731
+    local_score = chain.local_score - score(chain.l_total[s], chain.l_sq[s]) + score(l_total, l_sq)
     cost = chain.cost + move.cost_delta
     penalty = chain.penalty + move.penalty_delta
     new_energy = E.energy(g_new + local_score, cost, problem) + penalty
-    return new_energy, (g_total, g_sq, l_total, l_sq, local_score, cost, penalty, local_delta_a, local_delta_b)
+    return new_energy, (g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, l_total, l_sq, local_score, cost,
+                        penalty, local_delta_a, local_delta_b)
 
 
-def apply(chain: Chain, move: Move, accept: jax.Array, new_energy, stats) -> Chain:
+def apply(problem: Problem, chain: Chain, move: Move, accept: jax.Array, new_energy, stats) -> Chain:
     """The chain after `move` if `accept`, else unchanged (every write is masked by `accept`)."""
-    g_total, g_sq, l_total, l_sq, local_score, cost, penalty, local_delta_a, local_delta_b = stats
+    (g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, l_total, l_sq, local_score, cost, penalty,
+     local_delta_a, local_delta_b) = stats
     keep = lambda new, old: jnp.where(accept, new, old)  # noqa: E731
     zero = lambda d, on=True: jnp.where(accept & on, d, 0.0)  # noqa: E731
     s, a, b = move.service, jnp.maximum(move.node_a, 0), move.node_b
     has_a = move.node_a >= 0
+    counted_a, counted_b = has_a & problem.node_up[a], problem.node_up[b]
+
+    def domain_loads(loads, tree):
+        return loads.at[tree[a, -1]].add(zero(move.delta_a, counted_a)).at[tree[b, -1]].add(
+            zero(move.delta_b, counted_b))
+
     return dataclasses.replace(
         chain,
         node_of=chain.node_of.at[move.replica].set(keep(move.target, chain.node_of[move.replica])),
@@ -161,6 +214,9 @@ def apply(chain: Chain, move: Move, accept: jax.Array, new_energy, stats) -> Cha
         loads=chain.loads.at[a].add(zero(move.delta_a, has_a)).at[b].add(zero(move.delta_b)),
         local=chain.local.at[s, a].add(zero(local_delta_a, has_a)).at[s, b].add(zero(local_delta_b)),
         g_total=keep(g_total, chain.g_total), g_sq=keep(g_sq, chain.g_sq),
+        fd_loads=domain_loads(chain.fd_loads, problem.fd_tree), ud_loads=domain_loads(chain.ud_loads, problem.ud_tree),
+        fd_total=keep(fd_total, chain.fd_total), fd_sq=keep(fd_sq, chain.fd_sq),
+        ud_total=keep(ud_total, chain.ud_total), ud_sq=keep(ud_sq, chain.ud_sq),
         l_total=chain.l_total.at[s].set(keep(l_total, chain.l_total[s])),
         l_sq=chain.l_sq.at[s].set(keep(l_sq, chain.l_sq[s])),
         local_score=keep(local_score, chain.local_score), cost=keep(cost, chain.cost),
@@ -181,7 +237,8 @@ def step(problem: Problem, config: AnnealConfig, chain: Chain, temperature: jax.
     valid = move.valid & (chain.moves + move.moves_delta <= problem.move_budget)
     accept = valid & ((delta <= 0) | uphill_ok)
     largest = jnp.maximum(chain.largest_delta, jnp.where(valid, jnp.abs(delta), 0.0))
-    return apply(dataclasses.replace(chain, key=key, largest_delta=largest), move, accept, new_energy, stats)
+    return apply(problem, dataclasses.replace(chain, key=key, largest_delta=largest), move, accept, new_energy,
+                 stats)
 
 
 def run_block(problem: Problem, config: AnnealConfig, chain: Chain, t_start, t_end) -> Chain:

@@ -1,4 +1,5 @@
-"""When to balance: SF's per-metric trigger, and which services a balancing run may move.
+"""When to balance: SF's per-metric trigger (inverted for defragmentation metrics), and which services
+a balancing run may move.
 
 A metric is imbalanced when its largest node load exceeds the activity threshold and the ratio of
 largest to smallest load exceeds the balancing threshold — both strict, as in SF's source. A gap of
@@ -25,6 +26,14 @@ def is_balanced(max_load: float, min_load: float, threshold: float, activity: fl
     if activity > 0 and max_load <= activity:
         return True
     return threshold > 1 and min_load > 0 and max_load / min_load <= threshold
+
+
+def needs_defragmentation(max_load: float, min_load: float, threshold: float, weight: float = 1.0) -> bool:
+    """SF's inverted trigger for a defragmentation metric: pack when loads are spread out, i.e. the
+    threshold is 1 (always) or no node is empty and largest/smallest is within the threshold."""
+    if weight <= 0 or threshold <= 0 or max_load <= 0:
+        return False
+    return threshold == 1 or (min_load > 0 and max_load / min_load <= threshold)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,8 +78,11 @@ def metric_balance(state: ClusterState, metrics: tuple[str, ...], node_types: tu
             hi, lo = (float(values.max()), float(values.min())) if values.size else (0.0, 0.0)
             mean = float(values.mean()) if values.size else 0.0
             threshold, activity = thresholds(state, name, node_type)
-            out.append(MetricBalance(name, node_type, hi, lo, threshold, activity,
-                                     is_balanced(hi, lo, threshold, activity, float(weights[m])),
+            if state.defragmentation_metrics.get(name):
+                balanced = not needs_defragmentation(hi, lo, threshold, float(weights[m]))
+            else:
+                balanced = is_balanced(hi, lo, threshold, activity, float(weights[m]))
+            out.append(MetricBalance(name, node_type, hi, lo, threshold, activity, balanced,
                                      float(values.std() / mean) if mean > 0 else 0.0))
     return out
 

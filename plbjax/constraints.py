@@ -98,6 +98,12 @@ def off_preferred(problem: Problem, service, node) -> jax.Array:
     return (node >= 0) & ~problem.primary_preferred[service, jnp.maximum(node, 0)]
 
 
+def away_from_home(problem: Problem, r, node) -> jax.Array:
+    """Replica r on `node` is not back on its upgrade snapshot node, though its domain is done."""
+    home = problem.replica_home[r]
+    return (home >= 0) & (node >= 0) & (node != home)
+
+
 def unplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
     """[R] real replicas without a node."""
     real = jnp.arange(node_of.shape[0]) < problem.replica_count
@@ -120,11 +126,12 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
     affinity = jax.vmap(affinity_violated, in_axes=(None, None, None, 0, 0, 0))(
         problem, node_of, primary_of, replicas, node_of, is_primary)
     primary_node = jnp.where(primary_of >= 0, node_of[jnp.maximum(primary_of, 0)], -1)
+    preferred = off_preferred(problem, problem.partition_service, primary_node)
     headless = (primary_of >= 0) & (node_of[jnp.maximum(primary_of, 0)] < 0)
     return dict(capacity=relative_excess(loads, problem.capacity),
                 placement=misplaced(problem, node_of), unplaced=unplaced(problem, node_of), headless=headless,
                 affinity=affinity, exclusion=exclusion,
-                preferred=off_preferred(problem, problem.partition_service, primary_node),
+                preferred=preferred, away=away_from_home(problem, replicas, node_of),
                 fault_domain=per_partition(problem.fd_tree, problem.fd_children, nodes, cls, nonpacking),
                 upgrade_domain=per_partition(problem.ud_tree, problem.ud_children, nodes, cls,
                                              jnp.zeros_like(nonpacking)))
@@ -136,9 +143,11 @@ _MEASURED = {CAPACITY: "capacity", PLACEMENT: "placement", FAULT_DOMAIN: "fault_
 
 def measures(report: dict) -> jax.Array:
     """[CONSTRAINTS] total violation per constraint kind (a partition without a placed primary counts
-    as one more unplaced replica, so primaries are placed first)."""
+    as one more unplaced replica, so primaries are placed first; PreferredLocation counts preferred
+    primary domains and upgrade snapshot nodes)."""
     totals = [jnp.sum(report[_MEASURED[k]]).astype(jnp.float32) for k in sorted(_MEASURED)]
     totals[UNPLACED] += jnp.sum(report["headless"])
+    totals[PREFERRED] += jnp.sum(report["away"])
     return jnp.stack(totals)
 
 

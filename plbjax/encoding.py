@@ -48,6 +48,9 @@ class Problem(eqx.Module):
     capacity: Float[Array, "N M"]           # capacity in force (buffered unless told otherwise), inf if unlimited
     metric_nodes: Bool[Array, "M N"]        # nodes counted in a metric's global deviation
     metric_node_count: Float[Array, " M"]
+    metric_defrag: Bool[Array, " M"]        # defragmentation metric: pack instead of spread
+    fd_leaf_up: Bool[Array, " Df"]          # leaf fault domains (by domain id) holding Up nodes
+    ud_up: Bool[Array, " Du"]               # upgrade domains (by domain id) holding Up nodes
     fd_tree: Int[Array, "N Lf"]             # column 0 is the root, then one fault-domain level per column
     ud_tree: Int[Array, "N 2"]              # root, upgrade domain
     # replicas
@@ -55,6 +58,7 @@ class Problem(eqx.Module):
     replica_service: Int[Array, " R"]
     replica_parent: Int[Array, " R"]        # partition of the service it has affinity to (-1: none)
     replica_aligned: Bool[Array, " R"]      # aligned affinity: primary with primary, secondary with secondary
+    replica_home: Int[Array, " R"]          # upgrade snapshot node to return to (PreferredLocation; -1: none)
     load_primary: Float[Array, "R M"]       # load of the replica when it is (or becomes) the primary
     load_secondary: Float[Array, "R M"]     # load as a secondary; instances use load_primary for both
     move_cost: Float[Array, " R"]
@@ -173,12 +177,14 @@ def _pad(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
     return out
 
 
-def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
+def encode(state: ClusterState) -> tuple[Problem, Index]:
     """Encode `state`, with the replicas it lacks added (unplaced) and those on nodes that are not Up
-    unplaced. Every replica on an Up node may move; `scope` narrows that per phase.
+    unplaced. No replica moves until `scope` says which may, per phase.
 
-    `buffered`: node capacities less NodeBufferPercentage (SF's normal operation), else full.
+    Capacities are buffered (less NodeBufferPercentage) in normal operation; during an upgrade SF
+    may fill nodes up to their full capacity.
     """
+    buffered = not (state.upgrade or {}).get("InProgress", False)
     settings = state.settings
     nodes = sorted(state.nodes, key=lambda n: n.name)
     services = sorted(state.services, key=lambda s: s.name)
@@ -346,6 +352,14 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
             elif policy["Type"] == "PreferPrimaryDomain":
                 preferred[si, :n_nodes] = _in_domain(nodes, policy["DomainName"])
 
+    # upgrades: replicas go back to their snapshot node once its upgrade domain is done
+    upgrade = state.upgrade or {}
+    done = set(upgrade.get("UpgradeDomainsDone", [])) if upgrade.get("InProgress") else set()
+    snapshot = {str(k): v for k, v in (upgrade.get("Snapshot") or {}).items()}
+    ud_of = {n.name: n.upgrade_domain for n in nodes}
+    home = np.array([node_ix[snapshot[str(rid)]] if rid is not None and str(rid) in snapshot
+                     and ud_of[snapshot[str(rid)]] in done else -1 for rid in rep_ids], np.int32).reshape(-1)
+
     # anti-ping-pong: nodes each replica left in earlier balancing runs
     left = [[node_ix[n] for n in state.history.get(str(rid), ()) if n in node_ix] if rid is not None else []
             for rid in rep_ids]
@@ -362,12 +376,17 @@ def encode(state: ClusterState, buffered: bool = True) -> tuple[Problem, Index]:
         capacity=jnp.asarray(_pad(capacity, (N, M), np.float32(np.inf))),
         metric_nodes=jnp.asarray(metric_nodes),
         metric_node_count=jnp.asarray(metric_nodes.sum(axis=1).astype(np.float32)),
+        metric_defrag=jnp.asarray(_pad(np.array([bool(state.defragmentation_metrics.get(m)) for m in metrics]
+                                                + [False] * (n_metrics - len(metrics))), (M,), False)),
+        fd_leaf_up=jnp.asarray(np.isin(np.arange(fd_children.shape[1]), fd_tree[:n_nodes][up, -1])),
+        ud_up=jnp.asarray(np.isin(np.arange(ud_children.shape[1]), ud_tree[:n_nodes][up, -1])),
         fd_tree=jnp.asarray(fd_tree),
         ud_tree=jnp.asarray(ud_tree),
         replica_partition=jnp.asarray(_pad(rep_part_a, (R,), 0)),
         replica_service=jnp.asarray(_pad(rep_svc_a, (R,), 0)),
         replica_parent=jnp.asarray(_pad(parent_of_service[rep_svc_a], (R,), -1)),
         replica_aligned=jnp.asarray(_pad(aligned_of_service[rep_svc_a], (R,), False)),
+        replica_home=jnp.asarray(_pad(home, (R,), -1)),
         load_primary=jnp.asarray(_pad(lp_a, (R, M), np.float32(0))),
         load_secondary=jnp.asarray(_pad(ls_a, (R, M), np.float32(0))),
         move_cost=jnp.asarray(_pad(np.array(rep_cost, np.float32).reshape(-1), (R,), np.float32(0))),

@@ -18,6 +18,7 @@ from plbjax.encoding import Problem
 
 SMALL_VALUE = 0.001     # SF's Constants::SmallValue
 MOVE_COST_OFFSET = 1000.0
+DOMAIN_FACTOR = 0.01    # SF's DefragmentationFdsStdDevFactor / DefragmentationUdsStdDevFactor
 
 
 def replica_loads(problem: Problem, primary_of: jax.Array) -> jax.Array:
@@ -98,17 +99,40 @@ def exact_deviations(values: jax.Array, mask: jax.Array) -> jax.Array:
     return deviation(total, squares, count, centre)
 
 
-def metric_deviations(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
-    """[M] global deviation per metric (the plan's Balance DeviationBefore/After)."""
-    g = node_loads(problem, node_of, primary_of)
-    return exact_deviations(g.T[..., None], problem.metric_nodes)[:, 0]
+def domain_loads(problem: Problem, loads: jax.Array, tree: jax.Array, domains: jax.Array) -> jax.Array:
+    """[D, M] total load of the Up nodes in each leaf domain of `tree`, for domain ids 0..D-1 where
+    `domains` [D] marks the leaves counted."""
+    return jax.ops.segment_sum(jnp.where(problem.node_up[:, None], loads, 0.0), tree[:, -1],
+                               num_segments=domains.shape[0])
+
+
+def metric_scores(problem: Problem, node_dev: jax.Array, fd_dev: jax.Array, ud_dev: jax.Array) -> jax.Array:
+    """[M] each metric's term in the global domain: its deviation, or for a defragmentation metric
+    SF's packing score 1 - deviation + 0.01 x (deviation over fault domains + over upgrade domains)."""
+    packing = 1.0 - node_dev + DOMAIN_FACTOR * (fd_dev + ud_dev)
+    return jnp.where(problem.metric_defrag, packing, node_dev)
+
+
+def local_scores(problem: Problem, services: jax.Array, dev: jax.Array) -> jax.Array:
+    """[..., Ms] local-domain terms: deviation, or 1 - deviation for defragmentation metrics."""
+    slots = problem.service_metrics[services]
+    defrag = (slots >= 0) & problem.metric_defrag[jnp.maximum(slots, 0)]
+    return jnp.where(defrag, 1.0 - dev, dev)
 
 
 def avg_std_dev(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
     """SF's AvgStdDev of a placement, computed from scratch."""
-    g_dev = metric_deviations(problem, node_of, primary_of)
+    loads = node_loads(problem, node_of, primary_of)
+    node_dev = exact_deviations(loads.T[..., None], problem.metric_nodes)[:, 0]
+    m = loads.shape[1]
+    fd = domain_loads(problem, loads, problem.fd_tree, problem.fd_leaf_up)
+    ud = domain_loads(problem, loads, problem.ud_tree, problem.ud_up)
+    fd_dev = exact_deviations(fd.T[..., None], jnp.broadcast_to(problem.fd_leaf_up, (m,) + fd.shape[:1]))[:, 0]
+    ud_dev = exact_deviations(ud.T[..., None], jnp.broadcast_to(problem.ud_up, (m,) + ud.shape[:1]))[:, 0]
     l_dev = exact_deviations(local_loads(problem, node_of, primary_of), local_masks(problem))
-    return jnp.sum(problem.global_weight * g_dev) + jnp.sum(problem.local_weight * l_dev)
+    services = jnp.arange(problem.service_metrics.shape[0])
+    return (jnp.sum(problem.global_weight * metric_scores(problem, node_dev, fd_dev, ud_dev))
+            + jnp.sum(problem.local_weight * local_scores(problem, services, l_dev)))
 
 
 def energy_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:

@@ -11,8 +11,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from plbjax.constraints import (affinity_violated, domain_violation, excess_change, fits, off_preferred,
-                                partition_nodes)
+from plbjax.constraints import (affinity_violated, away_from_home, domain_violation, excess_change, fits,
+                                off_preferred, partition_nodes)
 from plbjax.encoding import (AFFINITY, CAPACITY, CONSTRAINTS, FAULT_DOMAIN, PLACEMENT, PREFERRED, UNPLACED,
                              UPGRADE_DOMAIN, Problem)
 
@@ -83,7 +83,8 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     changes = changes.at[AFFINITY].set(f32(affinity_violated(problem, node_of, primary_of, r, t, is_primary))
                                        - f32(affinity_violated(problem, node_of, primary_of, r, a, is_primary)))
     changes = changes.at[PREFERRED].set(f32(is_primary) * (f32(off_preferred(problem, s, t))
-                                                             - f32(off_preferred(problem, s, a))))
+                                                             - f32(off_preferred(problem, s, a)))
+                                        + f32(away_from_home(problem, r, t)) - f32(away_from_home(problem, r, a)))
     changes = changes.at[UNPLACED].set(-f32(a < 0) * (1.0 + f32(is_primary)))
     init_row = jnp.where(problem.partition_replicas[p] >= 0,
                          problem.initial_node[jnp.maximum(problem.partition_replicas[p], 0)], -1)

@@ -23,6 +23,7 @@ from plbjax.balance import MetricBalance, metric_balance, service_domains
 from plbjax.constraints import measures, violations
 from plbjax.decoding import diff, settle
 from plbjax.diagnostics import elimination_sequence, health_reports
+from plbjax.governance import apply_resource_governance
 from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, PRIORITY_SETTINGS,
                              UPGRADE_DOMAIN, Index, Problem, encode, scope)
 from plbjax.state import ClusterState
@@ -30,7 +31,7 @@ from plbjax.state import ClusterState
 SCHEMA_VERSION = 1
 CHECK_MOVE_WEIGHT = 1.0  # constraint check: a move costs 1 AvgStdDev unit, so fixes use as few as they can
 _KEYS = {"capacity": CAPACITY, "placement": PLACEMENT, "fault_domain": FAULT_DOMAIN,
-         "upgrade_domain": UPGRADE_DOMAIN, "affinity": AFFINITY, "preferred": PREFERRED}
+         "upgrade_domain": UPGRADE_DOMAIN, "affinity": AFFINITY, "preferred": PREFERRED, "away": PREFERRED}
 
 
 @eqx.filter_jit
@@ -162,7 +163,7 @@ def _violating(index: Index, problem: Problem, now: Placement, priorities: np.nd
     if priorities[CAPACITY] >= 0:
         over = np.flatnonzero(v["capacity"].sum(axis=1) > 0)
         bad |= np.isin(now.node_of, over) & (now.node_of >= 0)
-    for key, c in (("placement", PLACEMENT), ("affinity", AFFINITY)):
+    for key, c in (("placement", PLACEMENT), ("affinity", AFFINITY), ("away", PREFERRED)):
         if priorities[c] >= 0:
             bad |= v[key]
     for key, c in (("fault_domain", FAULT_DOMAIN), ("upgrade_domain", UPGRADE_DOMAIN)):
@@ -214,7 +215,7 @@ def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str
     movable -= {s.name for s in state.services if not s.balancing_enabled} | frozen
     if not movable:
         return set(), "the imbalanced services may not move (upgrading or balancing disabled)"
-    return movable, "imbalanced metrics: " + ", ".join(sorted(imbalanced))
+    return movable, "metrics to balance or defragment: " + ", ".join(sorted(imbalanced))
 
 
 def _balancing_phase(problem, index, state, now, config, progress, priorities, balance):
@@ -279,6 +280,7 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
 def plan(state: ClusterState, config: AnnealConfig,
          progress: Callable[[int, int, float, float], None] | None = None) -> dict:
     """Run the phases on `state` and return the plan document."""
+    state, governance_health = apply_resource_governance(state)
     problem, index = encode(state)
     priorities = _priorities(state)
     running = np.array([n >= 0 and index.node_status[n] == "Up" for n in index.input_node])
@@ -310,7 +312,7 @@ def plan(state: ClusterState, config: AnnealConfig,
         "Score": {"Before": float(original.report["avg"]), "After": float(final.report["avg"])},
         "Actions": diff(index, final.node_of, final.primary_of),
         "Nodes": nodes,
-        "Health": health_reports(index, problem, final.node_of, final.report),
+        "Health": governance_health + health_reports(index, problem, final.node_of, final.report),
         "Unplaced": _unplaced(index, problem, final),
         "History": _history(state, index, checked, final),
         "Search": searched,

@@ -36,7 +36,7 @@ def _move_energies(problem, chain, keys):
         words = jax.random.bits(key, (DRAWS,))
         move = propose(problem, chain.node_of, chain.primary_of, chain.loads, words, 0.3)
         new_energy, stats = A.evaluate(problem, chain, move)
-        after = A.apply(chain, move, jnp.asarray(True), new_energy, stats)
+        after = A.apply(problem, chain, move, jnp.asarray(True), new_energy, stats)
         return move.valid, new_energy, E.energy_of(problem, after.node_of, after.primary_of), after
     return jax.vmap(one)(keys)
 
