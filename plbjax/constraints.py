@@ -11,8 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, UNPLACED, UPGRADE_DOMAIN,
-                             Problem)
+from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED,
+                             UPGRADE_DOMAIN, Problem)
 
 
 def domain_violation(tree: jax.Array, children: jax.Array, nodes: jax.Array, cls: jax.Array,
@@ -66,10 +66,11 @@ def relative_excess(load: jax.Array, capacity: jax.Array) -> jax.Array:
     return jnp.where(over, 1.0 + (load - capacity) / jnp.maximum(capacity, 1.0), 0.0)
 
 
-def excess_change(problem: Problem, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
-    """Change of the node's summed relative excess when `delta` [M] is added (0 for no node)."""
+def excess_change(limit: jax.Array, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
+    """Change of the node's summed relative excess over `limit` [N, M] (capacity, or the resource
+    threshold) when `delta` [M] is added (0 for no node)."""
     n = jnp.maximum(node, 0)
-    cap = problem.capacity[n]
+    cap = limit[n]
     change = relative_excess(loads[n] + delta, cap) - relative_excess(loads[n], cap)
     return jnp.where(node >= 0, jnp.sum(change), 0.0)
 
@@ -129,6 +130,7 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
     preferred = off_preferred(problem, problem.partition_service, primary_node)
     headless = (primary_of >= 0) & (node_of[jnp.maximum(primary_of, 0)] < 0)
     return dict(capacity=relative_excess(loads, problem.capacity),
+                threshold=relative_excess(loads, problem.threshold_load),
                 placement=misplaced(problem, node_of), unplaced=unplaced(problem, node_of), headless=headless,
                 affinity=affinity, exclusion=exclusion,
                 preferred=preferred, away=away_from_home(problem, replicas, node_of),
@@ -138,7 +140,8 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
 
 
 _MEASURED = {CAPACITY: "capacity", PLACEMENT: "placement", FAULT_DOMAIN: "fault_domain",
-             UPGRADE_DOMAIN: "upgrade_domain", AFFINITY: "affinity", PREFERRED: "preferred", UNPLACED: "unplaced"}
+             UPGRADE_DOMAIN: "upgrade_domain", AFFINITY: "affinity", PREFERRED: "preferred",
+             THRESHOLD: "threshold", UNPLACED: "unplaced"}
 
 
 def measures(report: dict) -> jax.Array:

@@ -79,6 +79,12 @@ def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: 
         out.append(_report("NodeCapacityViolation", index.nodes[n],
                            f"Node {index.nodes[n]} is over capacity for metric {index.metrics[m]}: load "
                            f"{float(report['loads'][n, m]):g} exceeds capacity {float(capacity[n, m]):g}."))
+    threshold = np.asarray(problem.threshold_load)
+    for n, m in zip(*np.nonzero(v["threshold"][: index.n_nodes, : len(index.metrics)] > 0)):
+        out.append(_report("ResourceThresholdExceeded", index.nodes[n],
+                           f"Node {index.nodes[n]} stays above the resource threshold for metric {index.metrics[m]}: "
+                           f"load {float(report['loads'][n, m]):g} exceeds {float(threshold[n, m]):g}; the cluster "
+                           "has no room elsewhere to bring it under."))
     replica_partition = np.asarray(problem.replica_partition)
 
     def replica_report(r: int, constraint: str) -> dict:

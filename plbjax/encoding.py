@@ -18,8 +18,9 @@ from jaxtyping import Array, Bool, Float, Int
 from plbjax import expressions
 from plbjax.state import ClusterState
 
-CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, AFFINITY, PREFERRED, UNPLACED = range(7)
-CONSTRAINTS = 7
+CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, AFFINITY, PREFERRED, THRESHOLD, UNPLACED = range(8)
+CONSTRAINTS = 8
+THRESHOLD_PRIORITY = 1  # ResourceThresholds: utilisation every node should end below, a soft goal
 PRIORITY_SETTINGS = ("CapacityConstraintPriority", "PlacementConstraintPriority",
                      "FaultDomainConstraintPriority", "UpgradeDomainConstraintPriority",
                      "AffinityConstraintPriority", "PreferredLocationConstraintPriority")
@@ -46,6 +47,7 @@ class Problem(eqx.Module):
     node_up: Bool[Array, " N"]              # Up and real: counted in deviations, may receive replicas
     node_open: Bool[Array, " N"]            # may receive replicas in this phase
     capacity: Float[Array, "N M"]           # capacity in force (buffered unless told otherwise), inf if unlimited
+    threshold_load: Float[Array, "N M"]     # ResourceThresholds x capacity, inf where none
     metric_nodes: Bool[Array, "M N"]        # nodes counted in a metric's global deviation
     metric_node_count: Float[Array, " M"]
     metric_defrag: Bool[Array, " M"]        # defragmentation metric: pack instead of spread
@@ -62,6 +64,8 @@ class Problem(eqx.Module):
     load_primary: Float[Array, "R M"]       # load of the replica when it is (or becomes) the primary
     load_secondary: Float[Array, "R M"]     # load as a secondary; instances use load_primary for both
     move_cost: Float[Array, " R"]
+    node_move_factor: Float[Array, " N"]    # moving onto a node costs move_cost x this: higher-priority nodes
+                                            # cost up to 1.5x, so lower-priority targets are preferred
     # partitions
     partition_replicas: Int[Array, "P K"]   # replica indices, -1 padded
     partition_service: Int[Array, " P"]
@@ -89,8 +93,8 @@ class Problem(eqx.Module):
     swappable: Int[Array, " P"]             # partitions whose primary may swap, padded
     n_swappable: Int[Array, ""]
     # constraints, indexed by CAPACITY ... UNPLACED
-    enforce: Bool[Array, " 7"]              # a move may not make this constraint worse
-    penalty: Float[Array, " 7"]             # energy per unit of violation (by SF priority; 0: off)
+    enforce: Bool[Array, " 8"]              # a move may not make this constraint worse
+    penalty: Float[Array, " 8"]             # energy per unit of violation (by SF priority; 0: off)
     move_penalty: Float[Array, ""]          # energy per unit of movement cost, on top of SF's (a phase's)
     move_budget: Int[Array, ""]             # most movements (moves and swaps) a phase may make: throttles
     partition_budget: Int[Array, ""]        # most moved replicas per partition
@@ -154,6 +158,13 @@ def _eligible_children(tree: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     return counts
 
 
+def _priority_factor(priorities: list[int]) -> np.ndarray:
+    """1 for the lowest node priority up to 1.5 for the highest (all 1 when priorities are equal)."""
+    levels = sorted(set(priorities))
+    step = 0.5 / max(len(levels) - 1, 1)
+    return np.array([1.0 + step * levels.index(p) for p in priorities], np.float32).reshape(-1)
+
+
 def _in_domain(nodes, domain: str) -> np.ndarray:
     """Nodes whose fault domain lies in `domain` ("fd:/dc0" holds fd:/dc0 and fd:/dc0/r1)."""
     path = tuple(x for x in domain.removeprefix("fd:").split("/") if x)
@@ -186,9 +197,11 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
     """
     buffered = not (state.upgrade or {}).get("InProgress", False)
     settings = state.settings
-    nodes = sorted(state.nodes, key=lambda n: n.name)
-    services = sorted(state.services, key=lambda s: s.name)
-    partitions = sorted(state.partitions, key=lambda p: (p.service, str(p.partition_id)))
+    # SF's (and reference 004's) deterministic order: priority descending, then name
+    nodes = sorted(state.nodes, key=lambda n: (-n.priority, n.name))
+    services = sorted(state.services, key=lambda s: (-s.priority, s.name))
+    rank = {s.name: i for i, s in enumerate(services)}
+    partitions = sorted(state.partitions, key=lambda p: (rank[p.service], str(p.partition_id)))
     metrics = list(state.metric_names())
     node_ix = {n.name: i for i, n in enumerate(nodes)}
     service_ix = {s.name: i for i, s in enumerate(services)}
@@ -200,11 +213,14 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
     # ---- nodes
     up = np.array([n.status == "Up" for n in nodes], bool)
     capacity = np.full((n_nodes, n_metrics), np.inf, np.float32)
+    threshold_load = np.full((n_nodes, n_metrics), np.inf, np.float32)
     for i, node in enumerate(nodes):
         for name, value in node.capacities.items():
             if name in metric_ix:
                 buffer = state.node_buffer_percentage.get(name, 0.0) if buffered else 0.0
                 capacity[i, metric_ix[name]] = np.floor(value * (1.0 - buffer)) if buffer else value
+                if name in state.resource_thresholds:
+                    threshold_load[i, metric_ix[name]] = value * state.resource_thresholds[name]
     fd_tree, _ = _domain_tree([n.fault_domain for n in nodes], N)
     ud_tree, _ = _domain_tree([(n.upgrade_domain,) for n in nodes], N)
 
@@ -367,13 +383,14 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
     for ri, nodes_left in enumerate(left):
         history[ri, : len(nodes_left)] = nodes_left
 
-    priorities = [int(settings.get(name, 0)) for name in PRIORITY_SETTINGS]
+    priorities = [int(settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [THRESHOLD_PRIORITY]
     scale = n_rep + 1000.0  # SF's energy multiplies AvgStdDev by (cost + replicas + 1000)
     penalty = [PRIORITY_WEIGHT.get(p, 0.0) * scale for p in priorities] + [UNPLACED_WEIGHT * scale]
     problem = Problem(
         node_up=jnp.asarray(_pad(up, (N,), False)),
         node_open=jnp.asarray(_pad(up, (N,), False)),
         capacity=jnp.asarray(_pad(capacity, (N, M), np.float32(np.inf))),
+        threshold_load=jnp.asarray(_pad(threshold_load, (N, M), np.float32(np.inf))),
         metric_nodes=jnp.asarray(metric_nodes),
         metric_node_count=jnp.asarray(metric_nodes.sum(axis=1).astype(np.float32)),
         metric_defrag=jnp.asarray(_pad(np.array([bool(state.defragmentation_metrics.get(m)) for m in metrics]
@@ -390,6 +407,7 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
         load_primary=jnp.asarray(_pad(lp_a, (R, M), np.float32(0))),
         load_secondary=jnp.asarray(_pad(ls_a, (R, M), np.float32(0))),
         move_cost=jnp.asarray(_pad(np.array(rep_cost, np.float32).reshape(-1), (R,), np.float32(0))),
+        node_move_factor=jnp.asarray(_pad(_priority_factor([n.priority for n in nodes]), (N,), np.float32(1))),
         partition_replicas=jnp.asarray(partition_replicas),
         partition_service=jnp.asarray(_pad(np.array(part_svc, np.int32).reshape(-1), (P,), 0)),
         service_class=jnp.asarray(service_class),

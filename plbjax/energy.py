@@ -81,7 +81,8 @@ def _changed(problem: Problem, node_of: jax.Array, primary_of: jax.Array):
 def movement_cost(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
     """Cost of the moves from the initial placement: moved replicas plus swapped primaries (adds are free)."""
     moved, swapped = _changed(problem, node_of, primary_of)
-    return jnp.sum(jnp.where(moved, problem.move_cost, 0.0)) + problem.swap_cost * jnp.sum(swapped)
+    factor = problem.node_move_factor[jnp.maximum(node_of, 0)]
+    return jnp.sum(jnp.where(moved, problem.move_cost * factor, 0.0)) + problem.swap_cost * jnp.sum(swapped)
 
 
 def movements(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:

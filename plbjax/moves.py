@@ -13,8 +13,8 @@ import jax.numpy as jnp
 
 from plbjax.constraints import (affinity_violated, away_from_home, domain_violation, excess_change, fits,
                                 off_preferred, partition_nodes)
-from plbjax.encoding import (AFFINITY, CAPACITY, CONSTRAINTS, FAULT_DOMAIN, PLACEMENT, PREFERRED, UNPLACED,
-                             UPGRADE_DOMAIN, Problem)
+from plbjax.encoding import (AFFINITY, CAPACITY, CONSTRAINTS, FAULT_DOMAIN, PLACEMENT, PREFERRED, THRESHOLD,
+                             UNPLACED, UPGRADE_DOMAIN, Problem)
 
 
 class Move(eqx.Module):
@@ -48,6 +48,11 @@ def _domain_changes(problem: Problem, before: jax.Array, after: jax.Array, cls: 
             change(problem.ud_tree, problem.ud_children, False))
 
 
+def _excess(limit, loads, a, delta_a, b, delta_b) -> jax.Array:
+    """Change of the summed relative excess over `limit` when two (distinct) nodes change."""
+    return excess_change(limit, loads, a, delta_a) + excess_change(limit, loads, b, delta_b)
+
+
 def _enforced(problem: Problem, changes: jax.Array) -> jax.Array:
     """No enforced constraint gets worse."""
     return ~jnp.any(problem.enforce & (changes > 0))
@@ -76,8 +81,8 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     fd, ud = _domain_changes(problem, before, after, cls, s)
     is_primary = primary_of[p] == r
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
-    changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(excess_change(problem, loads, a, -load)
-                                                      + excess_change(problem, loads, t, load))
+    changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(_excess(problem.capacity, loads, a, -load, t, load))
+    changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, -load, t, load))
     changes = changes.at[PLACEMENT].set(-f32((a >= 0) & ~problem.class_allowed[cls, jnp.maximum(a, 0)]))
     changes = changes.at[FAULT_DOMAIN].set(fd).at[UPGRADE_DOMAIN].set(ud)
     changes = changes.at[AFFINITY].set(f32(affinity_violated(problem, node_of, primary_of, r, t, is_primary))
@@ -97,7 +102,9 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     moved = lambda n: ((n != init) & (init >= 0)).astype(jnp.float32)  # noqa: E731 (adds cost nothing)
     return Move(replica=r, target=t, partition=p, new_primary=primary_of[p], service=s,
                 node_a=a, node_b=t, delta_a=-load, delta_b=load,
-                cost_delta=problem.move_cost[r] * (moved(t) - moved(a)), moves_delta=moved(t) - moved(a),
+                cost_delta=problem.move_cost[r] * (moved(t) * problem.node_move_factor[t]
+                                                   - moved(a) * problem.node_move_factor[jnp.maximum(a, 0)]),
+                moves_delta=moved(t) - moved(a),
                 penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
 
 
@@ -116,8 +123,8 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     s = problem.partition_service[p]
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     aff = lambda r, n, prim: f32(affinity_violated(problem, node_of, primary_of, r, n, prim))  # noqa: E731
-    changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(excess_change(problem, loads, a, delta_a)
-                                                      + excess_change(problem, loads, b, delta_b))
+    changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(_excess(problem.capacity, loads, a, delta_a, b, delta_b))
+    changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, delta_a, b, delta_b))
     changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True) - aff(q, b, False))
     changes = changes.at[PREFERRED].set(f32(off_preferred(problem, s, b)) - f32(off_preferred(problem, s, a)))
     changes = changes.at[UNPLACED].set(-f32(a < 0))   # a promotion gives the partition a placed primary

@@ -24,14 +24,15 @@ from plbjax.constraints import measures, violations
 from plbjax.decoding import diff, settle
 from plbjax.diagnostics import elimination_sequence, health_reports
 from plbjax.governance import apply_resource_governance
-from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, PRIORITY_SETTINGS,
-                             UPGRADE_DOMAIN, Index, Problem, encode, scope)
+from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, PRIORITY_SETTINGS, THRESHOLD,
+                             THRESHOLD_PRIORITY, UPGRADE_DOMAIN, Index, Problem, encode, scope)
 from plbjax.state import ClusterState
 
 SCHEMA_VERSION = 1
-CHECK_MOVE_WEIGHT = 1.0  # constraint check: a move costs 1 AvgStdDev unit, so fixes use as few as they can
+CHECK_MOVE_WEIGHT = 1.0  # placement and constraint check: a move costs 1 AvgStdDev unit, so they use few
 _KEYS = {"capacity": CAPACITY, "placement": PLACEMENT, "fault_domain": FAULT_DOMAIN,
-         "upgrade_domain": UPGRADE_DOMAIN, "affinity": AFFINITY, "preferred": PREFERRED, "away": PREFERRED}
+         "upgrade_domain": UPGRADE_DOMAIN, "affinity": AFFINITY, "preferred": PREFERRED, "away": PREFERRED,
+         "threshold": THRESHOLD}
 
 
 @eqx.filter_jit
@@ -58,7 +59,7 @@ class Placement:
 
 def _priorities(state: ClusterState) -> np.ndarray:
     """SF priority of each constraint kind (UNPLACED ranks above everything)."""
-    return np.array([int(state.settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [-2])
+    return np.array([int(state.settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [THRESHOLD_PRIORITY, -2])
 
 
 def _violation_rank(priorities: np.ndarray, totals: np.ndarray) -> tuple:
@@ -139,6 +140,11 @@ def _placement_phase(problem, index, state, now, config, progress, priorities):
     todo = np.zeros_like(now.node_of, dtype=bool)
     todo[: index.n_replicas] = now.node_of[: index.n_replicas] < 0
     todo &= ~_everywhere(state, index)
+    # replicas of lower priority than one waiting for a node may be migrated to make room for it
+    priority = {s.name: s.priority for s in state.services}
+    of_replica = np.array([priority[index.partitions[p][0]] for p in np.asarray(problem.replica_partition)])
+    waiting = of_replica[todo].max() if todo.any() else 0
+    evictable = (now.node_of >= 0) & (of_replica < waiting) & ~_everywhere(state, index)
     added = int(((index.node_of != index.input_node) & (index.node_of >= 0)).sum())
     if not todo.any():
         reason = "no replica is missing" if not added else f"{added} instance(s) added on every eligible node"
@@ -147,8 +153,8 @@ def _placement_phase(problem, index, state, now, config, progress, priorities):
     for p in range(index.n_partitions):
         headless[p] = (index.stateful[p] and now.primary_of[p] >= 0 and now.node_of[now.primary_of[p]] < 0
                        and len(index.partition_rows[p]) >= 2)
-    result, search = _search(problem, index, now, todo, headless, priorities == 0, config, progress,
-                             budget=movement_budget(state, "Placement", int((now.node_of >= 0).sum())), state=state)
+    result, search = _search(problem, index, now, todo | evictable, headless, priorities == 0, config, progress,
+                             CHECK_MOVE_WEIGHT, budget=movement_budget(state, "Placement", int((now.node_of >= 0).sum())), state=state)
     left = int(result.report["violations"]["unplaced"].sum())
     reason = f"{int(todo.sum())} replica(s) to place"
     if left:
@@ -219,7 +225,8 @@ def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str
 
 
 def _balancing_phase(problem, index, state, now, config, progress, priorities, balance):
-    imbalanced = {b.metric for b in balance if not b.balanced}
+    over = now.report["violations"]["threshold"][: index.n_nodes, : len(index.metrics)] > 0
+    imbalanced = {b.metric for b in balance if not b.balanced} | {index.metrics[m] for m in np.flatnonzero(over.any(0))}
     services, reason = _balancing_scope(state, imbalanced)
     phase = {"Phase": "Balancing", "Ran": bool(services), "Reason": reason}
     if not services:
