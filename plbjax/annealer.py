@@ -123,11 +123,12 @@ def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
 
 def _global_score(problem: Problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, chain: Chain) -> jax.Array:
     """The global domain's part of AvgStdDev from running sums (centres from `chain`)."""
+    node_dev = E.deviation(g_total, g_sq, problem.metric_node_count, chain.g_centre)
+    if not problem.features.defrag:
+        return jnp.sum(problem.global_weight * node_dev)
     fd_count = jnp.sum(problem.fd_leaf_up).astype(jnp.float32)
     ud_count = jnp.sum(problem.ud_up).astype(jnp.float32)
-    scores = E.metric_scores(problem,
-                             E.deviation(g_total, g_sq, problem.metric_node_count, chain.g_centre),
-                             E.deviation(fd_total, fd_sq, fd_count, chain.fd_centre),
+    scores = E.metric_scores(problem, node_dev, E.deviation(fd_total, fd_sq, fd_count, chain.fd_centre),
                              E.deviation(ud_total, ud_sq, ud_count, chain.ud_centre))
     return jnp.sum(problem.global_weight * scores)
 
@@ -168,8 +169,10 @@ def evaluate(problem: Problem, chain: Chain, move: Move):
         level_b = loads[leaf_b] + jnp.where(up_a & (leaf_a == leaf_b), da, 0.0)
         return _node_change(total, sq, centre, up_b, level_b, db)
 
-    fd_total, fd_sq = domains(problem.fd_tree, chain.fd_loads, chain.fd_total, chain.fd_sq, chain.fd_centre)
-    ud_total, ud_sq = domains(problem.ud_tree, chain.ud_loads, chain.ud_total, chain.ud_sq, chain.ud_centre)
+    fd_total, fd_sq, ud_total, ud_sq = chain.fd_total, chain.fd_sq, chain.ud_total, chain.ud_sq
+    if problem.features.defrag:     # per-domain spread only enters defragmentation metrics' scores
+        fd_total, fd_sq = domains(problem.fd_tree, chain.fd_loads, fd_total, fd_sq, chain.fd_centre)
+        ud_total, ud_sq = domains(problem.ud_tree, chain.ud_loads, ud_total, ud_sq, chain.ud_centre)
     g_new = _global_score(problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, chain)
 
     s = move.service
@@ -203,6 +206,8 @@ def apply(problem: Problem, chain: Chain, move: Move, accept: jax.Array, new_ene
     counted_a, counted_b = has_a & problem.node_up[a], problem.node_up[b]
 
     def domain_loads(loads, tree):
+        if not problem.features.defrag:
+            return loads
         return loads.at[tree[a, -1]].add(zero(move.delta_a, counted_a)).at[tree[b, -1]].add(
             zero(move.delta_b, counted_b))
 

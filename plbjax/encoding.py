@@ -40,8 +40,21 @@ def bucket(n: int, minimum: int = 1) -> int:
     return next(m << e for m in (8, 10, 12, 14, 16) if m << e >= n)
 
 
+@dataclasses.dataclass(frozen=True)
+class Features:
+    """Which optional rules the cluster uses. Static: the search compiles only the rules in use."""
+
+    affinity: bool = False      # some service has an affinity correlation
+    defrag: bool = False        # some metric is a defragmentation metric
+    thresholds: bool = False    # ResourceThresholds are set
+    preferred: bool = False     # PreferPrimaryDomain or upgrade snapshot nodes
+    history: bool = False       # anti-ping-pong History applies (balancing)
+
+
 class Problem(eqx.Module):
     """The cluster, as arrays. N nodes, R replicas, P partitions, S services, M metrics (all padded)."""
+
+    features: Features = eqx.field(static=True)
 
     # nodes
     node_up: Bool[Array, " N"]              # Up and real: counted in deviations, may receive replicas
@@ -387,6 +400,10 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
     scale = n_rep + 1000.0  # SF's energy multiplies AvgStdDev by (cost + replicas + 1000)
     penalty = [PRIORITY_WEIGHT.get(p, 0.0) * scale for p in priorities] + [UNPLACED_WEIGHT * scale]
     problem = Problem(
+        features=Features(affinity=bool((parent_of_service >= 0).any()),
+                          defrag=any(state.defragmentation_metrics.get(m) for m in metrics),
+                          thresholds=bool(np.isfinite(threshold_load).any()),
+                          preferred=bool((home >= 0).any() or not preferred.all())),
         node_up=jnp.asarray(_pad(up, (N,), False)),
         node_open=jnp.asarray(_pad(up, (N,), False)),
         capacity=jnp.asarray(_pad(capacity, (N, M), np.float32(np.inf))),
@@ -476,4 +493,5 @@ def scope(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, movable
         move_budget=jnp.asarray(min(budget if budget is not None else 2**31 - 1, 2**31 - 1), jnp.int32),
         partition_budget=jnp.asarray(min(partition_budget or 2**31 - 1, 2**31 - 1), jnp.int32),
         history=problem.history if history else jnp.full_like(problem.history, -1),
+        features=dataclasses.replace(problem.features, history=history and bool((problem.history >= 0).any())),
         move_penalty=jnp.asarray(move_weight * float(problem.replica_count + 1000.0), jnp.float32))

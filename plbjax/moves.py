@@ -82,20 +82,24 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     is_primary = primary_of[p] == r
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(_excess(problem.capacity, loads, a, -load, t, load))
-    changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, -load, t, load))
+    if problem.features.thresholds:
+        changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, -load, t, load))
     changes = changes.at[PLACEMENT].set(-f32((a >= 0) & ~problem.class_allowed[cls, jnp.maximum(a, 0)]))
     changes = changes.at[FAULT_DOMAIN].set(fd).at[UPGRADE_DOMAIN].set(ud)
-    changes = changes.at[AFFINITY].set(f32(affinity_violated(problem, node_of, primary_of, r, t, is_primary))
-                                       - f32(affinity_violated(problem, node_of, primary_of, r, a, is_primary)))
-    changes = changes.at[PREFERRED].set(f32(is_primary) * (f32(off_preferred(problem, s, t))
-                                                             - f32(off_preferred(problem, s, a)))
-                                        + f32(away_from_home(problem, r, t)) - f32(away_from_home(problem, r, a)))
+    if problem.features.affinity:
+        changes = changes.at[AFFINITY].set(f32(affinity_violated(problem, node_of, primary_of, r, t, is_primary))
+                                           - f32(affinity_violated(problem, node_of, primary_of, r, a, is_primary)))
+    if problem.features.preferred:
+        changes = changes.at[PREFERRED].set(
+            f32(is_primary) * (f32(off_preferred(problem, s, t)) - f32(off_preferred(problem, s, a)))
+            + f32(away_from_home(problem, r, t)) - f32(away_from_home(problem, r, a)))
     changes = changes.at[UNPLACED].set(-f32(a < 0) * (1.0 + f32(is_primary)))
     init_row = jnp.where(problem.partition_replicas[p] >= 0,
                          problem.initial_node[jnp.maximum(problem.partition_replicas[p], 0)], -1)
     moved_after = jnp.sum((after != init_row) & (init_row >= 0))
+    returns = jnp.any(problem.history[r] == t) if problem.features.history else False
     valid = ((problem.n_movable > 0) & (problem.class_node_count[cls] > 0) & ~jnp.any(before == t)
-             & problem.node_open[t] & ~jnp.any(problem.history[r] == t)
+             & problem.node_open[t] & ~returns
              & (moved_after <= problem.partition_budget)
              & fits(problem, loads, t, load) & _enforced(problem, changes.at[CAPACITY].set(0.0)))
     init = problem.initial_node[r]
@@ -124,9 +128,13 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     aff = lambda r, n, prim: f32(affinity_violated(problem, node_of, primary_of, r, n, prim))  # noqa: E731
     changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(_excess(problem.capacity, loads, a, delta_a, b, delta_b))
-    changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, delta_a, b, delta_b))
-    changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True) - aff(q, b, False))
-    changes = changes.at[PREFERRED].set(f32(off_preferred(problem, s, b)) - f32(off_preferred(problem, s, a)))
+    if problem.features.thresholds:
+        changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, delta_a, b, delta_b))
+    if problem.features.affinity:
+        changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True)
+                                           - aff(q, b, False))
+    if problem.features.preferred:
+        changes = changes.at[PREFERRED].set(f32(off_preferred(problem, s, b)) - f32(off_preferred(problem, s, a)))
     changes = changes.at[UNPLACED].set(-f32(a < 0))   # a promotion gives the partition a placed primary
     valid = ((problem.n_swappable > 0) & (size >= 2) & (b >= 0) & problem.node_up[jnp.maximum(b, 0)]
              & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b)
