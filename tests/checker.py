@@ -6,6 +6,7 @@ is checked against a second implementation.
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter, defaultdict
 
@@ -18,6 +19,21 @@ def placement_of(document: dict) -> dict:
     return {(p["ServiceName"], str(p["PartitionId"])): [(str(r["ReplicaId"]), r["Role"], r.get("NodeName"))
                                                         for r in p["Replicas"]]
             for p in document["Partitions"]}
+
+
+def document_with(state: ClusterState, index, node_of, primary_of) -> dict:
+    """The state document with every replica on its node and in its role in (node_of, primary_of)."""
+    doc = json.loads(json.dumps(state.document))
+    where = {str(index.replica_ids[r]): r for r in range(index.n_replicas)}
+    parts = {(service, str(pid)): p for p, (service, pid) in enumerate(index.partitions)}
+    for part in doc["Partitions"]:
+        p = parts[(part["ServiceName"], str(part["PartitionId"]))]
+        for rep in part["Replicas"]:
+            r = where[str(rep["ReplicaId"])]
+            rep["NodeName"] = index.nodes[int(node_of[r])]
+            if rep["Role"] != "Instance":
+                rep["Role"] = "Primary" if int(primary_of[p]) == r else "Secondary"
+    return doc
 
 
 def _allowed(state: ClusterState, service) -> set[str]:

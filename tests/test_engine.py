@@ -11,7 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from checker import no_new_violations, placement_of, violations
+from checker import document_with, no_new_violations, placement_of, violations
 from conftest import QUICK, cluster, searchable
 from plbjax import annealer as A
 from plbjax import energy as E
@@ -65,21 +65,6 @@ def test_running_energy_equals_recomputation(states):
     assert int(chains.accepted.sum()) > 100
 
 
-def _document_of(state, index, node_of, primary_of):
-    """The state document with every replica on its chain node and in its chain role."""
-    doc = json.loads(json.dumps(state.document))
-    where = {str(index.replica_ids[r]): r for r in range(index.n_replicas)}
-    parts = {(service, str(pid)): p for p, (service, pid) in enumerate(index.partitions)}
-    for part in doc["Partitions"]:
-        p = parts[(part["ServiceName"], str(part["PartitionId"]))]
-        for rep in part["Replicas"]:
-            r = where[str(rep["ReplicaId"])]
-            rep["NodeName"] = index.nodes[int(node_of[r])]
-            if rep["Role"] != "Instance":
-                rep["Role"] = "Primary" if int(primary_of[p]) == r else "Secondary"
-    return doc
-
-
 def test_every_chain_state_respects_hard_constraints(states, documents):
     """Run hot (many accepted moves) and check every chain's placement with the independent checker."""
     for state, doc in zip(states, documents):
@@ -87,7 +72,7 @@ def test_every_chain_state_respects_hard_constraints(states, documents):
         chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)
         before = violations(state, placement_of(doc))
         for c in range(chains.node_of.shape[0]):
-            after_doc = _document_of(state, index, chains.node_of[c], chains.primary_of[c])
+            after_doc = document_with(state, index, chains.node_of[c], chains.primary_of[c])
             assert no_new_violations(before, violations(state, placement_of(after_doc))) == []
 
 
@@ -106,7 +91,7 @@ def test_existing_violation_is_never_made_worse():
     before = violations(state, placement_of(doc))
     assert before["fault_domain"]
     for c in range(chains.node_of.shape[0]):
-        after = violations(state, placement_of(_document_of(state, index, chains.node_of[c], chains.primary_of[c])))
+        after = violations(state, placement_of(document_with(state, index, chains.node_of[c], chains.primary_of[c])))
         assert no_new_violations(before, after) == []
 
 
