@@ -29,7 +29,7 @@ from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFER
 from plbjax.state import ClusterState
 
 SCHEMA_VERSION = 1
-CHECK_MOVE_WEIGHT = 1.0  # placement and constraint check: a move costs 1 AvgStdDev unit, so they use few
+CHECK_MOVE_WEIGHT = 0.5  # placement and constraint check: a move costs half an optimization-priority violation
 _KEYS = {"capacity": CAPACITY, "placement": PLACEMENT, "fault_domain": FAULT_DOMAIN,
          "upgrade_domain": UPGRADE_DOMAIN, "affinity": AFFINITY, "preferred": PREFERRED, "away": PREFERRED,
          "threshold": THRESHOLD}
