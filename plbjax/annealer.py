@@ -81,8 +81,9 @@ def _stats(values: jax.Array, mask: jax.Array, count: jax.Array):
     return total, centre, sq
 
 
-def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
-    """A chain whose statistics are computed exactly from its placement."""
+def _fresh(problem: Problem, node_of, primary_of, key, best=None, penalty=None) -> Chain:
+    """A chain whose statistics are computed exactly from its placement (the violation penalty too,
+    unless given: it is a sum of exact per-move changes, and recomputing it costs a full check)."""
     loads = E.node_loads(problem, node_of, primary_of)
     local = E.local_loads(problem, node_of, primary_of)
     m = loads.shape[1]
@@ -108,15 +109,17 @@ def _fresh(problem: Problem, node_of, primary_of, key, best=None) -> Chain:
                   best_energy=jnp.zeros(()), key=key, accepted=jnp.zeros((), jnp.int32),
                   largest_delta=jnp.zeros(()))
     cost = E.movement_cost(problem, node_of, primary_of)
+    if penalty is None:
+        penalty = penalty_of(problem, node_of, primary_of, loads)
     energy = (E.energy(_global_score(problem, chain.g_total, chain.g_sq, chain.fd_total, chain.fd_sq,
                                      chain.ud_total, chain.ud_sq, chain) + local_score, cost, problem)
-              + penalty_of(problem, node_of, primary_of, loads))
+              + penalty)
     if best is None:
         best = (node_of, primary_of, energy)
     better = energy < best[2]
     return dataclasses.replace(
         chain, cost=cost, moves=E.movements(problem, node_of, primary_of),
-        penalty=penalty_of(problem, node_of, primary_of, loads), energy=energy,
+        penalty=penalty, energy=energy,
         best_node_of=jnp.where(better, node_of, best[0]), best_primary_of=jnp.where(better, primary_of, best[1]),
         best_energy=jnp.minimum(energy, best[2]))
 
@@ -141,7 +144,7 @@ def init(problem: Problem, key: jax.Array) -> Chain:
 def refresh(problem: Problem, chain: Chain) -> Chain:
     """Recompute the statistics exactly and keep the best placement seen at refresh points."""
     fresh = _fresh(problem, chain.node_of, chain.primary_of, chain.key,
-                   best=(chain.best_node_of, chain.best_primary_of, chain.best_energy))
+                   best=(chain.best_node_of, chain.best_primary_of, chain.best_energy), penalty=chain.penalty)
     return dataclasses.replace(fresh, accepted=chain.accepted, largest_delta=chain.largest_delta)
 
 
@@ -310,8 +313,9 @@ def anneal(problem: Problem, config: AnnealConfig,
     t0 = config.initial_temperature
     planned = math.ceil(config.steps / config.block_steps) if config.steps else None
     blocks = planned or 1
-    done, block_seconds = 0, None
+    done = 0
     start = time.perf_counter()
+    first_seconds = 0.0
     while done < blocks:
         if t0 is None:
             t_a = t_b = 0.0
@@ -319,27 +323,26 @@ def anneal(problem: Problem, config: AnnealConfig,
             t_a = t0 * config.final_ratio ** (done / blocks)
             t_b = t0 * config.final_ratio ** ((done + 1) / blocks)
         chains = compiled(problem, chains, config, jnp.float32(t_a), jnp.float32(t_b))
-        jax.block_until_ready(chains.best_energy)
+        best_energy = np.asarray(chains.best_energy)          # waits for the block
         done += 1
         elapsed = time.perf_counter() - start
         if t0 is None:
-            found = float(jnp.median(chains.largest_delta))
+            found = float(np.median(np.asarray(chains.largest_delta)))
             t0 = config.probe_factor * found if found > 0 else max(initial_energy, 1.0)
-        if block_seconds is None:
-            block_seconds = elapsed
-            if config.seconds:
-                fit = max(1, int(config.seconds / max(block_seconds, 1e-9)))
-                blocks = min(planned, fit) if planned else fit
+        if done == 1:
+            first_seconds = elapsed
+        if config.seconds:       # fit the schedule to the budget from the blocks run so far
+            per_block = (elapsed - first_seconds) / (done - 1) if done > 1 else first_seconds
+            fit = done + max(0, int((config.seconds - elapsed) / max(per_block, 1e-9)))
+            blocks = max(done, min(planned, fit) if planned else fit)
         if progress is not None:
-            progress(done, blocks, elapsed, float(jnp.min(chains.best_energy)))
-        if config.seconds and elapsed + block_seconds > config.seconds * 1.05 and done < blocks:
-            break
+            progress(done, blocks, elapsed, float(best_energy.min()))
     seconds = time.perf_counter() - start
 
-    best = int(jnp.argmin(chains.best_energy))
+    best = int(np.argmin(np.asarray(chains.best_energy)))
     return AnnealResult(
         node_of=np.asarray(chains.best_node_of[best]), primary_of=np.asarray(chains.best_primary_of[best]),
         energy=float(chains.best_energy[best]), initial_energy=initial_energy,
         steps=done * config.block_steps, chains=config.chains, seconds=seconds,
-        compile_seconds=compile_seconds, accepted=int(jnp.sum(chains.accepted)),
+        compile_seconds=compile_seconds, accepted=int(np.asarray(chains.accepted).sum()),
         initial_temperature=t0, energies=np.asarray(chains.best_energy))
