@@ -2,9 +2,12 @@
 
 This is the annealer a user would write instead of plbjax: the same encoded arrays (a
 `plbjax.encoding.Problem`, converted to numpy once), the same move set and probabilities, the same
-validity rules, the same SF energy with the same incremental update as `plbjax.annealer.evaluate`,
-Metropolis acceptance and the same geometric temperature schedule (T0 -> T0 * final_ratio over
-`steps`), all in float64 and in plain sequential loops.
+validity rules, the same energy (SF's energy plus the constraint-violation penalties where the
+Problem has them) with the same incremental update as `plbjax.annealer.evaluate`, Metropolis
+acceptance and the same geometric temperature schedule (T0 -> T0 * final_ratio over the run), all
+in float64 and in plain sequential loops. Problems with per-constraint `enforce` / `penalty`
+arrays and those with `check_capacity` / `check_fault_domain` / `check_upgrade_domain` switches
+(no penalties) are both accepted.
 
 Differences that favour the baseline (it is the thing to beat):
   * only the chosen proposal is built (plbjax builds a move and a swap and selects one);
@@ -14,7 +17,12 @@ Differences that favour the baseline (it is the thing to beat):
   * float64 needs no frequent exact refresh: the statistics are recomputed from scratch every
     `refresh_steps` steps (default 100,000) instead of every 1,000.
 
-Numba is a benchmark-only dependency (`pip install plbjax[bench]`).
+Rules the baseline does not implement (affinity, preferred primary domains, defragmentation,
+resource thresholds, history, closed nodes, throttles) make `problem_arrays` raise
+NotImplementedError; the benchmark's generated clusters use none of them.
+
+Numba is a benchmark-only dependency (`pip install plbjax[bench]`). Kernels are cached on disk
+(numba cache=True: scripts/__pycache__/, git-ignored); a cold compile takes 15-30 s.
 
     from baseline_numba import run_baseline
     out = run_baseline(problem, steps=1_000_000, seed=0, t0=t0)      # or seconds=10.0
@@ -28,6 +36,7 @@ from collections import namedtuple
 import numba as nb
 import numpy as np
 
+from plbjax import encoding
 from plbjax.encoding import Problem
 
 SMALL_VALUE = 0.001
@@ -40,26 +49,63 @@ Arrays = namedtuple("Arrays", [
     "partition_replicas", "partition_service", "service_class", "service_metrics",
     "class_nodes", "class_node_count", "class_allowed", "fd_children", "ud_children",
     "global_weight", "local_weight", "initial_node", "initial_primary", "swap_cost",
-    "movable", "n_movable", "swappable", "n_swappable", "check_capacity",
-    "check_fault_domain", "check_upgrade_domain", "replica_count",
+    "movable", "n_movable", "swappable", "n_swappable", "enforce", "penalty", "replica_count",
+    "move_penalty", "service_nonpacking", "node_move_factor",
 ])
+# The baseline's own order of the constraint terms it implements (problem_arrays maps plbjax's
+# `enforce` / `penalty` entries onto it by name, so the compiled kernels never depend on plbjax's order).
+CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED = range(5)
+_CONSTRAINTS = ("CAPACITY", "PLACEMENT", "FAULT_DOMAIN", "UPGRADE_DOMAIN", "UNPLACED")
 
-_SCALARS_F = ("swap_cost", "replica_count")
+_SCALARS_F = ("swap_cost", "replica_count", "move_penalty")
 _SCALARS_I = ("n_movable", "n_swappable")
-_SCALARS_B = ("check_capacity", "check_fault_domain", "check_upgrade_domain")
+
+
+def _unsupported(problem: Problem) -> list[str]:
+    """Energy terms or rules of `problem` that the baseline does not implement (in use)."""
+    out = []
+    features = getattr(problem, "features", None)
+    for name in ("affinity", "defrag", "thresholds", "preferred", "history"):
+        if getattr(features, name, False):
+            out.append(f"feature {name}")
+    if hasattr(problem, "node_open") and not bool(np.array_equal(np.asarray(problem.node_open),
+                                                                 np.asarray(problem.node_up))):
+        out.append("closed nodes (node_open)")
+    for name in ("move_budget", "partition_budget"):
+        if hasattr(problem, name) and int(getattr(problem, name)) < 2**31 - 1:
+            out.append(f"throttle {name}")
+    if hasattr(problem, "replica_parent") and bool(np.any(np.asarray(problem.replica_parent) >= 0)):
+        out.append("affinity")
+    if hasattr(problem, "primary_preferred") and not bool(np.all(np.asarray(problem.primary_preferred))):
+        out.append("preferred primary domain")
+    return out
 
 
 def problem_arrays(problem: Problem) -> Arrays:
-    """The Problem as numpy arrays for numba (done once per problem)."""
+    """The Problem as numpy arrays for numba (done once per problem).
+
+    Raises NotImplementedError for a problem that uses rules the baseline lacks (affinity,
+    preferred primary domains, defragmentation, resource thresholds, history, closed nodes,
+    throttles): the benchmark's generated clusters use none of them.
+    """
+    missing = _unsupported(problem)
+    if missing:
+        raise NotImplementedError("the numba baseline does not implement: " + ", ".join(missing))
     out = {}
     for name in Arrays._fields:
+        if name in ("enforce", "penalty"):
+            out[name] = _constraint_vector(problem, name)
+            continue
+        if not hasattr(problem, name):                  # fields older encodings lack
+            out[name] = {"move_penalty": 0.0,
+                         "service_nonpacking": np.zeros(problem.service_class.shape[0], bool),
+                         "node_move_factor": np.ones(problem.node_up.shape[0])}[name]
+            continue
         a = np.asarray(getattr(problem, name))
         if name in _SCALARS_F:
             out[name] = float(a)
         elif name in _SCALARS_I:
             out[name] = int(a)
-        elif name in _SCALARS_B:
-            out[name] = bool(a)
         elif a.dtype == np.bool_:
             out[name] = np.ascontiguousarray(a)
         elif np.issubdtype(a.dtype, np.integer):
@@ -69,14 +115,27 @@ def problem_arrays(problem: Problem) -> Arrays:
     return Arrays(**out)
 
 
+def _constraint_vector(problem: Problem, name: str) -> np.ndarray:
+    """`enforce` (bool) or `penalty` (float64) in the baseline's order CAPACITY .. UNPLACED."""
+    if not hasattr(problem, "enforce"):
+        # switches only (no penalties): capacity, fault domain, upgrade domain enforced or not
+        if name == "penalty":
+            return np.zeros(5)
+        return np.array([bool(problem.check_capacity), False, bool(problem.check_fault_domain),
+                         bool(problem.check_upgrade_domain), False])
+    values = np.asarray(getattr(problem, name))
+    picked = [values[getattr(encoding, c)] for c in _CONSTRAINTS]
+    return np.array(picked, bool) if name == "enforce" else np.array(picked, np.float64)
+
+
 # Chain state. Scalars live in `sc`: [local_score, cost, energy, best_energy, accepted, log_len,
-# log_mode (1: best = current + undo log, 0: best = the explicit best arrays)].
+# log_mode (1: best = current + undo log, 0: best = the explicit best arrays), penalty].
 State = namedtuple("State", [
     "node_of", "primary_of", "loads", "local", "g_total", "g_sq", "g_centre",
     "l_total", "l_sq", "l_centre", "sc", "best_node_of", "best_primary_of",
     "log_kind", "log_index", "log_value",
 ])
-_LS, _COST, _E, _BEST, _ACC, _LOGN, _LOGMODE = range(7)
+_LS, _COST, _E, _BEST, _ACC, _LOGN, _LOGMODE, _PEN = range(8)
 
 
 # ------------------------------------------------------------------------------------ kernels
@@ -93,6 +152,12 @@ def _deviation(total, sq, count, centre):
     mean = total / n
     var = max(sq / n - (mean - centre) ** 2, 0.0)
     return np.sqrt(var) / mean if mean > 0 else 0.0
+
+
+@nb.njit(inline="always", cache=True)
+def _energy(avg_std_dev, cost, replica_count, move_penalty):
+    """energy.energy: SF's (AvgStdDev + 0.001) * (cost + replicas + 1000), plus a phase's move penalty."""
+    return (avg_std_dev + SMALL_VALUE) * (cost + replica_count + MOVE_COST_OFFSET) + move_penalty * cost
 
 
 @nb.njit(cache=True)
@@ -147,21 +212,90 @@ def _refresh(A, st):
     cost = 0.0
     for r in range(R):
         if A.initial_node[r] >= 0 and st.node_of[r] != A.initial_node[r]:
-            cost += A.move_cost[r]
+            cost += A.move_cost[r] * A.node_move_factor[max(st.node_of[r], 0)]
     for p in range(st.primary_of.shape[0]):
         if A.initial_primary[p] >= 0 and st.primary_of[p] != A.initial_primary[p]:
             cost += A.swap_cost
     st.sc[_LS] = local_score
     st.sc[_COST] = cost
-    st.sc[_E] = (g + local_score + SMALL_VALUE) * (cost + A.replica_count + MOVE_COST_OFFSET)
+    st.sc[_PEN] = _penalty(A, st.node_of, st.loads)
+    st.sc[_E] = _energy(g + local_score, cost, A.replica_count, A.move_penalty) + st.sc[_PEN]
 
 
 @nb.njit(cache=True)
-def domain_violation(tree, children, nodes, cls):
-    """plbjax.constraints.domain_violation: sum over levels and parents of max(0, max - min - 1)."""
+def _penalty(A, node_of, loads):
+    """constraints.penalty_of: penalty-weighted capacity excess, misplaced replicas, fault- and
+    upgrade-domain measures and unplaced replicas of the whole placement."""
+    pen = A.penalty
+    if pen[CAPACITY] == 0 and pen[PLACEMENT] == 0 and pen[FAULT_DOMAIN] == 0 \
+            and pen[UPGRADE_DOMAIN] == 0 and pen[UNPLACED] == 0:
+        return 0.0
+    N, M = loads.shape
+    excess = 0.0
+    for n in range(N):
+        for m in range(M):
+            excess += _rel_excess(loads[n, m], A.capacity[n, m])
+    misplaced, unplaced = 0.0, 0.0
+    for r in range(node_of.shape[0]):
+        n = node_of[r]
+        if n >= 0 and not A.class_allowed[A.service_class[A.replica_service[r]], n]:
+            misplaced += 1.0
+        if n < 0 and r < A.replica_count:
+            unplaced += 1.0
+    P, K = A.partition_replicas.shape
+    nodes = np.empty(K, np.int64)
+    fd, ud = 0.0, 0.0
+    for p in range(P):
+        for k in range(K):
+            rr = A.partition_replicas[p, k]
+            nodes[k] = node_of[rr] if rr >= 0 else -1
+        cls = A.service_class[A.partition_service[p]]
+        fd += domain_violation(A.fd_tree, A.fd_children, nodes, cls, A.service_nonpacking[A.partition_service[p]])
+        ud += domain_violation(A.ud_tree, A.ud_children, nodes, cls, False)
+    return (pen[CAPACITY] * excess + pen[PLACEMENT] * misplaced + pen[FAULT_DOMAIN] * fd
+            + pen[UPGRADE_DOMAIN] * ud + pen[UNPLACED] * unplaced)
+
+
+@nb.njit(inline="always", cache=True)
+def _rel_excess(load, cap):
+    """constraints.relative_excess: 1 + the excess as a fraction of capacity when over, else 0."""
+    if not np.isfinite(cap) or load <= cap:
+        return 0.0
+    return 1.0 + (load - cap) / max(cap, 1.0)
+
+
+@nb.njit(inline="always", cache=True)
+def _excess_change(capacity, loads, node, delta):
+    """constraints.excess_change: change of the node's summed relative excess (0 for no node)."""
+    if node < 0:
+        return 0.0
+    out = 0.0
+    for m in range(delta.shape[0]):
+        out += _rel_excess(loads[node, m] + delta[m], capacity[node, m]) - _rel_excess(loads[node, m],
+                                                                                     capacity[node, m])
+    return out
+
+
+@nb.njit(cache=True)
+def domain_violation(tree, children, nodes, cls, nonpacking=False):
+    """plbjax.constraints.domain_violation: sum over levels and parents of max(0, max - min - 1);
+    with `nonpacking` (RequireDomainDistribution) the top level counts replicas beyond one per domain."""
     K = nodes.shape[0]
     total = 0
     for level in range(1, tree.shape[1]):
+        if nonpacking and level == 1:
+            for i in range(K):
+                if nodes[i] < 0:
+                    continue
+                child, count, first_child = tree[nodes[i], 1], 0, True
+                for q in range(K):
+                    if nodes[q] >= 0 and tree[nodes[q], 1] == child:
+                        count += 1
+                        if q < i:
+                            first_child = False
+                if first_child:
+                    total += count - 1
+            continue
         for i in range(K):
             if nodes[i] < 0:
                 continue
@@ -194,16 +328,6 @@ def domain_violation(tree, children, nodes, cls):
     return total
 
 
-@nb.njit(inline="always", cache=True)
-def _fits(A, loads, node, delta):
-    if not A.check_capacity:
-        return True
-    for m in range(delta.shape[0]):
-        if delta[m] > 0 and loads[node, m] + delta[m] > A.capacity[node, m]:
-            return False
-    return True
-
-
 @nb.njit(cache=True)
 def _materialise_arrays(node_of, primary_of, best_node_of, best_primary_of, log_kind, log_index,
                         log_value, sc):
@@ -228,8 +352,9 @@ def _materialise(st: State) -> None:
 
 @nb.njit(inline="always", cache=True)
 def _fits(check, capacity, loads, node, delta):
-    """Adding `delta` to `node` keeps every metric that grows within capacity (constraints.fits)."""
-    if not check:
+    """Adding `delta` to `node` keeps every metric that grows within capacity (constraints.fits;
+    true when capacity is not enforced or there is no node)."""
+    if not check or node < 0:
         return True
     for m in range(delta.shape[0]):
         if delta[m] > 0 and loads[node, m] + delta[m] > capacity[node, m]:
@@ -238,8 +363,9 @@ def _fits(check, capacity, loads, node, delta):
 
 
 @nb.njit(cache=True)
-def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_steps, probe):
-    """Steps first .. first + n - 1 of a `total`-step schedule T0 * final_ratio ** (i / total).
+def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, probe):
+    """`n` steps (global step numbers first .. first + n - 1) cooling geometrically from t_start
+    to t_end (annealer.run_block); statistics are recomputed exactly every `refresh_steps` steps.
 
     One step = plbjax.annealer.step: propose (moves.propose), incremental energy
     (annealer.evaluate), Metropolis, apply. With `probe`, nothing is applied and the largest
@@ -266,9 +392,12 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
     initial_node, initial_primary = A.initial_node, A.initial_primary
     movable, swappable = A.movable, A.swappable
     n_movable, n_swappable = A.n_movable, A.n_swappable
-    swap_cost, replica_count = A.swap_cost, A.replica_count
-    check_capacity, check_fd, check_ud = (A.check_capacity, A.check_fault_domain,
-                                          A.check_upgrade_domain)
+    swap_cost, replica_count, move_penalty = A.swap_cost, A.replica_count, A.move_penalty
+    nonpacking, node_move_factor = A.service_nonpacking, A.node_move_factor
+    check_capacity, check_fd, check_ud = A.enforce[CAPACITY], A.enforce[FAULT_DOMAIN], A.enforce[UPGRADE_DOMAIN]
+    pen = A.penalty
+    domains_fd = check_fd or pen[FAULT_DOMAIN] != 0
+    domains_ud = check_ud or pen[UPGRADE_DOMAIN] != 0
 
     M = load_primary.shape[1]
     Ms = service_metrics.shape[1]
@@ -279,8 +408,8 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
     before, after = np.empty(K, np.int64), np.empty(K, np.int64)
     can_move, can_swap = n_movable > 0, n_swappable > 0
     largest = 0.0
-    cooling = final_ratio ** (1.0 / total)               # T_i = t0 * final_ratio ** (i / total)
-    temperature = t0 * final_ratio ** (first / total) / cooling
+    cooling = (t_end / t_start) ** (1.0 / n) if t_start > 0 and n > 0 else 1.0
+    temperature = t_start / cooling                      # step j runs at t_start * cooling ** j
 
     for i in range(first, first + n):
         temperature *= cooling
@@ -295,7 +424,8 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
         else:
             swap = can_swap
 
-        # ---- proposal (moves.propose_swap / moves.propose_move), `continue` when invalid
+        # ---- proposal (moves.propose_swap / moves.propose_move), `continue` when invalid.
+        # a: the node losing load (-1: none, a replica being placed or a primary without a node)
         if swap:
             p = swappable[np.random.randint(0, n_swappable)]
             old = primary_of[p]
@@ -309,7 +439,7 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
             j = np.random.randint(0, max(size - 1, 1))
             r = partition_replicas[p, j + (1 if j >= pos_old else 0)]
             a, b = node_of[old], node_of[r]
-            if size < 2 or a < 0 or b < 0 or not node_up[b]:
+            if size < 2 or b < 0 or not node_up[b]:
                 continue
             for m in range(M):
                 delta_a[m] = load_secondary[old, m] - load_primary[old, m]
@@ -319,12 +449,18 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
                 continue
             init = initial_primary[p]
             cost_delta = swap_cost * ((1.0 if r != init else 0.0) - (1.0 if old != init else 0.0))
+            penalty_delta = 0.0
+            if pen[CAPACITY] != 0:
+                penalty_delta = pen[CAPACITY] * (_excess_change(capacity, loads, a, delta_a)
+                                                 + _excess_change(capacity, loads, b, delta_b))
             s = partition_service[p]
         else:
             r = movable[np.random.randint(0, n_movable)]
             p, s = replica_partition[r], replica_service[r]
             cls = service_class[s]
-            b = class_nodes[cls, np.random.randint(0, max(class_node_count[cls], 1))]
+            if class_node_count[cls] == 0:
+                continue
+            b = class_nodes[cls, np.random.randint(0, class_node_count[cls])]
             a = node_of[r]
             clash = False
             for k in range(K):
@@ -341,23 +477,40 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
                 delta_b[m] = load[m]
             if not _fits(check_capacity, capacity, loads, b, load):
                 continue
-            if check_fd and (domain_violation(fd_tree, fd_children, after, cls)
-                             > domain_violation(fd_tree, fd_children, before, cls)):
-                continue
-            if check_ud and (domain_violation(ud_tree, ud_children, after, cls)
-                             > domain_violation(ud_tree, ud_children, before, cls)):
-                continue
+            fd = 0
+            if domains_fd:
+                fd = (domain_violation(fd_tree, fd_children, after, cls, nonpacking[s])
+                      - domain_violation(fd_tree, fd_children, before, cls, nonpacking[s]))
+                if check_fd and fd > 0:
+                    continue
+            ud = 0
+            if domains_ud:
+                ud = (domain_violation(ud_tree, ud_children, after, cls, False)
+                      - domain_violation(ud_tree, ud_children, before, cls, False))
+                if check_ud and ud > 0:
+                    continue
             init = initial_node[r]
-            cost_delta = move_cost[r] * ((1.0 if b != init else 0.0) - (1.0 if a != init else 0.0))
+            cost_delta = move_cost[r] * ((node_move_factor[b] if b != init and init >= 0 else 0.0)
+                                         - (node_move_factor[max(a, 0)] if a != init and init >= 0 else 0.0))
+            penalty_delta = pen[FAULT_DOMAIN] * fd + pen[UPGRADE_DOMAIN] * ud
+            if pen[CAPACITY] != 0:
+                penalty_delta += pen[CAPACITY] * (_excess_change(capacity, loads, a, delta_a)
+                                                  + _excess_change(capacity, loads, b, delta_b))
+            if a >= 0 and not class_allowed[cls, a]:
+                penalty_delta -= pen[PLACEMENT]
+            if a < 0:
+                penalty_delta -= pen[UNPLACED]
 
         # ---- incremental energy (annealer.evaluate): two node-load changes
+        has_a = a >= 0
+        a0 = max(a, 0)
         g_new = 0.0
         for m in range(M):
             c = g_centre[m]
             tot, sq = g_total[m], g_sq[m]
-            if metric_nodes[m, a]:
+            if has_a and metric_nodes[m, a0]:
                 d = delta_a[m]
-                sq += d * (2.0 * (loads[a, m] - c) + d)
+                sq += d * (2.0 * (loads[a0, m] - c) + d)
                 tot += d
             if metric_nodes[m, b]:
                 d = delta_b[m]
@@ -367,7 +520,7 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
             g_new += global_weight[m] * _deviation(tot, sq, metric_node_count[m], c)
         cls = service_class[s]
         l_count = float(class_node_count[cls])
-        in_a, in_b = class_allowed[cls, a], class_allowed[cls, b]
+        in_a, in_b = has_a and class_allowed[cls, a0], class_allowed[cls, b]
         old_local, new_local = 0.0, 0.0
         for k in range(Ms):
             slot = service_metrics[s, k]
@@ -377,7 +530,7 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
             tot, sq = l_total[s, k], l_sq[s, k]
             old_local += w * _deviation(tot, sq, l_count, c)
             if in_a:
-                sq += da_loc[k] * (2.0 * (local[s, a, k] - c) + da_loc[k])
+                sq += da_loc[k] * (2.0 * (local[s, a0, k] - c) + da_loc[k])
                 tot += da_loc[k]
             if in_b:
                 sq += db_loc[k] * (2.0 * (local[s, b, k] - c) + db_loc[k])
@@ -386,7 +539,8 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
             new_local += w * _deviation(tot, sq, l_count, c)
         local_score = sc[_LS] - old_local + new_local
         cost = sc[_COST] + cost_delta
-        new_energy = (g_new + local_score + SMALL_VALUE) * (cost + replica_count + MOVE_COST_OFFSET)
+        penalty = sc[_PEN] + penalty_delta
+        new_energy = _energy(g_new + local_score, cost, replica_count, move_penalty) + penalty
         delta = new_energy - sc[_E]
         if probe:
             largest = max(largest, abs(delta))
@@ -413,15 +567,18 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
         else:
             node_of[r] = b
         for m in range(M):
-            loads[a, m] += delta_a[m]
+            if has_a:
+                loads[a, m] += delta_a[m]
             loads[b, m] += delta_b[m]
             g_total[m], g_sq[m] = g_tot[m], g_sq_new[m]
         for k in range(Ms):
-            local[s, a, k] += da_loc[k]
+            if has_a:
+                local[s, a, k] += da_loc[k]
             local[s, b, k] += db_loc[k]
             l_total[s, k], l_sq[s, k] = l_tot[k], l_sq_new[k]
         sc[_LS] = local_score
         sc[_COST] = cost
+        sc[_PEN] = penalty
         sc[_E] = new_energy
         sc[_ACC] += 1
         if new_energy < sc[_BEST]:
@@ -430,6 +587,25 @@ def _anneal(A, st, first, n, total, t0, final_ratio, swap_probability, refresh_s
 
 
 # ------------------------------------------------------------------------------------ driver
+
+
+def balancing_problem(state):
+    """The encoded cluster scoped like plan's balancing phase on a cluster where every service is
+    imbalanced: every placed replica may move, stateful primaries may swap with a placed secondary,
+    constraints with priority >= 0 may not get worse (encode's `enforce`). Encodings whose `encode`
+    already sets the movable replicas are used as they are."""
+    problem, index = encoding.encode(state)
+    if not hasattr(encoding, "scope") or int(problem.n_movable) > 0:
+        return problem, index
+    node_of, primary_of = np.asarray(problem.initial_node), np.asarray(problem.initial_primary)
+    movable = node_of >= 0
+    movable[index.n_replicas:] = False
+    swappable = np.zeros(primary_of.shape[0], bool)
+    for p in range(index.n_partitions):
+        placed = sum(node_of[r] >= 0 for r in index.partition_rows[p])
+        swappable[p] = bool(index.stateful[p]) and primary_of[p] >= 0 and placed >= 2
+    enforce = np.asarray(problem.enforce)        # encode's default: priority >= 0 (plan's balancing rule)
+    return encoding.scope(problem, node_of, primary_of, movable, swappable, enforce), index
 
 
 def _new_state(A: Arrays, S: int, N: int, Ms: int) -> State:
@@ -441,7 +617,7 @@ def _new_state(A: Arrays, S: int, N: int, Ms: int) -> State:
         loads=np.zeros((N, M)), local=np.zeros((S, N, Ms)),
         g_total=np.zeros(M), g_sq=np.zeros(M), g_centre=np.zeros(M),
         l_total=np.zeros((S, Ms)), l_sq=np.zeros((S, Ms)), l_centre=np.zeros((S, Ms)),
-        sc=np.zeros(7), best_node_of=A.initial_node.copy(), best_primary_of=A.initial_primary.copy(),
+        sc=np.zeros(8), best_node_of=A.initial_node.copy(), best_primary_of=A.initial_primary.copy(),
         log_kind=np.zeros(log, np.int64), log_index=np.zeros(log, np.int64),
         log_value=np.zeros(log, np.int64),
     )
@@ -475,8 +651,8 @@ def compile_kernels() -> float:
     tiny, _ = encode(parse_state(generate(ClusterSpec(nodes=8, services=2, partitions_per_service=2,
                                                       fault_domains=2, upgrade_domains=2))))
     A, st = _init(tiny, 0)
-    _anneal(A, st, 0, 20, 20, 1.0, 1e-4, 0.3, 5, True)
-    _anneal(A, st, 0, 20, 20, 1.0, 1e-4, 0.3, 5, False)
+    _anneal(A, st, 0, 20, 1.0, 1e-4, 0.3, 5, True)
+    _anneal(A, st, 0, 20, 1.0, 1e-4, 0.3, 5, False)
     _materialise(st)
     _compile_seconds = time.perf_counter() - start
     return _compile_seconds
@@ -487,7 +663,7 @@ def probe_temperature(problem: Problem | Arrays, seed: int = 0, probes: int = 50
     """SF's initial temperature: `factor` x the largest |dE| of `probes` random valid moves."""
     compile_kernels()
     A, st = _init(problem, seed)
-    found = _anneal(A, st, 0, probes, probes, 1.0, 1.0, swap_probability, 1 << 62, True)
+    found = _anneal(A, st, 0, probes, 1.0, 1.0, swap_probability, 1 << 62, True)
     return factor * found if found > 0 else max(float(st.sc[_E]), 1.0)
 
 
@@ -495,49 +671,60 @@ def run_baseline(problem: Problem | Arrays, steps: int | None = None, seed: int 
                  t0: float | None = None, final_ratio: float = 1e-4, swap_probability: float = 0.3,
                  checkpoints: int = 50, seconds: float | None = None,
                  refresh_steps: int = 100_000) -> dict:
-    """Anneal one chain for `steps` steps (or, with steps=None, about `seconds` of wall time).
+    """Anneal one chain for `steps` steps, or (steps=None) for `seconds` of wall time.
 
-    Returns dict(best_energy, initial_energy, energy_trace=[(seconds, best energy)], steps,
-    seconds, accepted, t0, node_of, primary_of (the best placement), compile_seconds).
-    `checkpoints`: the schedule is run in this many chunks, with (elapsed, best) recorded after
-    each. Compilation is excluded from `seconds` (kernels are compiled on a tiny problem first).
-    With `seconds`, the step count is calibrated by timing short runs of the same schedule.
+    The schedule T0 -> T0 * final_ratio is geometric in the fraction of the run done, run in
+    `checkpoints` chunks with (elapsed, best energy) recorded after each. With `seconds`, each chunk
+    covers an equal share of the remaining schedule and gets the steps the measured rate fits into
+    an equal share of the remaining time (as plbjax fits its blocks to a budget), so the run ends
+    at the final temperature close to `seconds`. Compilation is excluded (kernels are compiled on
+    a tiny problem first). Returns dict(best_energy, initial_energy, energy_trace=[(seconds, best)],
+    steps, seconds, accepted, t0, node_of, primary_of (the best placement), compile_seconds).
     """
     compile_s = compile_kernels()
     A = problem if isinstance(problem, Arrays) else problem_arrays(problem)
     if t0 is None:
         t0 = probe_temperature(A, seed, swap_probability=swap_probability)
-    if steps is None:
-        if seconds is None:
-            raise ValueError("give steps or seconds")
-        steps = _calibrate(A, seconds, seed, t0, final_ratio, swap_probability, refresh_steps)
-    steps = max(int(steps), 1)
+    if steps is None and seconds is None:
+        raise ValueError("give steps or seconds")
+    chunks = max(int(checkpoints), 1)
+    rate = _calibrate(A, seconds, seed, t0, swap_probability, refresh_steps) if steps is None else 0.0
     A, st = _init(A, seed)
     initial = float(st.sc[_E])
-    bounds = np.unique(np.linspace(0, steps, max(int(checkpoints), 1) + 1).astype(np.int64))
+    temperature = lambda frac: float(t0) * float(final_ratio) ** frac  # noqa: E731
     trace = [(0.0, initial)]
+    done, frac, elapsed = 0, 0.0, 0.0
     start = time.perf_counter()
-    for lo, hi in zip(bounds[:-1], bounds[1:]):
-        _anneal(A, st, int(lo), int(hi - lo), steps, float(t0), float(final_ratio),
-                float(swap_probability), int(refresh_steps), False)
-        trace.append((time.perf_counter() - start, float(st.sc[_BEST])))
-    elapsed = time.perf_counter() - start
+    for k in range(chunks):
+        left = chunks - k
+        if steps is not None:
+            n = (int(steps) * (k + 1)) // chunks - done
+        else:
+            if done:
+                rate = done / elapsed
+            n = int(rate * max(seconds - elapsed, 0.0) / left)
+        n = max(n, 1)
+        nxt = frac + (1.0 - frac) / left
+        _anneal(A, st, done, n, temperature(frac), temperature(nxt), float(swap_probability),
+                int(refresh_steps), False)
+        done, frac = done + n, nxt
+        elapsed = time.perf_counter() - start
+        trace.append((elapsed, float(st.sc[_BEST])))
     _materialise(st)
     return dict(best_energy=float(st.sc[_BEST]), initial_energy=initial, energy_trace=trace,
-                steps=steps, seconds=elapsed, accepted=int(st.sc[_ACC]), t0=float(t0),
+                steps=done, seconds=elapsed, accepted=int(st.sc[_ACC]), t0=float(t0),
                 node_of=st.best_node_of.copy(), primary_of=st.best_primary_of.copy(),
                 compile_seconds=compile_s)
 
 
-def _calibrate(A, seconds, seed, t0, final_ratio, swap_probability, refresh_steps) -> int:
-    """Steps that fill `seconds`: time whole short schedules until one takes >= 2% of the budget."""
+def _calibrate(A, seconds, seed, t0, swap_probability, refresh_steps) -> float:
+    """Steps per second of a short hot run (>= 1% of the budget; the run then re-measures itself)."""
     n = 20_000
     while True:
         _, st = _init(A, seed)
         start = time.perf_counter()
-        _anneal(A, st, 0, n, n, float(t0), float(final_ratio), float(swap_probability),
-                int(refresh_steps), False)
+        _anneal(A, st, 0, n, float(t0), float(t0), float(swap_probability), int(refresh_steps), False)
         took = time.perf_counter() - start
-        if took >= max(0.02 * seconds, 0.05) or n >= 1 << 34:
-            return int(n * seconds / took)
+        if took >= max(0.01 * seconds, 0.02) or n >= 1 << 34:
+            return n / took
         n *= 4

@@ -6,6 +6,7 @@ that placement must break no constraint that held. Skipped without numba (a benc
 
 from __future__ import annotations
 
+import inspect
 import json
 import sys
 from pathlib import Path
@@ -20,7 +21,7 @@ pytest.importorskip("numba")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from baseline_numba import domain_violation as nb_domain_violation  # noqa: E402
-from baseline_numba import probe_temperature, run_baseline  # noqa: E402
+from baseline_numba import balancing_problem, probe_temperature, run_baseline  # noqa: E402
 from checker import no_new_violations, placement_of, violations  # noqa: E402
 from conftest import cluster  # noqa: E402
 from plbjax import energy as E  # noqa: E402
@@ -46,7 +47,7 @@ def _document_of(state, index, node_of, primary_of):
 
 def _check(doc, out):
     state = parse_state(doc)
-    problem, index = encode(state)
+    problem, index = balancing_problem(state)
     exact = float(E.energy_of(problem, jnp.asarray(out["node_of"], jnp.int32),
                               jnp.asarray(out["primary_of"], jnp.int32)))
     np.testing.assert_allclose(exact, out["best_energy"], rtol=1e-4)
@@ -56,7 +57,7 @@ def _check(doc, out):
 
 def test_annealed_best_is_exact_and_valid():
     doc = cluster(0)
-    problem, _ = encode(parse_state(doc))
+    problem, _ = balancing_problem(parse_state(doc))
     t0 = probe_temperature(problem, seed=0)
     out = run_baseline(problem, steps=30_000, seed=0, t0=t0, checkpoints=4)
     assert out["best_energy"] < 0.8 * out["initial_energy"]
@@ -70,7 +71,7 @@ def test_annealed_best_is_exact_and_valid():
 def test_hot_walk_keeps_best_and_constraints():
     """Constant high temperature: many accepted moves, the undo log overflows and is materialised."""
     doc = cluster(1)
-    problem, _ = encode(parse_state(doc))
+    problem, _ = balancing_problem(parse_state(doc))
     out = run_baseline(problem, steps=20_000, seed=3, t0=1e6, final_ratio=1.0, checkpoints=3,
                        refresh_steps=1_000)
     assert out["accepted"] > 2_000
@@ -84,7 +85,7 @@ def test_existing_violation_is_never_made_worse():
     taken = {r["NodeName"] for r in part["Replicas"]}
     first_fd = fd[part["Replicas"][0]["NodeName"]]
     part["Replicas"][1]["NodeName"] = next(n for n, f in fd.items() if f == first_fd and n not in taken)
-    problem, _ = encode(parse_state(doc))
+    problem, _ = balancing_problem(parse_state(doc))
     out = run_baseline(problem, steps=10_000, seed=1, t0=1e6, final_ratio=1e-6, checkpoints=2)
     _check(doc, out)
 
@@ -104,9 +105,47 @@ def test_domain_violation_matches_plbjax():
         sets.append(rng.permutation(nodes))
     sets = np.array(sets)
     cls = jnp.zeros((), jnp.int32)
-    for tree, children in ((fd_tree, fd_children), (ud_tree, ud_children)):
-        want = jax.vmap(domain_violation, in_axes=(None, None, 0, None))(
-            jnp.asarray(tree), jnp.asarray(children), jnp.asarray(sets, jnp.int32), cls)
-        got = [nb_domain_violation(tree.astype(np.int64), children.astype(np.int64), s, 0) for s in sets]
+    has_nonpacking = "nonpacking" in inspect.signature(domain_violation).parameters
+    for tree, children, nonpacking in ((fd_tree, fd_children, False), (ud_tree, ud_children, False),
+                                       (fd_tree, fd_children, True)):
+        if nonpacking and not has_nonpacking:
+            continue
+        extra = (jnp.asarray(nonpacking),) if has_nonpacking else ()
+        want = jax.vmap(domain_violation, in_axes=(None, None, 0, None) + (None,) * len(extra))(
+            jnp.asarray(tree), jnp.asarray(children), jnp.asarray(sets, jnp.int32), cls, *extra)
+        got = [nb_domain_violation(tree.astype(np.int64), children.astype(np.int64), s, 0, nonpacking)
+               for s in sets]
         assert got == np.asarray(want).tolist()
         assert max(got) > 0
+
+
+def test_violation_penalties_match_plbjax():
+    """With nothing enforced, a hot walk places, misplaces and overloads freely: the baseline's
+    energy (with the violation penalties) still equals plbjax's for its best placement."""
+    from plbjax import encoding
+
+    if not hasattr(encoding, "scope"):
+        pytest.skip("this plbjax has no violation penalties")
+    doc = cluster(3)
+    doc["Partitions"][0]["Replicas"].pop()                                 # a replica to place
+    doc["Partitions"][5]["Replicas"].pop()
+    doc["Nodes"][0]["Capacities"] = {m: 5 for m in doc["Nodes"][0]["Capacities"]}   # over capacity
+    doc["Services"][1]["PlacementConstraints"] = "NodeColor != Blue"      # misplaced replicas
+    problem, index = encoding.encode(parse_state(doc))
+    node_of, primary_of = np.asarray(problem.initial_node), np.asarray(problem.initial_primary)
+    movable = np.arange(node_of.shape[0]) < index.n_replicas
+    swappable = np.zeros(primary_of.shape[0], bool)
+    swappable[: index.n_partitions] = index.stateful[: index.n_partitions] & (primary_of[: index.n_partitions] >= 0)
+    nothing = np.zeros(np.asarray(problem.enforce).shape, bool)
+    scoped = encoding.scope(problem, node_of, primary_of, movable, swappable, nothing)
+    initial = float(E.energy_of(scoped, scoped.initial_node, scoped.initial_primary))
+    assert initial > 1e5                                                   # penalties are in
+    for seed, t0 in ((0, 1e9), (1, 1e4)):
+        out = run_baseline(scoped, steps=20_000, seed=seed, t0=t0, final_ratio=1e-6, checkpoints=2,
+                           refresh_steps=1_000)
+        np.testing.assert_allclose(out["initial_energy"], initial, rtol=1e-4)
+        assert out["accepted"] > 1_000
+        exact = float(E.energy_of(scoped, jnp.asarray(out["node_of"], jnp.int32),
+                                  jnp.asarray(out["primary_of"], jnp.int32)))
+        np.testing.assert_allclose(exact, out["best_energy"], rtol=1e-4)
+    assert out["best_energy"] < 0.5 * initial
