@@ -214,14 +214,16 @@ def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str
         frozen = {s.name for s in state.services if s.application == upgrade.get("ApplicationName")}
     if not imbalanced:
         return set(), "every metric is balanced"
-    movable = set()
+    movable, domains = set(), []
     for domain in service_domains(state):
-        if any(metric.name in imbalanced for name in domain for metric in state.service(name).metrics):
+        metrics = sorted({m.name for name in domain for m in state.service(name).metrics} & imbalanced)
+        if metrics:
             movable |= domain
+            domains.append(f"[{', '.join(sorted(domain))}] for {', '.join(metrics)}")
     movable -= {s.name for s in state.services if not s.balancing_enabled} | frozen
     if not movable:
         return set(), "the imbalanced services may not move (upgrading or balancing disabled)"
-    return movable, "metrics to balance or defragment: " + ", ".join(sorted(imbalanced))
+    return movable, "service domains to balance or defragment: " + "; ".join(domains)
 
 
 def _balancing_phase(problem, index, state, now, config, progress, priorities, balance):
