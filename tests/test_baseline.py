@@ -7,7 +7,6 @@ that placement must break no constraint that held. Skipped without numba (a benc
 from __future__ import annotations
 
 import inspect
-import json
 import sys
 from pathlib import Path
 
@@ -22,27 +21,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 from baseline_numba import domain_violation as nb_domain_violation  # noqa: E402
 from baseline_numba import balancing_problem, probe_temperature, run_baseline  # noqa: E402
-from checker import no_new_violations, placement_of, violations  # noqa: E402
+from checker import document_with, no_new_violations, placement_of, violations  # noqa: E402
 from conftest import cluster  # noqa: E402
 from plbjax import energy as E  # noqa: E402
 from plbjax.constraints import domain_violation  # noqa: E402
 from plbjax.encoding import encode  # noqa: E402
 from plbjax.state import parse_state  # noqa: E402
-
-
-def _document_of(state, index, node_of, primary_of):
-    """The state document with every replica on its node and in its role (as in test_engine)."""
-    doc = json.loads(json.dumps(state.document))
-    where = {str(index.replica_ids[r]): r for r in range(index.n_replicas)}
-    parts = {(service, str(pid)): p for p, (service, pid) in enumerate(index.partitions)}
-    for part in doc["Partitions"]:
-        p = parts[(part["ServiceName"], str(part["PartitionId"]))]
-        for rep in part["Replicas"]:
-            r = where[str(rep["ReplicaId"])]
-            rep["NodeName"] = index.nodes[int(node_of[r])]
-            if rep["Role"] != "Instance":
-                rep["Role"] = "Primary" if int(primary_of[p]) == r else "Secondary"
-    return doc
 
 
 def _check(doc, out):
@@ -51,7 +35,7 @@ def _check(doc, out):
     exact = float(E.energy_of(problem, jnp.asarray(out["node_of"], jnp.int32),
                               jnp.asarray(out["primary_of"], jnp.int32)))
     np.testing.assert_allclose(exact, out["best_energy"], rtol=1e-4)
-    after = violations(state, placement_of(_document_of(state, index, out["node_of"], out["primary_of"])))
+    after = violations(state, placement_of(document_with(state, index, out["node_of"], out["primary_of"])))
     assert no_new_violations(violations(state, placement_of(doc)), after) == []
 
 

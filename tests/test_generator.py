@@ -5,7 +5,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import json
-import math
 import re
 import time
 
