@@ -14,6 +14,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from plbjax.constraints import penalty_of
 from plbjax.encoding import Problem
 
 SMALL_VALUE = 0.001     # SF's Constants::SmallValue
@@ -139,8 +140,6 @@ def avg_std_dev(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> 
 def energy_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
     """The search's energy of a placement from scratch (SF's energy + violation penalties): the
     reference for incremental updates."""
-    from plbjax.constraints import penalty_of
-
     return (energy(avg_std_dev(problem, node_of, primary_of), movement_cost(problem, node_of, primary_of),
                    problem)
             + penalty_of(problem, node_of, primary_of, node_loads(problem, node_of, primary_of)))
