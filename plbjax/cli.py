@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import sys
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ def _enable_compilation_cache() -> None:
 
     import jax
 
+    logging.getLogger("jax").setLevel(logging.WARNING)   # not Hydra's INFO lines about absent TPUs
     path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
