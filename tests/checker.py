@@ -9,9 +9,19 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter, defaultdict
+from pathlib import Path
+
+import jsonschema
+import pytest
 
 from plbjax import expressions
-from plbjax.state import ClusterState
+from plbjax.decoding import apply_actions
+from plbjax.phases import plan
+from plbjax.state import ClusterState, parse_state
+
+PLAN_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "plbjax" / "schemas" / "plan.schema.json")
+                         .read_text())
+HAND_OVERS = ("SwapPrimarySecondary", "PromoteSecondary")
 
 
 def placement_of(document: dict) -> dict:
@@ -102,3 +112,44 @@ def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[
 def no_new_violations(before: dict, after: dict) -> list[str]:
     """Violations present after but not before (SF: a plan never breaks what held)."""
     return [f"{k}: {sorted(after[k] - before[k])}" for k in after if after[k] - before[k]]
+
+
+def node_loads(state: ClusterState, document: dict) -> dict[str, Counter]:
+    """{node: {metric: load}} of a document's placement, by SF's rules: a replica's reported load
+    holds in the role it was reported in, else its service's default load for its role."""
+    services = {s.name: s for s in state.services}
+    reported = {str(r.replica_id): r for p in state.partitions for r in p.replicas}
+    loads: dict[str, Counter] = defaultdict(Counter)
+    for part in document["Partitions"]:
+        for rep in part["Replicas"]:
+            if rep.get("NodeName") is None:
+                continue
+            own = reported.get(str(rep["ReplicaId"])) if rep["ReplicaId"] is not None else None
+            for metric in services[part["ServiceName"]].metrics:
+                value = own.loads.get(metric.name) if own is not None and own.role == rep["Role"] else None
+                if value is None:
+                    value = metric.secondary_load if rep["Role"] == "Secondary" else metric.primary_load
+                loads[rep["NodeName"]][metric.name] += value
+    return loads
+
+
+def checked_plan(doc: dict, config) -> tuple[dict, dict, ClusterState]:
+    """plan(doc), checked against the schema and against its own Actions: they apply to the input,
+    reproduce LoadsBefore/LoadsAfter, form a net diff, and leave the input unchanged. Returns
+    (plan, the document after the Actions, the parsed state)."""
+    state = parse_state(doc)
+    result = plan(state, config)
+    jsonschema.Draft202012Validator(PLAN_SCHEMA).validate(result)
+    after = apply_actions(doc, result["Actions"])
+    for name, loads in (("LoadsBefore", node_loads(state, doc)), ("LoadsAfter", node_loads(state, after))):
+        for node in result["Nodes"]:
+            for metric, value in node[name].items():
+                assert value == pytest.approx(loads[node["NodeName"]][metric], abs=1e-3), \
+                    f"{node['NodeName']} {name}[{metric}]"
+    moved = [a["ReplicaId"] for a in result["Actions"] if a["ReplicaId"] is not None
+             and a["Action"] not in HAND_OVERS]
+    assert len(moved) == len(set(moved)), result["Actions"]
+    handed = [(a["ServiceName"], a["PartitionId"]) for a in result["Actions"] if a["Action"] in HAND_OVERS]
+    assert len(handed) == len(set(handed)), result["Actions"]
+    assert doc == state.document
+    return result, after, state

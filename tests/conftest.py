@@ -27,6 +27,17 @@ def cluster(seed: int, **changes) -> dict:
     return generate(dataclasses.replace(SPEC, seed=seed, **changes))
 
 
+def packed_cluster(seed: int = 7) -> dict:
+    """A test cluster whose first partition has two replicas in one fault domain (a violation)."""
+    doc = cluster(seed)
+    part = doc["Partitions"][0]
+    fd = {n["NodeName"]: n["FaultDomain"] for n in doc["Nodes"]}
+    taken = {r["NodeName"] for r in part["Replicas"]}
+    first_fd = fd[part["Replicas"][0]["NodeName"]]
+    part["Replicas"][1]["NodeName"] = next(n for n, f in fd.items() if f == first_fd and n not in taken)
+    return doc
+
+
 @pytest.fixture(scope="session")
 def documents() -> list[dict]:
     return [cluster(seed) for seed in range(4)]

@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 from baseline_numba import domain_violation as nb_domain_violation  # noqa: E402
 from baseline_numba import balancing_problem, probe_temperature, run_baseline  # noqa: E402
 from checker import document_with, no_new_violations, placement_of, violations  # noqa: E402
-from conftest import cluster  # noqa: E402
+from conftest import cluster, packed_cluster  # noqa: E402
 from plbjax import energy as E  # noqa: E402
 from plbjax.constraints import domain_violation  # noqa: E402
 from plbjax.encoding import encode  # noqa: E402
@@ -63,12 +63,7 @@ def test_hot_walk_keeps_best_and_constraints():
 
 
 def test_existing_violation_is_never_made_worse():
-    doc = cluster(7)
-    part = doc["Partitions"][0]
-    fd = {n["NodeName"]: n["FaultDomain"] for n in doc["Nodes"]}
-    taken = {r["NodeName"] for r in part["Replicas"]}
-    first_fd = fd[part["Replicas"][0]["NodeName"]]
-    part["Replicas"][1]["NodeName"] = next(n for n, f in fd.items() if f == first_fd and n not in taken)
+    doc = packed_cluster()
     problem, _ = balancing_problem(parse_state(doc))
     out = run_baseline(problem, steps=10_000, seed=1, t0=1e6, final_ratio=1e-6, checkpoints=2)
     _check(doc, out)

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from checker import document_with, no_new_violations, placement_of, violations
-from conftest import QUICK, cluster, searchable
+from conftest import QUICK, packed_cluster, searchable
 from plbjax import annealer as A
 from plbjax import energy as E
 from plbjax.decoding import apply_actions, diff, settle
@@ -78,13 +78,7 @@ def test_every_chain_state_respects_hard_constraints(states, documents):
 
 def test_existing_violation_is_never_made_worse():
     """A cluster whose placement already breaks fault-domain spread still only gets valid moves."""
-    doc = cluster(7)
-    part = doc["Partitions"][0]
-    fd = {n["NodeName"]: n["FaultDomain"] for n in doc["Nodes"]}
-    taken = {r["NodeName"] for r in part["Replicas"]}
-    first_fd = fd[part["Replicas"][0]["NodeName"]]
-    twin = next(n for n, f in fd.items() if f == first_fd and n not in taken)
-    part["Replicas"][1]["NodeName"] = twin          # two replicas in one fault domain
+    doc = packed_cluster()
     state = parse_state(doc)
     problem, index = searchable(state)
     chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)

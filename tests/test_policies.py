@@ -22,22 +22,15 @@ MetricActivityThreshold keeps SF's trigger quiet.
 from __future__ import annotations
 
 import copy
-import json
 import random
-from collections import Counter, defaultdict
-from pathlib import Path
+from collections import Counter
 
-import jsonschema
 import pytest
 
+from checker import checked_plan
 from plbjax.annealer import AnnealConfig
-from plbjax.decoding import apply_actions
-from plbjax.phases import plan
-from plbjax.state import parse_state
 
 CONFIG = AnnealConfig(chains=8, steps=3000, seconds=None, block_steps=500)
-PLAN_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "plbjax" / "schemas" / "plan.schema.json")
-                         .read_text("utf-8"))
 NODES = [f"N{i}" for i in range(8)]
 QUIET = {"Load": 10**6}  # MetricActivityThresholds: no node load above it, so never imbalanced
 MOVES = ("MovePrimary", "MoveSecondary", "MoveInstance")
@@ -120,40 +113,9 @@ def check_frame(doc: dict) -> None:
 # ---------------------------------------------------------------------------- plan checks
 
 
-def node_loads(state, document: dict) -> dict[str, Counter]:
-    """{node: {metric: load}} of a document's placement (reported load in its role, else default)."""
-    services = {s.name: s for s in state.services}
-    reported = {str(r.replica_id): r for p in state.partitions for r in p.replicas}
-    loads: dict[str, Counter] = defaultdict(Counter)
-    for p in document["Partitions"]:
-        for rep in p["Replicas"]:
-            if rep.get("NodeName") is None:
-                continue
-            own = reported.get(str(rep["ReplicaId"])) if rep["ReplicaId"] is not None else None
-            for metric in services[p["ServiceName"]].metrics:
-                value = own.loads.get(metric.name) if own is not None and own.role == rep["Role"] else None
-                if value is None:
-                    value = metric.secondary_load if rep["Role"] == "Secondary" else metric.primary_load
-                loads[rep["NodeName"]][metric.name] += value
-    return loads
-
-
 def run(doc: dict, config: AnnealConfig | None = None) -> tuple[dict, dict]:
-    """plan(doc), checked against the schema and against its own Actions; returns (plan, the document
-    after the Actions)."""
-    state = parse_state(doc)
-    result = plan(state, config or CONFIG)
-    jsonschema.Draft202012Validator(PLAN_SCHEMA).validate(result)
-    after = apply_actions(doc, result["Actions"])
-    for key, loads in (("LoadsBefore", node_loads(state, doc)), ("LoadsAfter", node_loads(state, after))):
-        for node in result["Nodes"]:
-            for metric, value in node[key].items():
-                assert value == pytest.approx(loads[node["NodeName"]][metric], abs=1e-3), \
-                    f"{node['NodeName']} {key}[{metric}]"
-    moved = [a["ReplicaId"] for a in result["Actions"] if a["ReplicaId"] is not None and a["Action"] not in SWAPS
-             and a["Action"] != "PromoteSecondary"]
-    assert len(moved) == len(set(moved)), result["Actions"]
-    assert doc == state.document  # the input is not changed
+    """plan(doc), with checker.checked_plan's checks; returns (plan, the document after the Actions)."""
+    result, after, _ = checked_plan(doc, config or CONFIG)
     return result, after
 
 

@@ -20,25 +20,18 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import math
-from collections import Counter, defaultdict
-from pathlib import Path
+from collections import Counter
 
-import jsonschema
 import pytest
 
-from checker import no_new_violations, placement_of, violations
+from checker import checked_plan, no_new_violations, node_loads, placement_of, violations
 from conftest import cluster
 from plbjax import expressions
 from plbjax.annealer import AnnealConfig
-from plbjax.decoding import apply_actions
-from plbjax.phases import plan
 from plbjax.state import parse_state
 
 CONFIG = AnnealConfig(chains=8, steps=3000, seconds=None, block_steps=500)
-PLAN_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "plbjax" / "schemas" / "plan.schema.json")
-                         .read_text("utf-8"))
 NODES = [f"N{i}" for i in range(6)]
 BALANCED = {"Load": 10**6}  # MetricActivityThresholds: max load never above it, so never imbalanced
 
@@ -104,46 +97,9 @@ def instances(service: str, pid: str, *nodes: str) -> dict:
 # ---------------------------------------------------------------------------- plan checks
 
 
-def node_loads(state, document: dict) -> dict[str, Counter]:
-    """{node: {metric: load}} of a document's placement, by SF's rules: a replica's reported load
-    holds in the role it was reported in, else its service's default load for its role."""
-    services = {s.name: s for s in state.services}
-    reported = {str(r.replica_id): r for p in state.partitions for r in p.replicas}
-    loads: dict[str, Counter] = defaultdict(Counter)
-    for part in document["Partitions"]:
-        for rep in part["Replicas"]:
-            if rep.get("NodeName") is None:
-                continue
-            own = reported.get(str(rep["ReplicaId"])) if rep["ReplicaId"] is not None else None
-            for metric in services[part["ServiceName"]].metrics:
-                value = own.loads.get(metric.name) if own is not None and own.role == rep["Role"] else None
-                if value is None:
-                    value = metric.secondary_load if rep["Role"] == "Secondary" else metric.primary_load
-                loads[rep["NodeName"]][metric.name] += value
-    return loads
-
-
 def run(doc: dict, config: AnnealConfig = CONFIG) -> tuple[dict, dict, object]:
-    """plan(doc), checked against the schema and against its own Actions; returns (plan, the
-    document after the Actions, the parsed state)."""
-    state = parse_state(doc)
-    result = plan(state, config)
-    jsonschema.Draft202012Validator(PLAN_SCHEMA).validate(result)
-    after = apply_actions(doc, result["Actions"])
-    for name, loads in (("LoadsBefore", node_loads(state, doc)), ("LoadsAfter", node_loads(state, after))):
-        for node in result["Nodes"]:
-            for metric, value in node[name].items():
-                assert value == pytest.approx(loads[node["NodeName"]][metric], abs=1e-3), \
-                    f"{node['NodeName']} {name}[{metric}]"
-    # the Actions are the net diff: each replica moves at most once, each partition swaps at most once
-    moved = [a["ReplicaId"] for a in result["Actions"] if a["ReplicaId"] is not None
-             and a["Action"] not in ("SwapPrimarySecondary", "PromoteSecondary")]
-    assert len(moved) == len(set(moved)), result["Actions"]
-    handed = [(a["ServiceName"], a["PartitionId"]) for a in result["Actions"]
-              if a["Action"] in ("SwapPrimarySecondary", "PromoteSecondary")]
-    assert len(handed) == len(set(handed)), result["Actions"]
-    assert doc == state.document  # the input is not changed
-    return result, after, state
+    """plan(doc), with checker.checked_plan's checks; returns (plan, document after, state)."""
+    return checked_plan(doc, config)
 
 
 def where(document: dict, service: str | None = None) -> dict[str, list[tuple[str, str]]]:
