@@ -11,6 +11,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from plbjax.annealer import draw, uniform
 from plbjax.constraints import (affinity_violated, away_from_home, domain_violation, excess_change, fits,
                                 off_preferred, partition_nodes)
 from plbjax.encoding import (AFFINITY, CAPACITY, CONSTRAINTS, FAULT_DOMAIN, PLACEMENT, PREFERRED, THRESHOLD,
@@ -58,22 +59,12 @@ def _enforced(problem: Problem, changes: jax.Array) -> jax.Array:
     return ~jnp.any(problem.enforce & (changes > 0))
 
 
-def uniform(word: jax.Array) -> jax.Array:
-    """A uniform float in [0, 1) from one random 32-bit word."""
-    return (word >> 8).astype(jnp.float32) * (1.0 / (1 << 24))
-
-
-def _draw(word: jax.Array, n: jax.Array) -> jax.Array:
-    """A uniform integer in [0, n) from one random word, for a traced n (0 when n is 0)."""
-    return (word % jnp.maximum(n, 1).astype(jnp.uint32)).astype(jnp.int32)
-
-
 def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     """Move (or place) a random movable replica on a random node its placement constraints allow."""
-    r = problem.movable[_draw(words[0], problem.n_movable)]
+    r = problem.movable[draw(words[0], problem.n_movable)]
     p, s = problem.replica_partition[r], problem.replica_service[r]
     cls = problem.service_class[s]
-    t = problem.class_nodes[cls, _draw(words[1], problem.class_node_count[cls])]
+    t = problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])]
     a = node_of[r]
     load = jnp.where(primary_of[p] == r, problem.load_primary[r], problem.load_secondary[r])
     before = partition_nodes(problem, node_of, p)
@@ -115,11 +106,11 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
 def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     """Swap the primary of a random partition with one of its placed secondaries (a promotion when
     the primary has no node)."""
-    p = problem.swappable[_draw(words[2], problem.n_swappable)]
+    p = problem.swappable[draw(words[2], problem.n_swappable)]
     row = problem.partition_replicas[p]
     size = jnp.sum(row >= 0)
     old = primary_of[p]
-    j = _draw(words[3], size - 1)
+    j = draw(words[3], size - 1)
     q = row[j + (j >= jnp.argmax(row == old))]
     a, b = node_of[old], node_of[q]
     delta_a = problem.load_secondary[old] - problem.load_primary[old]

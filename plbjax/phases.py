@@ -26,6 +26,7 @@ from plbjax.diagnostics import elimination_sequence, health_reports
 from plbjax.governance import apply_resource_governance
 from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, PRIORITY_SETTINGS, THRESHOLD,
                              THRESHOLD_PRIORITY, UPGRADE_DOMAIN, Index, Problem, encode, scope)
+from plbjax.search import MODEL
 from plbjax.state import ClusterState
 
 SCHEMA_VERSION = 1
@@ -111,9 +112,10 @@ def _search(problem: Problem, index: Index, now: Placement, movable, swappable, 
     per_partition = int(state.settings.get("MovementPerPartitionThrottleThreshold", 0)) if state else 0
     scoped = scope(problem, now.node_of, now.primary_of, movable & ~parents, swappable, enforce, move_weight,
                    open_nodes, budget, per_partition if per_partition > 0 else None, history)
-    result = anneal(scoped, config, progress)
-    node_of = settle(index, result.node_of)
-    return Placement(node_of, result.primary_of, assess(problem, node_of, result.primary_of)), result
+    result = anneal(MODEL, scoped, config, progress)
+    node_of, primary_of = result.solution
+    node_of = settle(index, node_of)
+    return Placement(node_of, primary_of, assess(problem, node_of, primary_of)), result
 
 
 def _swappable(index: Index, problem: Problem, node_of: np.ndarray, partitions: np.ndarray) -> np.ndarray:

@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from baseline_numba import balancing_problem, compile_kernels, problem_arrays, run_baseline  # noqa: E402
 from plbjax import annealer as A  # noqa: E402
+from plbjax.search import MODEL  # noqa: E402
 from plbjax import energy as E  # noqa: E402
 from plbjax.generator import ClusterSpec, generate  # noqa: E402
 from plbjax.state import parse_state  # noqa: E402
@@ -154,9 +155,9 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int) -> dict:
     wait_idle(f"plbjax {chains} chains")
     start = time.perf_counter()
     with Contention() as busy:
-        res = A.anneal(problem, config, progress=progress)
+        res = A.anneal(MODEL, problem, config, progress=progress)
     total = time.perf_counter() - start
-    node_of, primary_of = jnp.asarray(res.node_of), jnp.asarray(res.primary_of)
+    node_of, primary_of = (jnp.asarray(x) for x in res.solution)
     return dict(
         chains=chains, steps_per_chain=res.steps, seconds=res.seconds,
         blocks_done=len(trace), blocks_planned=planned[0],     # done < planned: stopped before the final T
@@ -194,16 +195,16 @@ def profile_plbjax(problem, chains: int, steps: int, t: float) -> dict:
     @eqx.filter_jit
     def steps_only(problem, chains_, temperature):
         def body(_, c):
-            return jax.vmap(A.step, in_axes=(None, None, 0, None))(problem, config, c, temperature)
+            return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(MODEL, problem, config, c, temperature)
         return jax.lax.fori_loop(0, steps, body, chains_).energy
 
     @eqx.filter_jit
     def refresh_only(problem, chains_):
-        return jax.vmap(A.refresh, in_axes=(None, 0))(problem, chains_).energy
+        return jax.vmap(A.refresh, in_axes=(None, None, 0))(MODEL, problem, chains_).state.energy
 
     out = {}
     for c in sorted({2, chains}):
-        ch = A._init_chains(problem, jax.random.split(jax.random.PRNGKey(0), c))
+        ch = A.init_chains(MODEL, problem, jax.random.split(jax.random.PRNGKey(0), c))
         comp, sec = _timed(steps_only, problem, ch, jnp.float32(t))
         out[f"step_us_{c}_chains"] = 1e6 * sec / steps
         out[f"step_compile_seconds_{c}_chains"] = comp

@@ -14,6 +14,7 @@ import pytest
 from checker import document_with, no_new_violations, placement_of, violations
 from conftest import QUICK, packed_cluster, searchable
 from plbjax import annealer as A
+from plbjax import search as S
 from plbjax import energy as E
 from plbjax.decoding import apply_actions, diff, settle
 from plbjax.moves import DRAWS, propose
@@ -25,7 +26,7 @@ from plbjax.state import parse_state
 def _steps(problem, config, chains, temperature, n: int):
     """n raw steps (no refresh) on every chain."""
     def body(_, c):
-        return jax.vmap(A.step, in_axes=(None, None, 0, None))(problem, config, c, temperature)
+        return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(S.MODEL, problem, config, c, temperature)
     return jax.lax.fori_loop(0, n, body, chains)
 
 
@@ -35,21 +36,21 @@ def _move_energies(problem, chain, keys):
     def one(key):
         words = jax.random.bits(key, (DRAWS,))
         move = propose(problem, chain.node_of, chain.primary_of, chain.loads, words, 0.3)
-        new_energy, stats = A.evaluate(problem, chain, move)
-        after = A.apply(problem, chain, move, jnp.asarray(True), new_energy, stats)
+        new_energy, stats = S.evaluate(problem, chain, move)
+        after = S.apply(problem, chain, move, jnp.asarray(True), new_energy, stats)
         return move.valid, new_energy, E.energy_of(problem, after.node_of, after.primary_of), after
     return jax.vmap(one)(keys)
 
 
 def _chains(problem, n=8, seed=0):
-    return A._init_chains(problem, jax.random.split(jax.random.PRNGKey(seed), n))
+    return A.init_chains(S.MODEL, problem, jax.random.split(jax.random.PRNGKey(seed), n))
 
 
 def test_move_energy_equals_recomputation(states):
     for state in states[:2]:
         problem, _ = searchable(state)
         chains = _steps(problem, QUICK, _chains(problem), jnp.float32(5.0), 300)
-        chain = jax.tree.map(lambda x: x[0], chains)
+        chain = jax.tree.map(lambda x: x[0], chains.state)
         valid, incremental, exact, after = _move_energies(problem, chain, jax.random.split(jax.random.PRNGKey(1), 256))
         assert int(valid.sum()) > 20
         np.testing.assert_allclose(np.asarray(incremental)[valid], np.asarray(exact)[valid], rtol=2e-5)
@@ -60,8 +61,8 @@ def test_move_energy_equals_recomputation(states):
 def test_running_energy_equals_recomputation(states):
     problem, _ = searchable(states[0])
     chains = _steps(problem, QUICK, _chains(problem), jnp.float32(2.0), 2000)
-    exact = jax.vmap(E.energy_of, in_axes=(None, 0, 0))(problem, chains.node_of, chains.primary_of)
-    np.testing.assert_allclose(np.asarray(chains.energy), np.asarray(exact), rtol=1e-4)
+    exact = jax.vmap(E.energy_of, in_axes=(None, 0, 0))(problem, chains.state.node_of, chains.state.primary_of)
+    np.testing.assert_allclose(np.asarray(chains.state.energy), np.asarray(exact), rtol=1e-4)
     assert int(chains.accepted.sum()) > 100
 
 
@@ -71,8 +72,8 @@ def test_every_chain_state_respects_hard_constraints(states, documents):
         problem, index = searchable(state)
         chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)
         before = violations(state, placement_of(doc))
-        for c in range(chains.node_of.shape[0]):
-            after_doc = document_with(state, index, chains.node_of[c], chains.primary_of[c])
+        for c in range(chains.state.node_of.shape[0]):
+            after_doc = document_with(state, index, chains.state.node_of[c], chains.state.primary_of[c])
             assert no_new_violations(before, violations(state, placement_of(after_doc))) == []
 
 
@@ -84,8 +85,8 @@ def test_existing_violation_is_never_made_worse():
     chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)
     before = violations(state, placement_of(doc))
     assert before["fault_domain"]
-    for c in range(chains.node_of.shape[0]):
-        after = violations(state, placement_of(document_with(state, index, chains.node_of[c], chains.primary_of[c])))
+    for c in range(chains.state.node_of.shape[0]):
+        after = violations(state, placement_of(document_with(state, index, chains.state.node_of[c], chains.state.primary_of[c])))
         assert no_new_violations(before, after) == []
 
 
@@ -93,9 +94,9 @@ def test_decoded_actions_reproduce_every_chain(states):
     state = states[1]
     problem, index = searchable(state)
     chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1000)
-    for c in range(chains.node_of.shape[0]):
-        node_of = settle(index, np.asarray(chains.node_of[c]))
-        primary_of = np.asarray(chains.primary_of[c])
+    for c in range(chains.state.node_of.shape[0]):
+        node_of = settle(index, np.asarray(chains.state.node_of[c]))
+        primary_of = np.asarray(chains.state.primary_of[c])
         actions = diff(index, node_of, primary_of)
         got = {str(r["ReplicaId"]): (r["NodeName"], r["Role"])
                for p in apply_actions(state.document, actions)["Partitions"] for r in p["Replicas"]}

@@ -1,0 +1,275 @@
+"""Machine reassignment as a model for the plbjax annealer: energy terms, constraints and moves.
+
+Energy is the challenge's objective in 64-bit integers (run under `jax.enable_x64`), so every
+move's change is exact and the running energy never drifts. A move relocates process p from machine
+a to machine b and, for a swap, process q from b to a; its change touches two machines' rows, the
+two services' location and neighborhood counts, and the histogram of moved processes per service
+that gives the service-move cost (a maximum) in O(1).
+
+Hard constraints are checked per move, so every state a chain visits is feasible: capacity (with the
+resources of a moved process still held on its original machine for transient resources), conflict
+(one process per service and machine), spread (locations covered per service) and dependency (a
+service's neighborhoods hold the services it depends on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from plbjax.annealer import Model, draw, uniform
+from plbjax.roadef.instance import Instance
+
+DRAWS = 3   # random words one proposal uses: process, target (or partner) and move kind
+
+
+def _padded(rows: list[list[int]]) -> np.ndarray:
+    width = max(1, max((len(r) for r in rows), default=0))
+    out = np.full((len(rows), width), -1, np.int32)
+    for i, r in enumerate(rows):
+        out[i, :len(r)] = r
+    return out
+
+
+class Problem(eqx.Module):
+    """One instance and its original assignment as arrays (move costs carry their weights)."""
+
+    capacity: jax.Array           # [M, R] int64
+    safety: jax.Array             # [M, R]
+    transient: jax.Array          # [R] bool
+    load_weight: jax.Array        # [R]
+    location: jax.Array           # [M] int32
+    neighborhood: jax.Array       # [M]
+    machine_move_cost: jax.Array  # [M, M] x its weight
+    requirement: jax.Array        # [P, R]
+    process_move_cost: jax.Array  # [P] x its weight
+    service: jax.Array            # [P] int32
+    original: jax.Array           # [P] int32
+    members: jax.Array            # [S, K] processes of each service (-1: padding)
+    spread_min: jax.Array         # [S]
+    depends_on: jax.Array         # [S, Kd] services each service depends on (-1: padding)
+    depended_by: jax.Array        # [S, Kr] services depending on each service
+    balance_r1: jax.Array         # [B]
+    balance_r2: jax.Array
+    balance_target: jax.Array
+    balance_weight: jax.Array
+    service_move_weight: jax.Array
+    n_locations: int = eqx.field(static=True)
+    n_hoods: int = eqx.field(static=True)
+
+
+def encode(instance: Instance, original: np.ndarray) -> Problem:
+    """Arrays for the search (call under `jax.enable_x64(True)`)."""
+    n_services = len(instance.spread_min)
+    members: list[list[int]] = [[] for _ in range(n_services)]
+    for p, s in enumerate(instance.service):
+        members[s].append(p)
+    depends_on: list[list[int]] = [[] for _ in range(n_services)]
+    depended_by: list[list[int]] = [[] for _ in range(n_services)]
+    for s, d in instance.dependencies:
+        depends_on[s].append(int(d))
+        depended_by[d].append(int(s))
+    i64 = lambda x: jnp.asarray(np.asarray(x, np.int64))  # noqa: E731
+    i32 = lambda x: jnp.asarray(np.asarray(x, np.int32))  # noqa: E731
+    r1, r2, target, weight = (instance.balance.T if len(instance.balance) else np.zeros((4, 0), np.int64))
+    return Problem(
+        capacity=i64(instance.capacity), safety=i64(instance.safety), transient=jnp.asarray(instance.transient),
+        load_weight=i64(instance.load_weight), location=i32(instance.location),
+        neighborhood=i32(instance.neighborhood),
+        machine_move_cost=i64(instance.machine_move_cost * instance.weight_machine_move),
+        requirement=i64(instance.requirement),
+        process_move_cost=i64(instance.process_move_cost * instance.weight_process_move),
+        service=i32(instance.service), original=i32(original), members=i32(_padded(members)),
+        spread_min=i32(instance.spread_min), depends_on=i32(_padded(depends_on)),
+        depended_by=i32(_padded(depended_by)), balance_r1=i32(r1), balance_r2=i32(r2), balance_target=i64(target),
+        balance_weight=i64(weight), service_move_weight=i64(instance.weight_service_move),
+        n_locations=int(instance.location.max()) + 1, n_hoods=int(instance.neighborhood.max()) + 1)
+
+
+class SearchState(eqx.Module):
+    assignment: jax.Array     # [P] machine of each process
+    usage: jax.Array          # [M, R]
+    held: jax.Array           # [M, R] resources of processes moved away from their original machine
+    locations: jax.Array      # [S, L] processes of each service per location
+    hoods: jax.Array          # [S, N] processes of each service per neighborhood
+    moved: jax.Array          # [S] moved processes per service
+    moved_hist: jax.Array     # [K + 1] services per moved count
+    most_moved: jax.Array     # max of `moved`
+    cost: jax.Array           # [5] load, balance, process move, service move, machine move
+    energy: jax.Array         # sum of `cost`
+
+
+# ---- energy terms (per machine rows; the host's `objective` computes the same in NumPy) ----
+
+def _load_terms(problem: Problem, safety, used):
+    return jnp.sum(problem.load_weight * jnp.maximum(0, used - safety), axis=-1)
+
+
+def _balance_terms(problem: Problem, capacity, used):
+    free = capacity - used
+    short = problem.balance_target * free[..., problem.balance_r1] - free[..., problem.balance_r2]
+    return jnp.sum(problem.balance_weight * jnp.maximum(0, short), axis=-1)
+
+
+def _machine_terms(problem: Problem, machines, used):
+    """[2] (load, balance) cost of `machines` with usage rows `used`."""
+    return jnp.stack([jnp.sum(_load_terms(problem, problem.safety[machines], used)),
+                      jnp.sum(_balance_terms(problem, problem.capacity[machines], used))])
+
+
+def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
+    n_machines, n_services = problem.capacity.shape[0], problem.spread_min.shape[0]
+    req = problem.requirement
+    usage = jax.ops.segment_sum(req, assignment, num_segments=n_machines)
+    away = assignment != problem.original
+    held = jax.ops.segment_sum(jnp.where(away[:, None], req, 0), problem.original, num_segments=n_machines)
+    locations = jnp.zeros((n_services, problem.n_locations), jnp.int32).at[problem.service, problem.location[assignment]].add(1)
+    hoods = jnp.zeros((n_services, problem.n_hoods), jnp.int32).at[problem.service, problem.neighborhood[assignment]].add(1)
+    moved = jax.ops.segment_sum(away.astype(jnp.int32), problem.service, num_segments=n_services)
+    hist = jnp.zeros(problem.members.shape[1] + 1, jnp.int32).at[moved].add(1)
+    most = jnp.max(moved)
+    cost = jnp.stack([
+        jnp.sum(_load_terms(problem, problem.safety, usage)),
+        jnp.sum(_balance_terms(problem, problem.capacity, usage)),
+        jnp.sum(jnp.where(away, problem.process_move_cost, 0)),
+        problem.service_move_weight * most,
+        jnp.sum(problem.machine_move_cost[problem.original, assignment])]).astype(jnp.int64)
+    return SearchState(assignment=assignment, usage=usage, held=held, locations=locations, hoods=hoods,
+                       moved=moved, moved_hist=hist, most_moved=most, cost=cost, energy=jnp.sum(cost))
+
+
+def start(problem: Problem) -> SearchState:
+    return _fresh(problem, problem.original)
+
+
+def refresh(problem: Problem, state: SearchState) -> SearchState:
+    return _fresh(problem, state.assignment)
+
+
+class Move(eqx.Module):
+    p: jax.Array            # process moving a -> b
+    q: jax.Array            # process moving b -> a (a swap) when `swap`
+    swap: jax.Array
+    a: jax.Array
+    b: jax.Array
+
+
+def _counts_after(table, services, domains, changes, rows):
+    """Rows `rows` of a per-service count table after the move's relocations (service, domain, +-1)."""
+    out = table[jnp.maximum(rows, 0)]
+    for s, d, c in zip(services, domains, changes):
+        out = out + jnp.where(rows[..., None] == s, c, 0) * jax.nn.one_hot(d, table.shape[1], dtype=out.dtype)
+    return out
+
+
+def _dependencies_kept(problem: Problem, hoods_of, services):
+    """Every moving service's neighborhoods still hold the services it depends on, and every service
+    depending on it still finds it."""
+    ok = jnp.bool_(True)
+    for s in services:
+        mine = hoods_of(s[None])[0] > 0
+        deps = problem.depends_on[s]
+        on = hoods_of(deps) > 0
+        ok &= jnp.all((deps[:, None] < 0) | ~mine[None, :] | on)
+        users = problem.depended_by[s]
+        theirs = hoods_of(users) > 0
+        ok &= jnp.all((users[:, None] < 0) | ~theirs | mine[None, :])
+    return ok
+
+
+def propose(problem: Problem, state: SearchState, words, swap_probability: float):
+    """Shift a random process to a random other machine, or swap the machines of two processes."""
+    n_proc, n_machines = problem.service.shape[0], problem.capacity.shape[0]
+    p = draw(words[0], n_proc)
+    a = state.assignment[p]
+    swap = uniform(words[2]) < swap_probability
+    q = draw(words[1], n_proc)
+    shift_to = draw(words[1], n_machines - 1)
+    b = jnp.where(swap, state.assignment[q], shift_to + (shift_to >= a))
+    home_p, home_q = problem.original[p], problem.original[q]
+    sp, sq = problem.service[p], problem.service[q]
+    req_p, req_q = problem.requirement[p], jnp.where(swap, 1, 0) * problem.requirement[q]
+    on = lambda x: jnp.where(x, 1, 0)  # noqa: E731
+
+    # resources: usage and (for transient resources) resources still held on the original machine
+    used_a, used_b = state.usage[a] - req_p + req_q, state.usage[b] + req_p - req_q
+    held_a = state.held[a] + req_p * on(a == home_p) - req_q * on(a == home_q)
+    held_b = state.held[b] - req_p * on(b == home_p) + req_q * on(b == home_q)
+    fits = jnp.all(jnp.where(problem.transient, used_b + held_b, used_b) <= problem.capacity[b]) & jnp.all(
+        jnp.where(problem.transient, used_a + held_a, used_a) <= problem.capacity[a])
+
+    # conflict: where the members of each moving service end up
+    def alone(s, machine):
+        row = problem.members[s]
+        where = state.assignment[jnp.maximum(row, 0)]
+        where = jnp.where(row == p, b, jnp.where(swap & (row == q), a, where))
+        return jnp.sum((row >= 0) & (where == machine)) <= 1
+
+    no_conflict = alone(sp, b) & (~swap | alone(sq, a))
+
+    # spread and dependency from the per-service counts after the move
+    services = (sp, sp, sq, sq)
+    changes = (-1, 1, -on(swap), on(swap))
+    loc = (problem.location[a], problem.location[b], problem.location[b], problem.location[a])
+    hood = (problem.neighborhood[a], problem.neighborhood[b], problem.neighborhood[b], problem.neighborhood[a])
+    covered = lambda s: jnp.sum(_counts_after(state.locations, services, loc, changes, s[None])[0] > 0)  # noqa: E731
+    spread_ok = (covered(sp) >= problem.spread_min[sp]) & (covered(sq) >= problem.spread_min[sq])
+    hoods_of = lambda rows: _counts_after(state.hoods, services, hood, changes, rows)  # noqa: E731
+    deps_ok = _dependencies_kept(problem, hoods_of, (sp, sq))
+
+    # the objective's change
+    pair = jnp.stack([a, b])
+    before = _machine_terms(problem, pair, state.usage[pair])
+    after = _machine_terms(problem, pair, jnp.stack([used_a, used_b]))
+    moved_p = on(b != home_p) - on(a != home_p)
+    moved_q = on(swap) * (on(a != home_q) - on(b != home_q))
+    process_move = (state.cost[2] + problem.process_move_cost[p] * moved_p
+                    + problem.process_move_cost[q] * moved_q)
+    machine_move = (state.cost[4] + problem.machine_move_cost[home_p, b] - problem.machine_move_cost[home_p, a]
+                    + on(swap) * (problem.machine_move_cost[home_q, a] - problem.machine_move_cost[home_q, b]))
+    moved = state.moved.at[sp].add(moved_p).at[sq].add(moved_q)
+    count_p = state.moved[sp]
+    count_q = jnp.where(sq == sp, count_p + moved_p, state.moved[sq])
+    hist = state.moved_hist.at[count_p].add(-1).at[count_p + moved_p].add(1)
+    hist = hist.at[count_q].add(-1).at[count_q + moved_q].add(1)
+    candidates = state.most_moved + jnp.arange(2, -3, -1)
+    present = (candidates >= 0) & (candidates < hist.shape[0]) & (hist[jnp.clip(candidates, 0, hist.shape[0] - 1)] > 0)
+    most = jnp.where(jnp.any(present), candidates[jnp.argmax(present)], 0).astype(state.most_moved.dtype)
+    cost = jnp.stack([state.cost[0] + after[0] - before[0], state.cost[1] + after[1] - before[1], process_move,
+                      problem.service_move_weight * most, machine_move])
+    valid = (a != b) & fits & no_conflict & spread_ok & deps_ok
+    move = Move(p=p, q=q, swap=swap, a=a, b=b)
+    stats = (used_a, used_b, held_a, held_b, moved, hist, most, cost, services, changes, loc, hood)
+    return move, jnp.sum(cost), valid, stats
+
+
+def apply(problem: Problem, state: SearchState, move: Move, accept, new_energy, stats) -> SearchState:
+    (used_a, used_b, held_a, held_b, moved, hist, most, cost, services, changes, loc, hood) = stats
+    keep = lambda new, old: jnp.where(accept, new, old)  # noqa: E731
+    p, q, a, b = move.p, move.q, move.a, move.b
+    assignment = state.assignment.at[p].set(keep(b, a))
+    assignment = assignment.at[q].set(jnp.where(accept & move.swap, a, assignment[q]))
+    rows = jnp.stack([services[0], services[2]])
+
+    def table(t, domains):
+        return t.at[rows].set(keep(_counts_after(t, services, domains, changes, rows), t[rows]))
+
+    return SearchState(
+        assignment=assignment,
+        usage=state.usage.at[a].set(keep(used_a, state.usage[a])).at[b].set(keep(used_b, state.usage[b])),
+        held=state.held.at[a].set(keep(held_a, state.held[a])).at[b].set(keep(held_b, state.held[b])),
+        locations=table(state.locations, loc), hoods=table(state.hoods, hood),
+        moved=keep(moved, state.moved), moved_hist=keep(hist, state.moved_hist),
+        most_moved=keep(most, state.most_moved), cost=keep(cost, state.cost),
+        energy=keep(new_energy, state.energy))
+
+
+def solution(state: SearchState) -> jax.Array:
+    return state.assignment
+
+
+MODEL = Model(start=start, propose=propose, apply=apply, refresh=refresh, solution=solution, draws=DRAWS)
