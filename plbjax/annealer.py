@@ -34,6 +34,7 @@ class AnnealConfig:
     seed: int = 0
     block_steps: int = 1_000            # steps between exact refreshes (SF: 1000 per round)
     swap_probability: float = 0.3       # SF's SwapPrimaryProbability
+    tries: int = 1                      # proposals evaluated together per step (the first accepted is applied)
     initial_temperature: float | None = None  # None: probe, probe_factor x the largest |dE| seen
     probe_factor: float = 50.0          # SF: 50 x the largest |dE| of its probe moves
     final_ratio: float = 1e-4           # final temperature / initial temperature
@@ -98,16 +99,29 @@ def refresh(model: Model, problem, chain: Chain) -> Chain:
 
 
 def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature: jax.Array) -> Chain:
-    """One Metropolis step at `temperature` (one threefry call: the proposal's words and the next key)."""
-    words = jax.random.bits(chain.key, (model.draws + 3,), jnp.uint32)
-    move, new_energy, valid, stats = model.propose(problem, chain.state, words, config.swap_probability)
+    """One Metropolis step at `temperature` over `config.tries` proposals from the same state.
+
+    The proposals are evaluated together and the first one Metropolis accepts is applied. Rejected
+    proposals leave the state unchanged, so this is exactly the sequential chain that tries them in
+    order and stops at the first acceptance; at low acceptance rates it advances up to `tries`
+    sequential steps at the cost of one. One threefry call gives every proposal's words and the next key.
+    """
+    n = model.draws + 1
+    words = jax.random.bits(chain.key, (config.tries * n + 2,), jnp.uint32)
+    tries = words[:config.tries * n].reshape(config.tries, n)
+    move, new_energy, valid, stats = jax.vmap(model.propose, in_axes=(None, None, 0, None))(
+        problem, chain.state, tries, config.swap_probability)
     delta = (new_energy - chain.state.energy).astype(jnp.float32)
-    uphill_ok = uniform(words[model.draws]) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))
-    accept = valid & ((delta <= 0) | uphill_ok)
-    return Chain(state=model.apply(problem, chain.state, move, accept, new_energy, stats),
-                 best=chain.best, best_energy=chain.best_energy, key=words[model.draws + 1:],
+    uphill_ok = uniform(tries[:, model.draws]) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))
+    accepts = valid & ((delta <= 0) | uphill_ok)
+    first = jnp.argmax(accepts)
+    pick = lambda x: x[first]  # noqa: E731
+    accept = accepts[first]
+    state = model.apply(problem, chain.state, jax.tree.map(pick, move), accept, new_energy[first],
+                        jax.tree.map(pick, stats))
+    return Chain(state=state, best=chain.best, best_energy=chain.best_energy, key=words[config.tries * n:],
                  accepted=chain.accepted + accept.astype(jnp.int32),
-                 largest_delta=jnp.maximum(chain.largest_delta, jnp.where(valid, jnp.abs(delta), 0.0)))
+                 largest_delta=jnp.maximum(chain.largest_delta, jnp.max(jnp.where(valid, jnp.abs(delta), 0.0))))
 
 
 def run_block(model: Model, problem, config: AnnealConfig, chain: Chain, t_start, t_end) -> Chain:

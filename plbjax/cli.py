@@ -33,7 +33,7 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
-def _enable_compilation_cache() -> None:
+def enable_compilation_cache() -> None:
     """Keep compiled searches on disk so repeated runs on similar clusters skip XLA compilation."""
     import os
 
@@ -50,7 +50,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     from plbjax.phases import plan as make_plan
     from plbjax.state import load_state
 
-    _enable_compilation_cache()
+    enable_compilation_cache()
     state = load_state(cfg.state)
     if cfg.balancing_threshold is not None or cfg.activity_threshold is not None:
         metrics = state.metric_names()

@@ -1,0 +1,89 @@
+"""`plbjax-roadef -t SECONDS -p MODEL -i ORIGINAL -o NEW [-s SEED]`: the challenge's solver command.
+
+The original assignment is written to NEW at once, so a feasible solution exists whatever happens;
+the search then runs until the time limit (start-up and compilation included) and NEW is replaced
+by the best feasible solution found. Bad input exits with status 2 and one line naming the problem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import sys
+import threading
+import time
+
+MARGIN = 1.0    # seconds kept back from the limit for checking and writing the solution and exiting
+
+
+def _started() -> float:
+    """When this process started, on the `time.perf_counter()` clock (interpreter start-up and imports
+    count against the time limit); now, where /proc does not say."""
+    try:
+        with open("/proc/self/stat") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - ticks / os.sysconf("SC_CLK_TCK")
+        return time.perf_counter() - max(0.0, age)
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter()
+
+
+START = _started()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="plbjax-roadef", description=__doc__.splitlines()[0])
+    parser.add_argument("-t", dest="seconds", type=float, required=True, help="time limit in seconds")
+    parser.add_argument("-p", dest="model", required=True, help="instance (model) file")
+    parser.add_argument("-i", dest="original", required=True, help="original assignment file")
+    parser.add_argument("-o", dest="new", required=True, help="where to write the new assignment")
+    parser.add_argument("-s", dest="seed", type=int, default=0, help="random seed")
+    parser.add_argument("--chains", type=int, help="chains (default: the solver's setting)")
+    parser.add_argument("--tries", type=int, help="proposals evaluated together per step")
+    parser.add_argument("--name", action="store_true", help="print the team name and exit (challenge convention)")
+    args = parser.parse_args(argv)
+    if args.seconds <= 0:
+        parser.error(f"-t: the time limit must be positive, got {args.seconds}")
+
+    from plbjax.cli import enable_compilation_cache
+    from plbjax.errors import BadInput
+    from plbjax.roadef.instance import read_instance, read_solution, write_solution
+    from plbjax.roadef.objective import violations
+    from plbjax.roadef.solver import ROADEF_SEARCH, solve
+
+    deadline = START + args.seconds - MARGIN
+    try:
+        instance = read_instance(args.model)
+        original = read_solution(args.original, instance)
+        if bad := violations(instance, original, original):
+            raise BadInput(f"{args.original}: the original assignment is infeasible ({bad[0]})")
+        write_solution(args.new, original)
+    except BadInput as e:
+        print(f"plbjax-roadef: {e}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as e:
+        print(f"plbjax-roadef: {args.new}: cannot write ({e.strerror})", file=sys.stderr)
+        sys.exit(2)
+
+    enable_compilation_cache()
+    config = dataclasses.replace(ROADEF_SEARCH, seed=args.seed,
+                                 chains=args.chains or ROADEF_SEARCH.chains, tries=args.tries or ROADEF_SEARCH.tries)
+    found = []
+    search = threading.Thread(target=lambda: found.append(solve(instance, original, config, deadline)), daemon=True)
+    search.start()
+    search.join(timeout=max(0.0, deadline - time.perf_counter()))
+    if not found:       # compilation or the first block outlasted the limit: the original stands
+        print(f"plbjax-roadef: no search result within {args.seconds:g} s; the original assignment stands",
+              file=sys.stderr, flush=True)
+        os._exit(0)
+    result = found[0]
+    write_solution(args.new, result.assignment)
+    print(f"plbjax-roadef: cost {result.costs.total} (initial {result.initial_cost}), "
+          f"{result.proposals} proposals in {result.search_seconds:.1f} s, compile {result.compile_seconds:.1f} s, "
+          f"total {time.perf_counter() - START:.1f} s", file=sys.stderr, flush=True)
+    os._exit(0)         # skip the interpreter's slow teardown of the XLA runtime
+
+
+if __name__ == "__main__":
+    main()

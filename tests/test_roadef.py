@@ -1,0 +1,156 @@
+"""ROADEF/EURO 2012 machine reassignment on the plbjax engine, checked by an independent checker."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from plbjax import annealer as A
+from plbjax.roadef import costs, read_instance, read_solution, violations
+from plbjax.roadef import search as RS
+from plbjax.roadef.generator import random_instance, write_instance
+from plbjax.roadef.solver import ROADEF_SEARCH, solve
+from roadef_checker import check, load_model
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "benchmarks" / "roadef2012"
+EXAMPLE = [DATA / f for f in ("model_example.txt", "initial_solution_example.txt", "new_solution_example.txt")]
+needs_data = pytest.mark.skipif(not EXAMPLE[0].exists(), reason="benchmark files not present")
+
+
+def _model(tmp_path, instance, name="model.txt"):
+    path = tmp_path / name
+    write_instance(path, instance)
+    return load_model(path)
+
+
+@eqx.filter_jit
+def _hot_steps(problem, keys, n: int):
+    """n steps of several chains at a high temperature (many accepted moves)."""
+    config = A.AnnealConfig(chains=keys.shape[0], tries=4, swap_probability=0.5)
+    chains = A.init_chains(RS.MODEL, problem, keys)
+
+    def body(_, c):
+        return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(RS.MODEL, problem, config, c, jnp.float32(1e5))
+    return jax.lax.fori_loop(0, n, body, chains)
+
+
+@needs_data
+def test_official_example_costs():
+    model = load_model(EXAMPLE[0])
+    original, new = (read_ints_list(p) for p in EXAMPLE[1:])
+    assert check(model, original, original)[:2] == (True, 4200)
+    assert check(model, original, new)[:2] == (True, 2411)
+    instance = read_instance(EXAMPLE[0])
+    o, n = (read_solution(p, instance) for p in EXAMPLE[1:])
+    assert costs(instance, o, o).total == 4200 and costs(instance, o, n).total == 2411
+    assert violations(instance, o, n) == []
+
+
+def read_ints_list(path):
+    return [int(w) for w in Path(path).read_text().split()]
+
+
+@needs_data
+def test_solver_on_the_example_is_feasible_and_at_least_as_good_as_the_given_solution():
+    instance = read_instance(EXAMPLE[0])
+    original = read_solution(EXAMPLE[1], instance)
+    config = A.AnnealConfig(**{**ROADEF_SEARCH.__dict__, "steps": 20_000, "tries": 8})
+    found = solve(instance, original, config)
+    feasible, cost, _ = check(load_model(EXAMPLE[0]), list(original), list(found.assignment))
+    assert feasible and cost == found.costs.total <= 2411
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_proposals_are_valid_exactly_when_feasible_and_their_energy_is_the_cost(tmp_path, seed):
+    """Brute force: every proposal from a state reached by a hot search, applied on the host."""
+    instance, original = random_instance(seed)
+    model = _model(tmp_path, instance)
+    with jax.enable_x64(True):
+        problem = RS.encode(instance, original)
+        chains = _hot_steps(problem, jax.random.split(jax.random.PRNGKey(seed), 2), 200)
+        state = jax.tree.map(lambda x: x[0], chains.state)
+        words = jax.random.bits(jax.random.PRNGKey(7), (400, RS.DRAWS), jnp.uint32)
+        move, energy, valid, _ = jax.vmap(RS.propose, in_axes=(None, None, 0, None))(problem, state, words, 0.5)
+    start = np.asarray(state.assignment)
+    move, energy, valid = jax.tree.map(np.asarray, move), np.asarray(energy), np.asarray(valid)
+    assert check(model, list(original), list(start))[0]
+    for n in np.nonzero(move.a != move.b)[0]:
+        after = start.copy()
+        after[move.p[n]] = move.b[n]
+        if move.swap[n]:
+            after[move.q[n]] = move.a[n]
+        feasible, cost, _ = check(model, list(original), list(after))
+        assert feasible == valid[n]
+        if feasible:
+            assert cost == energy[n]
+    assert 20 < valid.sum() < len(valid)
+
+
+def test_every_chain_state_is_feasible_and_its_running_energy_exact(tmp_path):
+    instance, original = random_instance(3)
+    model = _model(tmp_path, instance)
+    with jax.enable_x64(True):
+        chains = _hot_steps(RS.encode(instance, original), jax.random.split(jax.random.PRNGKey(0), 4), 500)
+    assert int(chains.accepted.sum()) > 200
+    for c in range(4):
+        assignment = np.asarray(chains.state.assignment[c])
+        feasible, cost, problems = check(model, list(original), list(assignment))
+        assert feasible, problems
+        assert cost == int(chains.state.energy[c])
+
+
+def test_costs_past_two_to_the_31_stay_exact(tmp_path):
+    instance, original = random_instance(4, scale=10**7)
+    model = _model(tmp_path, instance)
+    assert costs(instance, original, original).total > 2**31
+    with jax.enable_x64(True):
+        chains = _hot_steps(RS.encode(instance, original), jax.random.split(jax.random.PRNGKey(1), 2), 300)
+    for c in range(2):
+        assert check(model, list(original), list(np.asarray(chains.state.assignment[c])))[1] == int(chains.state.energy[c])
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "plbjax.roadef.cli", *map(str, args)], capture_output=True, text=True)
+
+
+def test_cli_writes_a_feasible_improvement_within_the_limit(tmp_path):
+    instance, original = random_instance(5)
+    write_instance(tmp_path / "model.txt", instance)
+    (tmp_path / "original.txt").write_text(" ".join(map(str, original)))
+    out = _cli("-t", 30, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt",
+               "-s", 3)
+    assert out.returncode == 0, out.stderr
+    new = [int(w) for w in (tmp_path / "new.txt").read_text().split()]
+    feasible, cost, _ = check(load_model(tmp_path / "model.txt"), list(original), new)
+    assert feasible and cost < costs(instance, original, original).total, out.stderr
+
+
+@pytest.mark.parametrize("damage, message", [
+    (lambda text: text.replace(text.split()[0], "x", 1), "'x' is not an integer"),
+    (lambda text: " ".join(text.split()[:-2]), "ends early"),
+])
+def test_cli_bad_model_exits_2_with_one_line_and_leaves_the_input(tmp_path, damage, message):
+    instance, original = random_instance(0)
+    write_instance(tmp_path / "model.txt", instance)
+    bad = damage((tmp_path / "model.txt").read_text())
+    (tmp_path / "model.txt").write_text(bad)
+    (tmp_path / "original.txt").write_text(" ".join(map(str, original)))
+    out = _cli("-t", 5, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt")
+    assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
+    assert (tmp_path / "model.txt").read_text() == bad and not (tmp_path / "new.txt").exists()
+
+
+def test_cli_rejects_an_infeasible_original(tmp_path):
+    instance, original = random_instance(0)
+    write_instance(tmp_path / "model.txt", instance)
+    crowded = np.zeros_like(original)       # every process on machine 0: conflicts
+    (tmp_path / "original.txt").write_text(" ".join(map(str, crowded)))
+    out = _cli("-t", 5, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt")
+    assert out.returncode == 2 and "infeasible" in out.stderr
