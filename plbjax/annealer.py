@@ -14,14 +14,19 @@ reports and a wall-time budget without recompiling.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import os
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +40,7 @@ class AnnealConfig:
     block_steps: int = 1_000            # steps between exact refreshes (SF: 1000 per round)
     swap_probability: float = 0.3       # SF's SwapPrimaryProbability
     tries: int = 1                      # proposals evaluated together per step (the first accepted is applied)
+    parallel: bool = False              # apply every accepted proposal that is independent of earlier ones
     initial_temperature: float | None = None  # None: probe, probe_factor x the largest |dE| seen
     probe_factor: float = 50.0          # SF: 50 x the largest |dE| of its probe moves
     final_ratio: float = 1e-4           # final temperature / initial temperature
@@ -48,11 +54,14 @@ class Model:
         an `energy` field.
     propose(problem, state, words, swap_probability) -> (move, energy, valid, stats): one random
         move drawn from `draws` random uint32 words, the energy it would leave, whether it is
-        allowed, and whatever `apply` needs to reuse.
-    apply(problem, state, move, accept, energy, stats) -> state: the state after the move when
-        `accept`, else unchanged.
+        allowed, and whatever `apply` needs to reuse. The annealer vmaps it over proposals.
+    apply(problem, state, moves, keep, energies, stats) -> state: the state after the proposals
+        marked in `keep` [T] (their moves, energies and stats batched over T proposals).
     refresh(problem, state) -> state: the running statistics recomputed exactly.
     solution(state) -> pytree: what the search returns (e.g. the placement).
+    footprint(problem, state, move) -> [F] int ids (-1: none), for models whose `apply` takes
+        several moves at once: moves with disjoint footprints change disjoint parts of the state
+        and do not change each other's validity or energy change; None: one move per step.
     """
 
     start: Callable
@@ -61,6 +70,8 @@ class Model:
     refresh: Callable
     solution: Callable
     draws: int
+    footprint: Callable | None = None
+    footprint_ids: Callable | None = None   # problem -> number of distinct footprint ids
 
 
 class Chain(eqx.Module):
@@ -98,13 +109,30 @@ def refresh(model: Model, problem, chain: Chain) -> Chain:
                                best_energy=jnp.minimum(state.energy, chain.best_energy))
 
 
+def _first(accepts: jax.Array) -> jax.Array:
+    """[T] only the first accepted proposal."""
+    return accepts & (jnp.arange(accepts.shape[0]) == jnp.argmax(accepts))
+
+
+def _independent(ids: jax.Array, accepts: jax.Array, n_ids: int) -> jax.Array:
+    """[T] accepted proposals whose footprint `ids` [T, F] no earlier accepted proposal touches: each
+    is its footprint's first accepted claimant, so the kept moves are pairwise disjoint."""
+    order = jnp.arange(accepts.shape[0])
+    mine = jnp.where(accepts[:, None] & (ids >= 0), order[:, None], accepts.shape[0])
+    claim = jnp.full(n_ids + 1, accepts.shape[0]).at[jnp.where(ids >= 0, ids, n_ids)].min(mine)
+    return accepts & jnp.all((ids < 0) | (claim[jnp.maximum(ids, 0)] == order[:, None]), axis=1)
+
+
 def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature: jax.Array) -> Chain:
     """One Metropolis step at `temperature` over `config.tries` proposals from the same state.
 
-    The proposals are evaluated together and the first one Metropolis accepts is applied. Rejected
-    proposals leave the state unchanged, so this is exactly the sequential chain that tries them in
-    order and stops at the first acceptance; at low acceptance rates it advances up to `tries`
-    sequential steps at the cost of one. One threefry call gives every proposal's words and the next key.
+    The proposals are evaluated together against the current state. By default the first one
+    Metropolis accepts is applied: rejected proposals leave the state unchanged, so this is exactly
+    the sequential chain that tries them in order and stops at the first acceptance. With
+    `config.parallel` (and a model with footprints) every accepted proposal whose footprint no
+    earlier accepted one touches is applied too: such moves commute and do not change each other's
+    validity or energy change, so the step equals applying them one by one. One threefry call gives
+    every proposal's words and the next key.
     """
     n = model.draws + 1
     words = jax.random.bits(chain.key, (config.tries * n + 2,), jnp.uint32)
@@ -114,13 +142,14 @@ def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature:
     delta = (new_energy - chain.state.energy).astype(jnp.float32)
     uphill_ok = uniform(tries[:, model.draws]) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))
     accepts = valid & ((delta <= 0) | uphill_ok)
-    first = jnp.argmax(accepts)
-    pick = lambda x: x[first]  # noqa: E731
-    accept = accepts[first]
-    state = model.apply(problem, chain.state, jax.tree.map(pick, move), accept, new_energy[first],
-                        jax.tree.map(pick, stats))
-    return Chain(state=state, best=chain.best, best_energy=chain.best_energy, key=words[config.tries * n:],
-                 accepted=chain.accepted + accept.astype(jnp.int32),
+    if config.parallel and model.footprint is not None:
+        ids = jax.vmap(model.footprint, in_axes=(None, None, 0))(problem, chain.state, move)
+        keep = _independent(ids, accepts, model.footprint_ids(problem))
+    else:
+        keep = _first(accepts)
+    return Chain(state=model.apply(problem, chain.state, move, keep, new_energy, stats),
+                 best=chain.best, best_energy=chain.best_energy, key=words[config.tries * n:],
+                 accepted=chain.accepted + jnp.sum(keep, dtype=jnp.int32),
                  largest_delta=jnp.maximum(chain.largest_delta, jnp.max(jnp.where(valid, jnp.abs(delta), 0.0))))
 
 
@@ -145,6 +174,34 @@ def init_chains(model: Model, problem, keys: jax.Array) -> Chain:
 def _run_blocks(model: Model, problem, chains: Chain, config: AnnealConfig, t_start, t_end) -> Chain:
     return jax.vmap(run_block, in_axes=(None, None, None, 0, None, None))(model, problem, config, chains,
                                                                          t_start, t_end)
+
+
+def enable_compilation_cache() -> None:
+    """Keep compiled searches on disk so repeated runs on similar clusters skip XLA compilation."""
+    logging.getLogger("jax").setLevel(logging.WARNING)   # not Hydra's INFO lines about absent TPUs
+    path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def shard(problem, chains: Chain):
+    """Chains split over every device (all local devices, or every process's after
+    `jax.distributed.initialize()`), the problem replicated on each; unchanged on one device or
+    when the chains do not divide evenly."""
+    devices = jax.devices()
+    if len(devices) == 1 or chains.key.shape[0] % len(devices):
+        return problem, chains
+    mesh = Mesh(np.array(devices), ("chains",))
+    put = lambda tree, spec: jax.tree.map(  # noqa: E731
+        lambda x: jax.device_put(x, NamedSharding(mesh, spec)) if isinstance(x, jax.Array) else x, tree)
+    return put(problem, PartitionSpec()), put(chains, PartitionSpec("chains"))
+
+
+def _host(x: jax.Array) -> np.ndarray:
+    """A (possibly multi-process) array as one NumPy array on this host."""
+    if jax.process_count() > 1:
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
 
 
 _executables: dict = {}
@@ -185,8 +242,8 @@ def anneal(model: Model, problem, config: AnnealConfig,
     `deadline` (a `time.perf_counter()` instant) also bounds the search, compilation included.
     """
     keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
-    chains = init_chains(model, problem, keys)
-    initial_energy = float(chains.state.energy[0])
+    problem, chains = shard(problem, init_chains(model, problem, keys))
+    initial_energy = float(_host(chains.state.energy)[0])
     compiled, compile_seconds = _compiled_blocks(model, problem, chains, config)
 
     # Without a given temperature the first block is the probe (SF: T0 from the largest |dE| of random
@@ -205,11 +262,11 @@ def anneal(model: Model, problem, config: AnnealConfig,
             t_a = t0 * config.final_ratio ** (done / blocks)
             t_b = t0 * config.final_ratio ** ((done + 1) / blocks)
         chains = compiled(model, problem, chains, config, jnp.float32(t_a), jnp.float32(t_b))
-        best_energy = np.asarray(chains.best_energy)          # waits for the block
+        best_energy = _host(chains.best_energy)               # waits for the block
         done += 1
         elapsed = time.perf_counter() - start
         if t0 is None:
-            found = float(np.median(np.asarray(chains.largest_delta)))
+            found = float(np.median(_host(chains.largest_delta)))
             t0 = config.probe_factor * found if found > 0 else max(initial_energy, 1.0)
         if done == 1:
             first_seconds = elapsed
@@ -221,10 +278,11 @@ def anneal(model: Model, problem, config: AnnealConfig,
             progress(done, blocks, elapsed, float(best_energy.min()))
     seconds = time.perf_counter() - start
 
-    best = int(np.argmin(np.asarray(chains.best_energy)))
+    energies = _host(chains.best_energy)
+    best = int(np.argmin(energies))
     return AnnealResult(
-        solution=jax.tree.map(lambda x: np.asarray(x[best]), chains.best),
-        energy=float(chains.best_energy[best]), initial_energy=initial_energy,
+        solution=jax.tree.map(lambda x: _host(x)[best], chains.best),
+        energy=float(energies[best]), initial_energy=initial_energy,
         steps=done * config.block_steps, chains=config.chains, seconds=seconds,
-        compile_seconds=compile_seconds, accepted=int(np.asarray(chains.accepted).sum()),
-        initial_temperature=t0, energies=np.asarray(chains.best_energy))
+        compile_seconds=compile_seconds, accepted=int(_host(chains.accepted).sum()),
+        initial_temperature=t0, energies=energies)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import logging
 import sys
 import time
 from pathlib import Path
@@ -13,6 +12,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from plbjax.annealer import enable_compilation_cache
 from plbjax.config import RunConfig, from_hydra
 from plbjax.errors import BadInput
 
@@ -31,18 +31,6 @@ class Progress:
             self.last = elapsed
             print(f"plbjax: search {done}/{total} blocks, {elapsed:.1f} s, best energy {best_energy:.6g}",
                   file=sys.stderr, flush=True)
-
-
-def enable_compilation_cache() -> None:
-    """Keep compiled searches on disk so repeated runs on similar clusters skip XLA compilation."""
-    import os
-
-    import jax
-
-    logging.getLogger("jax").setLevel(logging.WARNING)   # not Hydra's INFO lines about absent TPUs
-    path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
-    jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:

@@ -164,7 +164,7 @@ def evaluate(problem: Problem, state: SearchState, move: Move):
                         penalty, local_delta_a, local_delta_b)
 
 
-def apply(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy, stats) -> SearchState:
+def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy, stats) -> SearchState:
     """The state after `move` if `accept`, else unchanged (every write is masked by `accept`)."""
     (g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, l_total, l_sq, local_score, cost, penalty,
      local_delta_a, local_delta_b) = stats
@@ -207,6 +207,13 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
     new_energy, stats = evaluate(problem, state, move)
     valid = move.valid & (state.moves + move.moves_delta <= problem.move_budget)
     return move, new_energy, valid, stats
+
+
+def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, energies, stats) -> SearchState:
+    """The state after the kept proposal (SF's moves are applied one per step)."""
+    i = jnp.argmax(keep)
+    pick = lambda x: x[i]  # noqa: E731
+    return apply_one(problem, state, jax.tree.map(pick, moves), keep[i], energies[i], jax.tree.map(pick, stats))
 
 
 def solution(state: SearchState):

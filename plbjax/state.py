@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
-import jsonschema
 import yaml
 
 from plbjax.errors import BadInput
@@ -226,6 +225,8 @@ def parse_state(doc: Mapping, source: str = "<state>") -> ClusterState:
         doc = _plain_copy(doc, "")
         schema = _schema()
         if not _conforms(schema, doc):  # fast path; jsonschema names the problem
+            import jsonschema   # only for the message: the fast path needs none
+
             error = jsonschema.exceptions.best_match(_validator().iter_errors(doc))
             if error is not None:
                 raise BadInput(_describe(error))
@@ -252,8 +253,11 @@ def _schema() -> dict:
 
 
 @cache
-def _validator() -> jsonschema.Draft202012Validator:
-    # "integer" means a JSON integer: jsonschema would also take 3.0, e.g. as a ReplicaId.
+def _validator():
+    """jsonschema's validator of the state schema, where "integer" means a JSON integer (jsonschema
+    would also take 3.0, e.g. as a ReplicaId)."""
+    import jsonschema
+
     base = jsonschema.Draft202012Validator
     strict = base.TYPE_CHECKER.redefine("integer", lambda _, v: _TYPES["integer"](v))
     return jsonschema.validators.extend(base, type_checker=strict)(_schema())
@@ -343,7 +347,7 @@ def _join(where: str, key: str | int) -> str:
     return f"{where}.{key}" if where else key
 
 
-def _describe(error: jsonschema.ValidationError) -> str:
+def _describe(error) -> str:
     """One line naming the path of the offending key or value."""
     where = ""
     for part in error.absolute_path:

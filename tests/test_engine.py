@@ -37,7 +37,7 @@ def _move_energies(problem, chain, keys):
         words = jax.random.bits(key, (DRAWS,))
         move = propose(problem, chain.node_of, chain.primary_of, chain.loads, words, 0.3)
         new_energy, stats = S.evaluate(problem, chain, move)
-        after = S.apply(problem, chain, move, jnp.asarray(True), new_energy, stats)
+        after = S.apply_one(problem, chain, move, jnp.asarray(True), new_energy, stats)
         return move.valid, new_energy, E.energy_of(problem, after.node_of, after.primary_of), after
     return jax.vmap(one)(keys)
 
@@ -185,3 +185,26 @@ def test_missing_replica_is_placed(documents):
     assert result["Unplaced"] == [] and result["Phases"][0]["Ran"]
     assert adds[0]["TargetNode"] not in {r["NodeName"] for r in part["Replicas"]}
     assert gone["NodeName"]  # the test removed a placed replica
+
+
+def test_multi_try_step_is_the_sequential_chain_stopping_at_its_first_acceptance(states):
+    """A step over T proposals = trying them one by one from the same state until one is accepted."""
+    problem, _ = searchable(states[0])
+    config = dataclasses.replace(QUICK, tries=16)
+    chains = _steps(problem, QUICK, _chains(problem, n=4), jnp.float32(2.0), 100)
+    temperature = jnp.float32(0.02)
+    for c in range(4):
+        chain = jax.tree.map(lambda x: x[c], chains)
+        after = eqx.filter_jit(A.step)(S.MODEL, problem, config, chain, temperature)
+        n = DRAWS + 1
+        tries = jax.random.bits(chain.key, (config.tries * n + 2,), jnp.uint32)[:config.tries * n].reshape(-1, n)
+        state = chain.state
+        for words in tries:
+            move, energy, valid, stats = S.propose(problem, state, words, config.swap_probability)
+            delta = float(energy - state.energy)
+            if bool(valid) and (delta <= 0 or float(A.uniform(words[DRAWS])) < np.exp(-delta / float(temperature))):
+                state = S.apply_one(problem, state, move, jnp.asarray(True), energy, stats)
+                break
+        np.testing.assert_array_equal(after.state.node_of, state.node_of)
+        np.testing.assert_array_equal(after.state.primary_of, state.primary_of)
+        np.testing.assert_allclose(after.state.energy, state.energy, rtol=1e-6)

@@ -154,3 +154,50 @@ def test_cli_rejects_an_infeasible_original(tmp_path):
     (tmp_path / "original.txt").write_text(" ".join(map(str, crowded)))
     out = _cli("-t", 5, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt")
     assert out.returncode == 2 and "infeasible" in out.stderr
+
+
+def test_parallel_step_equals_its_kept_moves_applied_one_by_one(tmp_path):
+    """Independent accepted moves (disjoint footprints) applied together = applied in order, each
+    re-proposed from the same words on the state its predecessors left."""
+    instance, original = random_instance(6, machines=40, processes=120, services=40, dependencies=3)
+    model = _model(tmp_path, instance)
+    with jax.enable_x64(True):
+        problem = RS.encode(instance, original)
+        chains = _hot_steps(problem, jax.random.split(jax.random.PRNGKey(2), 2), 100)
+        state = jax.tree.map(lambda x: x[0], chains.state)
+        words = jax.random.bits(jax.random.PRNGKey(9), (128, RS.DRAWS), jnp.uint32)
+        propose = jax.jit(jax.vmap(RS.propose, in_axes=(None, None, 0, None)), static_argnums=3)
+        moves, energies, valid, stats = propose(problem, state, words, 0.5)
+        ids = jax.vmap(RS.footprint, in_axes=(None, None, 0))(problem, state, moves)
+        keep = A._independent(ids, valid, RS.footprint_ids(problem))
+        together = jax.jit(RS.apply)(problem, state, moves, keep, energies, stats)
+        one_by_one = state
+        for i in np.nonzero(np.asarray(keep))[0]:
+            move, energy, ok, stat = propose(problem, one_by_one, words[i:i + 1], 0.5)
+            assert bool(ok[0]) and int(move.p[0]) == int(moves.p[i])
+            one_by_one = jax.jit(RS.apply)(problem, one_by_one, move, ok, energy, stat)
+        exact = RS.refresh(problem, together)
+    assert int(keep.sum()) >= 5
+    for name in ("assignment", "usage", "held", "locations", "hoods", "moved", "moved_hist", "most_moved", "cost",
+                 "energy"):
+        np.testing.assert_array_equal(getattr(together, name), getattr(one_by_one, name), err_msg=name)
+        np.testing.assert_array_equal(getattr(together, name), getattr(exact, name), err_msg=name)
+    feasible, cost, _ = check(model, list(original), list(np.asarray(together.assignment)))
+    assert feasible and cost == int(together.energy)
+
+
+def test_parallel_search_keeps_every_state_feasible(tmp_path):
+    instance, original = random_instance(3)
+    model = _model(tmp_path, instance)
+    config = A.AnnealConfig(chains=2, tries=32, parallel=True, swap_probability=0.5)
+    with jax.enable_x64(True):
+        problem = RS.encode(instance, original)
+        chains = A.init_chains(RS.MODEL, problem, jax.random.split(jax.random.PRNGKey(4), 2))
+        run = jax.jit(lambda c: jax.lax.fori_loop(0, 100, lambda _, c: jax.vmap(
+            A.step, in_axes=(None, None, None, 0, None))(RS.MODEL, problem, config, c, jnp.float32(1e5)), c))
+        chains = run(chains)
+    assert int(chains.accepted.sum()) > 200
+    for c in range(2):
+        feasible, cost, problems = check(model, list(original), list(np.asarray(chains.state.assignment[c])))
+        assert feasible, problems
+        assert cost == int(chains.state.energy[c])

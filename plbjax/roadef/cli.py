@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.seconds <= 0:
         parser.error(f"-t: the time limit must be positive, got {args.seconds}")
 
-    from plbjax.cli import enable_compilation_cache
+    from plbjax.annealer import enable_compilation_cache
     from plbjax.errors import BadInput
     from plbjax.roadef.instance import read_instance, read_solution, write_solution
     from plbjax.roadef.objective import violations
@@ -69,8 +69,15 @@ def main(argv: list[str] | None = None) -> None:
     enable_compilation_cache()
     config = dataclasses.replace(ROADEF_SEARCH, seed=args.seed,
                                  chains=args.chains or ROADEF_SEARCH.chains, tries=args.tries or ROADEF_SEARCH.tries)
-    found = []
-    search = threading.Thread(target=lambda: found.append(solve(instance, original, config, deadline)), daemon=True)
+    found: list = []
+
+    def search_thread():
+        try:
+            found.append(solve(instance, original, config, deadline))
+        except BaseException as e:      # reported below; the original assignment is already written
+            found.append(e)
+
+    search = threading.Thread(target=search_thread, daemon=True)
     search.start()
     search.join(timeout=max(0.0, deadline - time.perf_counter()))
     if not found:       # compilation or the first block outlasted the limit: the original stands
@@ -78,6 +85,10 @@ def main(argv: list[str] | None = None) -> None:
               file=sys.stderr, flush=True)
         os._exit(0)
     result = found[0]
+    if isinstance(result, BaseException):
+        print(f"plbjax-roadef: the search failed ({type(result).__name__}: {result}); the original assignment "
+              "stands", file=sys.stderr, flush=True)
+        os._exit(1)
     write_solution(args.new, result.assignment)
     print(f"plbjax-roadef: cost {result.costs.total} (initial {result.initial_cost}), "
           f"{result.proposals} proposals in {result.search_seconds:.1f} s, compile {result.compile_seconds:.1f} s, "

@@ -74,10 +74,10 @@ def violations(instance: Instance, original: np.ndarray, solution: np.ndarray) -
         out.append(f"conflict: service {pair // len(instance.location)} has several processes on machine "
                    f"{pair % len(instance.location)}")
     n_services = len(instance.spread_min)
-    for s in range(n_services):
-        covered = len(np.unique(instance.location[solution[instance.service == s]]))
-        if covered < instance.spread_min[s]:
-            out.append(f"spread: service {s} covers {covered} locations, needs {instance.spread_min[s]}")
+    pairs = np.unique(instance.service * (instance.location.max() + 1) + instance.location[solution])
+    covered = np.bincount(pairs // (instance.location.max() + 1), minlength=n_services)
+    for s in np.nonzero(covered < instance.spread_min)[0]:
+        out.append(f"spread: service {s} covers {covered[s]} locations, needs {instance.spread_min[s]}")
     hoods = np.zeros((n_services, instance.neighborhood.max() + 1), bool)
     hoods[instance.service, instance.neighborhood[solution]] = True
     for s, d in instance.dependencies:

@@ -14,7 +14,6 @@ service's neighborhoods hold the services it depends on).
 
 from __future__ import annotations
 
-import dataclasses
 
 import equinox as eqx
 import jax
@@ -156,6 +155,19 @@ class Move(eqx.Module):
     swap: jax.Array
     a: jax.Array
     b: jax.Array
+    sp: jax.Array           # their services
+    sq: jax.Array
+    crosses: jax.Array      # a and b are in different neighborhoods
+
+
+class MoveStats(eqx.Module):
+    """What a move changes, computed by `propose` against the state it was drawn from."""
+    used: jax.Array         # [2, R] usage of a and b after the move
+    held: jax.Array         # [2, R]
+    locations: jax.Array    # [2, L] rows of services sp and sq after the move
+    hoods: jax.Array        # [2, N]
+    counts: jax.Array       # [4] moved processes of sp before/after, of sq before/after (after sp's change)
+    cost_delta: jax.Array   # [5] change of each cost part, the service-move part as if alone
 
 
 def _counts_after(table, services, domains, changes, rows):
@@ -181,6 +193,10 @@ def _dependencies_kept(problem: Problem, hoods_of, services):
     return ok
 
 
+def _most_moved(hist: jax.Array) -> jax.Array:
+    return jnp.max(jnp.where(hist > 0, jnp.arange(hist.shape[0]), 0)).astype(jnp.int32)
+
+
 def propose(problem: Problem, state: SearchState, words, swap_probability: float):
     """Shift a random process to a random other machine, or swap the machines of two processes."""
     n_proc, n_machines = problem.service.shape[0], problem.capacity.shape[0]
@@ -196,11 +212,11 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
     on = lambda x: jnp.where(x, 1, 0)  # noqa: E731
 
     # resources: usage and (for transient resources) resources still held on the original machine
-    used_a, used_b = state.usage[a] - req_p + req_q, state.usage[b] + req_p - req_q
-    held_a = state.held[a] + req_p * on(a == home_p) - req_q * on(a == home_q)
-    held_b = state.held[b] - req_p * on(b == home_p) + req_q * on(b == home_q)
-    fits = jnp.all(jnp.where(problem.transient, used_b + held_b, used_b) <= problem.capacity[b]) & jnp.all(
-        jnp.where(problem.transient, used_a + held_a, used_a) <= problem.capacity[a])
+    used = jnp.stack([state.usage[a] - req_p + req_q, state.usage[b] + req_p - req_q])
+    held = jnp.stack([state.held[a] + req_p * on(a == home_p) - req_q * on(a == home_q),
+                      state.held[b] - req_p * on(b == home_p) + req_q * on(b == home_q)])
+    pair = jnp.stack([a, b])
+    fits = jnp.all(jnp.where(problem.transient, used + held, used) <= problem.capacity[pair])
 
     # conflict: where the members of each moving service end up
     def alone(s, machine):
@@ -216,60 +232,88 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
     changes = (-1, 1, -on(swap), on(swap))
     loc = (problem.location[a], problem.location[b], problem.location[b], problem.location[a])
     hood = (problem.neighborhood[a], problem.neighborhood[b], problem.neighborhood[b], problem.neighborhood[a])
-    covered = lambda s: jnp.sum(_counts_after(state.locations, services, loc, changes, s[None])[0] > 0)  # noqa: E731
-    spread_ok = (covered(sp) >= problem.spread_min[sp]) & (covered(sq) >= problem.spread_min[sq])
-    hoods_of = lambda rows: _counts_after(state.hoods, services, hood, changes, rows)  # noqa: E731
+    rows = jnp.stack([sp, sq])
+    locations = _counts_after(state.locations, services, loc, changes, rows)
+    hoods = _counts_after(state.hoods, services, hood, changes, rows)
+    spread_ok = jnp.all(jnp.sum(locations > 0, axis=1) >= problem.spread_min[rows])
+    hoods_of = lambda r: _counts_after(state.hoods, services, hood, changes, r)  # noqa: E731
     deps_ok = _dependencies_kept(problem, hoods_of, (sp, sq))
 
     # the objective's change
-    pair = jnp.stack([a, b])
     before = _machine_terms(problem, pair, state.usage[pair])
-    after = _machine_terms(problem, pair, jnp.stack([used_a, used_b]))
+    after = _machine_terms(problem, pair, used)
     moved_p = on(b != home_p) - on(a != home_p)
     moved_q = on(swap) * (on(a != home_q) - on(b != home_q))
-    process_move = (state.cost[2] + problem.process_move_cost[p] * moved_p
-                    + problem.process_move_cost[q] * moved_q)
-    machine_move = (state.cost[4] + problem.machine_move_cost[home_p, b] - problem.machine_move_cost[home_p, a]
-                    + on(swap) * (problem.machine_move_cost[home_q, a] - problem.machine_move_cost[home_q, b]))
-    moved = state.moved.at[sp].add(moved_p).at[sq].add(moved_q)
     count_p = state.moved[sp]
     count_q = jnp.where(sq == sp, count_p + moved_p, state.moved[sq])
-    hist = state.moved_hist.at[count_p].add(-1).at[count_p + moved_p].add(1)
-    hist = hist.at[count_q].add(-1).at[count_q + moved_q].add(1)
+    counts = jnp.stack([count_p, count_p + moved_p, count_q, count_q + moved_q])
     candidates = state.most_moved + jnp.arange(2, -3, -1)
-    present = (candidates >= 0) & (candidates < hist.shape[0]) & (hist[jnp.clip(candidates, 0, hist.shape[0] - 1)] > 0)
-    most = jnp.where(jnp.any(present), candidates[jnp.argmax(present)], 0).astype(state.most_moved.dtype)
-    cost = jnp.stack([state.cost[0] + after[0] - before[0], state.cost[1] + after[1] - before[1], process_move,
-                      problem.service_move_weight * most, machine_move])
+    hist = state.moved_hist[jnp.clip(candidates, 0, state.moved_hist.shape[0] - 1)]
+    for c, d in zip(counts, (-1, 1, -1, 1)):
+        hist = hist + d * on(candidates == c)
+    present = (candidates >= 0) & (candidates < state.moved_hist.shape[0]) & (hist > 0)
+    most = jnp.where(jnp.any(present), candidates[jnp.argmax(present)], 0)
+    cost_delta = jnp.stack([
+        after[0] - before[0], after[1] - before[1],
+        problem.process_move_cost[p] * moved_p + problem.process_move_cost[q] * moved_q,
+        problem.service_move_weight * (most - state.most_moved),
+        problem.machine_move_cost[home_p, b] - problem.machine_move_cost[home_p, a]
+        + on(swap) * (problem.machine_move_cost[home_q, a] - problem.machine_move_cost[home_q, b])])
     valid = (a != b) & fits & no_conflict & spread_ok & deps_ok
-    move = Move(p=p, q=q, swap=swap, a=a, b=b)
-    stats = (used_a, used_b, held_a, held_b, moved, hist, most, cost, services, changes, loc, hood)
-    return move, jnp.sum(cost), valid, stats
+    move = Move(p=p, q=q, swap=swap, a=a, b=b, sp=sp, sq=sq,
+                crosses=problem.neighborhood[a] != problem.neighborhood[b])
+    stats = MoveStats(used=used, held=held, locations=locations, hoods=hoods, counts=counts, cost_delta=cost_delta)
+    return move, state.energy + jnp.sum(cost_delta), valid, stats
 
 
-def apply(problem: Problem, state: SearchState, move: Move, accept, new_energy, stats) -> SearchState:
-    (used_a, used_b, held_a, held_b, moved, hist, most, cost, services, changes, loc, hood) = stats
-    keep = lambda new, old: jnp.where(accept, new, old)  # noqa: E731
-    p, q, a, b = move.p, move.q, move.a, move.b
-    assignment = state.assignment.at[p].set(keep(b, a))
-    assignment = assignment.at[q].set(jnp.where(accept & move.swap, a, assignment[q]))
-    rows = jnp.stack([services[0], services[2]])
+def _set_rows(table, first, second, after, keep_first, keep_second):
+    """`table` with rows `first` / `second` [T] set to after[:, 0] / after[:, 1] where kept."""
+    size = table.shape[0]
+    return (table.at[jnp.where(keep_first, first, size)].set(after[:, 0], mode="drop")
+            .at[jnp.where(keep_second, second, size)].set(after[:, 1], mode="drop"))
 
-    def table(t, domains):
-        return t.at[rows].set(keep(_counts_after(t, services, domains, changes, rows), t[rows]))
 
+def apply(problem: Problem, state: SearchState, moves: Move, keep, energies, stats: MoveStats) -> SearchState:
+    """The state after every kept move (kept moves have disjoint footprints: distinct machines and
+    services, so no two of them write the same row)."""
+    swapped = keep & moves.swap
+    k = jnp.where(keep, 1, 0)
+    hist = state.moved_hist
+    for column, sign in zip(range(4), (-1, 1, -1, 1)):
+        hist = hist.at[stats.counts[:, column]].add(sign * k)
+    most = _most_moved(hist)
+    cost = (state.cost + jnp.sum(jnp.where(keep[:, None], stats.cost_delta, 0), axis=0)).at[3].set(
+        problem.service_move_weight * most)
+    moved_p, moved_q = stats.counts[:, 1] - stats.counts[:, 0], stats.counts[:, 3] - stats.counts[:, 2]
     return SearchState(
-        assignment=assignment,
-        usage=state.usage.at[a].set(keep(used_a, state.usage[a])).at[b].set(keep(used_b, state.usage[b])),
-        held=state.held.at[a].set(keep(held_a, state.held[a])).at[b].set(keep(held_b, state.held[b])),
-        locations=table(state.locations, loc), hoods=table(state.hoods, hood),
-        moved=keep(moved, state.moved), moved_hist=keep(hist, state.moved_hist),
-        most_moved=keep(most, state.most_moved), cost=keep(cost, state.cost),
-        energy=keep(new_energy, state.energy))
+        assignment=_set_rows(state.assignment, moves.p, moves.q, jnp.stack([moves.b, moves.a], axis=1), keep, swapped),
+        usage=_set_rows(state.usage, moves.a, moves.b, stats.used, keep, keep),
+        held=_set_rows(state.held, moves.a, moves.b, stats.held, keep, keep),
+        locations=_set_rows(state.locations, moves.sp, moves.sq, stats.locations, keep, swapped),
+        hoods=_set_rows(state.hoods, moves.sp, moves.sq, stats.hoods, keep, swapped),
+        moved=state.moved.at[moves.sp].add(k * moved_p).at[moves.sq].add(k * moved_q),
+        moved_hist=hist, most_moved=most, cost=cost, energy=jnp.sum(cost))
+
+
+def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
+    """Ids a move reads or writes: its two machines and the services it moves, and when it crosses
+    neighborhoods the services whose dependencies it checks (machines 0..M-1, services M..)."""
+    m = problem.capacity.shape[0]
+    related = lambda s: jnp.concatenate([problem.depends_on[s], problem.depended_by[s]])  # noqa: E731
+    crossing = jnp.where(move.crosses, jnp.concatenate([related(move.sp), jnp.where(move.swap, related(move.sq), -1)]),
+                         -1)
+    ids = jnp.concatenate([jnp.stack([move.a, move.b, m + move.sp, jnp.where(move.swap, m + move.sq, -1)]),
+                           jnp.where(crossing >= 0, m + crossing, -1)])
+    return ids
+
+
+def footprint_ids(problem: Problem) -> int:
+    return problem.capacity.shape[0] + problem.spread_min.shape[0]
 
 
 def solution(state: SearchState) -> jax.Array:
     return state.assignment
 
 
-MODEL = Model(start=start, propose=propose, apply=apply, refresh=refresh, solution=solution, draws=DRAWS)
+MODEL = Model(start=start, propose=propose, apply=apply, refresh=refresh, solution=solution, draws=DRAWS,
+              footprint=footprint, footprint_ids=footprint_ids)

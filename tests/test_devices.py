@@ -1,0 +1,43 @@
+"""Chains sharded over several devices (CPU host devices stand in for GPUs) find what one device finds."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+from conftest import QUICK, cluster, searchable
+from plbjax.annealer import anneal
+from plbjax.search import MODEL
+from plbjax.state import parse_state
+
+SCRIPT = """
+import dataclasses, json, sys
+import jax
+sys.path.insert(0, "tests")
+from conftest import QUICK, cluster, searchable
+from plbjax.annealer import anneal, init_chains, shard
+from plbjax.search import MODEL
+from plbjax.state import parse_state
+problem, _ = searchable(parse_state(cluster(0)))
+config = dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None)
+_, chains = shard(problem, init_chains(MODEL, problem, jax.random.split(jax.random.PRNGKey(0), 8)))
+result = anneal(MODEL, problem, config)
+print(json.dumps(dict(devices=len(jax.devices()), sharded_over=len(chains.state.energy.sharding.device_set),
+                      energies=result.energies.tolist())))
+"""
+
+
+def test_chains_sharded_over_four_devices_match_one_device():
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env)
+    assert out.returncode == 0, out.stderr
+    sharded = json.loads(out.stdout.strip().splitlines()[-1])
+    assert sharded["devices"] == 4 and sharded["sharded_over"] == 4
+    problem, _ = searchable(parse_state(cluster(0)))
+    one = anneal(MODEL, problem, dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None))
+    np.testing.assert_allclose(sharded["energies"], one.energies, rtol=1e-5)
