@@ -74,7 +74,7 @@ def run_one(name: str, seconds: float, solver_args: list[str], cores: list[int] 
 
 
 def run(args) -> None:
-    names = instances(args.sets)
+    names = args.instances or instances(args.sets)
     jobs = [(n, s) for s in args.seconds for n in names]
     slots = [list(range(i * args.pin, (i + 1) * args.pin)) if args.pin else None for i in range(args.parallel)]
     free = list(range(args.parallel))
@@ -153,6 +153,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, nargs="+", default=[30.0, 300.0])
     parser.add_argument("--sets", nargs="+", default=["A", "B"], choices=["A", "B"])
+    parser.add_argument("--instances", nargs="+", help="instance names (default: every one of --sets)")
     parser.add_argument("--label", default="cpu", help="column label (device), e.g. cpu or h100")
     parser.add_argument("--machine", help="machine description stored with each row (default: from /proc/cpuinfo)")
     parser.add_argument("--solver-args", default="", help="extra plbjax-roadef arguments, e.g. '--chains 64'")
