@@ -236,10 +236,13 @@ class AnnealResult:
 
 def anneal(model: Model, problem, config: AnnealConfig,
            progress: Callable[[int, int, float, float], None] | None = None,
-           deadline: float | None = None) -> AnnealResult:
+           deadline: float | None = None,
+           checkpoint: Callable[[Any, float], None] | None = None, checkpoint_seconds: float = 5.0) -> AnnealResult:
     """Run `config.chains` chains; return the best solution found (or the initial one).
 
     `deadline` (a `time.perf_counter()` instant) also bounds the search, compilation included.
+    `checkpoint(solution, energy)` receives the best solution so far (host arrays) when it has
+    improved, at most every `checkpoint_seconds`, for callers that must hold a result at any time.
     """
     keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
     problem, chains = shard(problem, init_chains(model, problem, keys))
@@ -255,6 +258,7 @@ def anneal(model: Model, problem, config: AnnealConfig,
     start = time.perf_counter()
     budget = min(config.seconds or math.inf, deadline - start if deadline is not None else math.inf)
     first_seconds = 0.0
+    saved_energy, saved_at = initial_energy, start
     while done < blocks:
         if t0 is None:
             t_a = t_b = 0.0
@@ -276,6 +280,11 @@ def anneal(model: Model, problem, config: AnnealConfig,
             blocks = max(done, min(planned, fit) if planned else fit)
         if progress is not None:
             progress(done, blocks, elapsed, float(best_energy.min()))
+        if checkpoint is not None and best_energy.min() < saved_energy and (
+                time.perf_counter() - saved_at >= checkpoint_seconds):
+            best = int(np.argmin(best_energy))
+            checkpoint(jax.tree.map(lambda x: _host(x)[best], chains.best), float(best_energy[best]))
+            saved_energy, saved_at = float(best_energy[best]), time.perf_counter()
     seconds = time.perf_counter() - start
 
     energies = _host(chains.best_energy)

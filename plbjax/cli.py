@@ -33,6 +33,19 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
+def configure_devices(cfg: RunConfig) -> None:
+    """Device settings that must precede JAX's first use of a device: this job's share of GPU
+    memory (parallel sweep jobs on one GPU) and joining a multi-host run."""
+    import os
+
+    import jax
+
+    if cfg.memory_fraction is not None:
+        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(cfg.memory_fraction)
+    if cfg.distributed:
+        jax.distributed.initialize()    # coordinator and process ids from SLURM / Open MPI / the environment
+
+
 def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     """Load, plan, write. Raises BadInput for bad input."""
     from plbjax.phases import plan as make_plan
@@ -51,7 +64,11 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     start = time.perf_counter()
     plan = make_plan(state, cfg.anneal, Progress() if cfg.progress else None)
     text = json.dumps(plan, indent=2)
+    import jax
+
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]
+    if jax.process_index() != 0:        # in a multi-host run one process writes
+        targets = []
     for target in targets:
         Path(target).parent.mkdir(parents=True, exist_ok=True)
         Path(target).write_text(text + "\n")
@@ -75,7 +92,9 @@ def _app(cfg: DictConfig) -> float:
     global _job_started
     _job_started = True
     try:
-        plan = run(from_hydra(cfg), Path(HydraConfig.get().runtime.output_dir))
+        config = from_hydra(cfg)
+        configure_devices(config)
+        plan = run(config, Path(HydraConfig.get().runtime.output_dir))
     except BadInput as exc:
         print(f"plbjax: bad input: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -19,6 +19,8 @@ class RunConfig:
     anneal: AnnealConfig
     balancing_threshold: float | None
     activity_threshold: float | None
+    memory_fraction: float | None = None
+    distributed: bool = False
 
 
 def _number(cfg: DictConfig, key: str, kind, allow_none: bool = True, minimum=None):
@@ -47,6 +49,7 @@ def from_hydra(cfg: DictConfig) -> RunConfig:
         steps=_number(cfg, "search.steps", int, True, 1),
         seconds=_number(cfg, "search.seconds", float, True, 0.0),
         seed=_number(cfg, "search.seed", int, False),
+        tries=_number(cfg, "search.tries", int, False, 1),
         block_steps=_number(cfg, "anneal.block_steps", int, False, 1),
         swap_probability=_number(cfg, "anneal.swap_probability", float, False, 0.0),
         initial_temperature=_number(cfg, "anneal.initial_temperature", float, True, 0.0),
@@ -57,7 +60,11 @@ def from_hydra(cfg: DictConfig) -> RunConfig:
         raise BadInput("search.steps: null needs search.seconds to bound the search")
     if anneal.swap_probability > 1:
         raise BadInput(f"anneal.swap_probability: {anneal.swap_probability} is above 1")
+    fraction = _number(cfg, "device.memory_fraction", float, True, 0.0)
+    if fraction is not None and not 0 < fraction <= 1:
+        raise BadInput(f"device.memory_fraction: {fraction} is not in (0, 1]")
     return RunConfig(state=str(cfg.state), out=cfg.get("out"), plot=cfg.get("plot"),
                      progress=bool(cfg.get("progress", True)), anneal=anneal,
                      balancing_threshold=_number(cfg, "balancing.threshold", float, True, 0.0),
-                     activity_threshold=_number(cfg, "balancing.activity_threshold", float, True, 0.0))
+                     activity_threshold=_number(cfg, "balancing.activity_threshold", float, True, 0.0),
+                     memory_fraction=fraction, distributed=bool(OmegaConf.select(cfg, "device.distributed")))

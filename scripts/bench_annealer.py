@@ -144,14 +144,14 @@ def wait_idle(what: str) -> float:
 # ------------------------------------------------------------------------------------ plbjax
 
 
-def run_plbjax(problem, chains: int, seconds: float, seed: int) -> dict:
+def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1) -> dict:
     trace, planned = [], [0]
 
     def progress(done, blocks, elapsed, best):
         trace.append((round(elapsed, 4), best))
         planned[0] = blocks
 
-    config = A.AnnealConfig(chains=chains, steps=None, seconds=seconds, seed=seed)
+    config = A.AnnealConfig(chains=chains, steps=None, seconds=seconds, seed=seed, tries=tries)
     wait_idle(f"plbjax {chains} chains")
     start = time.perf_counter()
     with Contention() as busy:
@@ -159,11 +159,11 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int) -> dict:
     total = time.perf_counter() - start
     node_of, primary_of = (jnp.asarray(x) for x in res.solution)
     return dict(
-        chains=chains, steps_per_chain=res.steps, seconds=res.seconds,
+        chains=chains, tries=tries, steps_per_chain=res.steps, seconds=res.seconds,
         blocks_done=len(trace), blocks_planned=planned[0],     # done < planned: stopped before the final T
         compile_seconds=res.compile_seconds,
         other_seconds=total - res.seconds - res.compile_seconds,     # init chains (+ its compile)
-        moves_per_second=chains * res.steps / res.seconds,
+        moves_per_second=chains * tries * res.steps / res.seconds,     # proposals evaluated
         initial_energy=res.initial_energy, best_energy=res.energy,
         recomputed_energy=float(E.energy_of(problem, node_of, primary_of)),
         avg_std_dev_after=float(E.avg_std_dev(problem, node_of, primary_of)),
@@ -196,7 +196,7 @@ def profile_plbjax(problem, chains: int, steps: int, t: float) -> dict:
     def steps_only(problem, chains_, temperature):
         def body(_, c):
             return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(MODEL, problem, config, c, temperature)
-        return jax.lax.fori_loop(0, steps, body, chains_).energy
+        return jax.lax.fori_loop(0, steps, body, chains_).state.energy
 
     @eqx.filter_jit
     def refresh_only(problem, chains_):
@@ -249,9 +249,10 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
                budget_seconds=seconds, plbjax=[])
 
     for c in chains:
-        run = run_plbjax(problem, c, seconds, seed)
+        c, tries = (int(x) for x in str(c).split("x")) if "x" in str(c) else (int(c), 1)
+        run = run_plbjax(problem, c, seconds, seed, tries)
         row["plbjax"].append(run)
-        print(f"   plbjax {c:4d} chains: {run['moves_per_second']:12,.0f} moves/s  "
+        print(f"   plbjax {c:4d} chains x {tries} tries: {run['moves_per_second']:12,.0f} moves/s  "
               f"{run['steps_per_chain']:8d} steps/chain  E {run['initial_energy']:.6g} -> "
               f"{run['best_energy']:.6g}  (compile {run['compile_seconds']:.1f}s, others used "
               f"{run['other_processes_cores'] or 0:.2f} cores)", flush=True)
@@ -286,7 +287,7 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
         run["moves_per_second_ratio_vs_baseline"] = run["moves_per_second"] / row["baseline"]["moves_per_second"]
     best = min(row["plbjax"], key=lambda r: r["best_energy"])
     row["summary"] = dict(
-        plbjax_best_chains=best["chains"], plbjax_best_energy=best["best_energy"],
+        plbjax_best_chains=_config(best), plbjax_best_energy=best["best_energy"],
         plbjax_seconds=best["seconds"], baseline_energy_at_same_time=best["baseline_energy_at_same_time"],
         baseline_final_energy=base["best_energy"], baseline_seconds=base["seconds"],
         energy_ratio=best["energy_ratio_vs_baseline"],
@@ -297,7 +298,7 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
         avg_std_dev_before=a0, avg_std_dev_after_plbjax=best["avg_std_dev_after"],
         avg_std_dev_after_baseline=row["baseline"]["avg_std_dev_after"],
     )
-    print(f"   best plbjax ({best['chains']} chains) / baseline at equal time: "
+    print(f"   best plbjax ({_config(best)}) / baseline at equal time: "
           f"{best['best_energy']:.6g} / {best['baseline_energy_at_same_time']:.6g} = "
           f"{best['energy_ratio_vs_baseline']:.4f}", flush=True)
 
@@ -312,6 +313,12 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
 
 
 # ------------------------------------------------------------------------------------ plot
+
+
+def _config(run: dict) -> str:
+    """A plbjax run's label: chains, and tries per step when more than one."""
+    tries = run.get("tries", 1)
+    return f"{run['chains']} chains" + (f" x {tries} tries" if tries > 1 else "")
 
 
 def plot(result: dict, path: Path) -> None:
@@ -330,7 +337,7 @@ def plot(result: dict, path: Path) -> None:
         for i, run in enumerate(row["plbjax"]):
             t, e = zip(*run["energy_trace"])
             ax.step(t, np.array(e) / e0, where="post", color=colors[i % len(colors)],
-                    label=f"plbjax {run['chains']} chains")
+                    label=f"plbjax {_config(run)}")
         t, e = zip(*row["baseline"]["energy_trace"])
         ax.step(t, np.array(e) / e0, where="post", color="k", lw=2, label="numba baseline (1 chain)")
         ax.set_title(f"{row['replicas']:,} replicas, {row['nodes']} nodes")
@@ -342,13 +349,13 @@ def plot(result: dict, path: Path) -> None:
     for ax in axes[0, n:]:
         ax.axis("off")
 
-    chain_counts = sorted({r["chains"] for row in sizes for r in row["plbjax"]})
+    chain_counts = sorted({_config(r) for row in sizes for r in row["plbjax"]})
     x = np.arange(n)
     width = 0.8 / (len(chain_counts) + 1)
     ax = axes[1, 0]
     for i, c in enumerate(chain_counts):
-        vals = [next((r["moves_per_second"] for r in row["plbjax"] if r["chains"] == c), np.nan) for row in sizes]
-        ax.bar(x + i * width, vals, width, color=colors[i % len(colors)], label=f"plbjax {c} chains")
+        vals = [next((r["moves_per_second"] for r in row["plbjax"] if _config(r) == c), np.nan) for row in sizes]
+        ax.bar(x + i * width, vals, width, color=colors[i % len(colors)], label=f"plbjax {c}")
     ax.bar(x + len(chain_counts) * width, [row["baseline"]["moves_per_second"] for row in sizes], width,
            color="k", label="numba baseline")
     ax.set_xticks(x + 0.4 - width / 2, [f"{row['replicas']:,}" for row in sizes])
@@ -361,9 +368,9 @@ def plot(result: dict, path: Path) -> None:
 
     ax = axes[1, 1]
     for i, c in enumerate(chain_counts):
-        vals = [next((r["energy_ratio_vs_baseline"] for r in row["plbjax"] if r["chains"] == c), np.nan)
+        vals = [next((r["energy_ratio_vs_baseline"] for r in row["plbjax"] if _config(r) == c), np.nan)
                 for row in sizes]
-        ax.bar(x + i * width, vals, width, color=colors[i % len(colors)], label=f"plbjax {c} chains")
+        ax.bar(x + i * width, vals, width, color=colors[i % len(colors)], label=f"plbjax {c}")
     ax.axhline(1.0, color="k", lw=1)
     ax.set_xticks(x + 0.4 - width, [f"{row['replicas']:,}" for row in sizes])
     ax.set_xlabel("replicas")
@@ -401,7 +408,7 @@ def merge(paths: list[Path], out: Path, note: str = "") -> int:
         if other["budget_seconds"] != first["budget_seconds"] or other["seed"] != first["seed"]:
             raise SystemExit("cannot merge: budget or seed differs")
     result = dict(first, sizes=[row for part in parts for row in part["sizes"]],
-                  chains=sorted({c for part in parts for c in part["chains"]}),
+                  chains=sorted({str(c) for part in parts for c in part["chains"]}),
                   total_wall_seconds=sum(part["total_wall_seconds"] for part in parts),
                   baseline_compile_seconds=max(part["baseline_compile_seconds"] for part in parts),
                   command=" && ".join(part["command"] for part in parts),
@@ -420,7 +427,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: sizes 100 and 1k, 3 s, 8/64 chains")
     ap.add_argument("--sizes", nargs="+", choices=list(SIZES), help="cluster sizes to run")
-    ap.add_argument("--chains", nargs="+", type=int, help="plbjax chain counts (default 8 64 256)")
+    ap.add_argument("--chains", nargs="+", help="plbjax chain counts, or CxT for C chains of T tries per step (default 8 64 256)")
     ap.add_argument("--seconds", type=float, help="wall-time budget per run (default 20)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile-chains", type=int, default=64,

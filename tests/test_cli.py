@@ -82,3 +82,16 @@ def test_bad_documents_exit_2_and_stay_untouched(tmp_path, edit, needle):
     assert needle in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
     assert path.read_text() == text
+
+
+def test_parallel_sweep_with_the_local_launcher(tmp_path):
+    """conf/hydra/launcher/local.yaml: jobs in separate processes, each with its share of GPU memory."""
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    sweep = tmp_path / "sweep"
+    done = plbjax("-m", "hydra/launcher=local", "hydra.launcher.n_jobs=2", "device.memory_fraction=0.4",
+                  "search.tries=4", f"state={EXAMPLE}", "search.seed=0,1", f"hydra.sweep.dir={sweep}", *FAST,
+                  cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(open(sweep / "summary.csv")))
+    assert [r["overrides"] for r in rows] == ["search.seed=0", "search.seed=1"]
+    assert all(int(r["actions"]) > 0 for r in rows)

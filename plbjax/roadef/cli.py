@@ -14,7 +14,8 @@ import sys
 import threading
 import time
 
-MARGIN = 1.0    # seconds kept back from the limit for checking and writing the solution and exiting
+MARGIN = 1.0          # seconds kept back from the limit for writing the solution and exiting
+SEARCH_MARGIN = 1.0   # the search aims to end this much earlier still (its last block may run over)
 
 
 def _started() -> float:
@@ -41,7 +42,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-s", dest="seed", type=int, default=0, help="random seed")
     parser.add_argument("--chains", type=int, help="chains (default: the solver's setting)")
     parser.add_argument("--tries", type=int, help="proposals evaluated together per step")
-    parser.add_argument("--name", action="store_true", help="print the team name and exit (challenge convention)")
+    parser.add_argument("--parallel", action="store_true", help="apply every independent accepted proposal of a step")
     args = parser.parse_args(argv)
     if args.seconds <= 0:
         parser.error(f"-t: the time limit must be positive, got {args.seconds}")
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> None:
     from plbjax.annealer import enable_compilation_cache
     from plbjax.errors import BadInput
     from plbjax.roadef.instance import read_instance, read_solution, write_solution
-    from plbjax.roadef.objective import violations
+    from plbjax.roadef.objective import costs, violations
     from plbjax.roadef.solver import ROADEF_SEARCH, solve
 
     deadline = START + args.seconds - MARGIN
@@ -67,29 +68,35 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
     enable_compilation_cache()
-    config = dataclasses.replace(ROADEF_SEARCH, seed=args.seed,
-                                 chains=args.chains or ROADEF_SEARCH.chains, tries=args.tries or ROADEF_SEARCH.tries)
+    config = dataclasses.replace(ROADEF_SEARCH, seed=args.seed, chains=args.chains or ROADEF_SEARCH.chains,
+                                 tries=args.tries or ROADEF_SEARCH.tries, parallel=args.parallel)
     found: list = []
+    written = [costs(instance, original, original).total]
+
+    def write_better(assignment, cost):      # keeps the file at the best feasible solution so far
+        if cost.total < written[0]:
+            write_solution(args.new, assignment)
+            written[0] = cost.total
 
     def search_thread():
         try:
-            found.append(solve(instance, original, config, deadline))
-        except BaseException as e:      # reported below; the original assignment is already written
+            found.append(solve(instance, original, config, deadline - SEARCH_MARGIN, on_better=write_better))
+        except BaseException as e:      # reported below; a feasible solution is already written
             found.append(e)
 
     search = threading.Thread(target=search_thread, daemon=True)
     search.start()
     search.join(timeout=max(0.0, deadline - time.perf_counter()))
-    if not found:       # compilation or the first block outlasted the limit: the original stands
-        print(f"plbjax-roadef: no search result within {args.seconds:g} s; the original assignment stands",
-              file=sys.stderr, flush=True)
+    if not found:       # the search outlasted the limit: the last solution written stands
+        print(f"plbjax-roadef: the search did not finish within {args.seconds:g} s; the best solution written "
+              f"so far stands (cost {written[0]})", file=sys.stderr, flush=True)
         os._exit(0)
     result = found[0]
     if isinstance(result, BaseException):
-        print(f"plbjax-roadef: the search failed ({type(result).__name__}: {result}); the original assignment "
-              "stands", file=sys.stderr, flush=True)
+        print(f"plbjax-roadef: the search failed ({type(result).__name__}: {result}); the best solution "
+              f"written so far stands (cost {written[0]})", file=sys.stderr, flush=True)
         os._exit(1)
-    write_solution(args.new, result.assignment)
+    write_better(result.assignment, result.costs)
     print(f"plbjax-roadef: cost {result.costs.total} (initial {result.initial_cost}), "
           f"{result.proposals} proposals in {result.search_seconds:.1f} s, compile {result.compile_seconds:.1f} s, "
           f"total {time.perf_counter() - START:.1f} s", file=sys.stderr, flush=True)

@@ -8,6 +8,7 @@ better and feasible was found.
 from __future__ import annotations
 
 import dataclasses
+from typing import Callable
 
 import jax
 import numpy as np
@@ -33,18 +34,30 @@ class Solution:
     proposals: int
 
 
+def checked(instance: Instance, original: np.ndarray, found: np.ndarray) -> tuple[np.ndarray, Costs]:
+    """`found` and its exact costs if it is feasible and no worse than the original, else the original."""
+    found = np.asarray(found, np.int64)
+    initial, found_costs = costs(instance, original, original), costs(instance, original, found)
+    if violations(instance, original, found) or found_costs.total > initial.total:
+        return original.copy(), initial
+    return found, found_costs
+
+
 def solve(instance: Instance, original: np.ndarray, config: AnnealConfig = ROADEF_SEARCH,
-          deadline: float | None = None) -> Solution:
-    """The best feasible assignment found within `config`'s budget and `deadline`
-    (a `time.perf_counter()` instant, compilation included)."""
+          deadline: float | None = None, on_better: Callable[[np.ndarray, Costs], None] | None = None) -> Solution:
+    """The best feasible assignment found within `config`'s budget and `deadline` (a
+    `time.perf_counter()` instant, compilation included). `on_better(assignment, costs)` gets each
+    better feasible assignment found along the way (every few seconds at most)."""
     initial = costs(instance, original, original)
+
+    def checkpoint(solution, _energy):
+        if on_better is not None:
+            on_better(*checked(instance, original, solution))
+
     with jax.enable_x64(True):
         problem = search.encode(instance, original)
-        result = anneal(search.MODEL, problem, config, deadline=deadline)
-    found = np.asarray(result.solution, np.int64)
-    found_costs = costs(instance, original, found)
-    if violations(instance, original, found) or found_costs.total > initial.total:
-        found, found_costs = original.copy(), initial
+        result = anneal(search.MODEL, problem, config, deadline=deadline, checkpoint=checkpoint)
+    found, found_costs = checked(instance, original, result.solution)
     return Solution(assignment=found, costs=found_costs, initial_cost=initial.total,
                     search_seconds=result.seconds, compile_seconds=result.compile_seconds,
                     proposals=result.steps * result.chains * config.tries)
