@@ -164,7 +164,8 @@ def evaluate(problem: Problem, state: SearchState, move: Move):
                         penalty, local_delta_a, local_delta_b)
 
 
-def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy, stats) -> SearchState:
+def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy,
+              stats) -> SearchState:
     """The state after `move` if `accept`, else unchanged (every write is masked by `accept`)."""
     (g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, l_total, l_sq, local_score, cost, penalty,
      local_delta_a, local_delta_b) = stats

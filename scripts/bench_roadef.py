@@ -116,7 +116,8 @@ def report(path: Path) -> None:
     columns = sorted({(r["label"], float(r["seconds"])) for r in rows}, key=lambda c: (c[0], c[1]))
     names = list(dict.fromkeys(r["instance"] for r in rows))
     cell = {(r["instance"], r["label"], float(r["seconds"])): r for r in rows}
-    head = ["instance", "initial", "best seen"] + [f"{lab} {s:g} s cost (score)" for lab, s in columns] + ["winner 300 s (score)"]
+    head = (["instance", "initial", "best seen"] + [f"{lab} {s:g} s cost (score)" for lab, s in columns]
+            + ["winner 300 s (score)"])
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for n in names:
         any_row = next(r for r in rows if r["instance"] == n)
@@ -145,7 +146,9 @@ def report(path: Path) -> None:
     ax.set_yscale("symlog", linthresh=1)
     ax.legend(fontsize=8)
     ax.set_title("ROADEF/EURO 2012: plbjax-roadef vs the winner's 300 s results")
-    fig.tight_layout()
+    machines = sorted({f"{r['label']} {float(r['seconds']):g} s: {r['machine']}" for r in rows})
+    fig.text(0.01, 0.01, "\n".join(machines), fontsize=6, va="bottom")
+    fig.tight_layout(rect=(0, 0.03 * len(machines), 1, 1))
     fig.savefig(path.with_suffix(".png"), dpi=120)
 
 

@@ -4,7 +4,9 @@ Energy is the challenge's objective in 64-bit integers (run under `jax.enable_x6
 move's change is exact and the running energy never drifts. A move relocates process p from machine
 a to machine b and, for a swap, process q from b to a; its change touches two machines' rows, the
 two services' location and neighborhood counts, and the histogram of moved processes per service
-that gives the service-move cost (a maximum) in O(1).
+that gives the service-move cost (a maximum) in O(1). A move's footprint (its machines, its services
+and, across neighborhoods, the services whose dependencies it checks) lets the annealer apply several
+independent accepted moves in one step (`AnnealConfig.parallel`).
 
 Hard constraints are checked per move, so every state a chain visits is feasible: capacity (with the
 resources of a moved process still held on its original machine for transient resources), conflict
@@ -126,8 +128,12 @@ def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
     usage = jax.ops.segment_sum(req, assignment, num_segments=n_machines)
     away = assignment != problem.original
     held = jax.ops.segment_sum(jnp.where(away[:, None], req, 0), problem.original, num_segments=n_machines)
-    locations = jnp.zeros((n_services, problem.n_locations), jnp.int32).at[problem.service, problem.location[assignment]].add(1)
-    hoods = jnp.zeros((n_services, problem.n_hoods), jnp.int32).at[problem.service, problem.neighborhood[assignment]].add(1)
+
+    def counts(domain, n):          # processes of each service per location / neighborhood
+        return jnp.zeros((n_services, n), jnp.int32).at[problem.service, domain[assignment]].add(1)
+
+    locations = counts(problem.location, problem.n_locations)
+    hoods = counts(problem.neighborhood, problem.n_hoods)
     moved = jax.ops.segment_sum(away.astype(jnp.int32), problem.service, num_segments=n_services)
     hist = jnp.zeros(problem.members.shape[1] + 1, jnp.int32).at[moved].add(1)
     most = jnp.max(moved)
@@ -142,10 +148,12 @@ def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
 
 
 def start(problem: Problem) -> SearchState:
+    """The state at the original assignment."""
     return _fresh(problem, problem.original)
 
 
 def refresh(problem: Problem, state: SearchState) -> SearchState:
+    """The state recomputed from its assignment (integers: a check, nothing drifts)."""
     return _fresh(problem, state.assignment)
 
 
