@@ -144,6 +144,15 @@ def test_cli_bad_model_exits_2_with_one_line_and_leaves_the_input(tmp_path, dama
     assert (tmp_path / "model.txt").read_text() == bad and not (tmp_path / "new.txt").exists()
 
 
+def test_cli_never_writes_over_its_input(tmp_path):
+    instance, original = random_instance(0)
+    write_instance(tmp_path / "model.txt", instance)
+    text = " ".join(map(str, original))
+    (tmp_path / "original.txt").write_text(text)
+    out = _cli("-t", 5, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "original.txt")
+    assert out.returncode == 2 and "would overwrite" in out.stderr and (tmp_path / "original.txt").read_text() == text
+
+
 def test_cli_rejects_an_infeasible_original(tmp_path):
     instance, original = random_instance(0)
     write_instance(tmp_path / "model.txt", instance)

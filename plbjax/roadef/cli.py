@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> None:
 
     deadline = START + args.seconds - MARGIN
     try:
+        if os.path.realpath(args.new) in {os.path.realpath(args.model), os.path.realpath(args.original)}:
+            raise BadInput(f"-o {args.new}: would overwrite an input file")
         instance = read_instance(args.model)
         original = read_solution(args.original, instance)
         if bad := violations(instance, original, original):

@@ -33,17 +33,17 @@ def usage(instance: Instance, solution: np.ndarray) -> np.ndarray:
     return out
 
 
-def load_terms(safety: np.ndarray, load_weight: np.ndarray, used: np.ndarray) -> np.ndarray:
-    """[...] weighted use above the safety capacity, per machine (summed over resources)."""
-    return np.sum(load_weight * np.maximum(0, used - safety), axis=-1)
+def load_terms(safety, load_weight, used, xp=np):
+    """[...] weighted use above the safety capacity, per machine (summed over resources); `xp` is
+    NumPy here and jax.numpy in the search."""
+    return xp.sum(load_weight * xp.maximum(0, used - safety), axis=-1)
 
 
-def balance_terms(capacity: np.ndarray, balance: np.ndarray, used: np.ndarray) -> np.ndarray:
+def balance_terms(capacity, balance_r1, balance_r2, target, weight, used, xp=np):
     """[...] weighted balance shortfall per machine: sum over objectives of
     weight * max(0, target * available(r1) - available(r2))."""
     free = capacity - used
-    r1, r2, target, weight = balance.T
-    return np.sum(weight * np.maximum(0, target * free[..., r1] - free[..., r2]), axis=-1)
+    return xp.sum(weight * xp.maximum(0, target * free[..., balance_r1] - free[..., balance_r2]), axis=-1)
 
 
 def costs(instance: Instance, original: np.ndarray, solution: np.ndarray) -> Costs:
@@ -53,7 +53,7 @@ def costs(instance: Instance, original: np.ndarray, solution: np.ndarray) -> Cos
     per_service = np.bincount(instance.service[moved], minlength=len(instance.spread_min))
     return Costs(
         load=int(load_terms(instance.safety, instance.load_weight, used).sum()),
-        balance=int(balance_terms(instance.capacity, instance.balance, used).sum()),
+        balance=int(balance_terms(instance.capacity, *instance.balance.T, used).sum()),
         process_move=instance.weight_process_move * int(instance.process_move_cost[moved].sum()),
         service_move=instance.weight_service_move * int(per_service.max(initial=0)),
         machine_move=instance.weight_machine_move * int(instance.machine_move_cost[original, solution].sum()))

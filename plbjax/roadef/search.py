@@ -24,6 +24,7 @@ import numpy as np
 
 from plbjax.annealer import Model, draw, uniform
 from plbjax.roadef.instance import Instance
+from plbjax.roadef.objective import balance_terms, load_terms
 
 DRAWS = 3   # random words one proposal uses: process, target (or partner) and move kind
 
@@ -104,22 +105,12 @@ class SearchState(eqx.Module):
     energy: jax.Array         # sum of `cost`
 
 
-# ---- energy terms (per machine rows; the host's `objective` computes the same in NumPy) ----
-
-def _load_terms(problem: Problem, safety, used):
-    return jnp.sum(problem.load_weight * jnp.maximum(0, used - safety), axis=-1)
-
-
-def _balance_terms(problem: Problem, capacity, used):
-    free = capacity - used
-    short = problem.balance_target * free[..., problem.balance_r1] - free[..., problem.balance_r2]
-    return jnp.sum(problem.balance_weight * jnp.maximum(0, short), axis=-1)
-
-
 def _machine_terms(problem: Problem, machines, used):
-    """[2] (load, balance) cost of `machines` with usage rows `used`."""
-    return jnp.stack([jnp.sum(_load_terms(problem, problem.safety[machines], used)),
-                      jnp.sum(_balance_terms(problem, problem.capacity[machines], used))])
+    """[2] (load, balance) cost of `machines` with usage rows `used` (the host objective's terms)."""
+    return jnp.stack([
+        jnp.sum(load_terms(problem.safety[machines], problem.load_weight, used, jnp)),
+        jnp.sum(balance_terms(problem.capacity[machines], problem.balance_r1, problem.balance_r2,
+                              problem.balance_target, problem.balance_weight, used, jnp))])
 
 
 def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
@@ -138,8 +129,7 @@ def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
     hist = jnp.zeros(problem.members.shape[1] + 1, jnp.int32).at[moved].add(1)
     most = jnp.max(moved)
     cost = jnp.stack([
-        jnp.sum(_load_terms(problem, problem.safety, usage)),
-        jnp.sum(_balance_terms(problem, problem.capacity, usage)),
+        *_machine_terms(problem, jnp.arange(n_machines), usage),
         jnp.sum(jnp.where(away, problem.process_move_cost, 0)),
         problem.service_move_weight * most,
         jnp.sum(problem.machine_move_cost[problem.original, assignment])]).astype(jnp.int64)
