@@ -33,8 +33,14 @@ def _started() -> float:
 START = _started()
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):
+        """One line and exit status 2 (argparse would print the usage too)."""
+        self.exit(2, f"plbjax-roadef: {message}\n")
+
+
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="plbjax-roadef", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="plbjax-roadef", description=__doc__.splitlines()[0])
     parser.add_argument("-t", dest="seconds", type=float, required=True, help="time limit in seconds")
     parser.add_argument("-p", dest="model", required=True, help="instance (model) file")
     parser.add_argument("-i", dest="original", required=True, help="original assignment file")

@@ -155,7 +155,6 @@ class Move(eqx.Module):
     b: jax.Array
     sp: jax.Array           # their services
     sq: jax.Array
-    crosses: jax.Array      # a and b are in different neighborhoods
 
 
 class MoveStats(eqx.Module):
@@ -258,8 +257,7 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
         problem.machine_move_cost[home_p, b] - problem.machine_move_cost[home_p, a]
         + on(swap) * (problem.machine_move_cost[home_q, a] - problem.machine_move_cost[home_q, b])])
     valid = (a != b) & fits & no_conflict & spread_ok & deps_ok
-    move = Move(p=p, q=q, swap=swap, a=a, b=b, sp=sp, sq=sq,
-                crosses=problem.neighborhood[a] != problem.neighborhood[b])
+    move = Move(p=p, q=q, swap=swap, a=a, b=b, sp=sp, sq=sq)
     stats = MoveStats(used=used, held=held, locations=locations, hoods=hoods, counts=counts, cost_delta=cost_delta)
     return move, state.energy + jnp.sum(cost_delta), valid, stats
 
@@ -298,7 +296,8 @@ def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
     neighborhoods the services whose dependencies it checks (machines 0..M-1, services M..)."""
     m = problem.capacity.shape[0]
     related = lambda s: jnp.concatenate([problem.depends_on[s], problem.depended_by[s]])  # noqa: E731
-    crossing = jnp.where(move.crosses, jnp.concatenate([related(move.sp), jnp.where(move.swap, related(move.sq), -1)]),
+    crosses = problem.neighborhood[move.a] != problem.neighborhood[move.b]
+    crossing = jnp.where(crosses, jnp.concatenate([related(move.sp), jnp.where(move.swap, related(move.sq), -1)]),
                          -1)
     ids = jnp.concatenate([jnp.stack([move.a, move.b, m + move.sp, jnp.where(move.swap, m + move.sq, -1)]),
                            jnp.where(crossing >= 0, m + crossing, -1)])
