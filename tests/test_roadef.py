@@ -78,11 +78,13 @@ def test_proposals_are_valid_exactly_when_feasible_and_their_energy_is_the_cost(
     start = np.asarray(state.assignment)
     move, energy, valid = jax.tree.map(np.asarray, move), np.asarray(energy), np.asarray(valid)
     assert check(model, list(original), list(start))[0]
-    for n in np.nonzero(move.a != move.b)[0]:
+    degenerate = (move.a == move.b) | (move.moves_q & (move.c == move.b))   # a process 'moving' where it is
+    assert not valid[degenerate].any()
+    for n in np.nonzero(~degenerate)[0]:
         after = start.copy()
         after[move.p[n]] = move.b[n]
-        if move.swap[n]:
-            after[move.q[n]] = move.a[n]
+        if move.moves_q[n]:
+            after[move.q[n]] = move.c[n]
         feasible, cost, _ = check(model, list(original), list(after))
         assert feasible == valid[n]
         if feasible:

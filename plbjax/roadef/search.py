@@ -2,11 +2,13 @@
 
 Energy is the challenge's objective in 64-bit integers (run under `jax.enable_x64`), so every
 move's change is exact and the running energy never drifts. A move relocates process p from machine
-a to machine b and, for a swap, process q from b to a; its change touches two machines' rows, the
-two services' location and neighborhood counts, and the histogram of moved processes per service
-that gives the service-move cost (a maximum) in O(1). A move's footprint (its machines, its services
-and, across neighborhoods, the services whose dependencies it checks) lets the annealer apply several
-independent accepted moves in one step (`AnnealConfig.parallel`).
+a to machine b and, in an ejection chain, a process q of b on to machine c (c == a: a swap); its
+change touches up to three machines' rows, the two services' location and neighborhood counts, and
+the histogram of moved processes per service that gives the service-move cost (a maximum) in O(1).
+Moves back to a process's original machine are proposed on purpose: only they release the
+transient resources a moved process still holds there. A move's footprint (its machines, its
+services and, across neighborhoods, the services whose dependencies it checks) lets the annealer
+apply several independent accepted moves in one step (`AnnealConfig.parallel`).
 
 Hard constraints are checked per move, so every state a chain visits is feasible: capacity (with the
 resources of a moved process still held on its original machine for transient resources), conflict
@@ -26,7 +28,13 @@ from plbjax.annealer import Model, draw, uniform
 from plbjax.roadef.instance import Instance
 from plbjax.roadef.objective import balance_terms, load_terms
 
-DRAWS = 3   # random words one proposal uses: process, target (or partner) and move kind
+DRAWS = 4   # random words one proposal uses: process, target (or partner), move kind, q's target
+
+# How a proposal's kind splits (see `propose`): of single moves, the share sent back to their original
+# machine; of two-process moves, the share of swaps and of chains that send q back to its original machine.
+HOME_SHIFT = 0.2
+SWAP = 0.5
+HOME_CHAIN = 0.3
 
 
 def _padded(rows: list[list[int]]) -> np.ndarray:
@@ -105,12 +113,12 @@ class SearchState(eqx.Module):
     energy: jax.Array         # sum of `cost`
 
 
-def _machine_terms(problem: Problem, machines, used):
-    """[2] (load, balance) cost of `machines` with usage rows `used` (the host objective's terms)."""
+def _row_terms(problem: Problem, machines, used):
+    """[n, 2] (load, balance) cost of `machines` with usage rows `used` (the host objective's terms)."""
     return jnp.stack([
-        jnp.sum(load_terms(problem.safety[machines], problem.load_weight, used, jnp)),
-        jnp.sum(balance_terms(problem.capacity[machines], problem.balance_r1, problem.balance_r2,
-                              problem.balance_target, problem.balance_weight, used, jnp))])
+        load_terms(problem.safety[machines], problem.load_weight, used, jnp),
+        balance_terms(problem.capacity[machines], problem.balance_r1, problem.balance_r2,
+                      problem.balance_target, problem.balance_weight, used, jnp)], axis=-1)
 
 
 def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
@@ -129,7 +137,7 @@ def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
     hist = jnp.zeros(problem.members.shape[1] + 1, jnp.int32).at[moved].add(1)
     most = jnp.max(moved)
     cost = jnp.stack([
-        *_machine_terms(problem, jnp.arange(n_machines), usage),
+        *jnp.sum(_row_terms(problem, jnp.arange(n_machines), usage), axis=0),
         jnp.sum(jnp.where(away, problem.process_move_cost, 0)),
         problem.service_move_weight * most,
         jnp.sum(problem.machine_move_cost[problem.original, assignment])]).astype(jnp.int64)
@@ -149,18 +157,19 @@ def refresh(problem: Problem, state: SearchState) -> SearchState:
 
 class Move(eqx.Module):
     p: jax.Array            # process moving a -> b
-    q: jax.Array            # process moving b -> a (a swap) when `swap`
-    swap: jax.Array
+    q: jax.Array            # process moving b -> c when `moves_q` (c == a: a swap)
+    moves_q: jax.Array
     a: jax.Array
     b: jax.Array
+    c: jax.Array            # == a when q does not move
     sp: jax.Array           # their services
     sq: jax.Array
 
 
 class MoveStats(eqx.Module):
     """What a move changes, computed by `propose` against the state it was drawn from."""
-    used: jax.Array         # [2, R] usage of a and b after the move
-    held: jax.Array         # [2, R]
+    used: jax.Array         # [3, R] usage of a, b and c after the move (c's row repeats a's when c == a)
+    held: jax.Array         # [3, R]
     locations: jax.Array    # [2, L] rows of services sp and sq after the move
     hoods: jax.Array        # [2, N]
     counts: jax.Array       # [4] moved processes of sp before/after, of sq before/after (after sp's change)
@@ -175,18 +184,17 @@ def _counts_after(table, services, domains, changes, rows):
     return out
 
 
-def _dependencies_kept(problem: Problem, hoods_of, services):
-    """Every moving service's neighborhoods still hold the services it depends on, and every service
-    depending on it still finds it."""
+def _dependencies_kept(problem: Problem, present, services, columns):
+    """Dependencies hold after a move that changes only `services`' presence in the neighborhoods
+    `columns`: where a moving service is present its dependencies are, and where it is absent no
+    service depending on it is. (Elsewhere nothing changed, and the state before was feasible.)
+    `present(services [K], column)` -> [K] bool after the move."""
     ok = jnp.bool_(True)
     for s in services:
-        mine = hoods_of(s[None])[0] > 0
-        deps = problem.depends_on[s]
-        on = hoods_of(deps) > 0
-        ok &= jnp.all((deps[:, None] < 0) | ~mine[None, :] | on)
-        users = problem.depended_by[s]
-        theirs = hoods_of(users) > 0
-        ok &= jnp.all((users[:, None] < 0) | ~theirs | mine[None, :])
+        deps, users = problem.depends_on[s], problem.depended_by[s]
+        for h in columns:
+            mine = present(s[None], h)[0]
+            ok &= jnp.where(mine, jnp.all((deps < 0) | present(deps, h)), jnp.all((users < 0) | ~present(users, h)))
     return ok
 
 
@@ -194,85 +202,113 @@ def _most_moved(hist: jax.Array) -> jax.Array:
     return jnp.max(jnp.where(hist > 0, jnp.arange(hist.shape[0]), 0)).astype(jnp.int32)
 
 
+def _other(word, n, skip):
+    """A uniform machine in [0, n) other than `skip`."""
+    x = draw(word, n - 1)
+    return x + (x >= skip)
+
+
 def propose(problem: Problem, state: SearchState, words, swap_probability: float):
-    """Shift a random process to a random other machine, or swap the machines of two processes."""
+    """One random move of process p from machine a to b.
+
+    With probability `swap_probability` a process q on b moves on (an ejection chain): to a (a swap),
+    to its original machine (freeing b's room and q's transient hold), or to a random machine c.
+    Otherwise p alone moves: to its original machine (undoing an earlier move) or to a random one.
+    """
     n_proc, n_machines = problem.service.shape[0], problem.capacity.shape[0]
-    p = draw(words[0], n_proc)
-    a = state.assignment[p]
-    swap = uniform(words[2]) < swap_probability
-    q = draw(words[1], n_proc)
-    shift_to = draw(words[1], n_machines - 1)
-    b = jnp.where(swap, state.assignment[q], shift_to + (shift_to >= a))
-    home_p, home_q = problem.original[p], problem.original[q]
+    p, q = draw(words[0], n_proc), draw(words[1], n_proc)
+    a, home_p, home_q = state.assignment[p], problem.original[p], problem.original[q]
+    u = uniform(words[2])
+    moves_q = u < swap_probability
+    kind = jnp.where(moves_q, u / swap_probability, (u - swap_probability) / (1 - swap_probability))
+    b = jnp.where(moves_q, state.assignment[q],
+                  jnp.where(kind < HOME_SHIFT, home_p, _other(words[1], n_machines, a)))
+    c = jnp.where(~moves_q | (kind < SWAP), a, jnp.where(kind < SWAP + HOME_CHAIN, home_q,
+                                                       _other(words[3], n_machines, b)))
+    third = c != a                       # q moves to a machine other than p's
     sp, sq = problem.service[p], problem.service[q]
-    req_p, req_q = problem.requirement[p], jnp.where(swap, 1, 0) * problem.requirement[q]
     on = lambda x: jnp.where(x, 1, 0)  # noqa: E731
+    req_p, req_q = problem.requirement[p], on(moves_q) * problem.requirement[q]
 
     # resources: usage and (for transient resources) resources still held on the original machine
-    used = jnp.stack([state.usage[a] - req_p + req_q, state.usage[b] + req_p - req_q])
-    held = jnp.stack([state.held[a] + req_p * on(a == home_p) - req_q * on(a == home_q),
-                      state.held[b] - req_p * on(b == home_p) + req_q * on(b == home_q)])
-    pair = jnp.stack([a, b])
-    fits = jnp.all(jnp.where(problem.transient, used + held, used) <= problem.capacity[pair])
+    used_a = state.usage[a] - req_p + on(~third) * req_q
+    held_a = state.held[a] + req_p * on(a == home_p) - on(~third) * req_q * on(a == home_q)
+    used = jnp.stack([used_a, state.usage[b] + req_p - req_q,
+                      jnp.where(third, state.usage[c] + req_q, used_a)])
+    held = jnp.stack([held_a, state.held[b] - req_p * on(b == home_p) + req_q * on(b == home_q),
+                      jnp.where(third, state.held[c] - req_q * on(c == home_q), held_a)])
+    rows = jnp.stack([a, b, c])
+    fits = jnp.all(jnp.where(problem.transient, used + held, used) <= problem.capacity[rows])
 
     # conflict: where the members of each moving service end up
     def alone(s, machine):
         row = problem.members[s]
         where = state.assignment[jnp.maximum(row, 0)]
-        where = jnp.where(row == p, b, jnp.where(swap & (row == q), a, where))
+        where = jnp.where(row == p, b, jnp.where(moves_q & (row == q), c, where))
         return jnp.sum((row >= 0) & (where == machine)) <= 1
 
-    no_conflict = alone(sp, b) & (~swap | alone(sq, a))
+    no_conflict = alone(sp, b) & (~moves_q | alone(sq, c))
 
     # spread and dependency from the per-service counts after the move
     services = (sp, sp, sq, sq)
-    changes = (-1, 1, -on(swap), on(swap))
-    loc = (problem.location[a], problem.location[b], problem.location[b], problem.location[a])
-    hood = (problem.neighborhood[a], problem.neighborhood[b], problem.neighborhood[b], problem.neighborhood[a])
-    rows = jnp.stack([sp, sq])
-    locations = _counts_after(state.locations, services, loc, changes, rows)
-    hoods = _counts_after(state.hoods, services, hood, changes, rows)
-    spread_ok = jnp.all(jnp.sum(locations > 0, axis=1) >= problem.spread_min[rows])
-    hoods_of = lambda r: _counts_after(state.hoods, services, hood, changes, r)  # noqa: E731
-    deps_ok = _dependencies_kept(problem, hoods_of, (sp, sq))
+    changes = (-1, 1, -on(moves_q), on(moves_q))
+    loc = (problem.location[a], problem.location[b], problem.location[b], problem.location[c])
+    hood = (problem.neighborhood[a], problem.neighborhood[b], problem.neighborhood[b], problem.neighborhood[c])
+    pair = jnp.stack([sp, sq])
+    locations = _counts_after(state.locations, services, loc, changes, pair)
+    hoods = _counts_after(state.hoods, services, hood, changes, pair)
+    spread_ok = jnp.all(jnp.sum(locations > 0, axis=1) >= problem.spread_min[pair])
 
-    # the objective's change
-    before = _machine_terms(problem, pair, state.usage[pair])
-    after = _machine_terms(problem, pair, used)
+    def present(rows, h):
+        count = state.hoods[jnp.maximum(rows, 0), h]
+        for s, d, n in zip(services, hood, changes):
+            count = count + jnp.where((rows == s) & (h == d), n, 0)
+        return count > 0
+
+    deps_ok = _dependencies_kept(problem, present, (sp, sq), hood[:2] + hood[3:])
+
+    # the objective's change (c's row counts only when it is a third machine)
+    counted = jnp.stack([1, 1, on(third)])[:, None]
+    terms = counted * (_row_terms(problem, rows, used) - _row_terms(problem, rows, state.usage[rows]))
     moved_p = on(b != home_p) - on(a != home_p)
-    moved_q = on(swap) * (on(a != home_q) - on(b != home_q))
+    moved_q = on(moves_q) * (on(c != home_q) - on(b != home_q))
     count_p = state.moved[sp]
     count_q = jnp.where(sq == sp, count_p + moved_p, state.moved[sq])
     counts = jnp.stack([count_p, count_p + moved_p, count_q, count_q + moved_q])
     candidates = state.most_moved + jnp.arange(2, -3, -1)
     hist = state.moved_hist[jnp.clip(candidates, 0, state.moved_hist.shape[0] - 1)]
-    for c, d in zip(counts, (-1, 1, -1, 1)):
-        hist = hist + d * on(candidates == c)
+    for n, d in zip(counts, (-1, 1, -1, 1)):
+        hist = hist + d * on(candidates == n)
     present = (candidates >= 0) & (candidates < state.moved_hist.shape[0]) & (hist > 0)
     most = jnp.where(jnp.any(present), candidates[jnp.argmax(present)], 0)
     cost_delta = jnp.stack([
-        after[0] - before[0], after[1] - before[1],
+        jnp.sum(terms[:, 0]), jnp.sum(terms[:, 1]),
         problem.process_move_cost[p] * moved_p + problem.process_move_cost[q] * moved_q,
         problem.service_move_weight * (most - state.most_moved),
         problem.machine_move_cost[home_p, b] - problem.machine_move_cost[home_p, a]
-        + on(swap) * (problem.machine_move_cost[home_q, a] - problem.machine_move_cost[home_q, b])])
-    valid = (a != b) & fits & no_conflict & spread_ok & deps_ok
-    move = Move(p=p, q=q, swap=swap, a=a, b=b, sp=sp, sq=sq)
+        + on(moves_q) * (problem.machine_move_cost[home_q, c] - problem.machine_move_cost[home_q, b])])
+    valid = (a != b) & (c != b) & fits & no_conflict & spread_ok & deps_ok
+    move = Move(p=p, q=q, moves_q=moves_q, a=a, b=b, c=c, sp=sp, sq=sq)
     stats = MoveStats(used=used, held=held, locations=locations, hoods=hoods, counts=counts, cost_delta=cost_delta)
     return move, state.energy + jnp.sum(cost_delta), valid, stats
 
 
-def _set_rows(table, first, second, after, keep_first, keep_second):
-    """`table` with rows `first` / `second` [T] set to after[:, 0] / after[:, 1] where kept."""
+def _set_rows(table, rows, after, keep):
+    """`table` with rows `rows[:, i]` [T] set to after[:, i] where `keep[:, i]`."""
     size = table.shape[0]
-    return (table.at[jnp.where(keep_first, first, size)].set(after[:, 0], mode="drop")
-            .at[jnp.where(keep_second, second, size)].set(after[:, 1], mode="drop"))
+    for i in range(rows.shape[1]):
+        table = table.at[jnp.where(keep[:, i], rows[:, i], size)].set(after[:, i], mode="drop")
+    return table
 
 
 def apply(problem: Problem, state: SearchState, moves: Move, keep, energies, stats: MoveStats) -> SearchState:
     """The state after every kept move (kept moves have disjoint footprints: distinct machines and
     services, so no two of them write the same row)."""
-    swapped = keep & moves.swap
+    with_q = keep & moves.moves_q
+    machines = jnp.stack([moves.a, moves.b, moves.c], axis=1)
+    machine_kept = jnp.stack([keep, keep, keep & (moves.c != moves.a)], axis=1)
+    services = jnp.stack([moves.sp, moves.sq], axis=1)
+    service_kept = jnp.stack([keep, with_q], axis=1)
     k = jnp.where(keep, 1, 0)
     hist = state.moved_hist
     for column, sign in zip(range(4), (-1, 1, -1, 1)):
@@ -282,26 +318,28 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep, energies, sta
         problem.service_move_weight * most)
     moved_p, moved_q = stats.counts[:, 1] - stats.counts[:, 0], stats.counts[:, 3] - stats.counts[:, 2]
     return SearchState(
-        assignment=_set_rows(state.assignment, moves.p, moves.q, jnp.stack([moves.b, moves.a], axis=1), keep, swapped),
-        usage=_set_rows(state.usage, moves.a, moves.b, stats.used, keep, keep),
-        held=_set_rows(state.held, moves.a, moves.b, stats.held, keep, keep),
-        locations=_set_rows(state.locations, moves.sp, moves.sq, stats.locations, keep, swapped),
-        hoods=_set_rows(state.hoods, moves.sp, moves.sq, stats.hoods, keep, swapped),
+        assignment=_set_rows(state.assignment, jnp.stack([moves.p, moves.q], axis=1),
+                             jnp.stack([moves.b, moves.c], axis=1), service_kept),
+        usage=_set_rows(state.usage, machines, stats.used, machine_kept),
+        held=_set_rows(state.held, machines, stats.held, machine_kept),
+        locations=_set_rows(state.locations, services, stats.locations, service_kept),
+        hoods=_set_rows(state.hoods, services, stats.hoods, service_kept),
         moved=state.moved.at[moves.sp].add(k * moved_p).at[moves.sq].add(k * moved_q),
         moved_hist=hist, most_moved=most, cost=cost, energy=jnp.sum(cost))
 
 
 def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
-    """Ids a move reads or writes: its two machines and the services it moves, and when it crosses
-    neighborhoods the services whose dependencies it checks (machines 0..M-1, services M..)."""
+    """Ids a move reads or writes: its machines and the services it moves, and for each process that
+    crosses neighborhoods the services whose dependencies it checks (machines 0..M-1, services M..)."""
     m = problem.capacity.shape[0]
+    hood = problem.neighborhood
     related = lambda s: jnp.concatenate([problem.depends_on[s], problem.depended_by[s]])  # noqa: E731
-    crosses = problem.neighborhood[move.a] != problem.neighborhood[move.b]
-    crossing = jnp.where(crosses, jnp.concatenate([related(move.sp), jnp.where(move.swap, related(move.sq), -1)]),
-                         -1)
-    ids = jnp.concatenate([jnp.stack([move.a, move.b, m + move.sp, jnp.where(move.swap, m + move.sq, -1)]),
-                           jnp.where(crossing >= 0, m + crossing, -1)])
-    return ids
+    crossing = jnp.concatenate([jnp.where(hood[move.a] != hood[move.b], related(move.sp), -1),
+                                jnp.where(move.moves_q & (hood[move.b] != hood[move.c]), related(move.sq), -1)])
+    return jnp.concatenate([
+        jnp.stack([move.a, move.b, jnp.where(move.c != move.a, move.c, -1), m + move.sp,
+                   jnp.where(move.moves_q, m + move.sq, -1)]),
+        jnp.where(crossing >= 0, m + crossing, -1)])
 
 
 def footprint_ids(problem: Problem) -> int:
