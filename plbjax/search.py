@@ -164,6 +164,15 @@ def evaluate(problem: Problem, state: SearchState, move: Move):
                         penalty, local_delta_a, local_delta_b)
 
 
+def _add_rows(local: jax.Array, s, a, delta_a, b, delta_b) -> jax.Array:
+    """`local` [S, N, Ms] plus `delta_a` at [s, a] and `delta_b` at [s, b], as one scatter into rows of
+    a flat [S * N, Ms] view (a two-index scatter was copied whole every step on a GPU at 8 metrics)."""
+    n_services, n_nodes, width = local.shape
+    rows = s * n_nodes + jnp.stack([a, b])
+    flat = local.reshape(n_services * n_nodes, width).at[rows].add(jnp.stack([delta_a, delta_b]))
+    return flat.reshape(local.shape)
+
+
 def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy,
               stats) -> SearchState:
     """The state after `move` if `accept`, else unchanged (every write is masked by `accept`)."""
@@ -187,7 +196,7 @@ def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Arra
         primary_of=state.primary_of.at[move.partition].set(
             keep(move.new_primary, state.primary_of[move.partition])),
         loads=state.loads.at[a].add(zero(move.delta_a, has_a)).at[b].add(zero(move.delta_b)),
-        local=state.local.at[s, a].add(zero(local_delta_a, has_a)).at[s, b].add(zero(local_delta_b)),
+        local=_add_rows(state.local, s, a, zero(local_delta_a, has_a), b, zero(local_delta_b)),
         g_total=keep(g_total, state.g_total), g_sq=keep(g_sq, state.g_sq),
         fd_loads=domain_loads(state.fd_loads, problem.fd_tree), ud_loads=domain_loads(state.ud_loads, problem.ud_tree),
         fd_total=keep(fd_total, state.fd_total), fd_sq=keep(fd_sq, state.fd_sq),

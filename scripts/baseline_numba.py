@@ -21,7 +21,7 @@ Rules the baseline does not implement (affinity, preferred primary domains, defr
 resource thresholds, history, closed nodes, throttles) make `problem_arrays` raise
 NotImplementedError; the benchmark's generated clusters use none of them.
 
-Numba is a benchmark-only dependency (`pip install plbjax[bench]`). Kernels are cached on disk
+Numba is a benchmark and test dependency (`pip install plbjax[test]`). Kernels are cached on disk
 (numba cache=True: scripts/__pycache__/, git-ignored); a cold compile takes 15-30 s.
 
     from baseline_numba import run_baseline

@@ -47,8 +47,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-o", dest="new", required=True, help="where to write the new assignment")
     parser.add_argument("-s", dest="seed", type=int, default=0, help="random seed")
     parser.add_argument("--chains", type=int, help="chains (default: the solver's setting)")
-    parser.add_argument("--tries", type=int, help="proposals evaluated together per step")
-    parser.add_argument("--parallel", action="store_true", help="apply every independent accepted proposal of a step")
+    parser.add_argument("--tries", type=int, help="proposals evaluated together per step (default: by size)")
+    parser.add_argument("--parallel", action=argparse.BooleanOptionalAction,
+                        help="apply every independent accepted proposal of a step (default: on)")
     args = parser.parse_args(argv)
     if args.seconds <= 0:
         parser.error(f"-t: the time limit must be positive, got {args.seconds}")
@@ -57,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     from plbjax.errors import BadInput
     from plbjax.roadef.instance import read_instance, read_solution, write_solution
     from plbjax.roadef.objective import costs, violations
-    from plbjax.roadef.solver import ROADEF_SEARCH, solve
+    from plbjax.roadef.solver import search_config, solve
 
     deadline = START + args.seconds - MARGIN
     try:
@@ -76,8 +77,10 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(2)
 
     enable_compilation_cache()
-    config = dataclasses.replace(ROADEF_SEARCH, seed=args.seed, chains=args.chains or ROADEF_SEARCH.chains,
-                                 tries=args.tries or ROADEF_SEARCH.tries, parallel=args.parallel)
+    config = search_config(instance)
+    config = dataclasses.replace(config, seed=args.seed, chains=args.chains or config.chains,
+                                 tries=args.tries or config.tries,
+                                 parallel=config.parallel if args.parallel is None else args.parallel)
     found: list = []
     written = [costs(instance, original, original).total]
 

@@ -18,10 +18,20 @@ from plbjax.roadef import search
 from plbjax.roadef.instance import Instance
 from plbjax.roadef.objective import Costs, costs, violations
 
-# Search settings measured on set A (scripts/bench_roadef.py): one chain evaluating 64 proposals per
-# step beats many chains on 2 cores; swaps matter on tightly packed machines; T0 = 5 % of the probe.
+# Search settings measured on sets A and B (scripts/bench_roadef.py): one chain; every accepted
+# proposal of a step whose footprint is free is applied (parallel), which is what lets the 20,000-50,000
+# process instances move fast enough; ejection chains and swaps matter on tightly packed machines.
 ROADEF_SEARCH = AnnealConfig(chains=1, tries=64, steps=None, seconds=None, block_steps=1_000,
-                             swap_probability=0.6, probe_factor=0.05, final_ratio=1e-3)
+                             swap_probability=0.6, probe_factor=0.05, final_ratio=1e-3, parallel=True)
+LARGE = 10_000          # processes from which a step evaluates `LARGE_TRIES` proposals
+LARGE_TRIES = 256
+
+
+def search_config(instance: Instance) -> AnnealConfig:
+    """`ROADEF_SEARCH`, with more proposals per step on large instances (more moves are independent)."""
+    if len(instance.service) >= LARGE:
+        return dataclasses.replace(ROADEF_SEARCH, tries=LARGE_TRIES)
+    return ROADEF_SEARCH
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,11 +53,12 @@ def checked(instance: Instance, original: np.ndarray, found: np.ndarray) -> tupl
     return found, found_costs
 
 
-def solve(instance: Instance, original: np.ndarray, config: AnnealConfig = ROADEF_SEARCH,
+def solve(instance: Instance, original: np.ndarray, config: AnnealConfig | None = None,
           deadline: float | None = None, on_better: Callable[[np.ndarray, Costs], None] | None = None) -> Solution:
     """The best feasible assignment found within `config`'s budget and `deadline` (a
     `time.perf_counter()` instant, compilation included). `on_better(assignment, costs)` gets each
     better feasible assignment found along the way (every few seconds at most)."""
+    config = config or search_config(instance)
     initial = costs(instance, original, original)
 
     def checkpoint(solution, _energy):
