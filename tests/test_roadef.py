@@ -64,10 +64,13 @@ def test_solver_on_the_example_is_feasible_and_at_least_as_good_as_the_given_sol
     assert feasible and cost == found.costs.total <= 2411
 
 
-@pytest.mark.parametrize("seed", [0, 1])
-def test_proposals_are_valid_exactly_when_feasible_and_their_energy_is_the_cost(tmp_path, seed):
+DEPENDENT = dict(machines=12, processes=60, services=20, neighborhoods=3, dependencies=15)   # many dependency rejections
+
+
+@pytest.mark.parametrize("seed, shape", [(0, {}), (1, {}), (2, DEPENDENT)])
+def test_proposals_are_valid_exactly_when_feasible_and_their_energy_is_the_cost(tmp_path, seed, shape):
     """Brute force: every proposal from a state reached by a hot search, applied on the host."""
-    instance, original = random_instance(seed)
+    instance, original = random_instance(seed, **shape)
     model = _model(tmp_path, instance)
     with jax.enable_x64(True):
         problem = RS.encode(instance, original)
@@ -164,10 +167,11 @@ def test_cli_rejects_an_infeasible_original(tmp_path):
     assert out.returncode == 2 and "infeasible" in out.stderr
 
 
-def test_parallel_step_equals_its_kept_moves_applied_one_by_one(tmp_path):
+@pytest.mark.parametrize("shape", [dict(dependencies=3), dict(neighborhoods=3, dependencies=20)])
+def test_parallel_step_equals_its_kept_moves_applied_one_by_one(tmp_path, shape):
     """Independent accepted moves (disjoint footprints) applied together = applied in order, each
     re-proposed from the same words on the state its predecessors left."""
-    instance, original = random_instance(6, machines=40, processes=120, services=40, dependencies=3)
+    instance, original = random_instance(6, machines=40, processes=120, services=40, **shape)
     model = _model(tmp_path, instance)
     with jax.enable_x64(True):
         problem = RS.encode(instance, original)
@@ -186,7 +190,7 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(tmp_path):
             one_by_one = jax.jit(RS.apply)(problem, one_by_one, move, ok, energy, stat)
         exact = RS.refresh(problem, together)
     assert int(keep.sum()) >= 5
-    for name in ("assignment", "usage", "held", "locations", "hoods", "moved", "moved_hist", "most_moved", "cost",
+    for name in ("assignment", "usage", "held", "locations", "hoods", "users_in", "moved", "moved_hist", "most_moved", "cost",
                  "energy"):
         np.testing.assert_array_equal(getattr(together, name), getattr(one_by_one, name), err_msg=name)
         np.testing.assert_array_equal(getattr(together, name), getattr(exact, name), err_msg=name)

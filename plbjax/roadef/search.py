@@ -6,9 +6,12 @@ a to machine b and, in an ejection chain, a process q of b on to machine c (c ==
 change touches up to three machines' rows, the two services' location and neighborhood counts, and
 the histogram of moved processes per service that gives the service-move cost (a maximum) in O(1).
 Moves back to a process's original machine are proposed on purpose: only they release the
-transient resources a moved process still holds there. A move's footprint (its machines, its
-services and, across neighborhoods, the services whose dependencies it checks) lets the annealer
-apply several independent accepted moves in one step (`AnnealConfig.parallel`).
+transient resources a moved process still holds there. Dependencies are checked in the
+neighborhoods a move changes only, with a count per service and neighborhood of the services
+depending on it that are present there (`users_in`), so a check costs O(dependencies of the moving
+services), not O(services depending on them). A move's footprint (its machines, its
+services and, across neighborhoods, the services they depend on) lets the annealer apply several
+independent accepted moves in one step (`AnnealConfig.parallel`).
 
 Hard constraints are checked per move, so every state a chain visits is feasible: capacity (with the
 resources of a moved process still held on its original machine for transient resources), conflict
@@ -62,7 +65,6 @@ class Problem(eqx.Module):
     members: jax.Array            # [S, K] processes of each service (-1: padding)
     spread_min: jax.Array         # [S]
     depends_on: jax.Array         # [S, Kd] services each service depends on (-1: padding)
-    depended_by: jax.Array        # [S, Kr] services depending on each service
     balance_r1: jax.Array         # [B]
     balance_r2: jax.Array
     balance_target: jax.Array
@@ -79,10 +81,8 @@ def encode(instance: Instance, original: np.ndarray) -> Problem:
     for p, s in enumerate(instance.service):
         members[s].append(p)
     depends_on: list[list[int]] = [[] for _ in range(n_services)]
-    depended_by: list[list[int]] = [[] for _ in range(n_services)]
     for s, d in instance.dependencies:
         depends_on[s].append(int(d))
-        depended_by[d].append(int(s))
     i64 = lambda x: jnp.asarray(np.asarray(x, np.int64))  # noqa: E731
     i32 = lambda x: jnp.asarray(np.asarray(x, np.int32))  # noqa: E731
     r1, r2, target, weight = (instance.balance.T if len(instance.balance) else np.zeros((4, 0), np.int64))
@@ -95,7 +95,7 @@ def encode(instance: Instance, original: np.ndarray) -> Problem:
         process_move_cost=i64(instance.process_move_cost * instance.weight_process_move),
         service=i32(instance.service), original=i32(original), members=i32(_padded(members)),
         spread_min=i32(instance.spread_min), depends_on=i32(_padded(depends_on)),
-        depended_by=i32(_padded(depended_by)), balance_r1=i32(r1), balance_r2=i32(r2), balance_target=i64(target),
+        balance_r1=i32(r1), balance_r2=i32(r2), balance_target=i64(target),
         balance_weight=i64(weight), service_move_weight=i64(instance.weight_service_move),
         n_locations=int(instance.location.max()) + 1, n_hoods=int(instance.neighborhood.max()) + 1)
 
@@ -106,6 +106,7 @@ class SearchState(eqx.Module):
     held: jax.Array           # [M, R] resources of processes moved away from their original machine
     locations: jax.Array      # [S, L] processes of each service per location
     hoods: jax.Array          # [S, N] processes of each service per neighborhood
+    users_in: jax.Array       # [S, N] services depending on each service that are present per neighborhood
     moved: jax.Array          # [S] moved processes per service
     moved_hist: jax.Array     # [K + 1] services per moved count
     most_moved: jax.Array     # max of `moved`
@@ -119,6 +120,14 @@ def _row_terms(problem: Problem, machines, used):
         load_terms(problem.safety[machines], problem.load_weight, used, jnp),
         balance_terms(problem.capacity[machines], problem.balance_r1, problem.balance_r2,
                       problem.balance_target, problem.balance_weight, used, jnp)], axis=-1)
+
+
+def _users_in(problem: Problem, present: jax.Array) -> jax.Array:
+    """[S, N] how many of the services depending on each service are `present` [S, N] per neighborhood."""
+    dep = problem.depends_on
+    user = jnp.broadcast_to(jnp.arange(dep.shape[0])[:, None], dep.shape)
+    return jnp.zeros(present.shape, jnp.int32).at[jnp.where(dep >= 0, dep, dep.shape[0])].add(
+        present[user].astype(jnp.int32), mode="drop")
 
 
 def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
@@ -142,7 +151,7 @@ def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
         problem.service_move_weight * most,
         jnp.sum(problem.machine_move_cost[problem.original, assignment])]).astype(jnp.int64)
     return SearchState(assignment=assignment, usage=usage, held=held, locations=locations, hoods=hoods,
-                       moved=moved, moved_hist=hist, most_moved=most, cost=cost, energy=jnp.sum(cost))
+                       users_in=_users_in(problem, hoods > 0), moved=moved, moved_hist=hist, most_moved=most, cost=cost, energy=jnp.sum(cost))
 
 
 def start(problem: Problem) -> SearchState:
@@ -172,6 +181,8 @@ class MoveStats(eqx.Module):
     held: jax.Array         # [3, R]
     locations: jax.Array    # [2, L] rows of services sp and sq after the move
     hoods: jax.Array        # [2, N]
+    presence: jax.Array     # [2, 3] change (-1, 0, 1) of sp's / sq's presence in `columns`
+    columns: jax.Array      # [3] neighborhoods of a, b and c
     counts: jax.Array       # [4] moved processes of sp before/after, of sq before/after (after sp's change)
     cost_delta: jax.Array   # [5] change of each cost part, the service-move part as if alone
 
@@ -184,17 +195,21 @@ def _counts_after(table, services, domains, changes, rows):
     return out
 
 
-def _dependencies_kept(problem: Problem, present, services, columns):
-    """Dependencies hold after a move that changes only `services`' presence in the neighborhoods
-    `columns`: where a moving service is present its dependencies are, and where it is absent no
-    service depending on it is. (Elsewhere nothing changed, and the state before was feasible.)
-    `present(services [K], column)` -> [K] bool after the move."""
+def _dependencies_kept(problem: Problem, state: SearchState, in_hood, services, columns, presence):
+    """Dependencies hold after a move that changes only `services`' presence [2, 3] in the
+    neighborhoods `columns`: where a moving service is present its dependencies are, and where it is
+    absent no service depending on it is (counted by `users_in`, corrected for the moving services).
+    Elsewhere nothing changed, and the state before was feasible. `in_hood(services [K], column)` ->
+    [K] bool after the move."""
     ok = jnp.bool_(True)
     for s in services:
-        deps, users = problem.depends_on[s], problem.depended_by[s]
+        deps = problem.depends_on[s]
         for h in columns:
-            mine = present(s[None], h)[0]
-            ok &= jnp.where(mine, jnp.all((deps < 0) | present(deps, h)), jnp.all((users < 0) | ~present(users, h)))
+            users = state.users_in[s, h]
+            for i, x in enumerate(services):
+                uses = jnp.any(problem.depends_on[x] == s)
+                users += jnp.sum(jnp.where(uses & (jnp.stack(columns) == h), presence[i], 0))
+            ok &= jnp.where(in_hood(s[None], h)[0], jnp.all((deps < 0) | in_hood(deps, h)), users == 0)
     return ok
 
 
@@ -259,13 +274,20 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
     hoods = _counts_after(state.hoods, services, hood, changes, pair)
     spread_ok = jnp.all(jnp.sum(locations > 0, axis=1) >= problem.spread_min[pair])
 
-    def present(rows, h):
+    def in_hood(rows, h):
         count = state.hoods[jnp.maximum(rows, 0), h]
         for s, d, n in zip(services, hood, changes):
             count = count + jnp.where((rows == s) & (h == d), n, 0)
         return count > 0
 
-    deps_ok = _dependencies_kept(problem, present, (sp, sq), hood[:2] + hood[3:])
+    # presence changes, once per service (sq only when it is another service) and per neighborhood
+    columns = (hood[0], hood[1], hood[3])
+    new_column = (jnp.bool_(True), columns[1] != columns[0], (columns[2] != columns[0]) & (columns[2] != columns[1]))
+    presence = jnp.stack([
+        jnp.stack([jnp.where(own & new, on(in_hood(s[None], h)[0]) - on(state.hoods[s, h] > 0), 0)
+                   for h, new in zip(columns, new_column)])
+        for s, own in ((sp, jnp.bool_(True)), (sq, moves_q & (sq != sp)))])
+    deps_ok = _dependencies_kept(problem, state, in_hood, (sp, sq), columns, presence)
 
     # the objective's change (c's row counts only when it is a third machine)
     counted = jnp.stack([1, 1, on(third)])[:, None]
@@ -289,7 +311,8 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
         + on(moves_q) * (problem.machine_move_cost[home_q, c] - problem.machine_move_cost[home_q, b])])
     valid = (a != b) & (c != b) & fits & no_conflict & spread_ok & deps_ok
     move = Move(p=p, q=q, moves_q=moves_q, a=a, b=b, c=c, sp=sp, sq=sq)
-    stats = MoveStats(used=used, held=held, locations=locations, hoods=hoods, counts=counts, cost_delta=cost_delta)
+    stats = MoveStats(used=used, held=held, locations=locations, hoods=hoods, presence=presence,
+                      columns=jnp.stack(columns), counts=counts, cost_delta=cost_delta)
     return move, state.energy + jnp.sum(cost_delta), valid, stats
 
 
@@ -299,6 +322,16 @@ def _set_rows(table, rows, after, keep):
     for i in range(rows.shape[1]):
         table = table.at[jnp.where(keep[:, i], rows[:, i], size)].set(after[:, i], mode="drop")
     return table
+
+
+def _users_moved(problem: Problem, users_in, services, keep, stats: MoveStats):
+    """`users_in` after the kept moves' presence changes: each adds its change to the services its
+    moving services depend on, in the neighborhood that changed."""
+    deps = problem.depends_on[services][:, :, None, :]                 # [T, 2, 1, Kd]
+    change = jnp.where(keep[:, None, None], stats.presence, 0)[..., None]   # [T, 2, 3, 1]
+    target = jnp.where((deps >= 0) & (change != 0), deps, users_in.shape[0])
+    column = jnp.broadcast_to(stats.columns[:, None, :, None], target.shape)
+    return users_in.at[target, column].add(jnp.broadcast_to(change, target.shape), mode="drop")
 
 
 def apply(problem: Problem, state: SearchState, moves: Move, keep, energies, stats: MoveStats) -> SearchState:
@@ -324,18 +357,21 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep, energies, sta
         held=_set_rows(state.held, machines, stats.held, machine_kept),
         locations=_set_rows(state.locations, services, stats.locations, service_kept),
         hoods=_set_rows(state.hoods, services, stats.hoods, service_kept),
+        users_in=_users_moved(problem, state.users_in, services, keep, stats),
         moved=state.moved.at[moves.sp].add(k * moved_p).at[moves.sq].add(k * moved_q),
         moved_hist=hist, most_moved=most, cost=cost, energy=jnp.sum(cost))
 
 
 def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
     """Ids a move reads or writes: its machines and the services it moves, and for each process that
-    crosses neighborhoods the services whose dependencies it checks (machines 0..M-1, services M..)."""
+    crosses neighborhoods the services its service depends on (their presence is read, their
+    `users_in` count written; a service's own count is read under its own id). Machines are ids
+    0..M-1, services M.."""
     m = problem.capacity.shape[0]
     hood = problem.neighborhood
-    related = lambda s: jnp.concatenate([problem.depends_on[s], problem.depended_by[s]])  # noqa: E731
-    crossing = jnp.concatenate([jnp.where(hood[move.a] != hood[move.b], related(move.sp), -1),
-                                jnp.where(move.moves_q & (hood[move.b] != hood[move.c]), related(move.sq), -1)])
+    crossing = jnp.concatenate([
+        jnp.where(hood[move.a] != hood[move.b], problem.depends_on[move.sp], -1),
+        jnp.where(move.moves_q & (hood[move.b] != hood[move.c]), problem.depends_on[move.sq], -1)])
     return jnp.concatenate([
         jnp.stack([move.a, move.b, jnp.where(move.c != move.a, move.c, -1), m + move.sp,
                    jnp.where(move.moves_q, m + move.sq, -1)]),
