@@ -170,10 +170,13 @@ def init_chains(model: Model, problem, keys: jax.Array) -> Chain:
     return jax.vmap(init, in_axes=(None, None, 0))(model, problem, keys)
 
 
-@eqx.filter_jit
-def _run_blocks(model: Model, problem, chains: Chain, config: AnnealConfig, t_start, t_end) -> Chain:
+@eqx.filter_jit(donate="all-except-first")
+def _run_blocks(kept, chains: Chain, model: Model, config: AnnealConfig) -> Chain:
+    """One block of every chain. `kept` = (problem, [start, end] temperatures) is read only; the
+    chains passed in are donated (their buffers hold the result, so a run needs one copy of them)."""
+    problem, temperatures = kept
     return jax.vmap(run_block, in_axes=(None, None, None, 0, None, None))(model, problem, config, chains,
-                                                                         t_start, t_end)
+                                                                         temperatures[0], temperatures[1])
 
 
 def enable_compilation_cache() -> None:
@@ -215,8 +218,7 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: AnnealConfig)
     if key in _executables:
         return _executables[key], 0.0
     start = time.perf_counter()
-    t = jnp.float32(1.0)
-    _executables[key] = _run_blocks.lower(model, problem, chains, config, t, t).compile()
+    _executables[key] = _run_blocks.lower((problem, jnp.ones(2, jnp.float32)), chains, model, config).compile()
     return _executables[key], time.perf_counter() - start
 
 
@@ -265,7 +267,7 @@ def anneal(model: Model, problem, config: AnnealConfig,
         else:
             t_a = t0 * config.final_ratio ** (done / blocks)
             t_b = t0 * config.final_ratio ** ((done + 1) / blocks)
-        chains = compiled(model, problem, chains, config, jnp.float32(t_a), jnp.float32(t_b))
+        chains = compiled((problem, jnp.array([t_a, t_b], jnp.float32)), chains, model, config)
         best_energy = _host(chains.best_energy)               # waits for the block
         done += 1
         elapsed = time.perf_counter() - start

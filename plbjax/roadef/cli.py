@@ -39,6 +39,15 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"plbjax-roadef: {message}\n")
 
 
+def _one_device_per_core() -> None:
+    """Before JAX starts: one XLA host device per core this process may use, so that chains sharded
+    over them run on separate cores (a GPU backend is unaffected)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    flags = os.environ.get("XLA_FLAGS", "")
+    if cores > 1 and "xla_force_host_platform_device_count" not in flags:
+        os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={cores}".strip()
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = _Parser(prog="plbjax-roadef", description=__doc__.splitlines()[0])
     parser.add_argument("-t", dest="seconds", type=float, required=True, help="time limit in seconds")
@@ -54,6 +63,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.seconds <= 0:
         parser.error(f"-t: the time limit must be positive, got {args.seconds}")
 
+    _one_device_per_core()
     from plbjax.annealer import enable_compilation_cache
     from plbjax.errors import BadInput
     from plbjax.roadef.instance import read_instance, read_solution, write_solution
