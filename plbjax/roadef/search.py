@@ -284,9 +284,9 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
     columns = (hood[0], hood[1], hood[3])
     new_column = (jnp.bool_(True), columns[1] != columns[0], (columns[2] != columns[0]) & (columns[2] != columns[1]))
     presence = jnp.stack([
-        jnp.stack([jnp.where(own & new, on(in_hood(s[None], h)[0]) - on(state.hoods[s, h] > 0), 0)
+        jnp.stack([jnp.where(own & new, on(hoods[i, h] > 0) - on(state.hoods[s, h] > 0), 0)
                    for h, new in zip(columns, new_column)])
-        for s, own in ((sp, jnp.bool_(True)), (sq, moves_q & (sq != sp)))])
+        for i, (s, own) in enumerate(((sp, jnp.bool_(True)), (sq, moves_q & (sq != sp))))])
     deps_ok = _dependencies_kept(problem, state, in_hood, (sp, sq), columns, presence)
 
     # the objective's change (c's row counts only when it is a third machine)
