@@ -41,6 +41,7 @@ class AnnealConfig:
     swap_probability: float = 0.3       # SF's SwapPrimaryProbability
     tries: int = 1                      # proposals evaluated together per step (the first accepted is applied)
     parallel: bool = False              # apply every accepted proposal that is independent of earlier ones
+    population: bool = False            # population annealing: resample the chains' states at each block's end
     initial_temperature: float | None = None  # None: probe, probe_factor x the largest |dE| seen
     probe_factor: float = 50.0          # SF: 50 x the largest |dE| of its probe moves
     final_ratio: float = 1e-4           # final temperature / initial temperature
@@ -164,6 +165,29 @@ def run_block(model: Model, problem, config: AnnealConfig, chain: Chain, t_start
     return refresh(model, problem, jax.lax.fori_loop(0, n, body, chain))
 
 
+def resample(chains: Chain, t_start, t_end, layout=None) -> Chain:
+    """Population annealing's reweighting for a cooling from `t_start` to `t_end`: every chain's
+    state is replaced by a draw from all chains' states with weights exp(-(1/t_end - 1/t_start) E)
+    (systematic resampling: a state's copies are its share of the weights times the number of
+    chains, rounded up or down), so effort moves from poor states to good ones. Keys, best records
+    and counters stay with their chain, so copies diverge and no best solution is lost. Unchanged
+    while the temperature does not fall (the greedy probe block). `layout`: the chains' sharding,
+    which the drawn states keep."""
+    energy = chains.state.energy.astype(jnp.float32)
+    n = energy.shape[0]
+    cooling = jnp.where((t_start > 0) & (t_end > 0) & (t_end < t_start),
+                        1 / jnp.maximum(t_end, 1e-30) - 1 / jnp.maximum(t_start, 1e-30), 0.0)
+    weight = jnp.exp(-cooling * (energy - jnp.min(energy)))
+    share = jnp.cumsum(weight) / jnp.sum(weight)
+    offset = jax.random.uniform(jax.random.fold_in(chains.key[0], n))
+    parent = jnp.minimum(jnp.searchsorted(share, (offset + jnp.arange(n)) / n, side="right"), n - 1)
+    parent = jnp.where(cooling > 0, parent, jnp.arange(n))
+    state = jax.tree.map(lambda x: x[parent], chains.state)
+    if layout is not None:
+        state = jax.lax.with_sharding_constraint(state, layout)
+    return dataclasses.replace(chains, state=state)
+
+
 @eqx.filter_jit
 def init_chains(model: Model, problem, keys: jax.Array) -> Chain:
     """One chain per key, all at the initial solution."""
@@ -171,12 +195,14 @@ def init_chains(model: Model, problem, keys: jax.Array) -> Chain:
 
 
 @eqx.filter_jit(donate="all-except-first")
-def _run_blocks(kept, chains: Chain, model: Model, config: AnnealConfig) -> Chain:
+def _run_blocks(kept, chains: Chain, model: Model, config: AnnealConfig, layout=None) -> Chain:
     """One block of every chain. `kept` = (problem, [start, end] temperatures) is read only; the
-    chains passed in are donated (their buffers hold the result, so a run needs one copy of them)."""
+    chains passed in are donated (their buffers hold the result, so a run needs one copy of them).
+    `layout`: the chains' sharding over devices (None on one device)."""
     problem, temperatures = kept
-    return jax.vmap(run_block, in_axes=(None, None, None, 0, None, None))(model, problem, config, chains,
-                                                                         temperatures[0], temperatures[1])
+    chains = jax.vmap(run_block, in_axes=(None, None, None, 0, None, None))(model, problem, config, chains,
+                                                                           temperatures[0], temperatures[1])
+    return resample(chains, temperatures[0], temperatures[1], layout) if config.population else chains
 
 
 def enable_compilation_cache() -> None:
@@ -213,13 +239,15 @@ _executables: dict = {}
 def _compiled_blocks(model: Model, problem, chains: Chain, config: AnnealConfig):
     """The compiled block runner for this model, these shapes and this config, and the seconds
     compiling took."""
-    key = (model, config, jax.tree.structure((problem, chains)),
+    layout = chains.key.sharding if isinstance(chains.key.sharding, NamedSharding) else None
+    key = (model, config, layout, jax.tree.structure((problem, chains)),
            tuple((x.shape, x.dtype) for x in jax.tree.leaves((problem, chains))))
-    if key in _executables:
-        return _executables[key], 0.0
-    start = time.perf_counter()
-    _executables[key] = _run_blocks.lower((problem, jnp.ones(2, jnp.float32)), chains, model, config).compile()
-    return _executables[key], time.perf_counter() - start
+    if key not in _executables:
+        start = time.perf_counter()
+        compiled = _run_blocks.lower((problem, jnp.ones(2, jnp.float32)), chains, model, config, layout).compile()
+        _executables[key] = lambda kept, chains: compiled(kept, chains, model, config, layout)
+        return _executables[key], time.perf_counter() - start
+    return _executables[key], 0.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -267,7 +295,7 @@ def anneal(model: Model, problem, config: AnnealConfig,
         else:
             t_a = t0 * config.final_ratio ** (done / blocks)
             t_b = t0 * config.final_ratio ** ((done + 1) / blocks)
-        chains = compiled((problem, jnp.array([t_a, t_b], jnp.float32)), chains, model, config)
+        chains = compiled((problem, jnp.array([t_a, t_b], jnp.float32)), chains)
         best_energy = _host(chains.best_energy)               # waits for the block
         done += 1
         elapsed = time.perf_counter() - start

@@ -40,6 +40,13 @@ def _number(cfg: DictConfig, key: str, kind, allow_none: bool = True, minimum=No
     return number
 
 
+def _flag(cfg: DictConfig, key: str) -> bool:
+    value = OmegaConf.select(cfg, key, default=False)
+    if not isinstance(value, bool):
+        raise BadInput(f"{key}: {value!r} is not true or false")
+    return value
+
+
 def from_hydra(cfg: DictConfig) -> RunConfig:
     """Validate the composed config; every problem is a BadInput naming the key."""
     if OmegaConf.is_missing(cfg, "state"):
@@ -55,6 +62,7 @@ def from_hydra(cfg: DictConfig) -> RunConfig:
         initial_temperature=_number(cfg, "anneal.initial_temperature", float, True, 0.0),
         probe_factor=_number(cfg, "anneal.probe_factor", float, False, 0.0),
         final_ratio=_number(cfg, "anneal.final_ratio", float, False, 0.0),
+        population=_flag(cfg, "anneal.population"),
     )
     if anneal.steps is None and not anneal.seconds:
         raise BadInput("search.steps: null needs search.seconds to bound the search")

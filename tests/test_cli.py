@@ -57,6 +57,7 @@ def _bad(tmp_path, doc) -> Path:
     (["state=does-not-exist.json"], "does-not-exist.json"),
     ([f"state={EXAMPLE}", "search.chains=abc"], "search.chains"),
     ([f"state={EXAMPLE}", "search.chainz=4"], "chainz"),
+    ([f"state={EXAMPLE}", "anneal.population=maybe"], "anneal.population"),
     ([], "state"),
 ])
 def test_bad_arguments_exit_2(tmp_path, args, needle):

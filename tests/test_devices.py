@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 from conftest import QUICK, cluster, searchable
 from plbjax.annealer import anneal
@@ -24,7 +25,7 @@ from plbjax.annealer import anneal, init_chains, shard
 from plbjax.search import MODEL
 from plbjax.state import parse_state
 problem, _ = searchable(parse_state(cluster(0)))
-config = dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None)
+config = dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None, population=POPULATION)
 _, chains = shard(problem, init_chains(MODEL, problem, jax.random.split(jax.random.PRNGKey(0), 8)))
 result = anneal(MODEL, problem, config)
 print(json.dumps(dict(devices=len(jax.devices()), sharded_over=len(chains.state.energy.sharding.device_set),
@@ -32,12 +33,15 @@ print(json.dumps(dict(devices=len(jax.devices()), sharded_over=len(chains.state.
 """
 
 
-def test_chains_sharded_over_four_devices_match_one_device():
+@pytest.mark.parametrize("population", [False, True])
+def test_chains_sharded_over_four_devices_match_one_device(population):
+    """Independent chains, and chains resampled across devices (population annealing)."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env)
+    out = subprocess.run([sys.executable, "-c", f"POPULATION = {population}\n" + SCRIPT],
+                         capture_output=True, text=True, env=env)
     assert out.returncode == 0, out.stderr
     sharded = json.loads(out.stdout.strip().splitlines()[-1])
     assert sharded["devices"] == 4 and sharded["sharded_over"] == 4
     problem, _ = searchable(parse_state(cluster(0)))
-    one = anneal(MODEL, problem, dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None))
+    one = anneal(MODEL, problem, dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None, population=population))
     np.testing.assert_allclose(sharded["energies"], one.energies, rtol=1e-5)

@@ -208,3 +208,29 @@ def test_multi_try_step_is_the_sequential_chain_stopping_at_its_first_acceptance
         np.testing.assert_array_equal(after.state.node_of, state.node_of)
         np.testing.assert_array_equal(after.state.primary_of, state.primary_of)
         np.testing.assert_allclose(after.state.energy, state.energy, rtol=1e-6)
+
+
+def test_population_resampling_draws_states_by_boltzmann_weight(states):
+    """Each chain's state becomes a copy of some chain's state, about n x its weight share of copies
+    each; keys and best records stay; no cooling leaves the chains alone."""
+    problem, _ = searchable(states[0])
+    chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 200)
+    energy = np.asarray(chains.state.energy, np.float64)
+    assert len(np.unique(energy)) > 1
+    resample = eqx.filter_jit(A.resample)
+    for t_start, t_end in [(1.0, 0.5), (0.2, 0.1), (1.0, 1e-6)]:
+        after = resample(chains, jnp.float32(t_start), jnp.float32(t_end))
+        parents = [int(np.flatnonzero((np.asarray(chains.state.node_of) == row).all(axis=1)
+                                      & (energy == e))[0])
+                   for row, e in zip(np.asarray(after.state.node_of), np.asarray(after.state.energy, np.float64))]
+        weight = np.exp(-(1 / t_end - 1 / t_start) * (energy - energy.min()))
+        expected = len(energy) * weight / weight.sum()
+        copies = np.bincount(parents, minlength=len(energy))
+        assert np.all(copies >= np.floor(expected - 1e-4)) and np.all(copies <= np.ceil(expected + 1e-4))
+        np.testing.assert_array_equal(after.key, chains.key)
+        np.testing.assert_array_equal(after.best_energy, chains.best_energy)
+    coldest = resample(chains, jnp.float32(1.0), jnp.float32(1e-6))
+    np.testing.assert_array_equal(np.asarray(coldest.state.energy), np.full(len(energy), energy.min(), np.float32))
+    for t_start, t_end in [(0.0, 0.0), (1.0, 1.0)]:
+        same = resample(chains, jnp.float32(t_start), jnp.float32(t_end))
+        np.testing.assert_array_equal(same.state.node_of, chains.state.node_of)

@@ -59,6 +59,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tries", type=int, help="proposals evaluated together per step (default: by size)")
     parser.add_argument("--parallel", action=argparse.BooleanOptionalAction,
                         help="apply every independent accepted proposal of a step (default: on)")
+    parser.add_argument("--population", action=argparse.BooleanOptionalAction,
+                        help="population annealing: redraw the chains by Boltzmann weight after each block "
+                             "(default: off)")
     args = parser.parse_args(argv)
     if args.seconds <= 0:
         parser.error(f"-t: the time limit must be positive, got {args.seconds}")
@@ -90,7 +93,8 @@ def main(argv: list[str] | None = None) -> None:
     config = search_config(instance)
     config = dataclasses.replace(config, seed=args.seed, chains=args.chains or config.chains,
                                  tries=args.tries or config.tries,
-                                 parallel=config.parallel if args.parallel is None else args.parallel)
+                                 parallel=config.parallel if args.parallel is None else args.parallel,
+                                 population=config.population if args.population is None else args.population)
     found: list = []
     written = [costs(instance, original, original).total]
 
