@@ -199,18 +199,16 @@ def _dependencies_kept(problem: Problem, state: SearchState, in_hood, services, 
     """Dependencies hold after a move that changes only `services`' presence [2, 3] in the
     neighborhoods `columns`: where a moving service is present its dependencies are, and where it is
     absent no service depending on it is (counted by `users_in`, corrected for the moving services).
-    Elsewhere nothing changed, and the state before was feasible. `in_hood(services [K], column)` ->
-    [K] bool after the move."""
-    ok = jnp.bool_(True)
-    for s in services:
-        deps = problem.depends_on[s]
-        for h in columns:
-            users = state.users_in[s, h]
-            for i, x in enumerate(services):
-                uses = jnp.any(problem.depends_on[x] == s)
-                users += jnp.sum(jnp.where(uses & (jnp.stack(columns) == h), presence[i], 0))
-            ok &= jnp.where(in_hood(s[None], h)[0], jnp.all((deps < 0) | in_hood(deps, h)), users == 0)
-    return ok
+    Elsewhere nothing changed, and the state before was feasible. `in_hood(services, columns)` ->
+    whether the services are present after the move (broadcast together)."""
+    services, columns = jnp.stack(services), jnp.stack(columns)                 # [2], [3]
+    deps = problem.depends_on[services]                                           # [2, Kd]
+    deps_there = jnp.all((deps[:, None, :] < 0) | in_hood(deps[:, None, :], columns[None, :, None]), axis=-1)
+    uses = jnp.any(deps[None, :, :] == services[:, None, None], axis=-1)            # [i, x]: x depends on i
+    same = columns[:, None] == columns[None, :]
+    users = state.users_in[services[:, None], columns[None, :]] + jnp.einsum(
+        "ix,xk,kj->ij", uses.astype(jnp.int32), presence.astype(jnp.int32), same.astype(jnp.int32))
+    return jnp.all(jnp.where(in_hood(services[:, None], columns[None, :]), deps_there, users == 0))
 
 
 def _most_moved(hist: jax.Array) -> jax.Array:
