@@ -320,7 +320,7 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
 
 
 def _config(run: dict) -> str:
-    """A plbjax run's label: chains, and tries per step when more than one."""
+    """A plbjax run's label: chains, tries per step when more than one, and population annealing."""
     tries = run.get("tries", 1)
     return (f"{run['chains']} chains" + (f" x {tries} tries" if tries > 1 else "")
             + (", population" if run.get("population") else ""))
