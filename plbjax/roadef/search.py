@@ -151,7 +151,8 @@ def _fresh(problem: Problem, assignment: jax.Array) -> SearchState:
         problem.service_move_weight * most,
         jnp.sum(problem.machine_move_cost[problem.original, assignment])]).astype(jnp.int64)
     return SearchState(assignment=assignment, usage=usage, held=held, locations=locations, hoods=hoods,
-                       users_in=_users_in(problem, hoods > 0), moved=moved, moved_hist=hist, most_moved=most, cost=cost, energy=jnp.sum(cost))
+                       users_in=_users_in(problem, hoods > 0), moved=moved, moved_hist=hist, most_moved=most,
+                       cost=cost, energy=jnp.sum(cost))
 
 
 def start(problem: Problem) -> SearchState:
