@@ -115,13 +115,21 @@ def _first(accepts: jax.Array) -> jax.Array:
     return accepts & (jnp.arange(accepts.shape[0]) == jnp.argmax(accepts))
 
 
-def _independent(ids: jax.Array, accepts: jax.Array, n_ids: int) -> jax.Array:
-    """[T] accepted proposals whose footprint `ids` [T, F] no earlier accepted proposal touches: each
-    is its footprint's first accepted claimant, so the kept moves are pairwise disjoint."""
+def _independent(ids: jax.Array, accepts: jax.Array, n_ids: int, rounds: int = 3) -> jax.Array:
+    """[T] accepted proposals with pairwise disjoint footprints `ids` [T, F] (-1: none). In each
+    round, a proposal that touches no id already taken is kept when it is the first remaining
+    claimant of each of its ids; later rounds let proposals that lost to an unkept one in."""
     order = jnp.arange(accepts.shape[0])
-    mine = jnp.where(accepts[:, None] & (ids >= 0), order[:, None], accepts.shape[0])
-    claim = jnp.full(n_ids + 1, accepts.shape[0]).at[jnp.where(ids >= 0, ids, n_ids)].min(mine)
-    return accepts & jnp.all((ids < 0) | (claim[jnp.maximum(ids, 0)] == order[:, None]), axis=1)
+    slot = jnp.where(ids >= 0, ids, n_ids)
+    keep = jnp.zeros_like(accepts)
+    taken = jnp.zeros(n_ids + 1, bool)
+    for _ in range(rounds):
+        open_ = accepts & ~keep & ~jnp.any((ids >= 0) & taken[slot], axis=1)
+        claim = jnp.full(n_ids + 1, accepts.shape[0]).at[slot].min(jnp.where(open_[:, None], order[:, None], accepts.shape[0]))
+        won = open_ & jnp.all((ids < 0) | (claim[slot] == order[:, None]), axis=1)
+        keep = keep | won
+        taken = taken.at[jnp.where(won[:, None], slot, n_ids)].set(True).at[n_ids].set(False)
+    return keep
 
 
 def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature: jax.Array) -> Chain:
@@ -131,9 +139,10 @@ def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature:
     Metropolis accepts is applied: rejected proposals leave the state unchanged, so this is exactly
     the sequential chain that tries them in order and stops at the first acceptance. With
     `config.parallel` (and a model with footprints) every accepted proposal whose footprint no
-    earlier accepted one touches is applied too: such moves commute and do not change each other's
-    validity or energy change, so the step equals applying them one by one. One threefry call gives
-    every proposal's words and the next key.
+    other kept one touches is applied too: such moves commute and do not change each other's
+    validity, so the step's state is the one they leave applied one by one (each was accepted on
+    its energy change from the step's starting state). One threefry call gives every proposal's
+    words and the next key.
     """
     n = model.draws + 1
     words = jax.random.bits(chain.key, (config.tries * n + 2,), jnp.uint32)

@@ -57,6 +57,7 @@ def from_hydra(cfg: DictConfig) -> RunConfig:
         seconds=_number(cfg, "search.seconds", float, True, 0.0),
         seed=_number(cfg, "search.seed", int, False),
         tries=_number(cfg, "search.tries", int, False, 1),
+        parallel=_flag(cfg, "search.parallel"),
         block_steps=_number(cfg, "anneal.block_steps", int, False, 1),
         swap_probability=_number(cfg, "anneal.swap_probability", float, False, 0.0),
         initial_temperature=_number(cfg, "anneal.initial_temperature", float, True, 0.0),

@@ -1,9 +1,12 @@
-"""Service Fabric's search: the state of one chain and its energy, updated one move at a time.
+"""Service Fabric's search: the state of one chain and its energy, updated by moves.
 
-A state holds a placement and the running statistics SF's energy needs, so a move costs O(M + K^2)
+A state holds a placement and the running statistics SF's energy needs (sums and centred sums of
+squares of loads per metric over nodes, domains and each service's nodes), so a move costs O(M + K^2)
 whatever the cluster size: one proposal (`moves`), its energy change from two node-load changes,
-and an in-place update. `refresh` recomputes the statistics exactly (no float drift). `MODEL` is
-what the annealer runs.
+and an in-place update. Moves on disjoint nodes and partitions (`footprint`) can be applied together:
+their changes of the sums add up, and the deviations are recomputed from the new sums, so a parallel
+step equals its moves applied one by one. `refresh` recomputes the statistics exactly (no float
+drift). `MODEL` is what the annealer runs.
 """
 
 from __future__ import annotations
@@ -84,11 +87,8 @@ def _fresh(problem: Problem, node_of, primary_of, penalty=None) -> SearchState:
     cost = E.movement_cost(problem, node_of, primary_of)
     if penalty is None:
         penalty = penalty_of(problem, node_of, primary_of, loads)
-    energy = (E.energy(_global_score(problem, state.g_total, state.g_sq, state.fd_total, state.fd_sq,
-                                     state.ud_total, state.ud_sq, state) + local_score, cost, problem)
-              + penalty)
-    return dataclasses.replace(state, cost=cost, moves=E.movements(problem, node_of, primary_of),
-                               penalty=penalty, energy=energy)
+    state = dataclasses.replace(state, cost=cost, moves=E.movements(problem, node_of, primary_of), penalty=penalty)
+    return dataclasses.replace(state, energy=_energy(problem, state))
 
 
 def _global_score(problem: Problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, state: SearchState) -> jax.Array:
@@ -114,120 +114,187 @@ def refresh(problem: Problem, state: SearchState) -> SearchState:
     return _fresh(problem, state.node_of, state.primary_of, penalty=state.penalty)
 
 
-def _node_change(total, sq, centre, counted, level, delta):
-    """Sum and centred sum of squares after `level` -> `level + delta` on one (counted) node; callers
-    pass counted = False for node -1 (no node)."""
+def _node_change(centre, counted, level, delta):
+    """Changes of the sum and the centred sum of squares when one (counted) node goes from `level` to
+    `level + delta`; callers pass counted = False for node -1 (no node)."""
     d = jnp.where(counted, delta, 0.0)
-    return total + d, sq + d * (2.0 * (level - centre) + d)
+    return d, d * (2.0 * (level - centre) + d)
+
+
+class Changes(eqx.Module):
+    """What one move adds to a state's running statistics (its `apply` sums them over kept moves)."""
+    g_total: jax.Array        # [M]
+    g_sq: jax.Array
+    fd_total: jax.Array
+    fd_sq: jax.Array
+    ud_total: jax.Array
+    ud_sq: jax.Array
+    l_total: jax.Array        # [Ms] of the move's service
+    l_sq: jax.Array
+    local_a: jax.Array        # [Ms] the service's local loads on node_a and node_b
+    local_b: jax.Array
+    local_score: jax.Array
+    cost: jax.Array
+    moves: jax.Array
+    penalty: jax.Array
+
+
+_SUMMED = ("g_total", "g_sq", "fd_total", "fd_sq", "ud_total", "ud_sq", "local_score", "cost", "moves", "penalty")
+
+
+def _plus(problem: Problem, state: SearchState, changes: Changes) -> SearchState:
+    """`state`'s running statistics plus `changes` (summed over moves), and the energy they give."""
+    state = dataclasses.replace(state, **{k: getattr(state, k) + getattr(changes, k) for k in _SUMMED})
+    return dataclasses.replace(state, energy=_energy(problem, state))
+
+
+def _energy(problem: Problem, state: SearchState) -> jax.Array:
+    """The search's energy from the running statistics."""
+    score = _global_score(problem, state.g_total, state.g_sq, state.fd_total, state.fd_sq, state.ud_total,
+                          state.ud_sq, state) + state.local_score
+    return E.energy(score, state.cost, problem) + state.penalty
+
+
+def _local_score(problem: Problem, state: SearchState, s, total, sq) -> jax.Array:
+    """Service s's weighted local-domain term from its running sums `total`, `sq` [Ms]."""
+    count = problem.class_node_count[problem.service_class[s]].astype(jnp.float32)
+    dev = E.deviation(total, sq, count, state.l_centre[s])
+    return jnp.sum(problem.local_weight[s] * E.local_scores(problem, s, dev))
 
 
 def evaluate(problem: Problem, state: SearchState, move: Move):
-    """Energy after `move`, with the statistics it would leave (incremental, O(M + Ms))."""
+    """Energy after `move`, with the changes it makes to the statistics (incremental, O(M + Ms))."""
     has_a = move.node_a >= 0                      # a replica being placed has no source node
     a, b = jnp.maximum(move.node_a, 0), move.node_b
     da, db = move.delta_a, move.delta_b
-    g_total, g_sq = _node_change(state.g_total, state.g_sq, state.g_centre,
-                                 has_a & problem.metric_nodes[:, a], state.loads[a], da)
-    g_total, g_sq = _node_change(g_total, g_sq, state.g_centre, problem.metric_nodes[:, b], state.loads[b], db)
+    g_total, g_sq = _node_change(state.g_centre, has_a & problem.metric_nodes[:, a], state.loads[a], da)
+    g_total_b, g_sq_b = _node_change(state.g_centre, problem.metric_nodes[:, b], state.loads[b], db)
+    g_total, g_sq = g_total + g_total_b, g_sq + g_sq_b
 
-    def domains(tree, loads, total, sq, centre):
+    def domains(tree, loads, centre):
         """The two nodes' changes on their leaf domains (which may be the same one)."""
         leaf_a, leaf_b = tree[a, -1], tree[b, -1]
         up_a, up_b = has_a & problem.node_up[a], problem.node_up[b]
-        total, sq = _node_change(total, sq, centre, up_a, loads[leaf_a], da)
+        total, sq = _node_change(centre, up_a, loads[leaf_a], da)
         level_b = loads[leaf_b] + jnp.where(up_a & (leaf_a == leaf_b), da, 0.0)
-        return _node_change(total, sq, centre, up_b, level_b, db)
+        total_b, sq_b = _node_change(centre, up_b, level_b, db)
+        return total + total_b, sq + sq_b
 
-    fd_total, fd_sq, ud_total, ud_sq = state.fd_total, state.fd_sq, state.ud_total, state.ud_sq
+    zero = jnp.zeros_like(state.fd_total)
+    fd_total, fd_sq, ud_total, ud_sq = zero, zero, zero, zero
     if problem.features.defrag:     # per-domain spread only enters defragmentation metrics' scores
-        fd_total, fd_sq = domains(problem.fd_tree, state.fd_loads, fd_total, fd_sq, state.fd_centre)
-        ud_total, ud_sq = domains(problem.ud_tree, state.ud_loads, ud_total, ud_sq, state.ud_centre)
-    g_new = _global_score(problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, state)
+        fd_total, fd_sq = domains(problem.fd_tree, state.fd_loads, state.fd_centre)
+        ud_total, ud_sq = domains(problem.ud_tree, state.ud_loads, state.ud_centre)
 
     s = move.service
     slots = problem.service_metrics[s]
     cls = problem.service_class[s]
-    local_delta_a = jnp.where(slots >= 0, da[jnp.maximum(slots, 0)], 0.0)
-    local_delta_b = jnp.where(slots >= 0, db[jnp.maximum(slots, 0)], 0.0)
-    centre, w = state.l_centre[s], problem.local_weight[s]
-    l_count = problem.class_node_count[cls].astype(jnp.float32)
-    l_total, l_sq = _node_change(state.l_total[s], state.l_sq[s], centre,
-                                 has_a & problem.class_allowed[cls, a], state.local[s, a], local_delta_a)
-    l_total, l_sq = _node_change(l_total, l_sq, centre,
-                                 problem.class_allowed[cls, b], state.local[s, b], local_delta_b)
-    score = lambda total, sq: jnp.sum(w * E.local_scores(problem, s, E.deviation(total, sq, l_count, centre)))  # noqa: E731
-    local_score = state.local_score - score(state.l_total[s], state.l_sq[s]) + score(l_total, l_sq)
-    cost = state.cost + move.cost_delta
-    penalty = state.penalty + move.penalty_delta
-    new_energy = E.energy(g_new + local_score, cost, problem) + penalty
-    return new_energy, (g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, l_total, l_sq, local_score, cost,
-                        penalty, local_delta_a, local_delta_b)
+    local_a = jnp.where((slots >= 0) & has_a, da[jnp.maximum(slots, 0)], 0.0)
+    local_b = jnp.where(slots >= 0, db[jnp.maximum(slots, 0)], 0.0)
+    centre = state.l_centre[s]
+    l_total, l_sq = _node_change(centre, problem.class_allowed[cls, a], state.local[s, a], local_a)
+    l_total_b, l_sq_b = _node_change(centre, problem.class_allowed[cls, b], state.local[s, b], local_b)
+    l_total, l_sq = l_total + l_total_b, l_sq + l_sq_b
+    local_score = (_local_score(problem, state, s, state.l_total[s] + l_total, state.l_sq[s] + l_sq)
+                   - _local_score(problem, state, s, state.l_total[s], state.l_sq[s]))
+    changes = Changes(g_total=g_total, g_sq=g_sq, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq,
+                      l_total=l_total, l_sq=l_sq, local_a=local_a, local_b=local_b,
+                      local_score=local_score, cost=move.cost_delta, moves=move.moves_delta,
+                      penalty=move.penalty_delta)
+    new_energy = _plus(problem, state, changes).energy
+    return new_energy, changes
 
 
-def _add_rows(local: jax.Array, s, a, delta_a, b, delta_b) -> jax.Array:
-    """`local` [S, N, Ms] plus `delta_a` at [s, a] and `delta_b` at [s, b], as one scatter into rows of
-    a flat [S * N, Ms] view (a two-index scatter was copied whole every step on a GPU at 8 metrics)."""
-    n_services, n_nodes, width = local.shape
-    rows = s * n_nodes + jnp.stack([a, b])
-    flat = local.reshape(n_services * n_nodes, width).at[rows].add(jnp.stack([delta_a, delta_b]))
-    return flat.reshape(local.shape)
+def _first_of(ids: jax.Array, size: int) -> jax.Array:
+    """[n] whether each of `ids` [n] (in 0..size, `size` meaning none) is the first occurrence of its id."""
+    rank = jnp.arange(ids.shape[0])
+    return (ids < size) & (jnp.full(size + 1, ids.shape[0]).at[ids].min(rank)[ids] == rank)
 
 
-def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy,
-              stats) -> SearchState:
-    """The state after `move` if `accept`, else unchanged (every write is masked by `accept`)."""
-    (g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, l_total, l_sq, local_score, cost, penalty,
-     local_delta_a, local_delta_b) = stats
-    keep = lambda new, old: jnp.where(accept, new, old)  # noqa: E731
-    zero = lambda d, on=True: jnp.where(accept & on, d, 0.0)  # noqa: E731
-    s, a, b = move.service, jnp.maximum(move.node_a, 0), move.node_b
-    has_a = move.node_a >= 0
-    counted_a, counted_b = has_a & problem.node_up[a], problem.node_up[b]
+def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, energies, changes: Changes) -> SearchState:
+    """The state after every kept move (`keep` [T]; moves and changes batched over T). Kept moves
+    touch disjoint nodes and partitions (see `footprint`), so their writes commute and their changes
+    of the running sums add up; the scores that are not sums (deviations) are recomputed from the new
+    sums, once per touched service. The result is the state the moves leave applied one by one."""
+    total = lambda x: jnp.sum(jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0.0), axis=0)  # noqa: E731
+    n_nodes, n_parts, n_services = state.loads.shape[0], state.primary_of.shape[0], state.l_total.shape[0]
+    a = jnp.where(keep & (moves.node_a >= 0), moves.node_a, n_nodes)       # out of range: dropped
+    b = jnp.where(keep, moves.node_b, n_nodes)
+    s = jnp.where(keep, moves.service, n_services)
 
-    def domain_loads(loads, tree):
-        if not problem.features.defrag:
-            return loads
-        return loads.at[tree[a, -1]].add(zero(move.delta_a, counted_a)).at[tree[b, -1]].add(
-            zero(move.delta_b, counted_b))
+    def domains(loads, tree, centre):
+        """Leaf-domain loads after the kept moves, and the change of their sum and centred sum of
+        squares (moves on distinct nodes may share a leaf domain: squares from the new loads)."""
+        size = loads.shape[0]
+        leaf = lambda node: jnp.where((node < n_nodes) & problem.node_up[jnp.minimum(node, n_nodes - 1)],  # noqa: E731
+                                      tree[jnp.minimum(node, n_nodes - 1), -1], size)
+        leaves = jnp.concatenate([leaf(a), leaf(b)])
+        new = loads.at[leaves].add(jnp.concatenate([moves.delta_a, moves.delta_b]), mode="drop")
+        row = jnp.minimum(leaves, size - 1)
+        first = _first_of(leaves, size)[:, None]
+        d_total = jnp.sum(jnp.where(first, new[row] - loads[row], 0.0), axis=0)
+        d_sq = jnp.sum(jnp.where(first, (new[row] - centre) ** 2 - (loads[row] - centre) ** 2, 0.0), axis=0)
+        return new, d_total, d_sq
 
+    local_rows = state.local.reshape(n_services * n_nodes, -1)
+    row = lambda node: jnp.where(node < n_nodes, s * n_nodes + node, n_services * n_nodes)  # noqa: E731
+    local = local_rows.at[row(a)].add(changes.local_a, mode="drop").at[row(b)].add(changes.local_b, mode="drop")
+    l_total = state.l_total.at[s].add(changes.l_total, mode="drop")
+    l_sq = state.l_sq.at[s].add(changes.l_sq, mode="drop")
+    first = _first_of(s, n_services)         # each touched service's score once
+    service = jnp.minimum(s, n_services - 1)
+    score = jax.vmap(_local_score, in_axes=(None, None, 0, 0, 0))
+    local_score = jnp.sum(jnp.where(first, score(problem, state, service, l_total[service], l_sq[service])
+                                    - score(problem, state, service, state.l_total[service], state.l_sq[service]), 0.0))
+    summed = dataclasses.replace(jax.tree.map(total, changes), local_score=local_score)
+    fd_loads, ud_loads = state.fd_loads, state.ud_loads
+    if problem.features.defrag:
+        fd_loads, fd_total, fd_sq = domains(fd_loads, problem.fd_tree, state.fd_centre)
+        ud_loads, ud_total, ud_sq = domains(ud_loads, problem.ud_tree, state.ud_centre)
+        summed = dataclasses.replace(summed, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq)
     return dataclasses.replace(
-        state,
-        node_of=state.node_of.at[move.replica].set(keep(move.target, state.node_of[move.replica])),
-        primary_of=state.primary_of.at[move.partition].set(
-            keep(move.new_primary, state.primary_of[move.partition])),
-        loads=state.loads.at[a].add(zero(move.delta_a, has_a)).at[b].add(zero(move.delta_b)),
-        local=_add_rows(state.local, s, a, zero(local_delta_a, has_a), b, zero(local_delta_b)),
-        g_total=keep(g_total, state.g_total), g_sq=keep(g_sq, state.g_sq),
-        fd_loads=domain_loads(state.fd_loads, problem.fd_tree), ud_loads=domain_loads(state.ud_loads, problem.ud_tree),
-        fd_total=keep(fd_total, state.fd_total), fd_sq=keep(fd_sq, state.fd_sq),
-        ud_total=keep(ud_total, state.ud_total), ud_sq=keep(ud_sq, state.ud_sq),
-        l_total=state.l_total.at[s].set(keep(l_total, state.l_total[s])),
-        l_sq=state.l_sq.at[s].set(keep(l_sq, state.l_sq[s])),
-        local_score=keep(local_score, state.local_score), cost=keep(cost, state.cost),
-        moves=keep(state.moves + move.moves_delta, state.moves),
-        penalty=keep(penalty, state.penalty),
-        energy=keep(new_energy, state.energy),
-    )
+        _plus(problem, state, summed), fd_loads=fd_loads, ud_loads=ud_loads,
+        node_of=state.node_of.at[jnp.where(keep, moves.replica, state.node_of.shape[0])].set(moves.target, mode="drop"),
+        primary_of=state.primary_of.at[jnp.where(keep, moves.partition, n_parts)].set(moves.new_primary, mode="drop"),
+        loads=state.loads.at[a].add(moves.delta_a, mode="drop").at[b].add(moves.delta_b, mode="drop"),
+        local=local.reshape(state.local.shape), l_total=l_total, l_sq=l_sq)
+
+
+def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy, changes) -> SearchState:
+    """The state after `move` if `accept`, else unchanged."""
+    batch = lambda x: jnp.asarray(x)[None]  # noqa: E731
+    return apply(problem, state, jax.tree.map(batch, move), batch(accept), batch(new_energy), jax.tree.map(batch, changes))
 
 
 def propose(problem: Problem, state: SearchState, words, swap_probability: float):
     """One random move (`moves.propose`), the energy it leaves, and whether it is allowed (its
     constraints and the phase's movement budget)."""
     move = propose_move(problem, state.node_of, state.primary_of, state.loads, words, swap_probability)
-    new_energy, stats = evaluate(problem, state, move)
+    new_energy, changes = evaluate(problem, state, move)
     valid = move.valid & (state.moves + move.moves_delta <= problem.move_budget)
-    return move, new_energy, valid, stats
+    return move, new_energy, valid, changes
 
 
-def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, energies, stats) -> SearchState:
-    """The state after the kept proposal (SF's moves are applied one per step)."""
-    i = jnp.argmax(keep)
-    pick = lambda x: x[i]  # noqa: E731
-    return apply_one(problem, state, jax.tree.map(pick, moves), keep[i], energies[i], jax.tree.map(pick, stats))
+def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
+    """Ids of what a move's validity and changes depend on: its two nodes (ids 0..N-1), its partition
+    and the partition its replica has affinity to (N..N+P-1), and the movement budget (one last id)
+    while fewer movements remain than there are partitions, so kept moves never exceed it. Sums over
+    nodes, services and domains need no id: `apply` adds them up."""
+    n_nodes, n_parts = state.loads.shape[0], state.primary_of.shape[0]
+    parent = problem.replica_parent[move.replica]
+    tight = problem.move_budget - state.moves < n_parts
+    return jnp.stack([move.node_a, move.node_b, n_nodes + move.partition,
+                      jnp.where(parent >= 0, n_nodes + parent, -1),
+                      jnp.where(tight & (move.moves_delta > 0), n_nodes + n_parts, -1)]).astype(jnp.int32)
+
+
+def footprint_ids(problem: Problem) -> int:
+    return problem.node_up.shape[0] + problem.partition_service.shape[0] + 1
 
 
 def solution(state: SearchState):
     return state.node_of, state.primary_of
 
 
-MODEL = Model(start=start, propose=propose, apply=apply, refresh=refresh, solution=solution, draws=DRAWS)
+MODEL = Model(start=start, propose=propose, apply=apply, refresh=refresh, solution=solution, draws=DRAWS,
+              footprint=footprint, footprint_ids=footprint_ids)

@@ -146,7 +146,8 @@ def wait_idle(what: str) -> float:
 # ------------------------------------------------------------------------------------ plbjax
 
 
-def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, population: bool = False) -> dict:
+def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, population: bool = False,
+               parallel: bool = False) -> dict:
     trace, planned = [], [0]
 
     def progress(done, blocks, elapsed, best):
@@ -154,7 +155,7 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, 
         planned[0] = blocks
 
     config = A.AnnealConfig(chains=chains, steps=None, seconds=seconds, seed=seed, tries=tries,
-                            population=population)
+                            population=population, parallel=parallel)
     wait_idle(f"plbjax {chains} chains")
     start = time.perf_counter()
     with Contention() as busy:
@@ -162,7 +163,7 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, 
     total = time.perf_counter() - start
     node_of, primary_of = (jnp.asarray(x) for x in res.solution)
     return dict(
-        chains=chains, tries=tries, population=population, steps_per_chain=res.steps, seconds=res.seconds,
+        chains=chains, tries=tries, population=population, parallel=parallel, steps_per_chain=res.steps, seconds=res.seconds,
         blocks_done=len(trace), blocks_planned=planned[0],     # done < planned: stopped before the final T
         compile_seconds=res.compile_seconds,
         other_seconds=total - res.seconds - res.compile_seconds,     # init chains (+ its compile)
@@ -252,9 +253,9 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
                budget_seconds=seconds, plbjax=[])
 
     for spec_ in chains:
-        population = str(spec_).endswith("p")
-        c, tries = (int(x) for x in f"{str(spec_).rstrip('p')}x1".split("x")[:2])
-        run = run_plbjax(problem, c, seconds, seed, tries, population)
+        flags = str(spec_).lstrip("0123456789x")
+        c, tries = (int(x) for x in f"{str(spec_)[:len(str(spec_)) - len(flags)]}x1".split("x")[:2])
+        run = run_plbjax(problem, c, seconds, seed, tries, "p" in flags, "m" in flags)
         row["plbjax"].append(run)
         print(f"   plbjax {_config(run)}: {run['moves_per_second']:12,.0f} moves/s  "
               f"{run['steps_per_chain']:8d} steps/chain  E {run['initial_energy']:.6g} -> "
@@ -320,10 +321,10 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
 
 
 def _config(run: dict) -> str:
-    """A plbjax run's label: chains, tries per step when more than one, and population annealing."""
+    """A plbjax run's label: chains, tries per step when more than one, parallel moves, population annealing."""
     tries = run.get("tries", 1)
     return (f"{run['chains']} chains" + (f" x {tries} tries" if tries > 1 else "")
-            + (", population" if run.get("population") else ""))
+            + (", parallel" if run.get("parallel") else "") + (", population" if run.get("population") else ""))
 
 
 def plot(result: dict, path: Path) -> None:
@@ -432,8 +433,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: sizes 100 and 1k, 3 s, 8/64 chains")
     ap.add_argument("--sizes", nargs="+", choices=list(SIZES), help="cluster sizes to run")
-    ap.add_argument("--chains", nargs="+", help="plbjax chain counts, or CxT for C chains of T tries per step, with a p suffix for "
-                    "population annealing (default 8 64 256)")
+    ap.add_argument("--chains", nargs="+", help="plbjax chain counts, or CxT for C chains of T tries per step; suffix m: "
+                    "every independent accepted proposal applied (parallel moves), p: population annealing (default 8 64 256)")
     ap.add_argument("--seconds", type=float, help="wall-time budget per run (default 20)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile-chains", type=int, default=64,

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from checker import document_with, no_new_violations, placement_of, violations
-from conftest import QUICK, packed_cluster, searchable
+from conftest import QUICK, cluster, packed_cluster, searchable
 from plbjax import annealer as A
 from plbjax import search as S
 from plbjax import energy as E
@@ -234,3 +234,58 @@ def test_population_resampling_draws_states_by_boltzmann_weight(states):
     for t_start, t_end in [(0.0, 0.0), (1.0, 1.0)]:
         same = resample(chains, jnp.float32(t_start), jnp.float32(t_end))
         np.testing.assert_array_equal(same.state.node_of, chains.state.node_of)
+
+
+def _featured_state(seed: int):
+    """A test cluster with affinity (Svc1 follows Svc0) and a defragmentation metric."""
+    doc = cluster(seed)
+    doc["Services"][1]["Correlations"] = [{"ServiceName": doc["Services"][0]["ServiceName"], "Scheme": "Affinity"}]
+    doc["DefragmentationMetrics"] = {"Metric1": True}
+    return parse_state(doc)
+
+
+@pytest.mark.parametrize("featured", [False, True])
+def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured):
+    """Accepted proposals with disjoint footprints applied together = applied in order, each
+    re-proposed from the same words on the state its predecessors left: same move, still valid,
+    same statistics; the energy is the recomputed one."""
+    problem, _ = searchable(_featured_state(5) if featured else states[1])
+    assert problem.features.defrag == problem.features.affinity == featured
+    chain = jax.tree.map(lambda x: x[0], _steps(problem, QUICK, _chains(problem, n=2), jnp.float32(5.0), 200))
+    state = chain.state
+    words = jax.random.bits(jax.random.PRNGKey(3), (256, DRAWS), jnp.uint32)
+    propose_all = jax.jit(jax.vmap(S.propose, in_axes=(None, None, 0, None)), static_argnums=3)
+    moves, energies, valid, changes = propose_all(problem, state, words, 0.3)
+    ids = jax.vmap(S.footprint, in_axes=(None, None, 0))(problem, state, moves)
+    keep = A._independent(ids, valid, S.footprint_ids(problem))
+    together = jax.jit(S.apply)(problem, state, moves, keep, energies, changes)
+    one_by_one = state
+    for i in np.flatnonzero(np.asarray(keep)):
+        move, energy, ok, change = propose_all(problem, one_by_one, words[i:i + 1], 0.3)
+        assert bool(ok[0]) and int(move.replica[0]) == int(moves.replica[i]) and int(move.target[0]) == int(moves.target[i])
+        np.testing.assert_allclose(change.g_sq[0], changes.g_sq[i], rtol=1e-5, atol=1e-3)
+        one_by_one = jax.jit(S.apply)(problem, one_by_one, move, ok, energy, change)
+    assert int(keep.sum()) >= 5
+    for name in ("node_of", "primary_of"):
+        np.testing.assert_array_equal(getattr(together, name), getattr(one_by_one, name), err_msg=name)
+    for name in ("loads", "local", "fd_loads", "ud_loads", "g_total", "g_sq", "l_total", "l_sq", "local_score",
+                 "cost", "moves", "penalty", "energy"):
+        np.testing.assert_allclose(getattr(together, name), getattr(one_by_one, name), rtol=1e-5, atol=1e-3,
+                                   err_msg=name)
+    exact = S.refresh(problem, together)
+    np.testing.assert_allclose(together.energy, E.energy_of(problem, together.node_of, together.primary_of), rtol=2e-5)
+    np.testing.assert_allclose(together.loads, exact.loads, atol=1e-3)
+
+
+def test_parallel_search_keeps_every_chain_valid(states, documents):
+    """Many moves a step (disjoint footprints): no hard constraint broken, the running energy exact."""
+    problem, index = searchable(states[2])
+    config = dataclasses.replace(QUICK, tries=32, parallel=True)
+    chains = _steps(problem, config, _chains(problem, n=4), jnp.float32(5.0), 200)
+    assert int(chains.accepted.sum()) > 4 * 200
+    exact = jax.vmap(E.energy_of, in_axes=(None, 0, 0))(problem, chains.state.node_of, chains.state.primary_of)
+    np.testing.assert_allclose(chains.state.energy, exact, rtol=5e-5)
+    before = violations(states[2], placement_of(documents[2]))
+    for c in range(4):
+        after = document_with(states[2], index, chains.state.node_of[c], chains.state.primary_of[c])
+        assert no_new_violations(before, violations(states[2], placement_of(after))) == []
