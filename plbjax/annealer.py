@@ -110,6 +110,22 @@ def refresh(model: Model, problem, chain: Chain) -> Chain:
                                best_energy=jnp.minimum(state.energy, chain.best_energy))
 
 
+def _mix(x: jax.Array) -> jax.Array:
+    """MurmurHash3's 32-bit finalizer: a bijection of uint32 that scrambles every bit."""
+    x = (x ^ (x >> 16)) * jnp.uint32(0x85EBCA6B)
+    x = (x ^ (x >> 13)) * jnp.uint32(0xC2B2AE35)
+    return x ^ (x >> 16)
+
+
+def proposal_words(key: jax.Array, tries: int, n: int) -> tuple[jax.Array, jax.Array]:
+    """[tries, n] random words for one step's proposals, and the chain's next key. One threefry call
+    draws the next key and two seed words; the proposals' words hash a counter with the seeds
+    (threefry for every word cost as much as the proposals themselves on a CPU)."""
+    bits = jax.random.bits(key, (4,), jnp.uint32)
+    counter = jnp.arange(tries * n, dtype=jnp.uint32) * jnp.uint32(0x9E3779B9) + bits[0]
+    return _mix(_mix(counter) ^ bits[1]).reshape(tries, n), bits[2:]
+
+
 def _first(accepts: jax.Array) -> jax.Array:
     """[T] only the first accepted proposal."""
     return accepts & (jnp.arange(accepts.shape[0]) == jnp.argmax(accepts))
@@ -141,12 +157,10 @@ def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature:
     `config.parallel` (and a model with footprints) every accepted proposal whose footprint no
     other kept one touches is applied too: such moves commute and do not change each other's
     validity, so the step's state is the one they leave applied one by one (each was accepted on
-    its energy change from the step's starting state). One threefry call gives every proposal's
-    words and the next key.
+    its energy change from the step's starting state).
     """
     n = model.draws + 1
-    words = jax.random.bits(chain.key, (config.tries * n + 2,), jnp.uint32)
-    tries = words[:config.tries * n].reshape(config.tries, n)
+    tries, key = proposal_words(chain.key, config.tries, n)
     move, new_energy, valid, stats = jax.vmap(model.propose, in_axes=(None, None, 0, None))(
         problem, chain.state, tries, config.swap_probability)
     delta = (new_energy - chain.state.energy).astype(jnp.float32)
@@ -158,7 +172,7 @@ def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature:
     else:
         keep = _first(accepts)
     return Chain(state=model.apply(problem, chain.state, move, keep, new_energy, stats),
-                 best=chain.best, best_energy=chain.best_energy, key=words[config.tries * n:],
+                 best=chain.best, best_energy=chain.best_energy, key=key,
                  accepted=chain.accepted + jnp.sum(keep, dtype=jnp.int32),
                  largest_delta=jnp.maximum(chain.largest_delta, jnp.max(jnp.where(valid, jnp.abs(delta), 0.0))))
 

@@ -277,14 +277,13 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
 
 def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
     """Ids of what a move's validity and changes depend on: its two nodes (ids 0..N-1), its partition
-    and the partition its replica has affinity to (N..N+P-1), and the movement budget (one last id)
-    while fewer movements remain than there are partitions, so kept moves never exceed it. Sums over
-    nodes, services and domains need no id: `apply` adds them up."""
+    (N..N+P-1), and the movement budget (one last id) while fewer movements remain than there are
+    partitions, so kept moves never exceed it. Sums over nodes, services and domains need no id:
+    `apply` adds them up. Affinity parents do not move (`phases` pins them, as SF moves children to
+    parents), so a child's affinity check reads nothing another move writes."""
     n_nodes, n_parts = state.loads.shape[0], state.primary_of.shape[0]
-    parent = problem.replica_parent[move.replica]
     tight = problem.move_budget - state.moves < n_parts
     return jnp.stack([move.node_a, move.node_b, n_nodes + move.partition,
-                      jnp.where(parent >= 0, n_nodes + parent, -1),
                       jnp.where(tight & (move.moves_delta > 0), n_nodes + n_parts, -1)]).astype(jnp.int32)
 
 

@@ -197,7 +197,7 @@ def test_multi_try_step_is_the_sequential_chain_stopping_at_its_first_acceptance
         chain = jax.tree.map(lambda x: x[c], chains)
         after = eqx.filter_jit(A.step)(S.MODEL, problem, config, chain, temperature)
         n = DRAWS + 1
-        tries = jax.random.bits(chain.key, (config.tries * n + 2,), jnp.uint32)[:config.tries * n].reshape(-1, n)
+        tries, _ = A.proposal_words(chain.key, config.tries, n)
         state = chain.state
         for words in tries:
             move, energy, valid, stats = S.propose(problem, state, words, config.swap_probability)
