@@ -81,7 +81,8 @@ class Chain(eqx.Module):
     best_energy: jax.Array
     key: jax.Array
     accepted: jax.Array
-    largest_delta: jax.Array  # largest |dE| of a valid proposal so far (the temperature probe)
+    largest_delta: jax.Array  # largest |dE| of a step's first proposal when valid (the temperature probe,
+                              # so T0 does not grow with the tries per step)
 
 
 def uniform(word: jax.Array) -> jax.Array:
@@ -174,7 +175,7 @@ def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature:
     return Chain(state=model.apply(problem, chain.state, move, keep, new_energy, stats),
                  best=chain.best, best_energy=chain.best_energy, key=key,
                  accepted=chain.accepted + jnp.sum(keep, dtype=jnp.int32),
-                 largest_delta=jnp.maximum(chain.largest_delta, jnp.max(jnp.where(valid, jnp.abs(delta), 0.0))))
+                 largest_delta=jnp.maximum(chain.largest_delta, jnp.where(valid[0], jnp.abs(delta[0]), 0.0)))
 
 
 def run_block(model: Model, problem, config: AnnealConfig, chain: Chain, t_start, t_end) -> Chain:
