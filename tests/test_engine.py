@@ -144,9 +144,11 @@ def test_diff_is_net_of_intermediate_steps(states):
     apply_actions(state.document, actions)
 
 
-def test_plans_on_random_clusters_improve_and_break_nothing(states, documents):
+@pytest.mark.parametrize("config", [QUICK, dataclasses.replace(QUICK, chains=1, tries=16, parallel=True)],
+                         ids=["chains", "parallel"])
+def test_plans_on_random_clusters_improve_and_break_nothing(states, documents, config):
     for state, doc in zip(states, documents):
-        result = plan(state, QUICK)
+        result = plan(state, config)
         assert result["Phases"][2]["Ran"]
         assert result["Score"]["After"] < result["Score"]["Before"]
         assert result["Actions"]
@@ -199,11 +201,12 @@ def test_multi_try_step_is_the_sequential_chain_stopping_at_its_first_acceptance
         n = DRAWS + 1
         tries, _ = A.proposal_words(chain.key, config.tries, n)
         state = chain.state
+        propose, apply_one = jax.jit(S.propose, static_argnums=3), jax.jit(S.apply_one)
         for words in tries:
-            move, energy, valid, stats = S.propose(problem, state, words, config.swap_probability)
+            move, energy, valid, stats = propose(problem, state, words, config.swap_probability)
             delta = float(energy - state.energy)
             if bool(valid) and (delta <= 0 or float(A.uniform(words[DRAWS])) < np.exp(-delta / float(temperature))):
-                state = S.apply_one(problem, state, move, jnp.asarray(True), energy, stats)
+                state = apply_one(problem, state, move, jnp.asarray(True), energy, stats)
                 break
         np.testing.assert_array_equal(after.state.node_of, state.node_of)
         np.testing.assert_array_equal(after.state.primary_of, state.primary_of)
@@ -251,7 +254,7 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured
     same statistics; the energy is the recomputed one."""
     problem, _ = searchable(_featured_state(5) if featured else states[1])
     assert problem.features.defrag == problem.features.affinity == featured
-    chain = jax.tree.map(lambda x: x[0], _steps(problem, QUICK, _chains(problem, n=2), jnp.float32(5.0), 200))
+    chain = jax.tree.map(lambda x: x[0], _steps(problem, QUICK, _chains(problem), jnp.float32(5.0), 300))
     state = chain.state
     words = jax.random.bits(jax.random.PRNGKey(3), (256, DRAWS), jnp.uint32)
     propose_all = jax.jit(jax.vmap(S.propose, in_axes=(None, None, 0, None)), static_argnums=3)
@@ -272,8 +275,8 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured
                  "cost", "moves", "penalty", "energy"):
         np.testing.assert_allclose(getattr(together, name), getattr(one_by_one, name), rtol=1e-5, atol=1e-3,
                                    err_msg=name)
-    exact = S.refresh(problem, together)
-    np.testing.assert_allclose(together.energy, E.energy_of(problem, together.node_of, together.primary_of), rtol=2e-5)
+    exact = jax.jit(S.refresh)(problem, together)
+    np.testing.assert_allclose(together.energy, exact.energy, rtol=2e-5)
     np.testing.assert_allclose(together.loads, exact.loads, atol=1e-3)
 
 
