@@ -61,8 +61,8 @@ class Model:
     refresh(problem, state) -> state: the running statistics recomputed exactly.
     solution(state) -> pytree: what the search returns (e.g. the placement).
     footprint(problem, state, move) -> [F] int ids (-1: none), for models whose `apply` takes
-        several moves at once: moves with disjoint footprints change disjoint parts of the state
-        and do not change each other's validity or energy change; None: one move per step.
+        several moves at once: moves with disjoint footprints do not change each other's validity
+        and `apply` gives the state they leave applied one by one; None: one move per step.
     """
 
     start: Callable
@@ -142,7 +142,8 @@ def _independent(ids: jax.Array, accepts: jax.Array, n_ids: int, rounds: int = 3
     taken = jnp.zeros(n_ids + 1, bool)
     for _ in range(rounds):
         open_ = accepts & ~keep & ~jnp.any((ids >= 0) & taken[slot], axis=1)
-        claim = jnp.full(n_ids + 1, accepts.shape[0]).at[slot].min(jnp.where(open_[:, None], order[:, None], accepts.shape[0]))
+        mine = jnp.where(open_[:, None], order[:, None], accepts.shape[0])
+        claim = jnp.full(n_ids + 1, accepts.shape[0]).at[slot].min(mine)
         won = open_ & jnp.all((ids < 0) | (claim[slot] == order[:, None]), axis=1)
         keep = keep | won
         taken = taken.at[jnp.where(won[:, None], slot, n_ids)].set(True).at[n_ids].set(False)

@@ -211,7 +211,8 @@ def _first_of(ids: jax.Array, size: int) -> jax.Array:
     return (ids < size) & (jnp.full(size + 1, ids.shape[0]).at[ids].min(rank)[ids] == rank)
 
 
-def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, energies, changes: Changes) -> SearchState:
+def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, energies,
+          changes: Changes) -> SearchState:
     """The state after every kept move (`keep` [T]; moves and changes batched over T). Kept moves
     touch disjoint nodes and partitions (see `footprint`), so their writes commute and their changes
     of the running sums add up; the scores that are not sums (deviations) are recomputed from the new
@@ -263,7 +264,8 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, en
 def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy, changes) -> SearchState:
     """The state after `move` if `accept`, else unchanged."""
     batch = lambda x: jnp.asarray(x)[None]  # noqa: E731
-    return apply(problem, state, jax.tree.map(batch, move), batch(accept), batch(new_energy), jax.tree.map(batch, changes))
+    return apply(problem, state, jax.tree.map(batch, move), batch(accept), batch(new_energy),
+                 jax.tree.map(batch, changes))
 
 
 def propose(problem: Problem, state: SearchState, words, swap_probability: float):
