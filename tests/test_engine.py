@@ -61,7 +61,7 @@ def test_move_energy_equals_recomputation(states):
 def test_running_energy_equals_recomputation(states):
     problem, _ = searchable(states[0])
     chains = _steps(problem, QUICK, _chains(problem), jnp.float32(2.0), 2000)
-    exact = jax.vmap(E.energy_of, in_axes=(None, 0, 0))(problem, chains.state.node_of, chains.state.primary_of)
+    exact = jax.jit(jax.vmap(E.energy_of, in_axes=(None, 0, 0)))(problem, chains.state.node_of, chains.state.primary_of)
     np.testing.assert_allclose(np.asarray(chains.state.energy), np.asarray(exact), rtol=1e-4)
     assert int(chains.accepted.sum()) > 100
 
@@ -287,7 +287,7 @@ def test_parallel_search_keeps_every_chain_valid(states, documents):
     config = dataclasses.replace(QUICK, tries=32, parallel=True)
     chains = _steps(problem, config, _chains(problem, n=4), jnp.float32(5.0), 200)
     assert int(chains.accepted.sum()) > 4 * 200
-    exact = jax.vmap(E.energy_of, in_axes=(None, 0, 0))(problem, chains.state.node_of, chains.state.primary_of)
+    exact = jax.jit(jax.vmap(E.energy_of, in_axes=(None, 0, 0)))(problem, chains.state.node_of, chains.state.primary_of)
     np.testing.assert_allclose(chains.state.energy, exact, rtol=5e-5)
     before = violations(states[2], placement_of(documents[2]))
     for c in range(4):
