@@ -41,6 +41,8 @@ class AnnealConfig:
     swap_probability: float = 0.3       # SF's SwapPrimaryProbability
     tries: int = 1                      # proposals evaluated together per step (the first accepted is applied)
     parallel: bool = False              # apply every accepted proposal that is independent of earlier ones
+    room: int = 32                      # most proposals a step finishes and may apply (its first `room`
+                                        # that may be accepted)
     population: bool = False            # population annealing: resample the chains' states at each block's end
     initial_temperature: float | None = None  # None: probe, probe_factor x the largest |dE| seen
     probe_factor: float = 50.0          # SF: 50 x the largest |dE| of its probe moves
@@ -53,9 +55,13 @@ class Model:
 
     start(problem) -> state: the search state at the problem's initial solution; every state has
         an `energy` field.
-    propose(problem, state, words, swap_probability) -> (move, energy, valid, stats): one random
-        move drawn from `draws` random uint32 words, the energy it would leave, whether it is
-        allowed, and whatever `apply` needs to reuse. The annealer vmaps it over proposals.
+    propose(problem, state, words, swap_probability) -> (move, energy, valid, stats): a step's
+        random moves, one per row of `words` [T, draws] (random uint32), batched over T: the energy
+        each would leave, whether it is allowed, and whatever `apply` needs to reuse (`batched`
+        makes it from a function of one move). With `finish`, a lower bound of the energy and a
+        necessary condition for validity.
+    finish(problem, state, move, stats) -> (move, energy, valid, stats): the costly rest of the
+        evaluation, exact, run only on the proposals that may be accepted (None: none needed).
     apply(problem, state, moves, keep, energies, stats) -> state: the state after the proposals
         marked in `keep` [T] (their moves, energies and stats batched over T proposals).
     refresh(problem, state) -> state: the running statistics recomputed exactly.
@@ -73,6 +79,7 @@ class Model:
     draws: int
     footprint: Callable | None = None
     footprint_ids: Callable | None = None   # problem -> number of distinct footprint ids
+    finish: Callable | None = None
 
 
 class Chain(eqx.Module):
@@ -83,6 +90,11 @@ class Chain(eqx.Module):
     accepted: jax.Array
     largest_delta: jax.Array  # largest |dE| of a step's first proposal when valid (the temperature probe,
                               # so T0 does not grow with the tries per step)
+
+
+def batched(propose_one: Callable) -> Callable:
+    """A model's `propose` from a function that draws one move from one row of words."""
+    return jax.vmap(propose_one, in_axes=(None, None, 0, None))
 
 
 def uniform(word: jax.Array) -> jax.Array:
@@ -133,50 +145,76 @@ def _first(accepts: jax.Array) -> jax.Array:
 
 
 def _independent(ids: jax.Array, accepts: jax.Array, n_ids: int, rounds: int = 3) -> jax.Array:
-    """[T] accepted proposals with pairwise disjoint footprints `ids` [T, F] (-1: none). In each
-    round, a proposal that touches no id already taken is kept when it is the first remaining
-    claimant of each of its ids; later rounds let proposals that lost to an unkept one in."""
-    order = jnp.arange(accepts.shape[0])
-    slot = jnp.where(ids >= 0, ids, n_ids)
+    """[T] accepted proposals with pairwise disjoint footprints `ids` [T, F] (ids in 0..n_ids-1, -1:
+    none). In each round, a proposal that shares no id with a kept one is kept when no earlier
+    remaining proposal shares an id with it; later rounds let proposals that lost to an unkept one
+    in. Computed by comparing all pairs (T^2 F^2, cheap on a CPU up to ~64k) or with tables over
+    the ids (n_ids scatters), whichever is cheaper."""
+    t, f = ids.shape
+    order = jnp.arange(t)
+    if t * t * f * f <= max(1 << 16, 4 * n_ids):
+        shared = jnp.any((ids[:, None, :, None] == ids[None, :, None, :]) & (ids[:, None, :, None] >= 0), axis=(2, 3))
+        blocked = lambda keep: jnp.any(shared & keep[None, :], axis=1)  # noqa: E731
+        first = lambda open_: ~jnp.any(shared & (order[None, :] < order[:, None]) & open_[None, :], axis=1)  # noqa: E731
+    else:
+        slot = jnp.where(ids >= 0, ids, n_ids)
+
+        def blocked(keep):
+            taken = jnp.zeros(n_ids + 1, bool).at[jnp.where(keep[:, None], slot, n_ids)].set(True).at[n_ids].set(False)
+            return jnp.any(taken[slot], axis=1)
+
+        def first(open_):
+            claim = jnp.full(n_ids + 1, t).at[slot].min(jnp.where(open_[:, None], order[:, None], t))
+            return jnp.all((ids < 0) | (claim[slot] == order[:, None]), axis=1)
+
     keep = jnp.zeros_like(accepts)
-    taken = jnp.zeros(n_ids + 1, bool)
     for _ in range(rounds):
-        open_ = accepts & ~keep & ~jnp.any((ids >= 0) & taken[slot], axis=1)
-        mine = jnp.where(open_[:, None], order[:, None], accepts.shape[0])
-        claim = jnp.full(n_ids + 1, accepts.shape[0]).at[slot].min(mine)
-        won = open_ & jnp.all((ids < 0) | (claim[slot] == order[:, None]), axis=1)
-        keep = keep | won
-        taken = taken.at[jnp.where(won[:, None], slot, n_ids)].set(True).at[n_ids].set(False)
+        open_ = accepts & ~keep & ~blocked(keep)
+        keep = keep | (open_ & first(open_))
     return keep
 
 
 def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature: jax.Array) -> Chain:
     """One Metropolis step at `temperature` over `config.tries` proposals from the same state.
 
-    The proposals are evaluated together against the current state. By default the first one
-    Metropolis accepts is applied: rejected proposals leave the state unchanged, so this is exactly
-    the sequential chain that tries them in order and stops at the first acceptance. With
+    The proposals are evaluated together against the current state. Those that may be accepted (and
+    the first, the temperature probe) are kept in order, up to `config.room`, and finished. By
+    default the first one Metropolis accepts is applied: rejected proposals leave the state
+    unchanged, so this is the sequential chain that tries them in order and stops at the first
+    acceptance (unless more than `room` may be accepted and the first `room` of those are not). With
     `config.parallel` (and a model with footprints) every accepted proposal whose footprint no
     other kept one touches is applied too: such moves commute and do not change each other's
     validity, so the step's state is the one they leave applied one by one (each was accepted on
     its energy change from the step's starting state).
     """
-    n = model.draws + 1
-    tries, key = proposal_words(chain.key, config.tries, n)
-    move, new_energy, valid, stats = jax.vmap(model.propose, in_axes=(None, None, 0, None))(
-        problem, chain.state, tries, config.swap_probability)
-    delta = (new_energy - chain.state.energy).astype(jnp.float32)
-    uphill_ok = uniform(tries[:, model.draws]) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))
-    accepts = valid & ((delta <= 0) | uphill_ok)
+    words, key = proposal_words(chain.key, config.tries, model.draws + 1)
+    move, energy, valid, stats = model.propose(problem, chain.state, words, config.swap_probability)
+    chance = uniform(words[:, model.draws])
+
+    def metropolis(energy, chance):
+        delta = (energy - chain.state.energy).astype(jnp.float32)
+        return (delta <= 0) | (chance < jnp.exp(-delta / jnp.maximum(temperature, 1e-30)))
+
+    maybe = (valid & metropolis(energy, chance)).at[0].set(valid[0])
+    room = max(1, min(config.room, config.tries))
+    rows, = jnp.nonzero(maybe, size=room, fill_value=0)
+    move, energy, stats, chance = jax.tree.map(lambda x: x[rows], (move, energy, stats, chance))
+    valid = valid[rows] & (jnp.arange(room) < jnp.sum(maybe))
+    if model.finish is not None:
+        move, energy, finished, stats = model.finish(problem, chain.state, move, stats)
+        valid = valid & finished
+    accepts = valid & metropolis(energy, chance)
     if config.parallel and model.footprint is not None:
         ids = jax.vmap(model.footprint, in_axes=(None, None, 0))(problem, chain.state, move)
         keep = _independent(ids, accepts, model.footprint_ids(problem))
     else:
         keep = _first(accepts)
-    return Chain(state=model.apply(problem, chain.state, move, keep, new_energy, stats),
+    probe = valid[0] & (rows[0] == 0)
+    return Chain(state=model.apply(problem, chain.state, move, keep, energy, stats),
                  best=chain.best, best_energy=chain.best_energy, key=key,
                  accepted=chain.accepted + jnp.sum(keep, dtype=jnp.int32),
-                 largest_delta=jnp.maximum(chain.largest_delta, jnp.where(valid[0], jnp.abs(delta[0]), 0.0)))
+                 largest_delta=jnp.maximum(chain.largest_delta,
+                                           jnp.where(probe, jnp.abs(energy[0] - chain.state.energy), 0.0)))
 
 
 def run_block(model: Model, problem, config: AnnealConfig, chain: Chain, t_start, t_end) -> Chain:

@@ -46,6 +46,15 @@ def domain_violation(tree: jax.Array, children: jax.Array, nodes: jax.Array, cls
     return total
 
 
+def partition_domain_violations(problem: Problem, nodes: jax.Array, service: jax.Array) -> jax.Array:
+    """[2] (fault domain, upgrade domain) `domain_violation` of one partition of `service` whose
+    replicas are on `nodes` [K]."""
+    cls = problem.service_class[service]
+    return jnp.stack([domain_violation(problem.fd_tree, problem.fd_children, nodes, cls,
+                                       problem.service_nonpacking[service]),
+                      domain_violation(problem.ud_tree, problem.ud_children, nodes, cls)])
+
+
 def partition_nodes(problem: Problem, node_of: jax.Array, partition: jax.Array) -> jax.Array:
     """[K] nodes of one partition's replicas (-1 for padding or unplaced)."""
     row = problem.partition_replicas[partition]
@@ -115,13 +124,11 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
     """Full-state constraint report: per-node capacity violation, per-replica placement, affinity and
     unplaced flags, per-partition exclusion, fault-domain, upgrade-domain and preferred-primary."""
     n_parts = problem.partition_service.shape[0]
-    cls = problem.service_class[problem.partition_service]
-    nonpacking = problem.service_nonpacking[problem.partition_service]
     nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, jnp.arange(n_parts))
     k = nodes.shape[1]
     same = (nodes[:, :, None] == nodes[:, None, :]) & (nodes[:, :, None] >= 0)
     exclusion = (same & ~jnp.eye(k, dtype=bool)).sum(axis=(1, 2)) // 2
-    per_partition = jax.vmap(domain_violation, in_axes=(None, None, 0, 0, 0))
+    domains = jax.vmap(partition_domain_violations, in_axes=(None, 0, 0))(problem, nodes, problem.partition_service)
     replicas = jnp.arange(node_of.shape[0])
     is_primary = primary_of[problem.replica_partition] == replicas
     affinity = jax.vmap(affinity_violated, in_axes=(None, None, None, 0, 0, 0))(
@@ -134,9 +141,7 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
                 placement=misplaced(problem, node_of), unplaced=unplaced(problem, node_of), headless=headless,
                 affinity=affinity, exclusion=exclusion,
                 preferred=preferred, away=away_from_home(problem, replicas, node_of),
-                fault_domain=per_partition(problem.fd_tree, problem.fd_children, nodes, cls, nonpacking),
-                upgrade_domain=per_partition(problem.ud_tree, problem.ud_children, nodes, cls,
-                                             jnp.zeros_like(nonpacking)))
+                fault_domain=domains[:, 0], upgrade_domain=domains[:, 1])
 
 
 _MEASURED = {CAPACITY: "capacity", PLACEMENT: "placement", FAULT_DOMAIN: "fault_domain",

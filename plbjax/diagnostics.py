@@ -9,7 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from plbjax.constraints import affinity_violated, domain_violation, partition_nodes
+from plbjax.constraints import affinity_violated, partition_domain_violations, partition_nodes
 from plbjax.encoding import Index, Problem
 
 SOURCE = "System.PLB"
@@ -20,17 +20,12 @@ def _placement_checks(problem: Problem, node_of: jax.Array, primary_of: jax.Arra
     """[N] each: affinity broken, fault- and upgrade-domain measure change, if replica r went there."""
     p = problem.replica_partition[r]
     s = problem.replica_service[r]
-    cls = problem.service_class[s]
     before = partition_nodes(problem, node_of, p)
-    row = problem.partition_replicas[p]
-    nonpacking = problem.service_nonpacking[s]
+    was = partition_domain_violations(problem, before, s)
 
     def on(node):
-        after = jnp.where(row == r, node, before)
-        fd = lambda nodes: domain_violation(problem.fd_tree, problem.fd_children, nodes, cls, nonpacking)  # noqa: E731
-        ud = lambda nodes: domain_violation(problem.ud_tree, problem.ud_children, nodes, cls)  # noqa: E731
-        return (affinity_violated(problem, node_of, primary_of, r, node, primary_of[p] == r),
-                fd(after) - fd(before), ud(after) - ud(before))
+        change = partition_domain_violations(problem, jnp.where(problem.partition_replicas[p] == r, node, before), s) - was
+        return affinity_violated(problem, node_of, primary_of, r, node, primary_of[p] == r), change[0], change[1]
 
     return jax.vmap(on)(jnp.arange(problem.node_up.shape[0]))
 

@@ -1,6 +1,8 @@
 """Random neighbour moves, SF's way: move a replica or instance, or swap a primary with a secondary.
 
-`propose` draws one move for one chain and says whether it is valid (all constraints no worse).
+`propose` draws one move for one chain and says whether it is valid (all constraints no worse but
+the fault- and upgrade-domain distribution, whose K^2 check `search.finish` adds only for moves that
+may be accepted); `propose_batch` draws a step's worth, computing each kind only where it is drawn.
 Every move is described by the same fields — the replica whose node changes, the partition whose
 primary may change, and the load change on two nodes — so energy and apply code are shared.
 """
@@ -10,12 +12,12 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from plbjax.annealer import draw, uniform
-from plbjax.constraints import (affinity_violated, away_from_home, domain_violation, excess_change, fits,
-                                off_preferred, partition_nodes)
-from plbjax.encoding import (AFFINITY, CAPACITY, CONSTRAINTS, FAULT_DOMAIN, PLACEMENT, PREFERRED, THRESHOLD,
-                             UNPLACED, UPGRADE_DOMAIN, Problem)
+from plbjax.constraints import (affinity_violated, away_from_home, excess_change, fits, off_preferred,
+                                partition_nodes)
+from plbjax.encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
 
 
 class Move(eqx.Module):
@@ -30,23 +32,17 @@ class Move(eqx.Module):
     delta_b: jax.Array       # [M]
     cost_delta: jax.Array    # change in movement cost against the initial placement
     moves_delta: jax.Array   # change in the number of movements (moved replicas, swapped primaries)
-    penalty_delta: jax.Array # change in the violations' energy
-    valid: jax.Array
+    penalty_delta: jax.Array # change in the violations' energy (domain distribution: see `search.finish`)
+    valid: jax.Array         # no constraint worse (domain distribution: see `search.finish`)
 
 
 DRAWS = 5  # random words one proposal uses
 
 
-def _domain_changes(problem: Problem, before: jax.Array, after: jax.Array, cls: jax.Array, service):
-    """Change of the partition's fault- and upgrade-domain violation measures."""
-    both = jnp.stack([before, after])
-
-    def change(tree, children, nonpacking):
-        v = jax.vmap(domain_violation, in_axes=(None, None, 0, None, None))(tree, children, both, cls, nonpacking)
-        return v[1] - v[0]
-
-    return (change(problem.fd_tree, problem.fd_children, problem.service_nonpacking[service]),
-            change(problem.ud_tree, problem.ud_children, False))
+def partition_after(problem: Problem, node_of, move: Move) -> jax.Array:
+    """[K] nodes of the move's partition once its replica is on its target."""
+    before = partition_nodes(problem, node_of, move.partition)
+    return jnp.where(problem.partition_replicas[move.partition] == move.replica, move.target, before)
 
 
 def _excess(limit, loads, a, delta_a, b, delta_b) -> jax.Array:
@@ -69,14 +65,12 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     load = jnp.where(primary_of[p] == r, problem.load_primary[r], problem.load_secondary[r])
     before = partition_nodes(problem, node_of, p)
     after = jnp.where(problem.partition_replicas[p] == r, t, before)
-    fd, ud = _domain_changes(problem, before, after, cls, s)
     is_primary = primary_of[p] == r
     f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
     changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(_excess(problem.capacity, loads, a, -load, t, load))
     if problem.features.thresholds:
         changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, -load, t, load))
     changes = changes.at[PLACEMENT].set(-f32((a >= 0) & ~problem.class_allowed[cls, jnp.maximum(a, 0)]))
-    changes = changes.at[FAULT_DOMAIN].set(fd).at[UPGRADE_DOMAIN].set(ud)
     if problem.features.affinity:
         changes = changes.at[AFFINITY].set(f32(affinity_violated(problem, node_of, primary_of, r, t, is_primary))
                                            - f32(affinity_violated(problem, node_of, primary_of, r, a, is_primary)))
@@ -88,7 +82,7 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     init_row = jnp.where(problem.partition_replicas[p] >= 0,
                          problem.initial_node[jnp.maximum(problem.partition_replicas[p], 0)], -1)
     moved_after = jnp.sum((after != init_row) & (init_row >= 0))
-    returns = jnp.any(problem.history[r] == t) if problem.features.history else False
+    returns = jnp.any(problem.history[r] == t) if problem.features.history else jnp.zeros((), bool)
     valid = ((problem.n_movable > 0) & (problem.class_node_count[cls] > 0) & ~jnp.any(before == t)
              & problem.node_open[t] & ~returns
              & (moved_after <= problem.partition_budget)
@@ -146,3 +140,30 @@ def propose(problem: Problem, node_of, primary_of, loads, words, swap_probabilit
     move = propose_move(problem, node_of, primary_of, loads, words)
     other = propose_swap(problem, node_of, primary_of, loads, words)
     return jax.tree.map(lambda m, s: jnp.where(swap, s, m), move, other)
+
+
+def _swap_slots(tries: int, swap_probability: float) -> tuple[np.ndarray, float]:
+    """Which of slots 1..tries-1 are swaps (floor(tries p) of them, spread evenly), and the chance
+    that slot 0 is a swap, so the expected share of swaps is exactly p."""
+    swaps = min(int(tries * swap_probability), tries - 1)
+    slot = np.arange(1, tries)
+    is_swap = slot * swaps // max(tries - 1, 1) > (slot - 1) * swaps // max(tries - 1, 1)
+    return is_swap, min(tries * swap_probability - swaps, 1.0)
+
+
+def propose_batch(problem: Problem, node_of, primary_of, loads, words, swap_probability: float) -> Move:
+    """One move per row of `words` [T, DRAWS], a `swap_probability` share of them swaps, stratified:
+    the first is drawn as `propose` draws it (so one proposal is exactly `propose`), of the others a
+    fixed, evenly spread floor(T p) are swaps and the rest replica moves. A proposal that may be
+    either kind costs both; these cost one."""
+    is_swap, first_swap = _swap_slots(words.shape[0], swap_probability)
+    first = jax.tree.map(lambda x: x[None], propose(problem, node_of, primary_of, loads, words[0], first_swap))
+    parts, slots = [first], [np.zeros(1, int)]
+    for kind, mask in ((propose_move, ~is_swap), (propose_swap, is_swap)):
+        if mask.any():
+            rows = 1 + np.flatnonzero(mask)
+            parts.append(jax.vmap(kind, in_axes=(None, None, None, None, 0))(problem, node_of, primary_of, loads,
+                                                                              words[rows]))
+            slots.append(rows)
+    order = np.argsort(np.concatenate(slots))
+    return jax.tree.map(lambda *xs: jnp.concatenate(xs)[order], *parts)

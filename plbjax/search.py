@@ -16,13 +16,15 @@ import dataclasses
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from plbjax import energy as E
 from plbjax.annealer import Model
-from plbjax.constraints import penalty_of
-from plbjax.encoding import Problem
-from plbjax.moves import DRAWS, Move
-from plbjax.moves import propose as propose_move
+from plbjax.constraints import partition_domain_violations, partition_nodes, penalty_of
+from plbjax.encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
+from plbjax.moves import DRAWS, Move, partition_after, propose_batch
+
+DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])   # the constraints `finish` checks
 
 
 class SearchState(eqx.Module):
@@ -48,6 +50,7 @@ class SearchState(eqx.Module):
     cost: jax.Array           # movement cost from the phase's initial placement
     moves: jax.Array          # movements from the phase's initial placement (moved replicas, swaps)
     penalty: jax.Array        # energy of the constraint violations
+    domain_violations: jax.Array  # [P, 2] each partition's fault- and upgrade-domain violation measure
     energy: jax.Array         # SF's energy + penalty
 
 
@@ -59,9 +62,10 @@ def _stats(values: jax.Array, mask: jax.Array, count: jax.Array):
     return total, centre, sq
 
 
-def _fresh(problem: Problem, node_of, primary_of, penalty=None) -> SearchState:
-    """A state whose statistics are computed exactly from its placement (the violation penalty too,
-    unless given: it is a sum of exact per-move changes, and recomputing it costs a full check)."""
+def _fresh(problem: Problem, node_of, primary_of, penalty=None, domain_violations=None) -> SearchState:
+    """A state whose statistics are computed exactly from its placement (the violation penalty and
+    the partitions' domain violations too, unless given: they are sums of exact per-move changes,
+    and recomputing them costs a full check)."""
     loads = E.node_loads(problem, node_of, primary_of)
     local = E.local_loads(problem, node_of, primary_of)
     m = loads.shape[1]
@@ -83,11 +87,16 @@ def _fresh(problem: Problem, node_of, primary_of, penalty=None) -> SearchState:
                   fd_loads=fd_loads, fd_total=fd_total[:, 0], fd_sq=fd_sq[:, 0], fd_centre=fd_centre[:, 0],
                   ud_loads=ud_loads, ud_total=ud_total[:, 0], ud_sq=ud_sq[:, 0], ud_centre=ud_centre[:, 0],
                   local_score=local_score, cost=jnp.zeros(()), moves=jnp.zeros(()), penalty=jnp.zeros(()),
-                  energy=jnp.zeros(()))
+                  domain_violations=domain_violations, energy=jnp.zeros(()))
     cost = E.movement_cost(problem, node_of, primary_of)
     if penalty is None:
         penalty = penalty_of(problem, node_of, primary_of, loads)
-    state = dataclasses.replace(state, cost=cost, moves=E.movements(problem, node_of, primary_of), penalty=penalty)
+    if domain_violations is None:
+        nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, jnp.arange(primary_of.shape[0]))
+        domain_violations = jax.vmap(partition_domain_violations, in_axes=(None, 0, 0))(
+            problem, nodes, problem.partition_service)
+    state = dataclasses.replace(state, cost=cost, moves=E.movements(problem, node_of, primary_of), penalty=penalty,
+                                domain_violations=domain_violations)
     return dataclasses.replace(state, energy=_energy(problem, state))
 
 
@@ -109,9 +118,8 @@ def start(problem: Problem) -> SearchState:
 
 
 def refresh(problem: Problem, state: SearchState) -> SearchState:
-    """The statistics recomputed exactly (the violation penalty is kept: it is a sum of exact
-    per-move changes, and recomputing it costs a full check)."""
-    return _fresh(problem, state.node_of, state.primary_of, penalty=state.penalty)
+    """The statistics recomputed exactly (the violation penalty and domain violations are kept)."""
+    return _fresh(problem, state.node_of, state.primary_of, state.penalty, state.domain_violations)
 
 
 def _node_change(centre, counted, level, delta):
@@ -137,6 +145,7 @@ class Changes(eqx.Module):
     cost: jax.Array
     moves: jax.Array
     penalty: jax.Array
+    domains: jax.Array        # [2] the partition's domain violations after the move (`finish`)
 
 
 _SUMMED = ("g_total", "g_sq", "fd_total", "fd_sq", "ud_total", "ud_sq", "local_score", "cost", "moves", "penalty")
@@ -200,7 +209,7 @@ def evaluate(problem: Problem, state: SearchState, move: Move):
     changes = Changes(g_total=g_total, g_sq=g_sq, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq,
                       l_total=l_total, l_sq=l_sq, local_a=local_a, local_b=local_b,
                       local_score=local_score, cost=move.cost_delta, moves=move.moves_delta,
-                      penalty=move.penalty_delta)
+                      penalty=move.penalty_delta, domains=state.domain_violations[move.partition])
     new_energy = _plus(problem, state, changes).energy
     return new_energy, changes
 
@@ -247,16 +256,18 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, en
     score = jax.vmap(_local_score, in_axes=(None, None, 0, 0, 0))
     local_score = jnp.sum(jnp.where(first, score(problem, state, service, l_total[service], l_sq[service])
                                     - score(problem, state, service, state.l_total[service], state.l_sq[service]), 0.0))
-    summed = dataclasses.replace(jax.tree.map(total, changes), local_score=local_score)
+    summed = dataclasses.replace(jax.tree.map(total, changes), local_score=local_score, domains=None)
     fd_loads, ud_loads = state.fd_loads, state.ud_loads
     if problem.features.defrag:
         fd_loads, fd_total, fd_sq = domains(fd_loads, problem.fd_tree, state.fd_centre)
         ud_loads, ud_total, ud_sq = domains(ud_loads, problem.ud_tree, state.ud_centre)
         summed = dataclasses.replace(summed, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq)
+    parts = jnp.where(keep, moves.partition, n_parts)
     return dataclasses.replace(
         _plus(problem, state, summed), fd_loads=fd_loads, ud_loads=ud_loads,
+        domain_violations=state.domain_violations.at[parts].set(changes.domains, mode="drop"),
         node_of=state.node_of.at[jnp.where(keep, moves.replica, state.node_of.shape[0])].set(moves.target, mode="drop"),
-        primary_of=state.primary_of.at[jnp.where(keep, moves.partition, n_parts)].set(moves.new_primary, mode="drop"),
+        primary_of=state.primary_of.at[parts].set(moves.new_primary, mode="drop"),
         loads=state.loads.at[a].add(moves.delta_a, mode="drop").at[b].add(moves.delta_b, mode="drop"),
         local=local.reshape(state.local.shape), l_total=l_total, l_sq=l_sq)
 
@@ -268,13 +279,34 @@ def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Arra
                  jax.tree.map(batch, changes))
 
 
+def _allowed(problem: Problem, state: SearchState, move: Move) -> jax.Array:
+    """The move's constraints and the phase's movement budget allow it."""
+    return move.valid & (state.moves + move.moves_delta <= problem.move_budget)
+
+
 def propose(problem: Problem, state: SearchState, words, swap_probability: float):
-    """One random move (`moves.propose`), the energy it leaves, and whether it is allowed (its
-    constraints and the phase's movement budget)."""
-    move = propose_move(problem, state.node_of, state.primary_of, state.loads, words, swap_probability)
-    new_energy, changes = evaluate(problem, state, move)
-    valid = move.valid & (state.moves + move.moves_delta <= problem.move_budget)
-    return move, new_energy, valid, changes
+    """Random moves, one per row of `words` (`moves.propose_batch`), but for their domain checks
+    (`finish`): a lower bound of the energy each leaves (its partition's domain violations, times
+    their penalty, are the most the move can remove), whether it may be allowed, and its changes."""
+    move = propose_batch(problem, state.node_of, state.primary_of, state.loads, words, swap_probability)
+    new_energy, changes = jax.vmap(evaluate, in_axes=(None, None, 0))(problem, state, move)
+    bound = new_energy - jnp.sum(changes.domains * problem.penalty[DOMAINS], axis=-1)
+    return move, bound, _allowed(problem, state, move), changes
+
+
+def finish(problem: Problem, state: SearchState, moves: Move, changes: Changes):
+    """The proposals' fault- and upgrade-domain checks: (moves, energies, valid, changes) exactly.
+    Moves that make an enforced distribution worse are not allowed; a change of a soft one enters
+    the penalty."""
+    after = jax.vmap(lambda move: partition_domain_violations(
+        problem, partition_after(problem, state.node_of, move), move.service))(moves)
+    change = (after - changes.domains).astype(jnp.float32)
+    worse = jnp.any(problem.enforce[DOMAINS] & (change > 0), axis=-1)
+    penalty = jnp.sum(change * problem.penalty[DOMAINS], axis=-1)
+    moves = dataclasses.replace(moves, valid=moves.valid & ~worse, penalty_delta=moves.penalty_delta + penalty)
+    changes = dataclasses.replace(changes, penalty=changes.penalty + penalty, domains=after)
+    energies = jax.vmap(lambda c: _plus(problem, state, c).energy)(changes)
+    return moves, energies, _allowed(problem, state, moves), changes
 
 
 def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
@@ -297,5 +329,5 @@ def solution(state: SearchState):
     return state.node_of, state.primary_of
 
 
-MODEL = Model(start=start, propose=propose, apply=apply, refresh=refresh, solution=solution, draws=DRAWS,
-              footprint=footprint, footprint_ids=footprint_ids)
+MODEL = Model(start=start, propose=propose, finish=finish, apply=apply, refresh=refresh, solution=solution,
+              draws=DRAWS, footprint=footprint, footprint_ids=footprint_ids)

@@ -17,7 +17,7 @@ from plbjax import annealer as A
 from plbjax import search as S
 from plbjax import energy as E
 from plbjax.decoding import apply_actions, diff, settle
-from plbjax.moves import DRAWS, propose
+from plbjax.moves import DRAWS
 from plbjax.phases import plan
 from plbjax.state import parse_state
 
@@ -31,15 +31,19 @@ def _steps(problem, config, chains, temperature, n: int):
 
 
 @eqx.filter_jit
-def _move_energies(problem, chain, keys):
-    """For many random proposals from one chain: (valid, incremental energy, recomputed energy)."""
-    def one(key):
-        words = jax.random.bits(key, (DRAWS,))
-        move = propose(problem, chain.node_of, chain.primary_of, chain.loads, words, 0.3)
-        new_energy, stats = S.evaluate(problem, chain, move)
-        after = S.apply_one(problem, chain, move, jnp.asarray(True), new_energy, stats)
-        return move.valid, new_energy, E.energy_of(problem, after.node_of, after.primary_of), after
-    return jax.vmap(one)(keys)
+def _move_energies(problem, chain, key):
+    """For 256 random proposals from one chain, finished: (valid, incremental energy, recomputed
+    energy, each one's state after it, the energy bound `propose` gave, whether it may be valid)."""
+    words = jax.random.bits(key, (256, DRAWS), jnp.uint32)
+    moves, bound, maybe, changes = S.propose(problem, chain, words, 0.3)
+    moves, energies, valid, changes = S.finish(problem, chain, moves, changes)
+
+    def one(move, energy, change):
+        after = S.apply_one(problem, chain, move, jnp.asarray(True), energy, change)
+        return E.energy_of(problem, after.node_of, after.primary_of), after
+
+    exact, after = jax.vmap(one)(moves, energies, changes)
+    return valid, energies, exact, after, bound, maybe
 
 
 def _chains(problem, n=8, seed=0):
@@ -51,9 +55,13 @@ def test_move_energy_equals_recomputation(states):
         problem, _ = searchable(state)
         chains = _steps(problem, QUICK, _chains(problem), jnp.float32(5.0), 300)
         chain = jax.tree.map(lambda x: x[0], chains.state)
-        valid, incremental, exact, after = _move_energies(problem, chain, jax.random.split(jax.random.PRNGKey(1), 256))
-        assert int(valid.sum()) > 20
+        valid, incremental, exact, after, bound, maybe = _move_energies(problem, chain, jax.random.PRNGKey(1))
+        assert valid.dtype == bool and int(valid.sum()) > 20
+        assert not np.any(np.asarray(valid & ~maybe))            # finishing only ever rules moves out
+        assert np.all(np.asarray(bound) <= np.asarray(incremental) * (1 + 1e-6))
         np.testing.assert_allclose(np.asarray(incremental)[valid], np.asarray(exact)[valid], rtol=2e-5)
+        fresh = jax.vmap(S._fresh, in_axes=(None, 0, 0))(problem, after.node_of, after.primary_of)
+        np.testing.assert_array_equal(after.domain_violations, fresh.domain_violations)
         loads = jax.vmap(E.node_loads, in_axes=(None, 0, 0))(problem, after.node_of, after.primary_of)
         np.testing.assert_allclose(np.asarray(after.loads)[valid], np.asarray(loads)[valid], atol=1e-3)
 
@@ -201,12 +209,13 @@ def test_multi_try_step_is_the_sequential_chain_stopping_at_its_first_acceptance
         n = DRAWS + 1
         tries, _ = A.proposal_words(chain.key, config.tries, n)
         state = chain.state
-        propose, apply_one = jax.jit(S.propose, static_argnums=3), jax.jit(S.apply_one)
-        for words in tries:
-            move, energy, valid, stats = propose(problem, state, words, config.swap_probability)
-            delta = float(energy - state.energy)
-            if bool(valid) and (delta <= 0 or float(A.uniform(words[DRAWS])) < np.exp(-delta / float(temperature))):
-                state = apply_one(problem, state, move, jnp.asarray(True), energy, stats)
+        moves, _, _, stats = jax.jit(S.propose, static_argnums=3)(problem, state, tries, config.swap_probability)
+        moves, energies, valid, stats = jax.jit(S.finish)(problem, state, moves, stats)
+        for i, words in enumerate(tries):
+            delta = float(energies[i] - state.energy)
+            if bool(valid[i]) and (delta <= 0 or float(A.uniform(words[DRAWS])) < np.exp(-delta / float(temperature))):
+                move, change = jax.tree.map(lambda x: x[i], (moves, stats))
+                state = jax.jit(S.apply_one)(problem, state, move, jnp.asarray(True), energies[i], change)
                 break
         np.testing.assert_array_equal(after.state.node_of, state.node_of)
         np.testing.assert_array_equal(after.state.primary_of, state.primary_of)
@@ -247,6 +256,31 @@ def _featured_state(seed: int):
     return parse_state(doc)
 
 
+def test_independent_moves_by_pairs_and_by_tables_agree_with_the_rule():
+    """Both ways of picking independent proposals keep exactly what the round rule keeps, computed here
+    one proposal at a time: a proposal sharing no id with a kept one is kept when no earlier open
+    proposal shares an id with it."""
+    rng = np.random.default_rng(0)
+    for trial in range(20):
+        ids = np.where(rng.random((48, 8)) < 0.5, -1, rng.integers(0, 60, (48, 8)))
+        accepts = rng.random(48) < 0.7
+        keep = np.zeros(48, bool)
+        for _ in range(3):
+            shares = lambda i, j: bool(set(ids[i][ids[i] >= 0]) & set(ids[j][ids[j] >= 0]))  # noqa: E731
+            open_ = [accepts[i] and not keep[i] and not any(keep[j] and shares(i, j) for j in range(48))
+                     for i in range(48)]
+            keep = keep | [open_[i] and not any(open_[j] and shares(i, j) for j in range(i)) for i in range(48)]
+        for n_ids in (60, 1 << 20):          # tables over 60 ids; all pairs (a huge id space)
+            np.testing.assert_array_equal(A._independent(jnp.asarray(ids), jnp.asarray(accepts), n_ids), keep)
+
+
+@eqx.filter_jit
+def _finished(problem, state, words):
+    """A batch of proposals, finished: (moves, energies, valid, changes)."""
+    moves, _, _, changes = S.propose(problem, state, words, 0.3)
+    return S.finish(problem, state, moves, changes)
+
+
 @pytest.mark.parametrize("featured", [False, True])
 def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured):
     """Accepted proposals with disjoint footprints applied together = applied in order, each
@@ -257,20 +291,19 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured
     chain = jax.tree.map(lambda x: x[0], _steps(problem, QUICK, _chains(problem), jnp.float32(5.0), 300))
     state = chain.state
     words = jax.random.bits(jax.random.PRNGKey(3), (256, DRAWS), jnp.uint32)
-    propose_all = jax.jit(jax.vmap(S.propose, in_axes=(None, None, 0, None)), static_argnums=3)
-    moves, energies, valid, changes = propose_all(problem, state, words, 0.3)
+    moves, energies, valid, changes = _finished(problem, state, words)
     ids = jax.vmap(S.footprint, in_axes=(None, None, 0))(problem, state, moves)
     keep = A._independent(ids, valid, S.footprint_ids(problem))
     together = jax.jit(S.apply)(problem, state, moves, keep, energies, changes)
     one_by_one = state
     for i in np.flatnonzero(np.asarray(keep)):
-        move, energy, ok, change = propose_all(problem, one_by_one, words[i:i + 1], 0.3)
+        move, energy, ok, change = jax.tree.map(lambda x: x[i:i + 1], _finished(problem, one_by_one, words))
         assert bool(ok[0]) and int(move.replica[0]) == int(moves.replica[i])
         assert int(move.target[0]) == int(moves.target[i])
         np.testing.assert_allclose(change.g_sq[0], changes.g_sq[i], rtol=1e-5, atol=1e-3)
         one_by_one = jax.jit(S.apply)(problem, one_by_one, move, ok, energy, change)
     assert int(keep.sum()) >= 5
-    for name in ("node_of", "primary_of"):
+    for name in ("node_of", "primary_of", "domain_violations"):
         np.testing.assert_array_equal(getattr(together, name), getattr(one_by_one, name), err_msg=name)
     for name in ("loads", "local", "fd_loads", "ud_loads", "g_total", "g_sq", "l_total", "l_sq", "local_score",
                  "cost", "moves", "penalty", "energy"):

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from plbjax.annealer import Model, draw, uniform
+from plbjax.annealer import Model, batched, draw, uniform
 from plbjax.roadef.instance import Instance
 from plbjax.roadef.objective import balance_terms, load_terms
 
@@ -385,5 +385,5 @@ def solution(state: SearchState) -> jax.Array:
     return state.assignment
 
 
-MODEL = Model(start=start, propose=propose, apply=apply, refresh=refresh, solution=solution, draws=DRAWS,
+MODEL = Model(start=start, propose=batched(propose), apply=apply, refresh=refresh, solution=solution, draws=DRAWS,
               footprint=footprint, footprint_ids=footprint_ids)
