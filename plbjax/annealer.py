@@ -178,7 +178,8 @@ def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature:
     """One Metropolis step at `temperature` over `config.tries` proposals from the same state.
 
     The proposals are evaluated together against the current state. Those that may be accepted (and
-    the first, the temperature probe) are kept in order, up to `config.room`, and finished. By
+    the first, the temperature probe) are kept in order, up to `config.room` (all when room >= tries),
+    and finished. By
     default the first one Metropolis accepts is applied: rejected proposals leave the state
     unchanged, so this is the sequential chain that tries them in order and stops at the first
     acceptance (unless more than `room` may be accepted and the first `room` of those are not). With
@@ -195,11 +196,12 @@ def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature:
         delta = (energy - chain.state.energy).astype(jnp.float32)
         return (delta <= 0) | (chance < jnp.exp(-delta / jnp.maximum(temperature, 1e-30)))
 
-    maybe = (valid & metropolis(energy, chance)).at[0].set(valid[0])
-    room = max(1, min(config.room, config.tries))
-    rows, = jnp.nonzero(maybe, size=room, fill_value=0)
-    move, energy, stats, chance = jax.tree.map(lambda x: x[rows], (move, energy, stats, chance))
-    valid = valid[rows] & (jnp.arange(room) < jnp.sum(maybe))
+    rows = jnp.arange(config.tries)
+    if config.room < config.tries:
+        maybe = (valid & metropolis(energy, chance)).at[0].set(valid[0])
+        rows, = jnp.nonzero(maybe, size=max(config.room, 1), fill_value=0)
+        move, energy, stats, chance = jax.tree.map(lambda x: x[rows], (move, energy, stats, chance))
+        valid = valid[rows] & (jnp.arange(rows.shape[0]) < jnp.sum(maybe))
     if model.finish is not None:
         move, energy, finished, stats = model.finish(problem, chain.state, move, stats)
         valid = valid & finished

@@ -31,7 +31,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from baseline_numba import balancing_problem, compile_kernels, problem_arrays, run_baseline  # noqa: E402
+from baseline_numba import (balancing_problem, compile_kernels, probe_temperature, problem_arrays,  # noqa: E402
+                            run_baseline)
 from plbjax import annealer as A  # noqa: E402
 from plbjax.search import MODEL  # noqa: E402
 from plbjax import energy as E  # noqa: E402
@@ -147,7 +148,7 @@ def wait_idle(what: str) -> float:
 
 
 def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, population: bool = False,
-               parallel: bool = False) -> dict:
+               parallel: bool = False, t0: float | None = None) -> dict:
     trace, planned = [], [0]
 
     def progress(done, blocks, elapsed, best):
@@ -155,7 +156,7 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, 
         planned[0] = blocks
 
     config = A.AnnealConfig(chains=chains, steps=None, seconds=seconds, seed=seed, tries=tries,
-                            population=population, parallel=parallel)
+                            population=population, parallel=parallel, initial_temperature=t0)
     wait_idle(f"plbjax {chains} chains")
     start = time.perf_counter()
     with Contention() as busy:
@@ -236,7 +237,7 @@ def best_at(trace, t: float) -> float:
 
 
 def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, seed: int,
-               profile_chains: int | None, profile_steps: int) -> dict:
+               profile_chains: int | None, profile_steps: int, same_t0: bool = False) -> dict:
     print(f"== {name}: generating {spec.total_replicas} replicas on {spec.nodes} nodes", flush=True)
     start = time.perf_counter()
     doc = generate(spec)
@@ -251,11 +252,15 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
                movable=int(problem.n_movable), swappable=int(problem.n_swappable),
                generate_parse_seconds=gen_s, encode_seconds=enc_s, avg_std_dev_before=a0,
                budget_seconds=seconds, plbjax=[])
+    arrays = problem_arrays(problem)
+    # --same-t0: every run starts at SF's T0 from the baseline's probe (no greedy probe block), so
+    # runs differ only in how they spend the same temperature schedule.
+    shared_t0 = probe_temperature(arrays, seed) if same_t0 else None
 
     for spec_ in chains:
         flags = str(spec_).lstrip("0123456789x")
         c, tries = (int(x) for x in f"{str(spec_)[:len(str(spec_)) - len(flags)]}x1".split("x")[:2])
-        run = run_plbjax(problem, c, seconds, seed, tries, "p" in flags, "m" in flags)
+        run = run_plbjax(problem, c, seconds, seed, tries, "p" in flags, "m" in flags, shared_t0)
         row["plbjax"].append(run)
         print(f"   plbjax {_config(run)}: {run['moves_per_second']:12,.0f} moves/s  "
               f"{run['steps_per_chain']:8d} steps/chain  E {run['initial_energy']:.6g} -> "
@@ -263,7 +268,6 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
               f"{run['other_processes_cores'] or 0:.2f} cores)", flush=True)
 
     t0 = row["plbjax"][0]["initial_temperature"]
-    arrays = problem_arrays(problem)
     run_baseline(arrays, steps=1000, seed=seed, t0=t0, checkpoints=1)   # touch every page once
     wait_idle("the baseline")
     with Contention() as busy:
@@ -437,6 +441,9 @@ def main(argv=None) -> int:
                     "every independent accepted proposal applied (parallel moves), p: population annealing (default 8 64 256)")
     ap.add_argument("--seconds", type=float, help="wall-time budget per run (default 20)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--same-t0", action="store_true",
+                    help="every run starts at SF's T0 from the baseline's probe (default: each plbjax run probes its "
+                         "own, the baseline takes the first run's)")
     ap.add_argument("--profile-chains", type=int, default=64,
                     help="chain count of the step-time breakdown (0: skip it)")
     ap.add_argument("--profile-steps", type=int, default=200)
@@ -468,7 +475,7 @@ def main(argv=None) -> int:
     print(f"numba baseline compiled in {numba_compile:.1f} s (or loaded from its cache)", flush=True)
 
     rows = [bench_size(name, SIZES[name], chains, seconds, args.seed, args.profile_chains,
-                       args.profile_steps) for name in sizes]
+                       args.profile_steps, args.same_t0) for name in sizes]
     result = dict(
         description=("plbjax anneal (vmapped chains, wall-time budget) vs a sequential numba annealer "
                      "with the same energy, moves, validity rules and temperature schedule (plbjax's T0), "
