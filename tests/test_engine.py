@@ -16,6 +16,7 @@ from conftest import QUICK, cluster, packed_cluster, searchable
 from plbjax import annealer as A
 from plbjax import search as S
 from plbjax import energy as E
+from plbjax.constraints import partition_domain_violations, partition_nodes
 from plbjax.decoding import apply_actions, diff, settle
 from plbjax.moves import DRAWS
 from plbjax.phases import plan
@@ -46,6 +47,16 @@ def _move_energies(problem, chain, key):
     return valid, energies, exact, after, bound, maybe
 
 
+@jax.jit
+def _domain_violations(problem, node_of):
+    """[C, P, 2] every partition's domain violations recomputed, for placements `node_of` [C, R]."""
+    def one(node_of):
+        parts = jnp.arange(problem.partition_service.shape[0])
+        nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, parts)
+        return jax.vmap(partition_domain_violations, in_axes=(None, 0, 0))(problem, nodes, problem.partition_service)
+    return jax.vmap(one)(node_of)
+
+
 def _chains(problem, n=8, seed=0):
     return A.init_chains(S.MODEL, problem, jax.random.split(jax.random.PRNGKey(seed), n))
 
@@ -60,8 +71,7 @@ def test_move_energy_equals_recomputation(states):
         assert not np.any(np.asarray(valid & ~maybe))            # finishing only ever rules moves out
         assert np.all(np.asarray(bound) <= np.asarray(incremental) * (1 + 1e-6))
         np.testing.assert_allclose(np.asarray(incremental)[valid], np.asarray(exact)[valid], rtol=2e-5)
-        fresh = jax.vmap(S._fresh, in_axes=(None, 0, 0))(problem, after.node_of, after.primary_of)
-        np.testing.assert_array_equal(after.domain_violations, fresh.domain_violations)
+        np.testing.assert_array_equal(after.domain_violations, _domain_violations(problem, after.node_of))
         loads = jax.vmap(E.node_loads, in_axes=(None, 0, 0))(problem, after.node_of, after.primary_of)
         np.testing.assert_allclose(np.asarray(after.loads)[valid], np.asarray(loads)[valid], atol=1e-3)
 
@@ -152,7 +162,7 @@ def test_diff_is_net_of_intermediate_steps(states):
     apply_actions(state.document, actions)
 
 
-@pytest.mark.parametrize("config", [QUICK, dataclasses.replace(QUICK, chains=1, tries=16, parallel=True)],
+@pytest.mark.parametrize("config", [QUICK, dataclasses.replace(QUICK, chains=1, tries=16, parallel=True, room=4)],
                          ids=["chains", "parallel"])
 def test_plans_on_random_clusters_improve_and_break_nothing(states, documents, config):
     for state, doc in zip(states, documents):
@@ -220,6 +230,22 @@ def test_multi_try_step_is_the_sequential_chain_stopping_at_its_first_acceptance
         np.testing.assert_array_equal(after.state.node_of, state.node_of)
         np.testing.assert_array_equal(after.state.primary_of, state.primary_of)
         np.testing.assert_allclose(after.state.energy, state.energy, rtol=1e-6)
+
+
+def test_screening_finishes_only_what_may_be_accepted_and_changes_nothing(states):
+    """A parallel step that finishes (domain checks) only the first `room` proposals passing the
+    lower-bound screen leaves the state of the step that finishes all of them, when no more than
+    `room` pass."""
+    problem, _ = searchable(states[1])
+    chains = _steps(problem, QUICK, _chains(problem, n=4), jnp.float32(2.0), 100)
+    every, screened = (dataclasses.replace(QUICK, tries=64, parallel=True, room=r) for r in (64, 24))
+    for c in range(4):
+        chain = jax.tree.map(lambda x: x[c], chains)
+        a = eqx.filter_jit(A.step)(S.MODEL, problem, every, chain, jnp.float32(0.05))
+        b = eqx.filter_jit(A.step)(S.MODEL, problem, screened, chain, jnp.float32(0.05))
+        assert int(a.accepted - chain.accepted) > 0
+        for name in ("node_of", "primary_of", "domain_violations", "energy"):
+            np.testing.assert_array_equal(getattr(a.state, name), getattr(b.state, name), err_msg=name)
 
 
 def test_population_resampling_draws_states_by_boltzmann_weight(states):
@@ -315,9 +341,10 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured
 
 
 def test_parallel_search_keeps_every_chain_valid(states, documents):
-    """Many moves a step (disjoint footprints): no hard constraint broken, the running energy exact."""
+    """Many moves a step (disjoint footprints; the first 16 proposals that may be accepted finished):
+    no hard constraint broken, the running energy exact."""
     problem, index = searchable(states[2])
-    config = dataclasses.replace(QUICK, tries=32, parallel=True)
+    config = dataclasses.replace(QUICK, tries=32, parallel=True, room=16)
     chains = _steps(problem, config, _chains(problem, n=4), jnp.float32(5.0), 200)
     assert int(chains.accepted.sum()) > 4 * 200
     exact = jax.jit(jax.vmap(E.energy_of, in_axes=(None, 0, 0)))(problem, chains.state.node_of, chains.state.primary_of)

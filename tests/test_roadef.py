@@ -201,7 +201,7 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(tmp_path, shape)
 def test_parallel_search_keeps_every_state_feasible(tmp_path):
     instance, original = random_instance(3)
     model = _model(tmp_path, instance)
-    config = A.AnnealConfig(chains=2, tries=32, parallel=True, swap_probability=0.5)
+    config = A.AnnealConfig(chains=2, tries=32, parallel=True, room=16, swap_probability=0.5)
     with jax.enable_x64(True):
         problem = RS.encode(instance, original)
         chains = A.init_chains(RS.MODEL, problem, jax.random.split(jax.random.PRNGKey(4), 2))
