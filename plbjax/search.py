@@ -1,9 +1,10 @@
 """Service Fabric's search: the state of one chain and its energy, updated by moves.
 
 A state holds a placement and the running statistics SF's energy needs (sums and centred sums of
-squares of loads per metric over nodes, domains and each service's nodes), so a move costs O(M + K^2)
-whatever the cluster size: one proposal (`moves`), its energy change from two node-load changes,
-and an in-place update. Moves on disjoint nodes and partitions (`footprint`) can be applied together:
+squares of loads per metric over nodes, domains and each service's nodes, and each partition's
+domain violations), so a move costs O(M + K^2) whatever the cluster size: one proposal (`moves`),
+its energy change from two node-load changes (`propose`; the K^2 domain check only for moves that
+may be accepted, `finish`), and an in-place update. Moves on disjoint nodes and partitions (`footprint`) can be applied together:
 their changes of the sums add up, and the deviations are recomputed from the new sums, so a parallel
 step equals its moves applied one by one. `refresh` recomputes the statistics exactly (no float
 drift). `MODEL` is what the annealer runs.
