@@ -153,9 +153,11 @@ def _independent(ids: jax.Array, accepts: jax.Array, n_ids: int, rounds: int = 3
     t, f = ids.shape
     order = jnp.arange(t)
     if t * t * f * f <= max(1 << 16, 4 * n_ids):
-        shared = jnp.any((ids[:, None, :, None] == ids[None, :, None, :]) & (ids[:, None, :, None] >= 0), axis=(2, 3))
+        same = (ids[:, None, :, None] == ids[None, :, None, :]) & (ids[:, None, :, None] >= 0)
+        shared = jnp.any(same, axis=(2, 3))
         blocked = lambda keep: jnp.any(shared & keep[None, :], axis=1)  # noqa: E731
-        first = lambda open_: ~jnp.any(shared & (order[None, :] < order[:, None]) & open_[None, :], axis=1)  # noqa: E731
+        earlier = order[None, :] < order[:, None]                  # earlier[i, j]: j < i
+        first = lambda open_: ~jnp.any(shared & earlier & open_[None, :], axis=1)  # noqa: E731
     else:
         slot = jnp.where(ids >= 0, ids, n_ids)
 

@@ -55,6 +55,13 @@ def partition_domain_violations(problem: Problem, nodes: jax.Array, service: jax
                       domain_violation(problem.ud_tree, problem.ud_children, nodes, cls)])
 
 
+def domain_violations_of(problem: Problem, node_of: jax.Array) -> jax.Array:
+    """[P, 2] every partition's `partition_domain_violations`."""
+    parts = jnp.arange(problem.partition_service.shape[0])
+    nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, parts)
+    return jax.vmap(partition_domain_violations, in_axes=(None, 0, 0))(problem, nodes, problem.partition_service)
+
+
 def partition_nodes(problem: Problem, node_of: jax.Array, partition: jax.Array) -> jax.Array:
     """[K] nodes of one partition's replicas (-1 for padding or unplaced)."""
     row = problem.partition_replicas[partition]
@@ -128,7 +135,7 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
     k = nodes.shape[1]
     same = (nodes[:, :, None] == nodes[:, None, :]) & (nodes[:, :, None] >= 0)
     exclusion = (same & ~jnp.eye(k, dtype=bool)).sum(axis=(1, 2)) // 2
-    domains = jax.vmap(partition_domain_violations, in_axes=(None, 0, 0))(problem, nodes, problem.partition_service)
+    domains = domain_violations_of(problem, node_of)
     replicas = jnp.arange(node_of.shape[0])
     is_primary = primary_of[problem.replica_partition] == replicas
     affinity = jax.vmap(affinity_violated, in_axes=(None, None, None, 0, 0, 0))(

@@ -24,7 +24,8 @@ def _placement_checks(problem: Problem, node_of: jax.Array, primary_of: jax.Arra
     was = partition_domain_violations(problem, before, s)
 
     def on(node):
-        change = partition_domain_violations(problem, jnp.where(problem.partition_replicas[p] == r, node, before), s) - was
+        after = jnp.where(problem.partition_replicas[p] == r, node, before)
+        change = partition_domain_violations(problem, after, s) - was
         return affinity_violated(problem, node_of, primary_of, r, node, primary_of[p] == r), change[0], change[1]
 
     return jax.vmap(on)(jnp.arange(problem.node_up.shape[0]))

@@ -4,10 +4,10 @@ A state holds a placement and the running statistics SF's energy needs (sums and
 squares of loads per metric over nodes, domains and each service's nodes, and each partition's
 domain violations), so a move costs O(M + K^2) whatever the cluster size: one proposal (`moves`),
 its energy change from two node-load changes (`propose`; the K^2 domain check only for moves that
-may be accepted, `finish`), and an in-place update. Moves on disjoint nodes and partitions (`footprint`) can be applied together:
-their changes of the sums add up, and the deviations are recomputed from the new sums, so a parallel
-step equals its moves applied one by one. `refresh` recomputes the statistics exactly (no float
-drift). `MODEL` is what the annealer runs.
+may be accepted, `finish`), and an in-place update. Moves on disjoint nodes and partitions
+(`footprint`) can be applied together: their changes of the sums add up, and the deviations are
+recomputed from the new sums, so a parallel step equals its moves applied one by one. `refresh`
+recomputes the statistics exactly (no float drift). `MODEL` is what the annealer runs.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import numpy as np
 
 from plbjax import energy as E
 from plbjax.annealer import Model
-from plbjax.constraints import partition_domain_violations, partition_nodes, penalty_of
+from plbjax.constraints import domain_violations_of, partition_domain_violations, penalty_of
 from plbjax.encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
 from plbjax.moves import DRAWS, Move, partition_after, propose_batch
 
@@ -93,9 +93,7 @@ def _fresh(problem: Problem, node_of, primary_of, penalty=None, domain_violation
     if penalty is None:
         penalty = penalty_of(problem, node_of, primary_of, loads)
     if domain_violations is None:
-        nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, jnp.arange(primary_of.shape[0]))
-        domain_violations = jax.vmap(partition_domain_violations, in_axes=(None, 0, 0))(
-            problem, nodes, problem.partition_service)
+        domain_violations = domain_violations_of(problem, node_of)
     state = dataclasses.replace(state, cost=cost, moves=E.movements(problem, node_of, primary_of), penalty=penalty,
                                 domain_violations=domain_violations)
     return dataclasses.replace(state, energy=_energy(problem, state))

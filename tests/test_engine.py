@@ -16,7 +16,7 @@ from conftest import QUICK, cluster, packed_cluster, searchable
 from plbjax import annealer as A
 from plbjax import search as S
 from plbjax import energy as E
-from plbjax.constraints import partition_domain_violations, partition_nodes
+from plbjax.constraints import domain_violations_of
 from plbjax.decoding import apply_actions, diff, settle
 from plbjax.moves import DRAWS
 from plbjax.phases import plan
@@ -47,16 +47,6 @@ def _move_energies(problem, chain, key):
     return valid, energies, exact, after, bound, maybe
 
 
-@jax.jit
-def _domain_violations(problem, node_of):
-    """[C, P, 2] every partition's domain violations recomputed, for placements `node_of` [C, R]."""
-    def one(node_of):
-        parts = jnp.arange(problem.partition_service.shape[0])
-        nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, parts)
-        return jax.vmap(partition_domain_violations, in_axes=(None, 0, 0))(problem, nodes, problem.partition_service)
-    return jax.vmap(one)(node_of)
-
-
 def _chains(problem, n=8, seed=0):
     return A.init_chains(S.MODEL, problem, jax.random.split(jax.random.PRNGKey(seed), n))
 
@@ -71,7 +61,8 @@ def test_move_energy_equals_recomputation(states):
         assert not np.any(np.asarray(valid & ~maybe))            # finishing only ever rules moves out
         assert np.all(np.asarray(bound) <= np.asarray(incremental) * (1 + 1e-6))
         np.testing.assert_allclose(np.asarray(incremental)[valid], np.asarray(exact)[valid], rtol=2e-5)
-        np.testing.assert_array_equal(after.domain_violations, _domain_violations(problem, after.node_of))
+        recomputed = jax.jit(jax.vmap(domain_violations_of, in_axes=(None, 0)))(problem, after.node_of)
+        np.testing.assert_array_equal(after.domain_violations, recomputed)
         loads = jax.vmap(E.node_loads, in_axes=(None, 0, 0))(problem, after.node_of, after.primary_of)
         np.testing.assert_allclose(np.asarray(after.loads)[valid], np.asarray(loads)[valid], atol=1e-3)
 
