@@ -307,6 +307,10 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: AnnealConfig)
     """The compiled block runner for this model, these shapes and this config, and the seconds
     compiling took."""
     layout = chains.key.sharding if isinstance(chains.key.sharding, NamedSharding) else None
+    # Only the step's settings shape the compiled code: runs that differ in budget, seed or
+    # temperatures share it.
+    config = dataclasses.replace(config, chains=0, steps=None, seconds=None, seed=0, initial_temperature=None,
+                                 probe_factor=0.0, final_ratio=0.0)
     key = (model, config, layout, jax.tree.structure((problem, chains)),
            tuple((x.shape, x.dtype) for x in jax.tree.leaves((problem, chains))))
     if key not in _executables:

@@ -18,6 +18,7 @@ import dataclasses
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import tempfile
@@ -41,7 +42,7 @@ from plbjax.state import parse_state  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# name -> ClusterSpec (3 replicas per partition, skew 0.8, 2-8 metrics); the default run leaves out 100k8
+# name -> ClusterSpec (3 replicas per partition, skew 0.8, 2-8 metrics); the default run leaves out 100k8 and 300k
 SIZES = {
     "100": ClusterSpec(nodes=10, fault_domains=5, upgrade_domains=5, metrics=2, services=5,
                        partitions_per_service=7, skew=0.8, seed=1),
@@ -53,6 +54,8 @@ SIZES = {
                         partitions_per_service=667, skew=0.8, seed=1),
     "100k8": ClusterSpec(nodes=1000, fault_domains=10, upgrade_domains=10, metrics=8, services=50,
                          partitions_per_service=667, skew=0.8, seed=1),    # issue 7's target cluster
+    "300k": ClusterSpec(nodes=10000, fault_domains=10, upgrade_domains=10, metrics=8, services=100,
+                        partitions_per_service=1000, skew=0.8, seed=1),   # issue 7's 10,000-node cluster
 }
 
 
@@ -147,8 +150,18 @@ def wait_idle(what: str) -> float:
 # ------------------------------------------------------------------------------------ plbjax
 
 
+def parse_run(spec: str) -> dict:
+    """A --chains entry: C, CxT, CxTrR (R: room) with flags m (parallel moves), p (population)."""
+    m = re.fullmatch(r"(\d+)(?:x(\d+))?(?:r(\d+))?([mp]*)", str(spec))
+    if m is None:
+        raise SystemExit(f"--chains: cannot read {spec!r} (C, CxT or CxTrR, then flags m/p)")
+    chains, tries, room, flags = m.groups()
+    return dict(chains=int(chains), tries=int(tries or 1), room=int(room or A.AnnealConfig.room),
+                population="p" in flags, parallel="m" in flags)
+
+
 def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, population: bool = False,
-               parallel: bool = False, t0: float | None = None) -> dict:
+               parallel: bool = False, t0: float | None = None, room: int = A.AnnealConfig.room) -> dict:
     trace, planned = [], [0]
 
     def progress(done, blocks, elapsed, best):
@@ -156,7 +169,7 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, 
         planned[0] = blocks
 
     config = A.AnnealConfig(chains=chains, steps=None, seconds=seconds, seed=seed, tries=tries,
-                            population=population, parallel=parallel, initial_temperature=t0)
+                            population=population, parallel=parallel, initial_temperature=t0, room=room)
     wait_idle(f"plbjax {chains} chains")
     start = time.perf_counter()
     with Contention() as busy:
@@ -164,7 +177,8 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, 
     total = time.perf_counter() - start
     node_of, primary_of = (jnp.asarray(x) for x in res.solution)
     return dict(
-        chains=chains, tries=tries, population=population, parallel=parallel, steps_per_chain=res.steps, seconds=res.seconds,
+        chains=chains, tries=tries, room=room, population=population, parallel=parallel, steps_per_chain=res.steps,
+        seconds=res.seconds,
         blocks_done=len(trace), blocks_planned=planned[0],     # done < planned: stopped before the final T
         compile_seconds=res.compile_seconds,
         other_seconds=total - res.seconds - res.compile_seconds,     # init chains (+ its compile)
@@ -236,8 +250,9 @@ def best_at(trace, t: float) -> float:
     return value
 
 
-def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, seed: int,
-               profile_chains: int | None, profile_steps: int, same_t0: bool = False) -> dict:
+def bench_size(name: str, spec: ClusterSpec, chains: list[str], seconds: float, seed: int,
+               profile_chains: int | None, profile_steps: int, same_t0: bool = False,
+               reach: list[float] = ()) -> dict:
     print(f"== {name}: generating {spec.total_replicas} replicas on {spec.nodes} nodes", flush=True)
     start = time.perf_counter()
     doc = generate(spec)
@@ -258,9 +273,7 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
     shared_t0 = probe_temperature(arrays, seed) if same_t0 else None
 
     for spec_ in chains:
-        flags = str(spec_).lstrip("0123456789x")
-        c, tries = (int(x) for x in f"{str(spec_)[:len(str(spec_)) - len(flags)]}x1".split("x")[:2])
-        run = run_plbjax(problem, c, seconds, seed, tries, "p" in flags, "m" in flags, shared_t0)
+        run = run_plbjax(problem, seconds=seconds, seed=seed, t0=shared_t0, **parse_run(spec_))
         row["plbjax"].append(run)
         print(f"   plbjax {_config(run)}: {run['moves_per_second']:12,.0f} moves/s  "
               f"{run['steps_per_chain']:8d} steps/chain  E {run['initial_energy']:.6g} -> "
@@ -294,6 +307,19 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
         run["baseline_trace_energy_at_plbjax_seconds"] = best_at(base["energy_trace"], run["seconds"])
         run["energy_ratio_vs_baseline"] = run["best_energy"] / base["best_energy"]
         run["moves_per_second_ratio_vs_baseline"] = run["moves_per_second"] / row["baseline"]["moves_per_second"]
+    # --reach: every configuration again with shorter budgets; the shortest whose best energy is at or
+    # below the baseline's final energy is how soon plbjax reaches it.
+    row["reach"] = []
+    for spec_ in chains if reach else ():
+        for budget in sorted(reach):
+            run = run_plbjax(problem, seconds=budget, seed=seed, t0=shared_t0, **parse_run(spec_))
+            run["budget_seconds"] = budget
+            run["reaches_baseline"] = run["best_energy"] <= base["best_energy"]
+            row["reach"].append(run)
+            print(f"   reach  {_config(run)} in {budget:g} s: E {run['best_energy']:.6g} "
+                  f"({'at or below' if run['reaches_baseline'] else 'above'} the baseline's "
+                  f"{base['best_energy']:.6g} after {base['seconds']:.0f} s)", flush=True)
+    reached = [r for r in row["reach"] if r["reaches_baseline"]]
     best = min(row["plbjax"], key=lambda r: r["best_energy"])
     row["summary"] = dict(
         plbjax_best_chains=_config(best), plbjax_best_energy=best["best_energy"],
@@ -306,6 +332,9 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
         initial_energy=best["initial_energy"],
         avg_std_dev_before=a0, avg_std_dev_after_plbjax=best["avg_std_dev_after"],
         avg_std_dev_after_baseline=row["baseline"]["avg_std_dev_after"],
+        reach_config=_config(min(reached, key=lambda r: r["seconds"])) if reached else None,
+        reach_seconds=min(r["seconds"] for r in reached) if reached else None,
+        reach_speedup=base["seconds"] / min(r["seconds"] for r in reached) if reached else None,
     )
     print(f"   best plbjax ({_config(best)}) / baseline at equal time: "
           f"{best['best_energy']:.6g} / {best['baseline_energy_at_same_time']:.6g} = "
@@ -327,7 +356,9 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[int], seconds: float, 
 def _config(run: dict) -> str:
     """A plbjax run's label: chains, tries per step when more than one, parallel moves, population annealing."""
     tries = run.get("tries", 1)
+    room = run.get("room", A.AnnealConfig.room)
     return (f"{run['chains']} chains" + (f" x {tries} tries" if tries > 1 else "")
+            + (f" (room {room})" if tries > room else "")
             + (", parallel" if run.get("parallel") else "") + (", population" if run.get("population") else ""))
 
 
@@ -350,6 +381,12 @@ def plot(result: dict, path: Path) -> None:
                     label=f"plbjax {_config(run)}")
         t, e = zip(*row["baseline"]["energy_trace"])
         ax.step(t, np.array(e) / e0, where="post", color="k", lw=2, label="numba baseline (1 chain)")
+        labels = [_config(r) for r in row["plbjax"]]
+        for run in row.get("reach", []):
+            ax.plot(run["seconds"], run["best_energy"] / e0, "o", mfc="none",
+                    color=colors[labels.index(_config(run)) % len(colors)])
+        if row.get("reach"):
+            ax.axhline(row["baseline"]["best_energy"] / e0, color="k", ls=":", lw=1)
         ax.set_title(f"{row['replicas']:,} replicas, {row['nodes']} nodes")
         ax.set_xlabel("wall seconds (compile excluded)")
         ax.set_ylabel("best energy / initial energy")
@@ -437,8 +474,12 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="smoke run: sizes 100 and 1k, 3 s, 8/64 chains")
     ap.add_argument("--sizes", nargs="+", choices=list(SIZES), help="cluster sizes to run")
-    ap.add_argument("--chains", nargs="+", help="plbjax chain counts, or CxT for C chains of T tries per step; suffix m: "
-                    "every independent accepted proposal applied (parallel moves), p: population annealing (default 8 64 256)")
+    ap.add_argument("--chains", nargs="+", help="plbjax chain counts, or CxT for C chains of T tries per step, CxTrR with "
+                    "room R; suffix m: every independent accepted proposal applied (parallel moves), p: population "
+                    "annealing (default 8 64 256)")
+    ap.add_argument("--reach", nargs="+", type=float, default=[], metavar="SECONDS",
+                    help="also run every configuration with these shorter budgets (circles in the plot) and report the "
+                         "shortest that reaches the baseline's final energy")
     ap.add_argument("--seconds", type=float, help="wall-time budget per run (default 20)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--same-t0", action="store_true",
@@ -475,7 +516,7 @@ def main(argv=None) -> int:
     print(f"numba baseline compiled in {numba_compile:.1f} s (or loaded from its cache)", flush=True)
 
     rows = [bench_size(name, SIZES[name], chains, seconds, args.seed, args.profile_chains,
-                       args.profile_steps, args.same_t0) for name in sizes]
+                       args.profile_steps, args.same_t0, args.reach) for name in sizes]
     result = dict(
         description=("plbjax anneal (vmapped chains, wall-time budget) vs a sequential numba annealer "
                      "with the same energy, moves, validity rules and temperature schedule (plbjax's T0), "
@@ -497,6 +538,9 @@ def main(argv=None) -> int:
               f"{s['plbjax_moves_per_second']:>15,.0f} {s['baseline_moves_per_second']:>17,.0f} "
               f"{s['initial_energy']:>11.5g} {s['plbjax_best_energy']:>10.5g} ({s['plbjax_seconds']:4.1f}) "
               f"{s['baseline_final_energy']:>12.5g} ({s['baseline_seconds']:4.1f}) {s['energy_ratio']:>10.3f}")
+        if s.get("reach_seconds"):
+            print(f"        {s['reach_config']} reached the baseline's final energy in {s['reach_seconds']:.2f} s: "
+                  f"{s['reach_speedup']:.1f}x sooner")
     print(f"\nwrote {json_path} and {png_path} in {result['total_wall_seconds']:.0f} s")
     return 0
 

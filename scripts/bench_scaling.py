@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import sys
 import time
@@ -174,9 +175,10 @@ def step_loop(step: Callable, steps: int):
     return jax.jit(run)
 
 
-def full_step(problem: Problem, chain: A.Chain, temperature: jax.Array) -> A.Chain:
-    """plbjax's SF step (one proposal, SF's swap probability)."""
-    return A.step(MODEL, problem, A.AnnealConfig(), chain, temperature)
+def full_step(problem: Problem, chain: A.Chain, temperature: jax.Array,
+              config: A.AnnealConfig = A.AnnealConfig()) -> A.Chain:
+    """plbjax's SF step (by default one proposal, SF's swap probability)."""
+    return A.step(MODEL, problem, config, chain, temperature)
 
 
 KERNELS = {
@@ -197,9 +199,16 @@ def device_peak_per_chain(before: dict | None, after: dict | None, chains: int) 
     return (after["peak_bytes_in_use"] - before["bytes_in_use"]) / chains
 
 
-def measure(kernel: str, problem: Problem, chains: int, steps: int, seed: int) -> dict:
-    """One kernel's moves/s, compile seconds, acceptance and memory at `chains` chains on `problem`."""
+def measure(kernel: str, problem: Problem, chains: int, steps: int, seed: int, tries: int = 1,
+            room: int = A.AnnealConfig.room) -> dict:
+    """One kernel's moves/s, compile seconds, acceptance and memory at `chains` chains on `problem`.
+    With `tries` > 1 (full kernel only): chains / tries chains, each proposing `tries` moves a step and
+    applying every independent accepted one (parallel moves, `room` finished), so a step proposes
+    as many moves as `chains` one-move chains."""
     inputs, make_chains, step = KERNELS[kernel]
+    if tries > 1:
+        step = functools.partial(step, config=A.AnnealConfig(tries=tries, room=room, parallel=True))
+        chains = max(1, chains // tries)
     data = inputs(problem)
     before = device_memory()
     state = make_chains(data, jax.random.split(jax.random.PRNGKey(seed), chains))
@@ -215,7 +224,8 @@ def measure(kernel: str, problem: Problem, chains: int, steps: int, seed: int) -
         _, seconds = _timed(compiled, data, state, temperature)
     accepted = int(np.asarray(compiled(data, state, temperature).accepted).sum())
     peak = device_peak_per_chain(before, device_memory(), chains)
-    return dict(chains=chains, steps=steps, seconds=seconds, moves_per_second=chains * steps / seconds,
+    return dict(chains=chains, tries=tries, room=room, steps=steps, seconds=seconds,
+                moves_per_second=chains * tries * steps / seconds,
                 step_us=1e6 * seconds / steps, compile_seconds=compile_seconds, temperature=float(temperature),
                 accepted_fraction=accepted / (chains * steps), state_bytes_per_chain=tree_bytes(state) / chains,
                 xla_bytes_per_chain=footprint / chains, xla_temp_bytes=mem.temp_size_in_bytes,
@@ -267,6 +277,15 @@ def bench_kernels(args, rec: Recorder) -> None:
             continue
         run = {kernel: attempt(measure, kernel, problem, chains, args.steps, args.seed)
                for kernel in ("minimal", "full")}
+        if args.full_tries > 1:
+            run["full_tries"] = attempt(measure, "full", problem, chains, args.steps, args.seed, args.full_tries,
+                                        args.full_room)
+            if "error" not in run["minimal"] and "error" not in run["full_tries"]:
+                run["full_tries_over_minimal"] = (run["full_tries"]["moves_per_second"]
+                                                  / run["minimal"]["moves_per_second"])
+                print(f"   {chains:6d} proposals a step as {run['full_tries']['chains']} chains x {args.full_tries} "
+                      f"tries: full {run['full_tries']['moves_per_second']:14,.0f} moves/s, "
+                      f"full/minimal {run['full_tries_over_minimal']:.3f}", flush=True)
         run["chains"] = chains
         if "error" not in run["minimal"] and "error" not in run["full"]:
             run["full_over_minimal"] = run["full"]["moves_per_second"] / run["minimal"]["moves_per_second"]
@@ -402,12 +421,20 @@ def plot_throughput(ax, kernel: dict | None) -> None:
     for name, style in STYLES.items():
         runs = _ok(kernel["runs"], name)
         ax.plot([r["chains"] for r in runs], [r[name]["moves_per_second"] for r in runs], label=name, **style)
+    tried = [r for r in kernel["runs"] if "full_tries_over_minimal" in r]
+    if tried:
+        t = tried[0]["full_tries"]
+        ax.plot([r["chains"] for r in tried], [r["full_tries"]["moves_per_second"] for r in tried],
+                "s--", color="tab:green", label=f"full, {t['tries']} tries a chain (room {t['room']}), parallel")
+        for r in tried:
+            ax.annotate(f"{r['full_tries_over_minimal']:.2f}x", (r["chains"], r["full_tries"]["moves_per_second"]),
+                        textcoords="offset points", xytext=(4, -12), fontsize=8, color="tab:green")
     for r in kernel["runs"]:
         if "full_over_minimal" in r:
             ax.annotate(f"{r['full_over_minimal']:.2f}x", (r["chains"], r["full"]["moves_per_second"]),
                         textcoords="offset points", xytext=(4, 6), fontsize=8, color="tab:blue")
     c = kernel["cluster"]
-    ax.set(xscale="log", yscale="log", xlabel="chains", ylabel="moves / second",
+    ax.set(xscale="log", yscale="log", xlabel="chains (proposals a step)", ylabel="moves / second",
            title=f"throughput, {c['replicas']:,} replicas, {c['nodes']} nodes (label: full / minimal)")
     _ticks(ax, [r["chains"] for r in kernel["runs"]])
 
@@ -499,6 +526,10 @@ def parse_args(argv) -> argparse.Namespace:
     ap.add_argument("--kernel-size", choices=list(SIZES), help="bench_annealer cluster of the kernel comparison")
     ap.add_argument("--chains", nargs="+", type=int, help="chain counts of the kernel comparison")
     ap.add_argument("--steps", type=int, help="steps per timed run of the kernel comparison")
+    ap.add_argument("--full-tries", type=int, default=1,
+                    help="also time the full step with this many proposals per step (parallel moves) at chains / "
+                         "tries chains: as many proposals a step as the minimal kernel's")
+    ap.add_argument("--full-room", type=int, default=A.AnnealConfig.room, help="room of the --full-tries runs")
     ap.add_argument("--growth-chains", type=int, help="chains of the growth runs")
     ap.add_argument("--growth-steps", type=int, help="steps per timed growth run")
     ap.add_argument("--replicas", nargs="+", type=int, help="replica counts of the growth grid")
