@@ -247,7 +247,9 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, en
 
     local_rows = state.local.reshape(n_services * n_nodes, -1)
     row = lambda node: jnp.where(node < n_nodes, s * n_nodes + node, n_services * n_nodes)  # noqa: E731
-    local = local_rows.at[row(a)].add(changes.local_a, mode="drop").at[row(b)].add(changes.local_b, mode="drop")
+    # One scatter per array (two chained ones made XLA on a GPU copy the whole array twice a step).
+    local = local_rows.at[jnp.concatenate([row(a), row(b)])].add(
+        jnp.concatenate([changes.local_a, changes.local_b]), mode="drop")
     l_total = state.l_total.at[s].add(changes.l_total, mode="drop")
     l_sq = state.l_sq.at[s].add(changes.l_sq, mode="drop")
     first = _first_of(s, n_services)         # each touched service's score once
@@ -267,7 +269,8 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, en
         domain_violations=state.domain_violations.at[parts].set(changes.domains, mode="drop"),
         node_of=state.node_of.at[jnp.where(keep, moves.replica, state.node_of.shape[0])].set(moves.target, mode="drop"),
         primary_of=state.primary_of.at[parts].set(moves.new_primary, mode="drop"),
-        loads=state.loads.at[a].add(moves.delta_a, mode="drop").at[b].add(moves.delta_b, mode="drop"),
+        loads=state.loads.at[jnp.concatenate([a, b])].add(jnp.concatenate([moves.delta_a, moves.delta_b]),
+                                                          mode="drop"),
         local=local.reshape(state.local.shape), l_total=l_total, l_sq=l_sq)
 
 
