@@ -41,12 +41,17 @@ class AnnealConfig:
     swap_probability: float = 0.3       # SF's SwapPrimaryProbability
     tries: int = 1                      # proposals evaluated together per step (the first accepted is applied)
     parallel: bool = False              # apply every accepted proposal that is independent of earlier ones
-    room: int = 32                      # most proposals a step finishes and may apply (its first `room`
-                                        # that may be accepted)
+    room: int | None = None             # most proposals a step finishes and may apply (its first `room`
+                                        # that may be accepted); None: tries / 16, at least 32
     population: bool = False            # population annealing: resample the chains' states at each block's end
     initial_temperature: float | None = None  # None: probe, probe_factor x the largest |dE| seen
     probe_factor: float = 50.0          # SF: 50 x the largest |dE| of its probe moves
     final_ratio: float = 1e-4           # final temperature / initial temperature
+
+    @property
+    def step_room(self) -> int:
+        """`room`, or its default for `tries` (a sixteenth, at least 32: a GPU step of 65,536 finishes 4,096)."""
+        return self.room if self.room is not None else max(32, self.tries // 16)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,11 +185,11 @@ def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature:
     """One Metropolis step at `temperature` over `config.tries` proposals from the same state.
 
     The proposals are evaluated together against the current state. Those that may be accepted (and
-    the first, the temperature probe) are kept in order, up to `config.room` (all when room >= tries),
-    and finished. By
-    default the first one Metropolis accepts is applied: rejected proposals leave the state
-    unchanged, so this is the sequential chain that tries them in order and stops at the first
-    acceptance (unless more than `room` may be accepted and the first `room` of those are not). With
+    the first, the temperature probe) are kept in order, up to `config.step_room` (all when that is
+    >= tries), and finished. By default the first one Metropolis accepts is applied: rejected
+    proposals leave the state unchanged, so this is the sequential chain that tries them in order and
+    stops at the first acceptance (unless more than the room may be accepted and the first of those
+    kept are not). With
     `config.parallel` (and a model with footprints) every accepted proposal whose footprint no
     other kept one touches is applied too: such moves commute and do not change each other's
     validity, so the step's state is the one they leave applied one by one (each was accepted on
@@ -199,9 +204,9 @@ def step(model: Model, problem, config: AnnealConfig, chain: Chain, temperature:
         return (delta <= 0) | (chance < jnp.exp(-delta / jnp.maximum(temperature, 1e-30)))
 
     rows = jnp.arange(config.tries)
-    if config.room < config.tries:
+    if config.step_room < config.tries:
         maybe = (valid & metropolis(energy, chance)).at[0].set(valid[0])
-        rows, = jnp.nonzero(maybe, size=max(config.room, 1), fill_value=0)
+        rows, = jnp.nonzero(maybe, size=config.step_room, fill_value=0)
         move, energy, stats, chance = jax.tree.map(lambda x: x[rows], (move, energy, stats, chance))
         valid = valid[rows] & (jnp.arange(rows.shape[0]) < jnp.sum(maybe))
     if model.finish is not None:

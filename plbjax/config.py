@@ -58,7 +58,7 @@ def from_hydra(cfg: DictConfig) -> RunConfig:
         seed=_number(cfg, "search.seed", int, False),
         tries=_number(cfg, "search.tries", int, False, 1),
         parallel=_flag(cfg, "search.parallel"),
-        room=_number(cfg, "search.room", int, False, 1),
+        room=_number(cfg, "search.room", int, True, 1),
         block_steps=_number(cfg, "anneal.block_steps", int, False, 1),
         swap_probability=_number(cfg, "anneal.swap_probability", float, False, 0.0),
         initial_temperature=_number(cfg, "anneal.initial_temperature", float, True, 0.0),

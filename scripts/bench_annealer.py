@@ -156,12 +156,12 @@ def parse_run(spec: str) -> dict:
     if m is None:
         raise SystemExit(f"--chains: cannot read {spec!r} (C, CxT or CxTrR, then flags m/p)")
     chains, tries, room, flags = m.groups()
-    return dict(chains=int(chains), tries=int(tries or 1), room=int(room or A.AnnealConfig.room),
+    return dict(chains=int(chains), tries=int(tries or 1), room=int(room) if room else None,
                 population="p" in flags, parallel="m" in flags)
 
 
 def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, population: bool = False,
-               parallel: bool = False, t0: float | None = None, room: int = A.AnnealConfig.room) -> dict:
+               parallel: bool = False, t0: float | None = None, room: int | None = None) -> dict:
     trace, planned = [], [0]
 
     def progress(done, blocks, elapsed, best):
@@ -177,8 +177,8 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, 
     total = time.perf_counter() - start
     node_of, primary_of = (jnp.asarray(x) for x in res.solution)
     return dict(
-        chains=chains, tries=tries, room=room, population=population, parallel=parallel, steps_per_chain=res.steps,
-        seconds=res.seconds,
+        chains=chains, tries=tries, room=config.step_room, population=population, parallel=parallel,
+        steps_per_chain=res.steps, seconds=res.seconds,
         blocks_done=len(trace), blocks_planned=planned[0],     # done < planned: stopped before the final T
         compile_seconds=res.compile_seconds,
         other_seconds=total - res.seconds - res.compile_seconds,     # init chains (+ its compile)
@@ -356,7 +356,7 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[str], seconds: float, 
 def _config(run: dict) -> str:
     """A plbjax run's label: chains, tries per step when more than one, parallel moves, population annealing."""
     tries = run.get("tries", 1)
-    room = run.get("room", A.AnnealConfig.room)
+    room = run.get("room") or A.AnnealConfig(tries=tries).step_room
     return (f"{run['chains']} chains" + (f" x {tries} tries" if tries > 1 else "")
             + (f" (room {room})" if tries > room else "")
             + (", parallel" if run.get("parallel") else "") + (", population" if run.get("population") else ""))

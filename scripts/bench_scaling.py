@@ -200,7 +200,7 @@ def device_peak_per_chain(before: dict | None, after: dict | None, chains: int) 
 
 
 def measure(kernel: str, problem: Problem, chains: int, steps: int, seed: int, tries: int = 1,
-            room: int = A.AnnealConfig.room) -> dict:
+            room: int | None = None) -> dict:
     """One kernel's moves/s, compile seconds, acceptance and memory at `chains` chains on `problem`.
     With `tries` > 1 (full kernel only): chains / tries chains, each proposing `tries` moves a step and
     applying every independent accepted one (parallel moves, `room` finished), so a step proposes
@@ -224,7 +224,8 @@ def measure(kernel: str, problem: Problem, chains: int, steps: int, seed: int, t
         _, seconds = _timed(compiled, data, state, temperature)
     accepted = int(np.asarray(compiled(data, state, temperature).accepted).sum())
     peak = device_peak_per_chain(before, device_memory(), chains)
-    return dict(chains=chains, tries=tries, room=room, steps=steps, seconds=seconds,
+    return dict(chains=chains, tries=tries, room=A.AnnealConfig(tries=tries, room=room).step_room, steps=steps,
+                seconds=seconds,
                 moves_per_second=chains * tries * steps / seconds,
                 step_us=1e6 * seconds / steps, compile_seconds=compile_seconds, temperature=float(temperature),
                 accepted_fraction=accepted / (chains * steps), state_bytes_per_chain=tree_bytes(state) / chains,
@@ -529,7 +530,7 @@ def parse_args(argv) -> argparse.Namespace:
     ap.add_argument("--full-tries", type=int, default=1,
                     help="also time the full step with this many proposals per step (parallel moves) at chains / "
                          "tries chains: as many proposals a step as the minimal kernel's")
-    ap.add_argument("--full-room", type=int, default=A.AnnealConfig.room, help="room of the --full-tries runs")
+    ap.add_argument("--full-room", type=int, help="room of the --full-tries runs (default: AnnealConfig's)")
     ap.add_argument("--growth-chains", type=int, help="chains of the growth runs")
     ap.add_argument("--growth-steps", type=int, help="steps per timed growth run")
     ap.add_argument("--replicas", nargs="+", type=int, help="replica counts of the growth grid")

@@ -58,6 +58,7 @@ def _bad(tmp_path, doc) -> Path:
     ([f"state={EXAMPLE}", "search.chains=abc"], "search.chains"),
     ([f"state={EXAMPLE}", "search.chainz=4"], "chainz"),
     ([f"state={EXAMPLE}", "anneal.population=maybe"], "anneal.population"),
+    ([f"state={EXAMPLE}", "search.room=0"], "search.room"),
     ([], "state"),
 ])
 def test_bad_arguments_exit_2(tmp_path, args, needle):

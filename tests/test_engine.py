@@ -239,6 +239,11 @@ def test_screening_finishes_only_what_may_be_accepted_and_changes_nothing(states
             np.testing.assert_array_equal(getattr(a.state, name), getattr(b.state, name), err_msg=name)
 
 
+def test_room_defaults_to_a_sixteenth_of_the_tries():
+    assert [A.AnnealConfig(tries=t).step_room for t in (1, 256, 4096, 65536)] == [32, 32, 256, 4096]
+    assert A.AnnealConfig(tries=65536, room=5).step_room == 5
+
+
 def test_population_resampling_draws_states_by_boltzmann_weight(states):
     """Each chain's state becomes a copy of some chain's state, about n x its weight share of copies
     each; keys and best records stay; no cooling leaves the chains alone."""
