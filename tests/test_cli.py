@@ -36,6 +36,15 @@ def test_plan_from_example(tmp_path):
     assert "AvgStdDev" in done.stdout
 
 
+def test_cpu_preset_runs_one_parallel_chain(tmp_path):
+    out = tmp_path / "plan.json"
+    done = plbjax(f"state={EXAMPLE}", f"out={out}", "+preset=cpu", "search.seconds=2", "anneal.block_steps=100",
+                  f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(out.read_text())
+    assert plan["Search"]["Chains"] == 1 and plan["Score"]["After"] < plan["Score"]["Before"]
+
+
 def test_sweep_writes_summary(tmp_path):
     sweep = tmp_path / "sweep"
     done = plbjax("-m", f"state={EXAMPLE}", "balancing.activity_threshold=0,100000", f"hydra.sweep.dir={sweep}",
