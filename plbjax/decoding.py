@@ -107,7 +107,8 @@ def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> list[dict
 
 
 def apply_actions(document: dict, actions: list[dict]) -> dict:
-    """The state document after `actions`, applied in order (a new dict; the input is not changed).
+    """The state document after `actions`, applied in order (a new dict; the input is not changed);
+    a Drop action removes its replica.
 
     Raises ValueError for an action that does not fit the document at that point."""
     doc = copy.deepcopy(document)
@@ -122,7 +123,11 @@ def apply_actions(document: dict, actions: list[dict]) -> dict:
             replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act["ReplicaId"]))
         if replica.get("NodeName") != act["SourceNode"]:
             raise ValueError(f"action {act}: replica is on {replica.get('NodeName')}")
-        if kind == SWAP:
+        if kind.startswith("Drop"):
+            if replica["Role"] != kind[4:]:
+                raise ValueError(f"action {act}: the replica is a {replica['Role']}")
+            replicas.remove(replica)
+        elif kind == SWAP:
             other = next(r for r in replicas if r.get("NodeName") == target)
             if replica["Role"] != "Primary" or other["Role"] != "Secondary":
                 raise ValueError(f"action {act}: not a primary/secondary pair")

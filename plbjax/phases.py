@@ -23,6 +23,7 @@ from plbjax.balance import MetricBalance, metric_balance, service_domains
 from plbjax.constraints import measures, violations
 from plbjax.decoding import diff, settle
 from plbjax.diagnostics import elimination_sequence, health_reports
+from plbjax.drops import drop_surplus, merge_hand_overs
 from plbjax.governance import apply_resource_governance
 from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, PRIORITY_SETTINGS, THRESHOLD,
                              THRESHOLD_PRIORITY, UPGRADE_DOMAIN, Index, Problem, encode, scope)
@@ -297,9 +298,16 @@ def plan(state: ClusterState, config: AnnealConfig,
     running = np.array([n >= 0 and index.node_status[n] == "Up" for n in index.input_node])
     input_node = np.where(running, index.input_node, -1)
     original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
+    state, drops = drop_surplus(state, index, original.report["loads"],
+                                _violating(index, problem, original, priorities))
+    if drops:           # the phases plan the partitions without their surplus replicas
+        problem, index = encode(state)
     start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
 
     placed, placement, s1 = _placement_phase(problem, index, state, start, config, progress, priorities)
+    if drops:
+        dropped = sum(a["Action"].startswith("Drop") for a in drops)
+        placement = dict(placement, Ran=True, Reason=f"{dropped} surplus replica(s) dropped; {placement['Reason']}")
     checked, check, s2 = _constraint_phase(problem, index, state, placed, config, progress, priorities)
     balance_before = _balances(state, problem, index, checked.report)
     final, balancing, s3 = _balancing_phase(problem, index, state, checked, config, progress,
@@ -321,7 +329,9 @@ def plan(state: ClusterState, config: AnnealConfig,
         "Phases": [placement, check, balancing],
         "Balance": _balance_entries(balance_before, _balances(state, problem, index, final.report)),
         "Score": {"Before": float(original.report["avg"]), "After": float(final.report["avg"])},
-        "Actions": diff(index, final.node_of, final.primary_of),
+        "Actions": merge_hand_overs(drops, diff(index, final.node_of, final.primary_of), {
+            (index.partitions[p][0], str(index.partitions[p][1])): index.replica_ids[final.primary_of[p]]
+            for p in range(index.n_partitions) if final.primary_of[p] >= 0}),
         "Nodes": nodes,
         "Health": governance_health + health_reports(index, problem, final.node_of, final.report),
         "Unplaced": _unplaced(index, problem, final),

@@ -116,13 +116,15 @@ def no_new_violations(before: dict, after: dict) -> list[str]:
 
 def node_loads(state: ClusterState, document: dict) -> dict[str, Counter]:
     """{node: {metric: load}} of a document's placement, by SF's rules: a replica's reported load
-    holds in the role it was reported in, else its service's default load for its role."""
+    holds in the role it was reported in, else its service's default load for its role. Replicas on
+    Down nodes are not running and carry no load."""
     services = {s.name: s for s in state.services}
+    down = {n.name for n in state.nodes if n.status == "Down"}
     reported = {str(r.replica_id): r for p in state.partitions for r in p.replicas}
     loads: dict[str, Counter] = defaultdict(Counter)
     for part in document["Partitions"]:
         for rep in part["Replicas"]:
-            if rep.get("NodeName") is None:
+            if rep.get("NodeName") is None or rep["NodeName"] in down:
                 continue
             own = reported.get(str(rep["ReplicaId"])) if rep["ReplicaId"] is not None else None
             for metric in services[part["ServiceName"]].metrics:

@@ -5,6 +5,7 @@ the four-service metric chain, move costs, defragmentation, throttles, upgrades 
 application scope, return to the upgrade snapshot). Issue 6 (reference 004's rules): eviction of
 lower-priority replicas for placement, BalancingPolicy "Disabled", History (anti-ping-pong),
 ResourceThresholds, plans independent of the order of the input lists, and SF's output order.
+Surplus replicas (more than the target): which ones are dropped, and a dropped primary's successor.
 
 Like test_scenarios.py, every plan is validated against plan.schema.json, its Actions are applied to
 the input with `apply_actions` and must reproduce the plan's LoadsBefore/LoadsAfter, and the
@@ -29,6 +30,7 @@ import pytest
 
 from checker import checked_plan
 from plbjax.annealer import AnnealConfig
+from plbjax.drops import merge_hand_overs
 
 CONFIG = AnnealConfig(chains=8, steps=3000, seconds=None, block_steps=500)
 NODES = [f"N{i}" for i in range(8)]
@@ -568,3 +570,77 @@ def test_actions_by_service_priority_then_name_and_nodes_by_priority_then_name()
     order = [a["ServiceName"] for a in result["Actions"]]
     assert order == sorted(order, key=lambda s: (-priority[s], s))
     assert [n["NodeName"] for n in result["Nodes"]] == ["N3", "N6", "N1", "N0", "N2", "N4", "N5", "N7"]
+
+
+# ------------------------------------------------------------------ surplus replicas
+
+
+def _stateful(name: str, target: int) -> dict:
+    return {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": target,
+            "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 5}]}
+
+
+def _replicas(pid: str, primary: str, *secondaries: str) -> dict:
+    return {"ServiceName": "fabric:/App/S", "PartitionId": pid, "Replicas": [
+        {"ReplicaId": f"{pid}.p", "Role": "Primary", "NodeName": primary},
+        *[{"ReplicaId": f"{pid}.{k}", "Role": "Secondary", "NodeName": n} for k, n in enumerate(secondaries)]]}
+
+
+def test_surplus_replicas_are_dropped_keeping_the_fault_domain_spread():
+    """S (target 3) holds 4 replicas, two of them (N4, N5) in one fault domain; X (InstanceCount 2)
+    holds 3 instances, N0 the most loaded node. One secondary of N4/N5 and X's instance on N0 go."""
+    node_list = nodes()
+    node_list[5]["FaultDomain"] = "fd:/dc4"
+    doc = document(
+        [service("fabric:/App/F", -1), _stateful("fabric:/App/S", 3), service("fabric:/App/X", 2, 10),
+         service("fabric:/App/Y")],
+        [background("fabric:/App/F", [60, 10, 10, 10, 10, 20, 10, 10]), _replicas("s", "N3", "N4", "N5", "N6"),
+         part("fabric:/App/X", "x", "N0", "N1", "N2"), part("fabric:/App/Y", "y", "N7")],
+        node_list)
+    result, after = run(doc)
+    drops = [a for a in result["Actions"] if a["Action"].startswith("Drop")]
+    assert drops == [
+        {"ServiceName": "fabric:/App/S", "PartitionId": "s", "ReplicaId": "s.1", "Action": "DropSecondary",
+         "SourceNode": "N5", "TargetNode": None},
+        {"ServiceName": "fabric:/App/X", "PartitionId": "x", "ReplicaId": "x.0", "Action": "DropInstance",
+         "SourceNode": "N0", "TargetNode": None}], result["Actions"]
+    assert result["Actions"][:2] == drops
+    counts = {p["PartitionId"]: len(p["Replicas"]) for p in after["Partitions"]}
+    assert (counts["s"], counts["x"]) == (3, 2)
+    assert phase(result, "Placement")["Reason"].startswith("2 surplus replica(s) dropped")
+
+
+def test_surplus_primary_on_a_down_node_is_dropped_and_a_secondary_promoted():
+    """S (target 3) holds its primary on Down N7 and three running secondaries: the primary is the
+    surplus one, and the secondary on the least loaded node (N4) takes over."""
+    node_list = nodes()
+    node_list[7]["NodeStatus"] = "Down"
+    doc = document(
+        [_stateful("fabric:/App/S", 3), service("fabric:/App/A", 3, 10), service("fabric:/App/B", 1, 10),
+         service("fabric:/App/Z")],
+        [_replicas("s", "N7", "N3", "N4", "N5"),
+         *[part("fabric:/App/A", f"a{i}", *[f"N{j}" for j in range(3)]) for i in range(2)],
+         part("fabric:/App/A", "a2", "N3", "N5", "N6"), part("fabric:/App/B", "b0", "N3"),
+         part("fabric:/App/B", "b1", "N5"), part("fabric:/App/Z", "z", "N6")],
+        node_list)
+    result, after = run(doc)
+    assert result["Actions"][0] == {"ServiceName": "fabric:/App/S", "PartitionId": "s", "ReplicaId": "s.p",
+                                    "Action": "DropPrimary", "SourceNode": "N7", "TargetNode": None}
+    hand_overs = [a for a in result["Actions"] if a["PartitionId"] == "s" and a["Action"] in
+                  ("PromoteSecondary", "SwapPrimarySecondary")]
+    assert [a["Action"] for a in hand_overs] == ["PromoteSecondary"], result["Actions"]
+    s = next(p for p in after["Partitions"] if p["PartitionId"] == "s")
+    assert sorted(r["Role"] for r in s["Replicas"]) == ["Primary", "Secondary", "Secondary"]
+    assert all(r["NodeName"] != "N7" for r in s["Replicas"])
+    assert not [a for a in result["Actions"] if a["Action"].startswith("Add")], result["Actions"]
+
+
+def test_a_promotion_after_a_dropped_primary_merges_with_a_later_swap():
+    """Drops promote s.0; the phases then swapped the primary to s.1's node: one promotion of s.1."""
+    key = {"ServiceName": "fabric:/App/S", "PartitionId": "s"}
+    drops = [key | {"ReplicaId": "s.p", "Action": "DropPrimary", "SourceNode": "N7", "TargetNode": None},
+             key | {"ReplicaId": "s.0", "Action": "PromoteSecondary", "SourceNode": "N3", "TargetNode": "N3"}]
+    later = [key | {"ReplicaId": "s.0", "Action": "SwapPrimarySecondary", "SourceNode": "N3", "TargetNode": "N4"}]
+    assert merge_hand_overs(drops, later, {("fabric:/App/S", "s"): "s.1"}) == [
+        drops[0], key | {"ReplicaId": "s.1", "Action": "PromoteSecondary", "SourceNode": "N4", "TargetNode": "N4"}]
+    assert merge_hand_overs(drops, [], {("fabric:/App/S", "s"): "s.0"}) == drops
