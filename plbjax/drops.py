@@ -6,9 +6,9 @@ drops them (`DropSecondary`, `DropInstance`, `DropPrimary`). The pick, in this o
 are not running (no node, or a node that is not Up), replicas that break an enabled constraint,
 replicas sharing their fault or upgrade domain with more of the partition's others (so the rest keeps
 its spread), secondaries before the primary, then the replica on the node most loaded relative to
-the cluster's mean in its service's metrics; ties by ReplicaId. Drops are picked one at a time. A dropped primary hands over to the remaining
-running secondary on the least loaded node (`PromoteSecondary`). The phases then plan the state
-without the dropped replicas.
+the cluster's mean in its service's metrics; ties by ReplicaId. Drops are picked one at a time. A
+dropped primary hands over to the remaining running secondary on the least loaded node
+(`PromoteSecondary`). The phases then plan the state without the dropped replicas.
 """
 
 from __future__ import annotations
@@ -23,29 +23,27 @@ from plbjax.state import ClusterState, Partition
 PROMOTE = "PromoteSecondary"
 
 
-def _relative_loads(state: ClusterState, index: Index, loads: np.ndarray) -> dict[tuple[str, str], float]:
-    """{(service, node): the node's load over the Up nodes' mean, summed over the service's metrics}."""
-    up = np.array([status == "Up" for status in index.node_status])
-    mean = loads[: index.n_nodes][up].mean(axis=0) if up.any() else np.zeros(loads.shape[1])
-    metric = {m: k for k, m in enumerate(index.metrics)}
-    out = {}
-    for service in state.services:
-        columns = [metric[m.name] for m in service.metrics if m.name in metric]
-        for n, node in enumerate(index.nodes):
-            out[service.name, node] = float(sum(loads[n, k] / mean[k] for k in columns if mean[k] > 0))
-    return out
-
-
 def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray,
                  violating: np.ndarray) -> tuple[ClusterState, list[dict]]:
     """The state without each partition's surplus replicas, and the actions that drop them.
 
     `loads` [N, M]: node loads of the input's running replicas; `violating` [R]: replicas (rows of
     `index`) that break an enabled constraint."""
-    status = {name: s for name, s in zip(index.nodes, index.node_status)}
+    if not any(0 <= state.service(p.service).target < len(p.replicas) for p in state.partitions):
+        return state, []
+    status = dict(zip(index.nodes, index.node_status))
     node = {n.name: n for n in state.nodes}
+    node_row = {name: n for n, name in enumerate(index.nodes)}
     row_of = {str(index.replica_ids[r]): r for r in range(index.n_replicas) if index.replica_ids[r] is not None}
-    relative = _relative_loads(state, index, loads)
+    up = np.array([s == "Up" for s in index.node_status])
+    mean = loads[: index.n_nodes][up].mean(axis=0) if up.any() else np.zeros(loads.shape[1])
+    relative_all = np.where(mean > 0, loads[: index.n_nodes] / np.where(mean > 0, mean, 1.0), 0.0)
+    metric = {m: k for k, m in enumerate(index.metrics)}
+
+    def relative(service, name: str) -> float:
+        """The node's load over the Up nodes' mean, summed over the service's metrics."""
+        return float(sum(relative_all[node_row[name], metric[m.name]] for m in service.metrics if m.name in metric))
+
     partitions, actions = [], []
     for part in state.partitions:
         service = state.service(part.service)
@@ -62,14 +60,14 @@ def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray,
             if not running(rep):
                 return 0
             mine = node[rep.node]
-            return sum((node[o.node].fault_domain == mine.fault_domain) + (node[o.node].upgrade_domain ==
-                                                                           mine.upgrade_domain)
+            return sum((node[o.node].fault_domain == mine.fault_domain)
+                       + (node[o.node].upgrade_domain == mine.upgrade_domain)
                        for o in others if o is not rep and running(o))
 
         def drop_first(rep, others) -> tuple:
             return (running(rep), not violating[row_of[str(rep.replica_id)]], -crowding(rep, others),
                     rep.role == "Primary",
-                    -relative[service.name, rep.node] if rep.node is not None else 0.0, str(rep.replica_id))
+                    -relative(service, rep.node) if rep.node is not None else 0.0, str(rep.replica_id))
 
         kept, dropped = list(part.replicas), []
         for _ in range(extra):          # one at a time: each drop changes the others' crowding
@@ -78,15 +76,13 @@ def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray,
         for rep in dropped:
             actions.append(_action(part, rep.replica_id, "Drop" + rep.role, rep.node, None))
         heir = min((rep for rep in kept if running(rep)), default=None,
-                   key=lambda rep: (relative[service.name, rep.node], str(rep.replica_id)))
+                   key=lambda rep: (relative(service, rep.node), str(rep.replica_id)))
         if heir is not None and any(rep.role == "Primary" for rep in dropped):
             actions.append(_action(part, heir.replica_id, PROMOTE, heir.node, heir.node))
             # its reported loads were a secondary's: the service's primary defaults apply now
             promoted = dataclasses.replace(heir, role="Primary", loads={})
             kept = [promoted if rep is heir else rep for rep in kept]
         partitions.append(Partition(part.service, part.partition_id, tuple(kept)))
-    if not actions:
-        return state, []
     return dataclasses.replace(state, partitions=tuple(partitions)), actions
 
 
