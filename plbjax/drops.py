@@ -17,10 +17,9 @@ import dataclasses
 
 import numpy as np
 
+from plbjax.decoding import PROMOTE, SWAP
 from plbjax.encoding import Index
 from plbjax.state import ClusterState, Partition
-
-PROMOTE = "PromoteSecondary"
 
 
 def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray,
@@ -44,6 +43,9 @@ def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray,
         """The node's load over the Up nodes' mean, summed over the service's metrics."""
         return float(sum(relative_all[node_row[name], metric[m.name]] for m in service.metrics if m.name in metric))
 
+    def running(rep) -> bool:
+        return rep.node is not None and status[rep.node] == "Up"
+
     partitions, actions = [], []
     for part in state.partitions:
         service = state.service(part.service)
@@ -51,9 +53,6 @@ def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray,
         if service.target < 0 or extra <= 0:
             partitions.append(part)
             continue
-
-        def running(rep) -> bool:
-            return rep.node is not None and status[rep.node] == "Up"
 
         def crowding(rep, others) -> int:
             """Other running replicas sharing its fault domain, plus those sharing its upgrade domain."""
@@ -100,7 +99,7 @@ def merge_hand_overs(drops: list[dict], actions: list[dict], primaries: dict[tup
     out = []
     for a in actions:
         key = (a["ServiceName"], str(a["PartitionId"]))
-        if a["Action"] == "SwapPrimarySecondary" and key in promoted:
+        if a["Action"] == SWAP and key in promoted:
             drops[promoted.pop(key)] = None
             a = dict(a, ReplicaId=primaries[key], Action=PROMOTE, SourceNode=a["TargetNode"])
         out.append(a)

@@ -314,6 +314,11 @@ def plan(state: ClusterState, config: AnnealConfig,
                                             priorities, balance_before)
     searches = [s for s in (s1, s2, s3) if s is not None]
 
+    actions = diff(index, final.node_of, final.primary_of)
+    if drops:
+        actions = merge_hand_overs(drops, actions, {
+            (index.partitions[p][0], str(index.partitions[p][1])): index.replica_ids[final.primary_of[p]]
+            for p in range(index.n_partitions) if final.primary_of[p] >= 0})
     metrics = index.metrics
     capacity = np.asarray(problem.capacity)
     nodes = [{"NodeName": name,
@@ -329,9 +334,7 @@ def plan(state: ClusterState, config: AnnealConfig,
         "Phases": [placement, check, balancing],
         "Balance": _balance_entries(balance_before, _balances(state, problem, index, final.report)),
         "Score": {"Before": float(original.report["avg"]), "After": float(final.report["avg"])},
-        "Actions": merge_hand_overs(drops, diff(index, final.node_of, final.primary_of), {
-            (index.partitions[p][0], str(index.partitions[p][1])): index.replica_ids[final.primary_of[p]]
-            for p in range(index.n_partitions) if final.primary_of[p] >= 0}),
+        "Actions": actions,
         "Nodes": nodes,
         "Health": governance_health + health_reports(index, problem, final.node_of, final.report),
         "Unplaced": _unplaced(index, problem, final),
