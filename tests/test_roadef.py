@@ -127,7 +127,7 @@ def test_cli_writes_a_feasible_improvement_within_the_limit(tmp_path):
     write_instance(tmp_path / "model.txt", instance)
     (tmp_path / "original.txt").write_text(" ".join(map(str, original)))
     out = _cli("-t", 30, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt",
-               "-s", 3)
+               "-s", 3, "--probe-factor", 0.01, "--final-ratio", 0.01)
     assert out.returncode == 0, out.stderr
     new = [int(w) for w in (tmp_path / "new.txt").read_text().split()]
     feasible, cost, _ = check(load_model(tmp_path / "model.txt"), list(original), new)
@@ -147,6 +147,13 @@ def test_cli_bad_model_exits_2_with_one_line_and_leaves_the_input(tmp_path, dama
     out = _cli("-t", 5, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt")
     assert out.returncode == 2 and message in out.stderr and len(out.stderr.strip().splitlines()) == 1
     assert (tmp_path / "model.txt").read_text() == bad and not (tmp_path / "new.txt").exists()
+
+
+@pytest.mark.parametrize("flag", ["--probe-factor", "--final-ratio"])
+def test_cli_rejects_a_temperature_setting_that_is_not_positive(tmp_path, flag):
+    out = _cli("-t", 5, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt",
+               flag, 0)
+    assert out.returncode == 2 and flag in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
 def test_cli_never_writes_over_its_input(tmp_path):

@@ -57,6 +57,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-s", dest="seed", type=int, default=0, help="random seed")
     parser.add_argument("--chains", type=int, help="chains (default: the solver's setting)")
     parser.add_argument("--tries", type=int, help="proposals evaluated together per step (default: by size)")
+    parser.add_argument("--probe-factor", type=float,
+                        help="starting temperature as a fraction of the largest first-block energy change "
+                             "(default: the solver's setting)")
+    parser.add_argument("--final-ratio", type=float,
+                        help="last temperature as a fraction of the starting one (default: the solver's setting)")
     parser.add_argument("--parallel", action=argparse.BooleanOptionalAction,
                         help="apply every independent accepted proposal of a step (default: on)")
     parser.add_argument("--population", action=argparse.BooleanOptionalAction,
@@ -65,6 +70,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.seconds <= 0:
         parser.error(f"-t: the time limit must be positive, got {args.seconds}")
+    for flag, value in (("--probe-factor", args.probe_factor), ("--final-ratio", args.final_ratio)):
+        if value is not None and not value > 0:
+            parser.error(f"{flag}: must be positive, got {value}")
 
     _one_device_per_core()
     from plbjax.annealer import enable_compilation_cache
@@ -93,6 +101,8 @@ def main(argv: list[str] | None = None) -> None:
     config = search_config(instance)
     config = dataclasses.replace(config, seed=args.seed, chains=args.chains or config.chains,
                                  tries=args.tries or config.tries,
+                                 probe_factor=args.probe_factor or config.probe_factor,
+                                 final_ratio=args.final_ratio or config.final_ratio,
                                  parallel=config.parallel if args.parallel is None else args.parallel,
                                  population=config.population if args.population is None else args.population)
     found: list = []

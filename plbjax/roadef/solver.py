@@ -23,24 +23,31 @@ from plbjax.roadef.objective import Costs, costs, violations
 # process instances move fast enough; ejection chains and swaps matter on tightly packed machines.
 ROADEF_SEARCH = AnnealConfig(chains=1, tries=64, steps=None, seconds=None, block_steps=1_000,
                              swap_probability=0.6, probe_factor=0.05, final_ratio=1e-3, parallel=True)
-LARGE = 10_000          # processes from which a step evaluates `LARGE_TRIES` proposals
+LARGE = 10_000          # processes from which a step evaluates `LARGE_TRIES` proposals and starts colder
 LARGE_TRIES = 256
+LARGE_PROBE_FACTOR = 0.005
 COARSE = 20             # processes per machine at or below which `COARSE_SWAP` of the proposals move two processes
 COARSE_SWAP = 0.8
 
 
 def search_config(instance: Instance) -> AnnealConfig:
-    """`ROADEF_SEARCH`, with more proposals per step on large instances (more moves are independent);
-    below that size, one chain per device when the devices are CPU cores (each runs on its own core;
-    on large instances two chains share memory bandwidth and one fast chain does better). With few
-    processes per machine a single shift changes a machine's usage coarsely, and swaps and chains, which
-    trade one process for another, do more of the fine packing (set A at 12 s: mean score 8.8 -> 7.5 %
-    with 0.8 instead of 0.6; b_1, b_3 and b_8, with 50-500 processes per machine, did worse with it)."""
+    """`ROADEF_SEARCH`, adjusted by size.
+
+    Large instances evaluate more proposals per step (more moves are independent) and start colder:
+    hot, a chain moves thousands of processes that cooling cannot bring back in time, each keeping its
+    transient resources held on its original machine (set B at 30 s, T0 = 5 % -> 0.5 % of the probe:
+    b_3 2.6 -> 1.7 %, b_5 4.5 -> 2.3 %, b_8 4.5 -> 0.6 %; b_4, b_6, b_9 stay at <= 0.03 %; b_1 and b_2,
+    with 5,000 processes, did worse colder). Below that size, one chain per device when the devices are
+    CPU cores (each runs on its own core; on large instances two chains share memory bandwidth and one
+    fast chain does better). With few processes per machine a single shift changes a machine's usage
+    coarsely, and swaps and chains, which trade one process for another, do more of the fine packing
+    (set A at 12 s: mean score 8.8 -> 7.5 % with 0.8 instead of 0.6; b_1, b_3 and b_8, with 50-500
+    processes per machine, did worse with it)."""
     config = ROADEF_SEARCH
     if len(instance.service) <= COARSE * len(instance.location):
         config = dataclasses.replace(config, swap_probability=COARSE_SWAP)
     if len(instance.service) >= LARGE:
-        return dataclasses.replace(config, tries=LARGE_TRIES)
+        return dataclasses.replace(config, tries=LARGE_TRIES, probe_factor=LARGE_PROBE_FACTOR)
     if jax.default_backend() == "cpu":
         return dataclasses.replace(config, chains=len(jax.devices()))
     return config
