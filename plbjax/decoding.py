@@ -51,24 +51,35 @@ def _cycles(moved: dict[int, tuple[int, int]]) -> set[int]:
     return cyclic
 
 
-def settle(index: Index, node_of: np.ndarray) -> np.ndarray:
-    """`node_of` with every rotation of replicas among a partition's own nodes undone."""
-    out = np.array(node_of, copy=True)
+def settle(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(node_of, primary_of) with every rotation of replicas among a partition's own nodes undone; a
+    primary that rotated hands its role to the replica that stays on the node it rotated to, so each
+    node keeps the role (and so the load) the search gave it."""
+    node_of, primary_of = np.array(node_of, copy=True), np.array(primary_of, copy=True)
     for p in range(index.n_partitions):
-        for r in _cycles(_moved(index, out, p)):
-            out[r] = _present(index, r)
-    return out
+        cyclic = _cycles(_moved(index, node_of, p))
+        if int(primary_of[p]) in cyclic:
+            primary_of[p] = next(r for r in cyclic if _present(index, r) == node_of[primary_of[p]])
+        for r in cyclic:
+            node_of[r] = _present(index, r)
+    return node_of, primary_of
 
 
 def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.ndarray) -> list[dict]:
-    """Actions taking partition p from the input to (node_of, primary_of), in executable order."""
+    """Actions taking partition p from the input to (node_of, primary_of), in executable order.
+
+    A running primary (Up or Disabled node) hands over by a swap; without one, a running secondary
+    is promoted, and a replica the plan adds is added in the role it ends with."""
     rows = index.partition_rows[p]
     if _cycles(_moved(index, node_of, p)):
         raise ValueError(f"partition {index.partitions[p]}: replicas rotate among its nodes; settle() first")
     service, partition_id = index.partitions[p]
     where = {r: _present(index, r) for r in rows}
-    up = lambda r: where[r] >= 0 and index.node_status[where[r]] == "Up"  # noqa: E731
     primary, final = int(index.primary_of[p]), int(primary_of[p])
+    if primary >= 0 and where[primary] < 0:
+        primary = -1                     # its node is down: nothing to hand over from
+    if primary < 0 and final >= 0 and where[final] < 0:
+        primary = final                  # added as the primary it ends as
     actions = []
 
     def act(r: int, kind: str, target: int) -> None:
@@ -77,15 +88,9 @@ def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.
                         "Action": kind, "SourceNode": index.nodes[source] if source >= 0 else None,
                         "TargetNode": index.nodes[target]})
 
-    def hand_over() -> int:
-        if primary >= 0 and up(primary):
-            act(primary, SWAP, where[final])
-        else:
-            act(final, PROMOTE, where[final])
-        return final
-
-    if final >= 0 and final != primary and up(final):
-        primary = hand_over()
+    if final >= 0 and final != primary and where[final] >= 0:
+        act(primary, SWAP, where[final]) if primary >= 0 else act(final, PROMOTE, where[final])
+        primary = final
     pending = {r: int(node_of[r]) for r in rows if node_of[r] >= 0 and node_of[r] != where[r]}
     occupied = {n for n in where.values() if n >= 0}
     while pending:
@@ -96,8 +101,8 @@ def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.
         occupied.discard(where[r])
         occupied.add(dst)
         where[r] = dst
-    if final >= 0 and final != primary:
-        hand_over()
+    if final >= 0 and final != primary:  # the primary hands over to a replica added above
+        act(primary, SWAP, where[final])
     return actions
 
 

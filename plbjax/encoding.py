@@ -201,9 +201,10 @@ def _pad(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
     return out
 
 
-def encode(state: ClusterState) -> tuple[Problem, Index]:
+def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None) -> tuple[Problem, Index]:
     """Encode `state`, with the replicas it lacks added (unplaced) and those on nodes that are not Up
-    unplaced. No replica moves until `scope` says which may, per phase.
+    unplaced. No replica moves until `scope` says which may, per phase. A child of a service with one
+    instance per node may go where its parent may, or only to the nodes `parent_hosts` names for it.
 
     Capacities are buffered (less NodeBufferPercentage) in normal operation; during an upgrade SF
     may fill nodes up to their full capacity.
@@ -243,13 +244,23 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
     masks: list[np.ndarray] = []
     service_class = np.zeros(S, np.int32)
     blocked = {(b["NodeName"], b["ServiceTypeName"]) for b in state.block_list}
-    for si, svc in enumerate(services):
+    allowed_of = {}
+    for svc in services:
         mask = expressions.node_mask(svc.placement_constraints, props) & up
         mask &= np.array([(n.name, svc.type_name) not in blocked for n in nodes], bool)
         for policy in svc.placement_policies:
             if policy["Type"] in ("RequiredDomain", "InvalidDomain"):
                 inside = _in_domain(nodes, policy["DomainName"])
                 mask &= inside if policy["Type"] == "RequiredDomain" else ~inside
+        allowed_of[svc.name] = mask
+    everywhere = {s.name for s in services if s.target < 0}
+    for si, svc in enumerate(services):
+        mask = allowed_of[svc.name]
+        for corr in svc.correlations:      # a parent on every node: the child goes where the parent is
+            if corr["ServiceName"] in everywhere:
+                hosts = (parent_hosts or {}).get(corr["ServiceName"])
+                mask = mask & (allowed_of[corr["ServiceName"]] if hosts is None
+                               else np.array([n.name in hosts for n in nodes], bool))
         service_class[si] = class_of_mask.setdefault(mask.tobytes(), len(masks))
         if service_class[si] == len(masks):
             masks.append(mask)
@@ -299,14 +310,11 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
     rep_part, rep_svc, rep_ids, rep_roles, rep_node, rep_start, rep_cost = [], [], [], [], [], [], []
     lp_rows, ls_rows = [], []
     part_rows: list[list[int]] = []
-    primary_of, stateful, part_svc, everywhere = [], [], [], []
+    primary_of, stateful, part_svc, on_every_node = [], [], [], []
     for pi, part in enumerate(partitions):
         svc = services[service_ix[part.service]]
         allowed = masks[service_class[service_ix[svc.name]]]
         replicas = sorted(part.replicas, key=lambda r: str(r.replica_id))
-        # one instance per eligible node (InstanceCount -1) is placed here, not searched
-        free = iter(np.flatnonzero(allowed & ~np.isin(np.arange(n_nodes), [node_ix[r.node] for r in replicas
-                                                                           if r.node is not None])))
         target = int(allowed.sum()) if svc.target < 0 else svc.target
         roles = [r.role for r in replicas]
         for k in range(max(target - len(replicas), 0)):
@@ -325,8 +333,6 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
             node = node_ix[rep.node] if rep.node is not None else -1
             rep_node.append(node)
             start_node = node if node >= 0 and up[node] else -1
-            if svc.target < 0 and start_node < 0:
-                start_node = int(next(free, -1))
             rep_start.append(start_node)
             cost_name = rep.move_cost or svc.default_move_cost
             rep_cost.append(MOVE_COST_VALUES[cost_name] if use_costs else 1.0)
@@ -347,15 +353,15 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
         primary_of.append(primary)
         stateful.append(svc.stateful)
         part_svc.append(service_ix[svc.name])
-        everywhere.append(svc.target < 0)
+        on_every_node.append(svc.target < 0)
 
     n_rep, n_part = len(rep_ids), len(partitions)
     R, P = bucket(n_rep, 8), bucket(n_part, 8)
     # partitions placed on every node never move; they are left out of the partition table
-    K = bucket(max([len(r) for r, e in zip(part_rows, everywhere) if not e] + [1]))
+    K = bucket(max([len(r) for r, e in zip(part_rows, on_every_node) if not e] + [1]))
     partition_replicas = np.full((P, K), -1, np.int32)
     for pi, row in enumerate(part_rows):
-        if not everywhere[pi]:
+        if not on_every_node[pi]:
             partition_replicas[pi, : len(row)] = row
     rep_node_a = np.array(rep_node, np.int32).reshape(-1)
     rep_start_a = np.array(rep_start, np.int32).reshape(-1)
@@ -372,7 +378,7 @@ def encode(state: ClusterState) -> tuple[Problem, Index]:
     parent_of_service, aligned_of_service = np.full(S, -1, np.int32), np.zeros(S, bool)
     nonpacking, preferred = np.zeros(S, bool), np.ones((S, N), bool)
     for si, svc in enumerate(services):
-        for corr in svc.correlations:
+        for corr in (c for c in svc.correlations if c["ServiceName"] not in everywhere):
             parent_of_service[si] = first_partition.get(corr["ServiceName"], -1)
             aligned_of_service[si] = corr["Scheme"] == "AlignedAffinity" and svc.stateful
         for policy in svc.placement_policies:

@@ -23,7 +23,7 @@ from plbjax.balance import MetricBalance, metric_balance, service_domains
 from plbjax.constraints import measures, violations
 from plbjax.decoding import diff, settle
 from plbjax.diagnostics import elimination_sequence, health_reports
-from plbjax.drops import drop_surplus, merge_hand_overs
+from plbjax.drops import drop_surplus
 from plbjax.governance import apply_resource_governance
 from plbjax.encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, PRIORITY_SETTINGS, THRESHOLD,
                              THRESHOLD_PRIORITY, UPGRADE_DOMAIN, Index, Problem, encode, scope)
@@ -114,32 +114,106 @@ def _search(problem: Problem, index: Index, now: Placement, movable, swappable, 
     scoped = scope(problem, now.node_of, now.primary_of, movable & ~parents, swappable, enforce, move_weight,
                    open_nodes, budget, per_partition if per_partition > 0 else None, history)
     result = anneal(MODEL, scoped, config, progress)
-    node_of, primary_of = result.solution
-    node_of = settle(index, node_of)
+    node_of, primary_of = settle(index, *result.solution)
     return Placement(node_of, primary_of, assess(problem, node_of, primary_of)), result
 
 
-def _swappable(index: Index, problem: Problem, node_of: np.ndarray, partitions: np.ndarray) -> np.ndarray:
+def _swappable(index: Index, now: Placement, partitions: np.ndarray) -> np.ndarray:
     """Stateful partitions among `partitions` [P] whose primary can hand over to a placed secondary."""
     out = np.zeros_like(partitions)
+    node_of = now.node_of
     for p in np.flatnonzero(partitions[: index.n_partitions]):
-        primary = index.primary_of[p]
+        primary = now.primary_of[p]
         others = [r for r in index.partition_rows[p] if node_of[r] >= 0 and r != primary]
         out[p] = bool(index.stateful[p] and primary >= 0 and others)
     return out
 
 
+def _everywhere_partitions(state: ClusterState, index: Index) -> np.ndarray:
+    """[P] partitions of services with one instance per node (InstanceCount -1)."""
+    services = {s.name: s for s in state.services}
+    return np.array([services[service].target < 0 for service, _ in index.partitions], bool)
+
+
 def _everywhere(state: ClusterState, index: Index) -> np.ndarray:
     """[R] replicas of services with one instance per node (never moved by the search)."""
-    services = {s.name: s for s in state.services}
     out = np.zeros(index.input_node.shape[0], bool)
-    for p, (service, _) in enumerate(index.partitions):
-        if services[service].target < 0:
-            out[list(index.partition_rows[p])] = True
+    for p in np.flatnonzero(_everywhere_partitions(state, index)):
+        out[list(index.partition_rows[p])] = True
     return out
 
 
+def _capacity(problem: Problem, priorities: np.ndarray) -> np.ndarray:
+    """[N, M] capacity in force, inf where unlimited or where capacity is not enforced."""
+    capacity = np.asarray(problem.capacity)
+    return capacity if priorities[CAPACITY] >= 0 else np.full_like(capacity, np.inf)
+
+
+def _place_everywhere(problem: Problem, index: Index, state: ClusterState, now: Placement,
+                      priorities: np.ndarray) -> tuple[Placement, int]:
+    """`now` with the missing instances of one-per-node services (InstanceCount -1) added on every
+    allowed node that has none yet and has room for one (SF places them only where they fit);
+    how many were added. The rest stay unplaced and are reported."""
+    node_of, loads = now.node_of.copy(), now.report["loads"].copy()
+    capacity = _capacity(problem, priorities)
+    allowed = np.asarray(problem.class_allowed)[np.asarray(problem.service_class)]
+    load = np.asarray(problem.load_primary)
+    added = 0
+    for p in np.flatnonzero(_everywhere_partitions(state, index)):
+        rows = list(index.partition_rows[p])
+        free = allowed[int(problem.partition_service[p])].copy()
+        free[node_of[rows][node_of[rows] >= 0]] = False
+        for r in (r for r in rows if node_of[r] < 0):
+            fits = free & np.all((load[r] <= 0) | (loads + load[r] <= capacity), axis=1)
+            if not fits.any():
+                break
+            n = int(np.argmax(fits))
+            node_of[r], free[n] = n, False
+            loads[n] += load[r]
+            added += 1
+    if not added:
+        return now, 0
+    return Placement(node_of, now.primary_of, assess(problem, node_of, now.primary_of)), added
+
+
+def _parent_hosts(problem: Problem, index: Index, state: ClusterState, start: Placement,
+                  priorities: np.ndarray) -> dict[str, set[str]]:
+    """{parent: nodes} for each one-per-node service that has affinity children: the nodes its
+    instances will be on once placed where they fit."""
+    parents = {c["ServiceName"] for s in state.services for c in s.correlations}
+    parents &= {s.name for s in state.services if s.target < 0}
+    if not parents:
+        return {}
+    node_of = _place_everywhere(problem, index, state, start, priorities)[0].node_of
+    hosts: dict[str, set[str]] = {name: set() for name in parents}
+    for p, (service, _) in enumerate(index.partitions):
+        if service in parents:
+            hosts[service] |= {index.nodes[node_of[r]] for r in index.partition_rows[p] if node_of[r] >= 0}
+    return hosts
+
+
+def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: np.ndarray) -> Placement:
+    """`now` with a placed secondary promoted in every stateful partition whose primary has no node
+    (SF's Failover Manager promotes rather than builds a new primary): the one on the least loaded node
+    that has room for the primary's load and breaks no hard constraint that held; none if none can."""
+    hard = priorities == 0
+    for p in range(index.n_partitions):
+        primary = int(now.primary_of[p])
+        if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0):
+            continue
+        placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0]
+        for r in sorted(placed, key=lambda r: (now.report["loads"][now.node_of[r]].sum(), r)):
+            primary_of = now.primary_of.copy()
+            primary_of[p] = r
+            trial = Placement(now.node_of, primary_of, assess(problem, now.node_of, primary_of))
+            if _no_worse(now.report["violations"], trial.report["violations"], np.where(hard, 0, -1)):
+                now = trial
+                break
+    return now
+
+
 def _placement_phase(problem, index, state, now, config, progress, priorities):
+    now, added = _place_everywhere(problem, index, state, now, priorities)
     todo = np.zeros_like(now.node_of, dtype=bool)
     todo[: index.n_replicas] = now.node_of[: index.n_replicas] < 0
     todo &= ~_everywhere(state, index)
@@ -148,9 +222,8 @@ def _placement_phase(problem, index, state, now, config, progress, priorities):
     of_replica = np.array([priority[index.partitions[p][0]] for p in np.asarray(problem.replica_partition)])
     waiting = of_replica[todo].max() if todo.any() else 0
     evictable = (now.node_of >= 0) & (of_replica < waiting) & ~_everywhere(state, index)
-    added = int(((index.node_of != index.input_node) & (index.node_of >= 0)).sum())
     if not todo.any():
-        reason = "no replica is missing" if not added else f"{added} instance(s) added on every eligible node"
+        reason = "no replica is missing" if not added else f"{added} instance(s) added on every node with room"
         return now, {"Phase": "Placement", "Ran": bool(added), "Reason": reason}, None
     headless = np.zeros(now.primary_of.shape[0], bool)
     for p in range(index.n_partitions):
@@ -188,7 +261,7 @@ def _constraint_phase(problem, index, state, now, config, progress, priorities):
         return now, {"Phase": "ConstraintCheck", "Ran": False, "Reason": "no constraint violation"}, None
     partitions = np.zeros(now.primary_of.shape[0], bool)
     partitions[np.asarray(problem.replica_partition)[np.flatnonzero(bad)]] = True
-    result, search = _search(problem, index, now, bad, _swappable(index, problem, now.node_of, partitions),
+    result, search = _search(problem, index, now, bad, _swappable(index, now, partitions),
                              priorities == 0, config, progress, CHECK_MOVE_WEIGHT,
                              budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
                              state=state)
@@ -251,7 +324,7 @@ def _balancing_phase(problem, index, state, now, config, progress, priorities, b
     spent = int(((now.node_of != index.node_of) & (index.node_of >= 0)).sum()
                 + ((now.primary_of != index.primary_of) & (index.primary_of >= 0)).sum())
     budget = max(movement_budget(state, "Balancing", int((now.node_of >= 0).sum())) - spent, 0)
-    result, search = _search(problem, index, now, movable, _swappable(index, problem, now.node_of, of_service),
+    result, search = _search(problem, index, now, movable, _swappable(index, now, of_service),
                              priorities >= 0, config, progress, open_nodes=open_nodes, budget=budget,
                              history=True, state=state)
     if (search.energy < search.initial_energy and result.report["avg"] < now.report["avg"]
@@ -298,13 +371,19 @@ def plan(state: ClusterState, config: AnnealConfig,
     running = np.array([n >= 0 and index.node_status[n] == "Up" for n in index.input_node])
     input_node = np.where(running, index.input_node, -1)
     original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
-    state, drops = drop_surplus(state, index, original.report["loads"],
+    state, drops = drop_surplus(state, index, original.report["loads"], _capacity(problem, priorities),
                                 _violating(index, problem, original, priorities))
     if drops:           # the phases plan the partitions without their surplus replicas
         problem, index = encode(state)
     start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
+    hosts = _parent_hosts(problem, index, state, start, priorities)
+    if hosts:           # children of one-per-node parents go only where a parent instance is
+        problem, index = encode(state, hosts)
+        start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
+    start = elect_primaries(problem, index, start, priorities)
 
     placed, placement, s1 = _placement_phase(problem, index, state, start, config, progress, priorities)
+    placed = elect_primaries(problem, index, placed, priorities)
     if drops:
         dropped = sum(a["Action"].startswith("Drop") for a in drops)
         placement = dict(placement, Ran=True, Reason=f"{dropped} surplus replica(s) dropped; {placement['Reason']}")
@@ -314,11 +393,7 @@ def plan(state: ClusterState, config: AnnealConfig,
                                             priorities, balance_before)
     searches = [s for s in (s1, s2, s3) if s is not None]
 
-    actions = diff(index, final.node_of, final.primary_of)
-    if drops:
-        actions = merge_hand_overs(drops, actions, {
-            (index.partitions[p][0], str(index.partitions[p][1])): index.replica_ids[final.primary_of[p]]
-            for p in range(index.n_partitions) if final.primary_of[p] >= 0})
+    actions = drops + diff(index, final.node_of, final.primary_of)
     metrics = index.metrics
     capacity = np.asarray(problem.capacity)
     nodes = [{"NodeName": name,

@@ -104,8 +104,7 @@ def test_decoded_actions_reproduce_every_chain(states):
     problem, index = searchable(state)
     chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1000)
     for c in range(chains.state.node_of.shape[0]):
-        node_of = settle(index, np.asarray(chains.state.node_of[c]))
-        primary_of = np.asarray(chains.state.primary_of[c])
+        node_of, primary_of = settle(index, np.asarray(chains.state.node_of[c]), np.asarray(chains.state.primary_of[c]))
         actions = diff(index, node_of, primary_of)
         got = {str(r["ReplicaId"]): (r["NodeName"], r["Role"])
                for p in apply_actions(state.document, actions)["Partitions"] for r in p["Replicas"]}
@@ -141,7 +140,7 @@ def test_diff_is_net_of_intermediate_steps(states):
     node_of[a], node_of[b] = node_of[b], node_of[a]                   # a rotation cannot be executed
     with pytest.raises(ValueError):
         diff(index, node_of, primary_of)
-    assert diff(index, settle(index, node_of), primary_of) == []
+    assert diff(index, *settle(index, node_of, primary_of)) == []
     node_of = index.node_of.copy()
     node_of[b] = free[0]                                              # b leaves, a takes b's node
     node_of[a] = index.node_of[b]

@@ -30,7 +30,6 @@ import pytest
 
 from checker import checked_plan
 from plbjax.annealer import AnnealConfig
-from plbjax.drops import merge_hand_overs
 
 CONFIG = AnnealConfig(chains=8, steps=3000, seconds=None, block_steps=500)
 NODES = [f"N{i}" for i in range(8)]
@@ -633,14 +632,3 @@ def test_surplus_primary_on_a_down_node_is_dropped_and_a_secondary_promoted():
     assert sorted(r["Role"] for r in s["Replicas"]) == ["Primary", "Secondary", "Secondary"]
     assert all(r["NodeName"] != "N7" for r in s["Replicas"])
     assert not [a for a in result["Actions"] if a["Action"].startswith("Add")], result["Actions"]
-
-
-def test_a_promotion_after_a_dropped_primary_merges_with_a_later_swap():
-    """Drops promote s.0; the phases then swapped the primary to s.1's node: one promotion of s.1."""
-    key = {"ServiceName": "fabric:/App/S", "PartitionId": "s"}
-    drops = [key | {"ReplicaId": "s.p", "Action": "DropPrimary", "SourceNode": "N7", "TargetNode": None},
-             key | {"ReplicaId": "s.0", "Action": "PromoteSecondary", "SourceNode": "N3", "TargetNode": "N3"}]
-    later = [key | {"ReplicaId": "s.0", "Action": "SwapPrimarySecondary", "SourceNode": "N3", "TargetNode": "N4"}]
-    assert merge_hand_overs(drops, later, {("fabric:/App/S", "s"): "s.1"}) == [
-        drops[0], key | {"ReplicaId": "s.1", "Action": "PromoteSecondary", "SourceNode": "N4", "TargetNode": "N4"}]
-    assert merge_hand_overs(drops, [], {("fabric:/App/S", "s"): "s.0"}) == drops

@@ -1,0 +1,503 @@
+"""Random clusters with every feature plbjax supports, and a checker of plans that shares no code
+with the engine (its own parsing, apply, loads and rules), for the random-validity suite.
+
+`random_cluster(seed)` draws a state document: 12-40 nodes of 1-3 node types in hierarchical fault
+domains, Down and Disabled nodes, node priorities and buffers; stateful and stateless services
+(InstanceCount -1 too) with placement constraints, blocklists, Required/InvalidDomain and
+RequireDomainDistribution, affinity, priorities, move costs and resource governance; partitions with
+replicas missing, in surplus or on Down nodes; tight and loose capacities; throttles on and off; an
+upgrade in progress with a snapshot; History. Placement constraints are drawn with their own Python
+predicate, so the checker never evaluates SF's expression language with the engine's parser.
+
+`breaks(doc, plan)` lists every hard rule the plan newly breaks: its Actions must apply to the input
+and reproduce the plan's LoadsAfter; no replica may land on a node that is not Up, outside its
+placement constraint or blocklisted; no node within capacity before may end above it; replica
+exclusion, fault/upgrade-domain spread and affinity that held must hold; every replica still missing
+is listed in `Unplaced` and no partition keeps more replicas than its target.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter, defaultdict
+
+RG_CPU, RG_MEMORY = "servicefabric:/_CpuCores", "servicefabric:/_MemoryInMB"
+METRICS = ("CPU", "Memory")
+COLORS = ("Blue", "Green", "Red")
+
+
+# ----------------------------------------------------------------------------- random clusters
+
+
+def _constraint(rng: random.Random, types: list[str]):
+    """(SF expression, Python predicate over a node dict) or (None, always true)."""
+    kind = rng.choice(["none", "none", "type", "color", "disk", "both"])
+    if kind == "type" and len(types) > 1:
+        t = rng.choice(types)
+        return f"NodeType == {t}", lambda n: n["NodeType"] == t
+    if kind == "color":
+        a, b = rng.sample(COLORS, 2)
+        return f"NodeColor == {a} || NodeColor == {b}", lambda n: n["props"]["NodeColor"] in (a, b)
+    if kind == "disk":
+        d = rng.choice([100, 200])
+        return f"Disk >= {d}", lambda n: n["props"]["Disk"] >= d
+    if kind == "both":
+        a = rng.choice(COLORS)
+        return f"(NodeColor != {a}) && Disk > 50", lambda n: n["props"]["NodeColor"] != a and n["props"]["Disk"] > 50
+    return None, lambda n: True
+
+
+def random_cluster(seed: int, family: int | None = None) -> tuple[dict, dict]:
+    """A random state document and, per service name, the Python predicate of its constraint.
+
+    Clusters of one `family` share their shape (node, service and partition counts, metrics, which
+    rules are in use), so they share one compiled search; `seed` draws the rest (statuses, loads,
+    capacities, constraints, placements, settings). Without a family every cluster has its own shape."""
+    shape, rng = random.Random(f"shape-{seed if family is None else family}"), random.Random(seed)
+    n_nodes, n_types = shape.randint(12, 40), shape.randint(1, 3)
+    types = [f"T{i}" for i in range(n_types)]
+    metrics = list(METRICS[: shape.randint(1, 2)])
+    racks, fds, uds = shape.choice([1, 1, 2]), shape.randint(2, 5), shape.randint(2, 5)
+    tight = rng.random() < 0.5
+    doc: dict = {"SchemaVersion": 1, "Settings": _settings(rng), "NodeTypes": [], "Nodes": [], "Services": [],
+                 "Partitions": []}
+    if rng.random() < 0.3:
+        doc["NodeBufferPercentage"] = {metrics[0]: rng.choice([0.1, 0.2])}
+    if shape.random() < 0.2:
+        doc["DefragmentationMetrics"] = {metrics[-1]: True}
+    doc["MetricBalancingThresholds"] = {m: rng.choice([1.0, 1.2, 2.0]) for m in metrics}
+    cap = {m: rng.choice([40, 80, 200]) for m in metrics}
+    for t in types:
+        doc["NodeTypes"].append({"Name": t, "Capacities": {m: cap[m] * rng.choice([1, 2]) for m in metrics}})
+    for i in range(n_nodes):
+        doc["Nodes"].append(_node(rng, i, types, metrics, cap, fds, racks, uds))
+    predicates = {}
+    for k in range(shape.randint(2, 7)):
+        svc, predicates[f"fabric:/App{k % 2}/S{k}"] = _service(shape, rng, k, metrics, types, fds, tight)
+        doc["Services"].append(svc)
+    _correlate(shape, doc["Services"])
+    _partitions(shape, rng, doc, predicates)
+    if rng.random() < 0.1:
+        doc["BlockList"] = [{"NodeName": rng.choice(doc["Nodes"])["NodeName"],
+                             "ServiceTypeName": rng.choice(doc["Services"])["ServiceTypeName"]}]
+    if shape.random() < 0.1:
+        _upgrade(rng, doc)
+    replicas = [r for p in doc["Partitions"] for r in p["Replicas"] if r["NodeName"] is not None]
+    if replicas and shape.random() < 0.2:
+        rep = rng.choice(replicas)
+        doc["History"] = {str(rep["ReplicaId"]): [rng.choice(doc["Nodes"])["NodeName"]]}
+    return doc, predicates
+
+
+def _settings(rng: random.Random) -> dict:
+    s = {}
+    if rng.random() < 0.3:
+        s["GlobalMovementThrottleThreshold"] = rng.choice([0, 3, 10])
+    if rng.random() < 0.3:
+        s["MovementPerPartitionThrottleThreshold"] = rng.choice([1, 2])
+    if rng.random() < 0.3:
+        s["MaxPercentageToMove"] = rng.choice([0.05, 1.0])
+    if rng.random() < 0.3:
+        s["UseMoveCostReports"] = True
+    for name in ("FaultDomainConstraintPriority", "UpgradeDomainConstraintPriority", "AffinityConstraintPriority"):
+        if rng.random() < 0.15:
+            s[name] = rng.choice([0, 1, -1])
+    return s
+
+
+def _node(rng: random.Random, i: int, types: list, metrics: list, cap: dict, fds: int, racks: int, uds: int) -> dict:
+    node = {"NodeName": f"N{i:02d}", "NodeType": types[i % len(types)],
+            "FaultDomain": f"fd:/dc{i % fds}" + (f"/r{(i // fds) % racks}" if racks > 1 else ""),
+            "UpgradeDomain": f"UD{(i * 7 + 3) % uds}",
+            "PlacementProperties": {"NodeColor": rng.choice(COLORS), "Disk": rng.choice([50, 100, 200, 400])}}
+    r = rng.random()
+    if r < 0.06:
+        node["NodeStatus"] = "Down"
+    elif r < 0.12:
+        node["NodeStatus"] = "Disabled"
+    if rng.random() < 0.2:
+        node["Capacities"] = {metrics[0]: cap[metrics[0]] * rng.choice([1, 3])}
+    if rng.random() < 0.1:
+        node["Priority"] = rng.randint(0, 2)
+    if rng.random() < 0.5:
+        node["AvailableResources"] = {"CpuCores": rng.choice([1, 2, 4, 8]), "MemoryInMB": rng.choice([4096, 8192])}
+    return node
+
+
+def _service(shape: random.Random, rng: random.Random, k: int, metrics: list, types: list, fds: int, tight: bool):
+    stateful = shape.random() < 0.7
+    name = f"fabric:/App{k % 2}/S{k}"
+    svc: dict = {"ServiceName": name, "ServiceTypeName": f"Type{k % 4}",
+                 "ServiceKind": "Stateful" if stateful else "Stateless"}
+    if stateful:
+        svc["TargetReplicaSetSize"] = shape.choice([1, 2, 3, 3, 4])
+    else:
+        svc["InstanceCount"] = shape.choice([-1, 1, 2, 3])
+    expression, predicate = _constraint(rng, types)
+    if expression:
+        svc["PlacementConstraints"] = expression
+    scale = rng.choice([1, 4, 10]) * (3 if tight else 1)
+    if shape.random() < 0.85:
+        svc["Metrics"] = []
+        for m in shape.sample(metrics, shape.randint(1, len(metrics))):
+            primary, secondary = rng.randint(1, scale), rng.randint(0, scale)
+            entry = {"Name": m, "Weight": rng.choice(["Low", "Medium", "High"])}
+            entry.update({"PrimaryDefaultLoad": primary, "SecondaryDefaultLoad": secondary} if stateful
+                         else {"DefaultLoad": primary})
+            svc["Metrics"].append(entry)
+    if rng.random() < 0.3:
+        svc["DefaultMoveCost"] = rng.choice(["Zero", "Low", "Medium", "High"])
+    if rng.random() < 0.2:
+        svc["Priority"] = rng.randint(0, 2)
+    if shape.random() < 0.15:
+        svc["ResourceGovernance"] = {"CpuCores": rng.choice([0.5, 1]),
+                                     "CodePackages": [{"Name": "Code", "MemoryInMB": rng.choice([256, 1024])}]}
+    policies = []
+    if rng.random() < 0.1:
+        policies.append({"Type": "RequireDomainDistribution"})
+    if rng.random() < 0.1:
+        policies.append({"Type": rng.choice(["RequiredDomain", "InvalidDomain"]), "DomainName": f"fd:/dc{rng.randrange(fds)}"})
+    if shape.random() < 0.1:
+        policies.append({"Type": "PreferPrimaryDomain", "DomainName": f"fd:/dc{shape.randrange(fds)}"})
+    if policies:
+        svc["PlacementPolicies"] = policies
+    return svc, predicate
+
+
+def _correlate(shape: random.Random, services: list[dict]) -> None:
+    """Some services follow another (affinity); no chains, one correlation each."""
+    parents: set[str] = set()
+    for svc in services[1:]:
+        if shape.random() < 0.2 and svc["ServiceName"] not in parents:
+            options = [p for p in services if p is not svc and "Correlations" not in p
+                       and p["ServiceName"] not in parents and p["ServiceName"] != svc["ServiceName"]
+                       and not any(c.get("Correlations", [{}])[0].get("ServiceName") == svc["ServiceName"]
+                                   for c in services)]
+            if options:
+                parent = shape.choice(options)
+                svc["Correlations"] = [{"ServiceName": parent["ServiceName"],
+                                        "Scheme": shape.choice(["Affinity", "AlignedAffinity", "NonAlignedAffinity"])}]
+                parents.add(parent["ServiceName"])
+
+
+def _partitions(shape: random.Random, rng: random.Random, doc: dict, predicates: dict) -> None:
+    """Partitions placed at random on allowed nodes (some surplus, missing or on Down nodes)."""
+    nodes = doc["Nodes"]
+    ids = iter(range(1000, 10**6))
+    parents = {c["ServiceName"] for s in doc["Services"] for c in s.get("Correlations", [])}
+    for svc in doc["Services"]:
+        target = svc.get("TargetReplicaSetSize", svc.get("InstanceCount"))
+        allowed = [n["NodeName"] for n in nodes if predicates[svc["ServiceName"]](_node_view(doc, n))]
+        for p in range(shape.randint(1, 5) if target != -1 and svc["ServiceName"] not in parents else 1):
+            count = len(allowed) if target == -1 else target
+            r = rng.random()
+            if r < 0.15:
+                count = 0
+            elif r < 0.3:
+                count = max(count - rng.randint(1, 2), 0)
+            elif r < 0.4 and target != -1:
+                count += 1
+            if target == -1:
+                count = min(count, rng.randint(0, len(allowed)))
+            hosts = rng.sample([n["NodeName"] for n in nodes], min(count, len(nodes)))
+            if rng.random() < 0.7 and len(allowed) >= count:
+                hosts = rng.sample(allowed, count)
+            replicas = []
+            for i, host in enumerate(hosts):
+                role = "Instance" if svc["ServiceKind"] == "Stateless" else ("Primary" if i == 0 else "Secondary")
+                if role == "Primary" and rng.random() < 0.08:
+                    role = "Secondary"
+                rep = {"ReplicaId": next(ids), "Role": role, "NodeName": host if rng.random() > 0.05 else None}
+                if rng.random() < 0.3 and svc.get("Metrics"):
+                    rep["Loads"] = {m["Name"]: rng.randint(0, 30) for m in svc["Metrics"]}
+                if rng.random() < 0.1:
+                    rep["MoveCost"] = rng.choice(["Low", "High"])
+                replicas.append(rep)
+            doc["Partitions"].append({"ServiceName": svc["ServiceName"], "PartitionId": f"{svc['ServiceName'][-2:]}-{p}",
+                                      "Replicas": replicas})
+
+
+def _upgrade(rng: random.Random, doc: dict) -> None:
+    uds = sorted({n["UpgradeDomain"] for n in doc["Nodes"]})
+    placed = [r for p in doc["Partitions"] for r in p["Replicas"] if r["NodeName"] is not None]
+    snapshot = {str(r["ReplicaId"]): rng.choice(doc["Nodes"])["NodeName"] for r in rng.sample(placed, min(3, len(placed)))}
+    if rng.random() < 0.5:
+        doc["Upgrade"] = {"InProgress": True, "Scope": "Cluster", "UpgradeDomainsDone": uds[:1], "Snapshot": snapshot}
+    else:
+        doc["Upgrade"] = {"InProgress": True, "Scope": "Application", "ApplicationName": "fabric:/App0",
+                          "UpgradeDomainsDone": uds[:1], "Snapshot": snapshot}
+
+
+def _node_view(doc: dict, node: dict) -> dict:
+    return {"NodeType": node.get("NodeType"), "props": node.get("PlacementProperties", {}), "NodeName": node["NodeName"]}
+
+
+# ----------------------------------------------------------------------------- the checker
+
+
+class _Cluster:
+    """The input document read by the checker's own rules."""
+
+    def __init__(self, doc: dict, predicates: dict):
+        self.doc = doc
+        settings = doc.get("Settings", {})
+        self.upgrading = bool((doc.get("Upgrade") or {}).get("InProgress"))
+        types = {t["Name"]: t for t in doc.get("NodeTypes", [])}
+        self.nodes = {n["NodeName"]: n for n in doc["Nodes"]}
+        self.status = {name: n.get("NodeStatus", "Up") for name, n in self.nodes.items()}
+        self.services = {s["ServiceName"]: s for s in doc["Services"]}
+        governed = {name for name, s in self.services.items() if s.get("ResourceGovernance")}
+        buffer = doc.get("NodeBufferPercentage", {})
+        self.capacity: dict[str, dict[str, float]] = {}
+        for name, n in self.nodes.items():
+            caps = dict(types.get(n.get("NodeType"), {}).get("Capacities", {}))
+            caps.update(n.get("Capacities", {}))
+            for metric, p in buffer.items():
+                if metric in caps and p and not self.upgrading:
+                    caps[metric] = math.floor(caps[metric] * (1 - p))
+            available = n.get("AvailableResources", {})
+            if governed and "CpuCores" in available:
+                cores = available["CpuCores"]
+                caps[RG_CPU] = cores if cores == 1 else math.floor(cores * float(settings.get("CpuPercentageNodeCapacity", 0.8)) + 1e-9)
+            if governed and "MemoryInMB" in available:
+                caps[RG_MEMORY] = math.floor(available["MemoryInMB"] * 0.8 + 1e-9)
+            self.capacity[name] = caps
+        blocked = {(b["NodeName"], b["ServiceTypeName"]) for b in doc.get("BlockList", [])}
+        self.allowed: dict[str, set[str]] = {}
+        for name, svc in self.services.items():
+            ok = set()
+            for node_name, n in self.nodes.items():
+                if not predicates[name](_node_view(doc, n)) or (node_name, svc.get("ServiceTypeName")) in blocked:
+                    continue
+                fd = n["FaultDomain"]
+                policies = svc.get("PlacementPolicies", [])
+                if any(p["Type"] == "RequiredDomain" and not _within(fd, p["DomainName"]) for p in policies):
+                    continue
+                if any(p["Type"] == "InvalidDomain" and _within(fd, p["DomainName"]) for p in policies):
+                    continue
+                ok.add(node_name)
+            self.allowed[name] = ok
+        self.reported = {str(r["ReplicaId"]): (r["Role"], r.get("Loads", {}))
+                         for p in doc["Partitions"] for r in p["Replicas"]}
+
+    def target(self, service: str) -> int:
+        svc = self.services[service]
+        return svc.get("TargetReplicaSetSize", svc.get("InstanceCount"))
+
+    def usable(self, service: str) -> list[str]:
+        """Up nodes the service may use: where its domain spread is counted."""
+        return [n for n in self.allowed[service] if self.status[n] == "Up"]
+
+    def load(self, service: str, replica: dict) -> dict[str, float]:
+        """SF's load of a replica in its role: its report in that role, else the service's default."""
+        svc = self.services[service]
+        role = replica["Role"]
+        own_role, own = self.reported.get(str(replica["ReplicaId"]), (None, {})) \
+            if replica["ReplicaId"] is not None else (None, {})
+        out = {}
+        metrics = svc.get("Metrics") or []
+        if not metrics:     # SF's default metrics, loads by role
+            count = {"Primary": (1.0, 1.0, 1.0), "Secondary": (0.0, 1.0, 1.0), "Instance": (0.0, 0.0, 1.0)}[role]
+            out.update(zip(("PrimaryCount", "ReplicaCount", "Count"), count))
+        for m in metrics:
+            if m["Name"] in own and own_role == role:
+                out[m["Name"]] = float(own[m["Name"]])
+            elif role == "Instance":
+                out[m["Name"]] = float(m.get("DefaultLoad", 0))
+            elif role == "Primary" or svc.get("TargetReplicaSetSize") == 1:
+                out[m["Name"]] = float(m.get("PrimaryDefaultLoad", m.get("DefaultLoad", 0)))
+            else:
+                out[m["Name"]] = float(m.get("SecondaryDefaultLoad", m.get("DefaultLoad", 0)))
+        rg = svc.get("ResourceGovernance")
+        if rg:
+            out[RG_CPU] = float(rg.get("CpuCores", 0))
+            memory = [c.get("MemoryInMB", 0) for c in rg.get("CodePackages", [])]
+            out[RG_MEMORY] = float(sum(memory)) if memory and all(memory) else 0.0
+        return out
+
+    def node_loads(self, doc: dict) -> dict[str, Counter]:
+        loads: dict[str, Counter] = defaultdict(Counter)
+        for part in doc["Partitions"]:
+            for rep in part["Replicas"]:
+                node = rep.get("NodeName")
+                if node is not None and self.status[node] == "Up":
+                    loads[node].update(self.load(part["ServiceName"], rep))
+        return loads
+
+
+def _within(fault_domain: str, domain: str) -> bool:
+    path = [x for x in fault_domain.removeprefix("fd:").split("/") if x]
+    prefix = [x for x in domain.removeprefix("fd:").split("/") if x]
+    return path[: len(prefix)] == prefix
+
+
+def apply(doc: dict, actions: list[dict]) -> dict:
+    """The document after `actions`, by the Failover Manager's rules; ValueError where one does not fit."""
+    out = {**doc, "Partitions": [{**p, "Replicas": [dict(r) for r in p["Replicas"]]} for p in doc["Partitions"]]}
+    status = {n["NodeName"]: n.get("NodeStatus", "Up") for n in doc["Nodes"]}
+    parts = {(p["ServiceName"], str(p["PartitionId"])): p for p in out["Partitions"]}
+    for a in actions:
+        part = parts.get((a["ServiceName"], str(a["PartitionId"])))
+        if part is None:
+            raise ValueError(f"{a}: unknown partition")
+        reps, kind = part["Replicas"], a["Action"]
+        running = [r for r in reps if r.get("NodeName") is not None and status[r["NodeName"]] != "Down"]
+        if kind.startswith("Add") and a["ReplicaId"] is None:
+            if a["SourceNode"] is not None:
+                raise ValueError(f"{a}: a new replica has no source node")
+            rep = {"ReplicaId": None, "Role": kind[3:], "NodeName": None}
+            reps.append(rep)
+        else:
+            rep = next((r for r in reps if r["ReplicaId"] is not None and str(r["ReplicaId"]) == str(a["ReplicaId"])), None)
+            if rep is None:
+                raise ValueError(f"{a}: no such replica")
+            if rep.get("NodeName") != a["SourceNode"]:
+                raise ValueError(f"{a}: the replica is on {rep.get('NodeName')}")
+        if kind.startswith("Add"):
+            if rep in running:
+                raise ValueError(f"{a}: the replica is running already")
+            if kind == "AddPrimary" and any(r["Role"] == "Primary" for r in running):
+                raise ValueError(f"{a}: the partition has a running primary")
+            rep["NodeName"], rep["Role"] = a["TargetNode"], kind[3:]
+        elif kind.startswith("Move"):
+            if rep["Role"] != kind[4:] or rep not in running:
+                raise ValueError(f"{a}: the replica is a {rep['Role']} / not running")
+            rep["NodeName"] = a["TargetNode"]
+        elif kind.startswith("Drop"):
+            if rep["Role"] != kind[4:]:
+                raise ValueError(f"{a}: the replica is a {rep['Role']}")
+            reps.remove(rep)
+        elif kind == "SwapPrimarySecondary":
+            other = next((r for r in running if r.get("NodeName") == a["TargetNode"]), None)
+            if rep["Role"] != "Primary" or rep not in running or other is None or other["Role"] != "Secondary":
+                raise ValueError(f"{a}: not a running primary and secondary")
+            rep["Role"], other["Role"] = "Secondary", "Primary"
+        elif kind == "PromoteSecondary":
+            if rep["Role"] != "Secondary" or rep not in running or any(r["Role"] == "Primary" for r in running):
+                raise ValueError(f"{a}: cannot promote (not a running secondary, or a running primary exists)")
+            for r in reps:
+                if r["Role"] == "Primary":
+                    r["Role"] = "Secondary"
+            rep["Role"] = "Primary"
+        else:
+            raise ValueError(f"{a}: unknown action")
+        if kind[:3] in ("Add", "Mov") and sum(r.get("NodeName") == a["TargetNode"] for r in reps) > 1:
+            raise ValueError(f"{a}: the target holds a replica of the partition")
+    return out
+
+
+def _domain_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
+    """At every level, each usable child domain holds floor(n/d) or floor(n/d) + 1 of the replicas."""
+    depth = max([len(p) for p in usable + paths] + [0])
+    paths = [tuple(p) + ("",) * (depth - len(p)) for p in paths]
+    usable = [tuple(p) + ("",) * (depth - len(p)) for p in usable]
+    for level in range(depth):
+        for parent in {p[:level] for p in paths}:
+            inside = [p for p in paths if p[:level] == parent]
+            children = {u[: level + 1] for u in usable if u[:level] == parent}
+            if len(inside) <= 1 or not children:
+                continue
+            counts = Counter(p[: level + 1] for p in inside)
+            base = len(inside) // len(children)
+            if any(not base <= counts.get(c, 0) <= base + 1 for c in children):
+                return False
+    return True
+
+
+def _fd(cluster: _Cluster, node: str) -> tuple[str, ...]:
+    return tuple(x for x in cluster.nodes[node]["FaultDomain"].removeprefix("fd:").split("/") if x)
+
+
+def _partition_rules(cluster: _Cluster, doc: dict) -> dict[str, set]:
+    """Per rule, the partitions (or child replicas) that break it in `doc`."""
+    out: dict[str, set] = {"exclusion": set(), "fault_domain": set(), "upgrade_domain": set(), "affinity": set()}
+    primary_node, replica_nodes, secondary_nodes = {}, defaultdict(set), defaultdict(set)
+    for part in doc["Partitions"]:
+        for r in part["Replicas"]:
+            if r.get("NodeName") and cluster.status[r["NodeName"]] == "Up":
+                replica_nodes[part["ServiceName"]].add(r["NodeName"])
+                if r["Role"] == "Primary":
+                    primary_node[part["ServiceName"]] = r["NodeName"]
+                else:
+                    secondary_nodes[part["ServiceName"]].add(r["NodeName"])
+    settings = cluster.doc.get("Settings", {})
+    for part in doc["Partitions"]:
+        key = (part["ServiceName"], str(part["PartitionId"]))
+        running = [r for r in part["Replicas"] if r.get("NodeName") and cluster.status[r["NodeName"]] == "Up"]
+        nodes = [r["NodeName"] for r in running]
+        if len(set(nodes)) < len(nodes):
+            out["exclusion"].add(key)
+        usable = cluster.usable(part["ServiceName"])
+        nodes = [n for n in nodes if n in usable]        # a replica out of place breaks placement instead
+        spread = cluster.target(part["ServiceName"]) >= 0     # one instance per node: no domain spread
+        if spread and int(settings.get("FaultDomainConstraintPriority", 0)) == 0 and \
+                not _domain_ok([_fd(cluster, n) for n in nodes], [_fd(cluster, n) for n in usable]):
+            out["fault_domain"].add(key)
+        if spread and int(settings.get("UpgradeDomainConstraintPriority", 1)) == 0 and not _domain_ok(
+                [(cluster.nodes[n]["UpgradeDomain"],) for n in nodes], [(cluster.nodes[n]["UpgradeDomain"],) for n in usable]):
+            out["upgrade_domain"].add(key)
+        corr = cluster.services[part["ServiceName"]].get("Correlations")
+        if corr and int(settings.get("AffinityConstraintPriority", 0)) == 0:
+            parent = corr[0]["ServiceName"]
+            aligned = corr[0]["Scheme"] == "AlignedAffinity" and cluster.services[part["ServiceName"]]["ServiceKind"] == "Stateful"
+            for r in running:
+                if aligned and r["Role"] == "Primary":
+                    ok = primary_node.get(parent) == r["NodeName"]
+                else:
+                    ok = r["NodeName"] in (secondary_nodes if aligned else replica_nodes)[parent]
+                if not ok:
+                    out["affinity"].add(key + (str(r["ReplicaId"]) if r["ReplicaId"] is not None else r["NodeName"],))
+    return out
+
+
+def breaks(doc: dict, predicates: dict, plan: dict) -> list[str]:
+    """Every hard rule `plan` newly breaks on `doc` (empty: the plan is valid)."""
+    cluster = _Cluster(doc, predicates)
+    try:
+        after = apply(doc, plan["Actions"])
+    except ValueError as exc:
+        return [f"apply: {exc}"]
+    out = []
+    loads_before, loads_after = cluster.node_loads(doc), cluster.node_loads(after)
+    for node in plan["Nodes"]:
+        for metric, value in node["LoadsAfter"].items():
+            if abs(value - loads_after[node["NodeName"]][metric]) > 1e-3 * max(1.0, abs(value)):
+                out.append(f"loads: {node['NodeName']} {metric} plan {value} vs {loads_after[node['NodeName']][metric]}")
+    for name, caps in cluster.capacity.items():
+        for metric, cap in caps.items():
+            if loads_before[name][metric] <= cap + 1e-6 < loads_after[name][metric] - 1e-6:
+                out.append(f"capacity: {name} {metric} {loads_before[name][metric]:g} -> {loads_after[name][metric]:g} > {cap:g}")
+    before_nodes = {str(r["ReplicaId"]): r.get("NodeName") for p in doc["Partitions"] for r in p["Replicas"]}
+    for part in after["Partitions"]:
+        for rep in part["Replicas"]:
+            node = rep.get("NodeName")
+            if node is None or (rep["ReplicaId"] is not None and before_nodes.get(str(rep["ReplicaId"])) == node):
+                continue
+            if cluster.status[node] != "Up":
+                out.append(f"placement: {rep['ReplicaId']} onto {cluster.status[node]} node {node}")
+            elif node not in cluster.allowed[part["ServiceName"]]:
+                out.append(f"placement: {part['ServiceName']} {rep['ReplicaId']} onto disallowed node {node}")
+    rules_before, rules_after = _partition_rules(cluster, doc), _partition_rules(cluster, after)
+    for rule, bad in rules_after.items():
+        for key in sorted(bad - rules_before[rule], key=str):
+            out.append(f"{rule}: {key}")
+    out += _accounting(cluster, after, plan)
+    return out
+
+
+def _accounting(cluster: _Cluster, after: dict, plan: dict) -> list[str]:
+    """Every replica still missing is in Unplaced; no partition keeps a surplus."""
+    out = []
+    unplaced = Counter((u["ServiceName"], str(u["PartitionId"])) for u in plan["Unplaced"])
+    for part in after["Partitions"]:
+        key = (part["ServiceName"], str(part["PartitionId"]))
+        target = cluster.target(part["ServiceName"])
+        running = [r for r in part["Replicas"] if r.get("NodeName") and cluster.status[r["NodeName"]] == "Up"]
+        if target < 0:
+            continue
+        if len(running) > target:
+            out.append(f"surplus: {key} keeps {len(running)} replicas, target {target}")
+        elif target - len(running) != unplaced[key]:
+            out.append(f"unplaced: {key} misses {target - len(running)} replicas, Unplaced lists {unplaced[key]}")
+    return out
