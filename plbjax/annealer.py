@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import math
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -27,6 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+
+STOP = threading.Event()    # set (e.g. by a signal handler): running searches end after their block
 
 
 @dataclasses.dataclass(frozen=True)
@@ -346,7 +350,8 @@ def anneal(model: Model, problem, config: AnnealConfig,
            checkpoint: Callable[[Any, float], None] | None = None, checkpoint_seconds: float = 5.0) -> AnnealResult:
     """Run `config.chains` chains; return the best solution found (or the initial one).
 
-    `deadline` (a `time.perf_counter()` instant) also bounds the search, compilation included.
+    `deadline` (a `time.perf_counter()` instant) also bounds the search, compilation included;
+    `STOP.set()` ends it after the current block (the best so far is returned).
     `checkpoint(solution, energy)` receives the best solution so far (host arrays) when it has
     improved, at most every `checkpoint_seconds`, for callers that must hold a result at any time.
     """
@@ -365,7 +370,7 @@ def anneal(model: Model, problem, config: AnnealConfig,
     budget = min(config.seconds or math.inf, deadline - start if deadline is not None else math.inf)
     first_seconds = 0.0
     saved_energy, saved_at = initial_energy, start
-    while done < blocks:
+    while done < blocks and not (done and STOP.is_set()):
         if t0 is None:
             t_a = t_b = 0.0
         else:

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import os
+import re
+import signal
 import sys
+import threading
 import time
+from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from plbjax.annealer import enable_compilation_cache
+from plbjax import annealer
 from plbjax.config import RunConfig, from_hydra
 from plbjax.errors import BadInput
+from plbjax.files import write_text
 
-CONFIG_DIR = str(Path(__file__).resolve().parent.parent / "conf")  # the repository's conf/ (editable install)
+CONFIG_DIR = "pkg://plbjax.conf"     # the repository's conf/, shipped in the package (pyproject.toml)
 _job_started = False
 
 
@@ -46,12 +53,51 @@ def configure_devices(cfg: RunConfig) -> None:
         jax.distributed.initialize()    # coordinator and process ids from SLURM / Open MPI / the environment
 
 
+def _check_writable(path: str | None, key: str) -> None:
+    """Refuse an output path that cannot be written before any work is done."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise BadInput(f"{key}: {path} is a directory; name a file")
+    parent = target.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK):
+        raise BadInput(f"{key}: {path} cannot be written ({parent} is not writable)")
+
+
+@contextmanager
+def _stop_on_signals():
+    """SIGTERM (batch schedulers at a job's time limit) and SIGINT end the search at its next block;
+    the best plan found so far is written. A second SIGINT stops at once."""
+    def stop(signum, frame):
+        if signum == signal.SIGINT and annealer.STOP.is_set():
+            raise KeyboardInterrupt
+        print(f"plbjax: {signal.Signals(signum).name}: stopping the search; writing the best plan found",
+              file=sys.stderr, flush=True)
+        annealer.STOP.set()
+
+    annealer.STOP.clear()
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
 def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     """Load, plan, write. Raises BadInput for bad input."""
     from plbjax.phases import plan as make_plan
     from plbjax.state import load_state
 
-    enable_compilation_cache()
+    annealer.enable_compilation_cache()
+    _check_writable(cfg.out, "out")
+    _check_writable(cfg.plot, "plot")
     state = load_state(cfg.state)
     if cfg.balancing_threshold is not None or cfg.activity_threshold is not None:
         metrics = state.metric_names()
@@ -62,16 +108,16 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
             activity_thresholds={m: cfg.activity_threshold for m in metrics}
             if cfg.activity_threshold is not None else state.activity_thresholds)
     start = time.perf_counter()
-    plan = make_plan(state, cfg.anneal, Progress() if cfg.progress else None)
-    text = json.dumps(plan, indent=2)
+    with _stop_on_signals():
+        plan = make_plan(state, cfg.anneal, Progress() if cfg.progress else None)
+    text = json.dumps(plan, indent=2, allow_nan=False)
     import jax
 
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]
     if jax.process_index() != 0:        # in a multi-host run one process writes
         targets = []
     for target in targets:
-        Path(target).parent.mkdir(parents=True, exist_ok=True)
-        Path(target).write_text(text + "\n")
+        write_text(target, text + "\n")
     if cfg.plot:
         from plbjax.plotting import plot_node_loads
 
@@ -82,6 +128,8 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
           f"{time.perf_counter() - start:.1f} s")
     for phase in plan["Phases"]:
         print(f"  {phase['Phase']}: {phase['Reason']}")
+    if plan["Search"]["Interrupted"]:
+        print("plbjax: the run was interrupted; the plan is the best found until then (Search.Interrupted)")
     if targets:
         print("plan written to " + ", ".join(str(t) for t in targets))
     return plan
@@ -101,14 +149,52 @@ def _app(cfg: DictConfig) -> float:
     return plan["Score"]["After"]
 
 
+class _HeldStderr(io.TextIOBase):
+    """stderr that holds what is written until the job starts (then passes everything through), so
+    that a configuration error Hydra reports before it can be cut to one line."""
+
+    def __init__(self, stream):
+        self.stream, self.held = stream, []
+
+    def write(self, text: str) -> int:
+        if _job_started:
+            if self.held:
+                self.stream.write("".join(self.held))
+                self.held = []
+            return self.stream.write(text)
+        self.held.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+    def one_line(self) -> str:
+        """What was held, as one line (and nothing held any more)."""
+        text, self.held = "".join(self.held), []
+        unknown = re.search(r"Could not override '([^']+)'.*is not in struct", text, re.S)
+        if unknown:
+            return f"{unknown[1]}: unknown config key"
+        lines = [line.strip() for line in text.splitlines()
+                 if line.strip() and "HYDRA_FULL_ERROR" not in line and not line.startswith("See https")]
+        return "; ".join(lines[:2]) if lines else "bad command line"
+
+
 def main() -> None:
-    """Console entry point; configuration errors Hydra reports before the job starts exit with 2."""
+    """Console entry point; configuration errors Hydra reports before the job starts exit with 2 and
+    one line."""
+    held = _HeldStderr(sys.stderr)
+    multirun = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])   # sweep workers inherit no redirect
     try:
-        _app()
+        with redirect_stderr(sys.stderr if multirun else held):
+            _app()
     except SystemExit as exc:
         if exc.code not in (0, None) and not _job_started:
+            print(f"plbjax: bad config: {held.one_line()}", file=sys.stderr)
             sys.exit(2)
         raise
+    finally:
+        if held.held:
+            sys.stderr.write("".join(held.held))
 
 
 if __name__ == "__main__":

@@ -4,12 +4,12 @@ SF keeps a partition at its TargetReplicaSetSize / InstanceCount; when it holds 
 lowered, or a replica thought lost came back), the PLB picks which ones go and the Failover Manager
 drops them (`DropSecondary`, `DropInstance`, `DropPrimary`). The pick, in this order: replicas that
 are not running (no node, or a node that is not Up), replicas that break an enabled constraint,
-secondaries before the primary, replicas sharing their fault or upgrade domain with more of the
-partition's others (so the rest keeps its spread), then the replica on the node most loaded relative
-to the cluster's mean in its service's metrics; ties by ReplicaId. A running primary is dropped only
-when a running secondary has room for the primary's load. Drops are picked one at a time. The
-phases then plan the state without the dropped replicas (a partition left without a primary gets one
-by promotion, `phases.elect_primaries`).
+replicas beside fewer replicas of affinity children, secondaries before the primary, replicas sharing
+their fault or upgrade domain with more of the partition's others (so the rest keeps its spread),
+then the replica on the node most loaded relative to the cluster's mean in its service's metrics;
+ties by ReplicaId. A running primary is dropped only when a running secondary has room for the
+primary's load. Drops are picked one at a time. The phases then plan the state without the dropped
+replicas (a partition left without a primary gets one by promotion, `phases.elect_primaries`).
 """
 
 from __future__ import annotations
@@ -59,6 +59,12 @@ def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray, capacity:
         n = node_row[rep.node]
         return bool(np.all((grow <= 0) | (loads[n] + grow <= capacity[n])))
 
+    children: dict[str, list[str]] = {}     # parent service -> nodes of its affinity children's replicas
+    for child in state.services:
+        for corr in child.correlations:
+            children.setdefault(corr["ServiceName"], []).extend(
+                r.node for p in state.partitions if p.service == child.name for r in p.replicas if running(r))
+
     partitions, actions = [], []
     for part in state.partitions:
         service = state.service(part.service)
@@ -79,7 +85,9 @@ def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray, capacity:
         def drop_first(rep, others) -> tuple:
             # a running primary goes only when a secondary can take over within capacity
             keeps_lead = rep.role == "Primary" and running(rep) and not any(can_lead(service, o) for o in others)
-            return (keeps_lead, running(rep), not violating[row_of[str(rep.replica_id)]], rep.role == "Primary",
+            followers = children.get(part.service, []).count(rep.node) if running(rep) else 0
+            return (keeps_lead, running(rep), not violating[row_of[str(rep.replica_id)]], followers,
+                    rep.role == "Primary",
                     -crowding(rep, others), -relative(service, rep.node) if rep.node is not None else 0.0,
                     str(rep.replica_id))
 

@@ -18,7 +18,7 @@ import jax
 import numpy as np
 
 from plbjax import energy as E
-from plbjax.annealer import AnnealConfig, anneal
+from plbjax.annealer import STOP, AnnealConfig, anneal
 from plbjax.balance import MetricBalance, metric_balance, service_domains
 from plbjax.constraints import measures, violations
 from plbjax.decoding import diff, settle
@@ -157,12 +157,17 @@ def _place_everywhere(problem: Problem, index: Index, state: ClusterState, now: 
     node_of, loads = now.node_of.copy(), now.report["loads"].copy()
     capacity = _capacity(problem, priorities)
     allowed = np.asarray(problem.class_allowed)[np.asarray(problem.service_class)]
-    load = np.asarray(problem.load_primary)
+    load, parent = np.asarray(problem.load_primary), np.asarray(problem.replica_parent)
     added = 0
     for p in np.flatnonzero(_everywhere_partitions(state, index)):
         rows = list(index.partition_rows[p])
         free = allowed[int(problem.partition_service[p])].copy()
         free[node_of[rows][node_of[rows] >= 0]] = False
+        if rows and parent[rows[0]] >= 0 and priorities[AFFINITY] >= 0:    # only beside a replica of its parent
+            beside = np.zeros_like(free)
+            hosts = node_of[list(index.partition_rows[parent[rows[0]]])]
+            beside[hosts[hosts >= 0]] = True
+            free &= beside
         for r in (r for r in rows if node_of[r] < 0):
             fits = free & np.all((load[r] <= 0) | (loads + load[r] <= capacity), axis=1)
             if not fits.any():
@@ -362,6 +367,28 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
     return out
 
 
+class _Budget:
+    """`search.seconds` bounds the whole run: a phase that searches gets the time left over the phases
+    still to come (placement a third, the constraint check half of what is left, balancing the rest;
+    a phase with nothing to do takes nothing). Compilation is not counted."""
+
+    def __init__(self, config: AnnealConfig):
+        self.config, self.left = config, config.seconds
+
+    def next(self, phases_left: int) -> AnnealConfig:
+        if self.left is None:
+            return self.config
+        return dataclasses.replace(self.config, seconds=max(self.left / phases_left, 1e-3))
+
+    def spend(self, search) -> None:
+        if search is not None and self.left is not None:
+            self.left -= search.seconds
+
+
+def _interrupted(phase: str) -> dict:
+    return {"Phase": phase, "Ran": False, "Reason": "the run was interrupted before this phase"}
+
+
 def plan(state: ClusterState, config: AnnealConfig,
          progress: Callable[[int, int, float, float], None] | None = None) -> dict:
     """Run the phases on `state` and return the plan document."""
@@ -382,15 +409,22 @@ def plan(state: ClusterState, config: AnnealConfig,
         start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
     start = elect_primaries(problem, index, start, priorities)
 
-    placed, placement, s1 = _placement_phase(problem, index, state, start, config, progress, priorities)
+    budget = _Budget(config)
+    placed, placement, s1 = _placement_phase(problem, index, state, start, budget.next(3), progress, priorities)
+    budget.spend(s1)
     placed = elect_primaries(problem, index, placed, priorities)
     if drops:
         dropped = sum(a["Action"].startswith("Drop") for a in drops)
         placement = dict(placement, Ran=True, Reason=f"{dropped} surplus replica(s) dropped; {placement['Reason']}")
-    checked, check, s2 = _constraint_phase(problem, index, state, placed, config, progress, priorities)
+    checked, check, s2 = placed, _interrupted("ConstraintCheck"), None
+    if not STOP.is_set():
+        checked, check, s2 = _constraint_phase(problem, index, state, placed, budget.next(2), progress, priorities)
+        budget.spend(s2)
     balance_before = _balances(state, problem, index, checked.report)
-    final, balancing, s3 = _balancing_phase(problem, index, state, checked, config, progress,
-                                            priorities, balance_before)
+    final, balancing, s3 = checked, _interrupted("Balancing"), None
+    if not STOP.is_set():
+        final, balancing, s3 = _balancing_phase(problem, index, state, checked, budget.next(1), progress,
+                                                priorities, balance_before)
     searches = [s for s in (s1, s2, s3) if s is not None]
 
     actions = drops + diff(index, final.node_of, final.primary_of)
@@ -403,7 +437,8 @@ def plan(state: ClusterState, config: AnnealConfig,
              for n, name in enumerate(index.nodes)]
     searched = {"Backend": jax.default_backend(), "Chains": config.chains if searches else 0,
                 "Steps": sum(s.steps for s in searches),
-                "Seconds": round(sum(s.seconds for s in searches), 3), "Seed": config.seed}
+                "Seconds": round(sum(s.seconds for s in searches), 3), "Seed": config.seed,
+                "Interrupted": STOP.is_set()}
     return {
         "SchemaVersion": SCHEMA_VERSION,
         "Phases": [placement, check, balancing],

@@ -8,6 +8,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from plbjax.files import atomic_path  # noqa: E402
+
 
 def plot_node_loads(plan: dict, path: str) -> None:
     """One panel per metric: load per node before and after, capacity as a marker."""
@@ -27,5 +29,6 @@ def plot_node_loads(plan: dict, path: str) -> None:
     axes[0, 0].legend(fontsize=7)
     axes[0, 0].set_title(f"node loads: AvgStdDev {plan['Score']['Before']:.3f} -> {plan['Score']['After']:.3f}")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)

@@ -320,6 +320,12 @@ def _conforms(schema: dict, value: object) -> bool:
     return True
 
 
+# Loads, capacities and settings are searched in 32-bit floats, and the score squares node loads:
+# larger numbers would overflow to infinities. Identifiers may be any size.
+LARGEST = 1e15
+_IDENTIFIERS = (".ReplicaId", ".PartitionId", ".InstanceId")
+
+
 def _plain_copy(value: object, where: str) -> object:
     """Deep copy with string keys (YAML may give integer keys, e.g. ReplicaIds in History).
 
@@ -338,6 +344,10 @@ def _plain_copy(value: object, where: str) -> object:
         return [_plain_copy(item, f"{where}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, float) and not math.isfinite(value):
         raise BadInput(f"{where}: {value} is not a finite number")
+    if (isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > LARGEST
+            and not where.endswith(_IDENTIFIERS)):
+        shown = f"{value:.6g}" if isinstance(value, float) or abs(value) < 1e30 else f"an integer of {len(str(abs(value)))} digits"
+        raise BadInput(f"{where}: {shown} is beyond the largest number plbjax can search with ({LARGEST:g})")
     return value
 
 

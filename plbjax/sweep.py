@@ -10,6 +10,8 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
+from plbjax.files import atomic_path, write_text
+
 
 def collect(sweep_dir: Path) -> list[dict]:
     """One row per job directory holding a plan.json; `overrides` shows what varies across jobs."""
@@ -34,7 +36,7 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     rows = collect(sweep_dir)
     if not rows:
         return rows
-    with open(sweep_dir / "summary.csv", "w", newline="") as f:
+    with atomic_path(sweep_dir / "summary.csv") as tmp, open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
@@ -42,7 +44,7 @@ def write_summary(sweep_dir: Path) -> list[dict]:
              "|---|---|---|---|---|---|"]
     lines += [f"| {r['job']} | {r['overrides']} | {r['actions']} | {r['score_before']:.4f} | "
               f"{r['score_after']:.4f} | {r['seconds']:.2f} |" for r in rows]
-    (sweep_dir / "summary.md").write_text("\n".join(lines) + "\n")
+    write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
 
     import matplotlib
 
@@ -59,7 +61,8 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     ax.set_title("plbjax sweep: moves vs resulting imbalance")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(sweep_dir / "summary.png", dpi=120)
+    with atomic_path(sweep_dir / "summary.png") as tmp:
+        fig.savefig(tmp, dpi=120)
     plt.close(fig)
     print("\n".join(lines))
     return rows

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import jsonschema
@@ -68,12 +70,16 @@ def _bad(tmp_path, doc) -> Path:
     ([f"state={EXAMPLE}", "search.chainz=4"], "chainz"),
     ([f"state={EXAMPLE}", "anneal.population=maybe"], "anneal.population"),
     ([f"state={EXAMPLE}", "search.room=0"], "search.room"),
+    ([f"state={EXAMPLE}", "out=."], "out"),
+    ([f"state={EXAMPLE}", "nonsense"], "nonsense"),
     ([], "state"),
 ])
 def test_bad_arguments_exit_2(tmp_path, args, needle):
     done = plbjax(*args, cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert needle in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert not list(tmp_path.glob("outputs/*/*/plan.json"))      # refused before any search
 
 
 @pytest.mark.parametrize("edit, needle", [
@@ -82,6 +88,8 @@ def test_bad_arguments_exit_2(tmp_path, args, needle):
     (lambda d: d["Partitions"][0]["Replicas"][0].update(NodeName="Nowhere"), "Nowhere"),
     (lambda d: d["Settings"].update(NoSuchSetting=1), "NoSuchSetting"),
     (lambda d: d["Services"][1].update(PlacementConstraints="NodeType == && x"), "PlacementConstraints"),
+    (lambda d: d["NodeTypes"][0]["Capacities"].update(CPU=10**400), "NodeTypes[0].Capacities.CPU"),
+    (lambda d: d["Partitions"][0]["Replicas"][0].update(Loads={"CPU": 1e308}), "Loads.CPU"),
 ])
 def test_bad_documents_exit_2_and_stay_untouched(tmp_path, edit, needle):
     doc = yaml.safe_load(EXAMPLE.read_text())
@@ -106,3 +114,56 @@ def test_parallel_sweep_with_the_local_launcher(tmp_path):
     rows = list(csv.DictReader(open(sweep / "summary.csv")))
     assert [r["overrides"] for r in rows] == ["search.seed=0", "search.seed=1"]
     assert all(int(r["actions"]) > 0 for r in rows)
+
+
+def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
+    """SIGTERM (a batch scheduler's time limit) ends the search at its next block: the plan found so
+    far is written whole, applies to the input, breaks no hard rule, and says it was interrupted."""
+    from validity import breaks
+
+    state = tmp_path / "big.json"
+    assert subprocess.run([sys.executable, "-m", "plbjax.generator", "--nodes", "200", "--services", "20",
+                           "--skew", "0.9", "-o", state], capture_output=True).returncode == 0
+    out = tmp_path / "plan.json"
+    process = subprocess.Popen([sys.executable, "-m", "plbjax.cli", f"state={state}", f"out={out}",
+                                "search.steps=null", "search.seconds=120", "anneal.block_steps=200",
+                                f"hydra.run.dir={tmp_path / 'run'}"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    for line in process.stderr:          # progress lines start after a few seconds of search
+        if line.startswith("plbjax: search"):
+            break
+    started = time.perf_counter()
+    process.send_signal(signal.SIGTERM)
+    stdout, _ = process.communicate(timeout=120)
+    assert process.returncode == 0 and time.perf_counter() - started < 30, stdout
+    plan = json.loads(out.read_text())
+    assert plan["Search"]["Interrupted"] and "interrupted" in stdout
+    doc = json.loads(state.read_text())
+    assert breaks(doc, {s["ServiceName"]: (lambda n: True) for s in doc["Services"]}, plan) == []
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".plan.json")]
+
+
+def test_search_seconds_bound_the_whole_run():
+    """Placement, constraint check and balancing together stay within `search.seconds`."""
+    from plbjax import AnnealConfig, parse_state, plan
+
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    doc["Partitions"][0]["Replicas"].pop()                   # something to place
+    result = plan(parse_state(doc), AnnealConfig(chains=2, steps=None, seconds=3, block_steps=100))
+    ran = [p["Phase"] for p in result["Phases"] if p["Ran"]]
+    assert "Placement" in ran and "Balancing" in ran
+    assert result["Search"]["Seconds"] <= 3.3 and not result["Search"]["Interrupted"]
+
+
+def test_an_output_file_is_replaced_whole_or_not_at_all(tmp_path):
+    from plbjax.files import atomic_path, write_text
+
+    target = tmp_path / "plan.json"
+    write_text(target, "old")
+    with pytest.raises(RuntimeError):
+        with atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed while writing")
+    assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["plan.json"]
+    write_text(target, "new")
+    assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["plan.json"]

@@ -1,0 +1,1 @@
+"""Hydra configuration, shipped in the package as plbjax.conf (see pyproject.toml)."""
