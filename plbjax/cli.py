@@ -128,6 +128,9 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
           f"{time.perf_counter() - start:.1f} s")
     for phase in plan["Phases"]:
         print(f"  {phase['Phase']}: {phase['Reason']}")
+    if state.notes:
+        more = f" (and {len(state.notes) - 3} more)" if len(state.notes) > 3 else ""
+        print("plbjax: note: " + "; ".join(state.notes[:3]) + more)
     if plan["Search"]["Interrupted"]:
         print("plbjax: the run was interrupted; the plan is the best found until then (Search.Interrupted)")
     if targets:

@@ -3,7 +3,8 @@
 Per metric, the deviation of node loads is SF's normalised standard deviation (std / mean, i.e. the
 coefficient of variation) over the nodes the metric may use. AvgStdDev weighs the global domain
 0.75 and the mean of per-service domains 0.25 (see `encoding`). The search minimises SF's energy
-`(AvgStdDev + 0.001) * (cost + replicas + 1000)`, where cost counts the moves made so far.
+`(AvgStdDev + 0.001) * (±cost + replicas + 1000)`, where cost counts the moves made so far (its sign
+is the score's, so moves always cost).
 
 Sums of squares are kept around a fixed centre per metric (the initial mean) so float32 keeps its
 precision when loads are large and their spread is small.
@@ -69,8 +70,12 @@ def deviation(total: jax.Array, squares: jax.Array, count: jax.Array, centre: ja
 
 def energy(avg_std_dev: jax.Array, cost: jax.Array, problem: Problem) -> jax.Array:
     """SF's energy: AvgStdDev traded against the cost of the moves made (plus the phase's own
-    charge per move, `move_penalty`, 0 in balancing)."""
-    return (avg_std_dev + SMALL_VALUE) * (cost + problem.replica_count + MOVE_COST_OFFSET) + problem.move_penalty * cost
+    charge per move, `move_penalty`, 0 in balancing). A score below zero (defragmentation) counts the
+    cost with the opposite sign, so a move never lowers the energy by itself (SF's
+    Score::CalculateEnergy)."""
+    score = avg_std_dev + SMALL_VALUE
+    sign = jnp.where(score >= 0, 1.0, -1.0)
+    return score * (sign * cost + problem.replica_count + MOVE_COST_OFFSET) + problem.move_penalty * cost
 
 
 def _changed(problem: Problem, node_of: jax.Array, primary_of: jax.Array):

@@ -311,6 +311,8 @@ def _balancing_phase(problem, index, state, now, config, progress, priorities, b
     over = now.report["violations"]["threshold"][: index.n_nodes, : len(index.metrics)] > 0
     imbalanced = {b.metric for b in balance if not b.balanced} | {index.metrics[m] for m in np.flatnonzero(over.any(0))}
     services, reason = _balancing_scope(state, imbalanced)
+    if services and state.settings.get("MaxPercentageToMove", 0.3) == 0:   # SF's scheduler skips balancing
+        services, reason = set(), "MaxPercentageToMove is 0: balancing may move nothing"
     phase = {"Phase": "Balancing", "Ran": bool(services), "Reason": reason}
     if not services:
         return now, phase, None

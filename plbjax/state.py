@@ -129,6 +129,7 @@ class ClusterState:
     history: dict[str, tuple[str, ...]]  # str(ReplicaId) -> nodes
     resource_thresholds: dict[str, float]  # only the given ones
     document: dict  # deep copy of the validated input
+    notes: tuple[str, ...] = ()  # what SF accepts but ignores, for the run summary
     _by_name: dict[str, Service] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -436,7 +437,26 @@ def _build(doc: dict) -> ClusterState:
         history=_history(doc.get("History", {}), replica_ids, node_names),
         resource_thresholds={k: float(v) for k, v in doc.get("ResourceThresholds", {}).items()},
         document=document,
+        notes=_ignored_loads(doc["Services"]),
     )
+
+
+def _ignored_loads(services: list[dict]) -> tuple[str, ...]:
+    """Non-zero default loads a service's kind does not use (SF's ServiceLoadMetricDescription carries
+    PrimaryDefaultLoad, SecondaryDefaultLoad and DefaultLoad whatever the kind)."""
+    out = []
+    for i, svc in enumerate(services):
+        stateful = svc["ServiceKind"] == "Stateful"
+        for j, metric in enumerate(svc.get("Metrics") or []):
+            if stateful:
+                unused = ["DefaultLoad"] if {"PrimaryDefaultLoad", "SecondaryDefaultLoad"} <= set(metric) else []
+            else:
+                unused = [k for k in ("PrimaryDefaultLoad", "SecondaryDefaultLoad")
+                          if k in metric and metric[k] != metric.get("DefaultLoad", 0)]
+            out += [f"Services[{i}].Metrics[{j}].{k} = {metric[k]:g} ignored (a {svc['ServiceKind'].lower()} "
+                    f"service uses {'Primary/SecondaryDefaultLoad' if stateful else 'DefaultLoad'})"
+                    for k in unused if metric[k]]
+    return tuple(out)
 
 
 def _node_types(entries: list[dict]) -> dict[str, dict]:
@@ -566,10 +586,7 @@ def _metrics(entries: list[dict] | None, stateful: bool, target: int, where: str
             secondary = entry.get("SecondaryDefaultLoad", default)
             if target == 1:  # ServiceDescription::AlignSinletonReplicaDefLoads
                 secondary = primary
-        else:
-            wrong = [key for key in given if key != "DefaultLoad"]
-            if wrong:
-                raise BadInput(f"{metric_where}.{wrong[0]}: stateless services use DefaultLoad")
+        else:       # SF's descriptions carry all three loads; an instance's is DefaultLoad
             primary = secondary = entry.get("DefaultLoad", 0)
         weight_name = entry.get("Weight", DEFAULT_METRIC_WEIGHT)
         metrics.append(Metric(name, METRIC_WEIGHTS[weight_name], weight_name,

@@ -157,7 +157,9 @@ def _deviation(total, sq, count, centre):
 @nb.njit(inline="always", cache=True)
 def _energy(avg_std_dev, cost, replica_count, move_penalty):
     """energy.energy: SF's (AvgStdDev + 0.001) * (cost + replicas + 1000), plus a phase's move penalty."""
-    return (avg_std_dev + SMALL_VALUE) * (cost + replica_count + MOVE_COST_OFFSET) + move_penalty * cost
+    score = avg_std_dev + SMALL_VALUE
+    sign = 1.0 if score >= 0 else -1.0
+    return score * (sign * cost + replica_count + MOVE_COST_OFFSET) + move_penalty * cost
 
 
 @nb.njit(cache=True)

@@ -632,3 +632,24 @@ def test_surplus_primary_on_a_down_node_is_dropped_and_a_secondary_promoted():
     assert sorted(r["Role"] for r in s["Replicas"]) == ["Primary", "Secondary", "Secondary"]
     assert all(r["NodeName"] != "N7" for r in s["Replicas"])
     assert not [a for a in result["Actions"] if a["Action"].startswith("Add")], result["Actions"]
+
+
+def test_a_move_never_lowers_the_energy_by_itself():
+    """SF's energy counts the cost with the score's sign: below zero (a packed defragmentation metric)
+    a move still makes the energy worse (Score::CalculateEnergy)."""
+    from plbjax import encode, parse_state
+    from plbjax.energy import energy
+
+    problem, _ = encode(parse_state(document([service("fabric:/App/A", 2, 10)],
+                                             [part("fabric:/App/A", "a", "N0", "N1")], frame=False)))
+    for score in (-0.5, -0.0005, 0.0, 0.4):
+        assert float(energy(score, 3.0, problem)) > float(energy(score, 2.0, problem)), score
+
+
+def test_max_percentage_to_move_zero_turns_balancing_off():
+    """SF's scheduler skips balancing when MaxPercentageToMove is 0 (it is a limit of 0, not no limit)."""
+    doc = document([service("fabric:/App/A", 1, 10)], [part("fabric:/App/A", f"a{i}", "N0") for i in range(4)],
+                   activity=None, frame=False)
+    doc["Settings"] = {"MaxPercentageToMove": 0}
+    result, _ = run(doc)
+    assert phase(result, "Balancing")["Ran"] is False and not result["Actions"], result["Phases"]

@@ -295,8 +295,6 @@ def _replica(d, part, rep):
      ["Partitions[0].Replicas[0].Loads.Disk: service 'fabric:/Shop/Orders' has no metric 'Disk'"]),
     (lambda d: _replica(d, 7, 0).update(Loads={"Count": 3}), ["Partitions[7].Replicas[0].Loads.Count: built-in metric"]),
     (lambda d: d["Services"][0]["Metrics"].append({"Name": "CPU"}), ["Services[0].Metrics[2].Name: duplicate metric 'CPU'"]),
-    (lambda d: d["Services"][1]["Metrics"][0].update(PrimaryDefaultLoad=1),
-     ["Services[1].Metrics[0].PrimaryDefaultLoad: stateless services use DefaultLoad"]),
     (lambda d: d["Services"][0]["Metrics"].append({"Name": "Count", "DefaultLoad": 2}),
      ["Services[0].Metrics[2].DefaultLoad: Count is a built-in metric"]),
     (lambda d: d.update(MetricBalancingThresholds={"CPU": 0.5}), ["MetricBalancingThresholds.CPU: 0.5 must be 0"]),
@@ -438,3 +436,22 @@ def test_plan_schema_accepts_a_plan_and_catches_typos():
     plan["Actions"][0]["Action"] = "Move"
     plan["Score"]["Befor"] = 1
     assert len(list(validator.iter_errors(plan))) == 2
+
+
+def test_metric_descriptions_with_all_three_loads_are_read_as_sf_reads_them():
+    """SF's ServiceLoadMetricDescription carries PrimaryDefaultLoad, SecondaryDefaultLoad and DefaultLoad
+    whatever the kind: an instance uses DefaultLoad, a stateful replica its role's load; an ignored
+    non-zero field is noted, not refused."""
+    doc = yaml.safe_load(EXAMPLE.read_text())
+    for svc in doc["Services"]:
+        for metric in svc.get("Metrics", []):
+            load = metric.get("DefaultLoad", metric.get("PrimaryDefaultLoad", 0))
+            metric.update(PrimaryDefaultLoad=metric.get("PrimaryDefaultLoad", load),
+                          SecondaryDefaultLoad=metric.get("SecondaryDefaultLoad", 0), DefaultLoad=load + 1)
+    state = parse_state(doc)
+    web = state.service("fabric:/Shop/Web").metrics[0]
+    orders = state.service("fabric:/Shop/Orders").metrics[0]
+    assert (web.primary_load, web.secondary_load) == (21.0, 21.0)
+    assert (orders.primary_load, orders.secondary_load) == (10.0, 4.0)
+    assert any("Services[1].Metrics[0].PrimaryDefaultLoad = 20 ignored" in n for n in state.notes), state.notes
+    assert any("Services[0].Metrics[0].DefaultLoad = 11 ignored" in n for n in state.notes), state.notes
