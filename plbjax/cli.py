@@ -107,12 +107,14 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
             if cfg.balancing_threshold is not None else state.balancing_thresholds,
             activity_thresholds={m: cfg.activity_threshold for m in metrics}
             if cfg.activity_threshold is not None else state.activity_thresholds)
-    start = time.perf_counter()
-    with _stop_on_signals():
-        plan = make_plan(state, cfg.anneal, Progress() if cfg.progress else None)
-    text = json.dumps(plan, indent=2, allow_nan=False)
     import jax
 
+    search = cfg.search(jax.default_backend(), sum(max(len(p.replicas), state.service(p.service).target)
+                                                   for p in state.partitions))
+    start = time.perf_counter()
+    with _stop_on_signals():
+        plan = make_plan(state, search, Progress() if cfg.progress else None)
+    text = json.dumps(plan, indent=2, allow_nan=False)
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]
     if jax.process_index() != 0:        # in a multi-host run one process writes
         targets = []

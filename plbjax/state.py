@@ -449,7 +449,8 @@ def _ignored_loads(services: list[dict]) -> tuple[str, ...]:
         stateful = svc["ServiceKind"] == "Stateful"
         for j, metric in enumerate(svc.get("Metrics") or []):
             if stateful:
-                unused = ["DefaultLoad"] if {"PrimaryDefaultLoad", "SecondaryDefaultLoad"} <= set(metric) else []
+                unused = ["DefaultLoad"] if {"PrimaryDefaultLoad", "SecondaryDefaultLoad", "DefaultLoad"} <= set(metric) \
+                    else []
             else:
                 unused = [k for k in ("PrimaryDefaultLoad", "SecondaryDefaultLoad")
                           if k in metric and metric[k] != metric.get("DefaultLoad", 0)]

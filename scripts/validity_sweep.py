@@ -113,8 +113,11 @@ def main() -> None:
         for seed in range(family * args.per_family, (family + 1) * args.per_family):
             doc, predicates = random_cluster(seed, family)
             t = time.time()
-            result = plan(parse_state(doc), CONFIGS[config])
-            found = breaks(doc, predicates, result)
+            try:
+                result = plan(parse_state(doc), CONFIGS[config])
+                found = breaks(doc, predicates, result)
+            except Exception as exc:        # a crash is a finding too; the sweep goes on
+                result, found = {"Actions": [], "Unplaced": []}, [f"crash: {type(exc).__name__}: {exc}"]
             records.append({"seed": seed, "family": family, "config": config, "nodes": len(doc["Nodes"]),
                             "services": len(doc["Services"]), "partitions": len(doc["Partitions"]),
                             "replicas": sum(len(p["Replicas"]) for p in doc["Partitions"]),
