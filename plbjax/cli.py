@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import math
 import os
 import re
 import signal
@@ -16,12 +17,14 @@ from pathlib import Path
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig
 
 from plbjax import annealer
 from plbjax.config import RunConfig, from_hydra
 from plbjax.errors import BadInput
 from plbjax.files import write_text
+from plbjax.sweep import FAILED
 
 CONFIG_DIR = "pkg://plbjax.conf"     # the repository's conf/, shipped in the package (pyproject.toml)
 _job_started = False
@@ -144,13 +147,18 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
 def _app(cfg: DictConfig) -> float:
     global _job_started
     _job_started = True
+    hydra_config = HydraConfig.get()
+    run_dir = Path(hydra_config.runtime.output_dir)
     try:
         config = from_hydra(cfg)
         configure_devices(config)
-        plan = run(config, Path(HydraConfig.get().runtime.output_dir))
+        plan = run(config, run_dir)
     except BadInput as exc:
         print(f"plbjax: bad input: {exc}", file=sys.stderr)
-        sys.exit(2)
+        if hydra_config.mode != RunMode.MULTIRUN:
+            sys.exit(2)
+        write_text(run_dir / FAILED, f"bad input: {exc}\n")      # a sweep goes on; its summary lists the job
+        return math.nan
     return plan["Score"]["After"]
 
 

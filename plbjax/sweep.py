@@ -13,22 +13,36 @@ from omegaconf import DictConfig
 from plbjax.files import atomic_path, write_text
 
 
+FAILED = "failed.txt"    # a sweep job that refused its input says why here
+
+
 def collect(sweep_dir: Path) -> list[dict]:
-    """One row per job directory holding a plan.json; `overrides` shows what varies across jobs."""
+    """One row per job directory; `overrides` shows what varies across jobs. A job without a plan
+    (bad input, killed, crashed) is listed with its status and no numbers."""
     rows, job_overrides = [], []
-    for plan_path in sorted(sweep_dir.glob("*/plan.json"), key=lambda p: int(p.parent.name)
-                            if p.parent.name.isdigit() else p.parent.name):
-        plan = json.loads(plan_path.read_text())
-        overrides_path = plan_path.parent / ".hydra" / "overrides.yaml"
-        job_overrides.append(yaml.safe_load(overrides_path.read_text()) if overrides_path.exists() else [])
-        rows.append({"job": plan_path.parent.name,
-                     "actions": len(plan["Actions"]),
-                     "score_before": plan["Score"]["Before"], "score_after": plan["Score"]["After"],
-                     "seconds": plan["Search"]["Seconds"]})
+    jobs = [p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
+    for job in sorted(jobs, key=lambda p: (0, int(p.name)) if p.name.isdigit() else (1, p.name)):
+        job_overrides.append(yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or [])
+        row = {"job": job.name, "status": "ok", "actions": None, "score_before": None, "score_after": None,
+               "seconds": None}
+        if (job / "plan.json").exists():
+            plan = json.loads((job / "plan.json").read_text())
+            row.update(actions=len(plan["Actions"]), score_before=plan["Score"]["Before"],
+                       score_after=plan["Score"]["After"], seconds=plan["Search"]["Seconds"])
+            if plan["Search"].get("Interrupted"):
+                row["status"] = "interrupted"
+        else:
+            failed = job / FAILED
+            row["status"] = failed.read_text().strip() if failed.exists() else "no plan (killed or crashed)"
+        rows.append(row)
     common = set.intersection(*map(set, job_overrides)) if job_overrides else set()
     for row, overrides in zip(rows, job_overrides):
         row["overrides"] = " ".join(o for o in overrides if o not in common)
     return [{"job": r["job"], "overrides": r["overrides"], **r} for r in rows]
+
+
+def _number(value, digits: str) -> str:
+    return "-" if value is None else format(value, digits)
 
 
 def write_summary(sweep_dir: Path) -> list[dict]:
@@ -40,10 +54,11 @@ def write_summary(sweep_dir: Path) -> list[dict]:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| job | overrides | actions | AvgStdDev before | AvgStdDev after | search s |",
-             "|---|---|---|---|---|---|"]
-    lines += [f"| {r['job']} | {r['overrides']} | {r['actions']} | {r['score_before']:.4f} | "
-              f"{r['score_after']:.4f} | {r['seconds']:.2f} |" for r in rows]
+    lines = ["| job | overrides | status | actions | AvgStdDev before | AvgStdDev after | search s |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['job']} | {r['overrides']} | {r['status']} | {_number(r['actions'], 'd')} | "
+              f"{_number(r['score_before'], '.4f')} | {_number(r['score_after'], '.4f')} | "
+              f"{_number(r['seconds'], '.2f')} |" for r in rows]
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
 
     import matplotlib
@@ -51,11 +66,16 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    planned = [r for r in rows if r["actions"] is not None]
     fig, ax = plt.subplots(figsize=(6, 4))
-    ax.scatter([r["actions"] for r in rows], [r["score_after"] for r in rows])
-    for r in rows:
+    ax.scatter([r["actions"] for r in planned], [r["score_after"] for r in planned])
+    for r in planned:
         ax.annotate(r["overrides"], (r["actions"], r["score_after"]), fontsize=6)
-    ax.axhline(rows[0]["score_before"], color="grey", linestyle="--", label="before")
+    if planned:
+        ax.axhline(planned[0]["score_before"], color="grey", linestyle="--", label="before")
+    if len(planned) < len(rows):
+        ax.text(0.02, 0.02, f"{len(rows) - len(planned)} job(s) without a plan: see summary.md",
+                transform=ax.transAxes, fontsize=7, color="tab:red")
     ax.set_xlabel("actions in the plan")
     ax.set_ylabel("AvgStdDev after the plan")
     ax.set_title("plbjax sweep: moves vs resulting imbalance")

@@ -58,6 +58,16 @@ def test_sweep_writes_summary(tmp_path):
     assert (sweep / "summary.png").exists() and (sweep / "0" / "plan.json").exists()
 
 
+def test_a_sweep_job_with_bad_input_is_listed_and_the_others_run(tmp_path):
+    sweep = tmp_path / "sweep"
+    done = plbjax("-m", f"state={EXAMPLE}", "search.chains=2,0", f"hydra.sweep.dir={sweep}",
+                  "search.steps=500", "anneal.block_steps=250", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(open(sweep / "summary.csv")))
+    assert [r["status"] for r in rows][0] == "ok" and "search.chains" in rows[1]["status"]
+    assert int(rows[0]["actions"]) > 0 and rows[1]["actions"] == ""
+
+
 def _bad(tmp_path, doc) -> Path:
     path = tmp_path / "state.yaml"
     path.write_text(yaml.safe_dump(doc))
