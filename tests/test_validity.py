@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from plbjax import AnnealConfig, encode, parse_state, plan
-from plbjax.decoding import diff
+from plbjax.decoding import diff, settle
 from validity import apply, breaks, random_cluster
 
 CONFIGS = {"chains": AnnealConfig(chains=4, steps=1000, seconds=None, block_steps=250),
@@ -165,3 +165,22 @@ def test_the_checker_sees_each_kind_of_break():
         assert any(b.startswith(expected) for b in breaks(doc, always, bad)), target
     ghost = dict(result, Actions=[dict(move, ReplicaId=None, Action="SwapPrimarySecondary", TargetNode="N1")])
     assert breaks(doc, always, ghost)[0].startswith("apply")
+
+
+def test_a_settled_rotation_keeps_each_node_s_role():
+    """The search rotated a partition's primary and a secondary between their nodes (not executable as
+    moves): settling undoes the moves but hands the primary role over, so the node the primary moved to
+    carries the primary's load, as the search planned (undoing the moves alone would put the primary's
+    load back on a node the search may have filled)."""
+    doc = _document([_stateful("fabric:/A/S", 3)],
+                    [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
+                    _nodes({}))
+    problem, index = encode(parse_state(doc))
+    rows = list(index.partition_rows[0])
+    primary = int(index.primary_of[0])
+    other = next(r for r in rows if index.node_of[r] == index.node_of[primary] + 1)
+    node_of = index.node_of.copy()
+    node_of[primary], node_of[other] = index.node_of[other], index.node_of[primary]
+    settled_nodes, settled_primary = settle(index, node_of, index.primary_of)
+    assert (settled_nodes == index.node_of).all() and settled_primary[0] == other
+    assert [a["Action"] for a in diff(index, settled_nodes, settled_primary)] == ["SwapPrimarySecondary"]
