@@ -312,6 +312,15 @@ def _host(x: jax.Array) -> np.ndarray:
 _executables: dict = {}
 
 
+def clear_compiled() -> None:
+    """Forget every compiled search (and JAX's compiled functions). A process that plans many
+    differently shaped clusters keeps each compiled program until then; on a CPU each holds memory
+    maps, and a few hundred exhaust the system's limit ("LLVM compilation error: Cannot allocate
+    memory"; seen in the validity sweep after ~400 clusters of 17 shapes)."""
+    _executables.clear()
+    jax.clear_caches()
+
+
 def _compiled_blocks(model: Model, problem, chains: Chain, config: AnnealConfig):
     """The compiled block runner for this model, these shapes and this config, and the seconds
     compiling took."""

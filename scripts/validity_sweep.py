@@ -34,6 +34,7 @@ from test_validity import CONFIGS  # noqa: E402
 from validity import breaks, random_cluster  # noqa: E402
 
 from plbjax import parse_state, plan  # noqa: E402
+from plbjax.annealer import clear_compiled  # noqa: E402
 
 
 def features(doc: dict) -> list[str]:
@@ -105,10 +106,18 @@ def main() -> None:
     parser.add_argument("--per-family", type=int, default=25)
     parser.add_argument("--first-family", type=int, default=1000, help="families below it are the fast tier's")
     parser.add_argument("--out", type=Path, default=ROOT / "results" / "validity_sweep")
+    parser.add_argument("--resume", action="store_true", help="keep the records in --out and go on after them")
     args = parser.parse_args()
     records, started = [], time.time()
     families = -(-args.clusters // args.per_family)
-    for family in range(args.first_family, args.first_family + families):
+    first = args.first_family
+    if args.resume and args.out.with_suffix(".json").exists():
+        previous = json.loads(args.out.with_suffix(".json").read_text())
+        records, started = previous["records"], started - previous["seconds"]
+        families -= len({r["family"] for r in records})
+        first = max(r["family"] for r in records) + 1
+    for family in range(first, first + families):
+        clear_compiled()        # one process, many shapes: free the previous family's programs
         config = "parallel" if family % 2 else "chains"
         for seed in range(family * args.per_family, (family + 1) * args.per_family):
             doc, predicates = random_cluster(seed, family)
