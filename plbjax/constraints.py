@@ -48,8 +48,10 @@ def domain_violation(tree: jax.Array, children: jax.Array, nodes: jax.Array, cls
 
 def partition_domain_violations(problem: Problem, nodes: jax.Array, service: jax.Array) -> jax.Array:
     """[2] (fault domain, upgrade domain) `domain_violation` of one partition of `service` whose
-    replicas are on `nodes` [K]."""
+    replicas are on `nodes` [K]; a replica on a node the service may not use breaks its placement
+    constraint instead and is left out of the spread."""
     cls = problem.service_class[service]
+    nodes = jnp.where(problem.class_allowed[cls, jnp.maximum(nodes, 0)], nodes, -1)   # out of place: not counted
     return jnp.stack([domain_violation(problem.fd_tree, problem.fd_children, nodes, cls,
                                        problem.service_nonpacking[service]),
                       domain_violation(problem.ud_tree, problem.ud_children, nodes, cls)])

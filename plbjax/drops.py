@@ -3,8 +3,9 @@
 SF keeps a partition at its TargetReplicaSetSize / InstanceCount; when it holds more (the target was
 lowered, or a replica thought lost came back), the PLB picks which ones go and the Failover Manager
 drops them (`DropSecondary`, `DropInstance`, `DropPrimary`). The pick, in this order: replicas that
-are not running (no node, or a node that is not Up), replicas that break an enabled constraint,
-replicas beside fewer replicas of affinity children, secondaries before the primary, replicas sharing
+are not running (no node, or a node that is not Up), replicas whose going leaves the others' fault or
+upgrade domain spread no worse, replicas that break an enabled constraint, replicas beside fewer
+replicas of affinity children, secondaries before the primary, replicas sharing
 their fault or upgrade domain with more of the partition's others (so the rest keeps its spread),
 then the replica on the node most loaded relative to the cluster's mean in its service's metrics;
 ties by ReplicaId. A running primary is dropped only when a running secondary has room for the
@@ -22,13 +23,31 @@ from plbjax.encoding import Index
 from plbjax.state import ClusterState, Partition
 
 
+def _spread_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
+    """SF's '+1' rule at every level of the domain tree: each child domain with usable nodes holds
+    floor(n/d) or floor(n/d) + 1 of the replicas (on usable nodes)."""
+    depth = max([len(p) for p in paths + usable] + [0])
+    paths = [tuple(p) + ("",) * (depth - len(p)) for p in paths]
+    usable = [tuple(u) + ("",) * (depth - len(u)) for u in usable]
+    for level in range(depth):
+        for parent in {p[:level] for p in paths}:
+            inside = [p[: level + 1] for p in paths if p[:level] == parent]
+            children = {u[: level + 1] for u in usable if u[:level] == parent}
+            base = len(inside) // max(len(children), 1)
+            if len(inside) > 1 and children and any(not base <= inside.count(c) <= base + 1 for c in children):
+                return False
+    return True
+
+
 def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray, capacity: np.ndarray,
-                 violating: np.ndarray) -> tuple[ClusterState, list[dict]]:
+                 violating: np.ndarray, usable: dict[str, list[str]],
+                 spread: tuple[bool, bool]) -> tuple[ClusterState, list[dict]]:
     """The state without each partition's surplus replicas, and the actions that drop them.
 
     `loads` [N, M]: node loads of the input's running replicas; `capacity` [N, M]: capacity in force
     (inf where unlimited or not enforced); `violating` [R]: replicas (rows of `index`) that break an
-    enabled constraint."""
+    enabled constraint; `usable`: each service's Up allowed nodes; `spread`: whether the fault and the
+    upgrade domain rules are enforced."""
     if not any(0 <= state.service(p.service).target < len(p.replicas) for p in state.partitions):
         return state, []
     status = dict(zip(index.nodes, index.node_status))
@@ -82,11 +101,20 @@ def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray, capacity:
                        + (node[o.node].upgrade_domain == mine.upgrade_domain)
                        for o in others if o is not rep and running(o))
 
+        def spread_broken(reps) -> int:
+            """Enforced domain rules (fault, upgrade) the running `reps` break."""
+            allowed = set(usable[part.service])
+            nodes = [node[r.node] for r in reps if running(r) and r.node in allowed]     # as the search counts
+            usable_nodes = [node[n] for n in allowed]
+            return sum(on and not _spread_ok([key(n) for n in nodes], [key(n) for n in usable_nodes])
+                       for on, key in zip(spread, (lambda n: n.fault_domain, lambda n: (n.upgrade_domain,))))
+
         def drop_first(rep, others) -> tuple:
             # a running primary goes only when a secondary can take over within capacity
             keeps_lead = rep.role == "Primary" and running(rep) and not any(can_lead(service, o) for o in others)
             followers = children.get(part.service, []).count(rep.node) if running(rep) else 0
-            return (keeps_lead, running(rep), not violating[row_of[str(rep.replica_id)]], followers,
+            breaks = spread_broken([o for o in others if o is not rep]) > spread_broken(others)
+            return (keeps_lead, running(rep), breaks, not violating[row_of[str(rep.replica_id)]], followers,
                     rep.role == "Primary",
                     -crowding(rep, others), -relative(service, rep.node) if rep.node is not None else 0.0,
                     str(rep.replica_id))

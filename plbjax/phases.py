@@ -400,8 +400,11 @@ def plan(state: ClusterState, config: AnnealConfig,
     running = np.array([n >= 0 and index.node_status[n] == "Up" for n in index.input_node])
     input_node = np.where(running, index.input_node, -1)
     original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
+    allowed = np.asarray(problem.class_allowed)[np.asarray(problem.service_class)][:, : index.n_nodes]
+    usable = {name: [index.nodes[n] for n in np.flatnonzero(allowed[s])] for s, name in enumerate(index.services)}
     state, drops = drop_surplus(state, index, original.report["loads"], _capacity(problem, priorities),
-                                _violating(index, problem, original, priorities))
+                                _violating(index, problem, original, priorities), usable,
+                                (priorities[FAULT_DOMAIN] >= 0, priorities[UPGRADE_DOMAIN] >= 0))
     if drops:           # the phases plan the partitions without their surplus replicas
         problem, index = encode(state)
     start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))

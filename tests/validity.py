@@ -388,15 +388,15 @@ def apply(doc: dict, actions: list[dict]) -> dict:
 
 
 def _domain_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
-    """At every level, each child domain holds floor(n/d) or floor(n/d) + 1 of the replicas (children:
-    the domains with usable nodes, and those holding a replica)."""
+    """At every level, each child domain with usable nodes holds floor(n/d) or floor(n/d) + 1 of the
+    replicas (all on usable nodes)."""
     depth = max([len(p) for p in usable + paths] + [0])
     paths = [tuple(p) + ("",) * (depth - len(p)) for p in paths]
     usable = [tuple(p) + ("",) * (depth - len(p)) for p in usable]
     for level in range(depth):
         for parent in {p[:level] for p in paths}:
             inside = [p for p in paths if p[:level] == parent]
-            children = {u[: level + 1] for u in usable + paths if u[:level] == parent}
+            children = {u[: level + 1] for u in usable if u[:level] == parent}
             if len(inside) <= 1 or not children:
                 continue
             counts = Counter(p[: level + 1] for p in inside)
@@ -430,6 +430,7 @@ def _partition_rules(cluster: _Cluster, doc: dict) -> dict[str, set]:
         if len(set(nodes)) < len(nodes):
             out["exclusion"].add(key)
         usable = cluster.usable(part["ServiceName"])
+        nodes = [n for n in nodes if n in usable]       # out of place: breaks placement, not the spread
         spread = cluster.target(part["ServiceName"]) >= 0     # one instance per node: no domain spread
         if spread and int(settings.get("FaultDomainConstraintPriority", 0)) == 0 and \
                 not _domain_ok([_fd(cluster, n) for n in nodes], [_fd(cluster, n) for n in usable]):
