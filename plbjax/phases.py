@@ -149,6 +149,11 @@ def _capacity(problem: Problem, priorities: np.ndarray) -> np.ndarray:
     return capacity if priorities[CAPACITY] >= 0 else np.full_like(capacity, np.inf)
 
 
+def _service_nodes(problem: Problem) -> np.ndarray:
+    """[S, N] the Up nodes each service may use."""
+    return np.asarray(problem.class_allowed)[np.asarray(problem.service_class)]
+
+
 def _place_everywhere(problem: Problem, index: Index, state: ClusterState, now: Placement,
                       priorities: np.ndarray) -> tuple[Placement, int]:
     """`now` with the missing instances of one-per-node services (InstanceCount -1) added on every
@@ -156,7 +161,7 @@ def _place_everywhere(problem: Problem, index: Index, state: ClusterState, now: 
     how many were added. The rest stay unplaced and are reported."""
     node_of, loads = now.node_of.copy(), now.report["loads"].copy()
     capacity = _capacity(problem, priorities)
-    allowed = np.asarray(problem.class_allowed)[np.asarray(problem.service_class)]
+    allowed = _service_nodes(problem)
     load, parent = np.asarray(problem.load_primary), np.asarray(problem.replica_parent)
     added = 0
     for p in np.flatnonzero(_everywhere_partitions(state, index)):
@@ -400,7 +405,7 @@ def plan(state: ClusterState, config: AnnealConfig,
     running = np.array([n >= 0 and index.node_status[n] == "Up" for n in index.input_node])
     input_node = np.where(running, index.input_node, -1)
     original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
-    allowed = np.asarray(problem.class_allowed)[np.asarray(problem.service_class)][:, : index.n_nodes]
+    allowed = _service_nodes(problem)[:, : index.n_nodes]
     usable = {name: [index.nodes[n] for n in np.flatnonzero(allowed[s])] for s, name in enumerate(index.services)}
     state, drops = drop_surplus(state, index, original.report["loads"], _capacity(problem, priorities),
                                 _violating(index, problem, original, priorities), usable,
