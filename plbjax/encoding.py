@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterator
+from itertools import chain, repeat
+from operator import attrgetter
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -16,11 +19,12 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from plbjax import expressions
-from plbjax.state import ClusterState
+from plbjax.state import ClusterState, gc_paused
 
 CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, AFFINITY, PREFERRED, THRESHOLD, UNPLACED = range(8)
 CONSTRAINTS = 8
 THRESHOLD_PRIORITY = 1  # ResourceThresholds: utilisation every node should end below, a soft goal
+UNDO_SHARE = 0.05        # replica moves that cancel an earlier one (SF's search proposes cancellations)
 PRIORITY_SETTINGS = ("CapacityConstraintPriority", "PlacementConstraintPriority",
                      "FaultDomainConstraintPriority", "UpgradeDomainConstraintPriority",
                      "AffinityConstraintPriority", "PreferredLocationConstraintPriority")
@@ -114,6 +118,12 @@ class Problem(eqx.Module):
     history: Int[Array, "R H"]              # nodes a replica was balanced away from (-1 padded)
     # scalars
     replica_count: Float[Array, ""]         # SF's movement factor adds this (and 1000) to the move cost
+    # set by `scope`
+    start_node: Int[Array, " R"] | None = None      # where the search starts (default: the initial placement)
+    start_primary: Int[Array, " P"] | None = None
+    by_node: Int[Array, " R"] | None = None         # movable replicas ordered by initial node, padded
+    node_first: Int[Array, " N+1"] | None = None    # by_node[node_first[n]:node_first[n+1]] started on node n
+    undo_share: Float[Array, ""] | None = None      # share of replica moves that go back to the initial node
 
     @property
     def shape(self) -> dict[str, int]:
@@ -165,9 +175,8 @@ def _eligible_children(tree: np.ndarray, eligible: np.ndarray) -> np.ndarray:
     n_domains = int(tree.max()) + 1 if tree.size else 1
     counts = np.zeros(n_domains, np.int32)
     for level in range(1, tree.shape[1]):
-        pairs = {(tree[i, level - 1], tree[i, level]) for i in np.flatnonzero(eligible)}
-        for parent, _ in pairs:
-            counts[parent] += 1
+        pairs = np.unique(tree[eligible, level - 1].astype(np.int64) * n_domains + tree[eligible, level])
+        np.add.at(counts, pairs // n_domains, 1)
     return counts
 
 
@@ -195,6 +204,165 @@ class _NewReplica:
     move_cost: None = None
 
 
+_ROLE_CODES = {"Primary": 0, "Secondary": 1, "Instance": 2}    # any other role: 3
+
+
+@dataclasses.dataclass(frozen=True)
+class _Rows:
+    """The replicas as encoded, partition by partition: each partition's replicas in order of
+    str(ReplicaId), then the ones it lacks (to create). Arrays over replicas [n] or partitions [p]."""
+
+    ids: list                    # ReplicaId as given; None for a replica to create
+    roles: list                  # role in the input, or the role a new one gets
+    partition: np.ndarray        # int32[n]
+    slot: np.ndarray             # int[n] position within its partition
+    service: np.ndarray          # int32[n]
+    node: np.ndarray             # int32[n] node in the input (-1: none)
+    start: np.ndarray            # int32[n] node the search starts from (-1: unplaced or its node not Up)
+    move_cost: np.ndarray        # float32[n]
+    load_primary: np.ndarray     # float32[n, metrics]
+    load_secondary: np.ndarray   # float32[n, metrics]
+    sizes: np.ndarray            # int[p] replicas, those to create included
+    everywhere: np.ndarray       # bool[p] of a service with one instance per node
+    partition_service: np.ndarray  # int32[p]
+    stateful: np.ndarray         # bool[p]
+    primary_of: np.ndarray       # int32[p] its (last) primary's row, -1: none
+    partition_rows: tuple        # replica rows of each partition
+    n_replicas: int
+
+    def named(self, by_id: dict) -> Iterator[tuple[int, object]]:
+        """(row, ReplicaId) of the replicas whose str(ReplicaId) is a key of `by_id`, in row order."""
+        if by_id:
+            for row, rid in enumerate(self.ids):
+                if rid is not None and str(rid) in by_id:
+                    yield row, rid
+
+
+def _order_within(texts: list[str], part: np.ndarray) -> np.ndarray | None:
+    """The stable order that sorts `texts` within each run of equal `part` (non-decreasing), as
+    sorted() would; None when they already are."""
+    if not texts:
+        return None
+    longest = max(map(len, texts))
+    if longest <= 64 and "\0" not in "".join(texts):    # NumPy's strings compare as Python's but for NULs
+        u = np.array(texts, dtype=f"<U{longest}")
+        if not ((part[1:] == part[:-1]) & (u[1:] < u[:-1])).any():
+            return None
+        return np.lexsort((u, part))
+    keys = list(zip(part.tolist(), texts))
+    order = sorted(range(len(texts)), key=keys.__getitem__)
+    return None if order == list(range(len(texts))) else np.array(order, np.int64)
+
+
+def _replica_rows(partitions: list, services: list, service_ix: dict[str, int], allowed: list[np.ndarray],
+                  node_ix: dict[str, int], up: np.ndarray, metric_ix: dict[str, int], n_metrics: int,
+                  use_costs: bool) -> _Rows:
+    """The replica rows of `partitions` (sorted), column by column. `allowed[s]`: nodes service s may use."""
+    n_part = len(partitions)
+    part_service = np.fromiter(map(service_ix.__getitem__, map(attrgetter("service"), partitions)), np.int64, n_part)
+    lists = [p.replicas for p in partitions]
+    counts = np.fromiter(map(len, lists), np.int64, n_part)
+    given = list(chain.from_iterable(lists))
+    n_given = len(given)
+    given_part = np.repeat(np.arange(n_part), counts)
+    ids = list(map(attrgetter("replica_id"), given))
+    order = _order_within(list(map(str, ids)), given_part)
+    if order is not None:
+        given = list(map(given.__getitem__, order.tolist()))
+        ids = list(map(attrgetter("replica_id"), given))
+    roles = list(map(attrgetter("role"), given))
+    code = np.fromiter(map(_ROLE_CODES.get, roles, repeat(3)), np.int8, n_given)
+
+    # the replicas each partition lacks, after its own
+    stateful_of = np.array([s.stateful for s in services] + [False], bool)
+    target_of = np.array([int(allowed[si].sum()) if s.target < 0 else s.target for si, s in enumerate(services)]
+                         + [0], np.int64)
+    everywhere_of = np.array([s.target < 0 for s in services] + [False], bool)
+    missing = np.maximum(target_of[part_service] - counts, 0)
+    sizes = counts + missing
+    starts = np.cumsum(sizes) - sizes
+    n_rep = int(sizes.sum())
+    given_rows = starts[given_part] + np.arange(n_given) - (np.cumsum(counts) - counts)[given_part]
+    new_part = np.repeat(np.arange(n_part), missing)
+    new_k = np.arange(new_part.size) - (np.cumsum(missing) - missing)[new_part]
+    new_rows = starts[new_part] + counts[new_part] + new_k
+    has_primary = np.bincount(given_part[code == 0], minlength=n_part) > 0
+    new_code = np.where(~stateful_of[part_service[new_part]], 2,
+                        np.where((new_k == 0) & ~has_primary[new_part], 0, 1)).astype(np.int8)
+
+    def scatter(given_values: list, new_values: list) -> list:
+        if not new_rows.size:
+            return given_values
+        out = [None] * n_rep
+        for row, value in zip(given_rows.tolist(), given_values):
+            out[row] = value
+        for row, value in zip(new_rows.tolist(), new_values):
+            out[row] = value
+        return out
+
+    names = ("Primary", "Secondary", "Instance")
+    all_ids = scatter(ids, [None] * new_rows.size)
+    all_roles = scatter(roles, [names[c] for c in new_code.tolist()])
+    all_code = np.empty(n_rep, np.int8)
+    all_code[given_rows], all_code[new_rows] = code, new_code
+    partition = np.repeat(np.arange(n_part), sizes).astype(np.int32)
+    service = part_service[partition].astype(np.int32)
+
+    position = dict(node_ix)
+    position[None] = -1
+    node = np.full(n_rep, -1, np.int32)
+    node[given_rows] = np.fromiter(map(position.__getitem__, map(attrgetter("node"), given)), np.int32, n_given)
+    start = np.where(np.append(up, False)[node], node, -1).astype(np.int32)
+
+    move_cost = np.ones(n_rep, np.float32)
+    if use_costs:
+        defaults = np.array([MOVE_COST_VALUES[s.default_move_cost] for s in services] + [0.0])
+        own = np.full(n_rep, -1.0)
+        own[given_rows] = [MOVE_COST_VALUES[c] if c else -1.0 for c in map(attrgetter("move_cost"), given)]
+        move_cost = np.where(own >= 0, own, defaults[service]).astype(np.float32)
+
+    # loads: the service's default loads, then the loads replicas report for the service's metrics
+    default_primary = np.zeros((len(services) + 1, n_metrics), np.float32)
+    default_secondary = np.zeros((len(services) + 1, n_metrics), np.float32)
+    has_metric = np.zeros((len(services) + 1, n_metrics), bool)
+    for si, svc in enumerate(services):
+        for metric in svc.metrics:
+            m = metric_ix[metric.name]
+            default_primary[si, m], default_secondary[si, m] = metric.primary_load, metric.secondary_load
+            has_metric[si, m] = True
+    load_primary, load_secondary = default_primary[service], default_secondary[service]
+    loads = list(map(attrgetter("loads"), given))
+    keys = list(chain.from_iterable(loads))
+    if keys:
+        values = list(chain.from_iterable(map(dict.values, loads)))
+        row = np.repeat(given_rows, np.fromiter(map(len, loads), np.int64, n_given))
+        metric = np.fromiter(map(metric_ix.get, keys, repeat(-1)), np.int64, len(keys))
+        reported = metric >= 0
+        reported[reported] = has_metric[service[row[reported]], metric[reported]]
+        if None in values:      # no load reported
+            reported &= np.array([v is not None for v in values], bool)
+            values = [0.0 if v is None else v for v in values]
+        value = np.array(values, np.float64).reshape(-1)
+        as_primary = reported & (all_code[row] != 1) & (all_code[row] != 3)
+        as_secondary = reported & (all_code[row] == 1)
+        load_primary[row[as_primary], metric[as_primary]] = value[as_primary]
+        load_secondary[row[as_secondary], metric[as_secondary]] = value[as_secondary]
+    instance = all_code == 2
+    load_secondary[instance] = load_primary[instance]
+
+    primaries = np.flatnonzero(all_code == 0)
+    primary_of = np.full(n_part, -1, np.int64)
+    np.maximum.at(primary_of, partition[primaries], primaries)
+    ends = starts + sizes
+    return _Rows(
+        ids=all_ids, roles=all_roles, partition=partition, slot=np.arange(n_rep) - starts[partition],
+        service=service, node=node, start=start, move_cost=move_cost,
+        load_primary=load_primary.reshape(n_rep, n_metrics), load_secondary=load_secondary.reshape(n_rep, n_metrics),
+        sizes=sizes, everywhere=everywhere_of[part_service], partition_service=part_service.astype(np.int32),
+        stateful=stateful_of[part_service], primary_of=primary_of.astype(np.int32),
+        partition_rows=tuple(map(tuple, map(range, starts.tolist(), ends.tolist()))), n_replicas=n_rep)
+
+
 def _pad(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
     out = np.full(shape, fill, dtype=a.dtype)
     out[tuple(slice(0, s) for s in a.shape)] = a
@@ -209,13 +377,20 @@ def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None)
     Capacities are buffered (less NodeBufferPercentage) in normal operation; during an upgrade SF
     may fill nodes up to their full capacity.
     """
+    with gc_paused():       # a million replicas make millions of objects, none of them garbage
+        return _encode(state, parent_hosts)
+
+
+def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tuple[Problem, Index]:
     buffered = not (state.upgrade or {}).get("InProgress", False)
     settings = state.settings
     # SF's (and reference 004's) deterministic order: priority descending, then name
     nodes = sorted(state.nodes, key=lambda n: (-n.priority, n.name))
     services = sorted(state.services, key=lambda s: (-s.priority, s.name))
     rank = {s.name: i for i, s in enumerate(services)}
-    partitions = sorted(state.partitions, key=lambda p: (rank[p.service], str(p.partition_id)))
+    keys = list(zip(map(rank.__getitem__, map(attrgetter("service"), state.partitions)),
+                    map(str, map(attrgetter("partition_id"), state.partitions))))
+    partitions = list(map(state.partitions.__getitem__, sorted(range(len(keys)), key=keys.__getitem__)))
     metrics = list(state.metric_names())
     node_ix = {n.name: i for i, n in enumerate(nodes)}
     service_ix = {s.name: i for i, s in enumerate(services)}
@@ -243,14 +418,25 @@ def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None)
     class_of_mask: dict[bytes, int] = {}
     masks: list[np.ndarray] = []
     service_class = np.zeros(S, np.int32)
-    blocked = {(b["NodeName"], b["ServiceTypeName"]) for b in state.block_list}
+    blocked: dict[str, set[str]] = {}     # ServiceTypeName -> nodes blocklisted for it
+    for entry in state.block_list:
+        blocked.setdefault(entry["ServiceTypeName"], set()).add(entry["NodeName"])
+    # services share constraints, block lists and domains: each mask is computed once
+    selected, open_to, in_domain = {}, {}, {}
     allowed_of = {}
     for svc in services:
-        mask = expressions.node_mask(svc.placement_constraints, props) & up
-        mask &= np.array([(n.name, svc.type_name) not in blocked for n in nodes], bool)
+        if svc.placement_constraints not in selected:
+            selected[svc.placement_constraints] = expressions.node_mask(svc.placement_constraints, props)
+        mask = selected[svc.placement_constraints] & up
+        if svc.type_name in blocked:
+            if svc.type_name not in open_to:
+                open_to[svc.type_name] = np.array([n.name not in blocked[svc.type_name] for n in nodes], bool)
+            mask &= open_to[svc.type_name]
         for policy in svc.placement_policies:
             if policy["Type"] in ("RequiredDomain", "InvalidDomain"):
-                inside = _in_domain(nodes, policy["DomainName"])
+                if policy["DomainName"] not in in_domain:
+                    in_domain[policy["DomainName"]] = _in_domain(nodes, policy["DomainName"])
+                inside = in_domain[policy["DomainName"]]
                 mask &= inside if policy["Type"] == "RequiredDomain" else ~inside
         allowed_of[svc.name] = mask
     everywhere = {s.name for s in services if s.target < 0}
@@ -307,69 +493,21 @@ def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None)
 
     # ---- replicas and partitions
     use_costs = bool(settings.get("UseMoveCostReports", False))
-    rep_part, rep_svc, rep_ids, rep_roles, rep_node, rep_start, rep_cost = [], [], [], [], [], [], []
-    lp_rows, ls_rows = [], []
-    part_rows: list[list[int]] = []
-    primary_of, stateful, part_svc, on_every_node = [], [], [], []
-    for pi, part in enumerate(partitions):
-        svc = services[service_ix[part.service]]
-        allowed = masks[service_class[service_ix[svc.name]]]
-        replicas = sorted(part.replicas, key=lambda r: str(r.replica_id))
-        target = int(allowed.sum()) if svc.target < 0 else svc.target
-        roles = [r.role for r in replicas]
-        for k in range(max(target - len(replicas), 0)):
-            role = "Instance" if not svc.stateful else ("Primary" if "Primary" not in roles and k == 0
-                                                        else "Secondary")
-            replicas.append(_NewReplica(role))
-        row = []
-        primary = -1
-        for rep in replicas:
-            ri = len(rep_ids)
-            row.append(ri)
-            rep_part.append(pi)
-            rep_svc.append(service_ix[svc.name])
-            rep_ids.append(rep.replica_id)
-            rep_roles.append(rep.role)
-            node = node_ix[rep.node] if rep.node is not None else -1
-            rep_node.append(node)
-            start_node = node if node >= 0 and up[node] else -1
-            rep_start.append(start_node)
-            cost_name = rep.move_cost or svc.default_move_cost
-            rep_cost.append(MOVE_COST_VALUES[cost_name] if use_costs else 1.0)
-            lp = np.zeros(n_metrics, np.float32)
-            ls = np.zeros(n_metrics, np.float32)
-            for metric in svc.metrics:
-                m = metric_ix[metric.name]
-                own = rep.loads.get(metric.name)
-                lp[m] = own if own is not None and rep.role in ("Primary", "Instance") else metric.primary_load
-                ls[m] = own if own is not None and rep.role == "Secondary" else metric.secondary_load
-                if rep.role == "Instance":
-                    ls[m] = lp[m]
-            lp_rows.append(lp)
-            ls_rows.append(ls)
-            if rep.role == "Primary":
-                primary = ri
-        part_rows.append(row)
-        primary_of.append(primary)
-        stateful.append(svc.stateful)
-        part_svc.append(service_ix[svc.name])
-        on_every_node.append(svc.target < 0)
-
-    n_rep, n_part = len(rep_ids), len(partitions)
+    rows = _replica_rows(partitions, services, service_ix, [masks[c] for c in service_class[: len(services)]],
+                         node_ix, up, metric_ix, n_metrics, use_costs)
+    n_rep, n_part = rows.n_replicas, len(partitions)
+    rep_ids, rep_roles, part_rows = rows.ids, rows.roles, rows.partition_rows
     R, P = bucket(n_rep, 8), bucket(n_part, 8)
     # partitions placed on every node never move; they are left out of the partition table
-    K = bucket(max([len(r) for r, e in zip(part_rows, on_every_node) if not e] + [1]))
+    on_every_node = rows.everywhere
+    K = bucket(int(rows.sizes[~on_every_node].max(initial=1)))
     partition_replicas = np.full((P, K), -1, np.int32)
-    for pi, row in enumerate(part_rows):
-        if not on_every_node[pi]:
-            partition_replicas[pi, : len(row)] = row
-    rep_node_a = np.array(rep_node, np.int32).reshape(-1)
-    rep_start_a = np.array(rep_start, np.int32).reshape(-1)
-    rep_part_a = np.array(rep_part, np.int32).reshape(-1)
-    rep_svc_a = np.array(rep_svc, np.int32).reshape(-1)
-    lp_a = np.array(lp_rows, np.float32).reshape(n_rep, n_metrics)
-    ls_a = np.array(ls_rows, np.float32).reshape(n_rep, n_metrics)
-    primary_a = np.array(primary_of, np.int32).reshape(-1)
+    table = ~on_every_node[rows.partition]
+    partition_replicas[rows.partition[table], rows.slot[table]] = np.flatnonzero(table)
+    rep_node_a, rep_start_a = rows.node, rows.start
+    rep_part_a, rep_svc_a = rows.partition, rows.service
+    lp_a, ls_a, primary_a = rows.load_primary, rows.load_secondary, rows.primary_of
+    rep_cost, part_svc, stateful = rows.move_cost, rows.partition_service, rows.stateful
 
     # affinity: a child replica belongs with its parent's replicas (the parent has one partition)
     first_partition = {}
@@ -392,14 +530,15 @@ def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None)
     done = set(upgrade.get("UpgradeDomainsDone", [])) if upgrade.get("InProgress") else set()
     snapshot = {str(k): v for k, v in (upgrade.get("Snapshot") or {}).items()}
     ud_of = {n.name: n.upgrade_domain for n in nodes}
-    home = np.array([node_ix[snapshot[str(rid)]] if rid is not None and str(rid) in snapshot
-                     and ud_of[snapshot[str(rid)]] in done else -1 for rid in rep_ids], np.int32).reshape(-1)
+    home = np.full(n_rep, -1, np.int32)
+    for ri, rid in rows.named(snapshot if done else {}):
+        if ud_of[snapshot[str(rid)]] in done:
+            home[ri] = node_ix[snapshot[str(rid)]]
 
     # anti-ping-pong: nodes each replica left in earlier balancing runs
-    left = [[node_ix[n] for n in state.history.get(str(rid), ()) if n in node_ix] if rid is not None else []
-            for rid in rep_ids]
-    history = np.full((R, bucket(max([len(h) for h in left] + [1]))), -1, np.int32)
-    for ri, nodes_left in enumerate(left):
+    left = {ri: [node_ix[n] for n in state.history[str(rid)] if n in node_ix] for ri, rid in rows.named(state.history)}
+    history = np.full((R, bucket(max([len(h) for h in left.values()] + [1]))), -1, np.int32)
+    for ri, nodes_left in left.items():
         history[ri, : len(nodes_left)] = nodes_left
 
     priorities = [int(settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [THRESHOLD_PRIORITY]
@@ -463,9 +602,9 @@ def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None)
     index = Index(
         nodes=tuple(n.name for n in nodes), metrics=tuple(metrics),
         services=tuple(s.name for s in services),
-        partitions=tuple((p.service, p.partition_id) for p in partitions),
+        partitions=tuple(zip(map(attrgetter("service"), partitions), map(attrgetter("partition_id"), partitions))),
         replica_ids=tuple(rep_ids), replica_roles=tuple(rep_roles),
-        partition_rows=tuple(tuple(r) for r in part_rows),
+        partition_rows=part_rows,
         input_node=_pad(rep_node_a, (R,), -1), node_of=_pad(rep_start_a, (R,), -1),
         primary_of=_pad(primary_a, (P,), -1),
         stateful=_pad(np.array(stateful, bool).reshape(-1), (P,), False),
@@ -479,19 +618,32 @@ def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None)
 def scope(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, movable: np.ndarray,
           swappable: np.ndarray, enforce: np.ndarray, move_weight: float = 0.0,
           open_nodes: np.ndarray | None = None, budget: int | None = None,
-          partition_budget: int | None = None, history: bool = False) -> Problem:
+          partition_budget: int | None = None, history: bool = False,
+          start: tuple[np.ndarray, np.ndarray] | None = None, undo_share: float = UNDO_SHARE,
+          partners: np.ndarray | None = None) -> Problem:
     """The problem for one phase: it starts from (node_of, primary_of), moves the replicas in the
     bool mask `movable` [R], swaps primaries of the partitions in `swappable` [P], may not make the
     constraints in `enforce` [CONSTRAINTS] worse, and charges `move_weight` AvgStdDev units per move
     on top of SF's energy (constraint checks: as few moves as possible); only `open_nodes` [N] (default:
     every Up node) receive replicas; at most `budget` movements in all and `partition_budget` moved
-    replicas per partition (throttles); with `history`, no replica returns to a node it left."""
+    replicas per partition (throttles); with `history`, no replica returns to a node it left. The
+    search starts from `start` (node_of, primary_of) when given, counting movements from (node_of,
+    primary_of) all the same; an `undo_share` of replica moves go back to where they started. A
+    movable replica may trade nodes with one of `partners` [R] (default: the movable ones)."""
     r, p = movable.shape[0], swappable.shape[0]
     moving = np.flatnonzero(movable).astype(np.int32)
     swapping = np.flatnonzero(swappable).astype(np.int32)
+    pool = np.flatnonzero(movable if partners is None else partners).astype(np.int32)
+    placed = pool[node_of[pool] >= 0]
+    by_node = placed[np.argsort(node_of[placed], kind="stable")]
+    node_first = np.searchsorted(node_of[by_node], np.arange(problem.node_up.shape[0] + 1)).astype(np.int32)
+    start_node, start_primary = start if start is not None else (node_of, primary_of)
     return dataclasses.replace(
         problem,
         initial_node=jnp.asarray(node_of, jnp.int32), initial_primary=jnp.asarray(primary_of, jnp.int32),
+        start_node=jnp.asarray(start_node, jnp.int32), start_primary=jnp.asarray(start_primary, jnp.int32),
+        by_node=jnp.asarray(_pad(by_node.astype(np.int32), (r,), 0)), node_first=jnp.asarray(node_first),
+        undo_share=jnp.asarray(undo_share, jnp.float32),
         movable=jnp.asarray(_pad(moving, (r,), 0)), n_movable=jnp.asarray(len(moving), jnp.int32),
         swappable=jnp.asarray(_pad(swapping, (p,), 0)), n_swappable=jnp.asarray(len(swapping), jnp.int32),
         enforce=jnp.asarray(enforce, bool),

@@ -1,10 +1,13 @@
-"""Random neighbour moves, SF's way: move a replica or instance, or swap a primary with a secondary.
+"""Random neighbour moves, SF's way: move a replica or instance, or swap a primary with a secondary;
+and the exchange of two replicas of different partitions (a trade when both nodes are nearly full).
 
 `propose` draws one move for one chain and says whether it is valid (all constraints no worse but
 the fault- and upgrade-domain distribution, whose K^2 check `search.finish` adds only for moves that
 may be accepted); `propose_batch` draws a step's worth, computing each kind only where it is drawn.
-Every move is described by the same fields — the replica whose node changes, the partition whose
-primary may change, and the load change on two nodes — so energy and apply code are shared.
+Every move is described by the same fields — up to two replicas whose nodes change, the partition
+whose primary may change, and the load change on two nodes — so energy and apply code are shared.
+A move may also undo one, back to where the phase started the replica (the minimal-movement pass
+undoes what does not pay for itself).
 """
 
 from __future__ import annotations
@@ -23,13 +26,20 @@ from plbjax.encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRE
 class Move(eqx.Module):
     replica: jax.Array       # replica placed on `target` (unchanged node for a swap)
     target: jax.Array
+    replica2: jax.Array      # an exchange's second replica, placed on `target2` (-1: none)
+    target2: jax.Array
     partition: jax.Array     # partition whose primary becomes `new_primary`
     new_primary: jax.Array
+    partition2: jax.Array    # the second replica's partition (-1: none)
     service: jax.Array
+    service2: jax.Array      # the second replica's service when it is another one (-1: none)
     node_a: jax.Array        # the two nodes whose loads change (distinct; node_a -1: none)
     node_b: jax.Array
-    delta_a: jax.Array       # [M]
+    delta_a: jax.Array       # [M] load change of node_a
     delta_b: jax.Array       # [M]
+    local_a: jax.Array       # [M] of delta_a and delta_b, what `service`'s replicas bring
+    local_b: jax.Array
+    load2: jax.Array         # [M] load `service2`'s replica takes from node_b to node_a
     cost_delta: jax.Array    # change in movement cost against the initial placement
     moves_delta: jax.Array   # change in the number of movements (moved replicas, swapped primaries)
     penalty_delta: jax.Array # change in the violations' energy (domain distribution: see `search.finish`)
@@ -39,10 +49,10 @@ class Move(eqx.Module):
 DRAWS = 5  # random words one proposal uses
 
 
-def partition_after(problem: Problem, node_of, move: Move) -> jax.Array:
-    """[K] nodes of the move's partition once its replica is on its target."""
-    before = partition_nodes(problem, node_of, move.partition)
-    return jnp.where(problem.partition_replicas[move.partition] == move.replica, move.target, before)
+def partition_after(problem: Problem, node_of, partition, replica, target) -> jax.Array:
+    """[K] nodes of `partition` once `replica` is on `target`."""
+    before = partition_nodes(problem, node_of, partition)
+    return jnp.where(problem.partition_replicas[partition] == replica, target, before)
 
 
 def _excess(limit, loads, a, delta_a, b, delta_b) -> jax.Array:
@@ -50,50 +60,119 @@ def _excess(limit, loads, a, delta_a, b, delta_b) -> jax.Array:
     return excess_change(limit, loads, a, delta_a) + excess_change(limit, loads, b, delta_b)
 
 
+def _load(problem: Problem, primary_of, r) -> jax.Array:
+    """[M] replica r's load in its role."""
+    is_primary = primary_of[problem.replica_partition[r]] == r
+    return jnp.where(is_primary, problem.load_primary[r], problem.load_secondary[r])
+
+
+def _f32(x) -> jax.Array:
+    return x.astype(jnp.float32)
+
+
+def _leg(problem: Problem, node_of, primary_of, r, dst):
+    """Replica r going from its node to `dst` (a node): the change of every constraint measure but
+    capacity's, its movement cost and count changes, and whether the move is allowed on its own
+    (an Up node open to the phase that its service may use, no replica of its partition there, no
+    return to a node it was balanced away from, the partition's movement throttle kept)."""
+    src = node_of[r]
+    p, s = problem.replica_partition[r], problem.replica_service[r]
+    cls = problem.service_class[s]
+    is_primary = primary_of[p] == r
+    allowed = problem.class_allowed[cls, dst]
+    changes = jnp.zeros(CONSTRAINTS).at[PLACEMENT].set(
+        _f32(~allowed) - _f32((src >= 0) & ~problem.class_allowed[cls, jnp.maximum(src, 0)]))
+    if problem.features.affinity:
+        changes = changes.at[AFFINITY].set(_f32(affinity_violated(problem, node_of, primary_of, r, dst, is_primary))
+                                           - _f32(affinity_violated(problem, node_of, primary_of, r, src, is_primary)))
+    if problem.features.preferred:
+        changes = changes.at[PREFERRED].set(
+            _f32(is_primary) * (_f32(off_preferred(problem, s, dst)) - _f32(off_preferred(problem, s, src)))
+            + _f32(away_from_home(problem, r, dst)) - _f32(away_from_home(problem, r, src)))
+    changes = changes.at[UNPLACED].set(-_f32(src < 0) * (1.0 + _f32(is_primary)))
+    before = partition_nodes(problem, node_of, p)
+    rows = problem.partition_replicas[p]
+    init_row = jnp.where(rows >= 0, problem.initial_node[jnp.maximum(rows, 0)], -1)
+    moved_after = jnp.sum((jnp.where(rows == r, dst, before) != init_row) & (init_row >= 0))
+    returns = jnp.any(problem.history[r] == dst) if problem.features.history else jnp.zeros((), bool)
+    ok = allowed & problem.node_open[dst] & ~jnp.any(before == dst) & ~returns & (moved_after <= problem.partition_budget)
+    init = problem.initial_node[r]
+    moved = lambda n: _f32((n != init) & (init >= 0))  # noqa: E731 (adding a replica costs nothing)
+    cost = problem.move_cost[r] * (moved(dst) * problem.node_move_factor[dst]
+                                   - moved(src) * problem.node_move_factor[jnp.maximum(src, 0)])
+    return changes, cost, moved(dst) - moved(src), ok
+
+
 def _enforced(problem: Problem, changes: jax.Array) -> jax.Array:
-    """No enforced constraint gets worse."""
-    return ~jnp.any(problem.enforce & (changes > 0))
+    """No enforced constraint but capacity (checked by `fits`) gets worse."""
+    return ~jnp.any(problem.enforce & (changes.at[CAPACITY].set(0.0) > 0))
+
+
+def _with_capacity(problem: Problem, changes, loads, a, delta_a, b, delta_b) -> jax.Array:
+    changes = changes.at[CAPACITY].set(_excess(problem.capacity, loads, a, delta_a, b, delta_b))
+    if problem.features.thresholds:
+        changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, delta_a, b, delta_b))
+    return changes
+
+
+def _single(**fields) -> Move:
+    """A move of one replica (or a swap): no second replica."""
+    none = jnp.asarray(-1, jnp.int32)
+    return Move(replica2=none, target2=none, partition2=none, service2=none,
+                load2=jnp.zeros_like(fields["delta_a"]), local_a=fields["delta_a"], local_b=fields["delta_b"],
+                **fields)
+
+
+def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
+    """Replica r moved (or placed) on node t (-1: no node; `drawn`: the draw found one)."""
+    p, s = problem.replica_partition[r], problem.replica_service[r]
+    a, dst = node_of[r], jnp.maximum(t, 0)
+    load = _load(problem, primary_of, r)
+    changes, cost, moved, ok = _leg(problem, node_of, primary_of, r, dst)
+    changes = _with_capacity(problem, changes, loads, a, -load, dst, load)
+    valid = drawn & (t >= 0) & ok & fits(problem, loads, dst, load) & _enforced(problem, changes)
+    return _single(replica=r, target=dst, partition=p, new_primary=primary_of[p], service=s,
+                   node_a=a, node_b=dst, delta_a=-load, delta_b=load, cost_delta=cost, moves_delta=moved,
+                   penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
 
 
 def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
-    """Move (or place) a random movable replica on a random node its placement constraints allow."""
+    """Move (or place) a random movable replica on a random node its placement constraints allow, or
+    (an `undo_share` of the time, as SF's search cancels movements) back to where the phase started it."""
     r = problem.movable[draw(words[0], problem.n_movable)]
-    p, s = problem.replica_partition[r], problem.replica_service[r]
-    cls = problem.service_class[s]
-    t = problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])]
+    cls = problem.service_class[problem.replica_service[r]]
+    undo = uniform(words[2]) < problem.undo_share
+    t = jnp.where(undo, problem.initial_node[r], problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])])
+    return _move_to(problem, node_of, primary_of, loads, r, t,
+                    (problem.n_movable > 0) & (undo | (problem.class_node_count[cls] > 0)))
+
+
+def propose_exchange(problem: Problem, node_of, primary_of, loads, words) -> Move:
+    """Trade the nodes of a random movable replica and a movable replica of another partition that
+    started on its node (half the time: so a chain of moves through that node collapses into one)
+    or on a random node its service may use (a trade when both nodes are too full for either move)."""
+    r = problem.movable[draw(words[0], problem.n_movable)]
     a = node_of[r]
-    load = jnp.where(primary_of[p] == r, problem.load_primary[r], problem.load_secondary[r])
-    before = partition_nodes(problem, node_of, p)
-    after = jnp.where(problem.partition_replicas[p] == r, t, before)
-    is_primary = primary_of[p] == r
-    f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
-    changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(_excess(problem.capacity, loads, a, -load, t, load))
-    if problem.features.thresholds:
-        changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, -load, t, load))
-    changes = changes.at[PLACEMENT].set(-f32((a >= 0) & ~problem.class_allowed[cls, jnp.maximum(a, 0)]))
-    if problem.features.affinity:
-        changes = changes.at[AFFINITY].set(f32(affinity_violated(problem, node_of, primary_of, r, t, is_primary))
-                                           - f32(affinity_violated(problem, node_of, primary_of, r, a, is_primary)))
-    if problem.features.preferred:
-        changes = changes.at[PREFERRED].set(
-            f32(is_primary) * (f32(off_preferred(problem, s, t)) - f32(off_preferred(problem, s, a)))
-            + f32(away_from_home(problem, r, t)) - f32(away_from_home(problem, r, a)))
-    changes = changes.at[UNPLACED].set(-f32(a < 0) * (1.0 + f32(is_primary)))
-    init_row = jnp.where(problem.partition_replicas[p] >= 0,
-                         problem.initial_node[jnp.maximum(problem.partition_replicas[p], 0)], -1)
-    moved_after = jnp.sum((after != init_row) & (init_row >= 0))
-    returns = jnp.any(problem.history[r] == t) if problem.features.history else jnp.zeros((), bool)
-    valid = ((problem.n_movable > 0) & (problem.class_node_count[cls] > 0) & ~jnp.any(before == t)
-             & problem.node_open[t] & ~returns
-             & (moved_after <= problem.partition_budget)
-             & fits(problem, loads, t, load) & _enforced(problem, changes.at[CAPACITY].set(0.0)))
-    init = problem.initial_node[r]
-    moved = lambda n: ((n != init) & (init >= 0)).astype(jnp.float32)  # noqa: E731 (adds cost nothing)
-    return Move(replica=r, target=t, partition=p, new_primary=primary_of[p], service=s,
-                node_a=a, node_b=t, delta_a=-load, delta_b=load,
-                cost_delta=problem.move_cost[r] * (moved(t) * problem.node_move_factor[t]
-                                                   - moved(a) * problem.node_move_factor[jnp.maximum(a, 0)]),
-                moves_delta=moved(t) - moved(a),
+    cls = problem.service_class[problem.replica_service[r]]
+    elsewhere = problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])]
+    key = jnp.maximum(jnp.where(uniform(words[2]) < 0.5, a, elsewhere), 0)
+    first, count = problem.node_first[key], problem.node_first[key + 1] - problem.node_first[key]
+    q = problem.by_node[first + draw(words[3], count)]
+    b = node_of[q]
+    p, p2 = problem.replica_partition[r], problem.replica_partition[q]
+    s, s2 = problem.replica_service[r], problem.replica_service[q]
+    load, load2 = _load(problem, primary_of, r), _load(problem, primary_of, q)
+    delta_a, delta_b = load2 - load, load - load2
+    changes, cost, moved, ok = _leg(problem, node_of, primary_of, r, jnp.maximum(b, 0))
+    changes2, cost2, moved2, ok2 = _leg(problem, node_of, primary_of, q, jnp.maximum(a, 0))
+    changes = _with_capacity(problem, changes + changes2, loads, a, delta_a, b, delta_b)
+    valid = ((problem.n_movable > 0) & (count > 0) & (a >= 0) & (b >= 0) & (a != b) & (p != p2) & ok & ok2
+             & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b) & _enforced(problem, changes))
+    same = s == s2
+    return Move(replica=r, target=b, replica2=q, target2=a, partition=p, new_primary=primary_of[p], partition2=p2,
+                service=s, service2=jnp.where(same, -1, s2), node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b,
+                local_a=jnp.where(same, delta_a, -load), local_b=jnp.where(same, delta_b, load),
+                load2=jnp.where(same, 0.0, load2), cost_delta=cost + cost2, moves_delta=moved + moved2,
                 penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
 
 
@@ -110,58 +189,61 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     delta_a = problem.load_secondary[old] - problem.load_primary[old]
     delta_b = problem.load_primary[q] - problem.load_secondary[q]
     s = problem.partition_service[p]
-    f32 = lambda x: x.astype(jnp.float32)  # noqa: E731
-    aff = lambda r, n, prim: f32(affinity_violated(problem, node_of, primary_of, r, n, prim))  # noqa: E731
-    changes = jnp.zeros(CONSTRAINTS).at[CAPACITY].set(_excess(problem.capacity, loads, a, delta_a, b, delta_b))
-    if problem.features.thresholds:
-        changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, delta_a, b, delta_b))
+    aff = lambda r, n, prim: _f32(affinity_violated(problem, node_of, primary_of, r, n, prim))  # noqa: E731
+    changes = _with_capacity(problem, jnp.zeros(CONSTRAINTS), loads, a, delta_a, b, delta_b)
     if problem.features.affinity:
         changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True)
                                            - aff(q, b, False))
     if problem.features.preferred:
-        changes = changes.at[PREFERRED].set(f32(off_preferred(problem, s, b)) - f32(off_preferred(problem, s, a)))
-    changes = changes.at[UNPLACED].set(-f32(a < 0))   # a promotion gives the partition a placed primary
+        changes = changes.at[PREFERRED].set(_f32(off_preferred(problem, s, b)) - _f32(off_preferred(problem, s, a)))
+    changes = changes.at[UNPLACED].set(-_f32(a < 0))   # a promotion gives the partition a placed primary
     valid = ((problem.n_swappable > 0) & (size >= 2) & (b >= 0) & problem.node_up[jnp.maximum(b, 0)]
-             & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b)
-             & _enforced(problem, changes.at[CAPACITY].set(0.0)))
+             & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b) & _enforced(problem, changes))
     init = problem.initial_primary[p]
-    swapped = (q != init).astype(jnp.float32) - (old != init).astype(jnp.float32)
-    return Move(replica=q, target=b, partition=p, new_primary=q, service=s,
-                node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b,
-                cost_delta=problem.swap_cost * swapped, moves_delta=swapped,
-                penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
+    swapped = _f32(q != init) - _f32(old != init)
+    return _single(replica=q, target=b, partition=p, new_primary=q, service=s,
+                   node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b,
+                   cost_delta=problem.swap_cost * swapped, moves_delta=swapped,
+                   penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
 
 
-def propose(problem: Problem, node_of, primary_of, loads, words, swap_probability: float) -> Move:
-    """One random move from `DRAWS` random words: a swap with probability `swap_probability` (SF: 0.3),
-    else a replica move."""
-    can_move, can_swap = problem.n_movable > 0, problem.n_swappable > 0
-    swap = jnp.where(can_move & can_swap, uniform(words[4]) < swap_probability, can_swap)
-    move = propose_move(problem, node_of, primary_of, loads, words)
-    other = propose_swap(problem, node_of, primary_of, loads, words)
-    return jax.tree.map(lambda m, s: jnp.where(swap, s, m), move, other)
+KINDS = (propose_move, propose_swap, propose_exchange)
 
 
-def _swap_slots(tries: int, swap_probability: float) -> tuple[np.ndarray, float]:
-    """Which of slots 1..tries-1 are swaps (floor(tries p) of them, spread evenly), and the chance
-    that slot 0 is a swap, so the expected share of swaps is exactly p."""
-    swaps = min(int(tries * swap_probability), tries - 1)
-    slot = np.arange(1, tries)
-    is_swap = slot * swaps // max(tries - 1, 1) > (slot - 1) * swaps // max(tries - 1, 1)
-    return is_swap, min(tries * swap_probability - swaps, 1.0)
+def shares(swap: float, exchange: float) -> tuple[float, ...]:
+    """The probability of each of `KINDS` (replica moves take what the others leave)."""
+    return (max(1.0 - swap - exchange, 0.0), swap, exchange)
 
 
-def propose_batch(problem: Problem, node_of, primary_of, loads, words, swap_probability: float) -> Move:
-    """One move per row of `words` [T, DRAWS], a `swap_probability` share of them swaps, stratified:
-    the first is drawn as `propose` draws it (so one proposal is exactly `propose`), of the others a
-    fixed, evenly spread floor(T p) are swaps and the rest replica moves. A proposal that may be
-    either kind costs both; these cost one."""
-    is_swap, first_swap = _swap_slots(words.shape[0], swap_probability)
-    first = jax.tree.map(lambda x: x[None], propose(problem, node_of, primary_of, loads, words[0], first_swap))
+def propose(problem: Problem, node_of, primary_of, loads, words, mix: tuple[float, ...]) -> Move:
+    """One random move from `DRAWS` random words, of kind k with probability `mix[k]` (word 4 draws
+    it; a kind this phase cannot draw gives way to the first that it can)."""
+    kinds = [(kind, p) for kind, p in zip(KINDS, mix) if p > 0]
+    edges = np.cumsum([p for _, p in kinds])[:-1] / sum(p for _, p in kinds)
+    choice = jnp.sum(uniform(words[4]) >= jnp.asarray(edges, jnp.float32))
+    can = jnp.stack([problem.n_swappable > 0 if kind is propose_swap else problem.n_movable > 0 for kind, _ in kinds])
+    choice = jnp.where(can[choice], choice, jnp.argmax(can))
+    drawn = [kind(problem, node_of, primary_of, loads, words) for kind, _ in kinds]
+    return jax.tree.map(lambda *xs: jnp.stack(xs)[choice], *drawn)
+
+
+def _slot_kinds(tries: int, mix: tuple[float, ...]) -> np.ndarray:
+    """The kind of slots 1..tries-1: shares of `mix`, spread evenly."""
+    edges = np.cumsum(mix) / sum(mix)
+    position = (np.arange(1, tries) - 0.5) / max(tries - 1, 1)
+    return np.minimum(np.searchsorted(edges, position, side="right"), len(mix) - 1)
+
+
+def propose_batch(problem: Problem, node_of, primary_of, loads, words, mix: tuple[float, ...]) -> Move:
+    """One move per row of `words` [T, DRAWS]: the first drawn as `propose` draws it (so one proposal
+    is exactly `propose`), the others of a fixed kind each, `mix` shares of them, spread evenly. A
+    proposal that may be of any kind costs them all; these cost one."""
+    kind_of = _slot_kinds(words.shape[0], mix)
+    first = jax.tree.map(lambda x: x[None], propose(problem, node_of, primary_of, loads, words[0], mix))
     parts, slots = [first], [np.zeros(1, int)]
-    for kind, mask in ((propose_move, ~is_swap), (propose_swap, is_swap)):
-        if mask.any():
-            rows = 1 + np.flatnonzero(mask)
+    for k, kind in enumerate(KINDS):
+        rows = 1 + np.flatnonzero(kind_of == k)
+        if rows.size:
             parts.append(jax.vmap(kind, in_axes=(None, None, None, None, 0))(problem, node_of, primary_of, loads,
                                                                               words[rows]))
             slots.append(rows)

@@ -80,39 +80,53 @@ def _pad_to(mask: np.ndarray, n: int) -> np.ndarray:
     return out
 
 
+UNLIMITED = 2**31 - 1
+
+
 def movement_budget(state: ClusterState, phase: str, replicas: int) -> int:
-    """Most movements a phase may make under SF's throttles (a threshold of 0 is off; a percentage
-    counts existing replicas, rounded up; balancing also obeys MaxPercentageToMove)."""
+    """Most movements a phase may make under SF's throttles. Balancing, and placement when it moves
+    existing replicas, count against GlobalMovementThrottleThreshold(Percentage) and their own
+    ...For{phase} pair (0: no limit; a percentage counts existing replicas, rounded up) and against
+    MaxPercentageToMove / MaxPercentageToMoveForPlacement (0: no movement at all). The constraint
+    check is not throttled (SF's GetAllowedMovements)."""
+    if phase == "ConstraintCheck":
+        return UNLIMITED
     s = state.settings
-    limits = []
-    pairs = [("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage")]
-    if phase in ("Placement", "Balancing"):
-        pairs.append((f"GlobalMovementThrottleThresholdFor{phase}",
-                      f"GlobalMovementThrottleThresholdPercentageFor{phase}"))
-    for absolute, percentage in pairs:
-        if s.get(absolute, 0) > 0:
+    limits = [math.ceil(s["MaxPercentageToMove" if phase == "Balancing" else "MaxPercentageToMoveForPlacement"]
+                        * replicas)]
+    for absolute, percentage in (("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage"),
+                                 (f"GlobalMovementThrottleThresholdFor{phase}",
+                                  f"GlobalMovementThrottleThresholdPercentageFor{phase}")):
+        if s[absolute] > 0:
             limits.append(int(s[absolute]))
-        if s.get(percentage, 0) > 0:
+        if s[percentage] > 0:
             limits.append(math.ceil(s[percentage] * replicas))
-    if phase == "Balancing" and s.get("MaxPercentageToMove", 0) > 0:
-        limits.append(math.ceil(s["MaxPercentageToMove"] * replicas))
-    return min(limits, default=2**31 - 1)
+    return min(limits + [UNLIMITED])
+
+
+def _movements(index: Index, before: Placement, after: Placement) -> int:
+    """Moved replicas and changed primaries between two placements (of replicas placed in both)."""
+    placed = (before.node_of >= 0) & (after.node_of >= 0)
+    heads = (before.primary_of >= 0) & (after.primary_of >= 0)
+    return int((placed & (before.node_of != after.node_of)).sum()
+               + (heads & (before.primary_of != after.primary_of))[: index.n_partitions].sum())
 
 
 def _search(problem: Problem, index: Index, now: Placement, movable, swappable, enforce,
             config: AnnealConfig, progress, move_weight: float = 0.0, open_nodes=None, budget=None,
-            history: bool = False, state: ClusterState | None = None):
+            history: bool = False, partition_budget: int | None = None, partners=None):
     """Anneal one phase from `now`; returns the best placement found (rotations settled) and stats.
-    Replicas of affinity parents stay put (SF moves children to parents, not parents to children)."""
+    Replicas of affinity parents stay put (SF moves children to parents, not parents to children).
+    Movable replicas may trade nodes with `partners` (default: with each other)."""
     parents = np.zeros_like(movable)
     parent_partitions = np.unique(np.asarray(problem.replica_parent))
     for p in parent_partitions[parent_partitions >= 0]:
         parents[list(index.partition_rows[p])] = True
     swappable = swappable.copy()
     swappable[parent_partitions[parent_partitions >= 0]] = False
-    per_partition = int(state.settings.get("MovementPerPartitionThrottleThreshold", 0)) if state else 0
     scoped = scope(problem, now.node_of, now.primary_of, movable & ~parents, swappable, enforce, move_weight,
-                   open_nodes, budget, per_partition if per_partition > 0 else None, history)
+                   open_nodes, budget, partition_budget, history,
+                   partners=None if partners is None else partners & ~parents)
     result = anneal(MODEL, scoped, config, progress)
     node_of, primary_of = settle(index, *result.solution)
     return Placement(node_of, primary_of, assess(problem, node_of, primary_of)), result
@@ -223,26 +237,40 @@ def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: 
 
 
 def _placement_phase(problem, index, state, now, config, progress, priorities):
+    """Place the missing replicas (replicas of lower-priority services may make room); where some
+    still fit nowhere, SF's placement with moves (MoveExistingReplicaForPlacement) moves existing
+    replicas away, within MaxPercentageToMoveForPlacement and the placement throttles, and is kept
+    only when it places more."""
     now, added = _place_everywhere(problem, index, state, now, priorities)
     todo = np.zeros_like(now.node_of, dtype=bool)
     todo[: index.n_replicas] = now.node_of[: index.n_replicas] < 0
     todo &= ~_everywhere(state, index)
-    # replicas of lower priority than one waiting for a node may be migrated to make room for it
-    priority = {s.name: s.priority for s in state.services}
-    of_replica = np.array([priority[index.partitions[p][0]] for p in np.asarray(problem.replica_partition)])
-    waiting = of_replica[todo].max() if todo.any() else 0
-    evictable = (now.node_of >= 0) & (of_replica < waiting) & ~_everywhere(state, index)
     if not todo.any():
         reason = "no replica is missing" if not added else f"{added} instance(s) added on every node with room"
         return now, {"Phase": "Placement", "Ran": bool(added), "Reason": reason}, None
+    # replicas of lower priority than one waiting for a node may be migrated to make room for it
+    priority = {s.name: s.priority for s in state.services}
+    of_replica = np.array([priority[index.partitions[p][0]] for p in np.asarray(problem.replica_partition)])
+    placed = (now.node_of >= 0) & ~_everywhere(state, index)
+    evictable = placed & (of_replica < of_replica[todo].max())
     headless = np.zeros(now.primary_of.shape[0], bool)
     for p in range(index.n_partitions):
         headless[p] = (index.stateful[p] and now.primary_of[p] >= 0 and now.node_of[now.primary_of[p]] < 0
                        and len(index.partition_rows[p]) >= 2)
+    budget = movement_budget(state, "Placement", int(placed.sum()))
     result, search = _search(problem, index, now, todo | evictable, headless, priorities == 0, config, progress,
-                             CHECK_MOVE_WEIGHT, budget=movement_budget(state, "Placement", int((now.node_of >= 0).sum())), state=state)
+                             CHECK_MOVE_WEIGHT, budget=budget)
     left = int(result.report["violations"]["unplaced"].sum())
     reason = f"{int(todo.sum())} replica(s) to place"
+    if left and state.settings["MoveExistingReplicaForPlacement"] and budget > _movements(index, now, result):
+        still = todo & (result.node_of < 0)
+        moved, more = _search(problem, index, result, still | placed, headless, priorities == 0, config, progress,
+                              CHECK_MOVE_WEIGHT, budget=budget - _movements(index, now, result))
+        search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
+        if (int(moved.report["violations"]["unplaced"].sum()) < left
+                and _no_worse(result.report["violations"], moved.report["violations"], np.where(priorities == 0, 0, -1))):
+            result, left = moved, int(moved.report["violations"]["unplaced"].sum())
+            reason += "; existing replicas moved to make room"
     if left:
         reason += f"; {left} could not be placed (see Unplaced)"
     return result, {"Phase": "Placement", "Ran": True, "Reason": reason}, search
@@ -271,10 +299,11 @@ def _constraint_phase(problem, index, state, now, config, progress, priorities):
         return now, {"Phase": "ConstraintCheck", "Ran": False, "Reason": "no constraint violation"}, None
     partitions = np.zeros(now.primary_of.shape[0], bool)
     partitions[np.asarray(problem.replica_partition)[np.flatnonzero(bad)]] = True
+    partners = (now.node_of >= 0) & ~_everywhere(state, index)     # trades with any replica (SF's repair)
     result, search = _search(problem, index, now, bad, _swappable(index, now, partitions),
                              priorities == 0, config, progress, CHECK_MOVE_WEIGHT,
                              budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
-                             state=state)
+                             partners=partners)
     before = _violation_rank(priorities, now.report["measures"])
     after = _violation_rank(priorities, result.report["measures"])
     reason = f"{int(bad.sum())} replica(s) in violation"
@@ -312,7 +341,20 @@ def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str
     return movable, "service domains to balance or defragment: " + "; ".join(domains)
 
 
-def _balancing_phase(problem, index, state, now, config, progress, priorities, balance):
+def _throttled_partitions(state: ClusterState, index: Index, problem: Problem) -> np.ndarray:
+    """[P] partitions balancing may not move: as many recent balancing movements (their replicas'
+    History entries) as MovementPerPartitionThrottleThreshold, or more (SF counts only partitions
+    that moved, so 0 freezes every partition with a recent movement)."""
+    counts = np.zeros(problem.partition_service.shape[0], int)
+    partition_of = np.asarray(problem.replica_partition)
+    for r in range(index.n_replicas):
+        counts[partition_of[r]] += len(state.history.get(str(index.replica_ids[r]), ()))
+    return (counts > 0) & (counts >= state.settings["MovementPerPartitionThrottleThreshold"])
+
+
+def _balancing_phase(problem, index, state, now, config, progress, priorities, balance, spent):
+    """Balance the imbalanced service domains; `spent`: movements placement made that count against
+    the same throttles."""
     over = now.report["violations"]["threshold"][: index.n_nodes, : len(index.metrics)] > 0
     imbalanced = {b.metric for b in balance if not b.balanced} | {index.metrics[m] for m in np.flatnonzero(over.any(0))}
     services, reason = _balancing_scope(state, imbalanced)
@@ -328,22 +370,54 @@ def _balancing_phase(problem, index, state, now, config, progress, priorities, b
         phase["Reason"] += " on node types " + ", ".join(sorted(types))
     of_service = np.array([index.partitions[p][0] in services for p in range(index.n_partitions)]
                           + [False] * (now.primary_of.shape[0] - index.n_partitions))
+    of_service &= ~_throttled_partitions(state, index, problem)
     replica_partition = np.asarray(problem.replica_partition)
     movable = of_service[replica_partition] & (now.node_of >= 0) & ~_everywhere(state, index)
     movable[index.n_replicas:] = False
     if open_nodes is not None:
         movable &= open_nodes[np.maximum(now.node_of, 0)]
-    spent = int(((now.node_of != index.node_of) & (index.node_of >= 0)).sum()
-                + ((now.primary_of != index.primary_of) & (index.primary_of >= 0)).sum())
     budget = max(movement_budget(state, "Balancing", int((now.node_of >= 0).sum())) - spent, 0)
+    per_partition = state.settings["MovementPerPartitionThrottleThreshold"] or None
     result, search = _search(problem, index, now, movable, _swappable(index, now, of_service),
                              priorities >= 0, config, progress, open_nodes=open_nodes, budget=budget,
-                             history=True, state=state)
-    if (search.energy < search.initial_energy and result.report["avg"] < now.report["avg"]
+                             history=True, partition_budget=per_partition)
+    gain = now.report["avg"] - result.report["avg"]
+    if (search.energy < search.initial_energy and gain > 0 and gain >= state.settings["ScoreImprovementThreshold"]
             and _no_worse(now.report["violations"], result.report["violations"], priorities)):
         return result, phase, search
     phase["Reason"] += "; no better placement was found"
     return now, phase, search
+
+
+TIDY_PROPOSALS = 64   # proposals per movement the minimal-movement pass makes
+
+
+def _tidy(problem: Problem, index: Index, final: Placement, config: AnnealConfig, progress, priorities):
+    """The fewest movements for the result: from the final placement, undo movements and collapse
+    chains of moves (an exchange of two moved replicas sends one home) while neither SF's energy,
+    which charges every movement, nor any constraint gets worse. Returns the placement, how many
+    movements went, and the search."""
+    n = index.n_partitions
+    moved = (final.node_of != index.node_of) & (index.node_of >= 0) & (final.node_of >= 0)
+    swapped = np.zeros_like(moved, shape=final.primary_of.shape)
+    head = index.primary_of[:n]                 # swaps back only to a primary that was running
+    swapped[:n] = (final.primary_of[:n] != head) & (head >= 0) & index.stateful[:n]
+    swapped[:n] &= index.node_of[np.maximum(head, 0)] >= 0
+    count = int(moved.sum() + swapped.sum())
+    if not count:
+        return final, 0, None
+    scoped = scope(problem, index.node_of, index.primary_of, moved, swapped, priorities >= 0, budget=count,
+                   history=True, start=(final.node_of, final.primary_of), undo_share=1.0)
+    blocks = math.ceil(TIDY_PROPOSALS * count / (config.tries * config.block_steps))
+    config = dataclasses.replace(config, steps=blocks * config.block_steps, initial_temperature=1e-9, final_ratio=1.0)
+    result = anneal(MODEL, scoped, config, progress)
+    node_of, primary_of = settle(index, *result.solution)
+    tidied = Placement(node_of, primary_of, assess(problem, node_of, primary_of))
+    left = int(((node_of != index.node_of) & (index.node_of >= 0)).sum()
+               + ((primary_of != index.primary_of) & (index.primary_of >= 0))[:n].sum())
+    if left < count and _no_worse(final.report["violations"], tidied.report["violations"], priorities):
+        return tidied, count - left, result
+    return final, 0, result
 
 
 def _history(state: ClusterState, index: Index, before: Placement, after: Placement) -> dict:
@@ -375,17 +449,18 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
 
 
 class _Budget:
-    """`search.seconds` bounds the whole run: a phase that searches gets the time left over the phases
-    still to come (placement a third, the constraint check half of what is left, balancing the rest;
-    a phase with nothing to do takes nothing). Compilation is not counted."""
+    """`search.seconds` bounds the whole run: a phase that searches gets a share of the time left
+    (placement a third, the constraint check half of what is left, balancing 90% of the rest, the
+    minimal-movement pass what remains; a phase with nothing to do takes nothing). Compilation is
+    not counted."""
 
     def __init__(self, config: AnnealConfig):
         self.config, self.left = config, config.seconds
 
-    def next(self, phases_left: int) -> AnnealConfig:
+    def next(self, share: float) -> AnnealConfig:
         if self.left is None:
             return self.config
-        return dataclasses.replace(self.config, seconds=max(self.left / phases_left, 1e-3))
+        return dataclasses.replace(self.config, seconds=max(self.left * share, 1e-3))
 
     def spend(self, search) -> None:
         if search is not None and self.left is not None:
@@ -420,7 +495,7 @@ def plan(state: ClusterState, config: AnnealConfig,
     start = elect_primaries(problem, index, start, priorities)
 
     budget = _Budget(config)
-    placed, placement, s1 = _placement_phase(problem, index, state, start, budget.next(3), progress, priorities)
+    placed, placement, s1 = _placement_phase(problem, index, state, start, budget.next(1 / 3), progress, priorities)
     budget.spend(s1)
     placed = elect_primaries(problem, index, placed, priorities)
     if drops:
@@ -428,14 +503,18 @@ def plan(state: ClusterState, config: AnnealConfig,
         placement = dict(placement, Ran=True, Reason=f"{dropped} surplus replica(s) dropped; {placement['Reason']}")
     checked, check, s2 = placed, _interrupted("ConstraintCheck"), None
     if not STOP.is_set():
-        checked, check, s2 = _constraint_phase(problem, index, state, placed, budget.next(2), progress, priorities)
+        checked, check, s2 = _constraint_phase(problem, index, state, placed, budget.next(1 / 2), progress, priorities)
         budget.spend(s2)
     balance_before = _balances(state, problem, index, checked.report)
     final, balancing, s3 = checked, _interrupted("Balancing"), None
     if not STOP.is_set():
-        final, balancing, s3 = _balancing_phase(problem, index, state, checked, budget.next(1), progress,
-                                                priorities, balance_before)
-    searches = [s for s in (s1, s2, s3) if s is not None]
+        final, balancing, s3 = _balancing_phase(problem, index, state, checked, budget.next(0.9), progress,
+                                                priorities, balance_before, _movements(index, start, placed))
+        budget.spend(s3)
+    removed, s4 = 0, None
+    if not STOP.is_set():
+        final, removed, s4 = _tidy(problem, index, final, budget.next(1.0), progress, priorities)
+    searches = [s for s in (s1, s2, s3, s4) if s is not None]
 
     actions = drops + diff(index, final.node_of, final.primary_of)
     metrics = index.metrics
@@ -448,7 +527,7 @@ def plan(state: ClusterState, config: AnnealConfig,
     searched = {"Backend": jax.default_backend(), "Chains": config.chains if searches else 0,
                 "Steps": sum(s.steps for s in searches),
                 "Seconds": round(sum(s.seconds for s in searches), 3), "Seed": config.seed,
-                "Interrupted": STOP.is_set()}
+                "Interrupted": STOP.is_set(), "MovementsRemoved": removed}
     return {
         "SchemaVersion": SCHEMA_VERSION,
         "Phases": [placement, check, balancing],

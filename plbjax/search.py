@@ -23,7 +23,7 @@ from plbjax import energy as E
 from plbjax.annealer import Model
 from plbjax.constraints import domain_violations_of, partition_domain_violations, penalty_of
 from plbjax.encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
-from plbjax.moves import DRAWS, Move, partition_after, propose_batch
+from plbjax.moves import DRAWS, Move, partition_after, propose_batch, shares
 
 DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])   # the constraints `finish` checks
 
@@ -112,8 +112,10 @@ def _global_score(problem: Problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud
 
 
 def start(problem: Problem) -> SearchState:
-    """The state at the initial placement."""
-    return _fresh(problem, problem.initial_node, problem.initial_primary)
+    """The state at the search's start (`scope`'s `start`, by default the initial placement)."""
+    if problem.start_node is None:
+        return _fresh(problem, problem.initial_node, problem.initial_primary)
+    return _fresh(problem, problem.start_node, problem.start_primary)
 
 
 def refresh(problem: Problem, state: SearchState) -> SearchState:
@@ -140,11 +142,16 @@ class Changes(eqx.Module):
     l_sq: jax.Array
     local_a: jax.Array        # [Ms] the service's local loads on node_a and node_b
     local_b: jax.Array
+    l2_total: jax.Array       # the same for an exchange's second service (zero if none)
+    l2_sq: jax.Array
+    local2_a: jax.Array
+    local2_b: jax.Array
     local_score: jax.Array
     cost: jax.Array
     moves: jax.Array
     penalty: jax.Array
     domains: jax.Array        # [2] the partition's domain violations after the move (`finish`)
+    domains2: jax.Array       # [2] the same for an exchange's second partition (zero if none)
 
 
 _SUMMED = ("g_total", "g_sq", "fd_total", "fd_sq", "ud_total", "ud_sq", "local_score", "cost", "moves", "penalty")
@@ -194,21 +201,32 @@ def evaluate(problem: Problem, state: SearchState, move: Move):
         fd_total, fd_sq = domains(problem.fd_tree, state.fd_loads, state.fd_centre)
         ud_total, ud_sq = domains(problem.ud_tree, state.ud_loads, state.ud_centre)
 
-    s = move.service
-    slots = problem.service_metrics[s]
-    cls = problem.service_class[s]
-    local_a = jnp.where((slots >= 0) & has_a, da[jnp.maximum(slots, 0)], 0.0)
-    local_b = jnp.where(slots >= 0, db[jnp.maximum(slots, 0)], 0.0)
-    centre = state.l_centre[s]
-    l_total, l_sq = _node_change(centre, problem.class_allowed[cls, a], state.local[s, a], local_a)
-    l_total_b, l_sq_b = _node_change(centre, problem.class_allowed[cls, b], state.local[s, b], local_b)
-    l_total, l_sq = l_total + l_total_b, l_sq + l_sq_b
-    local_score = (_local_score(problem, state, s, state.l_total[s] + l_total, state.l_sq[s] + l_sq)
-                   - _local_score(problem, state, s, state.l_total[s], state.l_sq[s]))
+    def local(s, on_a, on_b):
+        """Service s's local loads on the two nodes change by on_a, on_b [M]: the changes [Ms] of its
+        nodes' loads and running sums, and of its weighted local score."""
+        slots = problem.service_metrics[s]
+        cls = problem.service_class[s]
+        local_a = jnp.where((slots >= 0) & has_a, on_a[jnp.maximum(slots, 0)], 0.0)
+        local_b = jnp.where(slots >= 0, on_b[jnp.maximum(slots, 0)], 0.0)
+        centre = state.l_centre[s]
+        l_total, l_sq = _node_change(centre, problem.class_allowed[cls, a], state.local[s, a], local_a)
+        l_total_b, l_sq_b = _node_change(centre, problem.class_allowed[cls, b], state.local[s, b], local_b)
+        l_total, l_sq = l_total + l_total_b, l_sq + l_sq_b
+        score = (_local_score(problem, state, s, state.l_total[s] + l_total, state.l_sq[s] + l_sq)
+                 - _local_score(problem, state, s, state.l_total[s], state.l_sq[s]))
+        return local_a, local_b, l_total, l_sq, score
+
+    local_a, local_b, l_total, l_sq, local_score = local(move.service, move.local_a, move.local_b)
+    other = move.service2 >= 0
+    local2_a, local2_b, l2_total, l2_sq, local2_score = jax.tree.map(
+        lambda x: jnp.where(other, x, 0.0), local(jnp.maximum(move.service2, 0), move.load2, -move.load2))
+    p2 = jnp.maximum(move.partition2, 0)
     changes = Changes(g_total=g_total, g_sq=g_sq, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq,
                       l_total=l_total, l_sq=l_sq, local_a=local_a, local_b=local_b,
-                      local_score=local_score, cost=move.cost_delta, moves=move.moves_delta,
-                      penalty=move.penalty_delta, domains=state.domain_violations[move.partition])
+                      l2_total=l2_total, l2_sq=l2_sq, local2_a=local2_a, local2_b=local2_b,
+                      local_score=local_score + local2_score, cost=move.cost_delta, moves=move.moves_delta,
+                      penalty=move.penalty_delta, domains=state.domain_violations[move.partition],
+                      domains2=jnp.where(move.partition2 >= 0, state.domain_violations[p2], 0))
     new_energy = _plus(problem, state, changes).energy
     return new_energy, changes
 
@@ -230,6 +248,7 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, en
     a = jnp.where(keep & (moves.node_a >= 0), moves.node_a, n_nodes)       # out of range: dropped
     b = jnp.where(keep, moves.node_b, n_nodes)
     s = jnp.where(keep, moves.service, n_services)
+    s2 = jnp.where(keep & (moves.service2 >= 0), moves.service2, n_services)
 
     def domains(loads, tree, centre):
         """Leaf-domain loads after the kept moves, and the change of their sum and centred sum of
@@ -246,28 +265,36 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, en
         return new, d_total, d_sq
 
     local_rows = state.local.reshape(n_services * n_nodes, -1)
-    row = lambda node: jnp.where(node < n_nodes, s * n_nodes + node, n_services * n_nodes)  # noqa: E731
+    row = lambda s, node: jnp.where((node < n_nodes) & (s < n_services), s * n_nodes + node,  # noqa: E731
+                                    n_services * n_nodes)
     # One scatter per array (two chained ones made XLA on a GPU copy the whole array twice a step).
-    local = local_rows.at[jnp.concatenate([row(a), row(b)])].add(
-        jnp.concatenate([changes.local_a, changes.local_b]), mode="drop")
-    l_total = state.l_total.at[s].add(changes.l_total, mode="drop")
-    l_sq = state.l_sq.at[s].add(changes.l_sq, mode="drop")
-    first = _first_of(s, n_services)         # each touched service's score once
-    service = jnp.minimum(s, n_services - 1)
+    local = local_rows.at[jnp.concatenate([row(s, a), row(s, b), row(s2, a), row(s2, b)])].add(
+        jnp.concatenate([changes.local_a, changes.local_b, changes.local2_a, changes.local2_b]), mode="drop")
+    both = jnp.concatenate([s, s2])
+    l_total = state.l_total.at[both].add(jnp.concatenate([changes.l_total, changes.l2_total]), mode="drop")
+    l_sq = state.l_sq.at[both].add(jnp.concatenate([changes.l_sq, changes.l2_sq]), mode="drop")
+    first = _first_of(both, n_services)      # each touched service's score once
+    service = jnp.minimum(both, n_services - 1)
     score = jax.vmap(_local_score, in_axes=(None, None, 0, 0, 0))
     local_score = jnp.sum(jnp.where(first, score(problem, state, service, l_total[service], l_sq[service])
                                     - score(problem, state, service, state.l_total[service], state.l_sq[service]), 0.0))
-    summed = dataclasses.replace(jax.tree.map(total, changes), local_score=local_score, domains=None)
+    summed = dataclasses.replace(jax.tree.map(total, changes), local_score=local_score, domains=None,
+                                 domains2=None)
     fd_loads, ud_loads = state.fd_loads, state.ud_loads
     if problem.features.defrag:
         fd_loads, fd_total, fd_sq = domains(fd_loads, problem.fd_tree, state.fd_centre)
         ud_loads, ud_total, ud_sq = domains(ud_loads, problem.ud_tree, state.ud_centre)
         summed = dataclasses.replace(summed, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq)
     parts = jnp.where(keep, moves.partition, n_parts)
+    parts2 = jnp.where(keep & (moves.partition2 >= 0), moves.partition2, n_parts)
+    n_replicas = state.node_of.shape[0]
+    replicas = jnp.concatenate([jnp.where(keep, moves.replica, n_replicas),
+                                jnp.where(keep & (moves.replica2 >= 0), moves.replica2, n_replicas)])
     return dataclasses.replace(
         _plus(problem, state, summed), fd_loads=fd_loads, ud_loads=ud_loads,
-        domain_violations=state.domain_violations.at[parts].set(changes.domains, mode="drop"),
-        node_of=state.node_of.at[jnp.where(keep, moves.replica, state.node_of.shape[0])].set(moves.target, mode="drop"),
+        domain_violations=state.domain_violations.at[jnp.concatenate([parts, parts2])].set(
+            jnp.concatenate([changes.domains, changes.domains2]), mode="drop"),
+        node_of=state.node_of.at[replicas].set(jnp.concatenate([moves.target, moves.target2]), mode="drop"),
         primary_of=state.primary_of.at[parts].set(moves.new_primary, mode="drop"),
         loads=state.loads.at[jnp.concatenate([a, b])].add(jnp.concatenate([moves.delta_a, moves.delta_b]),
                                                           mode="drop"),
@@ -286,13 +313,18 @@ def _allowed(problem: Problem, state: SearchState, move: Move) -> jax.Array:
     return move.valid & (state.moves + move.moves_delta <= problem.move_budget)
 
 
+EXCHANGE = 0.1      # share of exchanges among the search's proposals
+
+
 def propose(problem: Problem, state: SearchState, words, swap_probability: float):
-    """Random moves, one per row of `words` (`moves.propose_batch`), but for their domain checks
-    (`finish`): a lower bound of the energy each leaves (its partition's domain violations, times
-    their penalty, are the most the move can remove), whether it may be allowed, and its changes."""
-    move = propose_batch(problem, state.node_of, state.primary_of, state.loads, words, swap_probability)
+    """Random moves, one per row of `words` (`moves.propose_batch`; kinds in the shares given), but
+    for their domain checks (`finish`): a lower bound of the energy each leaves (its partitions'
+    domain violations, times their penalty, are the most the move can remove), whether it may be
+    allowed, and its changes."""
+    mix = shares(swap_probability, EXCHANGE)
+    move = propose_batch(problem, state.node_of, state.primary_of, state.loads, words, mix)
     new_energy, changes = jax.vmap(evaluate, in_axes=(None, None, 0))(problem, state, move)
-    bound = new_energy - jnp.sum(changes.domains * problem.penalty[DOMAINS], axis=-1)
+    bound = new_energy - jnp.sum((changes.domains + changes.domains2) * problem.penalty[DOMAINS], axis=-1)
     return move, bound, _allowed(problem, state, move), changes
 
 
@@ -300,19 +332,26 @@ def finish(problem: Problem, state: SearchState, moves: Move, changes: Changes):
     """The proposals' fault- and upgrade-domain checks: (moves, energies, valid, changes) exactly.
     Moves that make an enforced distribution worse are not allowed; a change of a soft one enters
     the penalty."""
-    after = jax.vmap(lambda move: partition_domain_violations(
-        problem, partition_after(problem, state.node_of, move), move.service))(moves)
-    change = (after - changes.domains).astype(jnp.float32)
+    def after(partition, replica, target, service):
+        nodes = partition_after(problem, state.node_of, partition, replica, target)
+        return partition_domain_violations(problem, nodes, service)
+
+    after1 = jax.vmap(after)(moves.partition, moves.replica, moves.target, moves.service)
+    second = moves.partition2 >= 0
+    p2 = jnp.maximum(moves.partition2, 0)
+    after2 = jnp.where(second[:, None], jax.vmap(after)(p2, moves.replica2, moves.target2,
+                                                         problem.partition_service[p2]), 0)
+    change = (after1 + after2 - changes.domains - changes.domains2).astype(jnp.float32)
     worse = jnp.any(problem.enforce[DOMAINS] & (change > 0), axis=-1)
     penalty = jnp.sum(change * problem.penalty[DOMAINS], axis=-1)
     moves = dataclasses.replace(moves, valid=moves.valid & ~worse, penalty_delta=moves.penalty_delta + penalty)
-    changes = dataclasses.replace(changes, penalty=changes.penalty + penalty, domains=after)
+    changes = dataclasses.replace(changes, penalty=changes.penalty + penalty, domains=after1, domains2=after2)
     energies = jax.vmap(lambda c: _plus(problem, state, c).energy)(changes)
     return moves, energies, _allowed(problem, state, moves), changes
 
 
 def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
-    """Ids of what a move's validity and changes depend on: its two nodes (ids 0..N-1), its partition
+    """Ids of what a move's validity and changes depend on: its two nodes (ids 0..N-1), its partitions
     (N..N+P-1), and the movement budget (one last id) while fewer movements remain than there are
     partitions, so kept moves never exceed it. Sums over nodes, services and domains need no id:
     `apply` adds them up. Affinity parents do not move (`phases` pins them, as SF moves children to
@@ -320,6 +359,7 @@ def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
     n_nodes, n_parts = state.loads.shape[0], state.primary_of.shape[0]
     tight = problem.move_budget - state.moves < n_parts
     return jnp.stack([move.node_a, move.node_b, n_nodes + move.partition,
+                      jnp.where(move.partition2 >= 0, n_nodes + move.partition2, -1),
                       jnp.where(tight & (move.moves_delta > 0), n_nodes + n_parts, -1)]).astype(jnp.int32)
 
 

@@ -62,7 +62,7 @@ def test_move_energy_equals_recomputation(states):
         assert np.all(np.asarray(bound) <= np.asarray(incremental) * (1 + 1e-6))
         np.testing.assert_allclose(np.asarray(incremental)[valid], np.asarray(exact)[valid], rtol=2e-5)
         recomputed = jax.jit(jax.vmap(domain_violations_of, in_axes=(None, 0)))(problem, after.node_of)
-        np.testing.assert_array_equal(after.domain_violations, recomputed)
+        np.testing.assert_array_equal(np.asarray(after.domain_violations)[valid], np.asarray(recomputed)[valid])
         loads = jax.vmap(E.node_loads, in_axes=(None, 0, 0))(problem, after.node_of, after.primary_of)
         np.testing.assert_allclose(np.asarray(after.loads)[valid], np.asarray(loads)[valid], atol=1e-3)
 

@@ -422,7 +422,7 @@ def test_replicas_return_to_their_snapshot_node_once_its_upgrade_domain_is_done(
 # -------------------------------------------------------------------- issue 6: priorities
 
 
-def _crowded(priority: int) -> dict:
+def _crowded(priority: int, **settings) -> dict:
     """Every node at 50 of capacity 100 (N0: 10 background + low-priority l, 40); a new instance of
     60 fits nowhere unless l moves away from N0."""
     return document(
@@ -430,7 +430,7 @@ def _crowded(priority: int) -> dict:
          service("fabric:/App/High", 1, 60, Priority=priority)],
         [background("fabric:/App/F", [10, 50, 50, 50, 50, 50, 50, 50]), *_filler(),
          part("fabric:/App/Low", "l", ("N0", 40)), part("fabric:/App/High", "h")],
-        nodes(capacity=100))
+        nodes(capacity=100), Settings=settings)
 
 
 def test_high_priority_replica_evicts_a_lower_priority_one():
@@ -442,12 +442,19 @@ def test_high_priority_replica_evicts_a_lower_priority_one():
     assert max(loads(result).values()) <= 100
 
 
-def test_equal_priority_replica_is_reported_unplaced():
-    result, after = run(_crowded(priority=0))
+def test_equal_priority_replica_is_reported_unplaced_without_placement_with_moves():
+    result, after = run(_crowded(priority=0, MoveExistingReplicaForPlacement=False))
     assert result["Actions"] == []
     assert [(u["ServiceName"], u["PartitionId"], u["Role"]) for u in result["Unplaced"]] == \
         [("fabric:/App/High", "h", "Instance")]
     assert node_of(after)["l.0"] == "N0"
+
+
+def test_equal_priority_replica_is_placed_by_moving_an_existing_one():
+    """SF's placement with moves (MoveExistingReplicaForPlacement, on by default) moves l away."""
+    result, after = run(_crowded(priority=0))
+    assert result["Unplaced"] == [] and node_of(after)["l.0"] != "N0"
+    assert "existing replicas moved" in phase(result, "Placement")["Reason"]
 
 
 # ------------------------------------------------------------- issue 6: BalancingPolicy

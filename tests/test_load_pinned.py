@@ -1,0 +1,250 @@
+"""Reading and encoding large states fast (issue 23) changes nothing: the parsed `ClusterState` and the
+encoded `Problem` and `Index` of a range of documents are pinned to what the replica-by-replica code
+gave (digests recorded before the vectorised code replaced it), and the vectorised path agrees with
+the general one wherever both apply."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import hashlib
+import json
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+import yaml
+
+from plbjax import state as state_module
+from plbjax.encoding import _order_within, encode
+from plbjax.errors import BadInput
+from plbjax.generator import ClusterSpec, generate
+from plbjax.governance import apply_resource_governance
+from plbjax.state import load_state, parse_state
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "small.yaml"
+
+
+def _small() -> dict:
+    return yaml.safe_load(EXAMPLE.read_text())
+
+
+def _optional(doc: dict) -> dict:
+    """Every optional section: an application upgrade with a snapshot, history, thresholds, priorities,
+    move costs in use, a node Down, float and integer ids."""
+    doc["Settings"] = dict(doc["Settings"], UseMoveCostReports="true")
+    doc["Nodes"][3].update(NodeStatus="Down", Priority=2, AvailableResources={"CpuCores": 8})
+    doc["Nodes"][1].update(Priority=1, PlacementProperties={"Rack": 7})
+    doc["Upgrade"] = {"InProgress": True, "Scope": "Application", "ApplicationName": "fabric:/Shop",
+                      "UpgradeDomainsDone": ["UD0", "UD1"], "Snapshot": {"100": "N0", "w0a": "N0", "111": "N1"}}
+    doc["BlockList"] = [{"NodeName": "N2", "ServiceTypeName": "WebType"}]
+    doc["History"] = {"101": ["N3", "N4"], "w1b": ["N2"]}
+    doc["ResourceThresholds"] = {"CPU": 0.8}
+    doc["GlobalMetricWeights"] = {"CPU": 2}
+    doc["DefragmentationMetrics"] = {"Memory": True}
+    doc["Partitions"][1]["Replicas"][0]["MoveCost"] = "High"
+    doc["Partitions"][2]["Replicas"][1]["Loads"] = {"CPU": 3.5, "Memory": 100}
+    doc["Partitions"][4]["Replicas"][1]["Loads"] = {"CPU": 7}
+    return doc
+
+
+def _policies(doc: dict) -> dict:
+    """Correlations (to a one-partition parent and to a one-per-node parent), placement policies, a
+    block list, replicas to create and unplaced ones, mixed id types."""
+    doc["Services"] += [
+        {"ServiceName": "fabric:/Shop/Cache", "ServiceTypeName": "CacheType", "ServiceKind": "Stateful",
+         "TargetReplicaSetSize": 3, "Correlations": [{"ServiceName": "fabric:/Shop/Sessions", "Scheme": "AlignedAffinity"}],
+         "PlacementPolicies": [{"Type": "RequireDomainDistribution"},
+                               {"Type": "PreferPrimaryDomain", "DomainName": "fd:/dc0/r1"}],
+         "Metrics": [{"Name": "CPU", "Weight": "Low", "PrimaryDefaultLoad": 2, "SecondaryDefaultLoad": 1},
+                     {"Name": "Disk", "Weight": "Zero", "DefaultLoad": 5}],
+         "DefaultMoveCost": "Zero", "Priority": 1},
+        {"ServiceName": "fabric:/Shop/Agent", "ServiceTypeName": "AgentType", "ServiceKind": "Stateless",
+         "InstanceCount": -1, "PlacementPolicies": [{"Type": "InvalidDomain", "DomainName": "fd:/dc0/r2"}]},
+        {"ServiceName": "fabric:/Shop/Probe", "ServiceTypeName": "ProbeType", "ServiceKind": "Stateless",
+         "InstanceCount": 1, "Correlations": [{"ServiceName": "fabric:/Shop/Agent", "Scheme": "Affinity"}],
+         "PlacementPolicies": [{"Type": "RequiredDomain", "DomainName": "fd:/dc0"}], "BalancingPolicy": "Disabled"},
+        {"ServiceName": "fabric:/Shop/Idle", "ServiceKind": "Stateful", "TargetReplicaSetSize": 1,
+         "Metrics": [{"Name": "Memory", "PrimaryDefaultLoad": 9}]},
+    ]
+    doc["Partitions"] += [
+        {"ServiceName": "fabric:/Shop/Cache", "PartitionId": "c-1",
+         "Replicas": [{"ReplicaId": "c1a", "Role": "Secondary", "NodeName": "N3", "Loads": {"Disk": 4}},
+                      {"ReplicaId": 901, "Role": "Secondary", "NodeName": None}]},
+        {"ServiceName": "fabric:/Shop/Cache", "PartitionId": "c-0",
+         "Replicas": [{"ReplicaId": "c0a", "Role": "Primary", "NodeName": "N4", "Loads": {"CPU": 1, "Disk": 0}}]},
+        {"ServiceName": "fabric:/Shop/Agent", "PartitionId": 0,
+         "Replicas": [{"ReplicaId": "a0", "Role": "Instance", "NodeName": "N0"}]},
+        {"ServiceName": "fabric:/Shop/Probe", "PartitionId": "p",
+         "Replicas": [{"ReplicaId": "p0", "Role": "Instance", "NodeName": "N1"}]},
+    ]
+    doc["Partitions"][0]["Replicas"].pop()          # one to create
+    doc["Partitions"][3]["Replicas"][2]["NodeName"] = None
+    doc["BlockList"] = [{"NodeName": "N0", "ServiceTypeName": "CacheType"}]
+    doc["NodeBufferPercentage"] = {"CPU": 0.25, "Memory": 0.1}
+    return doc
+
+
+def _generated(**changes) -> dict:
+    spec = ClusterSpec(nodes=40, node_types=3, fault_domains=4, racks_per_fault_domain=2, upgrade_domains=5,
+                       metrics=3, services=12, partitions_per_service=7, replicas_per_partition=3,
+                       stateless_fraction=0.3, placement_constraint_fraction=0.4, skew=0.6, seed=3)
+    return generate(dataclasses.replace(spec, **changes))
+
+
+DOCUMENTS = {
+    "small": _small,
+    "small_optional": lambda: _optional(_small()),
+    "small_policies": lambda: _policies(_small()),
+    "generated": _generated,
+    "generated_default_metrics": lambda: _generated(metrics=0, seed=4),
+    "generated_float_loads": lambda: _generated(load_scale=2.0, skew=0.95, seed=5, replicas_per_partition=4),
+    "generated_unlimited": lambda: _generated(capacity_headroom=0.0, node_types=1, seed=6),
+}
+
+
+def _digest(*values) -> str:
+    """One hash of arrays (dtype, shape, bytes) and plain values (repr), in order."""
+    h = hashlib.sha256()
+
+    def add(value):
+        if isinstance(value, (np.ndarray, jax.Array)):
+            a = np.asarray(value)
+            h.update(f"{a.dtype}{a.shape}".encode())
+            h.update(np.ascontiguousarray(a).tobytes())
+        elif isinstance(value, (tuple, list)):
+            h.update(f"[{len(value)}".encode())
+            for item in value:
+                add(item)
+        else:
+            h.update(repr(value).encode())
+
+    for value in values:
+        add(value)
+    return h.hexdigest()[:16]
+
+
+def encoded_digest(state) -> str:
+    """The digest of encode(apply_resource_governance(state)): every Problem leaf and Index field."""
+    governed, _ = apply_resource_governance(state)
+    problem, index = encode(governed)
+    leaves = [(f.name, getattr(problem, f.name)) for f in dataclasses.fields(problem)]
+    fields = [(f.name, getattr(index, f.name)) for f in dataclasses.fields(index)]
+    return _digest(leaves, fields)
+
+
+def state_digest(state) -> str:
+    """The digest of the parsed state (its repr covers every field but the document) and its document."""
+    return _digest(repr(state), json.dumps(state.document, sort_keys=True))
+
+
+# Recorded with the replica-by-replica code (before issue 23's vectorised reading and encoding).
+PINNED = {
+    "generated": ("9b86f7fc361317fd", "beb451cade14c4fd"),
+    "generated_default_metrics": ("2d8ad2c84408c40c", "58589d1cf4f78122"),
+    "generated_float_loads": ("f523bc76c4056ab7", "676612ed6cce3055"),
+    "generated_unlimited": ("662b297460abca2d", "00da40520e052b10"),
+    "small": ("7fdd70e942f4de19", "55611c39c6eee1b9"),
+    "small_optional": ("38a7ea50640ce7c5", "a07b156d65f0f847"),
+    "small_policies": ("7b7cff141b09c895", "ed1dbe3f083f41a6"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_encoding_is_pinned(name):
+    state = parse_state(DOCUMENTS[name]())
+    assert (state_digest(state), encoded_digest(state)) == PINNED[name]
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_files_read_as_documents_parse(name, tmp_path):
+    doc = DOCUMENTS[name]()
+    path = tmp_path / "state.json"
+    path.write_text(json.dumps(doc))
+    assert (state_digest(load_state(path)), encoded_digest(load_state(path))) == PINNED[name]
+    assert doc == json.loads(path.read_text())
+
+
+# ------------------------------------------------------------------- the column-wise reading
+
+
+@pytest.mark.parametrize("name", sorted(DOCUMENTS))
+def test_documents_are_read_by_column_as_the_general_path_reads_them(name):
+    doc = DOCUMENTS[name]()
+    before = copy.deepcopy(doc)
+    fast = state_module._parse_columns(doc, owned=False)
+    assert fast is not None                                   # the column-wise path took it
+    general = state_module._build(state_module._plain_copy(doc, ""))
+    assert fast == general and fast.document == general.document
+    assert doc == before                                      # the input is not changed
+    fast.document["Partitions"][0]["Replicas"][0]["NodeName"] = "elsewhere"
+    if "Loads" in fast.document["Partitions"][0]["Replicas"][0]:
+        fast.document["Partitions"][0]["Replicas"][0]["Loads"]["x"] = 1
+    assert doc == before                                      # nor shared with the state's document
+
+
+def _rep(d, **change):
+    d["Partitions"][0]["Replicas"][0].update(change)
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda d: _rep(d, ReplicaId=True), lambda d: _rep(d, ReplicaId=1.0), lambda d: _rep(d, ReplicaId=None),
+    lambda d: _rep(d, Role="primary"), lambda d: _rep(d, Role=1), lambda d: _rep(d, NodeName=""),
+    lambda d: _rep(d, NodeName=3), lambda d: _rep(d, Loads=None), lambda d: _rep(d, Loads=[1]),
+    lambda d: _rep(d, Loads={"CPU": True}), lambda d: _rep(d, Loads={"CPU": -0.5}), lambda d: _rep(d, Loads={"": 1}),
+    lambda d: _rep(d, Loads={"CPU": float("inf")}), lambda d: _rep(d, Loads={"CPU": 2e15}),
+    lambda d: _rep(d, Loads={"CPU": 10**400}), lambda d: _rep(d, Loads={"CPU": "3"}), lambda d: _rep(d, Loads={1: 3}),
+    lambda d: _rep(d, MoveCost=None), lambda d: _rep(d, MoveCost="Cheap"), lambda d: _rep(d, Extra=1),
+    lambda d: d["Partitions"][0]["Replicas"][0].pop("Role"), lambda d: d["Partitions"][0]["Replicas"].append([]),
+    lambda d: d["Partitions"][0].update(Replicas=(1,)), lambda d: d["Partitions"][0].update(PartitionId=None),
+    lambda d: d["Partitions"][0].update(PartitionId=False), lambda d: d["Partitions"][0].update(ServiceName=""),
+    lambda d: d["Partitions"][0].update(Note="x"), lambda d: d["Partitions"][0].pop("PartitionId"),
+    lambda d: d["Partitions"].append("p"), lambda d: _rep(d, Role=["Primary"]), lambda d: _rep(d, MoveCost=["Low"]),
+    lambda d: _rep(d, NodeName={"N0": 1}), lambda d: _rep(d, ReplicaId=[1]),
+    lambda d: d["Partitions"][0].update(ServiceName=["x"]), lambda d: d["Partitions"][0].update(PartitionId=[0]),
+])
+def test_column_checks_refuse_what_the_schema_refuses(mutate):
+    """Each breaks a schema or number rule inside Partitions: the column-wise reading does not take the
+    document, and the general path names the problem."""
+    doc = _small()
+    mutate(doc)
+    assert state_module._Columns.read(doc["Partitions"]) is None
+    assert state_module._parse_columns(doc, owned=False) is None
+    with pytest.raises(BadInput):
+        parse_state(doc)
+
+
+def test_semantic_errors_go_to_the_general_path():
+    doc = _small()
+    doc["Partitions"][3]["Replicas"][1]["NodeName"] = "N9"
+    assert state_module._Columns.read(doc["Partitions"]) is not None     # schema-valid
+    assert state_module._parse_columns(doc, owned=False) is None
+    with pytest.raises(BadInput, match=r"Partitions\[3\]\.Replicas\[1\]\.NodeName: unknown node 'N9'"):
+        parse_state(doc, "x.yaml")
+
+
+def test_the_columns_check_the_schema_the_state_schema_states():
+    """The column-wise reading implements this schema of Partitions; were it to change, the reading
+    would step aside (and this test says so)."""
+    assert state_module._schema()["properties"]["Partitions"] == state_module._PARTITIONS_SCHEMA
+
+
+def test_replica_order_within_partitions_does_not_change_the_encoding():
+    doc = _generated(seed=8)
+    shuffled = copy.deepcopy(doc)
+    rng = np.random.default_rng(0)
+    for part in shuffled["Partitions"]:
+        rng.shuffle(part["Replicas"])
+    assert encoded_digest(parse_state(shuffled)) == encoded_digest(parse_state(doc))
+
+
+@pytest.mark.parametrize("texts", [
+    ["b", "a", "c", "a2", "x"], ["r" * 70, "r" * 65, "a", "r" * 80, "q"], ["a\0", "a", "b", "a\0\0", "c"],
+    ["10", "9", "100", "1", "2"], ["é", "e", "z", "ß", "a"],
+])
+def test_replicas_sort_as_python_sorts_them(texts):
+    part = np.array([0, 0, 0, 1, 1])
+    order = _order_within(texts, part)
+    got = list(range(len(texts))) if order is None else order.tolist()
+    assert got == sorted(range(len(texts)), key=lambda i: (part[i], texts[i]))
