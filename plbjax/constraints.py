@@ -118,9 +118,11 @@ def off_preferred(problem: Problem, service, node) -> jax.Array:
 
 
 def away_from_home(problem: Problem, r, node) -> jax.Array:
-    """Replica r on `node` is not back on its upgrade snapshot node, though its domain is done."""
+    """Replica r on `node` is not back on its upgrade snapshot node, though its domain is done, or
+    (a new replica under PreferUpgradedUDs) not in an upgrade domain the upgrade is done with."""
     home = problem.replica_home[r]
-    return (home >= 0) & (node >= 0) & (node != home)
+    elsewhere = problem.replica_upgraded[r] & ~problem.node_upgraded[jnp.maximum(node, 0)]
+    return (node >= 0) & (((home >= 0) & (node != home)) | elsewhere)
 
 
 def unplaced(problem: Problem, node_of: jax.Array) -> jax.Array:

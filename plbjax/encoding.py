@@ -24,13 +24,12 @@ from plbjax.state import ClusterState, gc_paused
 CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, AFFINITY, PREFERRED, THRESHOLD, UNPLACED = range(8)
 CONSTRAINTS = 8
 THRESHOLD_PRIORITY = 1  # ResourceThresholds: utilisation every node should end below, a soft goal
-UNDO_SHARE = 0.05        # replica moves that cancel an earlier one (SF's search proposes cancellations)
+UNDO_SHARE = 0.0         # replica moves that cancel an earlier one (1 in the minimal-movement pass)
 PRIORITY_SETTINGS = ("CapacityConstraintPriority", "PlacementConstraintPriority",
                      "FaultDomainConstraintPriority", "UpgradeDomainConstraintPriority",
                      "AffinityConstraintPriority", "PreferredLocationConstraintPriority")
 PRIORITY_WEIGHT = {0: 100.0, 1: 10.0, 2: 1.0}  # violation penalty per priority, in AvgStdDev units
 UNPLACED_WEIGHT = 1000.0                        # a replica left unplaced, in AvgStdDev units
-LOCAL_DOMAIN_WEIGHT = 0.25  # SF's LocalDomainWeight: mean of per-service domains 0.25, global domain 0.75
 SWAP_COST = 0.1             # SF's SwapCost, used with UseMoveCostReports
 MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
 
@@ -77,7 +76,10 @@ class Problem(eqx.Module):
     replica_service: Int[Array, " R"]
     replica_parent: Int[Array, " R"]        # partition of the service it has affinity to (-1: none)
     replica_aligned: Bool[Array, " R"]      # aligned affinity: primary with primary, secondary with secondary
+    children_of: Int[Array, "P Kc"]         # child replicas of each (parent) partition, -1 padded
     replica_home: Int[Array, " R"]          # upgrade snapshot node to return to (PreferredLocation; -1: none)
+    replica_upgraded: Bool[Array, " R"]     # a new replica that prefers an upgraded domain (PreferUpgradedUDs)
+    node_upgraded: Bool[Array, " N"]        # in an upgrade domain the running upgrade is done with
     load_primary: Float[Array, "R M"]       # load of the replica when it is (or becomes) the primary
     load_secondary: Float[Array, "R M"]     # load as a secondary; instances use load_primary for both
     move_cost: Float[Array, " R"]
@@ -178,6 +180,17 @@ def _eligible_children(tree: np.ndarray, eligible: np.ndarray) -> np.ndarray:
         pairs = np.unique(tree[eligible, level - 1].astype(np.int64) * n_domains + tree[eligible, level])
         np.add.at(counts, pairs // n_domains, 1)
     return counts
+
+
+def _children_of(parent: np.ndarray, n_partitions: int) -> np.ndarray:
+    """[P, Kc] the replicas whose parent partition is each partition (-1 padded)."""
+    children = np.flatnonzero(parent >= 0)
+    counts = np.bincount(parent[children], minlength=n_partitions)
+    table = np.full((n_partitions, bucket(int(counts.max(initial=1)))), -1, np.int32)
+    order = children[np.argsort(parent[children], kind="stable")]
+    slot = np.arange(order.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    table[parent[order], slot] = order
+    return table
 
 
 def _priority_factor(priorities: list[int]) -> np.ndarray:
@@ -488,8 +501,9 @@ def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tu
         global_w[m] = state.global_metric_weights.get(name, weight_sum[m] / max(weight_n[m], 1))
     global_w = global_w / global_w.sum() if global_w.sum() > 1e-7 else global_w * 0
     n_local = int((local_w.sum(axis=1) > 0).sum())
-    global_w *= 1.0 - LOCAL_DOMAIN_WEIGHT
-    local_w *= LOCAL_DOMAIN_WEIGHT / max(n_local, 1)
+    local_domain = float(settings["LocalDomainWeight"])   # SF: 0.25 to the per-service domains' mean
+    global_w *= 1.0 - local_domain
+    local_w *= local_domain / max(n_local, 1)
 
     # ---- replicas and partitions
     use_costs = bool(settings.get("UseMoveCostReports", False))
@@ -534,6 +548,10 @@ def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tu
     for ri, rid in rows.named(snapshot if done else {}):
         if ud_of[snapshot[str(rid)]] in done:
             home[ri] = node_ix[snapshot[str(rid)]]
+    # PreferUpgradedUDs: replicas to place prefer the upgrade domains already done (SF: a soft
+    # PreferredLocation, so priority 2 by default)
+    upgraded = np.array([n.upgrade_domain in done for n in nodes], bool)
+    prefers = (rep_start_a < 0) & bool(settings.get("PreferUpgradedUDs") and upgraded.any())
 
     # anti-ping-pong: nodes each replica left in earlier balancing runs
     left = {ri: [node_ix[n] for n in state.history[str(rid)] if n in node_ix] for ri, rid in rows.named(state.history)}
@@ -548,7 +566,7 @@ def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tu
         features=Features(affinity=bool((parent_of_service >= 0).any()),
                           defrag=any(state.defragmentation_metrics.get(m) for m in metrics),
                           thresholds=bool(np.isfinite(threshold_load).any()),
-                          preferred=bool((home >= 0).any() or not preferred.all())),
+                          preferred=bool((home >= 0).any() or prefers.any() or not preferred.all())),
         node_up=jnp.asarray(_pad(up, (N,), False)),
         node_open=jnp.asarray(_pad(up, (N,), False)),
         capacity=jnp.asarray(_pad(capacity, (N, M), np.float32(np.inf))),
@@ -564,8 +582,11 @@ def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tu
         replica_partition=jnp.asarray(_pad(rep_part_a, (R,), 0)),
         replica_service=jnp.asarray(_pad(rep_svc_a, (R,), 0)),
         replica_parent=jnp.asarray(_pad(parent_of_service[rep_svc_a], (R,), -1)),
+        children_of=jnp.asarray(_children_of(parent_of_service[rep_svc_a], P)),
         replica_aligned=jnp.asarray(_pad(aligned_of_service[rep_svc_a], (R,), False)),
         replica_home=jnp.asarray(_pad(home, (R,), -1)),
+        replica_upgraded=jnp.asarray(_pad(prefers, (R,), False)),
+        node_upgraded=jnp.asarray(_pad(upgraded, (N,), False)),
         load_primary=jnp.asarray(_pad(lp_a, (R, M), np.float32(0))),
         load_secondary=jnp.asarray(_pad(ls_a, (R, M), np.float32(0))),
         move_cost=jnp.asarray(_pad(np.array(rep_cost, np.float32).reshape(-1), (R,), np.float32(0))),

@@ -123,17 +123,45 @@ def _single(**fields) -> Move:
                 **fields)
 
 
+def _children_on(problem: Problem, node_of, r, node):
+    """The child replicas (of partitions with affinity to r's) on `node`: one of them, and how many."""
+    kids = problem.children_of[problem.replica_partition[r]]
+    here = (kids >= 0) & (node_of[jnp.maximum(kids, 0)] == node)
+    return kids[jnp.argmax(here)], jnp.sum(here)
+
+
 def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
-    """Replica r moved (or placed) on node t (-1: no node; `drawn`: the draw found one)."""
+    """Replica r moved (or placed) on node t (-1: no node; `drawn`: the draw found one). A parent's
+    replica takes the child replica beside it along (SF's affinity repair moves children after their
+    parent): valid with at most one child beside it and none on t, whose status would change."""
     p, s = problem.replica_partition[r], problem.replica_service[r]
     a, dst = node_of[r], jnp.maximum(t, 0)
     load = _load(problem, primary_of, r)
     changes, cost, moved, ok = _leg(problem, node_of, primary_of, r, dst)
-    changes = _with_capacity(problem, changes, loads, a, -load, dst, load)
-    valid = drawn & (t >= 0) & ok & fits(problem, loads, dst, load) & _enforced(problem, changes)
-    return _single(replica=r, target=dst, partition=p, new_primary=primary_of[p], service=s,
-                   node_a=a, node_b=dst, delta_a=-load, delta_b=load, cost_delta=cost, moves_delta=moved,
-                   penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
+    if not problem.features.affinity:
+        changes = _with_capacity(problem, changes, loads, a, -load, dst, load)
+        valid = drawn & (t >= 0) & ok & fits(problem, loads, dst, load) & _enforced(problem, changes)
+        return _single(replica=r, target=dst, partition=p, new_primary=primary_of[p], service=s,
+                       node_a=a, node_b=dst, delta_a=-load, delta_b=load, cost_delta=cost, moves_delta=moved,
+                       penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
+    q, beside = _children_on(problem, node_of, r, a)
+    _, waiting = _children_on(problem, node_of, r, dst)
+    along = (beside == 1) & (a >= 0)
+    changes2, cost2, moved2, ok2 = _leg(problem, node_of, primary_of, q, dst)
+    load2 = jnp.where(along, _load(problem, primary_of, q), 0.0)
+    gone = lambda x: jnp.where(along, x, 0.0)  # noqa: E731
+    changes = changes + gone(changes2.at[AFFINITY].set(0.0))   # the child stays with its parent replica
+    total = load + load2
+    changes = _with_capacity(problem, changes, loads, a, -total, dst, total)
+    valid = (drawn & (t >= 0) & ok & (ok2 | ~along) & ((beside == 0) | along) & (waiting == 0)
+             & fits(problem, loads, dst, total) & _enforced(problem, changes))
+    none = jnp.asarray(-1, jnp.int32)
+    return Move(replica=r, target=dst, replica2=jnp.where(along, q, none), target2=dst, partition=p,
+                new_primary=primary_of[p], partition2=jnp.where(along, problem.replica_partition[q], none),
+                service=s, service2=jnp.where(along, problem.replica_service[q], none), node_a=a, node_b=dst,
+                delta_a=-total, delta_b=total, local_a=-load, local_b=load, load2=-load2,
+                cost_delta=cost + gone(cost2), moves_delta=moved + gone(moved2),
+                penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
 
 
 def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
@@ -168,6 +196,9 @@ def propose_exchange(problem: Problem, node_of, primary_of, loads, words) -> Mov
     changes = _with_capacity(problem, changes + changes2, loads, a, delta_a, b, delta_b)
     valid = ((problem.n_movable > 0) & (count > 0) & (a >= 0) & (b >= 0) & (a != b) & (p != p2) & ok & ok2
              & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b) & _enforced(problem, changes))
+    if problem.features.affinity:       # no parent's replica leaves or reaches a child of its partition
+        for x in (r, q):
+            valid &= (_children_on(problem, node_of, x, a)[1] == 0) & (_children_on(problem, node_of, x, b)[1] == 0)
     same = s == s2
     return Move(replica=r, target=b, replica2=q, target2=a, partition=p, new_primary=primary_of[p], partition2=p2,
                 service=s, service2=jnp.where(same, -1, s2), node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b,
@@ -227,25 +258,40 @@ def propose(problem: Problem, node_of, primary_of, loads, words, mix: tuple[floa
     return jax.tree.map(lambda *xs: jnp.stack(xs)[choice], *drawn)
 
 
-def _slot_kinds(tries: int, mix: tuple[float, ...]) -> np.ndarray:
-    """The kind of slots 1..tries-1: shares of `mix`, spread evenly."""
-    edges = np.cumsum(mix) / sum(mix)
-    position = (np.arange(1, tries) - 0.5) / max(tries - 1, 1)
-    return np.minimum(np.searchsorted(edges, position, side="right"), len(mix) - 1)
+def _slots(tries: int, mix: tuple[float, ...]) -> tuple[tuple[float, ...], np.ndarray]:
+    """How a step's proposals are drawn: the kind shares of slot 0 and the kind of slots 1..tries-1.
+    Those hold floor(tries x share) swaps and exchanges, interleaved evenly (a golden-ratio sequence,
+    as earlier slots come first when accepted moves compete: `annealer.step`); slot 0 is a swap with
+    the remaining chance, so swaps keep their expected share (and slot 0, the temperature probe,
+    the mixture it always had)."""
+    if tries == 1:
+        return mix, np.zeros(0, int)
+    counts = np.floor(np.array(mix[1:]) * tries).astype(int)
+    counts = np.minimum(counts, np.maximum(tries - 1 - np.cumsum(counts) + counts, 0))
+    swap = min(mix[1] * tries - counts[0], 1.0)
+    shares = np.array([tries - 1 - counts.sum(), *counts], float)
+    position = (np.arange(1, tries) * 0.6180339887498949) % 1.0
+    kinds = np.searchsorted(np.cumsum(shares) / shares.sum(), position, side="right")
+    return (1.0 - swap, swap) + (0.0,) * (len(mix) - 2), np.minimum(kinds, len(mix) - 1)
 
 
-def propose_batch(problem: Problem, node_of, primary_of, loads, words, mix: tuple[float, ...]) -> Move:
-    """One move per row of `words` [T, DRAWS]: the first drawn as `propose` draws it (so one proposal
-    is exactly `propose`), the others of a fixed kind each, `mix` shares of them, spread evenly. A
-    proposal that may be of any kind costs them all; these cost one."""
-    kind_of = _slot_kinds(words.shape[0], mix)
-    first = jax.tree.map(lambda x: x[None], propose(problem, node_of, primary_of, loads, words[0], mix))
-    parts, slots = [first], [np.zeros(1, int)]
+def two_services(problem: Problem, kind) -> bool:
+    """Whether moves of `kind` (None: any) may change two services' loads (static)."""
+    return kind in (None, propose_exchange) or (kind is propose_move and problem.features.affinity)
+
+
+def propose_batch(problem: Problem, node_of, primary_of, loads, words, mix: tuple[float, ...]):
+    """One move per row of `words` [T, DRAWS], kinds in `mix` shares (`_slots`): one proposal is
+    exactly `propose`; of more, the first may be a move or a swap, the others are of a fixed kind each.
+    A proposal that may be of any kind costs them all; these cost one. Returns the moves by kind, as
+    [(kind or None, batched Move)], and the order that puts their concatenation back in row order."""
+    first_mix, kind_of = _slots(words.shape[0], mix)
+    first = jax.tree.map(lambda x: x[None], propose(problem, node_of, primary_of, loads, words[0], first_mix))
+    parts, slots = [(None, first)], [np.zeros(1, int)]
     for k, kind in enumerate(KINDS):
         rows = 1 + np.flatnonzero(kind_of == k)
         if rows.size:
-            parts.append(jax.vmap(kind, in_axes=(None, None, None, None, 0))(problem, node_of, primary_of, loads,
-                                                                              words[rows]))
+            parts.append((kind, jax.vmap(kind, in_axes=(None, None, None, None, 0))(problem, node_of, primary_of,
+                                                                                     loads, words[rows])))
             slots.append(rows)
-    order = np.argsort(np.concatenate(slots))
-    return jax.tree.map(lambda *xs: jnp.concatenate(xs)[order], *parts)
+    return parts, np.argsort(np.concatenate(slots))

@@ -116,17 +116,14 @@ def _search(problem: Problem, index: Index, now: Placement, movable, swappable, 
             config: AnnealConfig, progress, move_weight: float = 0.0, open_nodes=None, budget=None,
             history: bool = False, partition_budget: int | None = None, partners=None):
     """Anneal one phase from `now`; returns the best placement found (rotations settled) and stats.
-    Replicas of affinity parents stay put (SF moves children to parents, not parents to children).
-    Movable replicas may trade nodes with `partners` (default: with each other)."""
-    parents = np.zeros_like(movable)
+    An affinity parent's replica moves with the child replica beside it (`moves`); its primary does
+    not swap. Movable replicas may trade nodes with `partners` (default: with each other)."""
     parent_partitions = np.unique(np.asarray(problem.replica_parent))
-    for p in parent_partitions[parent_partitions >= 0]:
-        parents[list(index.partition_rows[p])] = True
     swappable = swappable.copy()
     swappable[parent_partitions[parent_partitions >= 0]] = False
-    scoped = scope(problem, now.node_of, now.primary_of, movable & ~parents, swappable, enforce, move_weight,
+    scoped = scope(problem, now.node_of, now.primary_of, movable, swappable, enforce, move_weight,
                    open_nodes, budget, partition_budget, history,
-                   partners=None if partners is None else partners & ~parents)
+                   partners=partners)
     result = anneal(MODEL, scoped, config, progress)
     node_of, primary_of = settle(index, *result.solution)
     return Placement(node_of, primary_of, assess(problem, node_of, primary_of)), result

@@ -13,6 +13,7 @@ recomputes the statistics exactly (no float drift). `MODEL` is what the annealer
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
@@ -23,7 +24,7 @@ from plbjax import energy as E
 from plbjax.annealer import Model
 from plbjax.constraints import domain_violations_of, partition_domain_violations, penalty_of
 from plbjax.encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
-from plbjax.moves import DRAWS, Move, partition_after, propose_batch, shares
+from plbjax.moves import DRAWS, Move, partition_after, propose_batch, shares, two_services
 
 DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])   # the constraints `finish` checks
 
@@ -177,8 +178,9 @@ def _local_score(problem: Problem, state: SearchState, s, total, sq) -> jax.Arra
     return jnp.sum(problem.local_weight[s] * E.local_scores(problem, s, dev))
 
 
-def evaluate(problem: Problem, state: SearchState, move: Move):
-    """Energy after `move`, with the changes it makes to the statistics (incremental, O(M + Ms))."""
+def evaluate(problem: Problem, state: SearchState, move: Move, paired: bool = True):
+    """Energy after `move`, with the changes it makes to the statistics (incremental, O(M + Ms));
+    without `paired` (static) the move changes one service's loads only."""
     has_a = move.node_a >= 0                      # a replica being placed has no source node
     a, b = jnp.maximum(move.node_a, 0), move.node_b
     da, db = move.delta_a, move.delta_b
@@ -217,9 +219,13 @@ def evaluate(problem: Problem, state: SearchState, move: Move):
         return local_a, local_b, l_total, l_sq, score
 
     local_a, local_b, l_total, l_sq, local_score = local(move.service, move.local_a, move.local_b)
-    other = move.service2 >= 0
-    local2_a, local2_b, l2_total, l2_sq, local2_score = jax.tree.map(
-        lambda x: jnp.where(other, x, 0.0), local(jnp.maximum(move.service2, 0), move.load2, -move.load2))
+    if paired:
+        local2_a, local2_b, l2_total, l2_sq, local2_score = jax.tree.map(
+            lambda x: jnp.where(move.service2 >= 0, x, 0.0), local(jnp.maximum(move.service2, 0), move.load2,
+                                                                  -move.load2))
+    else:
+        local2_a = local2_b = l2_total = l2_sq = jnp.zeros_like(local_a)
+        local2_score = jnp.zeros_like(local_score)
     p2 = jnp.maximum(move.partition2, 0)
     changes = Changes(g_total=g_total, g_sq=g_sq, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq,
                       l_total=l_total, l_sq=l_sq, local_a=local_a, local_b=local_b,
@@ -322,8 +328,11 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
     domain violations, times their penalty, are the most the move can remove), whether it may be
     allowed, and its changes."""
     mix = shares(swap_probability, EXCHANGE)
-    move = propose_batch(problem, state.node_of, state.primary_of, state.loads, words, mix)
-    new_energy, changes = jax.vmap(evaluate, in_axes=(None, None, 0))(problem, state, move)
+    parts, order = propose_batch(problem, state.node_of, state.primary_of, state.loads, words, mix)
+    evaluated = [(move, *jax.vmap(functools.partial(evaluate, paired=two_services(problem, kind)),
+                                  in_axes=(None, None, 0))(problem, state, move))
+                 for kind, move in parts]
+    move, new_energy, changes = jax.tree.map(lambda *xs: jnp.concatenate(xs)[order], *evaluated)
     bound = new_energy - jnp.sum((changes.domains + changes.domains2) * problem.penalty[DOMAINS], axis=-1)
     return move, bound, _allowed(problem, state, move), changes
 
@@ -352,15 +361,19 @@ def finish(problem: Problem, state: SearchState, moves: Move, changes: Changes):
 
 def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
     """Ids of what a move's validity and changes depend on: its two nodes (ids 0..N-1), its partitions
-    (N..N+P-1), and the movement budget (one last id) while fewer movements remain than there are
-    partitions, so kept moves never exceed it. Sums over nodes, services and domains need no id:
-    `apply` adds them up. Affinity parents do not move (`phases` pins them, as SF moves children to
-    parents), so a child's affinity check reads nothing another move writes."""
+    and their affinity parents' (N..N+P-1: a child's affinity reads where its parent's replicas are,
+    and a parent's replica moves with the child beside it), and the movement budget (one last id)
+    while fewer movements remain than there are partitions, so kept moves never exceed it. Sums over
+    nodes, services and domains need no id: `apply` adds them up."""
     n_nodes, n_parts = state.loads.shape[0], state.primary_of.shape[0]
     tight = problem.move_budget - state.moves < n_parts
-    return jnp.stack([move.node_a, move.node_b, n_nodes + move.partition,
-                      jnp.where(move.partition2 >= 0, n_nodes + move.partition2, -1),
-                      jnp.where(tight & (move.moves_delta > 0), n_nodes + n_parts, -1)]).astype(jnp.int32)
+    partition = lambda p: jnp.where(p >= 0, n_nodes + p, -1)  # noqa: E731
+    parent = lambda r: jnp.where(r >= 0, partition(problem.replica_parent[jnp.maximum(r, 0)]), -1)  # noqa: E731
+    ids = [move.node_a, move.node_b, partition(move.partition), partition(move.partition2)]
+    if problem.features.affinity:
+        ids += [parent(move.replica), parent(move.replica2)]
+    ids.append(jnp.where(tight & (move.moves_delta > 0), n_nodes + n_parts, -1))
+    return jnp.stack(ids).astype(jnp.int32)
 
 
 def footprint_ids(problem: Problem) -> int:

@@ -50,14 +50,12 @@ def states(documents):
 
 def searchable(state, enforce=True):
     """The encoded problem with every placed replica movable and every primary swappable, but for
-    affinity parents' (which stay put, as in every phase)."""
+    affinity parents' (which do not swap, as in every phase)."""
     problem, index = encode(state)
     movable = index.node_of >= 0
     swappable = np.zeros(index.primary_of.shape[0], bool)
     swappable[: index.n_partitions] = index.stateful[: index.n_partitions] & (index.primary_of[: index.n_partitions] >= 0)
     parents = np.unique(np.asarray(problem.replica_parent))
-    for p in parents[parents >= 0]:
-        movable[list(index.partition_rows[p])] = False
-        swappable[p] = False
+    swappable[parents[parents >= 0]] = False
     enforce = np.array([enforce] * (CONSTRAINTS - 1) + [False])
     return scope(problem, index.node_of, index.primary_of, movable, swappable, enforce), index

@@ -129,7 +129,7 @@ def encoded_digest(state) -> str:
     """The digest of encode(apply_resource_governance(state)): every Problem leaf and Index field."""
     governed, _ = apply_resource_governance(state)
     problem, index = encode(governed)
-    leaves = [(f.name, getattr(problem, f.name)) for f in dataclasses.fields(problem)]
+    leaves = [(f.name, getattr(problem, f.name)) for f in dataclasses.fields(problem) if f.name not in ADDED_SINCE]
     fields = [(f.name, getattr(index, f.name)) for f in dataclasses.fields(index)]
     return _digest(leaves, fields)
 
@@ -138,6 +138,9 @@ def state_digest(state) -> str:
     """The digest of the parsed state (its repr covers every field but the document) and its document."""
     return _digest(repr(state), json.dumps(state.document, sort_keys=True))
 
+
+# Problem fields added after the pins were recorded (their own tests cover them).
+ADDED_SINCE = {"children_of", "replica_upgraded", "node_upgraded"}
 
 # Recorded with the replica-by-replica code (before issue 23's vectorised reading and encoding).
 PINNED = {

@@ -1,4 +1,5 @@
-"""Zero and special values of SF's throttle settings, and placement with moves (issue 21.3, 21.8),
+"""Zero and special values of SF's throttle settings, placement with moves, PreferUpgradedUDs and
+affinity groups in balancing (issue 21.3, 21.8),
 as SF's PLB reads them (PLBScheduler.cpp, Searcher.cpp, PlacementAndLoadBalancing.cpp):
 
 - every GlobalMovementThrottleThreshold* of 0 is no limit; they throttle balancing and placement
@@ -81,3 +82,46 @@ def test_score_improvement_threshold_keeps_balancing_that_gains_too_little():
     gain = kept["Score"]["Before"] - kept["Score"]["After"]
     refused, _ = run(_stacked(MaxPercentageToMove=1.0, ScoreImprovementThreshold=gain * 1.5))
     assert not movements(refused) and "no better placement" in phase(refused, "Balancing")["Reason"]
+
+
+def test_new_replicas_prefer_upgraded_domains():
+    """During an upgrade that is done with UD1 and UD2, PreferUpgradedUDs sends a missing secondary
+    there (SF's PlacementWithUpgradeCompletedUDsTest1)."""
+    stateful = {"ServiceName": "fabric:/App/S", "ServiceKind": "Stateful", "TargetReplicaSetSize": 3,
+                "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 5, "SecondaryDefaultLoad": 5}]}
+    replicas = [{"ReplicaId": "s.0", "Role": "Primary", "NodeName": "N0"},
+                {"ReplicaId": "s.1", "Role": "Secondary", "NodeName": "N5"}]
+    upgrade = {"InProgress": True, "Scope": "Cluster", "UpgradeDomainsDone": ["UD1", "UD2"]}
+    doc = document([stateful, service("fabric:/App/X", 1, 1)],
+                   [{"ServiceName": "fabric:/App/S", "PartitionId": "s", "Replicas": replicas},
+                    part("fabric:/App/X", "x", "N3")],
+                   frame=False, Upgrade=upgrade, Settings={"PreferUpgradedUDs": True})
+    result, _ = run(doc)
+    added = [a["TargetNode"] for a in result["Actions"] if a["Action"].startswith("Add")]
+    assert len(added) == 1 and added[0] in ("N1", "N2"), result["Actions"]
+
+
+def test_aligned_affinity_groups_move_together_in_balancing():
+    """Two parents and their aligned children, all with the primary on N0 and the secondary on N1
+    (SF's BalancingWithAffinityTest): balancing moves parent and child replicas together, so every
+    child replica ends beside its parent's replica of the same role."""
+    def stateful(name, parent=None):
+        svc = {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": 2,
+               "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 10}]}
+        if parent:
+            svc["Correlations"] = [{"ServiceName": parent, "Scheme": "AlignedAffinity"}]
+        return svc
+
+    names = ["fabric:/App/P0", "fabric:/App/C0", "fabric:/App/P1", "fabric:/App/C1"]
+    services = [stateful(names[0]), stateful(names[1], names[0]), stateful(names[2]), stateful(names[3], names[2])]
+    partitions = [{"ServiceName": n, "PartitionId": f"p{i}", "Replicas": [
+        {"ReplicaId": f"p{i}.0", "Role": "Primary", "NodeName": "N0"},
+        {"ReplicaId": f"p{i}.1", "Role": "Secondary", "NodeName": "N1"}]} for i, n in enumerate(names)]
+    doc = document(services, partitions, nodes(4), activity=None, frame=False,
+                   Settings={"MaxPercentageToMove": 1.0})
+    result, after = run(doc)
+    assert movements(result) and result["Score"]["After"] < result["Score"]["Before"]
+    where = {r["ReplicaId"]: (r["NodeName"], r["Role"]) for p in after["Partitions"] for r in p["Replicas"]}
+    for parent, child in ((0, 1), (2, 3)):
+        for k in (0, 1):
+            assert where[f"p{parent}.{k}"] == where[f"p{child}.{k}"], where
