@@ -133,7 +133,8 @@ def _children_on(problem: Problem, node_of, r, node):
 def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
     """Replica r moved (or placed) on node t (-1: no node; `drawn`: the draw found one). A parent's
     replica takes the child replica beside it along (SF's affinity repair moves children after their
-    parent): valid with at most one child beside it and none on t, whose status would change."""
+    parent), so it is valid with at most one child beside it; the children waiting on t (none of
+    their parent's replicas is there, by exclusion) are fixed if their role fits."""
     p, s = problem.replica_partition[r], problem.replica_service[r]
     a, dst = node_of[r], jnp.maximum(t, 0)
     load = _load(problem, primary_of, r)
@@ -145,15 +146,19 @@ def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
                        node_a=a, node_b=dst, delta_a=-load, delta_b=load, cost_delta=cost, moves_delta=moved,
                        penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
     q, beside = _children_on(problem, node_of, r, a)
-    _, waiting = _children_on(problem, node_of, r, dst)
     along = (beside == 1) & (a >= 0)
     changes2, cost2, moved2, ok2 = _leg(problem, node_of, primary_of, q, dst)
     load2 = jnp.where(along, _load(problem, primary_of, q), 0.0)
     gone = lambda x: jnp.where(along, x, 0.0)  # noqa: E731
     changes = changes + gone(changes2.at[AFFINITY].set(0.0))   # the child stays with its parent replica
+    kids = problem.children_of[p]
+    waiting = (kids >= 0) & (node_of[jnp.maximum(kids, 0)] == dst) & (t >= 0)
+    fits_role = (primary_of[problem.replica_partition[jnp.maximum(kids, 0)]] == kids) == (primary_of[p] == r)
+    fixed = waiting & (~problem.replica_aligned[jnp.maximum(kids, 0)] | fits_role)
+    changes = changes.at[AFFINITY].add(-jnp.sum(fixed).astype(jnp.float32))
     total = load + load2
     changes = _with_capacity(problem, changes, loads, a, -total, dst, total)
-    valid = (drawn & (t >= 0) & ok & (ok2 | ~along) & ((beside == 0) | along) & (waiting == 0)
+    valid = (drawn & (t >= 0) & ok & (ok2 | ~along) & ((beside == 0) | along | (a < 0))
              & fits(problem, loads, dst, total) & _enforced(problem, changes))
     none = jnp.asarray(-1, jnp.int32)
     return Move(replica=r, target=dst, replica2=jnp.where(along, q, none), target2=dst, partition=p,

@@ -125,3 +125,23 @@ def test_aligned_affinity_groups_move_together_in_balancing():
     for parent, child in ((0, 1), (2, 3)):
         for k in (0, 1):
             assert where[f"p{parent}.{k}"] == where[f"p{child}.{k}"], where
+
+
+def test_new_parent_replicas_go_beside_their_children():
+    """A parent with three replicas to place and an aligned child already placed on N1-N3 (SF's
+    PlacementWithAffinityTest3): three adds, primary beside the child's primary; no child moves."""
+    def stateful(name, **extra):
+        return {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": 3,
+                "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 10}]
+                } | extra
+
+    child = [{"ReplicaId": f"c.{k}", "Role": role, "NodeName": f"N{k + 1}"}
+             for k, role in enumerate(["Primary", "Secondary", "Secondary"])]
+    doc = document([stateful("fabric:/App/P"),
+                    stateful("fabric:/App/C", Correlations=[{"ServiceName": "fabric:/App/P", "Scheme": "AlignedAffinity"}])],
+                   [{"ServiceName": "fabric:/App/P", "PartitionId": "p", "Replicas": []},
+                    {"ServiceName": "fabric:/App/C", "PartitionId": "c", "Replicas": child}],
+                   nodes(5), activity=None, frame=False)
+    result, _ = run(doc)
+    adds = sorted((a["Action"], a["TargetNode"]) for a in result["Actions"])
+    assert adds == [("AddPrimary", "N1"), ("AddSecondary", "N2"), ("AddSecondary", "N3")], result["Actions"]

@@ -18,7 +18,7 @@ from validity import apply, breaks, random_cluster
 
 CONFIGS = {"chains": AnnealConfig(chains=4, steps=1000, seconds=None, block_steps=250),
            "parallel": AnnealConfig(chains=1, steps=200, seconds=None, block_steps=50, tries=64, parallel=True)}
-FAMILIES, PER_FAMILY = 4, 50
+FAMILIES, PER_FAMILY = 4, 40
 
 
 @pytest.mark.parametrize("family", range(FAMILIES))
