@@ -351,6 +351,23 @@ class AnnealResult:
     accepted: int
     initial_temperature: float
     energies: np.ndarray       # best energy per chain
+    tries: int = 1             # proposals per step (fewer than asked after running out of device memory)
+    shrunk: str | None = None  # why the search ran smaller than asked, if it did
+
+
+def _out_of_memory(error: Exception) -> bool:
+    text = str(error)
+    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
+
+
+def _smaller(config: AnnealConfig) -> AnnealConfig | None:
+    """Half the chains, or with one chain half the tries (None: nothing left to halve)."""
+    if config.chains > 1:
+        return dataclasses.replace(config, chains=config.chains // 2)
+    if config.tries > 1:
+        return dataclasses.replace(config, tries=config.tries // 2,
+                                   room=None if config.room is None else max(1, config.room // 2))
+    return None
 
 
 def anneal(model: Model, problem, config: AnnealConfig,
@@ -363,7 +380,31 @@ def anneal(model: Model, problem, config: AnnealConfig,
     `STOP.set()` ends it after the current block (the best so far is returned).
     `checkpoint(solution, energy)` receives the best solution so far (host arrays) when it has
     improved, at most every `checkpoint_seconds`, for callers that must hold a result at any time.
+    When the device runs out of memory the search starts again with half the chains (with one chain,
+    half the tries a step), as often as needed; the result says so (`shrunk`).
     """
+    asked = config
+    while True:
+        try:
+            result = _anneal(model, problem, config, progress, deadline, checkpoint, checkpoint_seconds)
+        except jax.errors.JaxRuntimeError as error:
+            smaller = _smaller(config)
+            if not _out_of_memory(error) or smaller is None:
+                raise
+            logging.getLogger(__name__).warning("out of device memory with %d chain(s) x %d tries: retrying with %d x %d",
+                                                config.chains, config.tries, smaller.chains, smaller.tries)
+            clear_compiled()
+            config = smaller
+            continue
+        if config != asked:
+            result = dataclasses.replace(result, shrunk=f"out of device memory: {config.chains} chain(s) x "
+                                                        f"{config.tries} tries a step instead of {asked.chains} x {asked.tries}")
+        return result
+
+
+def _anneal(model: Model, problem, config: AnnealConfig, progress, deadline, checkpoint,
+            checkpoint_seconds: float) -> AnnealResult:
+    """`anneal` with this config."""
     keys = jax.random.split(jax.random.PRNGKey(config.seed), config.chains)
     problem, chains = shard(problem, init_chains(model, problem, keys))
     initial_energy = float(_host(chains.state.energy)[0])
@@ -414,4 +455,4 @@ def anneal(model: Model, problem, config: AnnealConfig,
         energy=float(energies[best]), initial_energy=initial_energy,
         steps=done * config.block_steps, chains=config.chains, seconds=seconds,
         compile_seconds=compile_seconds, accepted=int(_host(chains.accepted).sum()),
-        initial_temperature=t0, energies=energies)
+        initial_temperature=t0, energies=energies, tries=config.tries)

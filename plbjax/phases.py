@@ -521,10 +521,13 @@ def plan(state: ClusterState, config: AnnealConfig,
               "LoadsBefore": {m: float(original.report["loads"][n, k]) for k, m in enumerate(metrics)},
               "LoadsAfter": {m: float(final.report["loads"][n, k]) for k, m in enumerate(metrics)}}
              for n, name in enumerate(index.nodes)]
-    searched = {"Backend": jax.default_backend(), "Chains": config.chains if searches else 0,
+    searched = {"Backend": jax.default_backend(), "Chains": min((s.chains for s in searches), default=0),
                 "Steps": sum(s.steps for s in searches),
                 "Seconds": round(sum(s.seconds for s in searches), 3), "Seed": config.seed,
                 "Interrupted": STOP.is_set(), "MovementsRemoved": removed}
+    shrunk = [s.shrunk for s in searches if s.shrunk]
+    if shrunk:
+        searched["DeviceMemory"] = shrunk[-1]
     return {
         "SchemaVersion": SCHEMA_VERSION,
         "Phases": [placement, check, balancing],

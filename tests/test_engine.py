@@ -348,3 +348,21 @@ def test_parallel_search_keeps_every_chain_valid(states, documents):
     for c in range(4):
         after = document_with(states[2], index, chains.state.node_of[c], chains.state.primary_of[c])
         assert no_new_violations(before, violations(states[2], placement_of(after))) == []
+
+
+def test_out_of_device_memory_retries_with_fewer_chains_and_says_so(states, monkeypatch):
+    """A search that runs out of device memory starts again with half the chains (one chain: half
+    the tries) until it fits, and the plan says so."""
+    compile_blocks, calls = A._compiled_blocks, []
+
+    def tight(model, problem, chains, config):
+        calls.append((config.chains, config.tries))
+        if config.chains * config.tries > 2:
+            raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate")
+        return compile_blocks(model, problem, chains, config)
+
+    monkeypatch.setattr(A, "_compiled_blocks", tight)
+    result = plan(states[0], dataclasses.replace(QUICK, chains=4, tries=4, steps=500, block_steps=250))
+    assert calls[:4] == [(4, 4), (2, 4), (1, 4), (1, 2)]
+    assert result["Search"]["Chains"] == 1
+    assert result["Search"]["DeviceMemory"].startswith("out of device memory: 1 chain(s) x 2 tries")
