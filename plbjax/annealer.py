@@ -351,7 +351,6 @@ class AnnealResult:
     accepted: int
     initial_temperature: float
     energies: np.ndarray       # best energy per chain
-    tries: int = 1             # proposals per step (fewer than asked after running out of device memory)
     shrunk: str | None = None  # why the search ran smaller than asked, if it did
 
 
@@ -455,4 +454,4 @@ def _anneal(model: Model, problem, config: AnnealConfig, progress, deadline, che
         energy=float(energies[best]), initial_energy=initial_energy,
         steps=done * config.block_steps, chains=config.chains, seconds=seconds,
         compile_seconds=compile_seconds, accepted=int(_host(chains.accepted).sum()),
-        initial_temperature=t0, energies=energies, tries=config.tries)
+        initial_temperature=t0, energies=energies)

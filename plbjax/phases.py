@@ -105,11 +105,11 @@ def movement_budget(state: ClusterState, phase: str, replicas: int) -> int:
 
 
 def _movements(index: Index, before: Placement, after: Placement) -> int:
-    """Moved replicas and changed primaries between two placements (of replicas placed in both)."""
-    placed = (before.node_of >= 0) & (after.node_of >= 0)
-    heads = (before.primary_of >= 0) & (after.primary_of >= 0)
-    return int((placed & (before.node_of != after.node_of)).sum()
-               + (heads & (before.primary_of != after.primary_of))[: index.n_partitions].sum())
+    """Movements from `before` to `after` as the search and SF's throttles count them: replicas
+    placed before that moved, and changed primaries (`energy.movements`; adds are free)."""
+    n = index.n_partitions
+    return int(((after.node_of != before.node_of) & (before.node_of >= 0)).sum()
+               + ((after.primary_of != before.primary_of) & (before.primary_of >= 0))[:n].sum())
 
 
 def _search(problem: Problem, index: Index, now: Placement, movable, swappable, enforce,
@@ -259,10 +259,11 @@ def _placement_phase(problem, index, state, now, config, progress, priorities):
                              CHECK_MOVE_WEIGHT, budget=budget)
     left = int(result.report["violations"]["unplaced"].sum())
     reason = f"{int(todo.sum())} replica(s) to place"
-    if left and state.settings["MoveExistingReplicaForPlacement"] and budget > _movements(index, now, result):
+    spent = _movements(index, now, result)
+    if left and state.settings["MoveExistingReplicaForPlacement"] and budget > spent:
         still = todo & (result.node_of < 0)
         moved, more = _search(problem, index, result, still | placed, headless, priorities == 0, config, progress,
-                              CHECK_MOVE_WEIGHT, budget=budget - _movements(index, now, result))
+                              CHECK_MOVE_WEIGHT, budget=budget - spent)
         search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
         if (int(moved.report["violations"]["unplaced"].sum()) < left
                 and _no_worse(result.report["violations"], moved.report["violations"], np.where(priorities == 0, 0, -1))):
@@ -343,6 +344,8 @@ def _throttled_partitions(state: ClusterState, index: Index, problem: Problem) -
     History entries) as MovementPerPartitionThrottleThreshold, or more (SF counts only partitions
     that moved, so 0 freezes every partition with a recent movement)."""
     counts = np.zeros(problem.partition_service.shape[0], int)
+    if not state.history:
+        return counts > 0
     partition_of = np.asarray(problem.replica_partition)
     for r in range(index.n_replicas):
         counts[partition_of[r]] += len(state.history.get(str(index.replica_ids[r]), ()))
@@ -403,17 +406,18 @@ def _tidy(problem: Problem, index: Index, final: Placement, config: AnnealConfig
     count = int(moved.sum() + swapped.sum())
     if not count:
         return final, 0, None
-    scoped = scope(problem, index.node_of, index.primary_of, moved, swapped, priorities >= 0, budget=count,
+    origin = Placement(index.node_of, index.primary_of, {})
+    before = _movements(index, origin, final)
+    scoped = scope(problem, index.node_of, index.primary_of, moved, swapped, priorities >= 0, budget=before,
                    history=True, start=(final.node_of, final.primary_of), undo_share=1.0)
     blocks = math.ceil(TIDY_PROPOSALS * count / (config.tries * config.block_steps))
     config = dataclasses.replace(config, steps=blocks * config.block_steps, initial_temperature=1e-9, final_ratio=1.0)
     result = anneal(MODEL, scoped, config, progress)
     node_of, primary_of = settle(index, *result.solution)
     tidied = Placement(node_of, primary_of, assess(problem, node_of, primary_of))
-    left = int(((node_of != index.node_of) & (index.node_of >= 0)).sum()
-               + ((primary_of != index.primary_of) & (index.primary_of >= 0))[:n].sum())
-    if left < count and _no_worse(final.report["violations"], tidied.report["violations"], priorities):
-        return tidied, count - left, result
+    removed = before - _movements(index, origin, tidied)
+    if removed > 0 and _no_worse(final.report["violations"], tidied.report["violations"], priorities):
+        return tidied, removed, result
     return final, 0, result
 
 
