@@ -1,0 +1,44 @@
+"""Plans pinned byte for byte: the bundled example and generated clusters, fixed seeds and step counts.
+
+A change that alters a plan here alters what users get; regenerate the files only on purpose
+(`PLBJAX_PIN=1 python3 -m pytest tests/test_pinned_plans.py`) and say why in the commit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import cluster, packed_cluster
+from plbjax import AnnealConfig, load_state, parse_state, plan
+
+PINNED = Path(__file__).parent / "data" / "pinned"
+EXAMPLE = Path(__file__).parent.parent / "examples" / "small.yaml"
+ONE_DEEP_CHAIN = AnnealConfig(chains=1, tries=256, parallel=True, steps=2000, seconds=None, seed=3)
+FOUR_CHAINS = AnnealConfig(chains=4, tries=8, steps=1500, seconds=None, block_steps=500, seed=5)
+CASES = {
+    "example": lambda: (load_state(EXAMPLE), ONE_DEEP_CHAIN),
+    "cluster-0": lambda: (parse_state(cluster(0)), FOUR_CHAINS),
+    "cluster-1": lambda: (parse_state(cluster(1)), dataclasses.replace(ONE_DEEP_CHAIN, steps=1000)),
+    "packed-7": lambda: (parse_state(packed_cluster(7)), FOUR_CHAINS),
+}
+
+
+def _canonical(document: dict) -> str:
+    """The plan without its wall-clock seconds, as sorted JSON."""
+    document = dict(document, Search={k: v for k, v in document["Search"].items() if k != "Seconds"})
+    return json.dumps(document, sort_keys=True, indent=1) + "\n"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_plan_is_pinned(name):
+    state, config = CASES[name]()
+    text = _canonical(plan(state, config))
+    path = PINNED / f"{name}.json"
+    if os.environ.get("PLBJAX_PIN"):
+        path.write_text(text)
+    assert text == path.read_text(), f"the plan for {name} changed"
