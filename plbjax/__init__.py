@@ -1,14 +1,15 @@
 """plbjax: Service Fabric's Cluster Resource Manager (PLB) as a vectorised simulated-annealing optimizer.
 
-The public API is small: load a state document, plan, and (optionally) drive the pieces yourself.
+Three wings: `plbjax.anneal`, a problem-agnostic annealer (`Model`, kernels, driver);
+`plbjax.sf`, Service Fabric's model and phases; `plbjax.roadef`, the ROADEF/EURO 2012 problem.
+The names here are what most users need: load a state document, plan it, apply the plan.
 """
 
-from plbjax.annealer import AnnealConfig, anneal
-from plbjax.decoding import apply_actions, diff
-from plbjax.encoding import Index, Problem, encode
+from plbjax.anneal import KernelConfig, Model, Schedule
 from plbjax.errors import BadInput
-from plbjax.phases import plan
-from plbjax.state import ClusterState, load_state, parse_state
+from plbjax.sf import (ClusterSpec, ClusterState, Index, Problem, SearchConfig, apply_actions, diff, encode, generate,
+                       load_state, parse_state, plan)
 
-__all__ = ["AnnealConfig", "BadInput", "ClusterState", "Index", "Problem", "anneal", "apply_actions",
-           "diff", "encode", "load_state", "parse_state", "plan"]
+__all__ = ["BadInput", "ClusterSpec", "ClusterState", "Index", "KernelConfig", "Model", "Problem", "Schedule",
+           "SearchConfig", "apply_actions", "diff", "encode", "generate", "load_state", "parse_state",
+           "plan"]

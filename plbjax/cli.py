@@ -1,4 +1,5 @@
-"""Command line: `plbjax state=PATH [out=FILE] [key=value ...]` (a Hydra app); `plbjax -m` sweeps."""
+"""Command lines (Hydra apps): `plbjax state=PATH [out=FILE] [key=value ...]` plans a snapshot;
+`plbjax-replay timeline=PATH [out=DIR] [key=value ...]` plays the PLB loop over a timeline; `-m` sweeps."""
 
 from __future__ import annotations
 
@@ -14,19 +15,21 @@ import threading
 import time
 from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
+from typing import Any, Callable
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from plbjax import annealer
-from plbjax.config import RunConfig, from_hydra
+from plbjax import anneal
+from plbjax.config import BalancingConfig, DeviceConfig, ReplayConfig, RunConfig, from_hydra, register
 from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.sweep import FAILED
 
 CONFIG_DIR = "pkg://plbjax.conf"     # the repository's conf/, shipped in the package (pyproject.toml)
+register()
 _job_started = False
 
 
@@ -43,16 +46,14 @@ class Progress:
                   file=sys.stderr, flush=True)
 
 
-def configure_devices(cfg: RunConfig) -> None:
+def configure_devices(device: DeviceConfig) -> None:
     """Device settings that must precede JAX's first use of a device: this job's share of GPU
     memory (parallel sweep jobs on one GPU) and joining a multi-host run."""
-    import os
-
     import jax
 
-    if cfg.memory_fraction is not None:
-        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(cfg.memory_fraction)
-    if cfg.distributed:
+    if device.memory_fraction is not None:
+        os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(device.memory_fraction)
+    if device.distributed:
         jax.distributed.initialize()    # coordinator and process ids from SLURM / Open MPI / the environment
 
 
@@ -75,13 +76,13 @@ def _stop_on_signals():
     """SIGTERM (batch schedulers at a job's time limit) and SIGINT end the search at its next block;
     the best plan found so far is written. A second SIGINT stops at once."""
     def stop(signum, frame):
-        if signum == signal.SIGINT and annealer.STOP.is_set():
+        if signum == signal.SIGINT and anneal.STOP.is_set():
             raise KeyboardInterrupt
         print(f"plbjax: {signal.Signals(signum).name}: stopping the search; writing the best plan found",
               file=sys.stderr, flush=True)
-        annealer.STOP.set()
+        anneal.STOP.set()
 
-    annealer.STOP.clear()
+    anneal.STOP.clear()
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -93,30 +94,29 @@ def _stop_on_signals():
             signal.signal(sig, handler)
 
 
+def _with_thresholds(state, balancing: BalancingConfig):
+    """`state` with every metric's balancing or activity threshold replaced, where the config sets one."""
+    metrics = state.metric_names()
+    if balancing.threshold is not None:
+        state = dataclasses.replace(state, balancing_thresholds={m: balancing.threshold for m in metrics})
+    if balancing.activity_threshold is not None:
+        state = dataclasses.replace(state, activity_thresholds={m: balancing.activity_threshold for m in metrics})
+    return state
+
+
 def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     """Load, plan, write. Raises BadInput for bad input."""
-    from plbjax.phases import plan as make_plan
-    from plbjax.state import load_state
-
-    annealer.enable_compilation_cache()
-    _check_writable(cfg.out, "out")
-    _check_writable(cfg.plot, "plot")
-    state = load_state(cfg.state)
-    if cfg.balancing_threshold is not None or cfg.activity_threshold is not None:
-        metrics = state.metric_names()
-        state = dataclasses.replace(
-            state,
-            balancing_thresholds={m: cfg.balancing_threshold for m in metrics}
-            if cfg.balancing_threshold is not None else state.balancing_thresholds,
-            activity_thresholds={m: cfg.activity_threshold for m in metrics}
-            if cfg.activity_threshold is not None else state.activity_thresholds)
     import jax
 
-    search = cfg.search(jax.default_backend(), sum(max(len(p.replicas), state.service(p.service).target)
-                                                   for p in state.partitions))
+    from plbjax.sf import load_state, plan as make_plan
+
+    anneal.enable_compilation_cache()
+    _check_writable(cfg.out, "out")
+    _check_writable(cfg.plot, "plot")
+    state = _with_thresholds(load_state(cfg.state), cfg.balancing)
     start = time.perf_counter()
     with _stop_on_signals():
-        plan = make_plan(state, search, Progress() if cfg.progress else None)
+        plan = make_plan(state, cfg.search, Progress() if cfg.progress else None)
     text = json.dumps(plan, indent=2, allow_nan=False)
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]
     if jax.process_index() != 0:        # in a multi-host run one process writes
@@ -143,23 +143,52 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     return plan
 
 
-@hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="config")
-def _app(cfg: DictConfig) -> float:
+def _job(cfg: DictConfig, required: str, work: Callable[[Any, Path], float], prog: str) -> float:
+    """One Hydra job: the config checked, the devices set up, `work(config, run_dir)` done. Bad input
+    exits 2 with one line, or, in a sweep, is written to the job's directory and the sweep goes on."""
     global _job_started
     _job_started = True
     hydra_config = HydraConfig.get()
     run_dir = Path(hydra_config.runtime.output_dir)
     try:
-        config = from_hydra(cfg)
-        configure_devices(config)
-        plan = run(config, run_dir)
+        config = from_hydra(cfg, required)
+        configure_devices(config.device)
+        return work(config, run_dir)
     except BadInput as exc:
-        print(f"plbjax: bad input: {exc}", file=sys.stderr)
+        print(f"{prog}: bad input: {exc}", file=sys.stderr)
         if hydra_config.mode != RunMode.MULTIRUN:
             sys.exit(2)
         write_text(run_dir / FAILED, f"bad input: {exc}\n")      # a sweep goes on; its summary lists the job
         return math.nan
-    return plan["Score"]["After"]
+
+
+def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
+    """Load the timeline, play it, write the record (to `cfg.out`, else the run directory); its summary."""
+    from plbjax.sf.replay import load_timeline, replay, summary, write_outputs
+    from plbjax.sf.replay.engine import EnginePlanner, EngineProbe
+
+    anneal.enable_compilation_cache()
+    timeline = load_timeline(cfg.timeline)
+    out = Path(cfg.out) if cfg.out else run_dir
+    with _stop_on_signals():
+        record = replay(timeline, EnginePlanner(cfg.search), EngineProbe(), seed=cfg.search.seed)
+    write_outputs(record, out)
+    result = summary(record)
+    print(f"plbjax-replay: {record.duration:g} simulated s in {record.seconds:.1f} s; rounds "
+          f"{dict(record.rounds)}; {result['CumulativeMovements']} movement(s); time-averaged AvgStdDev "
+          f"{result['TimeAveragedAvgStdDev']:.4f}; written to {out}")
+    return result
+
+
+@hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="config")
+def _app(cfg: DictConfig) -> float:
+    return _job(cfg, "state", lambda config, run_dir: run(config, run_dir)["Score"]["After"], "plbjax")
+
+
+@hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="replay")
+def _replay_app(cfg: DictConfig) -> float:
+    return _job(cfg, "timeline", lambda config, run_dir: run_replay(config, run_dir)["TimeAveragedAvgStdDev"],
+                "plbjax-replay")
 
 
 class _HeldStderr(io.TextIOBase):
@@ -184,30 +213,43 @@ class _HeldStderr(io.TextIOBase):
     def one_line(self) -> str:
         """What was held, as one line (and nothing held any more)."""
         text, self.held = "".join(self.held), []
-        unknown = re.search(r"Could not override '([^']+)'.*is not in struct", text, re.S)
+        unknown = re.search(r"Could not override '([^']+)'", text)
         if unknown:
             return f"{unknown[1]}: unknown config key"
+        typed = re.search(r"Error merging override ([^=\s]+)=.*?\n(.+)", text)
+        if typed:
+            return f"{typed[1]}: {typed[2].strip()}"
         lines = [line.strip() for line in text.splitlines()
                  if line.strip() and "HYDRA_FULL_ERROR" not in line and not line.startswith("See https")]
         return "; ".join(lines[:2]) if lines else "bad command line"
 
 
-def main() -> None:
-    """Console entry point; configuration errors Hydra reports before the job starts exit with 2 and
-    one line."""
+def _main(app: Callable[[], Any], prog: str) -> None:
+    """A console entry point; configuration errors Hydra reports before the job starts exit with 2
+    and one line."""
     held = _HeldStderr(sys.stderr)
     multirun = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])   # sweep workers inherit no redirect
     try:
         with redirect_stderr(sys.stderr if multirun else held):
-            _app()
+            app()
     except SystemExit as exc:
         if exc.code not in (0, None) and not _job_started:
-            print(f"plbjax: bad config: {held.one_line()}", file=sys.stderr)
+            print(f"{prog}: bad config: {held.one_line()}", file=sys.stderr)
             sys.exit(2)
         raise
     finally:
         if held.held:
             sys.stderr.write("".join(held.held))
+
+
+def main() -> None:
+    """`plbjax`."""
+    _main(_app, "plbjax")
+
+
+def replay_main() -> None:
+    """`plbjax-replay`."""
+    _main(_replay_app, "plbjax-replay")
 
 
 if __name__ == "__main__":

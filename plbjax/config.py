@@ -1,103 +1,77 @@
-"""Hydra config -> plain frozen dataclasses, before anything reaches jit."""
+"""The `plbjax` command's configuration as Hydra structured configs: typed dataclasses whose
+defaults are the defaults, checked by OmegaConf (types) and by their own `__post_init__` (ranges,
+`auto`), so every bad value is one message naming its key."""
 
 from __future__ import annotations
 
 import dataclasses
-import math
+from typing import Optional
 
-from omegaconf import DictConfig, OmegaConf
+from hydra.core.config_store import ConfigStore
+from omegaconf import MISSING, DictConfig, OmegaConf
 
-from plbjax.annealer import AnnealConfig
 from plbjax.errors import BadInput
+from plbjax.sf import SearchConfig
 
 
-AUTO = "auto"
-_AUTO_KEYS = ("chains", "steps", "tries", "parallel")
+@dataclasses.dataclass
+class DeviceConfig:
+    memory_fraction: Optional[float] = None   # share of GPU memory this job takes (e.g. 0.2 for 4 jobs on a GPU)
+    distributed: bool = False                 # call jax.distributed.initialize() first: chains span every host
+
+    def __post_init__(self) -> None:
+        if self.memory_fraction is not None and not 0 < self.memory_fraction <= 1:
+            raise BadInput(f"device.memory_fraction: {self.memory_fraction} is not in (0, 1]")
 
 
-def auto_search(backend: str, replicas: int) -> dict:
-    """The default search for a backend and a cluster size: what the benchmarks found best (README),
-    one deep chain with parallel tries, and steps for about 500 proposals per replica on a CPU (at
-    least 20,000 steps), or a step per ten replicas (at least 2,000) of 65,536 tries on a GPU."""
-    if backend == "cpu":
-        return dict(chains=1, tries=256, parallel=True, steps=max(20_000, math.ceil(500 * replicas / 256)))
-    return dict(chains=1, tries=65_536, parallel=True, steps=max(2_000, math.ceil(replicas / 10)))
+@dataclasses.dataclass
+class BalancingConfig:
+    threshold: Optional[float] = None            # replaces every metric's MetricBalancingThresholds entry
+    activity_threshold: Optional[float] = None   # replaces every metric's MetricActivityThresholds entry
+
+    def __post_init__(self) -> None:
+        for key in ("threshold", "activity_threshold"):
+            value = getattr(self, key)
+            if value is not None and value < 0:
+                raise BadInput(f"balancing.{key}: {value} is below the minimum 0")
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass
 class RunConfig:
-    state: str
-    out: str | None
-    plot: str | None
-    progress: bool
-    anneal: AnnealConfig
-    balancing_threshold: float | None
-    activity_threshold: float | None
-    memory_fraction: float | None = None
-    distributed: bool = False
-    auto: tuple[str, ...] = ()      # search keys left to `auto_search`
-
-    def search(self, backend: str, replicas: int) -> AnnealConfig:
-        """The search settings, with the `auto` ones chosen for this backend and cluster size."""
-        chosen = auto_search(backend, replicas)
-        return dataclasses.replace(self.anneal, **{k: chosen[k] for k in self.auto})
+    state: str = MISSING            # cluster state document (JSON or YAML)
+    out: Optional[str] = None       # also write the plan here (it is always written to the run directory)
+    plot: Optional[str] = None      # PNG of node loads per metric before and after the plan
+    progress: bool = True           # progress lines on stderr for searches longer than a few seconds
+    search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
+    device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
+    balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)
 
 
-def _number(cfg: DictConfig, key: str, kind, allow_none: bool = True, minimum=None):
-    value = OmegaConf.select(cfg, key)
-    if value is None:
-        if allow_none:
-            return None
-        raise BadInput(f"{key}: a value is required")
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise BadInput(f"{key}: {value!r} is not a valid {kind.__name__}") from None
-    if isinstance(value, bool) or (kind is int and number != value):
-        raise BadInput(f"{key}: {value!r} is not a valid {kind.__name__}")
-    if minimum is not None and number < minimum:
-        raise BadInput(f"{key}: {value!r} is below the minimum {minimum}")
-    return number
+def _replay_search() -> SearchConfig:
+    return SearchConfig(seconds=REPLAY_ROUND_SECONDS)
 
 
-def _flag(cfg: DictConfig, key: str) -> bool:
-    value = OmegaConf.select(cfg, key, default=False)
-    if not isinstance(value, bool):
-        raise BadInput(f"{key}: {value!r} is not true or false")
-    return value
+REPLAY_ROUND_SECONDS = 1.0      # a replay plans hundreds of rounds: each round's search budget
 
 
-def from_hydra(cfg: DictConfig) -> RunConfig:
-    """Validate the composed config; every problem is a BadInput naming the key."""
-    if OmegaConf.is_missing(cfg, "state"):
-        raise BadInput("state: missing; run `plbjax state=PATH` with a cluster state document")
-    auto = tuple(k for k in _AUTO_KEYS if OmegaConf.select(cfg, f"search.{k}") == AUTO)
-    placeholder = AnnealConfig()
-    anneal = AnnealConfig(
-        chains=placeholder.chains if "chains" in auto else _number(cfg, "search.chains", int, False, 1),
-        steps=placeholder.steps if "steps" in auto else _number(cfg, "search.steps", int, True, 1),
-        seconds=_number(cfg, "search.seconds", float, True, 0.0),
-        seed=_number(cfg, "search.seed", int, False),
-        tries=placeholder.tries if "tries" in auto else _number(cfg, "search.tries", int, False, 1),
-        parallel=placeholder.parallel if "parallel" in auto else _flag(cfg, "search.parallel"),
-        room=_number(cfg, "search.room", int, True, 1),
-        block_steps=_number(cfg, "anneal.block_steps", int, False, 1),
-        swap_probability=_number(cfg, "anneal.swap_probability", float, False, 0.0),
-        initial_temperature=_number(cfg, "anneal.initial_temperature", float, True, 0.0),
-        probe_factor=_number(cfg, "anneal.probe_factor", float, False, 0.0),
-        final_ratio=_number(cfg, "anneal.final_ratio", float, False, 0.0),
-        population=_flag(cfg, "anneal.population"),
-    )
-    if anneal.steps is None and not anneal.seconds and "steps" not in auto:
-        raise BadInput("search.steps: null needs search.seconds to bound the search")
-    if anneal.swap_probability > 1:
-        raise BadInput(f"anneal.swap_probability: {anneal.swap_probability} is above 1")
-    fraction = _number(cfg, "device.memory_fraction", float, True, 0.0)
-    if fraction is not None and not 0 < fraction <= 1:
-        raise BadInput(f"device.memory_fraction: {fraction} is not in (0, 1]")
-    return RunConfig(state=str(cfg.state), out=cfg.get("out"), plot=cfg.get("plot"),
-                     progress=bool(cfg.get("progress", True)), anneal=anneal,
-                     balancing_threshold=_number(cfg, "balancing.threshold", float, True, 0.0),
-                     activity_threshold=_number(cfg, "balancing.activity_threshold", float, True, 0.0),
-                     memory_fraction=fraction, distributed=bool(OmegaConf.select(cfg, "device.distributed")),
-                     auto=auto)
+@dataclasses.dataclass
+class ReplayConfig:
+    timeline: str = MISSING         # timeline document (JSON or YAML)
+    out: Optional[str] = None       # output directory (default: the run directory)
+    search: SearchConfig = dataclasses.field(default_factory=_replay_search)   # each round's search
+    device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
+
+
+def register() -> None:
+    """Make the schemas known to Hydra (conf/config.yaml and conf/replay.yaml name them)."""
+    ConfigStore.instance().store(name="plbjax_schema", node=RunConfig)
+    ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
+
+
+def from_hydra(cfg: DictConfig, required: str = "state") -> RunConfig | ReplayConfig:
+    """The composed config as dataclasses; every problem is a BadInput naming the key."""
+    if OmegaConf.is_missing(cfg, required):
+        raise BadInput(f"{required}: missing; run with {required}=PATH")
+    config = OmegaConf.to_object(cfg)
+    assert isinstance(config, (RunConfig, ReplayConfig)), "a config must start from its schema"
+    return config

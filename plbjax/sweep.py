@@ -14,6 +14,7 @@ from plbjax.files import atomic_path, write_text
 
 
 FAILED = "failed.txt"    # a sweep job that refused its input says why here
+REPLAY_SUMMARY = "summary.json"   # a replay job's summary (plbjax-replay writes its record to the job directory)
 
 
 def collect(sweep_dir: Path) -> list[dict]:
@@ -31,6 +32,10 @@ def collect(sweep_dir: Path) -> list[dict]:
                        score_after=plan["Score"]["After"], seconds=plan["Search"]["Seconds"])
             if plan["Search"].get("Interrupted"):
                 row["status"] = "interrupted"
+        elif (job / REPLAY_SUMMARY).exists():     # a replay: churn against time-averaged imbalance
+            replayed = json.loads((job / REPLAY_SUMMARY).read_text())
+            row.update(actions=replayed["CumulativeMovements"], score_after=replayed["TimeAveragedAvgStdDev"],
+                       seconds=replayed["Seconds"])
         else:
             failed = job / FAILED
             row["status"] = failed.read_text().strip() if failed.exists() else "no plan (killed or crashed)"
@@ -71,15 +76,17 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     ax.scatter([r["actions"] for r in planned], [r["score_after"] for r in planned])
     for r in planned:
         ax.annotate(r["overrides"], (r["actions"], r["score_after"]), fontsize=6)
-    if planned:
+    if planned and planned[0]["score_before"] is not None:
         ax.axhline(planned[0]["score_before"], color="grey", linestyle="--", label="before")
     if len(planned) < len(rows):
         ax.text(0.02, 0.02, f"{len(rows) - len(planned)} job(s) without a plan: see summary.md",
                 transform=ax.transAxes, fontsize=7, color="tab:red")
-    ax.set_xlabel("actions in the plan")
-    ax.set_ylabel("AvgStdDev after the plan")
-    ax.set_title("plbjax sweep: moves vs resulting imbalance")
-    ax.legend()
+    replays = any(r["score_before"] is None for r in planned)
+    ax.set_xlabel("movements over the replay" if replays else "actions in the plan")
+    ax.set_ylabel("time-averaged AvgStdDev" if replays else "AvgStdDev after the plan")
+    ax.set_title("plbjax sweep: churn vs imbalance")
+    if not replays:
+        ax.legend()
     fig.tight_layout()
     with atomic_path(sweep_dir / "summary.png") as tmp:
         fig.savefig(tmp, dpi=120)

@@ -1,7 +1,7 @@
 """Benchmark: plbjax's vmapped annealer against a sequential compiled annealer (numba baseline).
 
 The question is solution quality per wall-second: for each cluster size, plbjax `anneal` runs with a
-fixed wall-time budget at a few chain counts and the numba baseline (scripts/baseline_numba.py: one
+fixed wall-time budget at a few chain counts and the numba baseline (plbjax.baseline: one
 chain, same energy, moves, validity rules and temperature schedule, plbjax's T0) runs for the same
 wall time. Recorded per run: moves/s, best energy vs wall time, final energy, compile seconds,
 AvgStdDev before/after; per size also where plbjax's step time goes (steps alone at 1 and C chains,
@@ -19,10 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import os
-import platform
 import re
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,122 +30,28 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from baseline_numba import (balancing_problem, compile_kernels, probe_temperature, problem_arrays,  # noqa: E402
-                            run_baseline)
-from plbjax import annealer as A  # noqa: E402
-from plbjax.search import MODEL  # noqa: E402
-from plbjax import energy as E  # noqa: E402
-from plbjax.generator import ClusterSpec, generate  # noqa: E402
-from plbjax.state import parse_state  # noqa: E402
+from plbjax import anneal as A
+from plbjax.baseline import (
+    CLUSTER_SEED,
+    SIZES,
+    Contention,
+    balancing_problem,
+    compile_kernels,
+    machine,
+    probe_temperature,
+    problem_arrays,
+    run_baseline,
+    timed,
+    wait_idle,
+)
+from plbjax.sf import ClusterSpec, generate, model, parse_state
+from plbjax.sf import (
+    _energy as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
+)
 
 ROOT = Path(__file__).resolve().parents[1]
-
-# name -> ClusterSpec (3 replicas per partition, skew 0.8, 2-8 metrics); the default run leaves out 100k8 and 300k
-SIZES = {
-    "100": ClusterSpec(nodes=10, fault_domains=5, upgrade_domains=5, metrics=2, services=5,
-                       partitions_per_service=7, skew=0.8, seed=1),
-    "1k": ClusterSpec(nodes=50, fault_domains=5, upgrade_domains=10, metrics=3, services=10,
-                      partitions_per_service=33, skew=0.8, seed=1),
-    "10k": ClusterSpec(nodes=200, fault_domains=10, upgrade_domains=10, metrics=4, services=20,
-                       partitions_per_service=167, skew=0.8, seed=1),
-    "100k": ClusterSpec(nodes=1000, fault_domains=10, upgrade_domains=10, metrics=4, services=50,
-                        partitions_per_service=667, skew=0.8, seed=1),
-    "100k8": ClusterSpec(nodes=1000, fault_domains=10, upgrade_domains=10, metrics=8, services=50,
-                         partitions_per_service=667, skew=0.8, seed=1),    # issue 7's target cluster
-    "300k": ClusterSpec(nodes=10000, fault_domains=10, upgrade_domains=10, metrics=8, services=100,
-                        partitions_per_service=1000, skew=0.8, seed=1),   # issue 7's 10,000-node cluster
-}
-
-
-# ------------------------------------------------------------------------------------ machine
-
-
-def _sources_hash() -> str:
-    """sha256 of plbjax/*.py and scripts/baseline_numba.py as run (the tree may differ from the commit)."""
-    import hashlib
-
-    h = hashlib.sha256()
-    for path in sorted((ROOT / "plbjax").glob("*.py")) + [ROOT / "scripts" / "baseline_numba.py"]:
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
-    return h.hexdigest()
-
-
-def machine() -> dict:
-    model = platform.processor() or ""
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True, timeout=10).stdout.splitlines():
-            if line.startswith("Model name:"):
-                model = line.split(":", 1)[1].strip()
-    except (OSError, subprocess.SubprocessError):
-        pass
-    import numba
-
-    def git(*args):
-        try:
-            done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=10)
-            return done.stdout.strip() if done.returncode == 0 else None
-        except (OSError, subprocess.SubprocessError):
-            return None
-
-    return dict(
-        cpu_model=model, logical_cores=os.cpu_count(),
-        affinity_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        platform=platform.platform(), python=platform.python_version(),
-        jax_version=jax.__version__, jax_backend=jax.default_backend(),
-        jax_devices=[str(d) for d in jax.devices()], numba_version=numba.__version__,
-        numpy_version=np.__version__, load_average_at_start=list(os.getloadavg()),
-        jax_device_kind=jax.devices()[0].device_kind,
-        git_commit=git("rev-parse", "--verify", "HEAD"),
-        git_dirty_files=[ln[3:] for ln in (git("status", "--porcelain") or "").splitlines()
-                         if ln[3:].startswith(("plbjax/", "scripts/"))],
-        plbjax_sources_sha256=_sources_hash(),
-    )
-
-
-class Contention:
-    """Average cores used by other processes over a span (from /proc/stat less this process's CPU)."""
-
-    def __enter__(self):
-        self.start = (self._busy(), time.process_time(), time.perf_counter())
-        return self
-
-    def __exit__(self, *exc):
-        busy, own, wall = self._busy(), time.process_time(), time.perf_counter()
-        span = max(wall - self.start[2], 1e-9)
-        self.other_cores = None if busy is None or self.start[0] is None else \
-            max((busy - self.start[0]) - (own - self.start[1]), 0.0) / span
-        return False
-
-    @staticmethod
-    def _busy():
-        try:
-            with open("/proc/stat") as f:
-                fields = [int(x) for x in f.readline().split()[1:]]
-        except (OSError, ValueError):
-            return None
-        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-        return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
-
-
-_WAIT_IDLE = 0.0     # --wait-idle: seconds to wait for other processes to go quiet before each run
-
-
-def wait_idle(what: str) -> float:
-    """Wait (up to _WAIT_IDLE s) until other processes have used < 0.1 cores for 10 s; the seconds waited."""
-    start, quiet = time.perf_counter(), 0
-    while time.perf_counter() - start < _WAIT_IDLE:
-        with Contention() as c:
-            time.sleep(2.0)
-        quiet = quiet + 1 if (c.other_cores or 0.0) < 0.1 else 0
-        if quiet >= 5:
-            break
-    waited = time.perf_counter() - start
-    if waited > 12:
-        print(f"   (waited {waited:.0f} s for an idle machine before {what})", flush=True)
-    return waited
-
+MODEL = model()              # SF's search, SF's swap probability
+WAIT_IDLE = 0.0              # --wait-idle: seconds to wait for other processes to go quiet before each run
 
 # ------------------------------------------------------------------------------------ plbjax
 
@@ -171,16 +74,16 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, 
         trace.append((round(elapsed, 4), best))
         planned[0] = blocks
 
-    config = A.AnnealConfig(chains=chains, steps=None, seconds=seconds, seed=seed, tries=tries,
-                            population=population, parallel=parallel, initial_temperature=t0, room=room)
-    wait_idle(f"plbjax {chains} chains")
+    kernel = A.KernelConfig(tries=tries, parallel=parallel, room=room, population=population)
+    schedule = A.Schedule(chains=chains, steps=None, seconds=seconds, seed=seed, initial_temperature=t0)
+    wait_idle(f"plbjax {chains} chains", WAIT_IDLE)
     start = time.perf_counter()
     with Contention() as busy:
-        res = A.anneal(MODEL, problem, config, progress=progress)
+        res = A.anneal(MODEL, problem, kernel, schedule, progress=progress)
     total = time.perf_counter() - start
     node_of, primary_of = (jnp.asarray(x) for x in res.solution)
     return dict(
-        chains=chains, tries=tries, room=config.step_room, population=population, parallel=parallel,
+        chains=chains, tries=tries, room=kernel.step_room, population=population, parallel=parallel,
         steps_per_chain=res.steps, seconds=res.seconds,
         blocks_done=len(trace), blocks_planned=planned[0],     # done < planned: stopped before the final T
         compile_seconds=res.compile_seconds,
@@ -195,29 +98,16 @@ def run_plbjax(problem, chains: int, seconds: float, seed: int, tries: int = 1, 
     )
 
 
-def _timed(fn, *args, repeats: int = 3) -> tuple[float, float]:
-    """(compile seconds, best run seconds) of a jitted function."""
-    start = time.perf_counter()
-    jax.block_until_ready(fn(*args))
-    compile_s = time.perf_counter() - start
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        best = min(best, time.perf_counter() - start)
-    return compile_s, best
-
-
 def profile_plbjax(problem, chains: int, steps: int, t: float) -> dict:
     """Where a block's time goes: `steps` plain steps (no refresh) at 2 and `chains` chains, and one
     exact refresh of `chains` chains (run once per block of 1,000 steps). (2, not 1: with a batch of
     one XLA copies the whole chain state every step, which is not the floor a batch pays.)"""
-    config = A.AnnealConfig(chains=chains, steps=None, seconds=None)
+    kernel = A.KernelConfig()
 
     @eqx.filter_jit
     def steps_only(problem, chains_, temperature):
         def body(_, c):
-            return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(MODEL, problem, config, c, temperature)
+            return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(MODEL, problem, kernel, c, temperature)
         return jax.lax.fori_loop(0, steps, body, chains_).state.energy
 
     @eqx.filter_jit
@@ -227,14 +117,14 @@ def profile_plbjax(problem, chains: int, steps: int, t: float) -> dict:
     out = {}
     for c in sorted({2, chains}):
         ch = A.init_chains(MODEL, problem, jax.random.split(jax.random.PRNGKey(0), c))
-        comp, sec = _timed(steps_only, problem, ch, jnp.float32(t))
+        comp, sec = timed(steps_only, problem, ch, jnp.float32(t))
         out[f"step_us_{c}_chains"] = 1e6 * sec / steps
         out[f"step_compile_seconds_{c}_chains"] = comp
         if c == chains:
-            comp, sec = _timed(refresh_only, problem, ch)
+            comp, sec = timed(refresh_only, problem, ch)
             out[f"refresh_ms_{c}_chains"] = 1e3 * sec
             out["refresh_compile_seconds"] = comp
-    block = out[f"step_us_{chains}_chains"] * 1e-6 * config.block_steps + out[f"refresh_ms_{chains}_chains"] * 1e-3
+    block = out[f"step_us_{chains}_chains"] * 1e-6 * kernel.block_steps + out[f"refresh_ms_{chains}_chains"] * 1e-3
     out["chains"] = chains
     out["refresh_share_of_block"] = out[f"refresh_ms_{chains}_chains"] * 1e-3 / block
     out["us_per_chain_step"] = out[f"step_us_{chains}_chains"] / chains
@@ -258,7 +148,7 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[str], seconds: float, 
                reach: list[float] = ()) -> dict:
     print(f"== {name}: generating {spec.total_replicas} replicas on {spec.nodes} nodes", flush=True)
     start = time.perf_counter()
-    doc = generate(spec)
+    doc = generate(CLUSTER_SEED, spec)
     state = parse_state(doc)
     gen_s = time.perf_counter() - start
     start = time.perf_counter()
@@ -285,7 +175,7 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[str], seconds: float, 
 
     t0 = row["plbjax"][0]["initial_temperature"]
     run_baseline(arrays, steps=1000, seed=seed, t0=t0, checkpoints=1)   # touch every page once
-    wait_idle("the baseline")
+    wait_idle("the baseline", WAIT_IDLE)
     with Contention() as busy:
         base = run_baseline(arrays, steps=None, seconds=seconds, seed=seed, t0=t0, checkpoints=60)
     node_of, primary_of = jnp.asarray(base["node_of"], jnp.int32), jnp.asarray(base["primary_of"], jnp.int32)
@@ -359,7 +249,7 @@ def bench_size(name: str, spec: ClusterSpec, chains: list[str], seconds: float, 
 def _config(run: dict) -> str:
     """A plbjax run's label: chains, tries per step when more than one, parallel moves, population annealing."""
     tries = run.get("tries", 1)
-    room = run.get("room") or A.AnnealConfig(tries=tries).step_room
+    room = run.get("room") or A.KernelConfig(tries=tries).step_room
     return (f"{run['chains']} chains" + (f" x {tries} tries" if tries > 1 else "")
             + (f" (room {room})" if tries > room else "")
             + (", parallel" if run.get("parallel") else "") + (", population" if run.get("population") else ""))
@@ -502,8 +392,8 @@ def main(argv=None) -> int:
     if args.merge:
         return merge(args.merge, args.out or ROOT / "results" / "annealer_cpu", args.note)
 
-    global _WAIT_IDLE
-    _WAIT_IDLE = args.wait_idle
+    global WAIT_IDLE
+    WAIT_IDLE = args.wait_idle
     sizes = args.sizes or (["100", "1k"] if args.quick else ["100", "1k", "10k", "100k"])
     chains = args.chains or ([8, 64] if args.quick else [8, 64, 256])
     seconds = args.seconds or (3.0 if args.quick else 20.0)

@@ -1,7 +1,7 @@
 """Benchmark: quality per second of the `plbjax` command line against the sequential baseline.
 
 For each cluster size (about 1k to 100k replicas) a synthetic state document is generated once
-(`plbjax.generator`, cached under the temp directory) with SF's movement throttles lifted in its
+(`plbjax.sf._generator`, cached under the temp directory) with SF's movement throttles lifted in its
 `Settings` (`GlobalMovementThrottleThreshold` 0: no global limit; `MaxPercentageToMove` 1: balancing
 may move every replica; `MovementPerPartitionThrottleThreshold` 0: no per-partition limit). Then, per
 setting (`default`: no search overrides, what a user gets from `plbjax state=... out=...`;
@@ -12,11 +12,11 @@ setting (`default`: no search overrides, what a user gets from `plbjax state=...
      compilation excluded, as the contract says), steps, the action list;
   2. applies the plan's `Actions` to the document (its own small applier, not plbjax's) to get the
      final placement;
-  3. runs the sequential numba annealer (`scripts/baseline_numba.py`: one chain on one core, SF's
+  3. runs the sequential numba annealer (`plbjax.baseline`: one chain on one core, SF's
      energy, moves and validity rules, SF's T0 probe, the same final temperature ratio) on the same
      document for the same number of search seconds;
-  4. scores both final placements with the baseline's own energy code (`_refresh` of
-     baseline_numba: SF's energy `(AvgStdDev + 0.001) * (cost + replicas + 1000)` plus the penalties,
+  4. scores both final placements with the baseline's own energy code (`plbjax.baseline.energy`:
+     SF's energy `(AvgStdDev + 0.001) * (cost + replicas + 1000)` plus the penalties,
      float64), so both sides are scored by the same code, independent of the engine.
 
 ratio = plbjax final energy / baseline final energy at equal search time (<= 1: plbjax not behind).
@@ -47,16 +47,16 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import baseline_numba as bn  # noqa: E402
-import plbjax  # noqa: E402
-import bench_annealer  # noqa: E402
-from bench_annealer import Contention, machine, wait_idle  # noqa: E402
-from plbjax import energy as E  # noqa: E402
-from plbjax.generator import ClusterSpec, generate  # noqa: E402
-from plbjax.phases import movement_budget  # noqa: E402
-from plbjax.state import parse_state  # noqa: E402
+import plbjax
+from plbjax import baseline as bn
+from plbjax.baseline import CLUSTER_SEED, Contention, machine, wait_idle
+from plbjax.sf import ClusterSpec, generate, parse_state
+from plbjax.sf import (
+    _energy as E,  # the engine's AvgStdDev of a placement (not exported)
+)
+from plbjax.sf._phases import (
+    movement_budget,  # SF's throttles as plan applies them, to check they are lifted
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(tempfile.gettempdir()) / "plbjax_bench_cli"
@@ -70,12 +70,13 @@ LIFTED = {"GlobalMovementThrottleThreshold": 0, "MaxPercentageToMove": 1.0,
 SETTINGS = {"default": [], "cpu": ["+preset=cpu"]}
 
 MOVES = {"MovePrimary", "MoveSecondary", "MoveInstance"}
+WAIT_IDLE = 0.0      # --wait-idle: seconds to wait for other processes to go quiet before each run
 
 
 # ------------------------------------------------------------------------------------ clusters
 
 
-def spec_for(replicas: int, seed: int = 1) -> ClusterSpec:
+def spec_for(replicas: int) -> ClusterSpec:
     """About `replicas` replicas: 3 per partition, about 30 per node, 4 metrics, skewed loads."""
     services = max(2, round(10 * (replicas / 1000) ** (1 / 3)))         # 1k: 10, 10k: 22, 30k: 31, 100k: 46
     partitions = max(1, round(replicas / (3 * services)))
@@ -83,7 +84,7 @@ def spec_for(replicas: int, seed: int = 1) -> ClusterSpec:
     domains = 5 if nodes < 100 else 10
     return ClusterSpec(nodes=nodes, fault_domains=domains, upgrade_domains=domains, metrics=4,
                        services=services, partitions_per_service=partitions, replicas_per_partition=3,
-                       skew=0.8, seed=seed)
+                       skew=0.8)
 
 
 def cluster_document(spec: ClusterSpec) -> tuple[Path, dict, float]:
@@ -95,7 +96,7 @@ def cluster_document(spec: ClusterSpec) -> tuple[Path, dict, float]:
     if path.exists():
         doc = json.loads(path.read_text())
     else:
-        doc = generate(spec)
+        doc = generate(CLUSTER_SEED, spec)
         doc["Settings"] = dict(doc.get("Settings") or {}, **LIFTED)
         CACHE.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -159,14 +160,8 @@ class Scorer:
         return node_of, primary_of
 
     def energy(self, node_of, primary_of) -> float:
-        """baseline_numba's energy of the placement (statistics recomputed from scratch)."""
-        A = self.arrays
-        S, Ms = A.service_metrics.shape
-        st = bn._new_state(A, S, A.node_up.shape[0], Ms)
-        st.node_of[:] = node_of
-        st.primary_of[:] = primary_of
-        bn._refresh(A, st)
-        return float(st.sc[bn._E])
+        """The baseline's energy of the placement (statistics recomputed from scratch)."""
+        return bn.energy(self.arrays, node_of, primary_of)
 
     def avg_std_dev(self, node_of, primary_of) -> float:
         return float(E.avg_std_dev(self.problem, np.asarray(node_of, np.int32), np.asarray(primary_of, np.int32)))
@@ -209,7 +204,7 @@ def run_cli(doc_path: Path, workdir: Path, extra: list[str], timeout: float) -> 
 
 
 def run_plbjax(scorer: Scorer, doc_path: Path, setting: str, extra: list[str], workdir: Path) -> dict:
-    wait_idle(f"plbjax {setting}")
+    wait_idle(f"plbjax {setting}", WAIT_IDLE)
     before = os.times()
     out = run_cli(doc_path, workdir, SETTINGS[setting] + extra, timeout=3600)
     plan = out["plan"]
@@ -240,7 +235,7 @@ def run_plbjax(scorer: Scorer, doc_path: Path, setting: str, extra: list[str], w
 def run_base(scorer: Scorer, seconds: float, seed: int) -> dict:
     arrays = scorer.arrays
     bn.run_baseline(arrays, steps=1000, seed=seed, checkpoints=1)     # touch every page once
-    wait_idle("the baseline")
+    wait_idle("the baseline", WAIT_IDLE)
     with Contention() as busy:
         base = bn.run_baseline(arrays, steps=None, seconds=max(seconds, 0.05), seed=seed, checkpoints=50)
     node_of, primary_of = base["node_of"], base["primary_of"]
@@ -371,7 +366,8 @@ def main(argv=None) -> int:
         print(table(json.loads(args.report.read_text())))
         return 0
 
-    bench_annealer._WAIT_IDLE = args.wait_idle
+    global WAIT_IDLE
+    WAIT_IDLE = args.wait_idle
     sizes = [int(s) for s in (args.sizes or ("1000" if args.quick else "1000,10000,30000,100000")).split(",")]
     settings = [s.strip() for s in args.settings.split(",") if s.strip()]
     unknown = [s for s in settings if s not in SETTINGS]
@@ -391,9 +387,9 @@ def main(argv=None) -> int:
     print(f"numba baseline compiled in {numba_compile:.1f} s (or loaded from its cache)", flush=True)
     result = dict(
         description=("`plbjax` CLI (as a user runs it; SF's movement throttles lifted in the document) vs the "
-                     "sequential numba annealer (scripts/baseline_numba.py, one chain, one core) for the CLI's "
+                     "sequential numba annealer (plbjax.baseline, one chain, one core) for the CLI's "
                      "search seconds (Search.Seconds, compilation excluded); both final placements scored by "
-                     "baseline_numba's float64 SF energy; ratio = plbjax / baseline (<= 1: plbjax not behind)"),
+                     "the baseline's float64 SF energy; ratio = plbjax / baseline (<= 1: plbjax not behind)"),
         command=" ".join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv))),
         note=args.note, machine=info, plbjax_command=shlex.join(plbjax_command()), settings=
         {s: SETTINGS[s] for s in settings}, extra_cli_args=extra, lifted_throttles=LIFTED, seed=args.seed,

@@ -1,6 +1,6 @@
 """Benchmark: a state document from file to plan, stage by stage, at 10k, 100k and 1M replicas.
 
-For each size a synthetic state document (`plbjax.generator`: 100 replicas per node, 3 replicas per
+For each size a synthetic state document (`plbjax.sf._generator`: 100 replicas per node, 3 replicas per
 partition, 334 partitions per service, 3 metrics, 4 node types, a fifth of the services constrained
 to a node type, a fifth stateless, 10 x 5 hierarchical fault domains, 10 upgrade domains) is
 generated once and cached under the temp directory as JSON (indented, as `plbjax-generate` writes
@@ -9,8 +9,8 @@ what `plbjax state=DOC out=PLAN` does, stage by stage:
 
   read      the file into a Python document (JSON parsing, duplicate keys refused);
   validate  the document into a `ClusterState`: the JSON Schema and every semantic rule checked,
-            Service Fabric's defaults filled in (plbjax.state);
-  encode    resource governance and the encoding into the dense `Problem` (plbjax.encoding);
+            Service Fabric's defaults filled in (plbjax.sf._state);
+  encode    resource governance and the encoding into the dense `Problem` (plbjax.sf._encoding);
   compile   the annealer's compilation (`AnnealResult.compile_seconds`, summed over the phases);
   search    the phases' searches, a token 1,000 steps x 2 chains each (`AnnealResult.seconds`);
   decode    the rest of `phases.plan`: the re-encodings it does (also shown on their own as
@@ -26,8 +26,12 @@ and `results/load_cpu.png`.
     python scripts/bench_load.py                         # 10k, 100k, 1M; 2 runs each (~10 min)
     python scripts/bench_load.py --sizes 10000 --runs 1  # smoke test
     python scripts/bench_load.py --load-only             # read, validate, encode only
-    PYTHONPATH=/old/checkout python scripts/bench_load.py --load-only --out /tmp/before
+    PYTHONPATH=/other/checkout python scripts/bench_load.py --load-only --out /tmp/before
                                                          # the same stages with another plbjax
+
+The stages are timed one by one, so the script calls plbjax.sf's private stage functions (`_state`'s
+reader and parser, `_governance`, `_phases`): what `load_state` and `plan` do, split where they
+split. It needs numba (plbjax.baseline's machine description and contention measure).
 """
 
 from __future__ import annotations
@@ -44,7 +48,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.append(str(ROOT))      # this checkout's plbjax, unless PYTHONPATH or an install names another
 CACHE = Path(tempfile.gettempdir()) / "plbjax_bench_load"
 STAGES = ("read", "validate", "encode", "compile", "search", "decode", "write")
 LOAD_STAGES = ("read", "validate", "encode")
@@ -53,18 +56,20 @@ GOAL_SECONDS = 20.0
 
 def spec_for(replicas: int):
     """About `replicas` replicas in the shape above (1,002 per service)."""
-    from plbjax.generator import ClusterSpec
+    from plbjax.sf import ClusterSpec
 
     services = max(1, round(replicas / 1002))
     return ClusterSpec(nodes=max(100, replicas // 100), node_types=4, fault_domains=10, racks_per_fault_domain=5,
                        upgrade_domains=10, metrics=3, services=services, partitions_per_service=334,
                        replicas_per_partition=3, stateless_fraction=0.2, placement_constraint_fraction=0.2,
-                       skew=0.5, seed=1)
+                       skew=0.5)
 
 
 def document(replicas: int) -> tuple[Path, float | None]:
     """The cached document of this size (generated if missing) and the seconds generating took."""
-    from plbjax.generator import _dump, generate
+    from plbjax.baseline import CLUSTER_SEED
+    from plbjax.sf import generate
+    from plbjax.sf._generator import _dump  # indented, as plbjax-generate writes it
 
     spec = spec_for(replicas)
     digest = hashlib.sha256(json.dumps(dataclasses.asdict(spec), sort_keys=True).encode()).hexdigest()[:12]
@@ -74,7 +79,7 @@ def document(replicas: int) -> tuple[Path, float | None]:
     CACHE.mkdir(parents=True, exist_ok=True)
     start = time.perf_counter()
     tmp = path.with_suffix(".tmp.json")
-    _dump(generate(spec), str(tmp))
+    _dump(generate(CLUSTER_SEED, spec), str(tmp))
     tmp.replace(path)
     return path, time.perf_counter() - start
 
@@ -97,18 +102,17 @@ def _rss_mb() -> tuple[float, float]:
 
 def run_once(path: Path, load_only: bool) -> dict:
     """Every stage on the document at `path`, in this process."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bench_annealer import Contention
+    from plbjax.baseline import Contention
 
     start = time.perf_counter()
-    import jax.numpy as jnp     # started before timing: the CLI has it running before it reads the state
+    import jax.numpy as jnp  # started before timing: the CLI has it running before it reads the state
 
     jnp.zeros(1).block_until_ready()
     jax_init = time.perf_counter() - start
 
-    from plbjax import state as S
-    from plbjax.encoding import encode
-    from plbjax.governance import apply_resource_governance
+    from plbjax.sf import _state as S
+    from plbjax.sf import encode
+    from plbjax.sf._governance import apply_resource_governance
 
     out: dict = {"stages": {}, "cpu": {}, "other_cores": {}, "peak_rss_mb": {}, "rss_mb": {},
                  "jax_init_seconds": jax_init}
@@ -124,25 +128,18 @@ def run_once(path: Path, load_only: bool) -> dict:
         return value
 
     out["rss_mb"]["start"] = _rss_mb()[1]
-    columns = hasattr(S, "_parse")          # this plbjax reads large documents by column
 
     def read():
-        if columns:
-            with S.gc_paused():
-                return S._load_json(path.read_text(encoding="utf-8"), path)
-        return S._load_json(path.read_text(encoding="utf-8"), path)
+        with S.gc_paused():
+            return S._load_json(path.read_text(encoding="utf-8"), path)
 
-    doc = timed("read", read)
-    if columns:     # as load_state: the document it read is its own
+    read_doc = [timed("read", read)]
 
-        def validate():
-            with S.gc_paused():
-                return S._parse(doc, str(path), owned=True)
+    def validate():     # as load_state: the document it read is its own
+        with S.gc_paused():
+            return S._parse(read_doc.pop(), str(path), owned=True)
 
-        state = timed("validate", validate)
-    else:
-        state = timed("validate", lambda: S.parse_state(doc, str(path)))
-    del doc
+    state = timed("validate", validate)
 
     def encoded():
         governed, _ = apply_resource_governance(state)
@@ -156,9 +153,11 @@ def run_once(path: Path, load_only: bool) -> dict:
     if load_only:
         return out
 
-    from plbjax import phases
-    from plbjax.annealer import AnnealConfig
     from plbjax.files import write_text
+    from plbjax.sf import SearchConfig
+    from plbjax.sf import (
+        _phases as phases,  # its anneal and encode, wrapped to count them
+    )
 
     searches, in_plan = [], []
     anneal, encode_in_plan = phases.anneal, phases.encode
@@ -175,7 +174,7 @@ def run_once(path: Path, load_only: bool) -> dict:
         return result
 
     phases.anneal, phases.encode = counting_anneal, counting_encode
-    config = AnnealConfig(chains=2, steps=1_000, seconds=None, block_steps=1_000, seed=0)
+    config = SearchConfig(chains=2, steps=1_000, seconds=None, block_steps=1_000, seed=0, tries=1, parallel=False)
     try:
         plan = timed("plan", lambda: phases.plan(state, config))
     finally:
@@ -201,10 +200,8 @@ def run_once(path: Path, load_only: bool) -> dict:
 
 
 def machine() -> dict:
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from bench_annealer import machine as annealer_machine
-
     import plbjax
+    from plbjax.baseline import machine as annealer_machine
 
     info = annealer_machine()
     info["plbjax"] = str(Path(plbjax.__file__).parent)

@@ -23,14 +23,13 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from plbjax.roadef import costs, read_instance, read_solution, violations
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PLBJAX_ROADEF_DATA", ROOT.parent / "shared" / "benchmarks" / "roadef2012"))
 CSV = ROOT / "results" / "roadef2012.csv"
 FIELDS = ["label", "machine", "instance", "seconds", "cost", "initial", "best_seen", "score", "winner_300s",
           "winner_score", "wall_s", "feasible", "solver_says"]
-sys.path.insert(0, str(ROOT))
-
-from plbjax.roadef import costs, read_instance, read_solution, violations  # noqa: E402
 
 
 def reference() -> dict[str, dict]:

@@ -3,7 +3,7 @@
 Three sections, written together to PREFIX.json (with the machine and the command line) and drawn
 in PREFIX.png:
 
-kernel  moves/s of the full SF step (`plbjax.annealer.step` with `plbjax.search.MODEL`: replica moves
+kernel  moves/s of the full SF step (`plbjax.anneal.step` with `plbjax.sf.model()`: replica moves
         and primary swaps, every SF rule, incremental energy) against a minimal move kernel defined
         here (one random replica to one random node, capacity and replica-exclusion checks, change of
         the sum of squared node loads, Metropolis) on the same encoded cluster in the same run, at
@@ -47,17 +47,21 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+from plbjax import anneal as A
+from plbjax.baseline import (
+    CLUSTER_SEED,
+    SIZES,
+    Contention,
+    balancing_problem,
+    machine,
+    timed,
+)
+from plbjax.sf import ClusterSpec, Problem, generate, model, parse_state
+from plbjax.sf import (
+    _energy as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
+)
 
-from baseline_numba import balancing_problem  # noqa: E402
-from bench_annealer import SIZES, Contention, _timed, machine  # noqa: E402
-
-from plbjax import annealer as A  # noqa: E402
-from plbjax import energy as E  # noqa: E402
-from plbjax.encoding import Problem  # noqa: E402
-from plbjax.generator import ClusterSpec, generate  # noqa: E402
-from plbjax.search import MODEL  # noqa: E402
-from plbjax.state import parse_state  # noqa: E402
+MODEL = model()              # SF's search, SF's swap probability
 
 QUICK = dict(kernel_size="1k", chains=[16, 256], steps=1000, growth_chains=16, growth_steps=1000,
              replicas=[1000, 5000], nodes=[50, 200], metrics=[2, 4], base_replicas=1000, base_nodes=50,
@@ -77,13 +81,13 @@ def cluster_spec(replicas: int, nodes: int, metrics: int, services: int) -> Clus
     """About `replicas` replicas (3 per partition) on `nodes` nodes, shaped like bench_annealer's SIZES."""
     return ClusterSpec(nodes=nodes, fault_domains=min(10, nodes), upgrade_domains=min(10, nodes), metrics=metrics,
                        services=services, partitions_per_service=max(1, round(replicas / (3 * services))),
-                       skew=0.8, seed=1)
+                       skew=0.8)
 
 
 def build(spec: ClusterSpec) -> tuple[Problem, dict]:
     """The encoded cluster (bench_annealer's balancing scope) and its sizes and build seconds."""
     start = time.perf_counter()
-    doc = generate(spec)
+    doc = generate(CLUSTER_SEED, spec)
     generated = time.perf_counter()
     state = parse_state(doc)
     parsed = time.perf_counter()
@@ -176,7 +180,7 @@ def step_loop(step: Callable, steps: int):
 
 
 def full_step(problem: Problem, chain: A.Chain, temperature: jax.Array,
-              config: A.AnnealConfig = A.AnnealConfig()) -> A.Chain:
+              config: A.KernelConfig = A.KernelConfig()) -> A.Chain:
     """plbjax's SF step (by default one proposal, SF's swap probability)."""
     return A.step(MODEL, problem, config, chain, temperature)
 
@@ -207,7 +211,7 @@ def measure(kernel: str, problem: Problem, chains: int, steps: int, seed: int, t
     as many moves as `chains` one-move chains."""
     inputs, make_chains, step = KERNELS[kernel]
     if tries > 1:
-        step = functools.partial(step, config=A.AnnealConfig(tries=tries, room=room, parallel=True))
+        step = functools.partial(step, config=A.KernelConfig(tries=tries, room=room, parallel=True))
         chains = max(1, chains // tries)
     data = inputs(problem)
     before = device_memory()
@@ -221,10 +225,10 @@ def measure(kernel: str, problem: Problem, chains: int, steps: int, seed: int, t
                  - mem.alias_size_in_bytes - tree_bytes(data))
     temperature = jnp.float32(np.median(np.asarray(compiled(data, state, jnp.float32(0.0)).largest_delta)))
     with Contention() as busy:
-        _, seconds = _timed(compiled, data, state, temperature)
+        _, seconds = timed(compiled, data, state, temperature)
     accepted = int(np.asarray(compiled(data, state, temperature).accepted).sum())
     peak = device_peak_per_chain(before, device_memory(), chains)
-    return dict(chains=chains, tries=tries, room=A.AnnealConfig(tries=tries, room=room).step_room, steps=steps,
+    return dict(chains=chains, tries=tries, room=A.KernelConfig(tries=tries, room=room).step_room, steps=steps,
                 seconds=seconds,
                 moves_per_second=chains * tries * steps / seconds,
                 step_us=1e6 * seconds / steps, compile_seconds=compile_seconds, temperature=float(temperature),
@@ -346,12 +350,12 @@ def bench_fit(args, rec: Recorder) -> None:
     print(f"   built in {info['generate_seconds']:.1f} + {info['parse_seconds']:.1f} + {info['encode_seconds']:.1f} s "
           "(generate + parse + encode); annealing", flush=True)
     trace = []
-    config = A.AnnealConfig(chains=args.fit_chains, steps=None, seconds=args.fit_seconds, tries=args.fit_tries,
-                            seed=args.seed)
+    kernel = A.KernelConfig(tries=args.fit_tries)
+    schedule = A.Schedule(chains=args.fit_chains, steps=None, seconds=args.fit_seconds, seed=args.seed)
     before = device_memory()
     start = time.perf_counter()
     with Contention() as busy:
-        res = attempt(A.anneal, MODEL, problem, config,
+        res = attempt(A.anneal, MODEL, problem, kernel, schedule,
                       lambda done, blocks, elapsed, best: trace.append((elapsed, best)))
     if isinstance(res, dict):
         fit.update(res)
@@ -530,7 +534,7 @@ def parse_args(argv) -> argparse.Namespace:
     ap.add_argument("--full-tries", type=int, default=1,
                     help="also time the full step with this many proposals per step (parallel moves) at chains / "
                          "tries chains: as many proposals a step as the minimal kernel's")
-    ap.add_argument("--full-room", type=int, help="room of the --full-tries runs (default: AnnealConfig's)")
+    ap.add_argument("--full-room", type=int, help="room of the --full-tries runs (default: KernelConfig's)")
     ap.add_argument("--growth-chains", type=int, help="chains of the growth runs")
     ap.add_argument("--growth-steps", type=int, help="steps per timed growth run")
     ap.add_argument("--replicas", nargs="+", type=int, help="replica counts of the growth grid")

@@ -28,13 +28,16 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))     # the suite's generator and checker live with the tests
+# The one sys.path entry in scripts/: the sweep is the long tier of tests/test_validity.py and runs its
+# random-cluster generator, its checker (tests/validity.py, which on purpose shares no code with
+# plbjax) and its search settings, so they stay with the tests rather than in the package.
+sys.path.insert(0, str(ROOT / "tests"))
 
 from test_validity import CONFIGS  # noqa: E402
 from validity import breaks, random_cluster  # noqa: E402
 
 from plbjax import parse_state, plan  # noqa: E402
-from plbjax.annealer import clear_compiled  # noqa: E402
+from plbjax.anneal import clear_compiled  # noqa: E402
 
 
 def features(doc: dict) -> list[str]:

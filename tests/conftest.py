@@ -6,12 +6,10 @@ import dataclasses
 
 import pytest
 
-import numpy as np
-
-from plbjax.annealer import AnnealConfig
-from plbjax.encoding import CONSTRAINTS, encode, scope
-from plbjax.generator import ClusterSpec, generate
-from plbjax.state import parse_state
+from plbjax.sf import SearchConfig, encode, scope
+from plbjax.sf._generator import ClusterSpec, generate
+from plbjax.sf import full_scope
+from plbjax.sf._state import parse_state
 
 # 20 nodes of two node types in 4 fault domains x 2 racks, 4 services (half of them constrained to a
 # node type) x 6 partitions x 3 replicas; every test cluster has this shape.
@@ -19,12 +17,12 @@ SPEC = ClusterSpec(nodes=20, node_types=2, fault_domains=4, racks_per_fault_doma
                    metrics=2, services=4, partitions_per_service=6, replicas_per_partition=3,
                    stateless_fraction=0.25, skew=0.8, capacity_headroom=2.0,
                    placement_constraint_fraction=0.5)
-QUICK = AnnealConfig(chains=8, steps=3000, seconds=None, block_steps=500)
+QUICK = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
 
 
 def cluster(seed: int, **changes) -> dict:
     """A random 20-node test cluster document."""
-    return generate(dataclasses.replace(SPEC, seed=seed, **changes))
+    return generate(seed, dataclasses.replace(SPEC, **changes))
 
 
 def packed_cluster(seed: int = 7) -> dict:
@@ -49,13 +47,6 @@ def states(documents):
 
 
 def searchable(state, enforce=True):
-    """The encoded problem with every placed replica movable and every primary swappable, but for
-    affinity parents' (which do not swap, as in every phase)."""
+    """The encoded problem scoped so that everything may move (`full_scope`), and its index."""
     problem, index = encode(state)
-    movable = index.node_of >= 0
-    swappable = np.zeros(index.primary_of.shape[0], bool)
-    swappable[: index.n_partitions] = index.stateful[: index.n_partitions] & (index.primary_of[: index.n_partitions] >= 0)
-    parents = np.unique(np.asarray(problem.replica_parent))
-    swappable[parents[parents >= 0]] = False
-    enforce = np.array([enforce] * (CONSTRAINTS - 1) + [False])
-    return scope(problem, index.node_of, index.primary_of, movable, swappable, enforce), index
+    return scope(problem, index.node_of, index.primary_of, full_scope(problem, index, enforce)), index

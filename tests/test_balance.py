@@ -2,7 +2,7 @@
 
 import pytest
 
-from plbjax.balance import is_balanced
+from plbjax.sf._balance import is_balanced
 
 
 @pytest.mark.parametrize("hi, lo, threshold, activity, balanced", [

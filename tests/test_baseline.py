@@ -1,4 +1,4 @@
-"""The numba benchmark baseline (scripts/baseline_numba.py) anneals the same problem plbjax does.
+"""The numba benchmark baseline (plbjax.baseline) anneals the same problem plbjax does.
 
 Its reported best energy must be the SF energy of its best placement (recomputed by plbjax), and
 that placement must break no constraint that held. Skipped without numba (a benchmark-only extra).
@@ -6,9 +6,7 @@ that placement must break no constraint that held. Skipped without numba (a benc
 
 from __future__ import annotations
 
-import inspect
-import sys
-from pathlib import Path
+import dataclasses
 
 import jax
 import jax.numpy as jnp
@@ -17,16 +15,15 @@ import pytest
 
 pytest.importorskip("numba")
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
-from baseline_numba import domain_violation as nb_domain_violation  # noqa: E402
-from baseline_numba import balancing_problem, probe_temperature, run_baseline  # noqa: E402
 from checker import document_with, no_new_violations, placement_of, violations  # noqa: E402
 from conftest import cluster, packed_cluster  # noqa: E402
-from plbjax import energy as E  # noqa: E402
-from plbjax.constraints import domain_violation  # noqa: E402
-from plbjax.encoding import encode  # noqa: E402
-from plbjax.state import parse_state  # noqa: E402
+from plbjax.baseline import balancing_problem, probe_temperature, run_baseline  # noqa: E402
+from plbjax.baseline import domain_violation as nb_domain_violation  # noqa: E402
+from plbjax.baseline import energy as nb_energy  # noqa: E402
+from plbjax.sf import encode, parse_state, scope  # noqa: E402
+from plbjax.sf import _energy as E  # noqa: E402
+from plbjax.sf._constraints import domain_violation  # noqa: E402
+from plbjax.sf import full_scope  # noqa: E402
 
 
 def _check(doc, out):
@@ -35,6 +32,7 @@ def _check(doc, out):
     exact = float(E.energy_of(problem, jnp.asarray(out["node_of"], jnp.int32),
                               jnp.asarray(out["primary_of"], jnp.int32)))
     np.testing.assert_allclose(exact, out["best_energy"], rtol=1e-4)
+    np.testing.assert_allclose(nb_energy(problem, out["node_of"], out["primary_of"]), out["best_energy"], rtol=1e-9)
     after = violations(state, placement_of(document_with(state, index, out["node_of"], out["primary_of"])))
     assert no_new_violations(violations(state, placement_of(doc)), after) == []
 
@@ -84,14 +82,10 @@ def test_domain_violation_matches_plbjax():
         sets.append(rng.permutation(nodes))
     sets = np.array(sets)
     cls = jnp.zeros((), jnp.int32)
-    has_nonpacking = "nonpacking" in inspect.signature(domain_violation).parameters
     for tree, children, nonpacking in ((fd_tree, fd_children, False), (ud_tree, ud_children, False),
                                        (fd_tree, fd_children, True)):
-        if nonpacking and not has_nonpacking:
-            continue
-        extra = (jnp.asarray(nonpacking),) if has_nonpacking else ()
-        want = jax.vmap(domain_violation, in_axes=(None, None, 0, None) + (None,) * len(extra))(
-            jnp.asarray(tree), jnp.asarray(children), jnp.asarray(sets, jnp.int32), cls, *extra)
+        want = jax.vmap(domain_violation, in_axes=(None, None, 0, None, None))(
+            jnp.asarray(tree), jnp.asarray(children), jnp.asarray(sets, jnp.int32), cls, jnp.asarray(nonpacking))
         got = [nb_domain_violation(tree.astype(np.int64), children.astype(np.int64), s, 0, nonpacking)
                for s in sets]
         assert got == np.asarray(want).tolist()
@@ -101,22 +95,15 @@ def test_domain_violation_matches_plbjax():
 def test_violation_penalties_match_plbjax():
     """With nothing enforced, a hot walk places, misplaces and overloads freely: the baseline's
     energy (with the violation penalties) still equals plbjax's for its best placement."""
-    from plbjax import encoding
-
-    if not hasattr(encoding, "scope"):
-        pytest.skip("this plbjax has no violation penalties")
     doc = cluster(3)
     doc["Partitions"][0]["Replicas"].pop()                                 # a replica to place
     doc["Partitions"][5]["Replicas"].pop()
     doc["Nodes"][0]["Capacities"] = {m: 5 for m in doc["Nodes"][0]["Capacities"]}   # over capacity
     doc["Services"][1]["PlacementConstraints"] = "NodeColor != Blue"      # misplaced replicas
-    problem, index = encoding.encode(parse_state(doc))
-    node_of, primary_of = np.asarray(problem.initial_node), np.asarray(problem.initial_primary)
-    movable = np.arange(node_of.shape[0]) < index.n_replicas
-    swappable = np.zeros(primary_of.shape[0], bool)
-    swappable[: index.n_partitions] = index.stateful[: index.n_partitions] & (primary_of[: index.n_partitions] >= 0)
-    nothing = np.zeros(np.asarray(problem.enforce).shape, bool)
-    scoped = encoding.scope(problem, node_of, primary_of, movable, swappable, nothing)
+    problem, index = encode(parse_state(doc))
+    everything = full_scope(problem, index, enforce=False)          # nothing enforced
+    placing = np.arange(index.node_of.shape[0]) < index.n_replicas   # unplaced replicas move too
+    scoped = scope(problem, index.node_of, index.primary_of, dataclasses.replace(everything, movable=placing))
     initial = float(E.energy_of(scoped, scoped.initial_node, scoped.initial_primary))
     assert initial > 1e5                                                   # penalties are in
     for seed, t0 in ((0, 1e9), (1, 1e4)):

@@ -16,7 +16,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "small.yaml"
-FAST = ["search.chains=4", "search.steps=1000", "anneal.block_steps=250"]
+FAST = ["search.chains=4", "search.steps=1000", "search.block_steps=250"]
 
 
 def plbjax(*args: str, cwd: Path) -> subprocess.CompletedProcess:
@@ -40,7 +40,7 @@ def test_plan_from_example(tmp_path):
 
 def test_cpu_preset_runs_one_parallel_chain(tmp_path):
     out = tmp_path / "plan.json"
-    done = plbjax(f"state={EXAMPLE}", f"out={out}", "+preset=cpu", "search.seconds=2", "anneal.block_steps=100",
+    done = plbjax(f"state={EXAMPLE}", f"out={out}", "+preset=cpu", "search.seconds=2", "search.block_steps=100",
                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     plan = json.loads(out.read_text())
@@ -61,7 +61,7 @@ def test_sweep_writes_summary(tmp_path):
 def test_a_sweep_job_with_bad_input_is_listed_and_the_others_run(tmp_path):
     sweep = tmp_path / "sweep"
     done = plbjax("-m", f"state={EXAMPLE}", "search.chains=2,0", f"hydra.sweep.dir={sweep}",
-                  "search.steps=500", "anneal.block_steps=250", cwd=tmp_path)
+                  "search.steps=500", "search.block_steps=250", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(open(sweep / "summary.csv")))
     assert [r["status"] for r in rows][0] == "ok" and "search.chains" in rows[1]["status"]
@@ -78,7 +78,7 @@ def _bad(tmp_path, doc) -> Path:
     (["state=does-not-exist.json"], "does-not-exist.json"),
     ([f"state={EXAMPLE}", "search.chains=abc"], "search.chains"),
     ([f"state={EXAMPLE}", "search.chainz=4"], "chainz"),
-    ([f"state={EXAMPLE}", "anneal.population=maybe"], "anneal.population"),
+    ([f"state={EXAMPLE}", "search.population=maybe"], "search.population"),
     ([f"state={EXAMPLE}", "search.room=0"], "search.room"),
     ([f"state={EXAMPLE}", "out=."], "out"),
     ([f"state={EXAMPLE}", "nonsense"], "nonsense"),
@@ -132,11 +132,11 @@ def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
     from validity import breaks
 
     state = tmp_path / "big.json"
-    assert subprocess.run([sys.executable, "-m", "plbjax.generator", "--nodes", "200", "--services", "20",
+    assert subprocess.run([sys.executable, "-m", "plbjax.sf._generator", "--nodes", "200", "--services", "20",
                            "--skew", "0.9", "-o", state], capture_output=True).returncode == 0
     out = tmp_path / "plan.json"
     process = subprocess.Popen([sys.executable, "-m", "plbjax.cli", f"state={state}", f"out={out}",
-                                "search.steps=null", "search.seconds=120", "anneal.block_steps=200",
+                                "search.steps=null", "search.seconds=120", "search.block_steps=200",
                                 f"hydra.run.dir={tmp_path / 'run'}"],
                                cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     for line in process.stderr:          # progress lines start after a few seconds of search
@@ -155,11 +155,11 @@ def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
 
 def test_search_seconds_bound_the_whole_run():
     """Placement, constraint check and balancing together stay within `search.seconds`."""
-    from plbjax import AnnealConfig, parse_state, plan
+    from plbjax import SearchConfig, parse_state, plan
 
     doc = yaml.safe_load(EXAMPLE.read_text())
     doc["Partitions"][0]["Replicas"].pop()                   # something to place
-    result = plan(parse_state(doc), AnnealConfig(chains=2, steps=None, seconds=3, block_steps=100))
+    result = plan(parse_state(doc), SearchConfig(chains=2, steps=None, seconds=3, block_steps=100, tries=1, parallel=False))
     ran = [p["Phase"] for p in result["Phases"] if p["Ran"]]
     assert "Placement" in ran and "Balancing" in ran
     assert result["Search"]["Seconds"] <= 3.3 and not result["Search"]["Interrupted"]

@@ -12,22 +12,22 @@ import numpy as np
 import pytest
 
 from conftest import QUICK, cluster, searchable
-from plbjax.annealer import anneal
-from plbjax.search import MODEL
-from plbjax.state import parse_state
+from plbjax.anneal import anneal
+from plbjax.sf import model
+from plbjax.sf._state import parse_state
 
 SCRIPT = """
 import dataclasses, json, sys
 import jax
 sys.path.insert(0, "tests")
 from conftest import QUICK, cluster, searchable
-from plbjax.annealer import anneal, init_chains, shard
-from plbjax.search import MODEL
-from plbjax.state import parse_state
+from plbjax.anneal import anneal, init_chains, shard
+from plbjax.sf import model
+from plbjax.sf._state import parse_state
 problem, _ = searchable(parse_state(cluster(0)))
 config = dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None, population=POPULATION)
-_, chains = shard(problem, init_chains(MODEL, problem, jax.random.split(jax.random.PRNGKey(0), 8)))
-result = anneal(MODEL, problem, config)
+_, chains = shard(problem, init_chains(model(), problem, jax.random.split(jax.random.PRNGKey(0), 8)))
+result = anneal(model(), problem, config.kernel, config.schedule)
 print(json.dumps(dict(devices=len(jax.devices()), sharded_over=len(chains.state.energy.sharding.device_set),
                       energies=result.energies.tolist())))
 """
@@ -43,5 +43,6 @@ def test_chains_sharded_over_four_devices_match_one_device(population):
     sharded = json.loads(out.stdout.strip().splitlines()[-1])
     assert sharded["devices"] == 4 and sharded["sharded_over"] == 4
     problem, _ = searchable(parse_state(cluster(0)))
-    one = anneal(MODEL, problem, dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None, population=population))
+    config = dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None, population=population)
+    one = anneal(model(), problem, config.kernel, config.schedule)
     np.testing.assert_allclose(sharded["energies"], one.energies, rtol=1e-5)

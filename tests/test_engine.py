@@ -13,21 +13,22 @@ import pytest
 
 from checker import document_with, no_new_violations, placement_of, violations
 from conftest import QUICK, cluster, packed_cluster, searchable
-from plbjax import annealer as A
-from plbjax import search as S
-from plbjax import energy as E
-from plbjax.constraints import domain_violations_of
-from plbjax.decoding import apply_actions, diff, settle
-from plbjax.moves import DRAWS
-from plbjax.phases import plan
-from plbjax.state import parse_state
+from plbjax import anneal as A
+from plbjax.anneal import _driver, _kernel
+from plbjax.sf import _model as S
+from plbjax.sf import _energy as E
+from plbjax.sf._constraints import domain_violations_of
+from plbjax.sf._decoding import apply_actions, diff, settle
+from plbjax.sf._moves import DRAWS
+from plbjax.sf._phases import plan
+from plbjax.sf._state import parse_state
 
 
 @eqx.filter_jit
 def _steps(problem, config, chains, temperature, n: int):
     """n raw steps (no refresh) on every chain."""
     def body(_, c):
-        return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(S.MODEL, problem, config, c, temperature)
+        return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(S.model(), problem, config, c, temperature)
     return jax.lax.fori_loop(0, n, body, chains)
 
 
@@ -48,13 +49,13 @@ def _move_energies(problem, chain, key):
 
 
 def _chains(problem, n=8, seed=0):
-    return A.init_chains(S.MODEL, problem, jax.random.split(jax.random.PRNGKey(seed), n))
+    return A.init_chains(S.model(), problem, jax.random.split(jax.random.PRNGKey(seed), n))
 
 
 def test_move_energy_equals_recomputation(states):
     for state in states[:2] + [_featured_state(5)]:     # the last: affinity parents move with a child
         problem, _ = searchable(state)
-        chains = _steps(problem, QUICK, _chains(problem), jnp.float32(5.0), 300)
+        chains = _steps(problem, QUICK.kernel, _chains(problem), jnp.float32(5.0), 300)
         chain = jax.tree.map(lambda x: x[0], chains.state)
         valid, incremental, exact, after, bound, maybe = _move_energies(problem, chain, jax.random.PRNGKey(1))
         assert valid.dtype == bool and int(valid.sum()) > 20
@@ -69,7 +70,7 @@ def test_move_energy_equals_recomputation(states):
 
 def test_running_energy_equals_recomputation(states):
     problem, _ = searchable(states[0])
-    chains = _steps(problem, QUICK, _chains(problem), jnp.float32(2.0), 2000)
+    chains = _steps(problem, QUICK.kernel, _chains(problem), jnp.float32(2.0), 2000)
     exact = jax.jit(jax.vmap(E.energy_of, in_axes=(None, 0, 0)))(problem, chains.state.node_of, chains.state.primary_of)
     np.testing.assert_allclose(np.asarray(chains.state.energy), np.asarray(exact), rtol=1e-4)
     assert int(chains.accepted.sum()) > 100
@@ -79,7 +80,7 @@ def test_every_chain_state_respects_hard_constraints(states, documents):
     """Run hot (many accepted moves) and check every chain's placement with the independent checker."""
     for state, doc in zip(states, documents):
         problem, index = searchable(state)
-        chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)
+        chains = _steps(problem, QUICK.kernel, _chains(problem), jnp.float32(50.0), 1500)
         before = violations(state, placement_of(doc))
         for c in range(chains.state.node_of.shape[0]):
             after_doc = document_with(state, index, chains.state.node_of[c], chains.state.primary_of[c])
@@ -91,7 +92,7 @@ def test_existing_violation_is_never_made_worse():
     doc = packed_cluster()
     state = parse_state(doc)
     problem, index = searchable(state)
-    chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1500)
+    chains = _steps(problem, QUICK.kernel, _chains(problem), jnp.float32(50.0), 1500)
     before = violations(state, placement_of(doc))
     assert before["fault_domain"]
     for c in range(chains.state.node_of.shape[0]):
@@ -102,7 +103,7 @@ def test_existing_violation_is_never_made_worse():
 def test_decoded_actions_reproduce_every_chain(states):
     state = states[1]
     problem, index = searchable(state)
-    chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 1000)
+    chains = _steps(problem, QUICK.kernel, _chains(problem), jnp.float32(50.0), 1000)
     for c in range(chains.state.node_of.shape[0]):
         node_of, primary_of = settle(index, np.asarray(chains.state.node_of[c]), np.asarray(chains.state.primary_of[c]))
         actions = diff(index, node_of, primary_of)
@@ -201,13 +202,13 @@ def test_multi_try_step_is_the_sequential_chain_stopping_at_its_first_acceptance
     """A step over T proposals = trying them one by one from the same state until one is accepted."""
     problem, _ = searchable(states[0])
     config = dataclasses.replace(QUICK, tries=16)
-    chains = _steps(problem, QUICK, _chains(problem, n=4), jnp.float32(2.0), 100)
+    chains = _steps(problem, QUICK.kernel, _chains(problem, n=4), jnp.float32(2.0), 100)
     temperature = jnp.float32(0.02)
     for c in range(4):
         chain = jax.tree.map(lambda x: x[c], chains)
-        after = eqx.filter_jit(A.step)(S.MODEL, problem, config, chain, temperature)
+        after = eqx.filter_jit(A.step)(S.model(), problem, config.kernel, chain, temperature)
         n = DRAWS + 1
-        tries, _ = A.proposal_words(chain.key, config.tries, n)
+        tries, _ = _kernel.proposal_words(chain.key, config.tries, n)
         state = chain.state
         moves, _, _, stats = jax.jit(S.propose, static_argnums=3)(problem, state, tries, config.swap_probability)
         moves, energies, valid, stats = jax.jit(S.finish)(problem, state, moves, stats)
@@ -227,27 +228,27 @@ def test_screening_finishes_only_what_may_be_accepted_and_changes_nothing(states
     lower-bound screen leaves the state of the step that finishes all of them, when no more than
     `room` pass."""
     problem, _ = searchable(states[1])
-    chains = _steps(problem, QUICK, _chains(problem, n=4), jnp.float32(2.0), 100)
+    chains = _steps(problem, QUICK.kernel, _chains(problem, n=4), jnp.float32(2.0), 100)
     every, screened = (dataclasses.replace(QUICK, tries=64, parallel=True, room=r) for r in (64, 24))
     for c in range(4):
         chain = jax.tree.map(lambda x: x[c], chains)
-        a = eqx.filter_jit(A.step)(S.MODEL, problem, every, chain, jnp.float32(0.05))
-        b = eqx.filter_jit(A.step)(S.MODEL, problem, screened, chain, jnp.float32(0.05))
+        a = eqx.filter_jit(A.step)(S.model(), problem, every.kernel, chain, jnp.float32(0.05))
+        b = eqx.filter_jit(A.step)(S.model(), problem, screened.kernel, chain, jnp.float32(0.05))
         assert int(a.accepted - chain.accepted) > 0
         for name in ("node_of", "primary_of", "domain_violations", "energy"):
             np.testing.assert_array_equal(getattr(a.state, name), getattr(b.state, name), err_msg=name)
 
 
 def test_room_defaults_to_a_sixteenth_of_the_tries():
-    assert [A.AnnealConfig(tries=t).step_room for t in (1, 256, 4096, 65536)] == [32, 32, 256, 4096]
-    assert A.AnnealConfig(tries=65536, room=5).step_room == 5
+    assert [A.KernelConfig(tries=t).step_room for t in (1, 256, 4096, 65536)] == [32, 32, 256, 4096]
+    assert A.KernelConfig(tries=65536, room=5).step_room == 5
 
 
 def test_population_resampling_draws_states_by_boltzmann_weight(states):
     """Each chain's state becomes a copy of some chain's state, about n x its weight share of copies
     each; keys and best records stay; no cooling leaves the chains alone."""
     problem, _ = searchable(states[0])
-    chains = _steps(problem, QUICK, _chains(problem), jnp.float32(50.0), 200)
+    chains = _steps(problem, QUICK.kernel, _chains(problem), jnp.float32(50.0), 200)
     energy = np.asarray(chains.state.energy, np.float64)
     assert len(np.unique(energy)) > 1
     resample = eqx.filter_jit(A.resample)
@@ -292,7 +293,7 @@ def test_independent_moves_by_pairs_and_by_tables_agree_with_the_rule():
                      for i in range(48)]
             keep = keep | [open_[i] and not any(open_[j] and shares(i, j) for j in range(i)) for i in range(48)]
         for n_ids in (60, 1 << 20):          # tables over 60 ids; all pairs (a huge id space)
-            np.testing.assert_array_equal(A._independent(jnp.asarray(ids), jnp.asarray(accepts), n_ids), keep)
+            np.testing.assert_array_equal(_kernel._independent(jnp.asarray(ids), jnp.asarray(accepts), n_ids), keep)
 
 
 @eqx.filter_jit
@@ -309,12 +310,12 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured
     same statistics; the energy is the recomputed one."""
     problem, _ = searchable(_featured_state(5) if featured else states[1])
     assert problem.features.defrag == problem.features.affinity == featured
-    chain = jax.tree.map(lambda x: x[0], _steps(problem, QUICK, _chains(problem), jnp.float32(5.0), 300))
+    chain = jax.tree.map(lambda x: x[0], _steps(problem, QUICK.kernel, _chains(problem), jnp.float32(5.0), 300))
     state = chain.state
     words = jax.random.bits(jax.random.PRNGKey(3), (256, DRAWS), jnp.uint32)
     moves, energies, valid, changes = _finished(problem, state, words)
     ids = jax.vmap(S.footprint, in_axes=(None, None, 0))(problem, state, moves)
-    keep = A._independent(ids, valid, S.footprint_ids(problem))
+    keep = _kernel._independent(ids, valid, S.footprint_ids(problem))
     together = jax.jit(S.apply)(problem, state, moves, keep, energies, changes)
     one_by_one = state
     for i in np.flatnonzero(np.asarray(keep)):
@@ -340,7 +341,7 @@ def test_parallel_search_keeps_every_chain_valid(states, documents):
     no hard constraint broken, the running energy exact."""
     problem, index = searchable(states[2])
     config = dataclasses.replace(QUICK, tries=32, parallel=True, room=16)
-    chains = _steps(problem, config, _chains(problem, n=4), jnp.float32(5.0), 200)
+    chains = _steps(problem, config.kernel, _chains(problem, n=4), jnp.float32(5.0), 200)
     assert int(chains.accepted.sum()) > 4 * 200
     exact = jax.jit(jax.vmap(E.energy_of, in_axes=(None, 0, 0)))(problem, chains.state.node_of, chains.state.primary_of)
     np.testing.assert_allclose(chains.state.energy, exact, rtol=5e-5)
@@ -353,15 +354,15 @@ def test_parallel_search_keeps_every_chain_valid(states, documents):
 def test_out_of_device_memory_retries_with_fewer_chains_and_says_so(states, monkeypatch):
     """A search that runs out of device memory starts again with half the chains (one chain: half
     the tries) until it fits, and the plan says so."""
-    compile_blocks, calls = A._compiled_blocks, []
+    compile_blocks, calls = _driver._compiled_blocks, []
 
-    def tight(model, problem, chains, config):
-        calls.append((config.chains, config.tries))
-        if config.chains * config.tries > 2:
+    def tight(model, problem, chains, kernel):
+        calls.append((chains.key.shape[0], kernel.tries))
+        if chains.key.shape[0] * kernel.tries > 2:
             raise jax.errors.JaxRuntimeError("RESOURCE_EXHAUSTED: Out of memory while trying to allocate")
-        return compile_blocks(model, problem, chains, config)
+        return compile_blocks(model, problem, chains, kernel)
 
-    monkeypatch.setattr(A, "_compiled_blocks", tight)
+    monkeypatch.setattr(_driver, "_compiled_blocks", tight)
     result = plan(states[0], dataclasses.replace(QUICK, chains=4, tries=4, steps=500, block_steps=250))
     assert calls[:4] == [(4, 4), (2, 4), (1, 4), (1, 2)]
     assert result["Search"]["Chains"] == 1

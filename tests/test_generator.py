@@ -1,4 +1,4 @@
-"""Tests for plbjax.generator: shape, determinism, hard rules of the initial placement, CLI."""
+"""Tests for plbjax.sf._generator: shape, determinism, hard rules of the initial placement, CLI."""
 
 from __future__ import annotations
 
@@ -8,10 +8,14 @@ import json
 import re
 import time
 
+import numpy as np
 import pytest
 import yaml
 
-from plbjax.generator import ClusterSpec, generate, main
+from plbjax.generators import Generator, InstanceT, SpecT
+from plbjax.roadef._generator import InstanceSpec
+from plbjax.roadef._generator import generate as roadef_generate
+from plbjax.sf._generator import ClusterSpec, generate, main
 
 
 # ---------------------------------------------------------------------------------------------
@@ -148,35 +152,37 @@ def check_document(doc: dict, spec: ClusterSpec) -> None:
 
 # ---------------------------------------------------------------------------------------------
 
-SPECS = [
-    ClusterSpec(),
-    ClusterSpec(seed=7, skew=1.0),
-    ClusterSpec(seed=3, skew=0.0, metrics=0),
-    ClusterSpec(nodes=30, fault_domains=3, racks_per_fault_domain=2, upgrade_domains=4,
-                replicas_per_partition=5, services=8, seed=11),  # replicas > fault domains
-    ClusterSpec(nodes=40, node_types=3, placement_constraint_fraction=0.5, services=12,
-                metrics=3, stateless_fraction=0.4, skew=0.8, seed=5),
-    ClusterSpec(nodes=12, fault_domains=4, upgrade_domains=3, replicas_per_partition=4,
-                load_scale=1.5, capacity_headroom=1.3, services=6, seed=2),
-    ClusterSpec(nodes=7, fault_domains=7, upgrade_domains=7, replicas_per_partition=7,
-                services=3, partitions_per_service=2, capacity_headroom=0.0, seed=4),
-    ClusterSpec(nodes=25, fault_domains=5, racks_per_fault_domain=5, upgrade_domains=10,
-                metrics=4, skew=0.95, capacity_headroom=1.2, services=10,
-                partitions_per_service=10, seed=9),
-    ClusterSpec(nodes=9, replicas_per_partition=1, services=4, stateless_fraction=1.0, seed=1),
-    ClusterSpec(services=0),                                       # nodes only
-    ClusterSpec(nodes=40, services=2, partitions_per_service=1),   # fewer replicas than nodes
+SEEDED_SPECS = [   # (seed, spec)
+    (0, ClusterSpec()),
+    (7, ClusterSpec(skew=1.0)),
+    (3, ClusterSpec(skew=0.0, metrics=0)),
+    (11, ClusterSpec(nodes=30, fault_domains=3, racks_per_fault_domain=2, upgrade_domains=4,
+                     replicas_per_partition=5, services=8)),  # replicas > fault domains
+    (5, ClusterSpec(nodes=40, node_types=3, placement_constraint_fraction=0.5, services=12,
+                    metrics=3, stateless_fraction=0.4, skew=0.8)),
+    (2, ClusterSpec(nodes=12, fault_domains=4, upgrade_domains=3, replicas_per_partition=4,
+                    load_scale=1.5, capacity_headroom=1.3, services=6)),
+    (4, ClusterSpec(nodes=7, fault_domains=7, upgrade_domains=7, replicas_per_partition=7,
+                    services=3, partitions_per_service=2, capacity_headroom=0.0)),
+    (9, ClusterSpec(nodes=25, fault_domains=5, racks_per_fault_domain=5, upgrade_domains=10,
+                    metrics=4, skew=0.95, capacity_headroom=1.2, services=10,
+                    partitions_per_service=10)),
+    (1, ClusterSpec(nodes=9, replicas_per_partition=1, services=4, stateless_fraction=1.0)),
+    (0, ClusterSpec(services=0)),                                       # nodes only
+    (0, ClusterSpec(nodes=40, services=2, partitions_per_service=1)),   # fewer replicas than nodes
 ]
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"seed{s.seed}-n{s.nodes}")
-def test_hard_rules_and_counts(spec):
-    check_document(generate(spec), spec)
+SEEDED_IDS = [f"seed{seed}-n{spec.nodes}" for seed, spec in SEEDED_SPECS]
+
+
+@pytest.mark.parametrize("seed, spec", SEEDED_SPECS, ids=SEEDED_IDS)
+def test_hard_rules_and_counts(seed, spec):
+    check_document(generate(seed, spec), spec)
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_hard_rules_random_specs(seed):
-    import numpy as np
     g = np.random.default_rng(1000 + seed)
     fds = int(g.integers(1, 6))
     racks = int(g.integers(1, 3))
@@ -189,22 +195,40 @@ def test_hard_rules_random_specs(seed):
         stateless_fraction=float(g.random()), skew=float(g.random()),
         load_scale=float(g.choice([1.0, 10.0, 100.0])),
         capacity_headroom=float(g.choice([0.0, 1.5, 2.0, 3.0])),
-        placement_constraint_fraction=float(g.random() * 0.5), seed=seed)
-    check_document(generate(spec), spec)
+        placement_constraint_fraction=float(g.random() * 0.5))
+    check_document(generate(seed, spec), spec)
 
 
 def test_deterministic():
-    spec = ClusterSpec(nodes=30, node_types=2, placement_constraint_fraction=0.5, seed=42)
-    a, b = generate(spec), generate(spec)
+    spec = ClusterSpec(nodes=30, node_types=2, placement_constraint_fraction=0.5)
+    a, b = generate(42, spec), generate(42, spec)
     assert json.dumps(a) == json.dumps(b)
-    c = generate(dataclasses.replace(spec, seed=43))
+    c = generate(43, spec)
     assert json.dumps(a) != json.dumps(c)
+
+
+@pytest.mark.parametrize("seed", [-1, 1.5, True])
+def test_bad_seed_raises(seed):
+    with pytest.raises(ValueError, match="seed"):
+        generate(seed, ClusterSpec())
+
+
+def test_both_generators_share_one_interface():
+    def twice(generator: Generator[SpecT, InstanceT], spec: SpecT) -> tuple[InstanceT, InstanceT]:
+        return generator(3, spec), generator(3, spec)
+
+    a, b = twice(generate, ClusterSpec())
+    assert json.dumps(a) == json.dumps(b)
+    (instance, original), (again, original_again) = twice(roadef_generate, InstanceSpec())
+    assert np.array_equal(original, original_again)
+    assert all(np.array_equal(getattr(instance, f.name), getattr(again, f.name))
+               for f in dataclasses.fields(instance))
 
 
 def test_names_and_layout():
     spec = ClusterSpec(nodes=12, node_types=3, fault_domains=2, racks_per_fault_domain=3,
                        upgrade_domains=4)
-    doc = generate(spec)
+    doc = generate(0, spec)
     nodes = doc["Nodes"]
     assert nodes[0]["NodeName"] == "Node000" and nodes[11]["NodeName"] == "Node011"
     assert [n["NodeType"] for n in nodes] == ["NodeType0"] * 4 + ["NodeType1"] * 4 + ["NodeType2"] * 4
@@ -212,7 +236,7 @@ def test_names_and_layout():
         "fd:/dc0/r0", "fd:/dc1/r0", "fd:/dc0/r1", "fd:/dc1/r1", "fd:/dc0/r2", "fd:/dc1/r2"]
     assert [n["UpgradeDomain"] for n in nodes[:5]] == ["UD0", "UD1", "UD2", "UD3", "UD0"]
     assert all("NodeColor" in n["PlacementProperties"] for n in nodes)
-    flat = generate(ClusterSpec(nodes=10, fault_domains=5))
+    flat = generate(0, ClusterSpec(nodes=10, fault_domains=5))
     assert [n["FaultDomain"] for n in flat["Nodes"][:6]] == [
         "fd:/dc0", "fd:/dc1", "fd:/dc2", "fd:/dc3", "fd:/dc4", "fd:/dc0"]
     assert doc["Services"][0]["ServiceName"] == "fabric:/App/Svc0"
@@ -220,8 +244,8 @@ def test_names_and_layout():
 
 
 def test_primaries_heavier():
-    doc = generate(ClusterSpec(nodes=30, services=10, partitions_per_service=20,
-                               stateless_fraction=0.0, load_scale=100.0))
+    doc = generate(0, ClusterSpec(nodes=30, services=10, partitions_per_service=20,
+                                  stateless_fraction=0.0, load_scale=100.0))
     pri, sec = [], []
     for p in doc["Partitions"]:
         for r in p["Replicas"]:
@@ -236,8 +260,8 @@ def _node_counts(doc):
 
 def test_skew_concentrates():
     kw = dict(nodes=50, services=20, partitions_per_service=10, capacity_headroom=0.0)
-    flat = _node_counts(generate(ClusterSpec(skew=0.0, **kw)))
-    piled = _node_counts(generate(ClusterSpec(skew=1.0, **kw)))
+    flat = _node_counts(generate(0, ClusterSpec(skew=0.0, **kw)))
+    piled = _node_counts(generate(0, ClusterSpec(skew=1.0, **kw)))
 
     def top_share(c):
         return sum(sorted(c, reverse=True)[:10]) / sum(c)
@@ -249,7 +273,7 @@ def test_skew_concentrates():
 def test_skew_respects_capacity():
     spec = ClusterSpec(nodes=50, services=20, partitions_per_service=10, skew=1.0,
                        capacity_headroom=1.5)
-    check_document(generate(spec), spec)
+    check_document(generate(0, spec), spec)
 
 
 @pytest.mark.parametrize("kw", [
@@ -262,14 +286,14 @@ def test_skew_respects_capacity():
 ])
 def test_impossible_specs_raise(kw):
     with pytest.raises(ValueError):
-        generate(ClusterSpec(**kw))
+        generate(0, ClusterSpec(**kw))
 
 
 def test_large_cluster_is_fast():
     spec = ClusterSpec(nodes=1000, services=50, partitions_per_service=667,
-                       replicas_per_partition=3, metrics=2, skew=0.7, seed=3)
+                       replicas_per_partition=3, metrics=2, skew=0.7)
     t = time.perf_counter()
-    doc = generate(spec)
+    doc = generate(3, spec)
     elapsed = time.perf_counter() - t
     assert spec.total_replicas >= 100_000
     assert sum(len(p["Replicas"]) for p in doc["Partitions"]) == spec.total_replicas
@@ -286,13 +310,13 @@ def test_cli_json_and_yaml(tmp_path):
     args = ["--nodes", "12", "--services", "3", "--fault-domains", "3",
             "--racks-per-fault-domain", "2", "--skew", "0.9", "--seed", "5"]
     spec = ClusterSpec(nodes=12, services=3, fault_domains=3, racks_per_fault_domain=2,
-                       skew=0.9, seed=5)
+                       skew=0.9)
     js, ym = tmp_path / "c.json", tmp_path / "c.yaml"
     assert main(args + ["-o", str(js)]) == 0
     assert main(args + ["--out", str(ym)]) == 0
     a = json.loads(js.read_text())
     b = yaml.safe_load(ym.read_text())
-    assert a == b == generate(spec)
+    assert a == b == generate(5, spec)
     check_document(a, spec)
 
 
@@ -313,7 +337,7 @@ def test_cli_bad_input(tmp_path, capsys):
 # the documents pass the project's own state validation (plbjax/state.py, when present)
 
 
-@pytest.mark.parametrize("spec", SPECS, ids=lambda s: f"seed{s.seed}-n{s.nodes}")
-def test_parse_state_accepts(spec):
-    state = pytest.importorskip("plbjax.state")
-    state.parse_state(generate(spec))
+@pytest.mark.parametrize("seed, spec", SEEDED_SPECS, ids=SEEDED_IDS)
+def test_parse_state_accepts(seed, spec):
+    state = pytest.importorskip("plbjax.sf._state")
+    state.parse_state(generate(seed, spec))

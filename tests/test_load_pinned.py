@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 import yaml
 
-from plbjax import state as state_module
-from plbjax.encoding import _order_within, encode
 from plbjax.errors import BadInput
-from plbjax.generator import ClusterSpec, generate
-from plbjax.governance import apply_resource_governance
-from plbjax.state import load_state, parse_state
+from plbjax.sf import _state as state_module
+from plbjax.sf._encoding import _order_within, encode
+from plbjax.sf._generator import ClusterSpec, generate
+from plbjax.sf._governance import apply_resource_governance
+from plbjax.sf._state import load_state, parse_state
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "small.yaml"
 
@@ -89,8 +89,8 @@ def _policies(doc: dict) -> dict:
 def _generated(**changes) -> dict:
     spec = ClusterSpec(nodes=40, node_types=3, fault_domains=4, racks_per_fault_domain=2, upgrade_domains=5,
                        metrics=3, services=12, partitions_per_service=7, replicas_per_partition=3,
-                       stateless_fraction=0.3, placement_constraint_fraction=0.4, skew=0.6, seed=3)
-    return generate(dataclasses.replace(spec, **changes))
+                       stateless_fraction=0.3, placement_constraint_fraction=0.4, skew=0.6)
+    return generate(changes.pop("seed", 3), dataclasses.replace(spec, **changes))
 
 
 DOCUMENTS = {

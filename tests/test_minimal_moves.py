@@ -8,10 +8,10 @@ import jax
 import numpy as np
 
 from conftest import QUICK
-from plbjax import energy as E
-from plbjax.encoding import encode
-from plbjax.phases import Placement, _priorities, _tidy, assess, plan
-from plbjax.state import parse_state
+from plbjax.sf import _energy as E
+from plbjax.sf._encoding import encode
+from plbjax.sf._phases import Placement, _priorities, _tidy, assess, plan
+from plbjax.sf._state import parse_state
 
 LOADED, EMPTY = ("N0", "N1", "N2"), ("N3", "N4", "N5")
 CONFIG = dataclasses.replace(QUICK, chains=1, tries=64, parallel=True, steps=4000, block_steps=500)

@@ -18,9 +18,9 @@ import numpy as np
 import pytest
 
 from oracle import Oracle, tiny_cluster
-from plbjax import AnnealConfig, parse_state, plan
+from plbjax import SearchConfig, parse_state, plan
 
-CONFIG = AnnealConfig(chains=1, steps=700, seconds=None, block_steps=350, tries=16, parallel=True)
+CONFIG = SearchConfig(chains=1, steps=700, seconds=None, block_steps=350, tries=16, parallel=True)
 CLUSTERS = 300
 
 # Plans the oracle finds not optimal with CONFIG on the engine of this writing: 16 of 300 (seeds 16,

@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from conftest import cluster, packed_cluster
-from plbjax import AnnealConfig, load_state, parse_state, plan
+from plbjax import SearchConfig, load_state, parse_state, plan
 
 PINNED = Path(__file__).parent / "data" / "pinned"
 EXAMPLE = Path(__file__).parent.parent / "examples" / "small.yaml"
-ONE_DEEP_CHAIN = AnnealConfig(chains=1, tries=256, parallel=True, steps=2000, seconds=None, seed=3)
-FOUR_CHAINS = AnnealConfig(chains=4, tries=8, steps=1500, seconds=None, block_steps=500, seed=5)
+ONE_DEEP_CHAIN = SearchConfig(chains=1, tries=256, parallel=True, steps=2000, seconds=None, seed=3)
+FOUR_CHAINS = SearchConfig(chains=4, tries=8, parallel=False, steps=1500, seconds=None, block_steps=500, seed=5)
 CASES = {
     "example": lambda: (load_state(EXAMPLE), ONE_DEEP_CHAIN),
     "cluster-0": lambda: (parse_state(cluster(0)), FOUR_CHAINS),

@@ -29,9 +29,9 @@ from collections import Counter
 import pytest
 
 from checker import checked_plan
-from plbjax.annealer import AnnealConfig
+from plbjax.sf import SearchConfig
 
-CONFIG = AnnealConfig(chains=8, steps=3000, seconds=None, block_steps=500)
+CONFIG = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
 NODES = [f"N{i}" for i in range(8)]
 QUIET = {"Load": 10**6}  # MetricActivityThresholds: no node load above it, so never imbalanced
 MOVES = ("MovePrimary", "MoveSecondary", "MoveInstance")
@@ -114,7 +114,7 @@ def check_frame(doc: dict) -> None:
 # ---------------------------------------------------------------------------- plan checks
 
 
-def run(doc: dict, config: AnnealConfig | None = None) -> tuple[dict, dict]:
+def run(doc: dict, config: SearchConfig | None = None) -> tuple[dict, dict]:
     """plan(doc), with checker.checked_plan's checks; returns (plan, the document after the Actions)."""
     result, after, _ = checked_plan(doc, config or CONFIG)
     return result, after
@@ -645,7 +645,7 @@ def test_a_move_never_lowers_the_energy_by_itself():
     """SF's energy counts the cost with the score's sign: below zero (a packed defragmentation metric)
     a move still makes the energy worse (Score::CalculateEnergy)."""
     from plbjax import encode, parse_state
-    from plbjax.energy import energy
+    from plbjax.sf._energy import energy
 
     problem, _ = encode(parse_state(document([service("fabric:/App/A", 2, 10)],
                                              [part("fabric:/App/A", "a", "N0", "N1")], frame=False)))

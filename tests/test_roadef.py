@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import subprocess
 import sys
 from pathlib import Path
@@ -12,11 +14,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from plbjax import annealer as A
+from plbjax import anneal as A
+from plbjax.anneal._kernel import _independent
 from plbjax.roadef import costs, read_instance, read_solution, violations
-from plbjax.roadef import search as RS
-from plbjax.roadef.generator import random_instance, write_instance
-from plbjax.roadef.solver import ROADEF_SEARCH, solve
+from plbjax.roadef import _model as RS
+from plbjax.roadef._generator import InstanceSpec, generate, write_instance
+from plbjax.roadef._solver import search_config, solve
 from roadef_checker import check, load_model
 
 DATA = Path(__file__).resolve().parent / "data" / "roadef"   # the challenge's official example, as published
@@ -32,11 +35,11 @@ def _model(tmp_path, instance, name="model.txt"):
 @eqx.filter_jit
 def _hot_steps(problem, keys, n: int):
     """n steps of several chains at a high temperature (many accepted moves)."""
-    config = A.AnnealConfig(chains=keys.shape[0], tries=4, swap_probability=0.5)
-    chains = A.init_chains(RS.MODEL, problem, keys)
+    config, model = A.KernelConfig(tries=4), RS.model(0.5)
+    chains = A.init_chains(model, problem, keys)
 
     def body(_, c):
-        return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(RS.MODEL, problem, config, c, jnp.float32(1e5))
+        return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(model, problem, config, c, jnp.float32(1e5))
     return jax.lax.fori_loop(0, n, body, chains)
 
 
@@ -58,7 +61,9 @@ def read_ints_list(path):
 def test_solver_on_the_example_is_feasible_and_at_least_as_good_as_the_given_solution():
     instance = read_instance(EXAMPLE[0])
     original = read_solution(EXAMPLE[1], instance)
-    config = A.AnnealConfig(**{**ROADEF_SEARCH.__dict__, "steps": 20_000, "tries": 8})
+    config = search_config(instance)
+    config = dataclasses.replace(config, kernel=dataclasses.replace(config.kernel, tries=8),
+                                 schedule=dataclasses.replace(config.schedule, steps=20_000))
     found = solve(instance, original, config)
     feasible, cost, _ = check(load_model(EXAMPLE[0]), list(original), list(found.assignment))
     assert feasible and cost == found.costs.total <= 2411
@@ -70,7 +75,7 @@ DEPENDENT = dict(machines=12, processes=60, services=20, neighborhoods=3, depend
 @pytest.mark.parametrize("seed, shape", [(0, {}), (1, {}), (2, DEPENDENT)])
 def test_proposals_are_valid_exactly_when_feasible_and_their_energy_is_the_cost(tmp_path, seed, shape):
     """Brute force: every proposal from a state reached by a hot search, applied on the host."""
-    instance, original = random_instance(seed, **shape)
+    instance, original = generate(seed, InstanceSpec(**shape))
     model = _model(tmp_path, instance)
     with jax.enable_x64(True):
         problem = RS.encode(instance, original)
@@ -96,7 +101,7 @@ def test_proposals_are_valid_exactly_when_feasible_and_their_energy_is_the_cost(
 
 
 def test_every_chain_state_is_feasible_and_its_running_energy_exact(tmp_path):
-    instance, original = random_instance(3)
+    instance, original = generate(3, InstanceSpec())
     model = _model(tmp_path, instance)
     with jax.enable_x64(True):
         chains = _hot_steps(RS.encode(instance, original), jax.random.split(jax.random.PRNGKey(0), 4), 500)
@@ -109,7 +114,7 @@ def test_every_chain_state_is_feasible_and_its_running_energy_exact(tmp_path):
 
 
 def test_costs_past_two_to_the_31_stay_exact(tmp_path):
-    instance, original = random_instance(4, scale=10**7)
+    instance, original = generate(4, InstanceSpec(scale=10**7))
     model = _model(tmp_path, instance)
     assert costs(instance, original, original).total > 2**31
     with jax.enable_x64(True):
@@ -123,10 +128,10 @@ def _cli(*args):
 
 
 def test_cli_writes_a_feasible_improvement_within_the_limit(tmp_path):
-    instance, original = random_instance(5)
+    instance, original = generate(5, InstanceSpec())
     write_instance(tmp_path / "model.txt", instance)
     (tmp_path / "original.txt").write_text(" ".join(map(str, original)))
-    out = _cli("-t", 30, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt",
+    out = _cli("-t", 15, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt",
                "-s", 3, "--probe-factor", 0.01, "--final-ratio", 0.01)
     assert out.returncode == 0, out.stderr
     new = [int(w) for w in (tmp_path / "new.txt").read_text().split()]
@@ -139,7 +144,7 @@ def test_cli_writes_a_feasible_improvement_within_the_limit(tmp_path):
     (lambda text: " ".join(text.split()[:-2]), "ends early"),
 ])
 def test_cli_bad_model_exits_2_with_one_line_and_leaves_the_input(tmp_path, damage, message):
-    instance, original = random_instance(0)
+    instance, original = generate(0, InstanceSpec())
     write_instance(tmp_path / "model.txt", instance)
     bad = damage((tmp_path / "model.txt").read_text())
     (tmp_path / "model.txt").write_text(bad)
@@ -157,7 +162,7 @@ def test_cli_rejects_a_temperature_setting_that_is_not_positive(tmp_path, flag):
 
 
 def test_cli_never_writes_over_its_input(tmp_path):
-    instance, original = random_instance(0)
+    instance, original = generate(0, InstanceSpec())
     write_instance(tmp_path / "model.txt", instance)
     text = " ".join(map(str, original))
     (tmp_path / "original.txt").write_text(text)
@@ -166,7 +171,7 @@ def test_cli_never_writes_over_its_input(tmp_path):
 
 
 def test_cli_rejects_an_infeasible_original(tmp_path):
-    instance, original = random_instance(0)
+    instance, original = generate(0, InstanceSpec())
     write_instance(tmp_path / "model.txt", instance)
     crowded = np.zeros_like(original)       # every process on machine 0: conflicts
     (tmp_path / "original.txt").write_text(" ".join(map(str, crowded)))
@@ -178,7 +183,7 @@ def test_cli_rejects_an_infeasible_original(tmp_path):
 def test_parallel_step_equals_its_kept_moves_applied_one_by_one(tmp_path, shape):
     """Independent accepted moves (disjoint footprints) applied together = applied in order, each
     re-proposed from the same words on the state its predecessors left."""
-    instance, original = random_instance(6, machines=40, processes=120, services=40, **shape)
+    instance, original = generate(6, InstanceSpec(machines=40, processes=120, services=40, **shape))
     model = _model(tmp_path, instance)
     with jax.enable_x64(True):
         problem = RS.encode(instance, original)
@@ -188,7 +193,7 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(tmp_path, shape)
         propose = jax.jit(jax.vmap(RS.propose, in_axes=(None, None, 0, None)), static_argnums=3)
         moves, energies, valid, stats = propose(problem, state, words, 0.5)
         ids = jax.vmap(RS.footprint, in_axes=(None, None, 0))(problem, state, moves)
-        keep = A._independent(ids, valid, RS.footprint_ids(problem))
+        keep = _independent(ids, valid, RS.footprint_ids(problem))
         together = jax.jit(RS.apply)(problem, state, moves, keep, energies, stats)
         one_by_one = state
         for i in np.nonzero(np.asarray(keep))[0]:
@@ -206,14 +211,14 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(tmp_path, shape)
 
 
 def test_parallel_search_keeps_every_state_feasible(tmp_path):
-    instance, original = random_instance(3)
+    instance, original = generate(3, InstanceSpec())
     model = _model(tmp_path, instance)
-    config = A.AnnealConfig(chains=2, tries=32, parallel=True, room=16, swap_probability=0.5)
+    config, search = A.KernelConfig(tries=32, parallel=True, room=16), RS.model(0.5)
     with jax.enable_x64(True):
         problem = RS.encode(instance, original)
-        chains = A.init_chains(RS.MODEL, problem, jax.random.split(jax.random.PRNGKey(4), 2))
+        chains = A.init_chains(search, problem, jax.random.split(jax.random.PRNGKey(4), 2))
         run = jax.jit(lambda c: jax.lax.fori_loop(0, 100, lambda _, c: jax.vmap(
-            A.step, in_axes=(None, None, None, 0, None))(RS.MODEL, problem, config, c, jnp.float32(1e5)), c))
+            A.step, in_axes=(None, None, None, 0, None))(search, problem, config, c, jnp.float32(1e5)), c))
         chains = run(chains)
     assert int(chains.accepted.sum()) > 200
     for c in range(2):

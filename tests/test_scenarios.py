@@ -27,11 +27,11 @@ import pytest
 
 from checker import checked_plan, no_new_violations, node_loads, placement_of, violations
 from conftest import cluster
-from plbjax import expressions
-from plbjax.annealer import AnnealConfig
-from plbjax.state import parse_state
+from plbjax.sf import _expressions as expressions
+from plbjax.sf import SearchConfig
+from plbjax.sf._state import parse_state
 
-CONFIG = AnnealConfig(chains=8, steps=3000, seconds=None, block_steps=500)
+CONFIG = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
 NODES = [f"N{i}" for i in range(6)]
 BALANCED = {"Load": 10**6}  # MetricActivityThresholds: max load never above it, so never imbalanced
 
@@ -97,7 +97,7 @@ def instances(service: str, pid: str, *nodes: str) -> dict:
 # ---------------------------------------------------------------------------- plan checks
 
 
-def run(doc: dict, config: AnnealConfig = CONFIG) -> tuple[dict, dict, object]:
+def run(doc: dict, config: SearchConfig = CONFIG) -> tuple[dict, dict, object]:
     """plan(doc), with checker.checked_plan's checks; returns (plan, document after, state)."""
     return checked_plan(doc, config)
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 
 from plbjax.errors import BadInput
-from plbjax.settings import PLB_SETTINGS, resolve_settings
-from plbjax.state import _conforms, _plain_copy, _schema, load_state, parse_state
+from plbjax.sf._settings import PLB_SETTINGS, resolve_settings
+from plbjax.sf._state import _conforms, _plain_copy, _schema, load_state, parse_state
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "small.yaml"
 SCHEMAS = Path(__file__).resolve().parents[1] / "plbjax" / "schemas"

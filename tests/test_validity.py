@@ -11,13 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from plbjax import AnnealConfig, encode, parse_state, plan
-from plbjax.annealer import clear_compiled
-from plbjax.decoding import diff, settle
+from plbjax import SearchConfig, encode, parse_state, plan
+from plbjax.anneal import clear_compiled
+from plbjax.sf._decoding import diff, settle
 from validity import apply, breaks, random_cluster
 
-CONFIGS = {"chains": AnnealConfig(chains=4, steps=1000, seconds=None, block_steps=250),
-           "parallel": AnnealConfig(chains=1, steps=200, seconds=None, block_steps=50, tries=64, parallel=True)}
+CONFIGS = {"chains": SearchConfig(chains=4, steps=1000, seconds=None, block_steps=250, tries=1, parallel=False),
+           "parallel": SearchConfig(chains=1, steps=200, seconds=None, block_steps=50, tries=64, parallel=True)}
 FAMILIES, PER_FAMILY = 4, 40
 
 

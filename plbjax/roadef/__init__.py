@@ -5,7 +5,7 @@ check, `search` is the problem's model for the annealer (energy terms, constrain
 `cli` is the challenge's solver command, `plbjax-roadef`.
 """
 
-from plbjax.roadef.instance import Instance, read_instance, read_solution, write_solution
-from plbjax.roadef.objective import Costs, costs, violations
+from plbjax.roadef._instance import Instance, read_instance, read_solution, write_solution
+from plbjax.roadef._objective import Costs, costs, violations
 
 __all__ = ["Costs", "Instance", "costs", "read_instance", "read_solution", "violations", "write_solution"]

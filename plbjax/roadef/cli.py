@@ -48,7 +48,7 @@ def _one_device_per_core() -> None:
         os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={cores}".strip()
 
 
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> _Parser:
     parser = _Parser(prog="plbjax-roadef", description=__doc__.splitlines()[0])
     parser.add_argument("-t", dest="seconds", type=float, required=True, help="time limit in seconds")
     parser.add_argument("-p", dest="model", required=True, help="instance (model) file")
@@ -59,29 +59,23 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tries", type=int, help="proposals evaluated together per step (default: by size)")
     parser.add_argument("--probe-factor", type=float,
                         help="starting temperature as a fraction of the largest first-block energy change "
-                             "(default: the solver's setting)")
+                             "(default: conf/roadef.yaml)")
     parser.add_argument("--final-ratio", type=float,
-                        help="last temperature as a fraction of the starting one (default: the solver's setting)")
+                        help="last temperature as a fraction of the starting one (default: conf/roadef.yaml)")
     parser.add_argument("--parallel", action=argparse.BooleanOptionalAction,
                         help="apply every independent accepted proposal of a step (default: on)")
     parser.add_argument("--population", action=argparse.BooleanOptionalAction,
                         help="population annealing: redraw the chains by Boltzmann weight after each block "
                              "(default: off)")
-    args = parser.parse_args(argv)
-    if args.seconds <= 0:
-        parser.error(f"-t: the time limit must be positive, got {args.seconds}")
-    for flag, value in (("--probe-factor", args.probe_factor), ("--final-ratio", args.final_ratio)):
-        if value is not None and not value > 0:
-            parser.error(f"{flag}: must be positive, got {value}")
+    return parser
 
-    _one_device_per_core()
-    from plbjax.annealer import enable_compilation_cache
+
+def _read(args):
+    """The instance and original assignment; the original is written to NEW at once. Bad input exits 2."""
     from plbjax.errors import BadInput
-    from plbjax.roadef.instance import read_instance, read_solution, write_solution
-    from plbjax.roadef.objective import costs, violations
-    from plbjax.roadef.solver import search_config, solve
+    from plbjax.roadef._instance import read_instance, read_solution, write_solution
+    from plbjax.roadef._objective import violations
 
-    deadline = START + args.seconds - MARGIN
     try:
         if os.path.realpath(args.new) in {os.path.realpath(args.model), os.path.realpath(args.original)}:
             raise BadInput(f"-o {args.new}: would overwrite an input file")
@@ -96,19 +90,34 @@ def main(argv: list[str] | None = None) -> None:
     except OSError as e:
         print(f"plbjax-roadef: {args.new}: cannot write ({e.strerror})", file=sys.stderr)
         sys.exit(2)
+    return instance, original
 
-    enable_compilation_cache()
+
+def _search(args, instance):
+    """The solver's search for this instance, with the command line's overrides."""
+    from plbjax.roadef._solver import search_config
+
     config = search_config(instance)
-    config = dataclasses.replace(config, seed=args.seed, chains=args.chains or config.chains,
-                                 tries=args.tries or config.tries,
-                                 probe_factor=args.probe_factor or config.probe_factor,
-                                 final_ratio=args.final_ratio or config.final_ratio,
-                                 parallel=config.parallel if args.parallel is None else args.parallel,
-                                 population=config.population if args.population is None else args.population)
+    kernel = dataclasses.replace(config.kernel, tries=args.tries or config.kernel.tries,
+                                 parallel=config.kernel.parallel if args.parallel is None else args.parallel,
+                                 population=config.kernel.population if args.population is None else args.population)
+    schedule = dataclasses.replace(config.schedule, seed=args.seed, chains=args.chains or config.schedule.chains,
+                                   probe_factor=args.probe_factor or config.schedule.probe_factor,
+                                   final_ratio=args.final_ratio or config.schedule.final_ratio)
+    return dataclasses.replace(config, kernel=kernel, schedule=schedule)
+
+
+def _solve_in_time(args, instance, original, config, deadline: float):
+    """The solver's result, the exception it raised, or None when it outlasted the deadline; NEW holds
+    the best feasible solution found so far whatever happens."""
+    from plbjax.roadef._instance import write_solution
+    from plbjax.roadef._objective import costs
+    from plbjax.roadef._solver import solve
+
     found: list = []
     written = [costs(instance, original, original).total]
 
-    def write_better(assignment, cost):      # keeps the file at the best feasible solution so far
+    def write_better(assignment, cost):
         if cost.total < written[0]:
             write_solution(args.new, assignment)
             written[0] = cost.total
@@ -116,22 +125,41 @@ def main(argv: list[str] | None = None) -> None:
     def search_thread():
         try:
             found.append(solve(instance, original, config, deadline - SEARCH_MARGIN, on_better=write_better))
-        except BaseException as e:      # reported below; a feasible solution is already written
+        except BaseException as e:      # reported by the caller; a feasible solution is already written
             found.append(e)
 
     search = threading.Thread(target=search_thread, daemon=True)
     search.start()
     search.join(timeout=max(0.0, deadline - time.perf_counter()))
-    if not found:       # the search outlasted the limit: the last solution written stands
+    if found and not isinstance(found[0], BaseException):
+        write_better(found[0].assignment, found[0].costs)
+    return (found[0] if found else None), written[0]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.seconds <= 0:
+        parser.error(f"-t: the time limit must be positive, got {args.seconds}")
+    for flag, value in (("--probe-factor", args.probe_factor), ("--final-ratio", args.final_ratio)):
+        if value is not None and not value > 0:
+            parser.error(f"{flag}: must be positive, got {value}")
+
+    _one_device_per_core()
+    from plbjax.anneal import enable_compilation_cache
+
+    deadline = START + args.seconds - MARGIN
+    instance, original = _read(args)
+    enable_compilation_cache()
+    result, best = _solve_in_time(args, instance, original, _search(args, instance), deadline)
+    if result is None:
         print(f"plbjax-roadef: the search did not finish within {args.seconds:g} s; the best solution written "
-              f"so far stands (cost {written[0]})", file=sys.stderr, flush=True)
+              f"so far stands (cost {best})", file=sys.stderr, flush=True)
         os._exit(0)
-    result = found[0]
     if isinstance(result, BaseException):
         print(f"plbjax-roadef: the search failed ({type(result).__name__}: {result}); the best solution "
-              f"written so far stands (cost {written[0]})", file=sys.stderr, flush=True)
+              f"written so far stands (cost {best})", file=sys.stderr, flush=True)
         os._exit(1)
-    write_better(result.assignment, result.costs)
     print(f"plbjax-roadef: cost {result.costs.total} (initial {result.initial_cost}), "
           f"{result.proposals} proposals in {result.search_seconds:.1f} s, compile {result.compile_seconds:.1f} s, "
           f"total {time.perf_counter() - START:.1f} s", file=sys.stderr, flush=True)

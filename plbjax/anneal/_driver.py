@@ -1,0 +1,216 @@
+"""The search driver: chains vmapped under one jit, blocks looped on the host.
+
+Looping blocks on the host gives progress reports, checkpoints and a wall-time budget without
+recompiling; compiled programs are kept per model, kernel config and shapes, so runs that differ in
+their `Schedule` share them. Out of device memory, a search starts again smaller.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from plbjax.anneal._config import KernelConfig, Schedule
+from plbjax.anneal._kernel import Chain, init, resample, run_block
+from plbjax.anneal._model import Model
+
+STOP = threading.Event()    # set (e.g. by a signal handler): running searches end after their block
+
+
+def init_chains(model: Model, problem, keys: jax.Array) -> Chain:
+    """One chain per key, all at the initial solution."""
+    return jax.vmap(init, in_axes=(None, None, 0))(model, problem, keys)
+
+
+@eqx.filter_jit(donate="all-except-first")
+def _run_blocks(kept, chains: Chain, model: Model, config: KernelConfig, layout=None) -> Chain:
+    """One block of every chain. `kept` = (problem, [start, end] temperatures) is read only; the
+    chains passed in are donated (their buffers hold the result, so a run needs one copy of them).
+    `layout`: the chains' sharding over devices (None on one device)."""
+    problem, temperatures = kept
+    chains = jax.vmap(run_block, in_axes=(None, None, None, 0, None, None))(model, problem, config, chains,
+                                                                           temperatures[0], temperatures[1])
+    return resample(chains, temperatures[0], temperatures[1], layout) if config.population else chains
+
+
+def enable_compilation_cache() -> None:
+    """Keep compiled searches on disk so repeated runs on similar clusters skip XLA compilation."""
+    logging.getLogger("jax").setLevel(logging.WARNING)   # not Hydra's INFO lines about absent TPUs
+    path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+
+
+def shard(problem, chains: Chain):
+    """Chains split over every device (all local devices, or every process's after
+    `jax.distributed.initialize()`), the problem replicated on each; unchanged on one device or
+    when the chains do not divide evenly."""
+    devices = jax.devices()
+    if len(devices) == 1 or chains.key.shape[0] % len(devices):
+        return problem, chains
+    mesh = Mesh(np.array(devices), ("chains",))
+    put = lambda tree, spec: jax.tree.map(  # noqa: E731
+        lambda x: jax.device_put(x, NamedSharding(mesh, spec)) if isinstance(x, jax.Array) else x, tree)
+    return put(problem, PartitionSpec()), put(chains, PartitionSpec("chains"))
+
+
+def _host(x: jax.Array) -> np.ndarray:
+    """A (possibly multi-process) array as one NumPy array on this host."""
+    if jax.process_count() > 1:
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
+
+
+_executables: dict = {}
+
+
+def clear_compiled() -> None:
+    """Forget every compiled search (and JAX's compiled functions). A process that plans many
+    differently shaped clusters keeps each compiled program until then; on a CPU each holds memory
+    maps, and a few hundred exhaust the system's limit ("LLVM compilation error: Cannot allocate
+    memory"; seen in the validity sweep after ~400 clusters of 17 shapes)."""
+    _executables.clear()
+    jax.clear_caches()
+
+
+def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig):
+    """The compiled block runner for this model, these shapes and this kernel config, and the seconds
+    compiling took."""
+    layout = chains.key.sharding if isinstance(chains.key.sharding, NamedSharding) else None
+    key = (model, config, layout, jax.tree.structure((problem, chains)),
+           tuple((x.shape, x.dtype) for x in jax.tree.leaves((problem, chains))))
+    if key not in _executables:
+        start = time.perf_counter()
+        compiled = _run_blocks.lower((problem, jnp.ones(2, jnp.float32)), chains, model, config, layout).compile()
+        _executables[key] = lambda kept, chains: compiled(kept, chains, model, config, layout)
+        return _executables[key], time.perf_counter() - start
+    return _executables[key], 0.0
+
+
+@dataclasses.dataclass(frozen=True)
+class AnnealResult:
+    solution: Any              # the model's best solution over all chains (host arrays)
+    energy: float
+    initial_energy: float
+    steps: int                 # per chain
+    chains: int
+    seconds: float             # search wall time, compilation excluded
+    compile_seconds: float
+    accepted: int
+    initial_temperature: float
+    energies: np.ndarray       # best energy per chain
+    shrunk: str | None = None  # why the search ran smaller than asked, if it did
+
+
+def _out_of_memory(error: Exception) -> bool:
+    text = str(error)
+    return "RESOURCE_EXHAUSTED" in text or "out of memory" in text.lower()
+
+
+def _smaller(kernel: KernelConfig, schedule: Schedule) -> tuple[KernelConfig, Schedule] | None:
+    """Half the chains, or with one chain half the tries (None: nothing left to halve)."""
+    if schedule.chains > 1:
+        return kernel, dataclasses.replace(schedule, chains=schedule.chains // 2)
+    halved = kernel.halved()
+    return None if halved is None else (halved, schedule)
+
+
+def anneal(model: Model, problem, kernel: KernelConfig, schedule: Schedule,
+           progress: Callable[[int, int, float, float], None] | None = None,
+           deadline: float | None = None,
+           checkpoint: Callable[[Any, float], None] | None = None, checkpoint_seconds: float = 5.0) -> AnnealResult:
+    """Run `schedule.chains` chains; return the best solution found (or the initial one).
+
+    `deadline` (a `time.perf_counter()` instant) also bounds the search, compilation included;
+    `STOP.set()` ends it after the current block (the best so far is returned).
+    `checkpoint(solution, energy)` receives the best solution so far (host arrays) when it has
+    improved, at most every `checkpoint_seconds`, for callers that must hold a result at any time.
+    When the device runs out of memory the search starts again with half the chains (with one chain,
+    half the tries a step), as often as needed; the result says so (`shrunk`).
+    """
+    asked = (kernel, schedule)
+    while True:
+        try:
+            result = _anneal(model, problem, kernel, schedule, progress, deadline, checkpoint, checkpoint_seconds)
+        except jax.errors.JaxRuntimeError as error:
+            smaller = _smaller(kernel, schedule)
+            if not _out_of_memory(error) or smaller is None:
+                raise
+            logging.getLogger(__name__).warning("out of device memory with %d chain(s) x %d tries: retrying with %d x %d",
+                                                schedule.chains, kernel.tries, smaller[1].chains, smaller[0].tries)
+            clear_compiled()
+            kernel, schedule = smaller
+            continue
+        if (kernel, schedule) != asked:
+            result = dataclasses.replace(result, shrunk=f"out of device memory: {schedule.chains} chain(s) x "
+                                                        f"{kernel.tries} tries a step instead of {asked[1].chains} x {asked[0].tries}")
+        return result
+
+
+def _anneal(model: Model, problem, kernel: KernelConfig, schedule: Schedule, progress, deadline, checkpoint,
+            checkpoint_seconds: float) -> AnnealResult:
+    """`anneal` with these configs."""
+    keys = jax.random.split(jax.random.PRNGKey(schedule.seed), schedule.chains)
+    problem, chains = shard(problem, init_chains(model, problem, keys))
+    initial_energy = float(_host(chains.state.energy)[0])
+    compiled, compile_seconds = _compiled_blocks(model, problem, chains, kernel)
+
+    # Without a given temperature the first block is the probe (SF: T0 from the largest |dE| of random
+    # valid moves): it runs greedy, so chains stay near the input, and sets T0 for the rest.
+    t0 = schedule.initial_temperature
+    planned = math.ceil(schedule.steps / kernel.block_steps) if schedule.steps else None
+    blocks = planned or 1
+    done = 0
+    start = time.perf_counter()
+    budget = min(schedule.seconds or math.inf, deadline - start if deadline is not None else math.inf)
+    first_seconds = 0.0
+    saved_energy, saved_at = initial_energy, start
+    while done < blocks and not (done and STOP.is_set()):
+        if t0 is None:
+            t_a = t_b = 0.0
+        else:
+            t_a = t0 * schedule.final_ratio ** (done / blocks)
+            t_b = t0 * schedule.final_ratio ** ((done + 1) / blocks)
+        chains = compiled((problem, jnp.array([t_a, t_b], jnp.float32)), chains)
+        best_energy = _host(chains.best_energy)               # waits for the block
+        done += 1
+        elapsed = time.perf_counter() - start
+        if t0 is None:
+            found = float(np.median(_host(chains.largest_delta)))
+            t0 = schedule.probe_factor * found if found > 0 else max(initial_energy, 1.0)
+        if done == 1:
+            first_seconds = elapsed
+        if math.isfinite(budget):      # fit the schedule to the budget from the blocks run so far
+            per_block = (elapsed - first_seconds) / (done - 1) if done > 1 else first_seconds
+            fit = done + max(0, int((budget - elapsed) / max(per_block, 1e-9)))
+            blocks = max(done, min(planned, fit) if planned else fit)
+        if progress is not None:
+            progress(done, blocks, elapsed, float(best_energy.min()))
+        if checkpoint is not None and best_energy.min() < saved_energy and (
+                time.perf_counter() - saved_at >= checkpoint_seconds):
+            best = int(np.argmin(best_energy))
+            checkpoint(jax.tree.map(lambda x: _host(x)[best], chains.best), float(best_energy[best]))
+            saved_energy, saved_at = float(best_energy[best]), time.perf_counter()
+    seconds = time.perf_counter() - start
+
+    energies = _host(chains.best_energy)
+    best = int(np.argmin(energies))
+    return AnnealResult(
+        solution=jax.tree.map(lambda x: _host(x)[best], chains.best),
+        energy=float(energies[best]), initial_energy=initial_energy,
+        steps=done * kernel.block_steps, chains=schedule.chains, seconds=seconds,
+        compile_seconds=compile_seconds, accepted=int(_host(chains.accepted).sum()),
+        initial_temperature=t0, energies=energies)

@@ -1,0 +1,40 @@
+"""The numba baseline: one sequential simulated-annealing chain, compiled, for Service Fabric's problem.
+
+It is the annealer a user would write instead of plbjax, and the baseline every performance claim
+about plbjax is a ratio against (scripts/bench_annealer.py, bench_cli.py, bench_scaling.py). It is
+kept apart on purpose: it re-implements SF's energy, its constraint penalties, the moves and their
+validity rules independently, in float64 numpy/numba loops, reading only the encoded `Problem`, so
+that it also checks plbjax's jitted code (tests/test_baseline.py) rather than sharing its mistakes.
+Nothing in the rest of plbjax imports it.
+
+numba is a test and benchmark extra (`pip install plbjax[test]`): importing `plbjax.baseline` needs it.
+
+    from plbjax.baseline import balancing_problem, run_baseline
+    problem, index = balancing_problem(state)
+    out = run_baseline(problem, steps=1_000_000, seed=0)      # or seconds=10.0
+
+The benchmark scripts' shared helpers (cluster sizes, machine description, contention, waiting for
+an idle machine, timing) are here too.
+"""
+
+from plbjax.baseline._bench import (
+                                         CLUSTER_SEED,
+                                         SIZES,
+                                         Contention,
+                                         machine,
+                                         timed,
+                                         wait_idle,
+)
+from plbjax.baseline._sequential import (
+                                         Arrays,
+                                         balancing_problem,
+                                         compile_kernels,
+                                         domain_violation,
+                                         energy,
+                                         probe_temperature,
+                                         problem_arrays,
+                                         run_baseline,
+)
+
+__all__ = ["CLUSTER_SEED", "SIZES", "Arrays", "Contention", "balancing_problem", "compile_kernels", "domain_violation", "energy",
+           "machine", "probe_temperature", "problem_arrays", "run_baseline", "timed", "wait_idle"]

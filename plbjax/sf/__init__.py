@@ -1,0 +1,20 @@
+"""Service Fabric's Cluster Resource Manager as a model for the annealer.
+
+The state document (`load_state`, `parse_state`) is encoded into arrays (`encode`: a `Problem` and
+the host-side `Index` of names); `model` is the search the annealer runs (SF's energy, constraints
+and moves); `plan` runs SF's phases (placement, constraint check, balancing) and returns the plan
+document, whose `Actions` `apply_actions` applies to a state document. `generate` makes random
+clusters from a `ClusterSpec`.
+"""
+
+from plbjax.sf._decoding import apply_actions, diff
+from plbjax.sf._encoding import Index, Problem, Scope, encode, scope
+from plbjax.sf._generator import ClusterSpec, generate
+from plbjax.sf._model import model
+from plbjax.sf._phases import Findings, findings, plan
+from plbjax.sf._scopes import full_scope
+from plbjax.sf._search import SearchConfig
+from plbjax.sf._state import ClusterState, load_state, parse_state
+
+__all__ = ["ClusterSpec", "Findings", "findings", "ClusterState", "Index", "Problem", "Scope", "SearchConfig", "apply_actions", "diff",
+           "encode", "full_scope", "generate", "load_state", "model", "parse_state", "plan", "scope"]

@@ -1,0 +1,680 @@
+"""SF's three kinds of work, in its order — placement, constraint check, balancing — to a plan.
+
+Every phase runs the same annealer on the same encoded problem (one compilation), scoped by
+`encoding.scope`: which replicas may move, which primaries may swap, which constraints may not get
+worse. Violations enter the energy weighted by SF's constraint priorities (hard 0, soft 1,
+optimization 2, off -1), so placement and constraint checks trade them the way SF does: a hard
+constraint that held is never broken, a soft one may give way to fix a hard one.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Collection
+from typing import Callable, NamedTuple
+
+import equinox as eqx
+import jax
+import numpy as np
+
+from plbjax.sf import _energy as E
+from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal
+from plbjax.sf._balance import MetricBalance, metric_balance, service_domains
+from plbjax.sf._constraints import measures, violations
+from plbjax.sf._decoding import diff, settle
+from plbjax.sf._diagnostics import elimination_sequence, health_reports
+from plbjax.sf._drops import drop_surplus
+from plbjax.sf._governance import apply_resource_governance
+from plbjax.sf._encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, PRIORITY_SETTINGS, THRESHOLD,
+                             THRESHOLD_PRIORITY, UPGRADE_DOMAIN, Index, Problem, Scope, encode, scope)
+from plbjax.sf._model import model
+from plbjax.sf._search import SearchConfig
+from plbjax.sf._state import ClusterState
+
+SCHEMA_VERSION = 1
+CHECK_MOVE_WEIGHT = 0.5  # placement and constraint check: a move costs half an optimization-priority violation
+_KEYS = {"capacity": CAPACITY, "placement": PLACEMENT, "fault_domain": FAULT_DOMAIN,
+         "upgrade_domain": UPGRADE_DOMAIN, "affinity": AFFINITY, "preferred": PREFERRED, "away": PREFERRED,
+         "threshold": THRESHOLD}
+
+
+@eqx.filter_jit
+def _assess(problem: Problem, node_of, primary_of):
+    """Everything the plan reports about one placement, in one compiled call."""
+    loads = E.node_loads(problem, node_of, primary_of)
+    report = violations(problem, node_of, primary_of, loads)
+    return dict(avg=E.avg_std_dev(problem, node_of, primary_of), loads=loads,
+                violations=report, measures=measures(report))
+
+
+def assess(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray) -> dict:
+    return jax.tree.map(np.asarray, _assess(problem, node_of, primary_of))
+
+
+@dataclasses.dataclass
+class Placement:
+    """Where the plan stands between phases."""
+
+    node_of: np.ndarray
+    primary_of: np.ndarray
+    report: dict
+
+
+@dataclasses.dataclass(frozen=True)
+class _Run:
+    """What every phase of one plan reads: the state and its encoding, SF's constraint priorities,
+    and how the searches run."""
+
+    state: ClusterState
+    problem: Problem
+    index: Index
+    priorities: np.ndarray
+    model: Model
+    kernel: KernelConfig
+    progress: Callable[[int, int, float, float], None] | None
+    free: np.ndarray                # [R] replicas outside frozen partitions (what any search may touch)
+    free_partitions: np.ndarray     # [P]
+    node_type: str | None = None    # balancing moves only replicas on this node type's nodes
+
+
+class _Phase(NamedTuple):
+    """A phase's outcome: the placement it leaves, its entry in the plan's `Phases`, its search (None: none ran)."""
+
+    placement: Placement
+    entry: dict
+    search: AnnealResult | None
+
+
+def _priorities(state: ClusterState) -> np.ndarray:
+    """SF priority of each constraint kind (UNPLACED ranks above everything)."""
+    return np.array([int(state.settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [THRESHOLD_PRIORITY, -2])
+
+
+def _violation_rank(priorities: np.ndarray, totals: np.ndarray) -> tuple:
+    """Violations compared by priority: unplaced replicas first, then hard, soft, optimization."""
+    return tuple(float(totals[priorities == p].sum()) for p in (-2, 0, 1, 2))
+
+
+def _no_worse(before: dict, after: dict, priorities: np.ndarray) -> bool:
+    """No enforced constraint measure grew anywhere."""
+    return all(bool(np.all(after[k] <= before[k] + 1e-6)) for k, c in _KEYS.items() if priorities[c] >= 0)
+
+
+def _pad_to(mask: np.ndarray, n: int) -> np.ndarray:
+    out = np.zeros(n, bool)
+    out[: mask.shape[0]] = mask
+    return out
+
+
+UNLIMITED = 2**31 - 1
+
+
+def movement_budget(state: ClusterState, phase: str, replicas: int) -> int:
+    """Most movements a phase may make under SF's throttles. Balancing, and placement when it moves
+    existing replicas, count against GlobalMovementThrottleThreshold(Percentage) and their own
+    ...For{phase} pair (0: no limit; a percentage counts existing replicas, rounded up) and against
+    MaxPercentageToMove / MaxPercentageToMoveForPlacement (0: no movement at all). The constraint
+    check is not throttled (SF's GetAllowedMovements)."""
+    if phase == "ConstraintCheck":
+        return UNLIMITED
+    s = state.settings
+    limits = [math.ceil(s["MaxPercentageToMove" if phase == "Balancing" else "MaxPercentageToMoveForPlacement"]
+                        * replicas)]
+    for absolute, percentage in (("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage"),
+                                 (f"GlobalMovementThrottleThresholdFor{phase}",
+                                  f"GlobalMovementThrottleThresholdPercentageFor{phase}")):
+        if s[absolute] > 0:
+            limits.append(int(s[absolute]))
+        if s[percentage] > 0:
+            limits.append(math.ceil(s[percentage] * replicas))
+    return min(limits + [UNLIMITED])
+
+
+def _movements(index: Index, before: Placement, after: Placement) -> int:
+    """Movements from `before` to `after` as the search and SF's throttles count them: replicas
+    placed before that moved, and changed primaries (`energy.movements`; adds are free)."""
+    n = index.n_partitions
+    return int(((after.node_of != before.node_of) & (before.node_of >= 0)).sum()
+               + ((after.primary_of != before.primary_of) & (before.primary_of >= 0))[:n].sum())
+
+
+def _search(run: _Run, now: Placement, what: Scope, schedule: Schedule) -> tuple[Placement, AnnealResult]:
+    """Anneal one phase from `now` within `what`; returns the best placement found (rotations
+    settled) and the search. An affinity parent's replica moves with the child replica beside it
+    (`moves`); its primary does not swap."""
+    parent_partitions = np.unique(np.asarray(run.problem.replica_parent))
+    swappable = what.swappable & run.free_partitions
+    swappable[parent_partitions[parent_partitions >= 0]] = False
+    partners = None if what.partners is None else what.partners & run.free
+    what = dataclasses.replace(what, movable=what.movable & run.free, swappable=swappable, partners=partners)
+    scoped = scope(run.problem, now.node_of, now.primary_of, what)
+    result = anneal(run.model, scoped, run.kernel, schedule, run.progress)
+    node_of, primary_of = settle(run.index, *result.solution)
+    return Placement(node_of, primary_of, assess(run.problem, node_of, primary_of)), result
+
+
+def _swappable(index: Index, now: Placement, partitions: np.ndarray) -> np.ndarray:
+    """Stateful partitions among `partitions` [P] whose primary can hand over to a placed secondary."""
+    out = np.zeros_like(partitions)
+    node_of = now.node_of
+    for p in np.flatnonzero(partitions[: index.n_partitions]):
+        primary = now.primary_of[p]
+        others = [r for r in index.partition_rows[p] if node_of[r] >= 0 and r != primary]
+        out[p] = bool(index.stateful[p] and primary >= 0 and others)
+    return out
+
+
+def _everywhere_partitions(state: ClusterState, index: Index) -> np.ndarray:
+    """[P] partitions of services with one instance per node (InstanceCount -1)."""
+    services = {s.name: s for s in state.services}
+    return np.array([services[service].target < 0 for service, _ in index.partitions], bool)
+
+
+def _everywhere(state: ClusterState, index: Index) -> np.ndarray:
+    """[R] replicas of services with one instance per node (never moved by the search)."""
+    out = np.zeros(index.input_node.shape[0], bool)
+    for p in np.flatnonzero(_everywhere_partitions(state, index)):
+        out[list(index.partition_rows[p])] = True
+    return out
+
+
+def _capacity(problem: Problem, priorities: np.ndarray) -> np.ndarray:
+    """[N, M] capacity in force, inf where unlimited or where capacity is not enforced."""
+    capacity = np.asarray(problem.capacity)
+    return capacity if priorities[CAPACITY] >= 0 else np.full_like(capacity, np.inf)
+
+
+def _service_nodes(problem: Problem) -> np.ndarray:
+    """[S, N] the Up nodes each service may use."""
+    return np.asarray(problem.class_allowed)[np.asarray(problem.service_class)]
+
+
+def _place_everywhere(problem: Problem, index: Index, state: ClusterState, now: Placement,
+                      priorities: np.ndarray) -> tuple[Placement, int]:
+    """`now` with the missing instances of one-per-node services (InstanceCount -1) added on every
+    allowed node that has none yet and has room for one (SF places them only where they fit);
+    how many were added. The rest stay unplaced and are reported."""
+    node_of, loads = now.node_of.copy(), now.report["loads"].copy()
+    capacity = _capacity(problem, priorities)
+    allowed = _service_nodes(problem)
+    load, parent = np.asarray(problem.load_primary), np.asarray(problem.replica_parent)
+    added = 0
+    for p in np.flatnonzero(_everywhere_partitions(state, index)):
+        rows = list(index.partition_rows[p])
+        free = allowed[int(problem.partition_service[p])].copy()
+        free[node_of[rows][node_of[rows] >= 0]] = False
+        if rows and parent[rows[0]] >= 0 and priorities[AFFINITY] >= 0:    # only beside a replica of its parent
+            beside = np.zeros_like(free)
+            hosts = node_of[list(index.partition_rows[parent[rows[0]]])]
+            beside[hosts[hosts >= 0]] = True
+            free &= beside
+        for r in (r for r in rows if node_of[r] < 0):
+            fits = free & np.all((load[r] <= 0) | (loads + load[r] <= capacity), axis=1)
+            if not fits.any():
+                break
+            n = int(np.argmax(fits))
+            node_of[r], free[n] = n, False
+            loads[n] += load[r]
+            added += 1
+    if not added:
+        return now, 0
+    return Placement(node_of, now.primary_of, assess(problem, node_of, now.primary_of)), added
+
+
+def _parent_hosts(problem: Problem, index: Index, state: ClusterState, start: Placement,
+                  priorities: np.ndarray) -> dict[str, set[str]]:
+    """{parent: nodes} for each one-per-node service that has affinity children: the nodes its
+    instances will be on once placed where they fit."""
+    parents = {c["ServiceName"] for s in state.services for c in s.correlations}
+    parents &= {s.name for s in state.services if s.target < 0}
+    if not parents:
+        return {}
+    node_of = _place_everywhere(problem, index, state, start, priorities)[0].node_of
+    hosts: dict[str, set[str]] = {name: set() for name in parents}
+    for p, (service, _) in enumerate(index.partitions):
+        if service in parents:
+            hosts[service] |= {index.nodes[node_of[r]] for r in index.partition_rows[p] if node_of[r] >= 0}
+    return hosts
+
+
+def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: np.ndarray) -> Placement:
+    """`now` with a placed secondary promoted in every stateful partition whose primary has no node
+    (SF's Failover Manager promotes rather than builds a new primary): the one on the least loaded node
+    that has room for the primary's load and breaks no hard constraint that held; none if none can."""
+    hard = priorities == 0
+    for p in range(index.n_partitions):
+        primary = int(now.primary_of[p])
+        if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0):
+            continue
+        placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0]
+        for r in sorted(placed, key=lambda r: (now.report["loads"][now.node_of[r]].sum(), r)):
+            primary_of = now.primary_of.copy()
+            primary_of[p] = r
+            trial = Placement(now.node_of, primary_of, assess(problem, now.node_of, primary_of))
+            if _no_worse(now.report["violations"], trial.report["violations"], np.where(hard, 0, -1)):
+                now = trial
+                break
+    return now
+
+
+def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
+    """Place the missing replicas (replicas of lower-priority services may make room); where some
+    still fit nowhere, SF's placement with moves (MoveExistingReplicaForPlacement) moves existing
+    replicas away, within MaxPercentageToMoveForPlacement and the placement throttles, and is kept
+    only when it places more."""
+    problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    now, added = _place_everywhere(problem, index, state, now, priorities)
+    todo = np.zeros_like(now.node_of, dtype=bool)
+    todo[: index.n_replicas] = now.node_of[: index.n_replicas] < 0
+    todo &= ~_everywhere(state, index)
+    if not todo.any():
+        reason = "no replica is missing" if not added else f"{added} instance(s) added on every node with room"
+        return _Phase(now, {"Phase": "Placement", "Ran": bool(added), "Reason": reason}, None)
+    # replicas of lower priority than one waiting for a node may be migrated to make room for it
+    priority = {s.name: s.priority for s in state.services}
+    of_replica = np.array([priority[index.partitions[p][0]] for p in np.asarray(problem.replica_partition)])
+    placed = (now.node_of >= 0) & ~_everywhere(state, index)
+    evictable = placed & (of_replica < of_replica[todo].max())
+    headless = np.zeros(now.primary_of.shape[0], bool)
+    for p in range(index.n_partitions):
+        headless[p] = (index.stateful[p] and now.primary_of[p] >= 0 and now.node_of[now.primary_of[p]] < 0
+                       and len(index.partition_rows[p]) >= 2)
+    budget = movement_budget(state, "Placement", int(placed.sum()))
+    what = Scope(todo | evictable, headless, priorities == 0, move_weight=CHECK_MOVE_WEIGHT, budget=budget)
+    result, search = _search(run, now, what, schedule)
+    left = int(result.report["violations"]["unplaced"].sum())
+    reason = f"{int(todo.sum())} replica(s) to place"
+    spent = _movements(index, now, result)
+    if left and state.settings["MoveExistingReplicaForPlacement"] and budget > spent:
+        still = todo & (result.node_of < 0)
+        moved, more = _search(run, result, dataclasses.replace(what, movable=still | placed, budget=budget - spent),
+                              schedule)
+        search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
+        if (int(moved.report["violations"]["unplaced"].sum()) < left
+                and _no_worse(result.report["violations"], moved.report["violations"], np.where(priorities == 0, 0, -1))):
+            result, left = moved, int(moved.report["violations"]["unplaced"].sum())
+            reason += "; existing replicas moved to make room"
+    if left:
+        reason += f"; {left} could not be placed (see Unplaced)"
+    return _Phase(result, {"Phase": "Placement", "Ran": True, "Reason": reason}, search)
+
+
+def _violating(index: Index, problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:
+    """[R] replicas involved in a violation of an enabled constraint."""
+    v = now.report["violations"]
+    bad = np.zeros(now.node_of.shape[0], bool)
+    if priorities[CAPACITY] >= 0:
+        over = np.flatnonzero(v["capacity"].sum(axis=1) > 0)
+        bad |= np.isin(now.node_of, over) & (now.node_of >= 0)
+    for key, c in (("placement", PLACEMENT), ("affinity", AFFINITY), ("away", PREFERRED)):
+        if priorities[c] >= 0:
+            bad |= v[key]
+    for key, c in (("fault_domain", FAULT_DOMAIN), ("upgrade_domain", UPGRADE_DOMAIN)):
+        if priorities[c] >= 0:
+            for p in np.flatnonzero(v[key][: index.n_partitions]):
+                bad[list(index.partition_rows[p])] = True
+    return bad & (now.node_of >= 0)
+
+
+def _constraint_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
+    """Fix violations: the replicas involved move (and trade with any replica, SF's repair), kept when
+    violations, ranked by priority, went down."""
+    problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    bad = _violating(index, problem, now, priorities) & ~_everywhere(state, index)
+    if not bad.any():
+        return _Phase(now, {"Phase": "ConstraintCheck", "Ran": False, "Reason": "no constraint violation"}, None)
+    partitions = np.zeros(now.primary_of.shape[0], bool)
+    partitions[np.asarray(problem.replica_partition)[np.flatnonzero(bad)]] = True
+    what = Scope(bad, _swappable(index, now, partitions), priorities == 0, move_weight=CHECK_MOVE_WEIGHT,
+                 budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
+                 partners=(now.node_of >= 0) & ~_everywhere(state, index))
+    result, search = _search(run, now, what, schedule)
+    before = _violation_rank(priorities, now.report["measures"])
+    after = _violation_rank(priorities, result.report["measures"])
+    reason = f"{int(bad.sum())} replica(s) in violation"
+    if after < before:
+        return _Phase(result, {"Phase": "ConstraintCheck", "Ran": True, "Reason": reason + "; violations reduced"}, search)
+    return _Phase(now, {"Phase": "ConstraintCheck", "Ran": True, "Reason": reason + "; no fix found"}, search)
+
+
+def _balances(state: ClusterState, problem: Problem, index: Index, report: dict) -> list[MetricBalance]:
+    m = len(index.metrics)
+    weights = np.asarray(problem.global_weight)[:m]
+    return metric_balance(state, index.metrics, index.node_types, report["loads"][:, :m],
+                          np.asarray(problem.metric_nodes)[:m], weights)
+
+
+def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str], str]:
+    """Services a balancing run may move, and why (SF: whole imbalanced service domains)."""
+    upgrade = state.upgrade or {}
+    frozen: set[str] = set()
+    if upgrade.get("InProgress"):
+        if upgrade.get("Scope", "Cluster") == "Cluster":
+            return set(), "a cluster upgrade is in progress: balancing is off"
+        frozen = {s.name for s in state.services if s.application == upgrade.get("ApplicationName")}
+    if not imbalanced:
+        return set(), "every metric is balanced"
+    movable, domains = set(), []
+    for domain in service_domains(state):
+        metrics = sorted({m.name for name in domain for m in state.service(name).metrics} & imbalanced)
+        if metrics:
+            movable |= domain
+            domains.append(f"[{', '.join(sorted(domain))}] for {', '.join(metrics)}")
+    movable -= {s.name for s in state.services if not s.balancing_enabled} | frozen
+    if not movable:
+        return set(), "the imbalanced services may not move (upgrading or balancing disabled)"
+    return movable, "service domains to balance or defragment: " + "; ".join(domains)
+
+
+def _throttled_partitions(state: ClusterState, index: Index, problem: Problem) -> np.ndarray:
+    """[P] partitions balancing may not move: as many recent balancing movements (their replicas'
+    History entries) as MovementPerPartitionThrottleThreshold, or more (SF counts only partitions
+    that moved, so 0 freezes every partition with a recent movement)."""
+    counts = np.zeros(problem.partition_service.shape[0], int)
+    if not state.history:
+        return counts > 0
+    partition_of = np.asarray(problem.replica_partition)
+    for r in range(index.n_replicas):
+        counts[partition_of[r]] += len(state.history.get(str(index.replica_ids[r]), ()))
+    return (counts > 0) & (counts >= state.settings["MovementPerPartitionThrottleThreshold"])
+
+
+def _balancing_phase(run: _Run, now: Placement, schedule: Schedule, balance: list[MetricBalance], spent: int) -> _Phase:
+    """Balance the imbalanced service domains; `spent`: movements placement made that count against
+    the same throttles."""
+    problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    over = now.report["violations"]["threshold"][: index.n_nodes, : len(index.metrics)] > 0
+    imbalanced = {b.metric for b in balance if not b.balanced} | {index.metrics[m] for m in np.flatnonzero(over.any(0))}
+    services, reason = _balancing_scope(state, imbalanced)
+    if services and state.settings.get("MaxPercentageToMove", 0.3) == 0:   # SF's scheduler skips balancing
+        services, reason = set(), "MaxPercentageToMove is 0: balancing may move nothing"
+    phase = {"Phase": "Balancing", "Ran": bool(services), "Reason": reason}
+    if not services:
+        return _Phase(now, phase, None)
+    open_nodes = None
+    if any(b.node_type is not None for b in balance) or run.node_type is not None:   # only these types move
+        types = {b.node_type for b in balance if not b.balanced} if run.node_type is None else {run.node_type}
+        open_nodes = _pad_to(np.array([t in types for t in index.node_types]), problem.node_up.shape[0])
+        phase["Reason"] += " on node types " + ", ".join(sorted(types))
+    of_service = np.array([index.partitions[p][0] in services for p in range(index.n_partitions)]
+                          + [False] * (now.primary_of.shape[0] - index.n_partitions))
+    of_service &= ~_throttled_partitions(state, index, problem)
+    replica_partition = np.asarray(problem.replica_partition)
+    movable = of_service[replica_partition] & (now.node_of >= 0) & ~_everywhere(state, index)
+    movable[index.n_replicas:] = False
+    if open_nodes is not None:
+        movable &= open_nodes[np.maximum(now.node_of, 0)]
+    budget = max(movement_budget(state, "Balancing", int((now.node_of >= 0).sum())) - spent, 0)
+    per_partition = state.settings["MovementPerPartitionThrottleThreshold"] or None
+    what = Scope(movable, _swappable(index, now, of_service), priorities >= 0, open_nodes=open_nodes, budget=budget,
+                 history=True, partition_budget=per_partition)
+    result, search = _search(run, now, what, schedule)
+    gain = now.report["avg"] - result.report["avg"]
+    if (search.energy < search.initial_energy and gain > 0 and gain >= state.settings["ScoreImprovementThreshold"]
+            and _no_worse(now.report["violations"], result.report["violations"], priorities)):
+        return _Phase(result, phase, search)
+    phase["Reason"] += "; no better placement was found"
+    return _Phase(now, phase, search)
+
+
+TIDY_PROPOSALS = 64   # proposals per movement the minimal-movement pass makes
+
+
+def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, int, AnnealResult | None]:
+    """The fewest movements for the result: from the final placement, undo movements and collapse
+    chains of moves (an exchange of two moved replicas sends one home) while neither SF's energy,
+    which charges every movement, nor any constraint gets worse. Returns the placement, how many
+    movements went, and the search."""
+    problem, index, priorities = run.problem, run.index, run.priorities
+    n = index.n_partitions
+    moved = (final.node_of != index.node_of) & (index.node_of >= 0) & (final.node_of >= 0)
+    swapped = np.zeros_like(moved, shape=final.primary_of.shape)
+    head = index.primary_of[:n]                 # swaps back only to a primary that was running
+    swapped[:n] = (final.primary_of[:n] != head) & (head >= 0) & index.stateful[:n]
+    swapped[:n] &= index.node_of[np.maximum(head, 0)] >= 0
+    count = int(moved.sum() + swapped.sum())
+    if not count:
+        return final, 0, None
+    origin = Placement(index.node_of, index.primary_of, {})
+    before = _movements(index, origin, final)
+    what = Scope(moved & run.free, swapped & run.free_partitions, priorities >= 0, budget=before, history=True,
+                 start=(final.node_of, final.primary_of), undo_share=1.0)
+    scoped = scope(problem, index.node_of, index.primary_of, what)
+    blocks = math.ceil(TIDY_PROPOSALS * count / (run.kernel.tries * run.kernel.block_steps))
+    schedule = dataclasses.replace(schedule, steps=blocks * run.kernel.block_steps, initial_temperature=1e-9,
+                                   final_ratio=1.0)
+    result = anneal(run.model, scoped, run.kernel, schedule, run.progress)
+    node_of, primary_of = settle(index, *result.solution)
+    tidied = Placement(node_of, primary_of, assess(problem, node_of, primary_of))
+    removed = before - _movements(index, origin, tidied)
+    if removed > 0 and _no_worse(final.report["violations"], tidied.report["violations"], priorities):
+        return tidied, removed, result
+    return final, 0, result
+
+
+def _history(state: ClusterState, index: Index, before: Placement, after: Placement) -> dict:
+    """The input's History with every replica moved by balancing remembering the node it left."""
+    history = {k: list(v) for k, v in state.history.items()}
+    for r in np.flatnonzero((before.node_of != after.node_of) & (before.node_of >= 0) & (after.node_of >= 0)):
+        if index.replica_ids[r] is not None:
+            history.setdefault(str(index.replica_ids[r]), []).append(index.nodes[before.node_of[r]])
+    return history
+
+
+def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) -> list[dict]:
+    return [{"Metric": b.metric, "NodeType": b.node_type, "MaxLoad": b.max_load, "MinLoad": b.min_load,
+             "BalancingThreshold": b.threshold, "ActivityThreshold": b.activity,
+             "IsBalancedBefore": b.balanced, "IsBalancedAfter": a.balanced,
+             "DeviationBefore": b.deviation, "DeviationAfter": a.deviation} for b, a in zip(before, after)]
+
+
+def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
+    out = []
+    for r in np.flatnonzero(final.report["violations"]["unplaced"]):
+        p = int(problem.replica_partition[r])
+        service, pid = index.partitions[p]
+        role = ("Primary" if final.primary_of[p] == r else "Secondary") if index.stateful[p] else "Instance"
+        out.append({"ServiceName": service, "PartitionId": pid, "Role": role,
+                    "ConstraintEliminationSequence": elimination_sequence(
+                        index, problem, final.node_of, final.primary_of, final.report["loads"], int(r))})
+    return out
+
+
+class _Budget:
+    """`search.seconds` bounds the whole run: a phase that searches gets a share of the time left
+    (placement a third, the constraint check half of what is left, balancing 90% of the rest, the
+    minimal-movement pass what remains; a phase with nothing to do takes nothing). Compilation is
+    not counted."""
+
+    def __init__(self, schedule: Schedule):
+        self.schedule, self.left = schedule, schedule.seconds
+
+    def next(self, share: float) -> Schedule:
+        if self.left is None:
+            return self.schedule
+        return dataclasses.replace(self.schedule, seconds=max(self.left * share, 1e-3))
+
+    def spend(self, search) -> None:
+        if search is not None and self.left is not None:
+            self.left -= search.seconds
+
+
+def _interrupted(phase: str) -> dict:
+    return {"Phase": phase, "Ran": False, "Reason": "the run was interrupted before this phase"}
+
+
+class _Prepared(NamedTuple):
+    """The state as the phases see it: governed, surplus replicas dropped, encoded, primaries elected."""
+
+    state: ClusterState
+    problem: Problem
+    index: Index
+    original: Placement     # the input as it runs now (replicas on nodes that are not Up count as lost)
+    start: Placement        # where placement starts
+    drops: list[dict]
+    health: list[dict]      # resource governance's reports
+
+
+def _prepare(state: ClusterState, priorities: np.ndarray) -> _Prepared:
+    """Resource governance, surplus drops (the phases plan partitions without them), children of
+    one-per-node parents confined to where a parent instance will be, and elected primaries."""
+    state, governance_health = apply_resource_governance(state)
+    problem, index = encode(state)
+    running = np.array([n >= 0 and index.node_status[n] == "Up" for n in index.input_node])
+    input_node = np.where(running, index.input_node, -1)
+    original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
+    allowed = _service_nodes(problem)[:, : index.n_nodes]
+    usable = {name: [index.nodes[n] for n in np.flatnonzero(allowed[s])] for s, name in enumerate(index.services)}
+    state, drops = drop_surplus(state, index, original.report["loads"], _capacity(problem, priorities),
+                                _violating(index, problem, original, priorities), usable,
+                                (priorities[FAULT_DOMAIN] >= 0, priorities[UPGRADE_DOMAIN] >= 0))
+    if drops:
+        problem, index = encode(state)
+    start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
+    hosts = _parent_hosts(problem, index, state, start, priorities)
+    if hosts:
+        problem, index = encode(state, hosts)
+        start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
+    start = elect_primaries(problem, index, start, priorities)
+    return _Prepared(state, problem, index, original, start, drops, governance_health)
+
+
+class _Outcome(NamedTuple):
+    """The phases' results, in SF's order, and the minimal-movement pass's."""
+
+    placement: _Phase
+    check: _Phase
+    balancing: _Phase
+    balance_before: list[MetricBalance]
+    final: Placement
+    removed: int
+    searches: list[AnnealResult]
+
+
+def _skipped(name: str, now: Placement) -> _Phase:
+    return _Phase(now, {"Phase": name, "Ran": False, "Reason": "not this round (one phase was asked for)"}, None)
+
+
+def _run_phases(run: _Run, start: Placement, schedule: Schedule, only: str | None = None) -> _Outcome:
+    """Placement, constraint check, balancing (or `only` one of them) and the minimal-movement pass,
+    each from where the last left off, sharing `search.seconds`; an interrupted run stops after the
+    current phase."""
+    budget = _Budget(schedule)
+    wanted = lambda name: only is None or only == name  # noqa: E731
+    placement = _placement_phase(run, start, budget.next(1 / 3)) if wanted("Placement") else _skipped("Placement", start)
+    budget.spend(placement.search)
+    placed = elect_primaries(run.problem, run.index, placement.placement, run.priorities)
+    check = _Phase(placed, _interrupted("ConstraintCheck"), None)
+    if not STOP.is_set():
+        check = _constraint_phase(run, placed, budget.next(1 / 2)) if wanted("ConstraintCheck") else _skipped(
+            "ConstraintCheck", placed)
+        budget.spend(check.search)
+    balance_before = _balances(run.state, run.problem, run.index, check.placement.report)
+    balancing = _Phase(check.placement, _interrupted("Balancing"), None)
+    if not STOP.is_set():
+        balancing = _balancing_phase(run, check.placement, budget.next(0.9), balance_before,
+                                     _movements(run.index, start, placed)) if wanted("Balancing") else _skipped(
+            "Balancing", check.placement)
+        budget.spend(balancing.search)
+    final, removed, tidy = balancing.placement, 0, None
+    if not STOP.is_set():
+        final, removed, tidy = _tidy(run, final, budget.next(1.0))
+    searches = [s for s in (placement.search, check.search, balancing.search, tidy) if s is not None]
+    return _Outcome(placement, check, balancing, balance_before, final, removed, searches)
+
+
+def _search_entry(searches: list[AnnealResult], seed: int, removed: int) -> dict:
+    """The plan's `Search`."""
+    entry = {"Backend": jax.default_backend(), "Chains": min((s.chains for s in searches), default=0),
+             "Steps": sum(s.steps for s in searches), "Seconds": round(sum(s.seconds for s in searches), 3),
+             "Seed": seed, "Interrupted": STOP.is_set(), "MovementsRemoved": removed}
+    shrunk = [s.shrunk for s in searches if s.shrunk]
+    if shrunk:
+        entry["DeviceMemory"] = shrunk[-1]
+    return entry
+
+
+def _node_entries(index: Index, problem: Problem, before: Placement, after: Placement) -> list[dict]:
+    """The plan's `Nodes`: capacities in force and loads before and after."""
+    metrics, capacity = index.metrics, np.asarray(problem.capacity)
+    return [{"NodeName": name,
+             "Capacities": {m: float(capacity[n, k]) for k, m in enumerate(metrics) if np.isfinite(capacity[n, k])},
+             "LoadsBefore": {m: float(before.report["loads"][n, k]) for k, m in enumerate(metrics)},
+             "LoadsAfter": {m: float(after.report["loads"][n, k]) for k, m in enumerate(metrics)}}
+            for n, name in enumerate(index.nodes)]
+
+
+def _frozen_masks(index: Index, problem: Problem, frozen: Collection[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
+    """[R] replicas and [P] partitions outside the `frozen` (ServiceName, PartitionId) partitions."""
+    free_partitions = np.ones(problem.partition_service.shape[0], bool)
+    if frozen:
+        keys = {(service, str(pid)) for service, pid in frozen}
+        free_partitions[: index.n_partitions] = [(s, str(pid)) not in keys for s, pid in index.partitions]
+    return free_partitions[np.asarray(problem.replica_partition)], free_partitions
+
+
+def plan(state: ClusterState, search: SearchConfig | None = None,
+         progress: Callable[[int, int, float, float], None] | None = None, *, phase: str | None = None,
+         node_type: str | None = None, frozen: Collection[tuple[str, str]] = ()) -> dict:
+    """Run the phases on `state` and return the plan document. `search`'s `auto` values are chosen
+    for this backend and cluster size. One PLB round (the replay): `phase` runs only that phase,
+    `node_type` balances only that node type's nodes, nothing in the `frozen` (ServiceName,
+    PartitionId) partitions moves, swaps or is placed."""
+    search = (search or SearchConfig()).resolved(jax.default_backend(), state.replica_count())
+    priorities = _priorities(state)
+    ready = _prepare(state, priorities)
+    problem, index = ready.problem, ready.index
+    free, free_partitions = _frozen_masks(index, problem, frozen)
+    run = _Run(ready.state, problem, index, priorities, model(search.swap_probability), search.kernel, progress,
+               free, free_partitions, node_type)
+    out = _run_phases(run, ready.start, search.schedule, phase)
+    placement = out.placement.entry
+    if ready.drops:
+        dropped = sum(a["Action"].startswith("Drop") for a in ready.drops)
+        placement = dict(placement, Ran=True, Reason=f"{dropped} surplus replica(s) dropped; {placement['Reason']}")
+    final = out.final
+    return {
+        "SchemaVersion": SCHEMA_VERSION,
+        "Phases": [placement, out.check.entry, out.balancing.entry],
+        "Balance": _balance_entries(out.balance_before, _balances(run.state, problem, index, final.report)),
+        "Score": {"Before": float(ready.original.report["avg"]), "After": float(final.report["avg"])},
+        "Actions": ready.drops + diff(index, final.node_of, final.primary_of),
+        "Nodes": _node_entries(index, problem, ready.original, final),
+        "Health": ready.health + health_reports(index, problem, final.node_of, final.report),
+        "Unplaced": _unplaced(index, problem, final),
+        "History": _history(run.state, index, out.check.placement, final),
+        "Search": _search_entry(out.searches, search.seed, out.removed),
+    }
+
+
+@dataclasses.dataclass(frozen=True)
+class Findings:
+    """What a PLB round finds in a state, before any search (the replay's probe)."""
+
+    unplaced: int                       # replicas to place or drop, outside frozen partitions
+    violations: int                     # placed replicas breaking a hard constraint, outside frozen partitions
+    balance: list[MetricBalance]        # per metric (and node type when balancing per node type)
+    avg_std_dev: float
+    node_loads: dict[str, dict[str, float]]
+
+
+def findings(state: ClusterState, frozen: Collection[tuple[str, str]] = ()) -> Findings:
+    """What placement, the constraint check and balancing would find to do in `state` now."""
+    state, _ = apply_resource_governance(state)
+    problem, index = encode(state)
+    priorities = _priorities(state)
+    now = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
+    free, free_partitions = _frozen_masks(index, problem, frozen)
+    unplaced = int((now.report["violations"]["unplaced"] & free).sum())
+    targets = {s.name: s.target for s in state.services}
+    surplus = sum(max(0, len(rows) - targets[service]) for p, ((service, _), rows)
+                  in enumerate(zip(index.partitions, index.partition_rows))
+                  if free_partitions[p] and targets[service] >= 0)
+    hard = np.where(priorities == 0, 0, -1)
+    violating = _violating(index, problem, now, hard) & free & ~_everywhere(state, index)
+    loads = now.report["loads"]
+    return Findings(unplaced + surplus, int(violating.sum()), _balances(state, problem, index, now.report),
+                    float(now.report["avg"]),
+                    {name: {m: float(loads[n, k]) for k, m in enumerate(index.metrics)}
+                     for n, name in enumerate(index.nodes)})

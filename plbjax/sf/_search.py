@@ -1,0 +1,91 @@
+"""How a plan searches: the `search` settings (the Hydra `search` group's schema) and their defaults.
+
+`auto` values are chosen for the backend and the cluster's size (`resolved`): what the benchmarks
+found best (docs/benchmarks.md), one deep chain with parallel tries, and steps for about 500
+proposals per replica on a CPU (at least 20,000 steps), or a step per ten replicas (at least 2,000)
+of 65,536 tries on a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Optional
+
+from plbjax.anneal import KernelConfig, Schedule
+from plbjax.errors import BadInput
+
+AUTO = "auto"
+_AUTO_KEYS = ("chains", "steps", "tries", "parallel")
+
+
+def auto_search(backend: str, replicas: int) -> dict:
+    """The `auto` values for a backend and a cluster of `replicas` replicas."""
+    if backend == "cpu":
+        return dict(chains=1, tries=256, parallel=True, steps=max(20_000, math.ceil(500 * replicas / 256)))
+    return dict(chains=1, tries=65_536, parallel=True, steps=max(2_000, math.ceil(replicas / 10)))
+
+
+def _check_number(name: str, value, kind: type, minimum: float | None = None, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or (kind is int and value != int(value)):
+        raise BadInput(f"search.{name}: {value!r} is not a valid {kind.__name__}")
+    if minimum is not None and value < minimum:
+        raise BadInput(f"search.{name}: {value!r} is below the minimum {minimum}")
+
+
+@dataclasses.dataclass
+class SearchConfig:
+    """The search of every phase of a plan. `chains`, `steps`, `tries` and `parallel` may be `auto`."""
+
+    seed: int = 0
+    seconds: Optional[float] = 60.0          # wall-time budget of all phases' searches, compilation excluded
+    chains: Any = AUTO                       # independent annealing chains (vmapped)
+    steps: Any = AUTO                        # steps per chain; None: as many as `seconds` allows
+    tries: Any = AUTO                        # proposals evaluated together per step
+    parallel: Any = AUTO                     # apply every accepted proposal independent of earlier ones
+    room: Optional[int] = None               # most proposals a step finishes; None: tries / 16, at least 32
+    block_steps: int = 1_000                 # steps between exact refreshes and best-so-far checks
+    swap_probability: float = 0.3            # SF's SwapPrimaryProbability
+    initial_temperature: Optional[float] = None   # None: probe_factor x the largest |dE| of the first block
+    probe_factor: float = 50.0               # SF's factor
+    final_ratio: float = 1e-4                # final temperature / initial temperature (geometric cooling)
+    population: bool = False                 # population annealing: chains redrawn by Boltzmann weight per block
+
+    def __post_init__(self) -> None:
+        """Every bad value is a BadInput naming its key."""
+        for name, kind, minimum in (("chains", int, 1), ("steps", int, 1), ("tries", int, 1)):
+            value = getattr(self, name)
+            if value != AUTO:
+                _check_number(name, value, kind, minimum, allow_none=name == "steps")
+        if self.parallel != AUTO and not isinstance(self.parallel, bool):
+            raise BadInput(f"search.parallel: {self.parallel!r} is not true, false or auto")
+        _check_number("seed", self.seed, int)
+        _check_number("seconds", self.seconds, float, 0.0, allow_none=True)
+        _check_number("room", self.room, int, 1, allow_none=True)
+        _check_number("block_steps", self.block_steps, int, 1)
+        _check_number("swap_probability", self.swap_probability, float, 0.0)
+        _check_number("initial_temperature", self.initial_temperature, float, 0.0, allow_none=True)
+        _check_number("probe_factor", self.probe_factor, float, 0.0)
+        _check_number("final_ratio", self.final_ratio, float, 0.0)
+        if self.swap_probability > 1:
+            raise BadInput(f"search.swap_probability: {self.swap_probability} is above 1")
+        if self.steps is None and not self.seconds:
+            raise BadInput("search.steps: null needs search.seconds to bound the search")
+
+    def resolved(self, backend: str, replicas: int) -> SearchConfig:
+        """This search with its `auto` values chosen for the backend and cluster size."""
+        chosen = auto_search(backend, replicas)
+        return dataclasses.replace(self, **{k: chosen[k] for k in _AUTO_KEYS if getattr(self, k) == AUTO})
+
+    @property
+    def kernel(self) -> KernelConfig:
+        return KernelConfig(tries=self.tries, parallel=self.parallel, room=self.room, block_steps=self.block_steps,
+                            population=self.population)
+
+    @property
+    def schedule(self) -> Schedule:
+        return Schedule(chains=self.chains, steps=self.steps, seconds=self.seconds, seed=self.seed,
+                        initial_temperature=self.initial_temperature, probe_factor=self.probe_factor,
+                        final_ratio=self.final_ratio)

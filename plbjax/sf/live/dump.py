@@ -1,0 +1,148 @@
+"""``plbjax-dump --endpoint URL -o DIR``: a live cluster's REST responses, in the dump layout.
+
+Standard library only (urllib, ssl). Calls and api-versions are those of SF's REST API reference
+(learn.microsoft.com/rest/api/servicefabric), as microsoft/service-fabric-client-dotnet's generated
+clients send them: Get Cluster Manifest ``/$/GetClusterManifest`` 6.0, Get Node Info List ``/Nodes``
+6.3, Get Node Load Info ``/Nodes/{node}/$/GetLoadInformation`` 6.0, Get Application Info List
+``/Applications`` 6.1, Get Service Info List ``/Applications/{app}/$/GetServices`` 6.4, Get Service
+Description ``/Services/{svc}/$/GetDescription`` 6.0, Get Partition Info List
+``/Services/{svc}/$/GetPartitions`` 6.4, Get Replica Info List ``/Partitions/{pid}/$/GetReplicas``
+6.0, Get Partition Load Information ``/Partitions/{pid}/$/GetLoadInformation`` 6.0 and, with
+``--replica-loads``, Get Deployed Service Replica Detail Info
+``/Nodes/{node}/$/GetPartitions/{pid}/$/GetReplicas/{id}/$/GetDetail`` 6.0. Every list is paged
+through with the ``ContinuationToken`` query parameter (``MaxResults`` where the call takes it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import ssl
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote, urlencode
+
+from plbjax import BadInput
+from plbjax.files import write_text
+
+PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
+
+
+class Client:
+    """GET requests to one cluster's HTTP gateway."""
+
+    def __init__(self, endpoint: str, cert: str | None = None, key: str | None = None,
+                 insecure: bool = False, max_results: int = 0, timeout: float = 60.0) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.max_results, self.timeout = max_results, timeout
+        self.context = None
+        if self.endpoint.startswith("https:"):
+            self.context = ssl.create_default_context()
+            if insecure:
+                self.context.check_hostname = False
+                self.context.verify_mode = ssl.CERT_NONE
+            if cert:
+                self.context.load_cert_chain(cert, key)
+        elif not insecure:
+            raise BadInput(f"--endpoint: {endpoint} is not https; add --insecure to use plain http")
+
+    def get(self, path: str, version: str, **query: str) -> object:
+        """The JSON body of GET path?api-version=version&query; BadInput on any failure."""
+        url = f"{self.endpoint}{path}?{urlencode({'api-version': version} | query)}"
+        try:
+            with urllib.request.urlopen(url, timeout=self.timeout, context=self.context) as response:
+                return json.loads(response.read().decode("utf-8-sig"))
+        except urllib.error.HTTPError as exc:
+            raise BadInput(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise BadInput(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
+        except json.JSONDecodeError as exc:
+            raise BadInput(f"GET {url}: the response is not JSON: {exc.msg}") from None
+
+    def pages(self, path: str, version: str) -> list[dict]:
+        """Every page of a paged list, following ContinuationToken until it is empty."""
+        pages, token = [], ""
+        while True:
+            query = {"ContinuationToken": token} if token else {}
+            if self.max_results and path.endswith(PAGED_MAX_RESULTS):
+                query["MaxResults"] = str(self.max_results)
+            page = self.get(path, version, **query)
+            if not isinstance(page, dict) or not isinstance(page.get("Items"), list):
+                raise BadInput(f"GET {path}: expected a paged list, got {str(page)[:80]}")
+            pages.append(page)
+            token = page.get("ContinuationToken") or ""
+            if not token:
+                return pages
+
+
+def items(pages: list[dict]) -> list[dict]:
+    return [item for page in pages for item in page["Items"]]
+
+
+def dump_cluster(client: Client, out: str | Path, replica_loads: bool = False) -> int:
+    """Write the dump of the cluster behind `client` into directory `out`; the number of files."""
+    writer = _Writer(Path(out))
+    writer.put("cluster-manifest.json", client.get("/$/GetClusterManifest", "6.0"))
+    nodes = writer.put("nodes.json", client.pages("/Nodes", "6.3"))
+    for node in items(nodes):
+        name = node["Name"]
+        writer.put(f"node-load/{name}.json", client.get(f"/Nodes/{quote(name)}/$/GetLoadInformation", "6.0"))
+    for app in items(writer.put("applications.json", client.pages("/Applications", "6.1"))):
+        services = client.pages(f"/Applications/{quote(app['Id'], safe='~')}/$/GetServices", "6.4")
+        for service in items(writer.put(f"services/{app['Id']}.json", services)):
+            _service(client, writer, service["Id"], replica_loads)
+    return writer.count
+
+
+def _service(client: Client, writer: "_Writer", service_id: str, replica_loads: bool) -> None:
+    """The description, partitions, replicas and loads of one service."""
+    base = f"/Services/{quote(service_id, safe='~')}"
+    writer.put(f"service-descriptions/{service_id}.json", client.get(f"{base}/$/GetDescription", "6.0"))
+    for partition in items(writer.put(f"partitions/{service_id}.json", client.pages(f"{base}/$/GetPartitions", "6.4"))):
+        pid = partition["PartitionInformation"]["Id"]
+        replicas = writer.put(f"replicas/{pid}.json", client.pages(f"/Partitions/{pid}/$/GetReplicas", "6.0"))
+        writer.put(f"partition-load/{pid}.json", client.get(f"/Partitions/{pid}/$/GetLoadInformation", "6.0"))
+        for replica in items(replicas) if replica_loads else []:
+            rid = replica.get("ReplicaId", replica.get("InstanceId"))
+            path = f"/Nodes/{quote(replica['NodeName'])}/$/GetPartitions/{pid}/$/GetReplicas/{rid}/$/GetDetail"
+            writer.put(f"replica-load/{pid}/{rid}.json", client.get(path, "6.0"))
+
+
+class _Writer:
+    """Writes each response atomically; a paged list as one object, or an array when it had pages."""
+
+    def __init__(self, root: Path) -> None:
+        self.root, self.count = root, 0
+
+    def put(self, rel: str, body: object) -> object:
+        value = body[0] if isinstance(body, list) and len(body) == 1 else body
+        write_text(self.root / rel, json.dumps(value, indent=2) + "\n")
+        self.count += 1
+        return body if isinstance(body, list) else [body]
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="plbjax-dump", description=__doc__.splitlines()[0])
+    parser.add_argument("--endpoint", required=True, help="the cluster's HTTP gateway, e.g. https://host:19080")
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="the dump directory to write")
+    parser.add_argument("--cert", help="client certificate (PEM) for https")
+    parser.add_argument("--key", help="its private key (PEM), if not in --cert")
+    parser.add_argument("--insecure", action="store_true",
+                        help="allow plain http, and https without verifying the server's certificate")
+    parser.add_argument("--max-results", type=int, default=0, help="page size asked of list calls (0: SF's)")
+    parser.add_argument("--replica-loads", action="store_true",
+                        help="also read every replica's own load reports (one call per replica)")
+    args = parser.parse_args(argv)
+    try:
+        client = Client(args.endpoint, args.cert, args.key, args.insecure, args.max_results)
+        count = dump_cluster(client, args.output, args.replica_loads)
+    except (BadInput, ssl.SSLError) as exc:
+        print(f"plbjax-dump: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    print(f"plbjax-dump: {count} files written to {args.output}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""What becomes of each field of SF's REST responses (the shapes `Report.walk` reads).
+
+Field names are those of the Service Fabric REST API reference (learn.microsoft.com/rest/api/servicefabric,
+the 8.2 swagger in Azure/azure-rest-api-specs), as serialised by microsoft/service-fabric-client-dotnet
+(src/Microsoft.ServiceFabric.Client.Http/Generated/Serialization/*Converter.cs: NodeInfo, NodeLoadInfo,
+NodeLoadMetricInformation, ApplicationInfo, Stateful/StatelessServiceInfo, Stateful/StatelessServiceDescription,
+ServiceLoadMetricDescription, ServiceCorrelationDescription, ServicePlacement*PolicyDescription,
+Stateful/StatelessServicePartitionInfo, Int64Range/NamedPartitionInformation, StatefulServiceReplicaInfo,
+StatelessServiceInstanceInfo, PartitionLoadInformation, LoadMetricReportInfo,
+DeployedStatefulServiceReplicaDetailInfo, DeployedStatelessServiceInstanceDetailInfo) and by SF's own
+ReplicaLoadInformationQueryResult (microsoft/service-fabric, src/prod/src/ServiceModel).
+"""
+
+from __future__ import annotations
+
+HEALTH = "health state is not a placement input"
+TIMING = "failover timing, not a placement input"
+NOT_PLACEMENT = "no bearing on placement"
+DERIVED = "derived: plbjax computes it from the replicas' loads"
+AUX = "auxiliary replicas are not modelled by plbjax"
+TAGS = "node tags (TagsRequiredToPlace/Run) are not modelled by plbjax"
+TIME = "report time is not modelled"
+
+NODE = {
+    "Name": True, "Type": True, "FaultDomain": True, "UpgradeDomain": True, "NodeStatus": True,
+    "IsStopped": True,
+    "NodeDeactivationInfo": {"NodeDeactivationIntent": True, "NodeDeactivationStatus": True,
+                             "NodeDeactivationTask": "deactivation tasks: only the resulting node status is used",
+                             "PendingSafetyChecks": "safety checks: only the resulting node status is used"},
+    "IpAddressOrFQDN": NOT_PLACEMENT, "CodeVersion": NOT_PLACEMENT, "ConfigVersion": NOT_PLACEMENT,
+    "NodeUpTimeInSeconds": NOT_PLACEMENT, "NodeDownTimeInSeconds": NOT_PLACEMENT, "NodeUpAt": NOT_PLACEMENT,
+    "NodeDownAt": NOT_PLACEMENT, "HealthState": HEALTH, "Id": "SF's internal node id; plbjax names nodes by Name",
+    "InstanceId": NOT_PLACEMENT, "IsSeedNode": "seed nodes matter to the cluster's quorum, not to placement",
+    "NodeTags": TAGS, "IsNodeByNodeUpgradeInProgress": "upgrade progress is not read from a dump",
+    "InfrastructurePlacementID": NOT_PLACEMENT,
+}
+NODE_LOAD = {
+    "NodeName": True,
+    "NodeLoadMetricInformation": {
+        "Name": True, "NodeCapacity": True, "NodeLoad": DERIVED, "NodeRemainingCapacity": DERIVED,
+        "IsCapacityViolation": DERIVED, "NodeBufferedCapacity": "derived from NodeBufferPercentage",
+        "NodeRemainingBufferedCapacity": DERIVED, "CurrentNodeLoad": DERIVED, "NodeCapacityRemaining": DERIVED,
+        "BufferedNodeCapacityRemaining": DERIVED,
+        "PlannedNodeLoadRemoval": "load of movements in flight is not modelled"},
+}
+APPLICATION = {
+    "Id": True, "Name": True, "TypeName": NOT_PLACEMENT, "TypeVersion": NOT_PLACEMENT, "Status": NOT_PLACEMENT,
+    "Parameters": "already applied by SF in the service descriptions", "HealthState": HEALTH,
+    "ApplicationDefinitionKind": NOT_PLACEMENT, "ManagedApplicationIdentity": NOT_PLACEMENT,
+    "ApplicationMetadata": NOT_PLACEMENT,
+}
+SERVICE = {
+    "Id": True, "Name": True, "ServiceKind": True, "TypeName": True, "ManifestVersion": NOT_PLACEMENT,
+    "HealthState": HEALTH, "ServiceStatus": NOT_PLACEMENT, "IsServiceGroup": "service groups are not modelled",
+    "HasPersistedState": NOT_PLACEMENT, "ServiceMetadata": NOT_PLACEMENT,
+}
+METRIC = {"Name": True, "Weight": True, "PrimaryDefaultLoad": True, "SecondaryDefaultLoad": True,
+          "DefaultLoad": True, "AuxiliaryDefaultLoad": AUX,
+          "MaximumLoad": "a metric's maximum load (application capacity) is not modelled"}
+DESCRIPTION = {
+    "ServiceKind": True, "ApplicationName": True, "ServiceName": True, "ServiceTypeName": True,
+    "PlacementConstraints": True, "CorrelationScheme": {"Scheme": True, "ServiceName": True},
+    "ServiceLoadMetrics": METRIC, "ServicePlacementPolicies": {"Type": True, "DomainName": True},
+    "DefaultMoveCost": True, "IsDefaultMoveCostSpecified": True, "TargetReplicaSetSize": True,
+    "InstanceCount": True,
+    "PartitionDescription": "the partitioning scheme: the partitions themselves come from partitions/",
+    "InitializationData": NOT_PLACEMENT, "ServicePackageActivationMode": "activation mode is not modelled",
+    "ServiceDnsName": NOT_PLACEMENT,
+    "ScalingPolicies": "auto-scaling is not modelled; the current counts are planned for",
+    "TagsRequiredToPlace": TAGS, "TagsRequiredToRun": TAGS, "MinReplicaSetSize": "quorum size, not a placement input",
+    "HasPersistedState": NOT_PLACEMENT, "Flags": "says which optional fields were set; read from the fields",
+    "ReplicaRestartWaitDurationSeconds": TIMING, "QuorumLossWaitDurationSeconds": TIMING,
+    "StandByReplicaKeepDurationSeconds": TIMING, "ServicePlacementTimeLimitSeconds": TIMING,
+    "DropSourceReplicaOnMove": "how SF carries out a move, not where replicas go",
+    "ReplicaLifecycleDescription": TIMING, "AuxiliaryReplicaCount": AUX,
+    "ServiceSensitivityDescription": "service sensitivity is not modelled",
+    "MinInstanceCount": "availability minimum, not a placement input",
+    "MinInstancePercentage": "availability minimum, not a placement input",
+    "InstanceCloseDelayDurationSeconds": TIMING, "InstanceLifecycleDescription": TIMING,
+    "InstanceRestartWaitDurationSeconds": TIMING,
+}
+PARTITION = {
+    "ServiceKind": True,
+    "PartitionInformation": {"Id": True, "ServicePartitionKind": "plbjax keys partitions by Id only",
+                             "LowKey": "partition key range, no bearing on placement",
+                             "HighKey": "partition key range, no bearing on placement",
+                             "Name": "partition name, no bearing on placement"},
+    "HealthState": HEALTH, "PartitionStatus": NOT_PLACEMENT,
+    "TargetReplicaSetSize": "the service description's count is used",
+    "InstanceCount": "the service description's count is used",
+    "MinReplicaSetSize": "quorum size, not a placement input", "AuxiliaryReplicaCount": AUX,
+    "LastQuorumLossDuration": NOT_PLACEMENT, "PrimaryEpoch": NOT_PLACEMENT,
+    "MinInstanceCount": "availability minimum, not a placement input",
+    "MinInstancePercentage": "availability minimum, not a placement input",
+}
+REPLICA = {
+    "ServiceKind": True, "ReplicaId": True, "InstanceId": True, "ReplicaRole": True, "ReplicaStatus": True,
+    "NodeName": True, "HealthState": HEALTH, "Address": NOT_PLACEMENT,
+    "LastInBuildDurationInSeconds": NOT_PLACEMENT, "PreviousReplicaRole": NOT_PLACEMENT,
+}
+REPORT = {"Name": True, "Value": True, "CurrentValue": True, "LastReportedUtc": TIME}
+PARTITION_LOAD = {"PartitionId": True, "PrimaryLoadMetricReports": REPORT, "SecondaryLoadMetricReports": REPORT,
+                  "AuxiliaryLoadMetricReports": AUX}
+REPLICA_LOAD = {
+    "PartitionId": True, "ReplicaOrInstanceId": True, "ReplicaId": True, "InstanceId": True,
+    "LoadMetricReports": REPORT, "ReportedLoad": REPORT, "ServiceKind": True, "ServiceName": True,
+    "CurrentServiceOperation": NOT_PLACEMENT, "CurrentServiceOperationStartTimeUtc": NOT_PLACEMENT,
+    "CurrentReplicatorOperation": NOT_PLACEMENT, "ReadStatus": NOT_PLACEMENT, "WriteStatus": NOT_PLACEMENT,
+    "ReplicatorStatus": NOT_PLACEMENT, "ReplicaStatus": NOT_PLACEMENT,
+    "DeployedServiceReplicaQueryResult": NOT_PLACEMENT,
+}

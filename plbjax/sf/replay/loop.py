@@ -1,0 +1,527 @@
+"""The PLB loop on a simulated clock (timeline.md §2), with the planner and the probe injected.
+
+The scheduler is SF's PLBScheduler::RefreshAction: at a refresh (every PLBRefreshGap) the timers
+whose interval has passed are visited from the one that waited longest (ties: Placement,
+ConstraintCheck, Balancing); a visited timer restarts, and the first visited phase that has work
+runs, so a round runs at most one phase. Balancing is not visited while an upgrade is in progress,
+is skipped without restarting its timer within BalancingDelayAfterNodeDown/NewNode of a node
+event or when a global throttle is reached, and is skipped (timer restarted) when nothing changed
+since the last balancing. Under SeparateBalancingStrategyPerNodeType each node type has its own
+timer (MinLoadBalancingIntervalPerNodeType, default MinLoadBalancingInterval); the planner is
+called once per imbalanced node type whose timer has passed.
+
+The clock jumps: from one round to the next event, action completion, throttle-window or delay
+expiry, or the next tick at which a timer with work is due; timers that would have restarted at
+the ticks skipped over are advanced as they would have been. A Placement or ConstraintCheck that
+changed nothing is not re-run until the state changes (SF would search the same state again).
+
+What the planner and the probe receive (see `Planner`, `Probe`):
+- the state document as the Failover Manager has it (in-flight actions not yet applied), its
+  History carried from the last plan and cleared when a (metric, node type) becomes imbalanced;
+- for the planner, Settings adjusted for the throttle windows: each global throttle pair
+  (GlobalMovementThrottleThreshold[ForBalancing|ForPlacement] and its Percentage) becomes the
+  absolute allowance left in GlobalMovementThrottleCountingInterval (Percentage 0); a placement with
+  no allowance left gets MaxPercentageToMoveForPlacement 0 (it places without moving);
+- `frozen`: partitions the search must not touch (no move, swap, promotion, add or drop): those
+  with an action in flight, and, for Balancing, those moved by MovementPerPartitionThrottleThreshold
+  balancing rounds within MovementPerPartitionThrottleCountingInterval.
+Movements (moves and swaps) count against the throttles when issued: balancing's against the
+balancing and global windows, placement's against the placement and global windows; the
+constraint check is not throttled. A plan's History replaces the document's. The planner's seed
+is the replay's seed plus the number of planner calls so far. Plan actions are applied with
+`plbjax.apply_actions` when their ActionSeconds have passed, one after the other per partition;
+one that no longer fits then (its target is not Up, its replica is gone) is cancelled; a replica an
+Add creates is named `replay-N`.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time as wallclock
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from plbjax import BadInput, apply_actions
+from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event, Gone, apply_event
+from plbjax.sf.replay.timeline import Timeline, settings_of
+
+PartitionKey = tuple[str, str]     # (ServiceName, str(PartitionId))
+PHASES = ("Placement", "ConstraintCheck", "Balancing")
+_EPS = 1e-9
+_NODE_DOWN = {"NodeDown", "NodeRemoved"}
+_NEW_NODE = {"NodeUp", "NodeAdded"}
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What the cluster needs, and its statistics for the record (the probe's answer)."""
+
+    unplaced: int = 0            # replicas to place or drop outside frozen partitions
+    violations: int = 0          # replicas breaking a hard constraint outside frozen partitions
+    imbalanced: frozenset[tuple[str, str | None]] = frozenset()  # (metric, node type; None: cluster)
+    avg_std_dev: float = 0.0
+    max_min_ratio: Mapping[str, float] = field(default_factory=dict)
+    node_loads: Mapping[str, Mapping[str, float]] = field(default_factory=dict)   # node -> metric -> load
+
+
+class Probe(Protocol):
+    def __call__(self, state_doc: dict, frozen: frozenset[PartitionKey]) -> Needs:
+        """What `state_doc` needs, counting nothing in the `frozen` partitions."""
+
+
+class Planner(Protocol):
+    def __call__(self, state_doc: dict, phase: str, node_type: str | None, seed: int,
+                 frozen: frozenset[PartitionKey]) -> dict:
+        """A plan document for one phase; Balancing moves only replicas on `node_type`'s nodes
+        when it is given; nothing in the `frozen` partitions changes."""
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the series: a round that ran a phase (per node type), or an event time."""
+
+    time: float
+    trigger: str
+    phase: str
+    node_type: str | None
+    counts: Mapping[str, int]    # Actions, Moves, Swaps, Adds, Drops, Promotions of this round
+    cumulative_movements: int
+    needs: Needs
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The record of a replay."""
+
+    rows: tuple[Row, ...]
+    actions: tuple[dict, ...]    # {Time, Phase, NodeType?, ...the plan's action fields}
+    final_state: dict
+    rounds: Mapping[str, int]
+    cancelled: int               # in-flight actions that no longer fitted when they completed
+    duration: float
+    seconds: float
+
+
+@dataclass(frozen=True, order=True)
+class _InFlight:
+    done: float
+    seq: int
+    action: dict = field(compare=False)
+
+
+@dataclass(frozen=True)
+class _Movement:
+    time: float
+    phase: str
+
+
+def replay(timeline: Timeline, planner: Planner, probe: Probe, seed: int = 0) -> Replay:
+    """Play `timeline`: events, PLB rounds and action completions up to its Duration."""
+    return _Sim(timeline, planner, probe, seed).run()
+
+
+def action_kind(action: str) -> str:
+    """Counting column of a plan action: Moves, Swaps, Adds, Drops or Promotions."""
+    return next(column for prefix, column in (("Move", "Moves"), ("Swap", "Swaps"), ("Add", "Adds"), ("Drop", "Drops"),
+                                              ("Promote", "Promotions")) if action.startswith(prefix))
+
+
+def tick_at_or_after(t: float, gap: float) -> float:
+    """The first refresh time (a multiple of `gap`) at or after `t`."""
+    return math.ceil(t / gap - _EPS) * gap
+
+
+def last_check_before(last: float, interval: float, gap: float, since: float, until: float) -> float:
+    """A timer restarted at `last` and again whenever it has expired at a refresh from `since` on:
+    its last restart before `until` (`last` itself if none)."""
+    first = max(since, tick_at_or_after(last + interval, gap)) if math.isfinite(last) else since
+    if first >= until - _EPS:
+        return last
+    period = max(gap, tick_at_or_after(interval, gap))
+    return first + math.floor((until - first - _EPS) / period) * period
+
+
+def _limit(absolute: float, percentage: float, existing: int) -> int | None:
+    """SF's AreMovementsThrottled limit: the stricter of an absolute count and a percentage."""
+    limits = ([int(absolute)] if absolute > 0 else []) + ([math.ceil(percentage * existing)] if percentage > 0 else [])
+    return min(limits) if limits else None
+
+
+_THROTTLES = (("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage", PHASES),
+              ("GlobalMovementThrottleThresholdForBalancing", "GlobalMovementThrottleThresholdPercentageForBalancing",
+               ("Balancing",)),
+              ("GlobalMovementThrottleThresholdForPlacement", "GlobalMovementThrottleThresholdPercentageForPlacement",
+               ("Placement",)))
+
+
+def throttle_allowance(settings: Mapping, movements: list[_Movement], now: float, existing: int) -> dict[str, int]:
+    """{absolute threshold setting: movements left in its window} for every global throttle that is set."""
+    window = [m for m in movements if now - m.time < settings["GlobalMovementThrottleCountingInterval"]]
+    left = {}
+    for absolute, percentage, phases in _THROTTLES:
+        limit = _limit(settings[absolute], settings[percentage], existing)
+        if limit is not None:
+            left[absolute] = limit - sum(m.phase in phases for m in window)
+    return left
+
+
+def with_settings(state_doc: dict, overrides: Mapping) -> dict:
+    """`state_doc` with Settings `overrides` (replacing any spelling of the same names)."""
+    lower = {k.lower() for k in overrides}
+    settings = {k: v for k, v in state_doc.get("Settings", {}).items() if k.lower() not in lower}
+    return {**state_doc, "Settings": {**settings, **overrides}}
+
+
+def partition_key(action_or_partition: Mapping) -> PartitionKey:
+    return action_or_partition["ServiceName"], str(action_or_partition["PartitionId"])
+
+
+class _Sim:
+    """The mutable state of one replay: the document, the scheduler's timers, windows, in-flight actions."""
+
+    def __init__(self, timeline: Timeline, planner: Planner, probe: Probe, seed: int):
+        self.timeline, self.planner, self.probe, self.seed = timeline, planner, probe, seed
+        self.doc, self.version = timeline.state, 0
+        self.pending: list[tuple[float, int, Event]] = [(e.time, e.index, e) for e in timeline.events]
+        heapq.heapify(self.pending)
+        self.in_flight: list[_InFlight] = []
+        self.busy: dict[PartitionKey, float] = {}
+        self.movements: list[_Movement] = []
+        self.partition_moves: list[tuple[float, PartitionKey]] = []
+        self.last: dict[str, float] = {"Placement": -math.inf, "ConstraintCheck": -math.inf}
+        self.last_balancing: dict[str | None, float] = {}
+        self.node_down = self.new_node = self.state_change = self.load_change = -math.inf
+        self.now, self.last_round, self.wake = 0.0, -math.inf, 0.0
+        self.last_avg: float | None = None
+        self.fruitless: dict[str, int] = {}
+        self.cache: dict[tuple, object] = {}
+        self.imbalanced_before: frozenset | None = None     # None: not probed yet
+        self.rows: list[Row] = []
+        self.actions: list[dict] = []
+        self.rounds: dict[str, int] = {}
+        self.calls = self.cumulative = self.cancelled = self.seq = self.new_ids = 0
+
+    # ---------------------------------------------------------------- driving
+
+    def run(self) -> Replay:
+        start, end = wallclock.perf_counter(), self.timeline.duration
+        while True:
+            t = min([*self._wakes(), self._next_round()], default=math.inf)
+            if t > end + _EPS:
+                break
+            self._catch_up(t)
+            self.now = t
+            self._complete(t)
+            if self.pending and self.pending[0][0] <= t + _EPS:
+                self._apply_events(t)
+            if t > self.last_round + _EPS and abs(t - tick_at_or_after(t, self._gap())) < _EPS:
+                self._round(t)
+        return Replay(tuple(self.rows), tuple(self.actions), self.doc, dict(self.rounds), self.cancelled,
+                      end, wallclock.perf_counter() - start)
+
+    def _wakes(self) -> list[float]:
+        """Times something happens by itself: the next event and the next completion."""
+        return ([self.pending[0][0]] if self.pending else []) + ([self.in_flight[0].done] if self.in_flight else [])
+
+    def _next_round(self) -> float:
+        """The next refresh at which a round can do something."""
+        gap, s = self._gap(), self._settings()
+        after = max(self.last_round + gap if math.isfinite(self.last_round) else 0.0, self.now)
+        wakes = [w for w in (self.node_down + s["BalancingDelayAfterNodeDown"],
+                             self.new_node + s["BalancingDelayAfterNewNode"]) if w >= after - _EPS]
+        wakes += [self.wake] if self.wake is not None else []
+        wakes += [m.time + s["GlobalMovementThrottleCountingInterval"] for m in self.movements[:1]]
+        wakes += [m + s["MovementPerPartitionThrottleCountingInterval"] for m, _ in self.partition_moves[:1]]
+        times = [tick_at_or_after(max(w, after), gap) for w in wakes + self._live_dues(after)]
+        return min(times, default=math.inf)
+
+    def _live_dues(self, at: float) -> list[float]:
+        """When each timer that has work to do expires."""
+        s, needs, dues = self._settings(), self._needs(), []
+        for phase, need in (("Placement", needs.unplaced), ("ConstraintCheck", needs.violations)):
+            if need and self.fruitless.get(phase) != self.version:
+                dues.append(self.last[phase] + self._interval(phase))
+        if self._balancing_enabled() and not self._balancing_throttled(at):
+            imbalanced = self._imbalanced_types(needs)
+            dues += [self.last_balancing.get(t, -math.inf) + iv for t, iv in self._balancing_timers(s).items()
+                     if t in imbalanced and not self._small_change(t, needs)]
+        return dues
+
+    # ---------------------------------------------------------------- the scheduler
+
+    def _round(self, now: float) -> None:
+        self.last_round = now
+        s = self._settings()
+        self.movements = [m for m in self.movements if now - m.time < s["GlobalMovementThrottleCountingInterval"]]
+        self.partition_moves = [(t, k) for t, k in self.partition_moves
+                                if now - t < s["MovementPerPartitionThrottleCountingInterval"]]
+        choice = self._decide(now)
+        if choice is not None:
+            self._run_phase(now, *choice)
+        self.wake = None            # this round has seen every change so far, its own included
+
+    def _catch_up(self, now: float) -> None:
+        """Restart the timers as the refreshes skipped over since the last time processed (none of
+        which ran a phase, the state unchanged) would have."""
+        if not math.isfinite(self.last_round):
+            return
+        gap = self._gap()
+        since = max(self.last_round + gap, tick_at_or_after(self.now + _EPS, gap) if self.now > self.last_round else 0)
+        for phase in self.last:
+            self.last[phase] = last_check_before(self.last[phase], self._interval(phase), gap, since, now)
+        if self._balancing_enabled() and not self._balancing_throttled(since):
+            for t, iv in self._balancing_timers(self._settings()).items():
+                self.last_balancing[t] = last_check_before(self.last_balancing.get(t, -math.inf), iv, gap, since, now)
+
+    def _decide(self, now: float) -> tuple[str, tuple[str | None, ...]] | None:
+        """SF's RefreshAction: the phase to run now (and the node types to balance), or None."""
+        needs, expired = self._needs(), []
+        for order, phase in enumerate(("Placement", "ConstraintCheck")):
+            due = self.last[phase] + self._interval(phase)
+            if now >= due - _EPS:
+                expired.append((due, order, phase))
+        if self._balancing_enabled():
+            timers = self._balancing_timers(self._settings())
+            due = min(self.last_balancing.get(t, -math.inf) + iv for t, iv in timers.items())
+            if now >= due - _EPS:
+                expired.append((due, 2, "Balancing"))
+        for _, _, phase in sorted(expired):
+            if phase == "Balancing":
+                types = self._balancing_types(now, needs)
+                if types:
+                    return phase, types
+                continue
+            self.last[phase] = now
+            if (needs.unplaced if phase == "Placement" else needs.violations) and self.fruitless.get(phase) != self.version:
+                return phase, (None,)
+        return None
+
+    def _balancing_types(self, now: float, needs: Needs) -> tuple[str | None, ...]:
+        """Node types to balance now (None: the whole cluster); restarts the expired timers."""
+        if self._balancing_throttled(now):
+            return ()
+        imbalanced, timers = self._imbalanced_types(needs), self._balancing_timers(self._settings())
+        expired = [t for t, iv in timers.items() if now >= self.last_balancing.get(t, -math.inf) + iv - _EPS]
+        chosen = tuple(t for t in expired if t in imbalanced and not self._small_change(t, needs))
+        for t in expired:
+            self.last_balancing[t] = now
+        return chosen
+
+    def _balancing_enabled(self) -> bool:
+        return not (self.doc.get("Upgrade") or {}).get("InProgress", False)
+
+    def _balancing_throttled(self, now: float) -> bool:
+        """SF's IsBalancingThrottled: soon after a node event, a global throttle reached, or nothing to move."""
+        s = self._settings()
+        left = throttle_allowance(s, self.movements, now, self._existing())
+        return (now < self.node_down + s["BalancingDelayAfterNodeDown"] - _EPS
+                or now < self.new_node + s["BalancingDelayAfterNewNode"] - _EPS
+                or any(left.get(k, 1) <= 0 for k in ("GlobalMovementThrottleThreshold",
+                                                     "GlobalMovementThrottleThresholdForBalancing"))
+                or s["MaxPercentageToMove"] == 0)
+
+    def _small_change(self, node_type: str | None, needs: Needs) -> bool:
+        """SF's ThrottleBalancingForSmallStdDevChange for the timer of `node_type`."""
+        last = self.last_balancing.get(node_type, -math.inf)
+        if self.state_change > last:
+            return False
+        if self.state_change < last and self.load_change < last:
+            return True
+        threshold = self._settings()["AvgStdDevDeltaThrottleThreshold"]
+        return threshold >= 0 and self.last_avg is not None and needs.avg_std_dev <= self.last_avg * (1 + threshold)
+
+    def _balancing_timers(self, s: Mapping) -> dict[str | None, float]:
+        """{node type: MinLoadBalancingInterval(PerNodeType)}, or {None: ...} for the whole cluster."""
+        if not s["SeparateBalancingStrategyPerNodeType"]:
+            return {None: float(s["MinLoadBalancingInterval"])}
+        overrides = {t["Name"]: t.get("PlacementAndLoadBalancingOverrides", {}) for t in self.doc.get("NodeTypes", [])}
+        names = sorted({n.get("NodeType") for n in self.doc["Nodes"]}, key=lambda t: (t is not None, t or ""))
+        return {t: float(overrides.get(t, {}).get("MinLoadBalancingIntervalPerNodeType", s["MinLoadBalancingInterval"]))
+                for t in names}
+
+    def _imbalanced_types(self, needs: Needs) -> set[str | None]:
+        if not self._settings()["SeparateBalancingStrategyPerNodeType"]:
+            return {None} if needs.imbalanced else set()
+        return {t for _, t in needs.imbalanced}
+
+    def _interval(self, phase: str) -> float:
+        return float(self._settings()["MinPlacementInterval" if phase == "Placement" else "MinConstraintCheckInterval"])
+
+    def _gap(self) -> float:
+        return float(self._settings()["PLBRefreshGap"])
+
+    # ---------------------------------------------------------------- phases and actions
+
+    def _run_phase(self, now: float, phase: str, node_types: tuple[str | None, ...]) -> None:
+        self.rounds[phase] = self.rounds.get(phase, 0) + 1
+        issued = 0
+        for node_type in node_types:
+            plan = self.planner(self._view(phase, now), phase, node_type, self.seed + self.calls,
+                                self._frozen(phase, now))
+            self.calls += 1
+            counts = self._issue(now, phase, node_type, plan["Actions"])
+            if "History" in plan:
+                self.doc = {**self.doc, "History": plan["History"]}
+            self._complete(now)
+            self.doc = _clean_history(self.doc)
+            issued += counts["Actions"]
+            self._row(now, phase, phase, node_type, counts)
+        if phase == "Balancing":
+            self.last_avg = self._needs().avg_std_dev
+        elif not issued:
+            self.fruitless[phase] = self.version
+
+    def _issue(self, now: float, phase: str, node_type: str | None, actions: list[dict]) -> dict[str, int]:
+        """Put a plan's actions in flight (per partition one after the other); count them."""
+        counts = {"Actions": len(actions), "Moves": 0, "Swaps": 0, "Adds": 0, "Drops": 0, "Promotions": 0}
+        moved: set[PartitionKey] = set()
+        for action in actions:
+            kind, key = action_kind(action["Action"]), partition_key(action)
+            counts[kind] += 1
+            self.actions.append({"Time": now, "Phase": phase, **({"NodeType": node_type} if node_type else {}), **action})
+            if kind in ("Moves", "Swaps"):
+                self.cumulative += 1
+                if phase in ("Balancing", "Placement"):
+                    self.movements.append(_Movement(now, phase))
+                if phase == "Balancing":
+                    moved.add(key)
+            done = max(now + self.timeline.action_seconds.of(action["Action"]), self.busy.get(key, -math.inf))
+            self.busy[key] = done
+            self.seq += 1
+            heapq.heappush(self.in_flight, _InFlight(done, self.seq, action))
+        self.partition_moves += [(now, key) for key in sorted(moved)]
+        return counts
+
+    def _complete(self, now: float) -> None:
+        """Apply the actions whose time has come, as the Failover Manager completes them."""
+        while self.in_flight and self.in_flight[0].done <= now + _EPS:
+            done = heapq.heappop(self.in_flight)
+            key = partition_key(done.action)
+            if self.busy.get(key) == done.done and not any(partition_key(f.action) == key for f in self.in_flight):
+                del self.busy[key]
+            doc = self._applied(done.action)
+            if doc is None:
+                self.cancelled += 1
+                continue
+            self.doc, self.state_change = doc, now
+            self._changed(now)
+
+    def _applied(self, action: dict) -> dict | None:
+        """The document after `action`, or None when it no longer fits (its node went away...)."""
+        status = {n["NodeName"]: n.get("NodeStatus", "Up") for n in self.doc["Nodes"]}
+        if action["Action"][:4] in ("Move", "Add") and status.get(action["TargetNode"]) != "Up":
+            return None
+        try:
+            doc = apply_actions(self.doc, [action])
+        except (ValueError, KeyError, StopIteration):
+            return None
+        if action["ReplicaId"] is None:
+            doc["Partitions"] = [dict(p, Replicas=[self._named(r) for r in p["Replicas"]])
+                                 if any(r["ReplicaId"] is None for r in p["Replicas"]) else p
+                                 for p in doc["Partitions"]]
+        return doc
+
+    def _named(self, replica: dict) -> dict:
+        """`replica` with a new ReplicaId if it has none (`replay-N`, unused in the document)."""
+        if replica["ReplicaId"] is not None:
+            return replica
+        taken = {str(r["ReplicaId"]) for p in self.doc["Partitions"] for r in p["Replicas"]}
+        self.new_ids += 1
+        while f"replay-{self.new_ids}" in taken:
+            self.new_ids += 1
+        return dict(replica, ReplicaId=f"replay-{self.new_ids}")
+
+    # ---------------------------------------------------------------- events
+
+    def _apply_events(self, now: float) -> None:
+        """Every event due by `now`, in order, then one Event row."""
+        while self.pending and self.pending[0][0] <= now + _EPS:
+            _, _, event = heapq.heappop(self.pending)
+            try:
+                self.doc = apply_event(self.doc, event, now)
+            except Gone:
+                continue
+            except BadInput as exc:
+                raise BadInput(f"Events[{event.index}].{exc}") from None
+            if event.kind == "BlockListAdded" and "Until" in event.fields:
+                expiry = Event(float(event.fields["Until"]), BLOCK_LIST_EXPIRED, event.fields, event.index)
+                heapq.heappush(self.pending, (expiry.time, len(self.timeline.events) + self.seq, expiry))
+                self.seq += 1
+            self.node_down = now if event.kind in _NODE_DOWN else self.node_down
+            self.new_node = now if event.kind in _NEW_NODE else self.new_node
+            if event.kind == "LoadReport":
+                self.load_change = now
+            else:
+                self.state_change = now
+            self._changed(now)
+        self.doc = _clean_history(self.doc)
+        self._row(now, "Event", "", None, dict.fromkeys(("Actions", "Moves", "Swaps", "Adds", "Drops", "Promotions"), 0))
+
+    def _changed(self, now: float) -> None:
+        self.version += 1
+        self.wake = now if self.wake is None else min(self.wake, now)
+
+    # ---------------------------------------------------------------- views of the state
+
+    def _settings(self) -> dict:
+        key = ("settings", None, self.version)
+        if key not in self.cache:
+            self.cache = {k: v for k, v in self.cache.items() if k[2] == self.version}
+            self.cache[key] = settings_of(self.doc)
+        return self.cache[key]
+
+    def _needs(self) -> Needs:
+        """The probe's answer for the current document (cached); History is cleared when a
+        (metric, node type) becomes imbalanced, a new balancing trigger."""
+        frozen = frozenset(self.busy)
+        key = ("needs", frozen, self.version)
+        if key not in self.cache:
+            needs = self.probe(self.doc, frozen)
+            if self.imbalanced_before is not None and needs.imbalanced - self.imbalanced_before \
+                    and self.doc.get("History"):
+                self.doc = {**self.doc, "History": {}}
+            self.imbalanced_before = needs.imbalanced
+            self.cache[key] = needs
+        return self.cache[key]
+
+    def _existing(self) -> int:
+        return sum(r.get("NodeName") is not None for p in self.doc["Partitions"] for r in p["Replicas"])
+
+    def _frozen(self, phase: str, now: float) -> frozenset[PartitionKey]:
+        """Partitions with an action in flight; for Balancing also those at the per-partition throttle."""
+        frozen = set(self.busy)
+        if phase == "Balancing":
+            threshold = self._settings()["MovementPerPartitionThrottleThreshold"]
+            counts: dict[PartitionKey, int] = {}
+            for _, key in self.partition_moves:
+                counts[key] = counts.get(key, 0) + 1
+            frozen |= {k for k, c in counts.items() if c >= threshold}
+        return frozenset(frozen)
+
+    def _view(self, phase: str, now: float) -> dict:
+        """The document handed to the planner: Settings carry the throttle allowance left."""
+        left = throttle_allowance(self._settings(), self.movements, now, self._existing())
+        overrides: dict[str, object] = {}
+        for absolute, percentage, phases in _THROTTLES:
+            if absolute in left and left[absolute] > 0:
+                overrides |= {absolute: left[absolute], percentage: 0}
+            elif absolute in left and phase == "Placement" and phase in phases:
+                overrides["MaxPercentageToMoveForPlacement"] = 0
+        return with_settings(self.doc, overrides) if overrides else self.doc
+
+    def _row(self, now: float, trigger: str, phase: str, node_type: str | None, counts: dict[str, int]) -> None:
+        self.rows.append(Row(now, trigger, phase, node_type, counts, self.cumulative, self._needs()))
+
+
+def _clean_history(doc: dict) -> dict:
+    """`doc` with History entries of replicas and nodes it no longer has removed."""
+    history = doc.get("History")
+    if not history:
+        return doc
+    replicas = {str(r["ReplicaId"]) for p in doc["Partitions"] for r in p["Replicas"]}
+    nodes = {n["NodeName"] for n in doc["Nodes"]}
+    cleaned = {k: [n for n in v if n in nodes] for k, v in history.items() if k in replicas}
+    cleaned = {k: v for k, v in cleaned.items() if v}
+    return doc if cleaned == history else {**doc, "History": cleaned}

@@ -1,0 +1,171 @@
+"""The timeline document (timeline.md §1): read, validate, and hold it.
+
+Validation plays the events on the initial state in order, so a reference is checked against the
+cluster as it is at that event (a node added by an earlier event exists, a node removed does not).
+Bad input raises `BadInput` with one message naming the event index and key
+(`Events[3].NodeName: 'N9' is not a node`); the input is never changed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+from plbjax import BadInput, load_state, parse_state
+from plbjax.sf._settings import resolve_settings
+from plbjax.sf.replay.events import KINDS, Event, apply_event
+
+TOP_KEYS = frozenset({"SchemaVersion", "State", "Duration", "ActionSeconds", "Events"})
+ACTION_KINDS = ("Move", "Add", "Swap", "Drop", "Promote")
+# Events whose new objects only the state's own validation can check.
+_REVALIDATE = {"NodeAdded": "Node", "ServiceCreated": "Service", "ServiceUpdated": "Changes",
+               "UpgradeStarted": "ApplicationName", "SettingsChanged": None}
+
+
+def settings_of(state_doc: Mapping) -> dict:
+    """Every PLB setting of the state document: SF's defaults overridden by its Settings."""
+    return resolve_settings(state_doc.get("Settings"))
+
+
+@dataclass(frozen=True)
+class ActionSeconds:
+    """Seconds an action of each kind takes before it completes (0: completes when issued)."""
+
+    Move: float = 0.0
+    Add: float = 0.0
+    Swap: float = 0.0
+    Drop: float = 0.0
+    Promote: float = 0.0
+
+    def of(self, action: str) -> float:
+        """Seconds for a plan action (`MoveSecondary`, `SwapPrimarySecondary`, `PromoteSecondary`...)."""
+        return next(getattr(self, k) for k in ACTION_KINDS if action.startswith(k))
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """A validated timeline: the initial state document, events in time order, and their horizon."""
+
+    state: dict
+    duration: float
+    action_seconds: ActionSeconds
+    events: tuple[Event, ...]
+    source: str = "<timeline>"
+
+
+def load_timeline(path: str | Path) -> Timeline:
+    """Read and validate the timeline at `path` (JSON or YAML); a State path is relative to it."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BadInput(f"{path}: cannot read: {exc}") from None
+    try:
+        doc = json.loads(text) if path.suffix.lower() == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise BadInput(f"{path}: not valid {'JSON' if path.suffix.lower() == '.json' else 'YAML'}: {exc}") from None
+    return parse_timeline(doc, path.parent, str(path))
+
+
+def parse_timeline(doc: object, base: str | Path = ".", source: str = "<timeline>") -> Timeline:
+    """Validate a parsed timeline document; `base`: the folder a State path is relative to."""
+    if not isinstance(doc, Mapping):
+        raise BadInput(f"{source}: the timeline must be a mapping at the top level")
+    for key in doc:
+        if key not in TOP_KEYS:
+            raise BadInput(f"{key}: unknown key (known: {', '.join(sorted(TOP_KEYS))})")
+    if doc.get("SchemaVersion", 1) != 1:
+        raise BadInput(f"SchemaVersion: {doc['SchemaVersion']!r} is not 1")
+    if "State" not in doc or "Events" not in doc:
+        raise BadInput(f"{'State' if 'State' not in doc else 'Events'}: required")
+    state = _state(doc["State"], Path(base))
+    events = _events(doc["Events"])
+    duration = _duration(doc.get("Duration"), events, state)
+    _play(state, events)
+    return Timeline(state, duration, _action_seconds(doc.get("ActionSeconds")), events, source)
+
+
+def _state(value: object, base: Path) -> dict:
+    if isinstance(value, str):
+        return load_state(base / value).document
+    if not isinstance(value, Mapping):
+        raise BadInput("State: a state document or a path to one is required")
+    return parse_state(value, "State").document
+
+
+def _number(value: object, key: str, minimum: float = 0.0) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < minimum:
+        raise BadInput(f"{key}: {value!r} is not a number >= {minimum:g}")
+    return float(value)
+
+
+def _action_seconds(value: object) -> ActionSeconds:
+    if value is None:
+        return ActionSeconds()
+    if not isinstance(value, Mapping):
+        raise BadInput("ActionSeconds: a mapping {Move, Add, Swap, Drop, Promote: seconds} is required")
+    for key in value:
+        if key not in ACTION_KINDS:
+            raise BadInput(f"ActionSeconds.{key}: unknown action kind (known: {', '.join(ACTION_KINDS)})")
+    return ActionSeconds(**{k: _number(v, f"ActionSeconds.{k}") for k, v in value.items()})
+
+
+def _events(value: object) -> tuple[Event, ...]:
+    if not isinstance(value, list):
+        raise BadInput("Events: a list is required")
+    events, last = [], 0.0
+    for i, entry in enumerate(value):
+        where = f"Events[{i}]"
+        if not isinstance(entry, Mapping):
+            raise BadInput(f"{where}: an event mapping {{Time, Kind, ...}} is required")
+        for key in ("Time", "Kind"):
+            if key not in entry:
+                raise BadInput(f"{where}.{key}: required")
+        time = _number(entry["Time"], f"{where}.Time")
+        if time < last:
+            raise BadInput(f"{where}.Time: {time:g} is before the previous event's {last:g} (Time must not decrease)")
+        kind = entry["Kind"]
+        if kind not in KINDS:
+            raise BadInput(f"{where}.Kind: unknown event kind {kind!r} (known: {', '.join(KINDS)})")
+        required, optional = KINDS[kind]
+        fields = {k: v for k, v in entry.items() if k not in ("Time", "Kind")}
+        for key in fields:
+            if key not in required | optional:
+                raise BadInput(f"{where}.{key}: not a field of {kind} (fields: {', '.join(sorted(required | optional))})")
+        for key in sorted(required - set(fields)):
+            raise BadInput(f"{where}.{key}: required for {kind}")
+        if "Until" in fields and _number(fields["Until"], f"{where}.Until") <= time:
+            raise BadInput(f"{where}.Until: {fields['Until']!r} is not after the event's Time {time:g}")
+        events.append(Event(time, kind, fields, i))
+        last = time
+    return tuple(events)
+
+
+def _duration(value: object, events: tuple[Event, ...], state: dict) -> float:
+    if value is None:
+        last = events[-1].time if events else 0.0
+        return last + float(settings_of(state)["MinLoadBalancingInterval"])
+    duration = _number(value, "Duration")
+    late = next((e for e in events if e.time > duration), None)
+    if late is not None:
+        raise BadInput(f"Events[{late.index}].Time: {late.time:g} is after the Duration {duration:g}")
+    return duration
+
+
+def _play(state: dict, events: tuple[Event, ...]) -> None:
+    """Apply every event in order to check its references; revalidate the state where an event
+    brings new objects (a node, a service, changes, an application, settings)."""
+    doc = state
+    for event in events:
+        where = f"Events[{event.index}]"
+        try:
+            doc = apply_event(doc, event, event.time)
+        except BadInput as exc:
+            raise BadInput(f"{where}.{exc}") from None
+        if event.kind in _REVALIDATE:
+            parse_state(doc, f"{where}.{_REVALIDATE[event.kind] or next(iter(event.fields), 'Settings')}")

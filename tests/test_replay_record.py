@@ -1,0 +1,66 @@
+"""A replay's output directory (plbjax.sf.replay.record)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+from test_replay_loop import OneMove, cluster, probe
+
+from plbjax import parse_state
+from plbjax.sf.replay.loop import replay
+from plbjax.sf.replay.record import COLUMNS, PLOTS, time_average, write_outputs
+from plbjax.sf.replay.timeline import parse_timeline
+
+
+@pytest.fixture(scope="module")
+def played():
+    state = cluster({"N0": 5, "N1": 0, "N2": 0}, {})
+    events = [{"Time": 2.5, "Kind": "ReplicaFailed", "ReplicaId": "r4"},
+              {"Time": 12, "Kind": "NodeDown", "NodeName": "N2"}]
+    return replay(parse_timeline({"State": state, "Events": events, "Duration": 20}), OneMove(), probe, 1)
+
+
+def test_output_files(played, tmp_path):
+    out = write_outputs(played, tmp_path / "run")
+    with open(out / "series.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    header = list(rows[0])
+    assert header == [*COLUMNS, "MaxMinRatio.Count"]
+    series = json.loads((out / "series.json").read_text())
+    assert [r["Time"] for r in series] == [float(r["Time"]) for r in rows]
+    assert [(r["Trigger"], r["Phase"]) for r in series] == [
+        ("Balancing", "Balancing"), ("Event", ""), ("Placement", "Placement"), ("Balancing", "Balancing"),
+        ("Event", ""), ("Placement", "Placement")]
+    assert series[1]["Unplaced"] == 1 and series[2]["Adds"] == 1 and series[-1]["MaxMinRatio.Count"] == 1.5
+    assert series[0]["ImbalancedMetrics"] == "Count" and series[-1]["CumulativeMovements"] == 2
+    actions = [json.loads(line) for line in (out / "actions.jsonl").read_text().splitlines()]
+    assert [(a["Time"], a["Phase"], a["Action"]) for a in actions] == [
+        (0, "Balancing", "MoveInstance"), (3, "Placement", "AddInstance"), (5, "Balancing", "MoveInstance"),
+        (12, "Placement", "AddInstance")]
+    parse_state(json.loads((out / "final-state.json").read_text()))
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["Rounds"] == {"Balancing": 2, "Placement": 2}
+    assert summary["Actions"] == {"MoveInstance": 2, "AddInstance": 2}
+    assert summary["CumulativeMovements"] == 2 and summary["SimulatedSeconds"] == 20
+    assert summary["MaxViolations"] == 0 and summary["FinalUnplaced"] == 0        # N2's instance placed again
+    assert set(summary) >= {"TimeAveragedAvgStdDev", "Seconds"}
+    for name in PLOTS:
+        assert (out / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_quiet_replay_still_writes_every_file(tmp_path):
+    state = cluster({"N0": 1, "N1": 1}, {})
+    quiet = replay(parse_timeline({"State": state, "Events": []}), OneMove(), probe, 0)
+    assert quiet.rows == () and quiet.duration == 5
+    out = write_outputs(quiet, tmp_path)
+    assert (out / "series.csv").read_text().splitlines() == [",".join(COLUMNS)]
+    assert json.loads((out / "summary.json").read_text())["Rounds"] == {}
+    assert all((out / name).exists() for name in PLOTS)
+
+
+def test_time_average():
+    assert time_average([(0, 2.0), (5, 0.0)], 10) == 1.0
+    assert time_average([(2, 3.0)], 2) == 3.0
+    assert time_average([], 10) == 0.0
