@@ -7,9 +7,36 @@ The names here are what most users need: load a state document, plan it, apply t
 
 from plbjax.anneal import KernelConfig, Model, Schedule
 from plbjax.errors import BadInput
-from plbjax.sf import (ClusterSpec, ClusterState, Index, Problem, SearchConfig, apply_actions, diff, encode, generate,
-                       load_state, parse_state, plan)
+from plbjax.sf import (
+    ClusterSpec,
+    ClusterState,
+    Index,
+    Problem,
+    SearchConfig,
+    apply_actions,
+    diff,
+    encode,
+    generate,
+    load_state,
+    parse_state,
+    plan,
+)
 
-__all__ = ["BadInput", "ClusterSpec", "ClusterState", "Index", "KernelConfig", "Model", "Problem", "Schedule",
-           "SearchConfig", "apply_actions", "diff", "encode", "generate", "load_state", "parse_state",
-           "plan"]
+__all__ = [
+    "BadInput",
+    "ClusterSpec",
+    "ClusterState",
+    "Index",
+    "KernelConfig",
+    "Model",
+    "Problem",
+    "Schedule",
+    "SearchConfig",
+    "apply_actions",
+    "diff",
+    "encode",
+    "generate",
+    "load_state",
+    "parse_state",
+    "plan",
+]

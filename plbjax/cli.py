@@ -13,9 +13,10 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -28,7 +29,7 @@ from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.sweep import FAILED
 
-CONFIG_DIR = "pkg://plbjax.conf"     # the repository's conf/, shipped in the package (pyproject.toml)
+CONFIG_DIR = "pkg://plbjax.conf"  # the repository's conf/, shipped in the package (pyproject.toml)
 register()
 _job_started = False
 
@@ -42,8 +43,11 @@ class Progress:
     def __call__(self, done: int, total: int, elapsed: float, best_energy: float) -> None:
         if elapsed >= self.quiet_for and (elapsed - self.last >= self.every or done == total):
             self.last = elapsed
-            print(f"plbjax: search {done}/{total} blocks, {elapsed:.1f} s, best energy {best_energy:.6g}",
-                  file=sys.stderr, flush=True)
+            print(
+                f"plbjax: search {done}/{total} blocks, {elapsed:.1f} s, best energy {best_energy:.6g}",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def configure_devices(device: DeviceConfig) -> None:
@@ -54,7 +58,7 @@ def configure_devices(device: DeviceConfig) -> None:
     if device.memory_fraction is not None:
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(device.memory_fraction)
     if device.distributed:
-        jax.distributed.initialize()    # coordinator and process ids from SLURM / Open MPI / the environment
+        jax.distributed.initialize()  # coordinator and process ids from SLURM / Open MPI / the environment
 
 
 def _check_writable(path: str | None, key: str) -> None:
@@ -75,11 +79,15 @@ def _check_writable(path: str | None, key: str) -> None:
 def _stop_on_signals():
     """SIGTERM (batch schedulers at a job's time limit) and SIGINT end the search at its next block;
     the best plan found so far is written. A second SIGINT stops at once."""
+
     def stop(signum, frame):
         if signum == signal.SIGINT and anneal.STOP.is_set():
             raise KeyboardInterrupt
-        print(f"plbjax: {signal.Signals(signum).name}: stopping the search; writing the best plan found",
-              file=sys.stderr, flush=True)
+        print(
+            f"plbjax: {signal.Signals(signum).name}: stopping the search; writing the best plan found",
+            file=sys.stderr,
+            flush=True,
+        )
         anneal.STOP.set()
 
     anneal.STOP.clear()
@@ -108,7 +116,8 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     """Load, plan, write. Raises BadInput for bad input."""
     import jax
 
-    from plbjax.sf import load_state, plan as make_plan
+    from plbjax.sf import load_state
+    from plbjax.sf import plan as make_plan
 
     anneal.enable_compilation_cache()
     _check_writable(cfg.out, "out")
@@ -119,7 +128,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
         plan = make_plan(state, cfg.search, Progress() if cfg.progress else None)
     text = json.dumps(plan, indent=2, allow_nan=False)
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]
-    if jax.process_index() != 0:        # in a multi-host run one process writes
+    if jax.process_index() != 0:  # in a multi-host run one process writes
         targets = []
     for target in targets:
         write_text(target, text + "\n")
@@ -128,9 +137,11 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
 
         plot_node_loads(plan, cfg.plot)
     ran = [p["Phase"] for p in plan["Phases"] if p["Ran"]]
-    print(f"plbjax: phases run: {', '.join(ran) or 'none'}; {len(plan['Actions'])} action(s); "
-          f"AvgStdDev {plan['Score']['Before']:.4f} -> {plan['Score']['After']:.4f}; "
-          f"{time.perf_counter() - start:.1f} s")
+    print(
+        f"plbjax: phases run: {', '.join(ran) or 'none'}; {len(plan['Actions'])} action(s); "
+        f"AvgStdDev {plan['Score']['Before']:.4f} -> {plan['Score']['After']:.4f}; "
+        f"{time.perf_counter() - start:.1f} s"
+    )
     for phase in plan["Phases"]:
         print(f"  {phase['Phase']}: {phase['Reason']}")
     if state.notes:
@@ -158,7 +169,7 @@ def _job(cfg: DictConfig, required: str, work: Callable[[Any, Path], float], pro
         print(f"{prog}: bad input: {exc}", file=sys.stderr)
         if hydra_config.mode != RunMode.MULTIRUN:
             sys.exit(2)
-        write_text(run_dir / FAILED, f"bad input: {exc}\n")      # a sweep goes on; its summary lists the job
+        write_text(run_dir / FAILED, f"bad input: {exc}\n")  # a sweep goes on; its summary lists the job
         return math.nan
 
 
@@ -174,9 +185,11 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
         record = replay(timeline, EnginePlanner(cfg.search), EngineProbe(), seed=cfg.search.seed)
     write_outputs(record, out)
     result = summary(record)
-    print(f"plbjax-replay: {record.duration:g} simulated s in {record.seconds:.1f} s; rounds "
-          f"{dict(record.rounds)}; {result['CumulativeMovements']} movement(s); time-averaged AvgStdDev "
-          f"{result['TimeAveragedAvgStdDev']:.4f}; written to {out}")
+    print(
+        f"plbjax-replay: {record.duration:g} simulated s in {record.seconds:.1f} s; rounds "
+        f"{dict(record.rounds)}; {result['CumulativeMovements']} movement(s); time-averaged AvgStdDev "
+        f"{result['TimeAveragedAvgStdDev']:.4f}; written to {out}"
+    )
     return result
 
 
@@ -187,8 +200,9 @@ def _app(cfg: DictConfig) -> float:
 
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="replay")
 def _replay_app(cfg: DictConfig) -> float:
-    return _job(cfg, "timeline", lambda config, run_dir: run_replay(config, run_dir)["TimeAveragedAvgStdDev"],
-                "plbjax-replay")
+    return _job(
+        cfg, "timeline", lambda config, run_dir: run_replay(config, run_dir)["TimeAveragedAvgStdDev"], "plbjax-replay"
+    )
 
 
 class _HeldStderr(io.TextIOBase):
@@ -219,8 +233,11 @@ class _HeldStderr(io.TextIOBase):
         typed = re.search(r"Error merging override ([^=\s]+)=.*?\n(.+)", text)
         if typed:
             return f"{typed[1]}: {typed[2].strip()}"
-        lines = [line.strip() for line in text.splitlines()
-                 if line.strip() and "HYDRA_FULL_ERROR" not in line and not line.startswith("See https")]
+        lines = [
+            line.strip()
+            for line in text.splitlines()
+            if line.strip() and "HYDRA_FULL_ERROR" not in line and not line.startswith("See https")
+        ]
         return "; ".join(lines[:2]) if lines else "bad command line"
 
 
@@ -228,7 +245,7 @@ def _main(app: Callable[[], Any], prog: str) -> None:
     """A console entry point; configuration errors Hydra reports before the job starts exit with 2
     and one line."""
     held = _HeldStderr(sys.stderr)
-    multirun = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])   # sweep workers inherit no redirect
+    multirun = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])  # sweep workers inherit no redirect
     try:
         with redirect_stderr(sys.stderr if multirun else held):
             app()

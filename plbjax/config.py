@@ -5,7 +5,6 @@ defaults are the defaults, checked by OmegaConf (types) and by their own `__post
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -16,8 +15,8 @@ from plbjax.sf import SearchConfig
 
 @dataclasses.dataclass
 class DeviceConfig:
-    memory_fraction: Optional[float] = None   # share of GPU memory this job takes (e.g. 0.2 for 4 jobs on a GPU)
-    distributed: bool = False                 # call jax.distributed.initialize() first: chains span every host
+    memory_fraction: float | None = None  # share of GPU memory this job takes (e.g. 0.2 for 4 jobs on a GPU)
+    distributed: bool = False  # call jax.distributed.initialize() first: chains span every host
 
     def __post_init__(self) -> None:
         if self.memory_fraction is not None and not 0 < self.memory_fraction <= 1:
@@ -26,8 +25,8 @@ class DeviceConfig:
 
 @dataclasses.dataclass
 class BalancingConfig:
-    threshold: Optional[float] = None            # replaces every metric's MetricBalancingThresholds entry
-    activity_threshold: Optional[float] = None   # replaces every metric's MetricActivityThresholds entry
+    threshold: float | None = None  # replaces every metric's MetricBalancingThresholds entry
+    activity_threshold: float | None = None  # replaces every metric's MetricActivityThresholds entry
 
     def __post_init__(self) -> None:
         for key in ("threshold", "activity_threshold"):
@@ -38,10 +37,10 @@ class BalancingConfig:
 
 @dataclasses.dataclass
 class RunConfig:
-    state: str = MISSING            # cluster state document (JSON or YAML)
-    out: Optional[str] = None       # also write the plan here (it is always written to the run directory)
-    plot: Optional[str] = None      # PNG of node loads per metric before and after the plan
-    progress: bool = True           # progress lines on stderr for searches longer than a few seconds
+    state: str = MISSING  # cluster state document (JSON or YAML)
+    out: str | None = None  # also write the plan here (it is always written to the run directory)
+    plot: str | None = None  # PNG of node loads per metric before and after the plan
+    progress: bool = True  # progress lines on stderr for searches longer than a few seconds
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)
@@ -51,14 +50,14 @@ def _replay_search() -> SearchConfig:
     return SearchConfig(seconds=REPLAY_ROUND_SECONDS)
 
 
-REPLAY_ROUND_SECONDS = 1.0      # a replay plans hundreds of rounds: each round's search budget
+REPLAY_ROUND_SECONDS = 1.0  # a replay plans hundreds of rounds: each round's search budget
 
 
 @dataclasses.dataclass
 class ReplayConfig:
-    timeline: str = MISSING         # timeline document (JSON or YAML)
-    out: Optional[str] = None       # output directory (default: the run directory)
-    search: SearchConfig = dataclasses.field(default_factory=_replay_search)   # each round's search
+    timeline: str = MISSING  # timeline document (JSON or YAML)
+    out: str | None = None  # output directory (default: the run directory)
+    search: SearchConfig = dataclasses.field(default_factory=_replay_search)  # each round's search
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
 
 

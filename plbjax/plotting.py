@@ -5,18 +5,19 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
-from plbjax.files import atomic_path  # noqa: E402
+from plbjax.files import atomic_path
 
 
 def plot_node_loads(plan: dict, path: str) -> None:
     """One panel per metric: load per node before and after, capacity as a marker."""
     nodes = plan["Nodes"]
     metrics = sorted({m for n in nodes for m in n["LoadsBefore"]})
-    fig, axes = plt.subplots(len(metrics), 1, figsize=(max(6, 0.25 * len(nodes)), 2.2 * len(metrics) + 0.5),
-                             squeeze=False)
+    fig, axes = plt.subplots(
+        len(metrics), 1, figsize=(max(6, 0.25 * len(nodes)), 2.2 * len(metrics) + 0.5), squeeze=False
+    )
     x = np.arange(len(nodes))
     for ax, metric in zip(axes[:, 0], metrics):
         ax.bar(x - 0.2, [n["LoadsBefore"][metric] for n in nodes], 0.4, label="before")

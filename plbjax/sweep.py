@@ -12,9 +12,8 @@ from omegaconf import DictConfig
 
 from plbjax.files import atomic_path, write_text
 
-
-FAILED = "failed.txt"    # a sweep job that refused its input says why here
-REPLAY_SUMMARY = "summary.json"   # a replay job's summary (plbjax-replay writes its record to the job directory)
+FAILED = "failed.txt"  # a sweep job that refused its input says why here
+REPLAY_SUMMARY = "summary.json"  # a replay job's summary (plbjax-replay writes its record to the job directory)
 
 
 def collect(sweep_dir: Path) -> list[dict]:
@@ -24,18 +23,31 @@ def collect(sweep_dir: Path) -> list[dict]:
     jobs = [p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
     for job in sorted(jobs, key=lambda p: (0, int(p.name)) if p.name.isdigit() else (1, p.name)):
         job_overrides.append(yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or [])
-        row = {"job": job.name, "status": "ok", "actions": None, "score_before": None, "score_after": None,
-               "seconds": None}
+        row = {
+            "job": job.name,
+            "status": "ok",
+            "actions": None,
+            "score_before": None,
+            "score_after": None,
+            "seconds": None,
+        }
         if (job / "plan.json").exists():
             plan = json.loads((job / "plan.json").read_text())
-            row.update(actions=len(plan["Actions"]), score_before=plan["Score"]["Before"],
-                       score_after=plan["Score"]["After"], seconds=plan["Search"]["Seconds"])
+            row.update(
+                actions=len(plan["Actions"]),
+                score_before=plan["Score"]["Before"],
+                score_after=plan["Score"]["After"],
+                seconds=plan["Search"]["Seconds"],
+            )
             if plan["Search"].get("Interrupted"):
                 row["status"] = "interrupted"
-        elif (job / REPLAY_SUMMARY).exists():     # a replay: churn against time-averaged imbalance
+        elif (job / REPLAY_SUMMARY).exists():  # a replay: churn against time-averaged imbalance
             replayed = json.loads((job / REPLAY_SUMMARY).read_text())
-            row.update(actions=replayed["CumulativeMovements"], score_after=replayed["TimeAveragedAvgStdDev"],
-                       seconds=replayed["Seconds"])
+            row.update(
+                actions=replayed["CumulativeMovements"],
+                score_after=replayed["TimeAveragedAvgStdDev"],
+                seconds=replayed["Seconds"],
+            )
         else:
             failed = job / FAILED
             row["status"] = failed.read_text().strip() if failed.exists() else "no plan (killed or crashed)"
@@ -59,11 +71,16 @@ def write_summary(sweep_dir: Path) -> list[dict]:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| job | overrides | status | actions | AvgStdDev before | AvgStdDev after | search s |",
-             "|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['job']} | {r['overrides']} | {r['status']} | {_number(r['actions'], 'd')} | "
-              f"{_number(r['score_before'], '.4f')} | {_number(r['score_after'], '.4f')} | "
-              f"{_number(r['seconds'], '.2f')} |" for r in rows]
+    lines = [
+        "| job | overrides | status | actions | AvgStdDev before | AvgStdDev after | search s |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['job']} | {r['overrides']} | {r['status']} | {_number(r['actions'], 'd')} | "
+        f"{_number(r['score_before'], '.4f')} | {_number(r['score_after'], '.4f')} | "
+        f"{_number(r['seconds'], '.2f')} |"
+        for r in rows
+    ]
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
 
     import matplotlib
@@ -79,8 +96,14 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     if planned and planned[0]["score_before"] is not None:
         ax.axhline(planned[0]["score_before"], color="grey", linestyle="--", label="before")
     if len(planned) < len(rows):
-        ax.text(0.02, 0.02, f"{len(rows) - len(planned)} job(s) without a plan: see summary.md",
-                transform=ax.transAxes, fontsize=7, color="tab:red")
+        ax.text(
+            0.02,
+            0.02,
+            f"{len(rows) - len(planned)} job(s) without a plan: see summary.md",
+            transform=ax.transAxes,
+            fontsize=7,
+            color="tab:red",
+        )
     replays = any(r["score_before"] is None for r in planned)
     ax.set_xlabel("movements over the replay" if replays else "actions in the plan")
     ax.set_ylabel("time-averaged AvgStdDev" if replays else "AvgStdDev after the plan")

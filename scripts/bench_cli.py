@@ -63,14 +63,13 @@ CACHE = Path(tempfile.gettempdir()) / "plbjax_bench_cli"
 
 # SF's movement throttles lifted (phases.movement_budget: a threshold of 0 is off; MaxPercentageToMove
 # 0 would turn balancing off, so 1 = every replica may move).
-LIFTED = {"GlobalMovementThrottleThreshold": 0, "MaxPercentageToMove": 1.0,
-          "MovementPerPartitionThrottleThreshold": 0}
+LIFTED = {"GlobalMovementThrottleThreshold": 0, "MaxPercentageToMove": 1.0, "MovementPerPartitionThrottleThreshold": 0}
 
 # setting name -> extra command-line arguments
 SETTINGS = {"default": [], "cpu": ["+preset=cpu"]}
 
 MOVES = {"MovePrimary", "MoveSecondary", "MoveInstance"}
-WAIT_IDLE = 0.0      # --wait-idle: seconds to wait for other processes to go quiet before each run
+WAIT_IDLE = 0.0  # --wait-idle: seconds to wait for other processes to go quiet before each run
 
 
 # ------------------------------------------------------------------------------------ clusters
@@ -78,13 +77,20 @@ WAIT_IDLE = 0.0      # --wait-idle: seconds to wait for other processes to go qu
 
 def spec_for(replicas: int) -> ClusterSpec:
     """About `replicas` replicas: 3 per partition, about 30 per node, 4 metrics, skewed loads."""
-    services = max(2, round(10 * (replicas / 1000) ** (1 / 3)))         # 1k: 10, 10k: 22, 30k: 31, 100k: 46
+    services = max(2, round(10 * (replicas / 1000) ** (1 / 3)))  # 1k: 10, 10k: 22, 30k: 31, 100k: 46
     partitions = max(1, round(replicas / (3 * services)))
     nodes = max(10, round(replicas / 30))
     domains = 5 if nodes < 100 else 10
-    return ClusterSpec(nodes=nodes, fault_domains=domains, upgrade_domains=domains, metrics=4,
-                       services=services, partitions_per_service=partitions, replicas_per_partition=3,
-                       skew=0.8)
+    return ClusterSpec(
+        nodes=nodes,
+        fault_domains=domains,
+        upgrade_domains=domains,
+        metrics=4,
+        services=services,
+        partitions_per_service=partitions,
+        replicas_per_partition=3,
+        skew=0.8,
+    )
 
 
 def cluster_document(spec: ClusterSpec) -> tuple[Path, dict, float]:
@@ -116,9 +122,11 @@ class Scorer:
         R = sum(len(p.replicas) for p in self.state.partitions)
         budget = movement_budget(self.state, "Balancing", R)
         if budget < R:
-            raise SystemExit(f"the throttles are not lifted: balancing may make only {budget} movements "
-                             f"of {R} replicas with Settings {LIFTED} (did a setting's zero value change "
-                             "meaning? see phases.movement_budget)")
+            raise SystemExit(
+                f"the throttles are not lifted: balancing may make only {budget} movements "
+                f"of {R} replicas with Settings {LIFTED} (did a setting's zero value change "
+                "meaning? see phases.movement_budget)"
+            )
         self.problem, self.index = bn.balancing_problem(self.state)
         self.arrays = bn.problem_arrays(self.problem)
         ix = self.index
@@ -186,8 +194,7 @@ def run_cli(doc_path: Path, workdir: Path, extra: list[str], timeout: float) -> 
     workdir.mkdir(parents=True, exist_ok=True)
     plan_path = workdir / "plan.json"
     plan_path.unlink(missing_ok=True)
-    cmd = plbjax_command() + [f"state={doc_path}", f"out={plan_path}", f"hydra.run.dir={workdir / 'hydra'}",
-                              *extra]
+    cmd = plbjax_command() + [f"state={doc_path}", f"out={plan_path}", f"hydra.run.dir={workdir / 'hydra'}", *extra]
     start = time.perf_counter()
     with Contention() as busy:
         done = subprocess.run(cmd, cwd=workdir, capture_output=True, text=True, timeout=timeout)
@@ -199,8 +206,14 @@ def run_cli(doc_path: Path, workdir: Path, extra: list[str], timeout: float) -> 
     plan = json.loads(plan_path.read_text())
     # the child's CPU time is not this process's: Contention counts it as "other"; subtract it
     child = os.times()
-    return dict(command=shlex.join(cmd), plan=plan, wall_seconds=wall, busy=busy,
-                child_cpu_seconds=child.children_user + child.children_system, stdout=done.stdout)
+    return dict(
+        command=shlex.join(cmd),
+        plan=plan,
+        wall_seconds=wall,
+        busy=busy,
+        child_cpu_seconds=child.children_user + child.children_system,
+        stdout=done.stdout,
+    )
 
 
 def run_plbjax(scorer: Scorer, doc_path: Path, setting: str, extra: list[str], workdir: Path) -> dict:
@@ -219,32 +232,49 @@ def run_plbjax(scorer: Scorer, doc_path: Path, setting: str, extra: list[str], w
     for act in plan["Actions"]:
         counts[act["Action"]] = counts.get(act["Action"], 0) + 1
     return dict(
-        setting=setting, command=out["command"], wall_seconds=out["wall_seconds"],
-        search_seconds=float(search["Seconds"]), steps=int(search["Steps"]), chains=search.get("Chains"),
-        backend=search.get("Backend"), interrupted=bool(search.get("Interrupted")),
+        setting=setting,
+        command=out["command"],
+        wall_seconds=out["wall_seconds"],
+        search_seconds=float(search["Seconds"]),
+        steps=int(search["Steps"]),
+        chains=search.get("Chains"),
+        backend=search.get("Backend"),
+        interrupted=bool(search.get("Interrupted")),
         phases=[dict(phase=p["Phase"], ran=p["Ran"], reason=p["Reason"]) for p in plan["Phases"]],
-        actions=len(plan["Actions"]), action_counts=counts, replicas_moved=moved, primaries_changed=swapped,
-        avg_std_dev_before=plan["Score"]["Before"], avg_std_dev_after=plan["Score"]["After"],
+        actions=len(plan["Actions"]),
+        action_counts=counts,
+        replicas_moved=moved,
+        primaries_changed=swapped,
+        avg_std_dev_before=plan["Score"]["Before"],
+        avg_std_dev_after=plan["Score"]["After"],
         avg_std_dev_after_recomputed=scorer.avg_std_dev(node_of, primary_of),
         final_energy=scorer.energy(node_of, primary_of),
         cpu_cores_used=child_cpu / max(out["wall_seconds"], 1e-9),
-        other_processes_cores=other, summary=out["stdout"].strip().splitlines()[:3],
+        other_processes_cores=other,
+        summary=out["stdout"].strip().splitlines()[:3],
     )
 
 
 def run_base(scorer: Scorer, seconds: float, seed: int) -> dict:
     arrays = scorer.arrays
-    bn.run_baseline(arrays, steps=1000, seed=seed, checkpoints=1)     # touch every page once
+    bn.run_baseline(arrays, steps=1000, seed=seed, checkpoints=1)  # touch every page once
     wait_idle("the baseline", WAIT_IDLE)
     with Contention() as busy:
         base = bn.run_baseline(arrays, steps=None, seconds=max(seconds, 0.05), seed=seed, checkpoints=50)
     node_of, primary_of = base["node_of"], base["primary_of"]
     moved, swapped = scorer.movements(node_of, primary_of)
     return dict(
-        seconds=base["seconds"], steps=base["steps"], moves_per_second=base["steps"] / max(base["seconds"], 1e-9),
-        accepted=base["accepted"], initial_temperature=base["t0"], best_energy_reported=base["best_energy"],
-        final_energy=scorer.energy(node_of, primary_of), avg_std_dev_after=scorer.avg_std_dev(node_of, primary_of),
-        replicas_moved=moved, primaries_changed=swapped, other_processes_cores=busy.other_cores,
+        seconds=base["seconds"],
+        steps=base["steps"],
+        moves_per_second=base["steps"] / max(base["seconds"], 1e-9),
+        accepted=base["accepted"],
+        initial_temperature=base["t0"],
+        best_energy_reported=base["best_energy"],
+        final_energy=scorer.energy(node_of, primary_of),
+        avg_std_dev_after=scorer.avg_std_dev(node_of, primary_of),
+        replicas_moved=moved,
+        primaries_changed=swapped,
+        other_processes_cores=busy.other_cores,
         energy_trace=base["energy_trace"],
     )
 
@@ -279,8 +309,13 @@ def plot(result: dict, path: Path) -> None:
     ax = axes[0]
     for i, s in enumerate(settings):
         vals = [r["runs"][s]["ratio"] if s in r["runs"] else np.nan for r in rows]
-        bars = ax.bar(x + (i - (len(settings) - 1) / 2) * width, vals, width, color=colors.get(s),
-                      label="plbjax" + ("" if s == "default" else f" +preset={s}") + " (CLI)")
+        bars = ax.bar(
+            x + (i - (len(settings) - 1) / 2) * width,
+            vals,
+            width,
+            color=colors.get(s),
+            label="plbjax" + ("" if s == "default" else f" +preset={s}") + " (CLI)",
+        )
         for b, v in zip(bars, vals):
             if np.isfinite(v):
                 ax.annotate(f"{v:.3f}", (b.get_x() + b.get_width() / 2, v), ha="center", va="bottom", fontsize=8)
@@ -300,8 +335,13 @@ def plot(result: dict, path: Path) -> None:
         wall = [r["runs"][s]["plbjax"]["wall_seconds"] if s in r["runs"] else np.nan for r in rows]
         pos = x + (i - (len(settings) - 1) / 2) * width
         ax.bar(pos, wall, width, color=colors.get(s), alpha=0.35)
-        ax.bar(pos, search, width, color=colors.get(s),
-               label=("defaults" if s == "default" else f"+preset={s}") + ": search (pale: whole process)")
+        ax.bar(
+            pos,
+            search,
+            width,
+            color=colors.get(s),
+            label=("defaults" if s == "default" else f"+preset={s}") + ": search (pale: whole process)",
+        )
     ax.set_xticks(x, labels)
     ax.set_xlabel("replicas")
     ax.set_ylabel("seconds (the baseline gets the search seconds)")
@@ -311,8 +351,11 @@ def plot(result: dict, path: Path) -> None:
 
     m = result["machine"]
     cores = m.get("affinity_cores") or m["logical_cores"]
-    fig.suptitle(f"plbjax CLI vs sequential numba baseline (1 thread), throttles lifted, on {m['cpu_model']} "
-                 f"({cores} cores), jax {m['jax_version']} {m['jax_backend']}", fontsize=10)
+    fig.suptitle(
+        f"plbjax CLI vs sequential numba baseline (1 thread), throttles lifted, on {m['cpu_model']} "
+        f"({cores} cores), jax {m['jax_version']} {m['jax_backend']}",
+        fontsize=10,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -320,9 +363,11 @@ def plot(result: dict, path: Path) -> None:
 
 def table(result: dict) -> str:
     """The README table: ratio per size for the defaults and +preset=cpu."""
-    lines = ["| replicas | nodes | initial energy | defaults: search s | energy | baseline | ratio "
-             "| +preset=cpu: search s | energy | baseline | ratio |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| replicas | nodes | initial energy | defaults: search s | energy | baseline | ratio "
+        "| +preset=cpu: search s | energy | baseline | ratio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for r in result["sizes"]:
         cells = [f"{r['replicas']:,}", f"{r['nodes']:,}", f"{r['initial_energy']:,.1f}"]
         for s in SETTINGS:
@@ -331,8 +376,12 @@ def table(result: dict) -> str:
                 cells += ["", "", "", ""]
                 continue
             ratio = f"{run['ratio']:.3f}"
-            cells += [f"{run['plbjax']['search_seconds']:.1f}", f"{run['plbjax']['final_energy']:,.1f}",
-                      f"{run['baseline']['final_energy']:,.1f}", f"**{ratio}**" if run["ratio"] <= 1 else ratio]
+            cells += [
+                f"{run['plbjax']['search_seconds']:.1f}",
+                f"{run['plbjax']['final_energy']:,.1f}",
+                f"{run['baseline']['final_energy']:,.1f}",
+                f"**{ratio}**" if run["ratio"] <= 1 else ratio,
+            ]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -343,22 +392,41 @@ def table(result: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default=None, help="replica counts, comma-separated (default 1000,10000,30000,100000)")
-    ap.add_argument("--settings", default=",".join(SETTINGS),
-                    help=f"CLI settings to run, comma-separated, of {', '.join(SETTINGS)} (default: all)")
-    ap.add_argument("--seconds", type=float, default=None,
-                    help="pass search.seconds=S to every CLI run (default: the CLI's own default, 60)")
+    ap.add_argument(
+        "--settings",
+        default=",".join(SETTINGS),
+        help=f"CLI settings to run, comma-separated, of {', '.join(SETTINGS)} (default: all)",
+    )
+    ap.add_argument(
+        "--seconds",
+        type=float,
+        default=None,
+        help="pass search.seconds=S to every CLI run (default: the CLI's own default, 60)",
+    )
     ap.add_argument("--cli-args", default="", help="more CLI overrides for every run (quoted, space-separated)")
     ap.add_argument("--seed", type=int, default=0, help="search.seed of the CLI and the baseline's seed")
-    ap.add_argument("--quick", action="store_true",
-                    help="smoke test: 1000 replicas, search.seconds=5, output in the temp directory")
-    ap.add_argument("--out", type=Path, default=None,
-                    help="output path without suffix (default results/cli_cpu; with --quick a temp path)")
-    ap.add_argument("--wait-idle", type=float, default=0.0,
-                    help="before each timed run wait up to this many seconds for other processes to go quiet")
-    ap.add_argument("--resume", action="store_true",
-                    help="keep the runs already in --out's JSON and do only the missing (size, setting) pairs, so "
-                         "the benchmark can be split over several calls (e.g. --sizes 1000,10000 then "
-                         "--sizes 30000 --resume then --sizes 100000 --resume)")
+    ap.add_argument(
+        "--quick", action="store_true", help="smoke test: 1000 replicas, search.seconds=5, output in the temp directory"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output path without suffix (default results/cli_cpu; with --quick a temp path)",
+    )
+    ap.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0.0,
+        help="before each timed run wait up to this many seconds for other processes to go quiet",
+    )
+    ap.add_argument(
+        "--resume",
+        action="store_true",
+        help="keep the runs already in --out's JSON and do only the missing (size, setting) pairs, so "
+        "the benchmark can be split over several calls (e.g. --sizes 1000,10000 then "
+        "--sizes 30000 --resume then --sizes 100000 --resume)",
+    )
     ap.add_argument("--note", default="", help="free text stored in the result")
     ap.add_argument("--report", type=Path, metavar="JSON", help="no run: print the README table of a result")
     args = ap.parse_args(argv)
@@ -381,34 +449,57 @@ def main(argv=None) -> int:
 
     started = time.perf_counter()
     info = machine()
-    print(f"machine: {info['cpu_model']}, {info['logical_cores']} cores, jax {info['jax_version']} "
-          f"({info['jax_backend']}), load {info['load_average_at_start']}", flush=True)
+    print(
+        f"machine: {info['cpu_model']}, {info['logical_cores']} cores, jax {info['jax_version']} "
+        f"({info['jax_backend']}), load {info['load_average_at_start']}",
+        flush=True,
+    )
     numba_compile = bn.compile_kernels()
     print(f"numba baseline compiled in {numba_compile:.1f} s (or loaded from its cache)", flush=True)
     result = dict(
-        description=("`plbjax` CLI (as a user runs it; SF's movement throttles lifted in the document) vs the "
-                     "sequential numba annealer (plbjax.baseline, one chain, one core) for the CLI's "
-                     "search seconds (Search.Seconds, compilation excluded); both final placements scored by "
-                     "the baseline's float64 SF energy; ratio = plbjax / baseline (<= 1: plbjax not behind)"),
+        description=(
+            "`plbjax` CLI (as a user runs it; SF's movement throttles lifted in the document) vs the "
+            "sequential numba annealer (plbjax.baseline, one chain, one core) for the CLI's "
+            "search seconds (Search.Seconds, compilation excluded); both final placements scored by "
+            "the baseline's float64 SF energy; ratio = plbjax / baseline (<= 1: plbjax not behind)"
+        ),
         command=" ".join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv))),
-        note=args.note, machine=info, plbjax_command=shlex.join(plbjax_command()), settings=
-        {s: SETTINGS[s] for s in settings}, extra_cli_args=extra, lifted_throttles=LIFTED, seed=args.seed,
-        environment={k: os.environ.get(k) for k in ("PYTHONPATH", "XLA_FLAGS", "PLBJAX_CACHE_DIR",
-                                                    "JAX_PLATFORMS")},
-        plbjax_package=str(Path(plbjax.__file__).resolve().parent), wait_idle_seconds=args.wait_idle,
-        baseline_compile_seconds=numba_compile, total_wall_seconds=None, sizes=[], parts=[],
+        note=args.note,
+        machine=info,
+        plbjax_command=shlex.join(plbjax_command()),
+        settings={s: SETTINGS[s] for s in settings},
+        extra_cli_args=extra,
+        lifted_throttles=LIFTED,
+        seed=args.seed,
+        environment={k: os.environ.get(k) for k in ("PYTHONPATH", "XLA_FLAGS", "PLBJAX_CACHE_DIR", "JAX_PLATFORMS")},
+        plbjax_package=str(Path(plbjax.__file__).resolve().parent),
+        wait_idle_seconds=args.wait_idle,
+        baseline_compile_seconds=numba_compile,
+        total_wall_seconds=None,
+        sizes=[],
+        parts=[],
     )
-    result["parts"].append(dict(command=result["command"], git_commit=info["git_commit"],
-                                git_dirty_files=info["git_dirty_files"],
-                                plbjax_sources_sha256=info["plbjax_sources_sha256"],
-                                load_average_at_start=info["load_average_at_start"], sizes=sizes, settings=settings))
+    result["parts"].append(
+        dict(
+            command=result["command"],
+            git_commit=info["git_commit"],
+            git_dirty_files=info["git_dirty_files"],
+            plbjax_sources_sha256=info["plbjax_sources_sha256"],
+            load_average_at_start=info["load_average_at_start"],
+            sizes=sizes,
+            settings=settings,
+        )
+    )
     previous_wall = 0.0
     if args.resume and out.with_suffix(".json").exists():
         old = json.loads(out.with_suffix(".json").read_text())
         for key in ("cpu_model", "logical_cores", "jax_version", "jax_backend", "plbjax_sources_sha256"):
             if old["machine"].get(key) != info.get(key):
-                print(f"warning: --resume: {key} differs from the earlier runs' "
-                      f"({old['machine'].get(key)!r} then {info.get(key)!r})", flush=True)
+                print(
+                    f"warning: --resume: {key} differs from the earlier runs' "
+                    f"({old['machine'].get(key)!r} then {info.get(key)!r})",
+                    flush=True,
+                )
         if old.get("extra_cli_args") != extra:
             raise SystemExit(f"--resume: the earlier runs used CLI arguments {old.get('extra_cli_args')}, now {extra}")
         result["sizes"] = old["sizes"]
@@ -425,37 +516,58 @@ def main(argv=None) -> int:
         doc_path, doc, gen_s = cluster_document(spec)
         scorer = Scorer(doc)
         n0, p0 = scorer.initial()
-        row = dict(requested=replicas, replicas=scorer.index.n_replicas, nodes=scorer.index.n_nodes,
-                   partitions=scorer.index.n_partitions, metrics=len(scorer.index.metrics),
-                   spec=dataclasses.asdict(spec), document=str(doc_path), document_seconds=gen_s,
-                   initial_energy=scorer.energy(n0, p0), avg_std_dev_before=scorer.avg_std_dev(n0, p0), runs={})
+        row = dict(
+            requested=replicas,
+            replicas=scorer.index.n_replicas,
+            nodes=scorer.index.n_nodes,
+            partitions=scorer.index.n_partitions,
+            metrics=len(scorer.index.metrics),
+            spec=dataclasses.asdict(spec),
+            document=str(doc_path),
+            document_seconds=gen_s,
+            initial_energy=scorer.energy(n0, p0),
+            avg_std_dev_before=scorer.avg_std_dev(n0, p0),
+            runs={},
+        )
         if done is not None:
             row["runs"] = {s: run for s, run in done["runs"].items() if "ratio" in run}
             result["sizes"].remove(done)
         result["sizes"].append(row)
         result["sizes"].sort(key=lambda r: r["requested"])
-        print(f"== {row['replicas']:,} replicas, {row['nodes']:,} nodes, {row['partitions']:,} partitions "
-              f"({doc_path.name}); initial energy {row['initial_energy']:.6g}", flush=True)
+        print(
+            f"== {row['replicas']:,} replicas, {row['nodes']:,} nodes, {row['partitions']:,} partitions "
+            f"({doc_path.name}); initial energy {row['initial_energy']:.6g}",
+            flush=True,
+        )
         for setting in settings:
             if setting in row["runs"]:
                 continue
             pl = run_plbjax(scorer, doc_path, setting, extra, workroot / f"{replicas}_{setting}")
-            print(f"   plbjax {setting:8s}: {pl['wall_seconds']:6.1f} s process, {pl['search_seconds']:6.2f} s search, "
-                  f"{pl['steps']:8d} steps, {pl['actions']:6d} actions, E {pl['final_energy']:.6g} "
-                  f"(AvgStdDev {pl['avg_std_dev_before']:.4f} -> {pl['avg_std_dev_after']:.4f}, "
-                  f"others used {pl['other_processes_cores'] or 0:.2f} cores)", flush=True)
+            print(
+                f"   plbjax {setting:8s}: {pl['wall_seconds']:6.1f} s process, {pl['search_seconds']:6.2f} s search, "
+                f"{pl['steps']:8d} steps, {pl['actions']:6d} actions, E {pl['final_energy']:.6g} "
+                f"(AvgStdDev {pl['avg_std_dev_before']:.4f} -> {pl['avg_std_dev_after']:.4f}, "
+                f"others used {pl['other_processes_cores'] or 0:.2f} cores)",
+                flush=True,
+            )
             gap = abs(pl["avg_std_dev_after_recomputed"] - pl["avg_std_dev_after"])
             if gap > 1e-3 * max(pl["avg_std_dev_after"], 1e-3):
-                print(f"   warning: the applied actions give AvgStdDev {pl['avg_std_dev_after_recomputed']:.6f}, "
-                      f"the plan says {pl['avg_std_dev_after']:.6f}", flush=True)
+                print(
+                    f"   warning: the applied actions give AvgStdDev {pl['avg_std_dev_after_recomputed']:.6f}, "
+                    f"the plan says {pl['avg_std_dev_after']:.6f}",
+                    flush=True,
+                )
             row["runs"][setting] = dict(plbjax=pl)
             write(result, out)
             base = run_base(scorer, pl["search_seconds"], args.seed)
             ratio = pl["final_energy"] / base["final_energy"]
             row["runs"][setting].update(baseline=base, ratio=ratio)
-            print(f"   baseline         : {base['seconds']:6.2f} s, {base['steps']:10d} proposals "
-                  f"({base['moves_per_second']:,.0f}/s), E {base['final_energy']:.6g}; ratio {ratio:.4f}"
-                  f"{'' if ratio <= 1 else '  (behind)'}", flush=True)
+            print(
+                f"   baseline         : {base['seconds']:6.2f} s, {base['steps']:10d} proposals "
+                f"({base['moves_per_second']:,.0f}/s), E {base['final_energy']:.6g}; ratio {ratio:.4f}"
+                f"{'' if ratio <= 1 else '  (behind)'}",
+                flush=True,
+            )
             result["total_wall_seconds"] = previous_wall + time.perf_counter() - started
             write(result, out)
             plot(result, out.with_suffix(".png"))

@@ -59,10 +59,20 @@ def spec_for(replicas: int):
     from plbjax.sf import ClusterSpec
 
     services = max(1, round(replicas / 1002))
-    return ClusterSpec(nodes=max(100, replicas // 100), node_types=4, fault_domains=10, racks_per_fault_domain=5,
-                       upgrade_domains=10, metrics=3, services=services, partitions_per_service=334,
-                       replicas_per_partition=3, stateless_fraction=0.2, placement_constraint_fraction=0.2,
-                       skew=0.5)
+    return ClusterSpec(
+        nodes=max(100, replicas // 100),
+        node_types=4,
+        fault_domains=10,
+        racks_per_fault_domain=5,
+        upgrade_domains=10,
+        metrics=3,
+        services=services,
+        partitions_per_service=334,
+        replicas_per_partition=3,
+        stateless_fraction=0.2,
+        placement_constraint_fraction=0.2,
+        skew=0.5,
+    )
 
 
 def document(replicas: int) -> tuple[Path, float | None]:
@@ -114,8 +124,14 @@ def run_once(path: Path, load_only: bool) -> dict:
     from plbjax.sf import encode
     from plbjax.sf._governance import apply_resource_governance
 
-    out: dict = {"stages": {}, "cpu": {}, "other_cores": {}, "peak_rss_mb": {}, "rss_mb": {},
-                 "jax_init_seconds": jax_init}
+    out: dict = {
+        "stages": {},
+        "cpu": {},
+        "other_cores": {},
+        "peak_rss_mb": {},
+        "rss_mb": {},
+        "jax_init_seconds": jax_init,
+    }
 
     def timed(stage: str, fn):
         with Contention() as busy:
@@ -135,7 +151,7 @@ def run_once(path: Path, load_only: bool) -> dict:
 
     read_doc = [timed("read", read)]
 
-    def validate():     # as load_state: the document it read is its own
+    def validate():  # as load_state: the document it read is its own
         with S.gc_paused():
             return S._parse(read_doc.pop(), str(path), owned=True)
 
@@ -220,10 +236,13 @@ def summarize(runs: list[dict]) -> dict:
     memory over the runs."""
     best = {stage: min(r["stages"][stage] for r in runs) for stage in runs[0]["stages"]}
     load = min(sum(r["stages"][s] for s in LOAD_STAGES) for r in runs)
-    return dict(best_seconds=best, best_load_seconds=load,
-                best_load_cpu_seconds=min(sum(r["cpu"][s] for s in LOAD_STAGES) for r in runs),
-                peak_rss_mb=max(max(r["peak_rss_mb"].values()) for r in runs),
-                peak_rss_mb_after_load=max(r["peak_rss_mb"]["encode"] for r in runs))
+    return dict(
+        best_seconds=best,
+        best_load_seconds=load,
+        best_load_cpu_seconds=min(sum(r["cpu"][s] for s in LOAD_STAGES) for r in runs),
+        peak_rss_mb=max(max(r["peak_rss_mb"].values()) for r in runs),
+        peak_rss_mb_after_load=max(r["peak_rss_mb"]["encode"] for r in runs),
+    )
 
 
 def plot(result: dict, path: Path) -> None:
@@ -244,8 +263,15 @@ def plot(result: dict, path: Path) -> None:
             if stage in best:
                 ax.bar(0, best[stage], bottom=bottom, color=colors[stage], label=stage, width=0.6)
                 if best[stage] > 0.04 * sum(best.values()):
-                    ax.text(0, bottom + best[stage] / 2, f"{stage} {best[stage]:.1f} s", ha="center",
-                            va="center", fontsize=8, color="white")
+                    ax.text(
+                        0,
+                        bottom + best[stage] / 2,
+                        f"{stage} {best[stage]:.1f} s",
+                        ha="center",
+                        va="center",
+                        fontsize=8,
+                        color="white",
+                    )
                 bottom += best[stage]
         before = (result.get("before") or {}).get(str(size["replicas"]))
         if before:
@@ -259,18 +285,31 @@ def plot(result: dict, path: Path) -> None:
         ax.text(0.31, load, f" now: read+\n validate+encode\n {load:.1f} s", va="bottom", fontsize=7)
         if size["replicas"] >= 900_000:
             ax.axhline(GOAL_SECONDS, color="red", lw=0.8, ls="--")
-            ax.text(1.48, GOAL_SECONDS, f"goal: read+validate+encode <= {GOAL_SECONDS:g} s",
-                    ha="right", va="bottom", fontsize=7, color="red")
+            ax.text(
+                1.48,
+                GOAL_SECONDS,
+                f"goal: read+validate+encode <= {GOAL_SECONDS:g} s",
+                ha="right",
+                va="bottom",
+                fontsize=7,
+                color="red",
+            )
         ax.set_xlim(-0.5, 1.5 if before else 1.1)
         ax.set_xticks([0, 1] if before else [0], ["now", "before (load stages)"] if before else ["now"], fontsize=8)
         ax.set_ylabel("seconds (fastest of the runs, per stage)")
-        ax.set_title(f"{size['replicas']:,} replicas, {size['nodes']:,} nodes\n"
-                     f"peak RSS {size['summary']['peak_rss_mb'] / 1024:.2f} GiB", fontsize=9)
+        ax.set_title(
+            f"{size['replicas']:,} replicas, {size['nodes']:,} nodes\n"
+            f"peak RSS {size['summary']['peak_rss_mb'] / 1024:.2f} GiB",
+            fontsize=9,
+        )
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=len(labels), fontsize=8)
     m = result["machine"]
-    fig.suptitle(f"plbjax: state file to plan, by stage, on {m['cpu_model']} "
-                 f"({m.get('affinity_cores') or m['logical_cores']} cores, shared)", fontsize=10)
+    fig.suptitle(
+        f"plbjax: state file to plan, by stage, on {m['cpu_model']} "
+        f"({m.get('affinity_cores') or m['logical_cores']} cores, shared)",
+        fontsize=10,
+    )
     fig.tight_layout(rect=(0, 0.06, 1, 0.95))
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -279,9 +318,13 @@ def plot(result: dict, path: Path) -> None:
 def _before(path: Path) -> dict:
     """Per size (replicas as a string) the summary, note and machine of another result."""
     other = json.loads(path.read_text())
-    return {str(size["replicas"]): dict(size["summary"], note=other.get("note"), plbjax=other["machine"].get("plbjax"),
-                                        runs=size["runs"])
-            for size in other["sizes"] if size.get("runs")}
+    return {
+        str(size["replicas"]): dict(
+            size["summary"], note=other.get("note"), plbjax=other["machine"].get("plbjax"), runs=size["runs"]
+        )
+        for size in other["sizes"]
+        if size.get("runs")
+    }
 
 
 def main(argv=None) -> int:
@@ -291,8 +334,12 @@ def main(argv=None) -> int:
     ap.add_argument("--load-only", action="store_true", help="read, validate and encode only")
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "load_cpu")
     ap.add_argument("--note", default="")
-    ap.add_argument("--before", type=Path, help="a --load-only result of another plbjax (e.g. the code before a "
-                    "change) to keep beside this one's: its load stages are drawn as a second bar")
+    ap.add_argument(
+        "--before",
+        type=Path,
+        help="a --load-only result of another plbjax (e.g. the code before a "
+        "change) to keep beside this one's: its load stages are drawn as a second bar",
+    )
     ap.add_argument("--replot", action="store_true", help="only add --before to the existing result and redraw it")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -311,15 +358,28 @@ def main(argv=None) -> int:
 
     info = machine()
     print(f"machine: {info['cpu_model']}, {info['logical_cores']} cores; plbjax from {info['plbjax']}", flush=True)
-    result = dict(benchmark="bench_load", goal=f"read + validate + encode <= {GOAL_SECONDS:g} s at 1M replicas",
-                  note=args.note, machine=info, stages=list(STAGES), load_only=args.load_only,
-                  search=dict(chains=2, steps=1_000, block_steps=1_000), sizes=[])
+    result = dict(
+        benchmark="bench_load",
+        goal=f"read + validate + encode <= {GOAL_SECONDS:g} s at 1M replicas",
+        note=args.note,
+        machine=info,
+        stages=list(STAGES),
+        load_only=args.load_only,
+        search=dict(chains=2, steps=1_000, block_steps=1_000),
+        sizes=[],
+    )
     if args.before:
         result["before"] = _before(args.before)
     for replicas in args.sizes:
         path, generated = document(replicas)
-        entry = dict(replicas=replicas, spec=dataclasses.asdict(spec_for(replicas)), document=str(path),
-                     document_bytes=path.stat().st_size, generate_seconds=generated, runs=[])
+        entry = dict(
+            replicas=replicas,
+            spec=dataclasses.asdict(spec_for(replicas)),
+            document=str(path),
+            document_bytes=path.stat().st_size,
+            generate_seconds=generated,
+            runs=[],
+        )
         result["sizes"].append(entry)
         for run in range(args.runs):
             command = [sys.executable, str(Path(__file__).resolve()), "--child", str(path)]
@@ -335,13 +395,19 @@ def main(argv=None) -> int:
             entry.update(replicas=one["replicas"], nodes=one["nodes"], partitions=one["partitions"])
             entry["summary"] = summarize(entry["runs"])
             stages = ", ".join(f"{s} {t:.2f}" for s, t in one["stages"].items())
-            print(f"{replicas:>9,} replicas run {run + 1}: {stages} s; peak RSS "
-                  f"{max(one['peak_rss_mb'].values()):.0f} MiB", flush=True)
+            print(
+                f"{replicas:>9,} replicas run {run + 1}: {stages} s; peak RSS "
+                f"{max(one['peak_rss_mb'].values()):.0f} MiB",
+                flush=True,
+            )
             write(result, json_out)
             plot(result, png_out)
         s = entry["summary"]
-        print(f"{replicas:>9,} replicas: read+validate+encode {s['best_load_seconds']:.2f} s "
-              f"({s['best_load_cpu_seconds']:.2f} s CPU), peak RSS {s['peak_rss_mb']:.0f} MiB", flush=True)
+        print(
+            f"{replicas:>9,} replicas: read+validate+encode {s['best_load_seconds']:.2f} s "
+            f"({s['best_load_cpu_seconds']:.2f} s CPU), peak RSS {s['peak_rss_mb']:.0f} MiB",
+            flush=True,
+        )
     print(f"wrote {json_out} and {png_out}")
     return 0
 

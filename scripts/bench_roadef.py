@@ -28,8 +28,21 @@ from plbjax.roadef import costs, read_instance, read_solution, violations
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("PLBJAX_ROADEF_DATA", ROOT.parent / "shared" / "benchmarks" / "roadef2012"))
 CSV = ROOT / "results" / "roadef2012.csv"
-FIELDS = ["label", "machine", "instance", "seconds", "cost", "initial", "best_seen", "score", "winner_300s",
-          "winner_score", "wall_s", "feasible", "solver_says"]
+FIELDS = [
+    "label",
+    "machine",
+    "instance",
+    "seconds",
+    "cost",
+    "initial",
+    "best_seen",
+    "score",
+    "winner_300s",
+    "winner_score",
+    "wall_s",
+    "feasible",
+    "solver_says",
+]
 
 
 def reference() -> dict[str, dict]:
@@ -43,8 +56,14 @@ def instances(sets: list[str]) -> list[str]:
 
 
 def machine_name() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    cpu = (
+        next(
+            (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
     return f"{cpu}, {os.cpu_count()} cores visible"
 
 
@@ -52,8 +71,20 @@ def run_one(name: str, seconds: float, solver_args: list[str], cores: list[int] 
     ref = reference()[name]
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "new.txt"
-        cmd = [sys.executable, "-m", "plbjax.roadef.cli", "-t", str(seconds), "-p", str(DATA / f"model_{name}.txt"),
-               "-i", str(DATA / f"assignment_{name}.txt"), "-o", str(out), *solver_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "plbjax.roadef.cli",
+            "-t",
+            str(seconds),
+            "-p",
+            str(DATA / f"model_{name}.txt"),
+            "-i",
+            str(DATA / f"assignment_{name}.txt"),
+            "-o",
+            str(out),
+            *solver_args,
+        ]
         if cores:
             cmd = ["taskset", "-c", ",".join(map(str, cores)), *cmd]
         start = time.perf_counter()
@@ -66,10 +97,19 @@ def run_one(name: str, seconds: float, solver_args: list[str], cores: list[int] 
         new = read_solution(out, instance)
     cost = costs(instance, original, new).total
     initial, best, winner = int(ref["initial_cost"]), int(ref["best_seen"]), int(ref["winner_S41_300s"])
-    return dict(instance=name, seconds=seconds, cost=cost, initial=initial, best_seen=best,
-                score=f"{(cost - best) / initial:.6f}", winner_300s=winner,
-                winner_score=f"{(winner - best) / initial:.6f}", wall_s=f"{wall:.1f}",
-                feasible=not violations(instance, original, new), solver_says=done.stderr.strip().splitlines()[-1])
+    return dict(
+        instance=name,
+        seconds=seconds,
+        cost=cost,
+        initial=initial,
+        best_seen=best,
+        score=f"{(cost - best) / initial:.6f}",
+        winner_300s=winner,
+        winner_score=f"{(winner - best) / initial:.6f}",
+        wall_s=f"{wall:.1f}",
+        feasible=not violations(instance, original, new),
+        solver_says=done.stderr.strip().splitlines()[-1],
+    )
 
 
 def run(args) -> None:
@@ -86,8 +126,11 @@ def run(args) -> None:
         finally:
             free.append(slot)
         row.update(label=args.label, machine=machine)
-        print(f"{row['instance']:>5} {row['seconds']:>4} s  cost {row['cost']:>12}  score {float(row['score']):.4%}  "
-              f"(winner 300 s {float(row['winner_score']):.4%})  wall {row['wall_s']} s", flush=True)
+        print(
+            f"{row['instance']:>5} {row['seconds']:>4} s  cost {row['cost']:>12}  score {float(row['score']):.4%}  "
+            f"(winner 300 s {float(row['winner_score']):.4%})  wall {row['wall_s']} s",
+            flush=True,
+        )
         return row
 
     with ThreadPoolExecutor(args.parallel) as pool:
@@ -108,6 +151,7 @@ def run(args) -> None:
 def report(path: Path) -> None:
     """Markdown table (one row per instance, a column per label and budget) and a PNG of scores."""
     import matplotlib
+
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
@@ -115,8 +159,11 @@ def report(path: Path) -> None:
     columns = sorted({(r["label"], float(r["seconds"])) for r in rows}, key=lambda c: (c[0], c[1]))
     names = list(dict.fromkeys(r["instance"] for r in rows))
     cell = {(r["instance"], r["label"], float(r["seconds"])): r for r in rows}
-    head = (["instance", "initial", "best seen"] + [f"{lab} {s:g} s cost (score)" for lab, s in columns]
-            + ["winner 300 s (score)"])
+    head = (
+        ["instance", "initial", "best seen"]
+        + [f"{lab} {s:g} s cost (score)" for lab, s in columns]
+        + ["winner 300 s (score)"]
+    )
     print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
     for n in names:
         any_row = next(r for r in rows if r["instance"] == n)
@@ -134,12 +181,19 @@ def report(path: Path) -> None:
     fig, ax = plt.subplots(figsize=(11, 4))
     width = 0.8 / (len(columns) + 1)
     for i, (lab, s) in enumerate(columns):
-        ax.bar([j + i * width for j in range(len(names))],
-               [100 * float(cell[(n, lab, s)]["score"]) if (n, lab, s) in cell else 0 for n in names],
-               width, label=f"plbjax {lab} {s:g} s")
-    ax.bar([j + len(columns) * width for j in range(len(names))],
-           [100 * float(next(r for r in rows if r["instance"] == n)["winner_score"]) for n in names], width,
-           label="winner (S41) 300 s", color="k")
+        ax.bar(
+            [j + i * width for j in range(len(names))],
+            [100 * float(cell[(n, lab, s)]["score"]) if (n, lab, s) in cell else 0 for n in names],
+            width,
+            label=f"plbjax {lab} {s:g} s",
+        )
+    ax.bar(
+        [j + len(columns) * width for j in range(len(names))],
+        [100 * float(next(r for r in rows if r["instance"] == n)["winner_score"]) for n in names],
+        width,
+        label="winner (S41) 300 s",
+        color="k",
+    )
     ax.set_xticks([j + 0.4 for j in range(len(names))], names)
     ax.set_ylabel("score, % of initial cost above best known")
     ax.set_yscale("symlog", linthresh=1)

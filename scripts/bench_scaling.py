@@ -61,16 +61,46 @@ from plbjax.sf import (
     _energy as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
 )
 
-MODEL = model()              # SF's search, SF's swap probability
+MODEL = model()  # SF's search, SF's swap probability
 
-QUICK = dict(kernel_size="1k", chains=[16, 256], steps=1000, growth_chains=16, growth_steps=1000,
-             replicas=[1000, 5000], nodes=[50, 200], metrics=[2, 4], base_replicas=1000, base_nodes=50,
-             base_metrics=2, fit_nodes=200, fit_replicas=20_000, fit_metrics=8, fit_chains=16, fit_seconds=10.0,
-             time_limit=0.0)
-FULL = dict(kernel_size="10k", chains=[1024, 16384, 65536], steps=1000, growth_chains=1024, growth_steps=500,
-            replicas=[1000, 10_000, 100_000, 300_000, 1_000_000], nodes=[100, 1000, 10_000], metrics=[2, 4, 8],
-            base_replicas=100_000, base_nodes=1000, base_metrics=4, fit_nodes=200, fit_replicas=20_000,
-            fit_metrics=8, fit_chains=256, fit_seconds=60.0, time_limit=500.0)
+QUICK = dict(
+    kernel_size="1k",
+    chains=[16, 256],
+    steps=1000,
+    growth_chains=16,
+    growth_steps=1000,
+    replicas=[1000, 5000],
+    nodes=[50, 200],
+    metrics=[2, 4],
+    base_replicas=1000,
+    base_nodes=50,
+    base_metrics=2,
+    fit_nodes=200,
+    fit_replicas=20_000,
+    fit_metrics=8,
+    fit_chains=16,
+    fit_seconds=10.0,
+    time_limit=0.0,
+)
+FULL = dict(
+    kernel_size="10k",
+    chains=[1024, 16384, 65536],
+    steps=1000,
+    growth_chains=1024,
+    growth_steps=500,
+    replicas=[1000, 10_000, 100_000, 300_000, 1_000_000],
+    nodes=[100, 1000, 10_000],
+    metrics=[2, 4, 8],
+    base_replicas=100_000,
+    base_nodes=1000,
+    base_metrics=4,
+    fit_nodes=200,
+    fit_replicas=20_000,
+    fit_metrics=8,
+    fit_chains=256,
+    fit_seconds=60.0,
+    time_limit=500.0,
+)
 BIG = dict(fit_nodes=10_000, fit_replicas=1_000_000, fit_metrics=8, replicas=[1000, 10_000, 100_000, 300_000])
 
 
@@ -79,9 +109,15 @@ BIG = dict(fit_nodes=10_000, fit_replicas=1_000_000, fit_metrics=8, replicas=[10
 
 def cluster_spec(replicas: int, nodes: int, metrics: int, services: int) -> ClusterSpec:
     """About `replicas` replicas (3 per partition) on `nodes` nodes, shaped like bench_annealer's SIZES."""
-    return ClusterSpec(nodes=nodes, fault_domains=min(10, nodes), upgrade_domains=min(10, nodes), metrics=metrics,
-                       services=services, partitions_per_service=max(1, round(replicas / (3 * services))),
-                       skew=0.8)
+    return ClusterSpec(
+        nodes=nodes,
+        fault_domains=min(10, nodes),
+        upgrade_domains=min(10, nodes),
+        metrics=metrics,
+        services=services,
+        partitions_per_service=max(1, round(replicas / (3 * services))),
+        skew=0.8,
+    )
 
 
 def build(spec: ClusterSpec) -> tuple[Problem, dict]:
@@ -93,10 +129,17 @@ def build(spec: ClusterSpec) -> tuple[Problem, dict]:
     parsed = time.perf_counter()
     problem, index = balancing_problem(state)
     encoded = time.perf_counter()
-    return problem, dict(spec=dataclasses.asdict(spec), replicas=index.n_replicas, nodes=index.n_nodes,
-                         partitions=index.n_partitions, metrics=len(index.metrics), padded_shape=problem.shape,
-                         generate_seconds=generated - start, parse_seconds=parsed - generated,
-                         encode_seconds=encoded - parsed)
+    return problem, dict(
+        spec=dataclasses.asdict(spec),
+        replicas=index.n_replicas,
+        nodes=index.n_nodes,
+        partitions=index.n_partitions,
+        metrics=len(index.metrics),
+        padded_shape=problem.shape,
+        generate_seconds=generated - start,
+        parse_seconds=parsed - generated,
+        encode_seconds=encoded - parsed,
+    )
 
 
 def tree_bytes(tree) -> int:
@@ -108,19 +151,19 @@ def tree_bytes(tree) -> int:
 
 
 class MinimalProblem(NamedTuple):
-    capacity: jax.Array            # [N, M] (inf: unlimited)
-    load: jax.Array                # [R, M] each replica's load in its initial role
-    partition: jax.Array           # [R]
+    capacity: jax.Array  # [N, M] (inf: unlimited)
+    load: jax.Array  # [R, M] each replica's load in its initial role
+    partition: jax.Array  # [R]
     partition_replicas: jax.Array  # [P, K] (-1 padded)
-    initial_node: jax.Array        # [R] (-1: unplaced or padding)
-    movable: jax.Array             # replicas that may move
-    targets: jax.Array             # nodes that may receive a replica
+    initial_node: jax.Array  # [R] (-1: unplaced or padding)
+    movable: jax.Array  # replicas that may move
+    targets: jax.Array  # nodes that may receive a replica
 
 
 class MinimalChain(NamedTuple):
-    node_of: jax.Array        # [R]
-    loads: jax.Array          # [N, M]
-    energy: jax.Array         # sum of squared node loads
+    node_of: jax.Array  # [R]
+    loads: jax.Array  # [N, M]
+    energy: jax.Array  # sum of squared node loads
     key: jax.Array
     accepted: jax.Array
     largest_delta: jax.Array  # largest |dE| of a valid move (the temperature probe)
@@ -132,21 +175,35 @@ def minimal_problem(problem: Problem) -> MinimalProblem:
     primary = np.asarray(problem.initial_primary)[partition] == np.arange(partition.shape[0])
     load = np.where(primary[:, None], np.asarray(problem.load_primary), np.asarray(problem.load_secondary))
     targets = np.flatnonzero(np.asarray(problem.node_open & problem.node_up))
-    return MinimalProblem(capacity=problem.capacity.astype(jnp.float32), load=jnp.asarray(load, jnp.float32),
-                          partition=jnp.asarray(partition, jnp.int32), partition_replicas=problem.partition_replicas,
-                          initial_node=problem.initial_node, movable=problem.movable[:int(problem.n_movable)],
-                          targets=jnp.asarray(targets, jnp.int32))
+    return MinimalProblem(
+        capacity=problem.capacity.astype(jnp.float32),
+        load=jnp.asarray(load, jnp.float32),
+        partition=jnp.asarray(partition, jnp.int32),
+        partition_replicas=problem.partition_replicas,
+        initial_node=problem.initial_node,
+        movable=problem.movable[: int(problem.n_movable)],
+        targets=jnp.asarray(targets, jnp.int32),
+    )
 
 
 def minimal_chains(mp: MinimalProblem, keys: jax.Array) -> MinimalChain:
     """One minimal chain per key, all at the initial placement."""
     placed = mp.initial_node >= 0
-    loads = jnp.zeros(mp.capacity.shape, jnp.float32).at[jnp.maximum(mp.initial_node, 0)].add(
-        jnp.where(placed[:, None], mp.load, 0.0))
+    loads = (
+        jnp.zeros(mp.capacity.shape, jnp.float32)
+        .at[jnp.maximum(mp.initial_node, 0)]
+        .add(jnp.where(placed[:, None], mp.load, 0.0))
+    )
     n = keys.shape[0]
-    tile = lambda x: jnp.broadcast_to(x, (n,) + x.shape)  # noqa: E731
-    return MinimalChain(node_of=tile(mp.initial_node), loads=tile(loads), energy=tile(jnp.sum(loads**2)), key=keys,
-                        accepted=jnp.zeros(n, jnp.int32), largest_delta=jnp.zeros(n, jnp.float32))
+    tile = lambda x: jnp.broadcast_to(x, (n,) + x.shape)
+    return MinimalChain(
+        node_of=tile(mp.initial_node),
+        loads=tile(loads),
+        energy=tile(jnp.sum(loads**2)),
+        key=keys,
+        accepted=jnp.zeros(n, jnp.int32),
+        largest_delta=jnp.zeros(n, jnp.float32),
+    )
 
 
 def minimal_step(mp: MinimalProblem, c: MinimalChain, temperature: jax.Array) -> MinimalChain:
@@ -156,16 +213,19 @@ def minimal_step(mp: MinimalProblem, c: MinimalChain, temperature: jax.Array) ->
     t = mp.targets[A.draw(words[1], mp.targets.shape[0])]
     a, load = c.node_of[r], mp.load[r]
     mates = mp.partition_replicas[mp.partition[r]]
-    clash = jnp.any((mates >= 0) & (c.node_of[jnp.maximum(mates, 0)] == t))   # r itself when t == a
+    clash = jnp.any((mates >= 0) & (c.node_of[jnp.maximum(mates, 0)] == t))  # r itself when t == a
     valid = ~clash & jnp.all(c.loads[t] + load <= mp.capacity[t])
     delta = 2.0 * jnp.sum(load * (load + c.loads[t] - c.loads[a]))
     accept = valid & ((delta <= 0) | (A.uniform(words[2]) < jnp.exp(-delta / jnp.maximum(temperature, 1e-30))))
     moved = jnp.where(accept, load, 0.0)
-    return MinimalChain(node_of=c.node_of.at[r].set(jnp.where(accept, t, a)),
-                        loads=c.loads.at[a].add(-moved).at[t].add(moved),
-                        energy=c.energy + jnp.where(accept, delta, 0.0), key=words[3:],
-                        accepted=c.accepted + accept.astype(jnp.int32),
-                        largest_delta=jnp.maximum(c.largest_delta, jnp.where(valid, jnp.abs(delta), 0.0)))
+    return MinimalChain(
+        node_of=c.node_of.at[r].set(jnp.where(accept, t, a)),
+        loads=c.loads.at[a].add(-moved).at[t].add(moved),
+        energy=c.energy + jnp.where(accept, delta, 0.0),
+        key=words[3:],
+        accepted=c.accepted + accept.astype(jnp.int32),
+        largest_delta=jnp.maximum(c.largest_delta, jnp.where(valid, jnp.abs(delta), 0.0)),
+    )
 
 
 # ------------------------------------------------------------------------------------ measuring
@@ -173,16 +233,19 @@ def minimal_step(mp: MinimalProblem, c: MinimalChain, temperature: jax.Array) ->
 
 def step_loop(step: Callable, steps: int):
     """jit(problem, chains, temperature) -> the chains after `steps` vmapped `step(problem, chain, T)`."""
+
     def run(problem, chains, temperature):
         batched = jax.vmap(step, in_axes=(None, 0, None))
         return jax.lax.fori_loop(0, steps, lambda _, c: batched(problem, c, temperature), chains)
+
     return jax.jit(run)
 
 
-def full_step(problem: Problem, chain: A.Chain, temperature: jax.Array,
-              config: A.KernelConfig = A.KernelConfig()) -> A.Chain:
+def full_step(
+    problem: Problem, chain: A.Chain, temperature: jax.Array, config: A.KernelConfig | None = None
+) -> A.Chain:
     """plbjax's SF step (by default one proposal, SF's swap probability)."""
-    return A.step(MODEL, problem, config, chain, temperature)
+    return A.step(MODEL, problem, config or A.KernelConfig(), chain, temperature)
 
 
 KERNELS = {
@@ -203,8 +266,9 @@ def device_peak_per_chain(before: dict | None, after: dict | None, chains: int) 
     return (after["peak_bytes_in_use"] - before["bytes_in_use"]) / chains
 
 
-def measure(kernel: str, problem: Problem, chains: int, steps: int, seed: int, tries: int = 1,
-            room: int | None = None) -> dict:
+def measure(
+    kernel: str, problem: Problem, chains: int, steps: int, seed: int, tries: int = 1, room: int | None = None
+) -> dict:
     """One kernel's moves/s, compile seconds, acceptance and memory at `chains` chains on `problem`.
     With `tries` > 1 (full kernel only): chains / tries chains, each proposing `tries` moves a step and
     applying every independent accepted one (parallel moves, `room` finished), so a step proposes
@@ -221,20 +285,35 @@ def measure(kernel: str, problem: Problem, chains: int, steps: int, seed: int, t
     compiled = loop.lower(data, state, jnp.float32(0.0)).compile()
     compile_seconds = time.perf_counter() - start
     mem = compiled.memory_analysis()
-    footprint = (mem.argument_size_in_bytes + mem.output_size_in_bytes + mem.temp_size_in_bytes
-                 - mem.alias_size_in_bytes - tree_bytes(data))
+    footprint = (
+        mem.argument_size_in_bytes
+        + mem.output_size_in_bytes
+        + mem.temp_size_in_bytes
+        - mem.alias_size_in_bytes
+        - tree_bytes(data)
+    )
     temperature = jnp.float32(np.median(np.asarray(compiled(data, state, jnp.float32(0.0)).largest_delta)))
     with Contention() as busy:
         _, seconds = timed(compiled, data, state, temperature)
     accepted = int(np.asarray(compiled(data, state, temperature).accepted).sum())
     peak = device_peak_per_chain(before, device_memory(), chains)
-    return dict(chains=chains, tries=tries, room=A.KernelConfig(tries=tries, room=room).step_room, steps=steps,
-                seconds=seconds,
-                moves_per_second=chains * tries * steps / seconds,
-                step_us=1e6 * seconds / steps, compile_seconds=compile_seconds, temperature=float(temperature),
-                accepted_fraction=accepted / (chains * steps), state_bytes_per_chain=tree_bytes(state) / chains,
-                xla_bytes_per_chain=footprint / chains, xla_temp_bytes=mem.temp_size_in_bytes,
-                device_peak_bytes_per_chain=peak, other_processes_cores=busy.other_cores)
+    return dict(
+        chains=chains,
+        tries=tries,
+        room=A.KernelConfig(tries=tries, room=room).step_room,
+        steps=steps,
+        seconds=seconds,
+        moves_per_second=chains * tries * steps / seconds,
+        step_us=1e6 * seconds / steps,
+        compile_seconds=compile_seconds,
+        temperature=float(temperature),
+        accepted_fraction=accepted / (chains * steps),
+        state_bytes_per_chain=tree_bytes(state) / chains,
+        xla_bytes_per_chain=footprint / chains,
+        xla_temp_bytes=mem.temp_size_in_bytes,
+        device_peak_bytes_per_chain=peak,
+        other_processes_cores=busy.other_cores,
+    )
 
 
 def attempt(fn: Callable, *args) -> dict:
@@ -274,31 +353,43 @@ def bench_kernels(args, rec: Recorder) -> None:
     """Minimal vs full kernel moves/s and memory per chain on one cluster, at each chain count."""
     problem, info = build(SIZES[args.kernel_size])
     section = rec.result["kernel"] = dict(size=args.kernel_size, cluster=info, steps=args.steps, runs=[])
-    print(f"== kernel: {info['replicas']:,} replicas on {info['nodes']} nodes, {info['metrics']} metrics "
-          f"(built in {info['generate_seconds'] + info['parse_seconds'] + info['encode_seconds']:.1f} s)", flush=True)
+    print(
+        f"== kernel: {info['replicas']:,} replicas on {info['nodes']} nodes, {info['metrics']} metrics "
+        f"(built in {info['generate_seconds'] + info['parse_seconds'] + info['encode_seconds']:.1f} s)",
+        flush=True,
+    )
     for chains in sorted(args.chains):
         if rec.expired():
             print(f"   {chains} chains skipped: --time-limit reached", flush=True)
             continue
-        run = {kernel: attempt(measure, kernel, problem, chains, args.steps, args.seed)
-               for kernel in ("minimal", "full")}
+        run = {
+            kernel: attempt(measure, kernel, problem, chains, args.steps, args.seed) for kernel in ("minimal", "full")
+        }
         if args.full_tries > 1:
-            run["full_tries"] = attempt(measure, "full", problem, chains, args.steps, args.seed, args.full_tries,
-                                        args.full_room)
+            run["full_tries"] = attempt(
+                measure, "full", problem, chains, args.steps, args.seed, args.full_tries, args.full_room
+            )
             if "error" not in run["minimal"] and "error" not in run["full_tries"]:
-                run["full_tries_over_minimal"] = (run["full_tries"]["moves_per_second"]
-                                                  / run["minimal"]["moves_per_second"])
-                print(f"   {chains:6d} proposals a step as {run['full_tries']['chains']} chains x {args.full_tries} "
-                      f"tries: full {run['full_tries']['moves_per_second']:14,.0f} moves/s, "
-                      f"full/minimal {run['full_tries_over_minimal']:.3f}", flush=True)
+                run["full_tries_over_minimal"] = (
+                    run["full_tries"]["moves_per_second"] / run["minimal"]["moves_per_second"]
+                )
+                print(
+                    f"   {chains:6d} proposals a step as {run['full_tries']['chains']} chains x {args.full_tries} "
+                    f"tries: full {run['full_tries']['moves_per_second']:14,.0f} moves/s, "
+                    f"full/minimal {run['full_tries_over_minimal']:.3f}",
+                    flush=True,
+                )
         run["chains"] = chains
         if "error" not in run["minimal"] and "error" not in run["full"]:
             run["full_over_minimal"] = run["full"]["moves_per_second"] / run["minimal"]["moves_per_second"]
-            print(f"   {chains:6d} chains: minimal {run['minimal']['moves_per_second']:14,.0f} moves/s, full "
-                  f"{run['full']['moves_per_second']:14,.0f} moves/s, full/minimal {run['full_over_minimal']:.3f}; "
-                  f"bytes/chain {run['minimal']['state_bytes_per_chain']:,.0f} / "
-                  f"{run['full']['state_bytes_per_chain']:,.0f} (compile {run['minimal']['compile_seconds']:.1f} / "
-                  f"{run['full']['compile_seconds']:.1f} s)", flush=True)
+            print(
+                f"   {chains:6d} chains: minimal {run['minimal']['moves_per_second']:14,.0f} moves/s, full "
+                f"{run['full']['moves_per_second']:14,.0f} moves/s, full/minimal {run['full_over_minimal']:.3f}; "
+                f"bytes/chain {run['minimal']['state_bytes_per_chain']:,.0f} / "
+                f"{run['full']['state_bytes_per_chain']:,.0f} (compile {run['minimal']['compile_seconds']:.1f} / "
+                f"{run['full']['compile_seconds']:.1f} s)",
+                flush=True,
+            )
         section["runs"].append(run)
         rec.save()
 
@@ -306,21 +397,27 @@ def bench_kernels(args, rec: Recorder) -> None:
 def growth_points(args) -> list[tuple[int, int, int]]:
     """(replicas, nodes, metrics) varying one factor at a time around the base, each once, in run order."""
     base = (args.base_replicas, args.base_nodes, args.base_metrics)
-    points = [(r, base[1], base[2]) for r in args.replicas] + [(base[0], n, base[2]) for n in args.nodes] \
+    points = (
+        [(r, base[1], base[2]) for r in args.replicas]
+        + [(base[0], n, base[2]) for n in args.nodes]
         + [(base[0], base[1], m) for m in args.metrics]
+    )
     return list(dict.fromkeys(points))
 
 
 def bench_growth(args, rec: Recorder) -> None:
     """Both kernels' step time at a fixed chain count over the growth grid."""
     base = dict(replicas=args.base_replicas, nodes=args.base_nodes, metrics=args.base_metrics)
-    section = rec.result["growth"] = dict(chains=args.growth_chains, steps=args.growth_steps, services=args.services,
-                                          base=base, rows=[])
+    section = rec.result["growth"] = dict(
+        chains=args.growth_chains, steps=args.growth_steps, services=args.services, base=base, rows=[]
+    )
     print(f"== growth: {args.growth_chains} chains, {args.growth_steps} steps", flush=True)
     for replicas, nodes, metrics in growth_points(args):
         if rec.expired():
-            print(f"   {replicas:,} replicas / {nodes} nodes / {metrics} metrics skipped: --time-limit reached",
-                  flush=True)
+            print(
+                f"   {replicas:,} replicas / {nodes} nodes / {metrics} metrics skipped: --time-limit reached",
+                flush=True,
+            )
             continue
         problem, info = build(cluster_spec(replicas, nodes, metrics, args.services))
         row = dict(target=dict(replicas=replicas, nodes=nodes, metrics=metrics), cluster=info)
@@ -330,10 +427,13 @@ def bench_growth(args, rec: Recorder) -> None:
         rec.save()
         full, minimal = row["full"], row["minimal"]
         if "error" not in full and "error" not in minimal:
-            print(f"   {info['replicas']:>9,} replicas {info['nodes']:>6} nodes {info['metrics']} metrics: full "
-                  f"{full['step_us']:9.1f} us/step, minimal {minimal['step_us']:8.1f} us/step (built in "
-                  f"{info['generate_seconds'] + info['parse_seconds'] + info['encode_seconds']:.1f} s, compile "
-                  f"{full['compile_seconds']:.1f} s)", flush=True)
+            print(
+                f"   {info['replicas']:>9,} replicas {info['nodes']:>6} nodes {info['metrics']} metrics: full "
+                f"{full['step_us']:9.1f} us/step, minimal {minimal['step_us']:8.1f} us/step (built in "
+                f"{info['generate_seconds'] + info['parse_seconds'] + info['encode_seconds']:.1f} s, compile "
+                f"{full['compile_seconds']:.1f} s)",
+                flush=True,
+            )
 
 
 def bench_fit(args, rec: Recorder) -> None:
@@ -344,19 +444,29 @@ def bench_fit(args, rec: Recorder) -> None:
     spec = cluster_spec(args.fit_replicas, args.fit_nodes, args.fit_metrics, args.services)
     print(f"== fit: generating {spec.total_replicas:,} replicas on {spec.nodes:,} nodes", flush=True)
     problem, info = build(spec)
-    fit = rec.result["fit"] = dict(big=args.big, cluster=info, chains=args.fit_chains, tries=args.fit_tries,
-                                   budget_seconds=args.fit_seconds)
+    fit = rec.result["fit"] = dict(
+        big=args.big, cluster=info, chains=args.fit_chains, tries=args.fit_tries, budget_seconds=args.fit_seconds
+    )
     rec.save()
-    print(f"   built in {info['generate_seconds']:.1f} + {info['parse_seconds']:.1f} + {info['encode_seconds']:.1f} s "
-          "(generate + parse + encode); annealing", flush=True)
+    print(
+        f"   built in {info['generate_seconds']:.1f} + {info['parse_seconds']:.1f} + {info['encode_seconds']:.1f} s "
+        "(generate + parse + encode); annealing",
+        flush=True,
+    )
     trace = []
     kernel = A.KernelConfig(tries=args.fit_tries)
     schedule = A.Schedule(chains=args.fit_chains, steps=None, seconds=args.fit_seconds, seed=args.seed)
     before = device_memory()
     start = time.perf_counter()
     with Contention() as busy:
-        res = attempt(A.anneal, MODEL, problem, kernel, schedule,
-                      lambda done, blocks, elapsed, best: trace.append((elapsed, best)))
+        res = attempt(
+            A.anneal,
+            MODEL,
+            problem,
+            kernel,
+            schedule,
+            lambda done, blocks, elapsed, best: trace.append((elapsed, best)),
+        )
     if isinstance(res, dict):
         fit.update(res)
         rec.save()
@@ -364,26 +474,37 @@ def bench_fit(args, rec: Recorder) -> None:
     after = device_memory()
     node_of, primary_of = (jnp.asarray(x) for x in res.solution)
     fit.update(
-        total_seconds=time.perf_counter() - start, seconds=res.seconds, compile_seconds=res.compile_seconds,
-        steps_per_chain=res.steps, moves_per_second=args.fit_chains * args.fit_tries * res.steps / res.seconds,
-        initial_energy=res.initial_energy, best_energy=res.energy, improved=res.energy < res.initial_energy,
+        total_seconds=time.perf_counter() - start,
+        seconds=res.seconds,
+        compile_seconds=res.compile_seconds,
+        steps_per_chain=res.steps,
+        moves_per_second=args.fit_chains * args.fit_tries * res.steps / res.seconds,
+        initial_energy=res.initial_energy,
+        best_energy=res.energy,
+        improved=res.energy < res.initial_energy,
         recomputed_energy=float(E.energy_of(problem, node_of, primary_of)),
         avg_std_dev_before=float(E.avg_std_dev(problem, problem.initial_node, problem.initial_primary)),
         avg_std_dev_after=float(E.avg_std_dev(problem, node_of, primary_of)),
         state_bytes_per_chain=tree_bytes(A.init_chains(MODEL, problem, jax.random.split(jax.random.PRNGKey(0), 2))) / 2,
         device_bytes_in_use_before=before and before["bytes_in_use"],
-        device_peak_bytes=after and after["peak_bytes_in_use"],   # of the process so far
+        device_peak_bytes=after and after["peak_bytes_in_use"],  # of the process so far
         device_peak_bytes_per_chain=device_peak_per_chain(before, after, args.fit_chains),
         other_processes_cores=busy.other_cores,
-        energy_trace=[(0.0, res.initial_energy)] + trace)
+        energy_trace=[(0.0, res.initial_energy)] + trace,
+    )
     rec.save()
-    print(f"   {args.fit_chains} chains x {args.fit_tries} tries: E {fit['initial_energy']:.6g} -> "
-          f"{fit['best_energy']:.6g} in {fit['steps_per_chain']:,} steps/chain, {fit['seconds']:.1f} s (+ compile "
-          f"{fit['compile_seconds']:.1f} s), {fit['moves_per_second']:,.0f} moves/s, "
-          f"{fit['state_bytes_per_chain'] / 2**20:.1f} MiB state/chain"
-          + (f", device peak {fit['device_peak_bytes_per_chain'] / 2**20:.1f} MiB/chain"
-             if fit["device_peak_bytes_per_chain"] else ""),
-          flush=True)
+    print(
+        f"   {args.fit_chains} chains x {args.fit_tries} tries: E {fit['initial_energy']:.6g} -> "
+        f"{fit['best_energy']:.6g} in {fit['steps_per_chain']:,} steps/chain, {fit['seconds']:.1f} s (+ compile "
+        f"{fit['compile_seconds']:.1f} s), {fit['moves_per_second']:,.0f} moves/s, "
+        f"{fit['state_bytes_per_chain'] / 2**20:.1f} MiB state/chain"
+        + (
+            f", device peak {fit['device_peak_bytes_per_chain'] / 2**20:.1f} MiB/chain"
+            if fit["device_peak_bytes_per_chain"]
+            else ""
+        ),
+        flush=True,
+    )
 
 
 # ------------------------------------------------------------------------------------ plot
@@ -429,18 +550,40 @@ def plot_throughput(ax, kernel: dict | None) -> None:
     tried = [r for r in kernel["runs"] if "full_tries_over_minimal" in r]
     if tried:
         t = tried[0]["full_tries"]
-        ax.plot([r["chains"] for r in tried], [r["full_tries"]["moves_per_second"] for r in tried],
-                "s--", color="tab:green", label=f"full, {t['tries']} tries a chain (room {t['room']}), parallel")
+        ax.plot(
+            [r["chains"] for r in tried],
+            [r["full_tries"]["moves_per_second"] for r in tried],
+            "s--",
+            color="tab:green",
+            label=f"full, {t['tries']} tries a chain (room {t['room']}), parallel",
+        )
         for r in tried:
-            ax.annotate(f"{r['full_tries_over_minimal']:.2f}x", (r["chains"], r["full_tries"]["moves_per_second"]),
-                        textcoords="offset points", xytext=(4, -12), fontsize=8, color="tab:green")
+            ax.annotate(
+                f"{r['full_tries_over_minimal']:.2f}x",
+                (r["chains"], r["full_tries"]["moves_per_second"]),
+                textcoords="offset points",
+                xytext=(4, -12),
+                fontsize=8,
+                color="tab:green",
+            )
     for r in kernel["runs"]:
         if "full_over_minimal" in r:
-            ax.annotate(f"{r['full_over_minimal']:.2f}x", (r["chains"], r["full"]["moves_per_second"]),
-                        textcoords="offset points", xytext=(4, 6), fontsize=8, color="tab:blue")
+            ax.annotate(
+                f"{r['full_over_minimal']:.2f}x",
+                (r["chains"], r["full"]["moves_per_second"]),
+                textcoords="offset points",
+                xytext=(4, 6),
+                fontsize=8,
+                color="tab:blue",
+            )
     c = kernel["cluster"]
-    ax.set(xscale="log", yscale="log", xlabel="chains (proposals a step)", ylabel="moves / second",
-           title=f"throughput, {c['replicas']:,} replicas, {c['nodes']} nodes (label: full / minimal)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="chains (proposals a step)",
+        ylabel="moves / second",
+        title=f"throughput, {c['replicas']:,} replicas, {c['nodes']} nodes (label: full / minimal)",
+    )
     _ticks(ax, [r["chains"] for r in kernel["runs"]])
 
 
@@ -453,13 +596,21 @@ def plot_memory(ax, kernel: dict | None) -> None:
         x = [r["chains"] for r in runs]
         ax.plot(x, [r[name]["state_bytes_per_chain"] for r in runs], ls="--", label=f"{name}: state", **style)
         ax.plot(x, [r[name]["xla_bytes_per_chain"] for r in runs], label=f"{name}: XLA footprint", **style)
-        peaks = [(r["chains"], r[name]["device_peak_bytes_per_chain"]) for r in runs
-                 if r[name]["device_peak_bytes_per_chain"]]
+        peaks = [
+            (r["chains"], r[name]["device_peak_bytes_per_chain"])
+            for r in runs
+            if r[name]["device_peak_bytes_per_chain"]
+        ]
         if peaks:
             x, y = zip(*peaks)
             ax.plot(x, y, ls=":", label=f"{name}: device peak", **style)
-    ax.set(xscale="log", yscale="log", xlabel="chains", ylabel="bytes per chain",
-           title="memory per chain (footprint: in + out + temporaries)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="chains",
+        ylabel="bytes per chain",
+        title="memory per chain (footprint: in + out + temporaries)",
+    )
     _ticks(ax, [r["chains"] for r in kernel["runs"]])
 
 
@@ -471,9 +622,12 @@ def plot_fit(ax, fit: dict | None) -> None:
     ax.step(t, e, where="post", color="tab:blue")
     c = fit["cluster"]
     ax.set(xlabel="wall seconds (compile excluded)", ylabel="best energy")
-    ax.set_title(f"fit: {c['replicas']:,} replicas, {c['nodes']:,} nodes, {c['metrics']} metrics, "
-                 f"{fit['chains']} chains\nE {fit['initial_energy']:.4g} -> {fit['best_energy']:.4g} "
-                 f"in {fit['seconds']:.0f} s", fontsize=10)
+    ax.set_title(
+        f"fit: {c['replicas']:,} replicas, {c['nodes']:,} nodes, {c['metrics']} metrics, "
+        f"{fit['chains']} chains\nE {fit['initial_energy']:.4g} -> {fit['best_energy']:.4g} "
+        f"in {fit['seconds']:.0f} s",
+        fontsize=10,
+    )
 
 
 def plot_growth(ax, growth: dict | None, factor: str) -> None:
@@ -486,9 +640,13 @@ def plot_growth(ax, growth: dict | None, factor: str) -> None:
     for name, style in STYLES.items():
         ok = sorted(_ok(rows, name), key=lambda r: r["target"][factor])
         ax.plot([r["target"][factor] for r in ok], [r[name]["step_us"] for r in ok], label=name, **style)
-    ax.set(xscale="linear" if factor == "metrics" else "log", yscale="log", xlabel=f"{factor} (requested)",
-           ylabel=f"us per step ({growth['chains']} chains)",
-           title=f"step time vs {factor} (" + ", ".join(f"{base[k]:,} {k}" for k in others) + ")")
+    ax.set(
+        xscale="linear" if factor == "metrics" else "log",
+        yscale="log",
+        xlabel=f"{factor} (requested)",
+        ylabel=f"us per step ({growth['chains']} chains)",
+        title=f"step time vs {factor} (" + ", ".join(f"{base[k]:,} {k}" for k in others) + ")",
+    )
     _ticks(ax, [r["target"][factor] for r in _ok(rows, "full")])
 
 
@@ -510,8 +668,11 @@ def plot(result: dict, path: Path) -> None:
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     m = result["machine"]
-    fig.suptitle(f"plbjax scaling on {m['cpu_model']} ({m['logical_cores']} cores), {m['jax_device_kind']}, "
-                 f"jax {m['jax_version']} {m['jax_backend']}", fontsize=11)
+    fig.suptitle(
+        f"plbjax scaling on {m['cpu_model']} ({m['logical_cores']} cores), {m['jax_device_kind']}, "
+        f"jax {m['jax_version']} {m['jax_backend']}",
+        fontsize=11,
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -524,16 +685,28 @@ def parse_args(argv) -> argparse.Namespace:
     """Command-line options; unset ones from the --big, then --quick or full defaults."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="small sizes for a CPU smoke run (<= 3 minutes on 2 cores)")
-    ap.add_argument("--big", action="store_true",
-                    help="fit section on 10,000 nodes, 1,000,000 replicas, 8 metrics (growth replicas up to 300,000)")
-    ap.add_argument("--sections", nargs="+", choices=["fit", "kernel", "growth"], default=["fit", "kernel", "growth"],
-                    help="what to run (in this order)")
+    ap.add_argument(
+        "--big",
+        action="store_true",
+        help="fit section on 10,000 nodes, 1,000,000 replicas, 8 metrics (growth replicas up to 300,000)",
+    )
+    ap.add_argument(
+        "--sections",
+        nargs="+",
+        choices=["fit", "kernel", "growth"],
+        default=["fit", "kernel", "growth"],
+        help="what to run (in this order)",
+    )
     ap.add_argument("--kernel-size", choices=list(SIZES), help="bench_annealer cluster of the kernel comparison")
     ap.add_argument("--chains", nargs="+", type=int, help="chain counts of the kernel comparison")
     ap.add_argument("--steps", type=int, help="steps per timed run of the kernel comparison")
-    ap.add_argument("--full-tries", type=int, default=1,
-                    help="also time the full step with this many proposals per step (parallel moves) at chains / "
-                         "tries chains: as many proposals a step as the minimal kernel's")
+    ap.add_argument(
+        "--full-tries",
+        type=int,
+        default=1,
+        help="also time the full step with this many proposals per step (parallel moves) at chains / "
+        "tries chains: as many proposals a step as the minimal kernel's",
+    )
     ap.add_argument("--full-room", type=int, help="room of the --full-tries runs (default: KernelConfig's)")
     ap.add_argument("--growth-chains", type=int, help="chains of the growth runs")
     ap.add_argument("--growth-steps", type=int, help="steps per timed growth run")
@@ -550,8 +723,9 @@ def parse_args(argv) -> argparse.Namespace:
     ap.add_argument("--fit-chains", type=int)
     ap.add_argument("--fit-tries", type=int, default=1, help="proposals per step in the fit run")
     ap.add_argument("--fit-seconds", type=float, help="wall-time budget of the fit run")
-    ap.add_argument("--time-limit", type=float,
-                    help="seconds after which measurements not yet started are skipped (0: none)")
+    ap.add_argument(
+        "--time-limit", type=float, help="seconds after which measurements not yet started are skipped (0: none)"
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", type=Path, help="output path without suffix (default results/scaling_<backend>)")
     args = ap.parse_args(argv)
@@ -567,13 +741,24 @@ def main(argv=None) -> int:
     info = machine()
     out = args.out or Path(__file__).resolve().parents[1] / "results" / f"scaling_{info['jax_backend']}"
     out.parent.mkdir(parents=True, exist_ok=True)
-    print(f"machine: {info['cpu_model']}, {info['logical_cores']} cores, {info['jax_device_kind']}, "
-          f"jax {info['jax_version']} ({info['jax_backend']})", flush=True)
-    rec = Recorder(out, args.time_limit, dict(
-        description=("plbjax scaling: full SF step vs a minimal move kernel (moves/s, memory per chain), step "
-                     "time vs replicas/nodes/metrics, and a large cluster annealed within a wall-time budget"),
-        command=" ".join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv))),
-        machine=info, options={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()}))
+    print(
+        f"machine: {info['cpu_model']}, {info['logical_cores']} cores, {info['jax_device_kind']}, "
+        f"jax {info['jax_version']} ({info['jax_backend']})",
+        flush=True,
+    )
+    rec = Recorder(
+        out,
+        args.time_limit,
+        dict(
+            description=(
+                "plbjax scaling: full SF step vs a minimal move kernel (moves/s, memory per chain), step "
+                "time vs replicas/nodes/metrics, and a large cluster annealed within a wall-time budget"
+            ),
+            command=" ".join([Path(sys.argv[0]).name] + (sys.argv[1:] if argv is None else list(argv))),
+            machine=info,
+            options={k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items()},
+        ),
+    )
     sections = dict(kernel=bench_kernels, fit=bench_fit, growth=bench_growth)
     for name in args.sections:
         sections[name](args, rec)

@@ -28,8 +28,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "results"
 DOC = ROOT / "docs" / "benchmarks.md"
-BLOCK = re.compile(r"(<!-- BEGIN generated: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- END generated: (?P=name) -->)",
-                   re.S)
+BLOCK = re.compile(
+    r"(<!-- BEGIN generated: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- END generated: (?P=name) -->)", re.S
+)
 
 
 def _load(name: str) -> dict:
@@ -116,18 +117,24 @@ def load_cpu(name: str = "load_cpu.json") -> str:
     d = _load(name)
     stages = d["stages"]
     before = d.get("before", {})
-    head = (["replicas", "nodes"] + stages[:3] + ["read + validate + encode", "(old reader)"] + stages[3:]
-            + ["peak RSS"])
+    head = ["replicas", "nodes"] + stages[:3] + ["read + validate + encode", "(old reader)"] + stages[3:] + ["peak RSS"]
     rows = []
     for size in d["sizes"]:
         best = size["summary"]["best_seconds"]
         old = before.get(str(size["replicas"]), {}).get("best_load_seconds")
-        rows.append([_int(size["replicas"]), _int(size["nodes"])] + [f"{best[s]:.2f}" for s in stages[:3]]
-                    + [f"**{size['summary']['best_load_seconds']:.1f}**", f"{old:.1f}" if old else ""]
-                    + [f"{best[s]:.2f}" for s in stages[3:]]
-                    + [f"{size['summary']['peak_rss_mb'] / 1024:.1f} GiB"])
-    return _table(head, rows) + _source(name, d, "; seconds, best of the runs; old reader: the replica-by-replica "
-                                                  "reading and encoding that the column-wise one replaced")
+        rows.append(
+            [_int(size["replicas"]), _int(size["nodes"])]
+            + [f"{best[s]:.2f}" for s in stages[:3]]
+            + [f"**{size['summary']['best_load_seconds']:.1f}**", f"{old:.1f}" if old else ""]
+            + [f"{best[s]:.2f}" for s in stages[3:]]
+            + [f"{size['summary']['peak_rss_mb'] / 1024:.1f} GiB"]
+        )
+    return _table(head, rows) + _source(
+        name,
+        d,
+        "; seconds, best of the runs; old reader: the replica-by-replica "
+        "reading and encoding that the column-wise one replaced",
+    )
 
 
 def annealer_best(name: str) -> str:
@@ -138,12 +145,30 @@ def annealer_best(name: str) -> str:
         runs = size["plbjax"]
         best = min(runs, key=lambda r: r["best_energy"])
         base = size["baseline"]
-        rows.append([_int(size["replicas"]), _int(size["nodes"]), str(size["metrics"]), _run_label(best),
-                     _rate(best["moves_per_second"]), _rate(base["moves_per_second"]),
-                     _energy(best["best_energy"]), _energy(best["baseline_energy_at_same_time"]),
-                     _ratio(best["energy_ratio_vs_baseline"])])
-    head = ["replicas", "nodes", "metrics", "best plbjax run", "plbjax proposals/s", "baseline moves/s",
-            "plbjax best energy", "baseline energy", "plbjax / baseline"]
+        rows.append(
+            [
+                _int(size["replicas"]),
+                _int(size["nodes"]),
+                str(size["metrics"]),
+                _run_label(best),
+                _rate(best["moves_per_second"]),
+                _rate(base["moves_per_second"]),
+                _energy(best["best_energy"]),
+                _energy(best["baseline_energy_at_same_time"]),
+                _ratio(best["energy_ratio_vs_baseline"]),
+            ]
+        )
+    head = [
+        "replicas",
+        "nodes",
+        "metrics",
+        "best plbjax run",
+        "plbjax proposals/s",
+        "baseline moves/s",
+        "plbjax best energy",
+        "baseline energy",
+        "plbjax / baseline",
+    ]
     budget = d.get("budget_seconds")
     return _table(head, rows) + _source(name, d, f"; {budget:g} s per run" if budget else "")
 
@@ -155,11 +180,19 @@ def annealer_runs(name: str) -> str:
     for size in d["sizes"]:
         cluster = f"{_int(size['replicas'])} replicas, {_int(size['nodes'])} nodes, {size['metrics']} metrics"
         for run in size["plbjax"]:
-            rows.append([cluster, "plbjax, " + _run_label(run), _rate(run["moves_per_second"]),
-                         _energy(run["best_energy"]), _ratio(run["energy_ratio_vs_baseline"])])
+            rows.append(
+                [
+                    cluster,
+                    "plbjax, " + _run_label(run),
+                    _rate(run["moves_per_second"]),
+                    _energy(run["best_energy"]),
+                    _ratio(run["energy_ratio_vs_baseline"]),
+                ]
+            )
         base = size["baseline"]
-        rows.append([cluster, "numba baseline, 1 chain", _rate(base["moves_per_second"]),
-                     _energy(base["best_energy"]), "1"])
+        rows.append(
+            [cluster, "numba baseline, 1 chain", _rate(base["moves_per_second"]), _energy(base["best_energy"]), "1"]
+        )
     head = ["cluster", "run", "proposals/s", "best energy", "/ baseline"]
     budget = d.get("budget_seconds")
     return _table(head, rows) + _source(name, d, f"; {budget:g} s per run" if budget else "")
@@ -177,11 +210,23 @@ def annealer_reach(name: str = "annealer_h100_parallel.json") -> str:
         cluster = f"{_int(size['replicas'])} replicas, {_int(size['nodes'])} nodes, {size['metrics']} metrics"
         reached = f"{first['budget_seconds']:g} s ({_energy(first['best_energy'])})" if first else "not reached"
         sooner = f"**{base['seconds'] / first['seconds']:.0f}×**" if first else ""
-        rows.append([cluster, _energy(base["best_energy"]), reached, sooner,
-                     f"{_energy(run['best_energy'])} ({_ratio(run['energy_ratio_vs_baseline'])})"])
+        rows.append(
+            [
+                cluster,
+                _energy(base["best_energy"]),
+                reached,
+                sooner,
+                f"{_energy(run['best_energy'])} ({_ratio(run['energy_ratio_vs_baseline'])})",
+            ]
+        )
     budget = d.get("budget_seconds", 60)
-    head = ["cluster", f"baseline after {budget:g} s", "plbjax budget that reaches it", "sooner",
-            f"plbjax after {budget:g} s (/ baseline)"]
+    head = [
+        "cluster",
+        f"baseline after {budget:g} s",
+        "plbjax budget that reaches it",
+        "sooner",
+        f"plbjax after {budget:g} s (/ baseline)",
+    ]
     return _table(head, rows) + _source(name, d)
 
 
@@ -191,12 +236,19 @@ def scaling_kernel(name: str) -> str:
     rows = []
     has_tries = any("full_tries" in r for r in d["kernel"]["runs"])
     for run in d["kernel"]["runs"]:
-        row = [_int(run["chains"]), _rate(run["minimal"]["moves_per_second"]), _rate(run["full"]["moves_per_second"]),
-               f"{run['full_over_minimal']:.2f}"]
+        row = [
+            _int(run["chains"]),
+            _rate(run["minimal"]["moves_per_second"]),
+            _rate(run["full"]["moves_per_second"]),
+            f"{run['full_over_minimal']:.2f}",
+        ]
         if has_tries:
             t = run.get("full_tries")
-            row += [_run_label(t) if t else "", _rate(t["moves_per_second"]) if t else "",
-                    f"**{run['full_tries_over_minimal']:.2f}**" if t else ""]
+            row += [
+                _run_label(t) if t else "",
+                _rate(t["moves_per_second"]) if t else "",
+                f"**{run['full_tries_over_minimal']:.2f}**" if t else "",
+            ]
         rows.append(row)
     head = ["chains (proposals a step)", "minimal kernel moves/s", "full SF step moves/s", "full / minimal"]
     if has_tries:
@@ -218,8 +270,11 @@ def roadef(name: str = "roadef2012.csv") -> str:
     columns = sorted({(r["label"], float(r["seconds"])) for r in rows})
     names = sorted({r["instance"] for r in rows})
     cell = {(r["instance"], r["label"], float(r["seconds"])): r for r in rows}
-    head = (["instance", "initial", "best known"] + [f"{lab} {s:g} s: cost (score)" for lab, s in columns]
-            + ["winner 300 s (score)"])
+    head = (
+        ["instance", "initial", "best known"]
+        + [f"{lab} {s:g} s: cost (score)" for lab, s in columns]
+        + ["winner 300 s (score)"]
+    )
     out = []
     for n in names:
         first = next(r for r in rows if r["instance"] == n)
@@ -239,9 +294,15 @@ def roadef(name: str = "roadef2012.csv") -> str:
     for lab, s in columns:
         used = sorted({_no_commit(r["machine"]) for (n, la, se), r in cell.items() if (la, se) == (lab, s)})
         machines.append(f"{lab} {s:g} s: " + " and ".join(used))
-    return (_table(head, out) + "\n\nMean score: " + "; ".join(means) + "."
-            + f"\n\n<sub>`results/{name}`, the latest row of each instance, label and budget. "
-            + "; ".join(machines) + ".</sub>")
+    return (
+        _table(head, out)
+        + "\n\nMean score: "
+        + "; ".join(means)
+        + "."
+        + f"\n\n<sub>`results/{name}`, the latest row of each instance, label and budget. "
+        + "; ".join(machines)
+        + ".</sub>"
+    )
 
 
 def validity(name: str = "validity_sweep.json") -> str:
@@ -249,9 +310,13 @@ def validity(name: str = "validity_sweep.json") -> str:
     d = _load(name)
     families = len({r["family"] for r in d["records"]})
     kinds = ", ".join(f"{k}: {v}" for k, v in d["breaks_by_kind"].items()) or "none"
-    return _table(["clusters", "shapes", "plans with a break", "breaks by kind", "minutes"],
-                  [[_int(d["clusters"]), str(families), str(d["clusters_with_breaks"]), kinds,
-                    f"{d['seconds'] / 60:.0f}"]]) + f"\n\n<sub>`results/{name}`; {d['machine']}, jax {d['jax']}.</sub>"
+    return (
+        _table(
+            ["clusters", "shapes", "plans with a break", "breaks by kind", "minutes"],
+            [[_int(d["clusters"]), str(families), str(d["clusters_with_breaks"]), kinds, f"{d['seconds'] / 60:.0f}"]],
+        )
+        + f"\n\n<sub>`results/{name}`; {d['machine']}, jax {d['jax']}.</sub>"
+    )
 
 
 TABLES = {
@@ -274,6 +339,7 @@ TABLES = {
 
 def render(text: str) -> str:
     """`text` with every generated block replaced by its table."""
+
     def block(match: re.Match) -> str:
         name = match["name"]
         if name not in TABLES:

@@ -25,7 +25,7 @@ import jax
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[1]
 # The one sys.path entry in scripts/: the sweep is the long tier of tests/test_validity.py and runs its
@@ -51,8 +51,9 @@ def features(doc: dict) -> list[str]:
         "hierarchical FD": any(n["FaultDomain"].count("/") > 1 for n in nodes),
         "node priority": any("Priority" in n for n in nodes),
         "InstanceCount -1": -1 in target.values(),
-        "missing replicas": any(0 <= target[p["ServiceName"]] and len(p["Replicas"]) < target[p["ServiceName"]]
-                                for p in parts),
+        "missing replicas": any(
+            0 <= target[p["ServiceName"]] and len(p["Replicas"]) < target[p["ServiceName"]] for p in parts
+        ),
         "empty partition": any(not p["Replicas"] for p in parts),
         "surplus replicas": any(0 <= target[p["ServiceName"]] < len(p["Replicas"]) for p in parts),
         "placement constraint": any("PlacementConstraints" in s for s in services),
@@ -65,8 +66,10 @@ def features(doc: dict) -> list[str]:
         "blocklist": "BlockList" in doc,
         "upgrade": "Upgrade" in doc,
         "history": "History" in doc,
-        "throttles": any(k in doc["Settings"] for k in ("GlobalMovementThrottleThreshold", "MaxPercentageToMove",
-                                                        "MovementPerPartitionThrottleThreshold")),
+        "throttles": any(
+            k in doc["Settings"]
+            for k in ("GlobalMovementThrottleThreshold", "MaxPercentageToMove", "MovementPerPartitionThrottleThreshold")
+        ),
         "move costs": doc["Settings"].get("UseMoveCostReports", False),
         "constraint priorities": any(k.endswith("ConstraintPriority") for k in doc["Settings"]),
     }
@@ -76,11 +79,17 @@ def features(doc: dict) -> list[str]:
 
 def write(out: Path, records: list[dict], started: float) -> None:
     kinds = Counter(b.split(":")[0] for r in records for b in r["breaks"])
-    summary = {"machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
-               "backend": jax.default_backend(), "jax": jax.__version__,
-               "configs": {k: str(v) for k, v in CONFIGS.items()}, "clusters": len(records),
-               "clusters_with_breaks": sum(bool(r["breaks"]) for r in records), "breaks_by_kind": dict(kinds),
-               "seconds": round(time.time() - started, 1), "records": records}
+    summary = {
+        "machine": f"{platform.node()} {platform.machine()}, {os.cpu_count()} CPUs",
+        "backend": jax.default_backend(),
+        "jax": jax.__version__,
+        "configs": {k: str(v) for k, v in CONFIGS.items()},
+        "clusters": len(records),
+        "clusters_with_breaks": sum(bool(r["breaks"]) for r in records),
+        "breaks_by_kind": dict(kinds),
+        "seconds": round(time.time() - started, 1),
+        "records": records,
+    }
     tmp = out.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(summary, indent=1))
     os.replace(tmp, out.with_suffix(".json"))
@@ -120,7 +129,7 @@ def main() -> None:
         families -= len({r["family"] for r in records})
         first = max(r["family"] for r in records) + 1
     for family in range(first, first + families):
-        clear_compiled()        # one process, many shapes: free the previous family's programs
+        clear_compiled()  # one process, many shapes: free the previous family's programs
         config = "parallel" if family % 2 else "chains"
         for seed in range(family * args.per_family, (family + 1) * args.per_family):
             doc, predicates = random_cluster(seed, family)
@@ -128,19 +137,32 @@ def main() -> None:
             try:
                 result = plan(parse_state(doc), CONFIGS[config])
                 found = breaks(doc, predicates, result)
-            except Exception as exc:        # a crash is a finding too; the sweep goes on
+            except Exception as exc:  # a crash is a finding too; the sweep goes on
                 result, found = {"Actions": [], "Unplaced": []}, [f"crash: {type(exc).__name__}: {exc}"]
-            records.append({"seed": seed, "family": family, "config": config, "nodes": len(doc["Nodes"]),
-                            "services": len(doc["Services"]), "partitions": len(doc["Partitions"]),
-                            "replicas": sum(len(p["Replicas"]) for p in doc["Partitions"]),
-                            "features": features(doc), "actions": len(result["Actions"]),
-                            "unplaced": len(result["Unplaced"]), "seconds": round(time.time() - t, 2),
-                            "breaks": found})
+            records.append(
+                {
+                    "seed": seed,
+                    "family": family,
+                    "config": config,
+                    "nodes": len(doc["Nodes"]),
+                    "services": len(doc["Services"]),
+                    "partitions": len(doc["Partitions"]),
+                    "replicas": sum(len(p["Replicas"]) for p in doc["Partitions"]),
+                    "features": features(doc),
+                    "actions": len(result["Actions"]),
+                    "unplaced": len(result["Unplaced"]),
+                    "seconds": round(time.time() - t, 2),
+                    "breaks": found,
+                }
+            )
             if found:
                 print(f"seed {seed}: {found}", flush=True)
         write(args.out, records, started)
-        print(f"family {family}: {len(records)} clusters, "
-              f"{sum(bool(r['breaks']) for r in records)} with breaks, {time.time() - started:.0f} s", flush=True)
+        print(
+            f"family {family}: {len(records)} clusters, "
+            f"{sum(bool(r['breaks']) for r in records)} with breaks, {time.time() - started:.0f} s",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

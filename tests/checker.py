@@ -19,16 +19,18 @@ from plbjax.sf._decoding import apply_actions
 from plbjax.sf._phases import plan
 from plbjax.sf._state import ClusterState, parse_state
 
-PLAN_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "plbjax" / "schemas" / "plan.schema.json")
-                         .read_text())
+PLAN_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "plbjax" / "schemas" / "plan.schema.json").read_text())
 HAND_OVERS = ("SwapPrimarySecondary", "PromoteSecondary")
 
 
 def placement_of(document: dict) -> dict:
     """{(service, partition id str): [(replica id str, role, node)]} of a state document."""
-    return {(p["ServiceName"], str(p["PartitionId"])): [(str(r["ReplicaId"]), r["Role"], r.get("NodeName"))
-                                                        for r in p["Replicas"]]
-            for p in document["Partitions"]}
+    return {
+        (p["ServiceName"], str(p["PartitionId"])): [
+            (str(r["ReplicaId"]), r["Role"], r.get("NodeName")) for r in p["Replicas"]
+        ]
+        for p in document["Partitions"]
+    }
 
 
 def document_with(state: ClusterState, index, node_of, primary_of) -> dict:
@@ -55,7 +57,7 @@ def _allowed(state: ClusterState, service) -> set[str]:
 def _domain_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
     """SF's '+1' rule at every level: each usable child holds floor(n/d) or floor(n/d)+1 replicas."""
     depth = max([len(p) for p in usable + paths] + [0])
-    pad = lambda p: tuple(p) + ("",) * (depth - len(p))  # noqa: E731
+    pad = lambda p: tuple(p) + ("",) * (depth - len(p))
     paths, usable = [pad(p) for p in paths], [pad(p) for p in usable]
     for level in range(depth):
         parents = {p[:level] for p in paths}
@@ -76,8 +78,13 @@ def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[
     nodes = {n.name: n for n in state.nodes}
     services = {s.name: s for s in state.services}
     loads: dict[str, Counter] = defaultdict(Counter)
-    out: dict[str, set] = {"capacity": set(), "exclusion": set(), "placement": set(),
-                           "fault_domain": set(), "upgrade_domain": set()}
+    out: dict[str, set] = {
+        "capacity": set(),
+        "exclusion": set(),
+        "placement": set(),
+        "fault_domain": set(),
+        "upgrade_domain": set(),
+    }
     replicas = {str(r.replica_id): r for p in state.partitions for r in p.replicas}
     for (service, pid), reps in placement.items():
         svc = services[service]
@@ -97,13 +104,15 @@ def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[
         usable = [nodes[n] for n in allowed]
         if not _domain_ok([nodes[n].fault_domain for _, _, n in placed], [n.fault_domain for n in usable]):
             out["fault_domain"].add((service, pid))
-        if not _domain_ok([(nodes[n].upgrade_domain,) for _, _, n in placed],
-                          [(n.upgrade_domain,) for n in usable]):
+        if not _domain_ok([(nodes[n].upgrade_domain,) for _, _, n in placed], [(n.upgrade_domain,) for n in usable]):
             out["upgrade_domain"].add((service, pid))
     for name, node in nodes.items():
         for metric, cap in node.capacities.items():
-            buffered = math.floor(cap * (1 - state.node_buffer_percentage.get(metric, 0.0))) \
-                if state.node_buffer_percentage.get(metric) else cap
+            buffered = (
+                math.floor(cap * (1 - state.node_buffer_percentage.get(metric, 0.0)))
+                if state.node_buffer_percentage.get(metric)
+                else cap
+            )
             if loads[name][metric] > buffered + tol:
                 out["capacity"].add((name, metric))
     return out
@@ -146,10 +155,10 @@ def checked_plan(doc: dict, config) -> tuple[dict, dict, ClusterState]:
     for name, loads in (("LoadsBefore", node_loads(state, doc)), ("LoadsAfter", node_loads(state, after))):
         for node in result["Nodes"]:
             for metric, value in node[name].items():
-                assert value == pytest.approx(loads[node["NodeName"]][metric], abs=1e-3), \
+                assert value == pytest.approx(loads[node["NodeName"]][metric], abs=1e-3), (
                     f"{node['NodeName']} {name}[{metric}]"
-    moved = [a["ReplicaId"] for a in result["Actions"] if a["ReplicaId"] is not None
-             and a["Action"] not in HAND_OVERS]
+                )
+    moved = [a["ReplicaId"] for a in result["Actions"] if a["ReplicaId"] is not None and a["Action"] not in HAND_OVERS]
     assert len(moved) == len(set(moved)), result["Actions"]
     handed = [(a["ServiceName"], a["PartitionId"]) for a in result["Actions"] if a["Action"] in HAND_OVERS]
     assert len(handed) == len(set(handed)), result["Actions"]

@@ -6,17 +6,27 @@ import dataclasses
 
 import pytest
 
-from plbjax.sf import SearchConfig, encode, scope
+from plbjax.sf import SearchConfig, encode, full_scope, scope
 from plbjax.sf._generator import ClusterSpec, generate
-from plbjax.sf import full_scope
 from plbjax.sf._state import parse_state
 
 # 20 nodes of two node types in 4 fault domains x 2 racks, 4 services (half of them constrained to a
 # node type) x 6 partitions x 3 replicas; every test cluster has this shape.
-SPEC = ClusterSpec(nodes=20, node_types=2, fault_domains=4, racks_per_fault_domain=2, upgrade_domains=5,
-                   metrics=2, services=4, partitions_per_service=6, replicas_per_partition=3,
-                   stateless_fraction=0.25, skew=0.8, capacity_headroom=2.0,
-                   placement_constraint_fraction=0.5)
+SPEC = ClusterSpec(
+    nodes=20,
+    node_types=2,
+    fault_domains=4,
+    racks_per_fault_domain=2,
+    upgrade_domains=5,
+    metrics=2,
+    services=4,
+    partitions_per_service=6,
+    replicas_per_partition=3,
+    stateless_fraction=0.25,
+    skew=0.8,
+    capacity_headroom=2.0,
+    placement_constraint_fraction=0.5,
+)
 QUICK = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
 
 

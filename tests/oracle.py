@@ -40,22 +40,25 @@ import math
 import random
 
 import numpy as np
-
 from validity import apply
 
 METRICS = ("CPU", "Memory")
 COLORS = ("Blue", "Red")
 PAD = "Pad"
-WEIGHTS = {"Zero": 0.0, "Low": 0.1, "Medium": 0.3, "High": 1.0}      # SF's MetricWeight values
+WEIGHTS = {"Zero": 0.0, "Low": 0.1, "Medium": 0.3, "High": 1.0}  # SF's MetricWeight values
 MOVE_COSTS = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
 SWAP_COST = 0.1
 LOCAL_DOMAIN_WEIGHT = 0.25
 DOMAIN_FACTOR = 0.01
 SMALL_VALUE = 0.001
 MOVE_COST_OFFSET = 1000.0
-HARD_SETTINGS = {"CapacityConstraintPriority": 0, "PlacementConstraintPriority": 0,
-                 "FaultDomainConstraintPriority": 0, "UpgradeDomainConstraintPriority": 1,
-                 "AffinityConstraintPriority": 0}
+HARD_SETTINGS = {
+    "CapacityConstraintPriority": 0,
+    "PlacementConstraintPriority": 0,
+    "FaultDomainConstraintPriority": 0,
+    "UpgradeDomainConstraintPriority": 1,
+    "AffinityConstraintPriority": 0,
+}
 
 
 # ----------------------------------------------------------------------------- random tiny clusters
@@ -83,7 +86,7 @@ def tiny_cluster(seed: int) -> dict:
     settings: dict = {}
     r = rng.random()
     if r < 0.35:
-        settings["MaxPercentageToMove"] = 1.0            # throttles lifted
+        settings["MaxPercentageToMove"] = 1.0  # throttles lifted
     elif r < 0.5:
         settings["MaxPercentageToMove"] = rng.choice([0.2, 0.5])
     if rng.random() < 0.15:
@@ -110,8 +113,12 @@ def tiny_cluster(seed: int) -> dict:
     tight = rng.random() < 0.4
     up = sorted(rng.sample(range(4), n_up))
     for i in range(4):
-        node = {"NodeName": f"N{i}", "FaultDomain": fd_of[i], "UpgradeDomain": ud_of[i],
-                "PlacementProperties": {"Color": rng.choice(COLORS)}}
+        node = {
+            "NodeName": f"N{i}",
+            "FaultDomain": fd_of[i],
+            "UpgradeDomain": ud_of[i],
+            "PlacementProperties": {"Color": rng.choice(COLORS)},
+        }
         if i not in up:
             node["NodeStatus"] = "Down"
         caps = {m: rng.choice([20, 30, 40] if tight else [50, 80, 150]) for m in metrics if rng.random() < 0.8}
@@ -122,16 +129,19 @@ def tiny_cluster(seed: int) -> dict:
     ids = itertools.count(1)
     names = [f"fabric:/App/S{k}" for k in range(3)]
     affinity = rng.random() < 0.25
-    left = 3                                    # replicas after the first partition's three
+    left = 3  # replicas after the first partition's three
     for k, name in enumerate(names):
         stateful = rng.random() < 0.7
-        svc: dict = {"ServiceName": name, "ServiceTypeName": f"T{k}",
-                     "ServiceKind": "Stateful" if stateful else "Stateless"}
+        svc: dict = {
+            "ServiceName": name,
+            "ServiceTypeName": f"T{k}",
+            "ServiceKind": "Stateful" if stateful else "Stateless",
+        }
         if k == 0:
             target, n_parts = 3, 1 if affinity else rng.choice([1, 1, 2])
             left -= 3 * (n_parts - 1)
         elif left == 0 or (rng.random() < 0.15 and not (affinity and k == 1)):
-            target, n_parts = rng.randint(1, 2), 0                  # a service without partitions
+            target, n_parts = rng.randint(1, 2), 0  # a service without partitions
         else:
             target = rng.randint(1, min(3, left))
             n_parts = 1 if k == 1 and affinity else rng.randint(1, left // target)
@@ -149,8 +159,10 @@ def tiny_cluster(seed: int) -> dict:
             svc["Metrics"].append(entry)
         if k == 0:
             for m in METRICS[n_metrics:] + (PAD,):
-                svc["Metrics"].append({"Name": m, "Weight": "Zero"} | (
-                    {"PrimaryDefaultLoad": 0, "SecondaryDefaultLoad": 0} if stateful else {"DefaultLoad": 0}))
+                svc["Metrics"].append(
+                    {"Name": m, "Weight": "Zero"}
+                    | ({"PrimaryDefaultLoad": 0, "SecondaryDefaultLoad": 0} if stateful else {"DefaultLoad": 0})
+                )
         if rng.random() < 0.3:
             svc["PlacementConstraints"] = f"Color {rng.choice(['==', '!='])} {rng.choice(COLORS)}"
         if rng.random() < 0.3:
@@ -163,11 +175,15 @@ def tiny_cluster(seed: int) -> dict:
         for p in range(n_parts):
             replicas = []
             for i in range(target):
-                rep = {"ReplicaId": f"r{next(ids)}", "Role": "Instance" if not stateful else
-                       ("Primary" if i == 0 else "Secondary"), "NodeName": None}
+                rep = {
+                    "ReplicaId": f"r{next(ids)}",
+                    "Role": "Instance" if not stateful else ("Primary" if i == 0 else "Secondary"),
+                    "NodeName": None,
+                }
                 if rng.random() < 0.15:
-                    rep["Loads"] = {e["Name"]: rng.randint(0, 12 if tight else 25) for e in svc["Metrics"]
-                                    if e["Weight"] != "Zero"}
+                    rep["Loads"] = {
+                        e["Name"]: rng.randint(0, 12 if tight else 25) for e in svc["Metrics"] if e["Weight"] != "Zero"
+                    }
                 if rng.random() < 0.1:
                     rep["MoveCost"] = rng.choice(["Low", "High"])
                 replicas.append(rep)
@@ -229,21 +245,25 @@ class Oracle:
         self.services = [s["ServiceName"] for s in doc["Services"]]
         svc_ix = {s: i for i, s in enumerate(self.services)}
         S = len(self.services)
-        self.allowed = np.zeros((S, N), bool)          # Up nodes the service may use
+        self.allowed = np.zeros((S, N), bool)  # Up nodes the service may use
         self.svc_weights = np.zeros((S, M))
         self.svc_uses = np.zeros((S, M), bool)
         for si, s in enumerate(doc["Services"]):
             pred = _predicate(s.get("PlacementConstraints"))
-            self.allowed[si] = [self.up[i] and pred(n.get("PlacementProperties", {})) for i, n in enumerate(doc["Nodes"])]
+            self.allowed[si] = [
+                self.up[i] and pred(n.get("PlacementProperties", {})) for i, n in enumerate(doc["Nodes"])
+            ]
             for m in s.get("Metrics", []):
                 self.svc_weights[si, metric_ix[m["Name"]]] = WEIGHTS[m.get("Weight", "Low")]
                 self.svc_uses[si, metric_ix[m["Name"]]] = True
-        self.metric_nodes = np.array([np.any(self.allowed[self.svc_uses[:, m]], axis=0) for m in range(M)]).reshape(M, N)
+        self.metric_nodes = np.array([np.any(self.allowed[self.svc_uses[:, m]], axis=0) for m in range(M)]).reshape(
+            M, N
+        )
         use_costs = bool(settings.get("UseMoveCostReports", False))
         self.swap_cost = SWAP_COST if use_costs else 1.0
 
         # partitions and replicas
-        self.parts = []      # (service index, [replica indices], stateful)
+        self.parts = []  # (service index, [replica indices], stateful)
         self.rep_part, self.rep_svc, self.rep_id = [], [], []
         lp, ls, cost, node0 = [], [], [], []
         primary0 = []
@@ -266,8 +286,12 @@ class Oracle:
                     if not stateful:
                         p_load[k] = s_load[k] = own.get(m["Name"], m.get("DefaultLoad", 0))
                         continue
-                    p_load[k] = own[m["Name"]] if m["Name"] in own and rep["Role"] == "Primary" else m["PrimaryDefaultLoad"]
-                    s_load[k] = own[m["Name"]] if m["Name"] in own and rep["Role"] == "Secondary" else m["SecondaryDefaultLoad"]
+                    p_load[k] = (
+                        own[m["Name"]] if m["Name"] in own and rep["Role"] == "Primary" else m["PrimaryDefaultLoad"]
+                    )
+                    s_load[k] = (
+                        own[m["Name"]] if m["Name"] in own and rep["Role"] == "Secondary" else m["SecondaryDefaultLoad"]
+                    )
                 lp.append(p_load)
                 ls.append(s_load)
                 cost.append(MOVE_COSTS[rep.get("MoveCost", svc.get("DefaultMoveCost", "Low"))] if use_costs else 1.0)
@@ -290,13 +314,17 @@ class Oracle:
             for c in s.get("Correlations", []):
                 psi = svc_ix[c["ServiceName"]]
                 if psi in first:
-                    self.affinity[si] = (first[psi], c["Scheme"] == "AlignedAffinity" and s["ServiceKind"] == "Stateful")
+                    self.affinity[si] = (
+                        first[psi],
+                        c["Scheme"] == "AlignedAffinity" and s["ServiceKind"] == "Stateful",
+                    )
         self.parent_parts = {pp for pp, _ in self.affinity.values()}
 
         # energy weights: global 0.75 over metrics (weight: mean of the services' weights, normalised),
         # 0.25 over the local domains of services with two or more partitions (each its own normalised weights)
-        gw = np.array([self.svc_weights[self.svc_uses[:, m], m].mean() if self.svc_uses[:, m].any() else 0.0
-                       for m in range(M)])
+        gw = np.array(
+            [self.svc_weights[self.svc_uses[:, m], m].mean() if self.svc_uses[:, m].any() else 0.0 for m in range(M)]
+        )
         self.metric_weight = gw.copy()
         gw = gw / gw.sum() if gw.sum() > 1e-9 else gw * 0
         n_parts = np.bincount([si for si, _, _ in self.parts], minlength=S)
@@ -315,10 +343,10 @@ class Oracle:
             if stateful:
                 for r in rows:
                     is_primary[:, r] = primary_of[:, p] == r
-        loads = np.where(is_primary[..., None], self.load_p[None], self.load_s[None])      # [C, R, M]
+        loads = np.where(is_primary[..., None], self.load_p[None], self.load_s[None])  # [C, R, M]
         if service is not None:
             loads = loads * (self.rep_svc == service)[None, :, None]
-        onehot = node_of[..., None] == np.arange(len(self.nodes))[None, None, :]         # [C, R, N]
+        onehot = node_of[..., None] == np.arange(len(self.nodes))[None, None, :]  # [C, R, N]
         return np.einsum("crn,crm->cnm", onehot.astype(float), loads)
 
     @staticmethod
@@ -392,8 +420,10 @@ class Oracle:
                 key = (p, tuple(node_of[c, rows]))
                 if key not in cache:
                     nodes = list(key[1])
-                    cache[key] = (self._spread_bad(self.fd, nodes, self.allowed[si]),
-                                  self._spread_bad(self.ud, nodes, self.allowed[si]))
+                    cache[key] = (
+                        self._spread_bad(self.fd, nodes, self.allowed[si]),
+                        self._spread_bad(self.ud, nodes, self.allowed[si]),
+                    )
                 fd_bad[c, p], ud_bad[c, p] = cache[key]
         misplaced = ~self.allowed[self.rep_svc[None, :], node_of]
         return dict(fault_domain=fd_bad, upgrade_domain=ud_bad, placement=misplaced)
@@ -424,11 +454,13 @@ class Oracle:
         """[C, 2] violations of enforced constraints by SF priority: (hard, soft)."""
         loads = self.node_loads(node_of, primary_of) if loads is None else loads
         rep = self.partition_report(node_of)
-        kinds = {"CapacityConstraintPriority": (loads > self.capacity[None] + 1e-6).sum(axis=(1, 2)),
-                 "PlacementConstraintPriority": rep["placement"].sum(axis=1),
-                 "FaultDomainConstraintPriority": rep["fault_domain"].sum(axis=1),
-                 "UpgradeDomainConstraintPriority": rep["upgrade_domain"].sum(axis=1),
-                 "AffinityConstraintPriority": self.affinity_bad(node_of, primary_of).sum(axis=1)}
+        kinds = {
+            "CapacityConstraintPriority": (loads > self.capacity[None] + 1e-6).sum(axis=(1, 2)),
+            "PlacementConstraintPriority": rep["placement"].sum(axis=1),
+            "FaultDomainConstraintPriority": rep["fault_domain"].sum(axis=1),
+            "UpgradeDomainConstraintPriority": rep["upgrade_domain"].sum(axis=1),
+            "AffinityConstraintPriority": self.affinity_bad(node_of, primary_of).sum(axis=1),
+        }
         out = np.zeros((node_of.shape[0], 2), int)
         for name, count in kinds.items():
             if self.priority[name] in (0, 1):
@@ -470,7 +502,11 @@ class Oracle:
             if self.defrag[m]:
                 trigger = hi > 0 and (threshold == 1 or (lo > 0 and hi / lo <= threshold))
             else:
-                balanced = hi <= lo + 1 or (activity > 0 and hi <= activity) or (threshold > 1 and lo > 0 and hi / lo <= threshold)
+                balanced = (
+                    hi <= lo + 1
+                    or (activity > 0 and hi <= activity)
+                    or (threshold > 1 and lo > 0 and hi / lo <= threshold)
+                )
                 trigger = not balanced
             if trigger:
                 out.add(name)
@@ -490,8 +526,12 @@ class Oracle:
             users = np.flatnonzero(self.svc_uses[:, m])
             for u in users[1:]:
                 group[find(u)] = find(users[0])
-        hot = {find(si) for si in range(S) for m in range(len(self.metrics))
-               if self.svc_uses[si, m] and self.metrics[m] in imbalanced}
+        hot = {
+            find(si)
+            for si in range(S)
+            for m in range(len(self.metrics))
+            if self.svc_uses[si, m] and self.metrics[m] in imbalanced
+        }
         return {si for si in range(S) if find(si) in hot}
 
     def budget(self, phase: str) -> int:
@@ -569,8 +609,10 @@ class Oracle:
             for rep in part["Replicas"]:
                 where[str(rep["ReplicaId"])] = (rep.get("NodeName"), rep["Role"])
         node_of = np.array([node_ix[where[str(rid)][0]] for rid in self.rep_id], int)
-        primary_of = np.array([next((r for r in rows if where[str(self.rep_id[r])][1] == "Primary"), -1)
-                               for _, rows, _ in self.parts], int)
+        primary_of = np.array(
+            [next((r for r in rows if where[str(self.rep_id[r])][1] == "Primary"), -1) for _, rows, _ in self.parts],
+            int,
+        )
         return node_of[None], primary_of[None]
 
     # ------------------------------------------------------------------ the expectation
@@ -582,13 +624,15 @@ class Oracle:
             node_f, prim_f = self.state_of(after)
         except (ValueError, KeyError, StopIteration) as exc:
             return f"apply: {exc}"
-        if sorted(str(r["ReplicaId"]) for p in after["Partitions"] for r in p["Replicas"]) != sorted(map(str, self.rep_id)):
+        if sorted(str(r["ReplicaId"]) for p in after["Partitions"] for r in p["Replicas"]) != sorted(
+            map(str, self.rep_id)
+        ):
             return "the plan adds or drops replicas"
         node0, prim0 = self.node0[None], self.primary0[None]
         v0 = self.violation_counts(node0, prim0)[0]
         vf = self.violation_counts(node_f, prim_f)[0]
         not_parent = np.array([self.rep_part[r] not in self.parent_parts for r in range(self.R)])
-        if v0.any():       # the constraint check
+        if v0.any():  # the constraint check
             movable = self.in_violation() & not_parent
             swappable = np.zeros(len(self.parts), bool)
             swappable[self.rep_part[movable]] = True
@@ -598,8 +642,10 @@ class Oracle:
             best = min(map(tuple, counts))
             if tuple(vf) > best:
                 i = next(i for i in range(len(counts)) if tuple(counts[i]) == best)
-                return (f"violations: plan ends with (hard, soft) {tuple(vf)}, the optimum {best} "
-                        f"(from {tuple(v0)}; e.g. nodes {nodes[i].tolist()} primaries {prims[i].tolist()})")
+                return (
+                    f"violations: plan ends with (hard, soft) {tuple(vf)}, the optimum {best} "
+                    f"(from {tuple(v0)}; e.g. nodes {nodes[i].tolist()} primaries {prims[i].tolist()})"
+                )
             return None
         if vf.any():
             return f"violations: the plan breaks {tuple(vf)} (none before)"
@@ -621,11 +667,13 @@ class Oracle:
         e_best = float(energies[i])
         if e_final > e_best + 1e-5 * max(1.0, abs(e_best)):
             n_moves, _ = self.movements(node_f, prim_f)
-            b_moves, _ = self.movements(nodes[i:i + 1], prims[i:i + 1])
-            return (f"energy: plan {e_final:.6f} ({int(n_moves[0])} movement(s), nodes {node_f[0].tolist()} "
-                    f"primaries {prim_f[0].tolist()}, AvgStdDev {self.avg_std_dev(node_f, prim_f)[0]:.6f}) > optimum "
-                    f"{e_best:.6f} ({int(b_moves[0])} movement(s), nodes {nodes[i].tolist()} primaries "
-                    f"{prims[i].tolist()}, AvgStdDev {self.avg_std_dev(nodes[i:i+1], prims[i:i+1])[0]:.6f}); "
-                    f"input nodes {self.node0.tolist()} primaries {self.primary0.tolist()}, "
-                    f"energy {float(self.energy(node0, prim0)[0]):.6f}, budget {self.budget('Balancing')}")
+            b_moves, _ = self.movements(nodes[i : i + 1], prims[i : i + 1])
+            return (
+                f"energy: plan {e_final:.6f} ({int(n_moves[0])} movement(s), nodes {node_f[0].tolist()} "
+                f"primaries {prim_f[0].tolist()}, AvgStdDev {self.avg_std_dev(node_f, prim_f)[0]:.6f}) > optimum "
+                f"{e_best:.6f} ({int(b_moves[0])} movement(s), nodes {nodes[i].tolist()} primaries "
+                f"{prims[i].tolist()}, AvgStdDev {self.avg_std_dev(nodes[i : i + 1], prims[i : i + 1])[0]:.6f}); "
+                f"input nodes {self.node0.tolist()} primaries {self.primary0.tolist()}, "
+                f"energy {float(self.energy(node0, prim0)[0]):.6f}, budget {self.budget('Balancing')}"
+            )
         return None

@@ -18,7 +18,7 @@ def load_model(path):
 
     m = {}
     n_res = take()
-    m["res"] = [(take(), take()) for _ in range(n_res)]            # (transient, weight)
+    m["res"] = [(take(), take()) for _ in range(n_res)]  # (transient, weight)
     n_mach = take()
     m["mach"] = []
     for _ in range(n_mach):

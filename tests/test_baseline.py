@@ -15,22 +15,28 @@ import pytest
 
 pytest.importorskip("numba")
 
-from checker import document_with, no_new_violations, placement_of, violations  # noqa: E402
-from conftest import cluster, packed_cluster  # noqa: E402
-from plbjax.baseline import balancing_problem, probe_temperature, run_baseline  # noqa: E402
-from plbjax.baseline import domain_violation as nb_domain_violation  # noqa: E402
-from plbjax.baseline import energy as nb_energy  # noqa: E402
-from plbjax.sf import encode, parse_state, scope  # noqa: E402
-from plbjax.sf import _energy as E  # noqa: E402
-from plbjax.sf._constraints import domain_violation  # noqa: E402
-from plbjax.sf import full_scope  # noqa: E402
+from checker import document_with, no_new_violations, placement_of, violations
+from conftest import cluster, packed_cluster
+
+from plbjax.baseline import balancing_problem, probe_temperature, run_baseline
+from plbjax.baseline import domain_violation as nb_domain_violation
+from plbjax.baseline import energy as nb_energy
+from plbjax.sf import _energy as E
+from plbjax.sf import (
+    encode,
+    full_scope,
+    parse_state,
+    scope,
+)
+from plbjax.sf._constraints import domain_violation
 
 
 def _check(doc, out):
     state = parse_state(doc)
     problem, index = balancing_problem(state)
-    exact = float(E.energy_of(problem, jnp.asarray(out["node_of"], jnp.int32),
-                              jnp.asarray(out["primary_of"], jnp.int32)))
+    exact = float(
+        E.energy_of(problem, jnp.asarray(out["node_of"], jnp.int32), jnp.asarray(out["primary_of"], jnp.int32))
+    )
     np.testing.assert_allclose(exact, out["best_energy"], rtol=1e-4)
     np.testing.assert_allclose(nb_energy(problem, out["node_of"], out["primary_of"]), out["best_energy"], rtol=1e-9)
     after = violations(state, placement_of(document_with(state, index, out["node_of"], out["primary_of"])))
@@ -54,8 +60,7 @@ def test_hot_walk_keeps_best_and_constraints():
     """Constant high temperature: many accepted moves, the undo log overflows and is materialised."""
     doc = cluster(1)
     problem, _ = balancing_problem(parse_state(doc))
-    out = run_baseline(problem, steps=20_000, seed=3, t0=1e6, final_ratio=1.0, checkpoints=3,
-                       refresh_steps=1_000)
+    out = run_baseline(problem, steps=20_000, seed=3, t0=1e6, final_ratio=1.0, checkpoints=3, refresh_steps=1_000)
     assert out["accepted"] > 2_000
     _check(doc, out)
 
@@ -82,12 +87,15 @@ def test_domain_violation_matches_plbjax():
         sets.append(rng.permutation(nodes))
     sets = np.array(sets)
     cls = jnp.zeros((), jnp.int32)
-    for tree, children, nonpacking in ((fd_tree, fd_children, False), (ud_tree, ud_children, False),
-                                       (fd_tree, fd_children, True)):
+    for tree, children, nonpacking in (
+        (fd_tree, fd_children, False),
+        (ud_tree, ud_children, False),
+        (fd_tree, fd_children, True),
+    ):
         want = jax.vmap(domain_violation, in_axes=(None, None, 0, None, None))(
-            jnp.asarray(tree), jnp.asarray(children), jnp.asarray(sets, jnp.int32), cls, jnp.asarray(nonpacking))
-        got = [nb_domain_violation(tree.astype(np.int64), children.astype(np.int64), s, 0, nonpacking)
-               for s in sets]
+            jnp.asarray(tree), jnp.asarray(children), jnp.asarray(sets, jnp.int32), cls, jnp.asarray(nonpacking)
+        )
+        got = [nb_domain_violation(tree.astype(np.int64), children.astype(np.int64), s, 0, nonpacking) for s in sets]
         assert got == np.asarray(want).tolist()
         assert max(got) > 0
 
@@ -96,22 +104,22 @@ def test_violation_penalties_match_plbjax():
     """With nothing enforced, a hot walk places, misplaces and overloads freely: the baseline's
     energy (with the violation penalties) still equals plbjax's for its best placement."""
     doc = cluster(3)
-    doc["Partitions"][0]["Replicas"].pop()                                 # a replica to place
+    doc["Partitions"][0]["Replicas"].pop()  # a replica to place
     doc["Partitions"][5]["Replicas"].pop()
-    doc["Nodes"][0]["Capacities"] = {m: 5 for m in doc["Nodes"][0]["Capacities"]}   # over capacity
-    doc["Services"][1]["PlacementConstraints"] = "NodeColor != Blue"      # misplaced replicas
+    doc["Nodes"][0]["Capacities"] = {m: 5 for m in doc["Nodes"][0]["Capacities"]}  # over capacity
+    doc["Services"][1]["PlacementConstraints"] = "NodeColor != Blue"  # misplaced replicas
     problem, index = encode(parse_state(doc))
-    everything = full_scope(problem, index, enforce=False)          # nothing enforced
-    placing = np.arange(index.node_of.shape[0]) < index.n_replicas   # unplaced replicas move too
+    everything = full_scope(problem, index, enforce=False)  # nothing enforced
+    placing = np.arange(index.node_of.shape[0]) < index.n_replicas  # unplaced replicas move too
     scoped = scope(problem, index.node_of, index.primary_of, dataclasses.replace(everything, movable=placing))
     initial = float(E.energy_of(scoped, scoped.initial_node, scoped.initial_primary))
-    assert initial > 1e5                                                   # penalties are in
+    assert initial > 1e5  # penalties are in
     for seed, t0 in ((0, 1e9), (1, 1e4)):
-        out = run_baseline(scoped, steps=20_000, seed=seed, t0=t0, final_ratio=1e-6, checkpoints=2,
-                           refresh_steps=1_000)
+        out = run_baseline(scoped, steps=20_000, seed=seed, t0=t0, final_ratio=1e-6, checkpoints=2, refresh_steps=1_000)
         np.testing.assert_allclose(out["initial_energy"], initial, rtol=1e-4)
         assert out["accepted"] > 1_000
-        exact = float(E.energy_of(scoped, jnp.asarray(out["node_of"], jnp.int32),
-                                  jnp.asarray(out["primary_of"], jnp.int32)))
+        exact = float(
+            E.energy_of(scoped, jnp.asarray(out["node_of"], jnp.int32), jnp.asarray(out["primary_of"], jnp.int32))
+        )
         np.testing.assert_allclose(exact, out["best_energy"], rtol=1e-4)
     assert out["best_energy"] < 0.5 * initial

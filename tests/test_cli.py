@@ -20,14 +20,16 @@ FAST = ["search.chains=4", "search.steps=1000", "search.block_steps=250"]
 
 
 def plbjax(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "plbjax.cli", *args], cwd=cwd, capture_output=True,
-                          text=True, timeout=600)
+    return subprocess.run(
+        [sys.executable, "-m", "plbjax.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
 
 
 def test_plan_from_example(tmp_path):
     out, png = tmp_path / "plan.json", tmp_path / "loads.png"
-    done = plbjax(f"state={EXAMPLE}", f"out={out}", f"plot={png}", f"hydra.run.dir={tmp_path / 'run'}",
-                  *FAST, cwd=tmp_path)
+    done = plbjax(
+        f"state={EXAMPLE}", f"out={out}", f"plot={png}", f"hydra.run.dir={tmp_path / 'run'}", *FAST, cwd=tmp_path
+    )
     assert done.returncode == 0, done.stderr
     plan = json.loads(out.read_text())
     schema = json.loads((ROOT / "plbjax" / "schemas" / "plan.schema.json").read_text())
@@ -40,8 +42,15 @@ def test_plan_from_example(tmp_path):
 
 def test_cpu_preset_runs_one_parallel_chain(tmp_path):
     out = tmp_path / "plan.json"
-    done = plbjax(f"state={EXAMPLE}", f"out={out}", "+preset=cpu", "search.seconds=2", "search.block_steps=100",
-                  f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    done = plbjax(
+        f"state={EXAMPLE}",
+        f"out={out}",
+        "+preset=cpu",
+        "search.seconds=2",
+        "search.block_steps=100",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     plan = json.loads(out.read_text())
     assert plan["Search"]["Chains"] == 1 and plan["Score"]["After"] < plan["Score"]["Before"]
@@ -49,8 +58,14 @@ def test_cpu_preset_runs_one_parallel_chain(tmp_path):
 
 def test_sweep_writes_summary(tmp_path):
     sweep = tmp_path / "sweep"
-    done = plbjax("-m", f"state={EXAMPLE}", "balancing.activity_threshold=0,100000", f"hydra.sweep.dir={sweep}",
-                  *FAST, cwd=tmp_path)
+    done = plbjax(
+        "-m",
+        f"state={EXAMPLE}",
+        "balancing.activity_threshold=0,100000",
+        f"hydra.sweep.dir={sweep}",
+        *FAST,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(open(sweep / "summary.csv")))
     assert [r["overrides"] for r in rows] == ["balancing.activity_threshold=0", "balancing.activity_threshold=100000"]
@@ -60,8 +75,15 @@ def test_sweep_writes_summary(tmp_path):
 
 def test_a_sweep_job_with_bad_input_is_listed_and_the_others_run(tmp_path):
     sweep = tmp_path / "sweep"
-    done = plbjax("-m", f"state={EXAMPLE}", "search.chains=2,0", f"hydra.sweep.dir={sweep}",
-                  "search.steps=500", "search.block_steps=250", cwd=tmp_path)
+    done = plbjax(
+        "-m",
+        f"state={EXAMPLE}",
+        "search.chains=2,0",
+        f"hydra.sweep.dir={sweep}",
+        "search.steps=500",
+        "search.block_steps=250",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(open(sweep / "summary.csv")))
     assert [r["status"] for r in rows][0] == "ok" and "search.chains" in rows[1]["status"]
@@ -74,33 +96,39 @@ def _bad(tmp_path, doc) -> Path:
     return path
 
 
-@pytest.mark.parametrize("args, needle", [
-    (["state=does-not-exist.json"], "does-not-exist.json"),
-    ([f"state={EXAMPLE}", "search.chains=abc"], "search.chains"),
-    ([f"state={EXAMPLE}", "search.chainz=4"], "chainz"),
-    ([f"state={EXAMPLE}", "search.population=maybe"], "search.population"),
-    ([f"state={EXAMPLE}", "search.room=0"], "search.room"),
-    ([f"state={EXAMPLE}", "out=."], "out"),
-    ([f"state={EXAMPLE}", "nonsense"], "nonsense"),
-    ([], "state"),
-])
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["state=does-not-exist.json"], "does-not-exist.json"),
+        ([f"state={EXAMPLE}", "search.chains=abc"], "search.chains"),
+        ([f"state={EXAMPLE}", "search.chainz=4"], "chainz"),
+        ([f"state={EXAMPLE}", "search.population=maybe"], "search.population"),
+        ([f"state={EXAMPLE}", "search.room=0"], "search.room"),
+        ([f"state={EXAMPLE}", "out=."], "out"),
+        ([f"state={EXAMPLE}", "nonsense"], "nonsense"),
+        ([], "state"),
+    ],
+)
 def test_bad_arguments_exit_2(tmp_path, args, needle):
     done = plbjax(*args, cwd=tmp_path)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert needle in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
-    assert not list(tmp_path.glob("outputs/*/*/plan.json"))      # refused before any search
+    assert not list(tmp_path.glob("outputs/*/*/plan.json"))  # refused before any search
 
 
-@pytest.mark.parametrize("edit, needle", [
-    (lambda d: d["Nodes"][0].update(FaultDomain=5), "Nodes[0].FaultDomain"),
-    (lambda d: d["Services"][0].update(TargetReplicaCount=3), "TargetReplicaCount"),
-    (lambda d: d["Partitions"][0]["Replicas"][0].update(NodeName="Nowhere"), "Nowhere"),
-    (lambda d: d["Settings"].update(NoSuchSetting=1), "NoSuchSetting"),
-    (lambda d: d["Services"][1].update(PlacementConstraints="NodeType == && x"), "PlacementConstraints"),
-    (lambda d: d["NodeTypes"][0]["Capacities"].update(CPU=10**400), "NodeTypes[0].Capacities.CPU"),
-    (lambda d: d["Partitions"][0]["Replicas"][0].update(Loads={"CPU": 1e308}), "Loads.CPU"),
-])
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda d: d["Nodes"][0].update(FaultDomain=5), "Nodes[0].FaultDomain"),
+        (lambda d: d["Services"][0].update(TargetReplicaCount=3), "TargetReplicaCount"),
+        (lambda d: d["Partitions"][0]["Replicas"][0].update(NodeName="Nowhere"), "Nowhere"),
+        (lambda d: d["Settings"].update(NoSuchSetting=1), "NoSuchSetting"),
+        (lambda d: d["Services"][1].update(PlacementConstraints="NodeType == && x"), "PlacementConstraints"),
+        (lambda d: d["NodeTypes"][0]["Capacities"].update(CPU=10**400), "NodeTypes[0].Capacities.CPU"),
+        (lambda d: d["Partitions"][0]["Replicas"][0].update(Loads={"CPU": 1e308}), "Loads.CPU"),
+    ],
+)
 def test_bad_documents_exit_2_and_stay_untouched(tmp_path, edit, needle):
     doc = yaml.safe_load(EXAMPLE.read_text())
     edit(doc)
@@ -117,9 +145,18 @@ def test_parallel_sweep_with_the_local_launcher(tmp_path):
     """conf/hydra/launcher/local.yaml: jobs in separate processes, each with its share of GPU memory."""
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     sweep = tmp_path / "sweep"
-    done = plbjax("-m", "hydra/launcher=local", "hydra.launcher.n_jobs=2", "device.memory_fraction=0.4",
-                  "search.tries=4", f"state={EXAMPLE}", "search.seed=0,1", f"hydra.sweep.dir={sweep}", *FAST,
-                  cwd=tmp_path)
+    done = plbjax(
+        "-m",
+        "hydra/launcher=local",
+        "hydra.launcher.n_jobs=2",
+        "device.memory_fraction=0.4",
+        "search.tries=4",
+        f"state={EXAMPLE}",
+        "search.seed=0,1",
+        f"hydra.sweep.dir={sweep}",
+        *FAST,
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
     rows = list(csv.DictReader(open(sweep / "summary.csv")))
     assert [r["overrides"] for r in rows] == ["search.seed=0", "search.seed=1"]
@@ -132,14 +169,44 @@ def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
     from validity import breaks
 
     state = tmp_path / "big.json"
-    assert subprocess.run([sys.executable, "-m", "plbjax.sf._generator", "--nodes", "200", "--services", "20",
-                           "--skew", "0.9", "-o", state], capture_output=True).returncode == 0
+    assert (
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "plbjax.sf._generator",
+                "--nodes",
+                "200",
+                "--services",
+                "20",
+                "--skew",
+                "0.9",
+                "-o",
+                state,
+            ],
+            capture_output=True,
+        ).returncode
+        == 0
+    )
     out = tmp_path / "plan.json"
-    process = subprocess.Popen([sys.executable, "-m", "plbjax.cli", f"state={state}", f"out={out}",
-                                "search.steps=null", "search.seconds=120", "search.block_steps=200",
-                                f"hydra.run.dir={tmp_path / 'run'}"],
-                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    for line in process.stderr:          # progress lines start after a few seconds of search
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "plbjax.cli",
+            f"state={state}",
+            f"out={out}",
+            "search.steps=null",
+            "search.seconds=120",
+            "search.block_steps=200",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    for line in process.stderr:  # progress lines start after a few seconds of search
         if line.startswith("plbjax: search"):
             break
     started = time.perf_counter()
@@ -158,8 +225,10 @@ def test_search_seconds_bound_the_whole_run():
     from plbjax import SearchConfig, parse_state, plan
 
     doc = yaml.safe_load(EXAMPLE.read_text())
-    doc["Partitions"][0]["Replicas"].pop()                   # something to place
-    result = plan(parse_state(doc), SearchConfig(chains=2, steps=None, seconds=3, block_steps=100, tries=1, parallel=False))
+    doc["Partitions"][0]["Replicas"].pop()  # something to place
+    result = plan(
+        parse_state(doc), SearchConfig(chains=2, steps=None, seconds=3, block_steps=100, tries=1, parallel=False)
+    )
     ran = [p["Phase"] for p in result["Phases"] if p["Ran"]]
     assert "Placement" in ran and "Balancing" in ran
     assert result["Search"]["Seconds"] <= 3.3 and not result["Search"]["Interrupted"]

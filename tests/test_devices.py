@@ -10,8 +10,8 @@ import sys
 
 import numpy as np
 import pytest
-
 from conftest import QUICK, cluster, searchable
+
 from plbjax.anneal import anneal
 from plbjax.sf import model
 from plbjax.sf._state import parse_state
@@ -37,8 +37,9 @@ print(json.dumps(dict(devices=len(jax.devices()), sharded_over=len(chains.state.
 def test_chains_sharded_over_four_devices_match_one_device(population):
     """Independent chains, and chains resampled across devices (population annealing)."""
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-    out = subprocess.run([sys.executable, "-c", f"POPULATION = {population}\n" + SCRIPT],
-                         capture_output=True, text=True, env=env)
+    out = subprocess.run(
+        [sys.executable, "-c", f"POPULATION = {population}\n" + SCRIPT], capture_output=True, text=True, env=env
+    )
     assert out.returncode == 0, out.stderr
     sharded = json.loads(out.stdout.strip().splitlines()[-1])
     assert sharded["devices"] == 4 and sharded["sharded_over"] == 4

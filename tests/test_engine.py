@@ -10,13 +10,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from checker import document_with, no_new_violations, placement_of, violations
 from conftest import QUICK, cluster, packed_cluster, searchable
+
 from plbjax import anneal as A
 from plbjax.anneal import _driver, _kernel
-from plbjax.sf import _model as S
 from plbjax.sf import _energy as E
+from plbjax.sf import _model as S
 from plbjax.sf._constraints import domain_violations_of
 from plbjax.sf._decoding import apply_actions, diff, settle
 from plbjax.sf._moves import DRAWS
@@ -27,8 +27,10 @@ from plbjax.sf._state import parse_state
 @eqx.filter_jit
 def _steps(problem, config, chains, temperature, n: int):
     """n raw steps (no refresh) on every chain."""
+
     def body(_, c):
         return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(S.model(), problem, config, c, temperature)
+
     return jax.lax.fori_loop(0, n, body, chains)
 
 
@@ -53,13 +55,13 @@ def _chains(problem, n=8, seed=0):
 
 
 def test_move_energy_equals_recomputation(states):
-    for state in states[:2] + [_featured_state(5)]:     # the last: affinity parents move with a child
+    for state in states[:2] + [_featured_state(5)]:  # the last: affinity parents move with a child
         problem, _ = searchable(state)
         chains = _steps(problem, QUICK.kernel, _chains(problem), jnp.float32(5.0), 300)
         chain = jax.tree.map(lambda x: x[0], chains.state)
         valid, incremental, exact, after, bound, maybe = _move_energies(problem, chain, jax.random.PRNGKey(1))
         assert valid.dtype == bool and int(valid.sum()) > 20
-        assert not np.any(np.asarray(valid & ~maybe))            # finishing only ever rules moves out
+        assert not np.any(np.asarray(valid & ~maybe))  # finishing only ever rules moves out
         assert np.all(np.asarray(bound) <= np.asarray(incremental) * (1 + 1e-6))
         np.testing.assert_allclose(np.asarray(incremental)[valid], np.asarray(exact)[valid], rtol=2e-5)
         recomputed = jax.jit(jax.vmap(domain_violations_of, in_axes=(None, 0)))(problem, after.node_of)
@@ -96,7 +98,9 @@ def test_existing_violation_is_never_made_worse():
     before = violations(state, placement_of(doc))
     assert before["fault_domain"]
     for c in range(chains.state.node_of.shape[0]):
-        after = violations(state, placement_of(document_with(state, index, chains.state.node_of[c], chains.state.primary_of[c])))
+        after = violations(
+            state, placement_of(document_with(state, index, chains.state.node_of[c], chains.state.primary_of[c]))
+        )
         assert no_new_violations(before, after) == []
 
 
@@ -107,54 +111,61 @@ def test_decoded_actions_reproduce_every_chain(states):
     for c in range(chains.state.node_of.shape[0]):
         node_of, primary_of = settle(index, np.asarray(chains.state.node_of[c]), np.asarray(chains.state.primary_of[c]))
         actions = diff(index, node_of, primary_of)
-        got = {str(r["ReplicaId"]): (r["NodeName"], r["Role"])
-               for p in apply_actions(state.document, actions)["Partitions"] for r in p["Replicas"]}
+        got = {
+            str(r["ReplicaId"]): (r["NodeName"], r["Role"])
+            for p in apply_actions(state.document, actions)["Partitions"]
+            for r in p["Replicas"]
+        }
         for r in range(index.n_replicas):
             p = int(problem.replica_partition[r])
             role = "Primary" if primary_of[p] == r else ("Secondary" if index.stateful[p] else "Instance")
             assert got[str(index.replica_ids[r])] == (index.nodes[node_of[r]], role)
         # minimal: one move per replica whose node changed, one swap per changed primary
-        assert sum(a["Action"] != "SwapPrimarySecondary" for a in actions) == \
-            int((node_of != index.node_of)[: index.n_replicas].sum())
-        assert sum(a["Action"] == "SwapPrimarySecondary" for a in actions) == \
-            int((primary_of != index.primary_of)[: index.n_partitions].sum())
+        assert sum(a["Action"] != "SwapPrimarySecondary" for a in actions) == int(
+            (node_of != index.node_of)[: index.n_replicas].sum()
+        )
+        assert sum(a["Action"] == "SwapPrimarySecondary" for a in actions) == int(
+            (primary_of != index.primary_of)[: index.n_partitions].sum()
+        )
 
 
 def test_diff_is_net_of_intermediate_steps(states):
     state = states[0]
     problem, index = searchable(state)
     node_of, primary_of = index.node_of.copy(), index.primary_of.copy()
-    assert diff(index, node_of, primary_of) == []                     # nothing changed
+    assert diff(index, node_of, primary_of) == []  # nothing changed
     p = next(p for p in range(index.n_partitions) if index.stateful[p])
     rows = index.partition_rows[p]
     used = {int(index.node_of[r]) for r in rows}
     free = [n for n in range(index.n_nodes) if n not in used]
     a, b = [r for r in rows if r != index.primary_of[p]][:2]
     original = int(node_of[a])
-    node_of[a] = free[0]                                              # N1 -> N2
-    node_of[a] = free[1]                                              # N2 -> N3
+    node_of[a] = free[0]  # N1 -> N2
+    node_of[a] = free[1]  # N2 -> N3
     actions = diff(index, node_of, primary_of)
-    assert [(x["Action"], x["SourceNode"], x["TargetNode"]) for x in actions] == \
-        [("MoveSecondary", index.nodes[original], index.nodes[free[1]])]
-    node_of[a] = original                                             # and back
+    assert [(x["Action"], x["SourceNode"], x["TargetNode"]) for x in actions] == [
+        ("MoveSecondary", index.nodes[original], index.nodes[free[1]])
+    ]
+    node_of[a] = original  # and back
     assert diff(index, node_of, primary_of) == []
-    node_of[a], node_of[b] = node_of[b], node_of[a]                   # a rotation cannot be executed
+    node_of[a], node_of[b] = node_of[b], node_of[a]  # a rotation cannot be executed
     with pytest.raises(ValueError):
         diff(index, node_of, primary_of)
     assert diff(index, *settle(index, node_of, primary_of)) == []
     node_of = index.node_of.copy()
-    node_of[b] = free[0]                                              # b leaves, a takes b's node
+    node_of[b] = free[0]  # b leaves, a takes b's node
     node_of[a] = index.node_of[b]
     actions = diff(index, node_of, primary_of)
     assert [x["ReplicaId"] for x in actions] == [index.replica_ids[b], index.replica_ids[a]]
-    primary_of[p] = a                                                 # and a becomes primary: swap first
+    primary_of[p] = a  # and a becomes primary: swap first
     actions = diff(index, node_of, primary_of)
     assert [x["Action"] for x in actions] == ["SwapPrimarySecondary", "MoveSecondary", "MovePrimary"]
     apply_actions(state.document, actions)
 
 
-@pytest.mark.parametrize("config", [QUICK, dataclasses.replace(QUICK, chains=1, tries=16, parallel=True, room=4)],
-                         ids=["chains", "parallel"])
+@pytest.mark.parametrize(
+    "config", [QUICK, dataclasses.replace(QUICK, chains=1, tries=16, parallel=True, room=4)], ids=["chains", "parallel"]
+)
 def test_plans_on_random_clusters_improve_and_break_nothing(states, documents, config):
     for state, doc in zip(states, documents):
         result = plan(state, config)
@@ -162,9 +173,8 @@ def test_plans_on_random_clusters_improve_and_break_nothing(states, documents, c
         assert result["Score"]["After"] < result["Score"]["Before"]
         assert result["Actions"]
         after_doc = apply_actions(doc, result["Actions"])
-        assert no_new_violations(violations(state, placement_of(doc)),
-                                 violations(state, placement_of(after_doc))) == []
-        assert doc == state.document                                   # the input is not changed
+        assert no_new_violations(violations(state, placement_of(doc)), violations(state, placement_of(after_doc))) == []
+        assert doc == state.document  # the input is not changed
 
 
 def test_same_seed_same_plan_and_seed_matters(states):
@@ -188,11 +198,12 @@ def test_balanced_cluster_moves_nothing(documents):
 def test_missing_replica_is_placed(documents):
     doc = json.loads(json.dumps(documents[0]))
     part = next(p for p in doc["Partitions"] if p["Replicas"][0]["Role"] == "Primary")
-    gone = part["Replicas"].pop()                           # one secondary short of the target
+    gone = part["Replicas"].pop()  # one secondary short of the target
     result = plan(parse_state(doc), QUICK)
     adds = [a for a in result["Actions"] if a["Action"].startswith("Add")]
-    assert [(a["Action"], a["PartitionId"], a["ReplicaId"]) for a in adds] == \
-        [("AddSecondary", part["PartitionId"], None)]
+    assert [(a["Action"], a["PartitionId"], a["ReplicaId"]) for a in adds] == [
+        ("AddSecondary", part["PartitionId"], None)
+    ]
     assert result["Unplaced"] == [] and result["Phases"][0]["Ran"]
     assert adds[0]["TargetNode"] not in {r["NodeName"] for r in part["Replicas"]}
     assert gone["NodeName"]  # the test removed a placed replica
@@ -254,9 +265,10 @@ def test_population_resampling_draws_states_by_boltzmann_weight(states):
     resample = eqx.filter_jit(A.resample)
     for t_start, t_end in [(1.0, 0.5), (0.2, 0.1), (1.0, 1e-6)]:
         after = resample(chains, jnp.float32(t_start), jnp.float32(t_end))
-        parents = [int(np.flatnonzero((np.asarray(chains.state.node_of) == row).all(axis=1)
-                                      & (energy == e))[0])
-                   for row, e in zip(np.asarray(after.state.node_of), np.asarray(after.state.energy, np.float64))]
+        parents = [
+            int(np.flatnonzero((np.asarray(chains.state.node_of) == row).all(axis=1) & (energy == e))[0])
+            for row, e in zip(np.asarray(after.state.node_of), np.asarray(after.state.energy, np.float64))
+        ]
         weight = np.exp(-(1 / t_end - 1 / t_start) * (energy - energy.min()))
         expected = len(energy) * weight / weight.sum()
         copies = np.bincount(parents, minlength=len(energy))
@@ -288,11 +300,12 @@ def test_independent_moves_by_pairs_and_by_tables_agree_with_the_rule():
         accepts = rng.random(48) < 0.7
         keep = np.zeros(48, bool)
         for _ in range(3):
-            shares = lambda i, j: bool(set(ids[i][ids[i] >= 0]) & set(ids[j][ids[j] >= 0]))  # noqa: E731
-            open_ = [accepts[i] and not keep[i] and not any(keep[j] and shares(i, j) for j in range(48))
-                     for i in range(48)]
+            shares = lambda i, j: bool(set(ids[i][ids[i] >= 0]) & set(ids[j][ids[j] >= 0]))
+            open_ = [
+                accepts[i] and not keep[i] and not any(keep[j] and shares(i, j) for j in range(48)) for i in range(48)
+            ]
             keep = keep | [open_[i] and not any(open_[j] and shares(i, j) for j in range(i)) for i in range(48)]
-        for n_ids in (60, 1 << 20):          # tables over 60 ids; all pairs (a huge id space)
+        for n_ids in (60, 1 << 20):  # tables over 60 ids; all pairs (a huge id space)
             np.testing.assert_array_equal(_kernel._independent(jnp.asarray(ids), jnp.asarray(accepts), n_ids), keep)
 
 
@@ -319,7 +332,7 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured
     together = jax.jit(S.apply)(problem, state, moves, keep, energies, changes)
     one_by_one = state
     for i in np.flatnonzero(np.asarray(keep)):
-        move, energy, ok, change = jax.tree.map(lambda x: x[i:i + 1], _finished(problem, one_by_one, words))
+        move, energy, ok, change = jax.tree.map(lambda x: x[i : i + 1], _finished(problem, one_by_one, words))
         assert bool(ok[0]) and int(move.replica[0]) == int(moves.replica[i])
         assert int(move.target[0]) == int(moves.target[i])
         np.testing.assert_allclose(change.g_sq[0], changes.g_sq[i], rtol=1e-5, atol=1e-3)
@@ -327,10 +340,24 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured
     assert int(keep.sum()) >= 5
     for name in ("node_of", "primary_of", "domain_violations"):
         np.testing.assert_array_equal(getattr(together, name), getattr(one_by_one, name), err_msg=name)
-    for name in ("loads", "local", "fd_loads", "ud_loads", "g_total", "g_sq", "l_total", "l_sq", "local_score",
-                 "cost", "moves", "penalty", "energy"):
-        np.testing.assert_allclose(getattr(together, name), getattr(one_by_one, name), rtol=1e-5, atol=1e-3,
-                                   err_msg=name)
+    for name in (
+        "loads",
+        "local",
+        "fd_loads",
+        "ud_loads",
+        "g_total",
+        "g_sq",
+        "l_total",
+        "l_sq",
+        "local_score",
+        "cost",
+        "moves",
+        "penalty",
+        "energy",
+    ):
+        np.testing.assert_allclose(
+            getattr(together, name), getattr(one_by_one, name), rtol=1e-5, atol=1e-3, err_msg=name
+        )
     exact = jax.jit(S.refresh)(problem, together)
     np.testing.assert_allclose(together.energy, exact.energy, rtol=2e-5)
     np.testing.assert_allclose(together.loads, exact.loads, atol=1e-3)

@@ -169,26 +169,29 @@ def test_error_message_matches_brief_format():
     assert message.startswith("PlacementConstraints 'NodeColor == && x': unexpected '&&' at column 14")
 
 
-@pytest.mark.parametrize("source, needle", [
-    ("(NodeColor == Blue", "unexpected end of expression at column 19 (expected ')' to close '(' at column 1)"),
-    ("NodeColor == Blue)", "unexpected ')' at column 18"),
-    ("((A == 1) && B == 2", "expected ')' to close '(' at column 1"),
-    ("()", "unexpected ')' at column 2"),
-    ("NodeColor == Blue &&", "unexpected end of expression at column 21"),
-    ("&& NodeColor == Blue", "unexpected '&&' at column 1"),
-    ("NodeColor == Blue || || A == 1", "unexpected '||' at column 22"),
-    ("NodeColor ==", "unexpected end of expression at column 13 (expected a value after '==')"),
-    ("== Blue", "unexpected '==' at column 1"),
-    ("NodeColor == Blue A == 1", "unexpected 'A' at column 19"),
-    ("NodeColor", "expected a comparison operator after 'NodeColor'"),
-    ("A == 1 == 2", "unexpected '==' at column 8"),
-    ("NodeColor = Blue", "unexpected character '=' at column 11 (did you mean '=='?)"),
-    ("A == 1 & B == 2", "unexpected character '&' at column 8 (did you mean '&&'?)"),
-    ("NodeColor == Bl$ue", "unexpected character '$' at column 16"),
-    ("NodeColor == 'Blue", "unterminated string starting at column 14"),
-    ("NodeName ^P x", "primary-only operator '^P' at column 10"),
-    ("!", "unexpected end of expression at column 2"),
-])
+@pytest.mark.parametrize(
+    "source, needle",
+    [
+        ("(NodeColor == Blue", "unexpected end of expression at column 19 (expected ')' to close '(' at column 1)"),
+        ("NodeColor == Blue)", "unexpected ')' at column 18"),
+        ("((A == 1) && B == 2", "expected ')' to close '(' at column 1"),
+        ("()", "unexpected ')' at column 2"),
+        ("NodeColor == Blue &&", "unexpected end of expression at column 21"),
+        ("&& NodeColor == Blue", "unexpected '&&' at column 1"),
+        ("NodeColor == Blue || || A == 1", "unexpected '||' at column 22"),
+        ("NodeColor ==", "unexpected end of expression at column 13 (expected a value after '==')"),
+        ("== Blue", "unexpected '==' at column 1"),
+        ("NodeColor == Blue A == 1", "unexpected 'A' at column 19"),
+        ("NodeColor", "expected a comparison operator after 'NodeColor'"),
+        ("A == 1 == 2", "unexpected '==' at column 8"),
+        ("NodeColor = Blue", "unexpected character '=' at column 11 (did you mean '=='?)"),
+        ("A == 1 & B == 2", "unexpected character '&' at column 8 (did you mean '&&'?)"),
+        ("NodeColor == Bl$ue", "unexpected character '$' at column 16"),
+        ("NodeColor == 'Blue", "unterminated string starting at column 14"),
+        ("NodeName ^P x", "primary-only operator '^P' at column 10"),
+        ("!", "unexpected end of expression at column 2"),
+    ],
+)
 def test_bad_syntax_names_the_token(source, needle):
     with pytest.raises(BadInput) as info:
         parse(source)

@@ -17,14 +17,13 @@ from plbjax.roadef._generator import InstanceSpec
 from plbjax.roadef._generator import generate as roadef_generate
 from plbjax.sf._generator import ClusterSpec, generate, main
 
-
 # ---------------------------------------------------------------------------------------------
 # an independent checker of the state document against the spec and SF's hard rules
 
 
 def _top_fd(fd: str) -> str:
     assert fd.startswith("fd:/"), fd
-    return fd[len("fd:/"):].split("/")[0]
+    return fd[len("fd:/") :].split("/")[0]
 
 
 def _eligible(service: dict, nodes: list[dict]) -> list[dict]:
@@ -45,8 +44,7 @@ def _even(counts: dict, domains: set) -> bool:
 def check_document(doc: dict, spec: ClusterSpec) -> None:
     json.dumps(doc)  # plain JSON types only
     assert doc["SchemaVersion"] == 1
-    N, S, P, R = (spec.nodes, spec.services, spec.services * spec.partitions_per_service,
-                  spec.replicas_per_partition)
+    N, S, P, R = (spec.nodes, spec.services, spec.services * spec.partitions_per_service, spec.replicas_per_partition)
 
     # nodes
     nodes = doc["Nodes"]
@@ -56,7 +54,7 @@ def check_document(doc: dict, spec: ClusterSpec) -> None:
     assert all(re.fullmatch(r"Node\d{3,}", x) for x in names)
     assert names == sorted(names)
     assert [t["Name"] for t in doc["NodeTypes"]] == [f"NodeType{t}" for t in range(spec.node_types)]
-    types = [int(n["NodeType"][len("NodeType"):]) for n in nodes]
+    types = [int(n["NodeType"][len("NodeType") :]) for n in nodes]
     assert types == sorted(types) and set(types) == set(range(spec.node_types))  # blocks
     by_name = {n["NodeName"]: n for n in nodes}
     pat = r"fd:/dc\d+/r\d+" if spec.racks_per_fault_domain > 1 else r"fd:/dc\d+"
@@ -92,8 +90,7 @@ def check_document(doc: dict, spec: ClusterSpec) -> None:
             assert "Metrics" not in s
             continue
         assert [m["Name"] for m in s["Metrics"]] == metrics
-        assert [m["Weight"] for m in s["Metrics"]] == [
-            ("High", "Medium", "Low")[j % 3] for j in range(spec.metrics)]
+        assert [m["Weight"] for m in s["Metrics"]] == [("High", "Medium", "Low")[j % 3] for j in range(spec.metrics)]
         for m in s["Metrics"]:
             if s["ServiceKind"] == "Stateful":
                 assert m["PrimaryDefaultLoad"] > m["SecondaryDefaultLoad"] > 0
@@ -110,8 +107,11 @@ def check_document(doc: dict, spec: ClusterSpec) -> None:
     domains = {}  # service -> (eligible node names, eligible top-level FDs, eligible UDs)
     for name, s in svc.items():
         elig = _eligible(s, nodes)
-        domains[name] = ({n["NodeName"] for n in elig}, {_top_fd(n["FaultDomain"]) for n in elig},
-                         {n["UpgradeDomain"] for n in elig})
+        domains[name] = (
+            {n["NodeName"] for n in elig},
+            {_top_fd(n["FaultDomain"]) for n in elig},
+            {n["UpgradeDomain"] for n in elig},
+        )
     for p in parts:
         s = svc[p["ServiceName"]]
         reps = p["Replicas"]
@@ -122,16 +122,16 @@ def check_document(doc: dict, spec: ClusterSpec) -> None:
         else:
             assert roles == {"Instance": R}
         placed = [r["NodeName"] for r in reps]
-        assert all(x in by_name for x in placed)                      # all placed
-        assert len(set(placed)) == R                                  # one per node
+        assert all(x in by_name for x in placed)  # all placed
+        assert len(set(placed)) == R  # one per node
         elig_names, elig_fds, elig_uds = domains[p["ServiceName"]]
-        assert set(placed) <= elig_names                              # constraints
+        assert set(placed) <= elig_names  # constraints
         fds = collections.Counter(_top_fd(by_name[x]["FaultDomain"]) for x in placed)
-        assert _even(fds, elig_fds), (p["PartitionId"], fds)        # fault domains
+        assert _even(fds, elig_fds), (p["PartitionId"], fds)  # fault domains
         if R <= len(elig_fds):
             assert len(fds) == R
         uds = collections.Counter(by_name[x]["UpgradeDomain"] for x in placed)
-        assert _even(uds, elig_uds), (p["PartitionId"], uds)        # upgrade domains
+        assert _even(uds, elig_uds), (p["PartitionId"], uds)  # upgrade domains
         for r in reps:
             if spec.metrics == 0:
                 assert "Loads" not in r
@@ -144,7 +144,7 @@ def check_document(doc: dict, spec: ClusterSpec) -> None:
                 else:
                     assert round(v, 1) == v
                 load[r["NodeName"]][m] += v
-    if with_caps:                                                     # capacities
+    if with_caps:  # capacities
         for name, per in load.items():
             for m, v in per.items():
                 assert v <= by_name[name]["Capacities"][m] + 1e-6, (name, m, v)
@@ -152,24 +152,69 @@ def check_document(doc: dict, spec: ClusterSpec) -> None:
 
 # ---------------------------------------------------------------------------------------------
 
-SEEDED_SPECS = [   # (seed, spec)
+SEEDED_SPECS = [  # (seed, spec)
     (0, ClusterSpec()),
     (7, ClusterSpec(skew=1.0)),
     (3, ClusterSpec(skew=0.0, metrics=0)),
-    (11, ClusterSpec(nodes=30, fault_domains=3, racks_per_fault_domain=2, upgrade_domains=4,
-                     replicas_per_partition=5, services=8)),  # replicas > fault domains
-    (5, ClusterSpec(nodes=40, node_types=3, placement_constraint_fraction=0.5, services=12,
-                    metrics=3, stateless_fraction=0.4, skew=0.8)),
-    (2, ClusterSpec(nodes=12, fault_domains=4, upgrade_domains=3, replicas_per_partition=4,
-                    load_scale=1.5, capacity_headroom=1.3, services=6)),
-    (4, ClusterSpec(nodes=7, fault_domains=7, upgrade_domains=7, replicas_per_partition=7,
-                    services=3, partitions_per_service=2, capacity_headroom=0.0)),
-    (9, ClusterSpec(nodes=25, fault_domains=5, racks_per_fault_domain=5, upgrade_domains=10,
-                    metrics=4, skew=0.95, capacity_headroom=1.2, services=10,
-                    partitions_per_service=10)),
+    (
+        11,
+        ClusterSpec(
+            nodes=30, fault_domains=3, racks_per_fault_domain=2, upgrade_domains=4, replicas_per_partition=5, services=8
+        ),
+    ),  # replicas > fault domains
+    (
+        5,
+        ClusterSpec(
+            nodes=40,
+            node_types=3,
+            placement_constraint_fraction=0.5,
+            services=12,
+            metrics=3,
+            stateless_fraction=0.4,
+            skew=0.8,
+        ),
+    ),
+    (
+        2,
+        ClusterSpec(
+            nodes=12,
+            fault_domains=4,
+            upgrade_domains=3,
+            replicas_per_partition=4,
+            load_scale=1.5,
+            capacity_headroom=1.3,
+            services=6,
+        ),
+    ),
+    (
+        4,
+        ClusterSpec(
+            nodes=7,
+            fault_domains=7,
+            upgrade_domains=7,
+            replicas_per_partition=7,
+            services=3,
+            partitions_per_service=2,
+            capacity_headroom=0.0,
+        ),
+    ),
+    (
+        9,
+        ClusterSpec(
+            nodes=25,
+            fault_domains=5,
+            racks_per_fault_domain=5,
+            upgrade_domains=10,
+            metrics=4,
+            skew=0.95,
+            capacity_headroom=1.2,
+            services=10,
+            partitions_per_service=10,
+        ),
+    ),
     (1, ClusterSpec(nodes=9, replicas_per_partition=1, services=4, stateless_fraction=1.0)),
-    (0, ClusterSpec(services=0)),                                       # nodes only
-    (0, ClusterSpec(nodes=40, services=2, partitions_per_service=1)),   # fewer replicas than nodes
+    (0, ClusterSpec(services=0)),  # nodes only
+    (0, ClusterSpec(nodes=40, services=2, partitions_per_service=1)),  # fewer replicas than nodes
 ]
 
 
@@ -188,14 +233,21 @@ def test_hard_rules_random_specs(seed):
     racks = int(g.integers(1, 3))
     nodes = int(g.integers(fds * racks, 40)) + 3
     spec = ClusterSpec(
-        nodes=nodes, node_types=int(g.integers(1, 3)), fault_domains=fds,
-        racks_per_fault_domain=racks, upgrade_domains=int(g.integers(1, min(nodes, 6) + 1)),
-        metrics=int(g.integers(0, 4)), services=int(g.integers(1, 10)),
-        partitions_per_service=int(g.integers(1, 6)), replicas_per_partition=int(g.integers(1, 4)),
-        stateless_fraction=float(g.random()), skew=float(g.random()),
+        nodes=nodes,
+        node_types=int(g.integers(1, 3)),
+        fault_domains=fds,
+        racks_per_fault_domain=racks,
+        upgrade_domains=int(g.integers(1, min(nodes, 6) + 1)),
+        metrics=int(g.integers(0, 4)),
+        services=int(g.integers(1, 10)),
+        partitions_per_service=int(g.integers(1, 6)),
+        replicas_per_partition=int(g.integers(1, 4)),
+        stateless_fraction=float(g.random()),
+        skew=float(g.random()),
         load_scale=float(g.choice([1.0, 10.0, 100.0])),
         capacity_headroom=float(g.choice([0.0, 1.5, 2.0, 3.0])),
-        placement_constraint_fraction=float(g.random() * 0.5))
+        placement_constraint_fraction=float(g.random() * 0.5),
+    )
     check_document(generate(seed, spec), spec)
 
 
@@ -221,31 +273,42 @@ def test_both_generators_share_one_interface():
     assert json.dumps(a) == json.dumps(b)
     (instance, original), (again, original_again) = twice(roadef_generate, InstanceSpec())
     assert np.array_equal(original, original_again)
-    assert all(np.array_equal(getattr(instance, f.name), getattr(again, f.name))
-               for f in dataclasses.fields(instance))
+    assert all(np.array_equal(getattr(instance, f.name), getattr(again, f.name)) for f in dataclasses.fields(instance))
 
 
 def test_names_and_layout():
-    spec = ClusterSpec(nodes=12, node_types=3, fault_domains=2, racks_per_fault_domain=3,
-                       upgrade_domains=4)
+    spec = ClusterSpec(nodes=12, node_types=3, fault_domains=2, racks_per_fault_domain=3, upgrade_domains=4)
     doc = generate(0, spec)
     nodes = doc["Nodes"]
     assert nodes[0]["NodeName"] == "Node000" and nodes[11]["NodeName"] == "Node011"
     assert [n["NodeType"] for n in nodes] == ["NodeType0"] * 4 + ["NodeType1"] * 4 + ["NodeType2"] * 4
     assert [n["FaultDomain"] for n in nodes[:6]] == [
-        "fd:/dc0/r0", "fd:/dc1/r0", "fd:/dc0/r1", "fd:/dc1/r1", "fd:/dc0/r2", "fd:/dc1/r2"]
+        "fd:/dc0/r0",
+        "fd:/dc1/r0",
+        "fd:/dc0/r1",
+        "fd:/dc1/r1",
+        "fd:/dc0/r2",
+        "fd:/dc1/r2",
+    ]
     assert [n["UpgradeDomain"] for n in nodes[:5]] == ["UD0", "UD1", "UD2", "UD3", "UD0"]
     assert all("NodeColor" in n["PlacementProperties"] for n in nodes)
     flat = generate(0, ClusterSpec(nodes=10, fault_domains=5))
     assert [n["FaultDomain"] for n in flat["Nodes"][:6]] == [
-        "fd:/dc0", "fd:/dc1", "fd:/dc2", "fd:/dc3", "fd:/dc4", "fd:/dc0"]
+        "fd:/dc0",
+        "fd:/dc1",
+        "fd:/dc2",
+        "fd:/dc3",
+        "fd:/dc4",
+        "fd:/dc0",
+    ]
     assert doc["Services"][0]["ServiceName"] == "fabric:/App/Svc0"
     assert all(isinstance(p["PartitionId"], str) for p in doc["Partitions"])
 
 
 def test_primaries_heavier():
-    doc = generate(0, ClusterSpec(nodes=30, services=10, partitions_per_service=20,
-                                  stateless_fraction=0.0, load_scale=100.0))
+    doc = generate(
+        0, ClusterSpec(nodes=30, services=10, partitions_per_service=20, stateless_fraction=0.0, load_scale=100.0)
+    )
     pri, sec = [], []
     for p in doc["Partitions"]:
         for r in p["Replicas"]:
@@ -271,27 +334,30 @@ def test_skew_concentrates():
 
 
 def test_skew_respects_capacity():
-    spec = ClusterSpec(nodes=50, services=20, partitions_per_service=10, skew=1.0,
-                       capacity_headroom=1.5)
+    spec = ClusterSpec(nodes=50, services=20, partitions_per_service=10, skew=1.0, capacity_headroom=1.5)
     check_document(generate(0, spec), spec)
 
 
-@pytest.mark.parametrize("kw", [
-    dict(nodes=2, fault_domains=1, upgrade_domains=1, replicas_per_partition=3),
-    dict(nodes=3, fault_domains=5),
-    dict(capacity_headroom=0.5),
-    dict(nodes=10, node_types=5, placement_constraint_fraction=1.0, replicas_per_partition=3),
-    dict(skew=1.5),
-    dict(nodes=0),
-])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        dict(nodes=2, fault_domains=1, upgrade_domains=1, replicas_per_partition=3),
+        dict(nodes=3, fault_domains=5),
+        dict(capacity_headroom=0.5),
+        dict(nodes=10, node_types=5, placement_constraint_fraction=1.0, replicas_per_partition=3),
+        dict(skew=1.5),
+        dict(nodes=0),
+    ],
+)
 def test_impossible_specs_raise(kw):
     with pytest.raises(ValueError):
         generate(0, ClusterSpec(**kw))
 
 
 def test_large_cluster_is_fast():
-    spec = ClusterSpec(nodes=1000, services=50, partitions_per_service=667,
-                       replicas_per_partition=3, metrics=2, skew=0.7)
+    spec = ClusterSpec(
+        nodes=1000, services=50, partitions_per_service=667, replicas_per_partition=3, metrics=2, skew=0.7
+    )
     t = time.perf_counter()
     doc = generate(3, spec)
     elapsed = time.perf_counter() - t
@@ -307,10 +373,21 @@ def test_large_cluster_is_fast():
 
 
 def test_cli_json_and_yaml(tmp_path):
-    args = ["--nodes", "12", "--services", "3", "--fault-domains", "3",
-            "--racks-per-fault-domain", "2", "--skew", "0.9", "--seed", "5"]
-    spec = ClusterSpec(nodes=12, services=3, fault_domains=3, racks_per_fault_domain=2,
-                       skew=0.9)
+    args = [
+        "--nodes",
+        "12",
+        "--services",
+        "3",
+        "--fault-domains",
+        "3",
+        "--racks-per-fault-domain",
+        "2",
+        "--skew",
+        "0.9",
+        "--seed",
+        "5",
+    ]
+    spec = ClusterSpec(nodes=12, services=3, fault_domains=3, racks_per_fault_domain=2, skew=0.9)
     js, ym = tmp_path / "c.json", tmp_path / "c.yaml"
     assert main(args + ["-o", str(js)]) == 0
     assert main(args + ["--out", str(ym)]) == 0
@@ -321,8 +398,10 @@ def test_cli_json_and_yaml(tmp_path):
 
 
 def test_cli_stdout(capsys):
-    assert main(["--nodes", "6", "--fault-domains", "3", "--upgrade-domains", "3",
-                 "--services", "2", "--metrics", "0"]) == 0
+    assert (
+        main(["--nodes", "6", "--fault-domains", "3", "--upgrade-domains", "3", "--services", "2", "--metrics", "0"])
+        == 0
+    )
     doc = json.loads(capsys.readouterr().out)
     assert len(doc["Nodes"]) == 6 and "Metrics" not in doc["Services"][0]
 

@@ -14,9 +14,17 @@ from plbjax.sf.live.dump import main
 from plbjax.sf.live.importer import import_dump
 
 DUMPS = Path(__file__).parent / "data" / "sf-dump"
-VERSIONS = {"GetClusterManifest": "6.0", "Nodes": "6.3", "Applications": "6.1", "GetServices": "6.4",
-            "GetDescription": "6.0", "GetPartitions": "6.4", "GetReplicas": "6.0", "GetLoadInformation": "6.0",
-            "GetDetail": "6.0"}
+VERSIONS = {
+    "GetClusterManifest": "6.0",
+    "Nodes": "6.3",
+    "Applications": "6.1",
+    "GetServices": "6.4",
+    "GetDescription": "6.0",
+    "GetPartitions": "6.4",
+    "GetReplicas": "6.0",
+    "GetLoadInformation": "6.0",
+    "GetDetail": "6.0",
+}
 
 
 def _items(value: object) -> list:
@@ -75,8 +83,10 @@ class FakeCluster(BaseHTTPRequestHandler):
         if head == "Partitions" and last == "GetReplicas":
             return self._page(self._file(f"replicas/{words[1]}.json"), query)
         if head == "Partitions" and last == "GetLoadInformation":
-            return self._file(f"partition-load/{words[1]}.json",
-                              {"PartitionId": words[1], "PrimaryLoadMetricReports": [], "SecondaryLoadMetricReports": []})
+            return self._file(
+                f"partition-load/{words[1]}.json",
+                {"PartitionId": words[1], "PrimaryLoadMetricReports": [], "SecondaryLoadMetricReports": []},
+            )
         if head == "Nodes" and last == "GetLoadInformation":
             return self._file(f"node-load/{words[1]}.json", {"NodeName": words[1], "NodeLoadMetricInformation": []})
         if last == "GetDetail":
@@ -88,7 +98,7 @@ class FakeCluster(BaseHTTPRequestHandler):
         items = _items(stored)
         start, size = int(query.get("ContinuationToken") or 0), int(query.get("MaxResults") or 2)
         rest = start + size < len(items)
-        return {"ContinuationToken": str(start + size) if rest else "", "Items": items[start:start + size]}
+        return {"ContinuationToken": str(start + size) if rest else "", "Items": items[start : start + size]}
 
 
 @pytest.fixture
@@ -105,8 +115,10 @@ def cluster(request):
 
 def _empty(value: object) -> bool:
     """A load answer that reports nothing (the fake cluster's answer where the fixture has no file)."""
-    return isinstance(value, dict) and not any(value.get(k) for k in (
-        "PrimaryLoadMetricReports", "SecondaryLoadMetricReports", "NodeLoadMetricInformation", "ReportedLoad"))
+    return isinstance(value, dict) and not any(
+        value.get(k)
+        for k in ("PrimaryLoadMetricReports", "SecondaryLoadMetricReports", "NodeLoadMetricInformation", "ReportedLoad")
+    )
 
 
 def _compare(fixture: Path, written: Path) -> None:
@@ -131,16 +143,18 @@ def test_dump_equals_the_fixture(cluster, max_results, tmp_path):
     main(["--endpoint", endpoint, "--insecure", "-o", str(out), "--max-results", str(max_results), "--replica-loads"])
     _compare(root, out)
     assert all(version == VERSIONS[call] for call, version in seen)
-    assert sum(call == "Nodes" for call, _ in seen) == -(-6 // (max_results or 2))   # every page was asked for
-    assert isinstance(json.loads((out / "nodes.json").read_text()), list)            # stored as its pages
+    assert sum(call == "Nodes" for call, _ in seen) == -(-6 // (max_results or 2))  # every page was asked for
+    assert isinstance(json.loads((out / "nodes.json").read_text()), list)  # stored as its pages
     assert import_dump(str(out))[0] == import_dump(str(root))[0]
 
 
 @pytest.mark.parametrize("cluster", ["small"], indirect=True)
 def test_http_needs_insecure_and_errors_exit_2(cluster, tmp_path, capsys):
     endpoint, _, _ = cluster
-    for argv, expected in ((["--endpoint", endpoint], "add --insecure"),
-                           (["--endpoint", endpoint + "/nope", "--insecure"], "HTTP 404")):
+    for argv, expected in (
+        (["--endpoint", endpoint], "add --insecure"),
+        (["--endpoint", endpoint + "/nope", "--insecure"], "HTTP 404"),
+    ):
         with pytest.raises(SystemExit) as exit_info:
             main(argv + ["-o", str(tmp_path / "dump")])
         err = capsys.readouterr().err

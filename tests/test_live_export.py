@@ -32,7 +32,9 @@ def _parse_sfctl(line: str) -> tuple:
     words = shlex.split(line)
     assert words[:2] == ["sfctl", "partition"]
     flags = dict(zip(words[3::2], words[4::2]))
-    kind = {"move-primary-replica": "primary", "move-secondary-replica": "secondary", "move-instance": "instance"}[words[2]]
+    kind = {"move-primary-replica": "primary", "move-secondary-replica": "secondary", "move-instance": "instance"}[
+        words[2]
+    ]
     if kind == "primary":
         return (kind, flags["--partition-id"], None, flags["--node-name"])
     return (kind, flags["--partition-id"], flags["--current-node-name"], flags["--new-node-name"])
@@ -77,8 +79,19 @@ def plan_path(tmp_path_factory) -> Path:
     """The fixture cluster imported and planned by the installed plbjax CLI (a short search)."""
     work = tmp_path_factory.mktemp("roundtrip")
     import_main([str(DUMPS / "small"), "-o", str(work / "state.json")])
-    subprocess.run(["plbjax", f"state={work / 'state.json'}", f"out={work / 'plan.json'}", "search.seconds=2",
-                    f"hydra.run.dir={work / 'run'}"], check=True, capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [
+            "plbjax",
+            f"state={work / 'state.json'}",
+            f"out={work / 'plan.json'}",
+            "search.seconds=2",
+            f"hydra.run.dir={work / 'run'}",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     return work / "plan.json"
 
 
@@ -103,15 +116,26 @@ def _plan(*actions: dict) -> dict:
 
 
 def _action(kind: str, source: str | None, target: str | None, service: str = "fabric:/Shop/Orders") -> dict:
-    return {"ServiceName": service, "PartitionId": PID, "ReplicaId": "7", "Action": kind,
-            "SourceNode": source, "TargetNode": target}
+    return {
+        "ServiceName": service,
+        "PartitionId": PID,
+        "ReplicaId": "7",
+        "Action": kind,
+        "SourceNode": source,
+        "TargetNode": target,
+    }
 
 
 @pytest.mark.parametrize("fmt", sorted(PARSERS))
 def test_every_action_kind(fmt):
-    actions = [_action("SwapPrimarySecondary", "N0", "N1"), _action("MoveInstance", "N1", "N 2", "fabric:/Shop/Web"),
-               _action("AddSecondary", None, "N3"), _action("DropSecondary", "N4", None),
-               _action("PromoteSecondary", "N1", "N1"), _action("MoveSecondary", "N'5", "N6")]
+    actions = [
+        _action("SwapPrimarySecondary", "N0", "N1"),
+        _action("MoveInstance", "N1", "N 2", "fabric:/Shop/Web"),
+        _action("AddSecondary", None, "N3"),
+        _action("DropSecondary", "N4", None),
+        _action("PromoteSecondary", "N1", "N1"),
+        _action("MoveSecondary", "N'5", "N6"),
+    ]
     text = export_plan(_plan(*actions), fmt, "p.json")
     parsed = [PARSERS[fmt](line) for line in _commands(text)]
     assert parsed == [_movement(a) for a in actions if a["Action"] in MOVES]
@@ -126,13 +150,20 @@ def test_sfctl_names_the_service_by_its_id():
     assert rest.startswith(f"POST /Services/Shop~Web/$/GetPartitions/{PID}/$/MoveInstance?api-version=8.0&")
 
 
-@pytest.mark.parametrize("content, expected", [("{", "invalid JSON"), ("{}", "Actions: missing"),
-                                               ('{"Actions": [{"Action": "MovePrimary"}]}', "Actions[0].ServiceName")])
+@pytest.mark.parametrize(
+    "content, expected",
+    [
+        ("{", "invalid JSON"),
+        ("{}", "Actions: missing"),
+        ('{"Actions": [{"Action": "MovePrimary"}]}', "Actions[0].ServiceName"),
+    ],
+)
 def test_bad_plan_exits_2_with_one_line(tmp_path, content, expected):
     path = tmp_path / "plan.json"
     path.write_text(content)
-    done = subprocess.run([sys.executable, "-m", "plbjax.sf.live.export", str(path), "--format", "sfctl"],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "plbjax.sf.live.export", str(path), "--format", "sfctl"], capture_output=True, text=True
+    )
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr
 
 
@@ -141,4 +172,5 @@ def test_stdout_by_default(tmp_path, capsys):
     path.write_text(json.dumps(_plan(_action("MovePrimary", "N0", "N2"))))
     main([str(path), "--format", "powershell"])
     assert _commands(capsys.readouterr().out) == [
-        f"Move-ServiceFabricPrimaryReplica -PartitionId '{PID}' -ServiceName 'fabric:/Shop/Orders' -NodeName 'N2'"]
+        f"Move-ServiceFabricPrimaryReplica -PartitionId '{PID}' -ServiceName 'fabric:/Shop/Orders' -NodeName 'N2'"
+    ]

@@ -16,14 +16,54 @@ from plbjax.sf.live.importer import import_dump, main
 DUMPS = Path(__file__).parent / "data" / "sf-dump"
 PAGING = {"ContinuationToken", "Items"}
 # Fields the import carries into the state (by the last key of their path).
-CARRIED = {"Manifest", "Name", "Type", "FaultDomain", "UpgradeDomain", "NodeStatus", "IsStopped", "NodeDeactivationInfo",
-           "NodeDeactivationIntent", "NodeDeactivationStatus", "NodeName", "NodeLoadMetricInformation", "NodeCapacity",
-           "Id", "ServiceKind", "TypeName", "ApplicationName", "ServiceName", "ServiceTypeName", "PlacementConstraints",
-           "CorrelationScheme", "Scheme", "ServiceLoadMetrics", "Weight", "PrimaryDefaultLoad", "SecondaryDefaultLoad",
-           "DefaultLoad", "ServicePlacementPolicies", "DomainName", "DefaultMoveCost", "IsDefaultMoveCostSpecified",
-           "TargetReplicaSetSize", "InstanceCount", "PartitionInformation", "ReplicaId", "InstanceId", "ReplicaRole",
-           "ReplicaStatus", "PartitionId", "PrimaryLoadMetricReports", "SecondaryLoadMetricReports", "Value",
-           "CurrentValue", "ReplicaOrInstanceId", "LoadMetricReports", "ReportedLoad"}
+CARRIED = {
+    "Manifest",
+    "Name",
+    "Type",
+    "FaultDomain",
+    "UpgradeDomain",
+    "NodeStatus",
+    "IsStopped",
+    "NodeDeactivationInfo",
+    "NodeDeactivationIntent",
+    "NodeDeactivationStatus",
+    "NodeName",
+    "NodeLoadMetricInformation",
+    "NodeCapacity",
+    "Id",
+    "ServiceKind",
+    "TypeName",
+    "ApplicationName",
+    "ServiceName",
+    "ServiceTypeName",
+    "PlacementConstraints",
+    "CorrelationScheme",
+    "Scheme",
+    "ServiceLoadMetrics",
+    "Weight",
+    "PrimaryDefaultLoad",
+    "SecondaryDefaultLoad",
+    "DefaultLoad",
+    "ServicePlacementPolicies",
+    "DomainName",
+    "DefaultMoveCost",
+    "IsDefaultMoveCostSpecified",
+    "TargetReplicaSetSize",
+    "InstanceCount",
+    "PartitionInformation",
+    "ReplicaId",
+    "InstanceId",
+    "ReplicaRole",
+    "ReplicaStatus",
+    "PartitionId",
+    "PrimaryLoadMetricReports",
+    "SecondaryLoadMetricReports",
+    "Value",
+    "CurrentValue",
+    "ReplicaOrInstanceId",
+    "LoadMetricReports",
+    "ReportedLoad",
+}
 
 
 def _keys(value: object, path: str = "") -> set[str]:
@@ -52,20 +92,26 @@ def test_fixture_imports_to_a_valid_state(name, tmp_path):
 
 def test_small_cluster_is_carried_over():
     doc, _ = import_dump(str(DUMPS / "small"))
-    assert doc["Settings"] == {"MinLoadBalancingInterval": "5", "UseMoveCostReports": "false",
-                               "UpgradeDomainConstraintPriority": "1"}
+    assert doc["Settings"] == {
+        "MinLoadBalancingInterval": "5",
+        "UseMoveCostReports": "false",
+        "UpgradeDomainConstraintPriority": "1",
+    }
     assert doc["MetricBalancingThresholds"] == {"CPU": 1.5, "Memory": 2.0}
     assert doc["NodeBufferPercentage"] == {"CPU": 0.1}
     assert [t["Name"] for t in doc["NodeTypes"]] == ["FrontEnd", "BackEnd"]
     nodes = {n["NodeName"]: n for n in doc["Nodes"]}
-    assert nodes["_BackEnd_1"]["Capacities"] == {"CPU": 150.0}      # node-load differs from the type
+    assert nodes["_BackEnd_1"]["Capacities"] == {"CPU": 150.0}  # node-load differs from the type
     assert "Capacities" not in nodes["_BackEnd_0"]
     services = {s["ServiceName"]: s for s in doc["Services"]}
     assert services["fabric:/Shop/Web"]["Metrics"] == [{"Name": "CPU", "Weight": "Medium", "DefaultLoad": 20}]
-    assert services["fabric:/Shop/Cart"]["Correlations"] == [{"Scheme": "NonAlignedAffinity",
-                                                              "ServiceName": "fabric:/Shop/Catalog"}]
-    assert services["fabric:/Billing/Ledger"]["PlacementPolicies"][1] == {"Type": "PreferPrimaryDomain",
-                                                                         "DomainName": "fd:/dc1/r1"}
+    assert services["fabric:/Shop/Cart"]["Correlations"] == [
+        {"Scheme": "NonAlignedAffinity", "ServiceName": "fabric:/Shop/Catalog"}
+    ]
+    assert services["fabric:/Billing/Ledger"]["PlacementPolicies"][1] == {
+        "Type": "PreferPrimaryDomain",
+        "DomainName": "fd:/dc1/r1",
+    }
     orders0 = next(p for p in doc["Partitions"] if p["ServiceName"] == "fabric:/Shop/Orders")
     loads = [r.get("Loads") for r in orders0["Replicas"]]
     assert loads == [{"CPU": 30.0, "Memory": 600.0}, {"CPU": 6.0, "Memory": 580.0}, {"CPU": 9.0, "Memory": 580.0}]
@@ -76,18 +122,35 @@ def test_paged_dump_merges_pages_and_maps_values():
     assert len(doc["Nodes"]) == 6 and len(doc["Services"]) == 5
     assert {n["NodeName"]: n["NodeStatus"] for n in doc["Nodes"]}["_FrontEnd_2"] == "Disabled"
     backend = doc["NodeTypes"][1]["PlacementAndLoadBalancingOverrides"]
-    assert backend == {"MetricBalancingThresholdsPerNodeType": {"CPU": 1.2},
-                       "MetricActivityThresholdsPerNodeType": {"CPU": 20.0}, "MinLoadBalancingIntervalPerNodeType": 100.0}
+    assert backend == {
+        "MetricBalancingThresholdsPerNodeType": {"CPU": 1.2},
+        "MetricActivityThresholdsPerNodeType": {"CPU": 20.0},
+        "MinLoadBalancingIntervalPerNodeType": 100.0,
+    }
     ledger = next(s for s in doc["Services"] if s["ServiceName"] == "fabric:/Billing/Ledger")
     assert [p["Type"] for p in ledger["PlacementPolicies"]] == [
-        "RequireDomainDistribution", "PreferPrimaryDomain", "RequiredDomain", "InvalidDomain"]
-    assert "DefaultMoveCost" not in ledger                           # IsDefaultMoveCostSpecified false
+        "RequireDomainDistribution",
+        "PreferPrimaryDomain",
+        "RequiredDomain",
+        "InvalidDomain",
+    ]
+    assert "DefaultMoveCost" not in ledger  # IsDefaultMoveCostSpecified false
     replicas = next(p for p in doc["Partitions"] if p["ServiceName"] == "fabric:/Billing/Ledger")["Replicas"]
     assert [(r["Role"], r.get("Loads")) for r in replicas] == [
-        ("Primary", {"CPU": 12.0}), ("Secondary", {"CPU": 4.5}), ("Secondary", {"CPU": 4.5}), ("Secondary", {"CPU": 2.0})]
+        ("Primary", {"CPU": 12.0}),
+        ("Secondary", {"CPU": 4.5}),
+        ("Secondary", {"CPU": 4.5}),
+        ("Secondary", {"CPU": 2.0}),
+    ]
     text = "\n".join(report.lines())
-    for left_out in ("133497100000000902", "133497100000000903", "133497100000000904", "NonPartiallyPlaceService",
-                     "Parameter[Disk]", "Latency"):
+    for left_out in (
+        "133497100000000902",
+        "133497100000000903",
+        "133497100000000904",
+        "NonPartiallyPlaceService",
+        "Parameter[Disk]",
+        "Latency",
+    ):
         assert left_out in text
 
 
@@ -108,9 +171,12 @@ def _accounted(field: str, text: str) -> bool:
 def test_every_fixture_field_is_carried_or_reported(name):
     _, report = import_dump(str(DUMPS / name))
     text = "\n".join(report.lines())
-    missing = [f"{path.relative_to(DUMPS)}: {field}"
-               for path in sorted((DUMPS / name).rglob("*.json"))
-               for field in sorted(_keys(json.loads(path.read_text()))) if not _accounted(field, text)]
+    missing = [
+        f"{path.relative_to(DUMPS)}: {field}"
+        for path in sorted((DUMPS / name).rglob("*.json"))
+        for field in sorted(_keys(json.loads(path.read_text())))
+        if not _accounted(field, text)
+    ]
     assert not missing
 
 
@@ -132,19 +198,31 @@ def _edit(path: Path, edit) -> None:
 
 
 BAD = {
-    "replica on an unknown node": (lambda root: _edit(_replica_file(root), lambda d: d["Items"][0].update(NodeName="Nope")),
-                                   "Items[0].NodeName: unknown node 'Nope'"),
-    "partitions of an unknown service": (lambda root: (root / "partitions" / "Shop~Gone.json").write_text(
-        '{"ContinuationToken": "", "Items": []}'), "partitions/Shop~Gone.json: no service with Id 'Shop~Gone'"),
-    "missing required file": (lambda root: (root / "service-descriptions" / "Shop~Web.json").unlink(),
-                              "service-descriptions/Shop~Web.json: missing"),
+    "replica on an unknown node": (
+        lambda root: _edit(_replica_file(root), lambda d: d["Items"][0].update(NodeName="Nope")),
+        "Items[0].NodeName: unknown node 'Nope'",
+    ),
+    "partitions of an unknown service": (
+        lambda root: (root / "partitions" / "Shop~Gone.json").write_text('{"ContinuationToken": "", "Items": []}'),
+        "partitions/Shop~Gone.json: no service with Id 'Shop~Gone'",
+    ),
+    "missing required file": (
+        lambda root: (root / "service-descriptions" / "Shop~Web.json").unlink(),
+        "service-descriptions/Shop~Web.json: missing",
+    ),
     "malformed JSON": (lambda root: (root / "nodes.json").write_text('{"Items": ['), "nodes.json:1:"),
-    "missing key": (lambda root: _edit(root / "nodes.json", lambda d: d["Items"][1].pop("FaultDomain")),
-                    "nodes.json: Items[1].FaultDomain: missing"),
-    "load of an unknown partition": (lambda root: (root / "partition-load" / "0000.json").write_text("{}"),
-                                     "partition-load/0000.json: no partition"),
-    "bad manifest XML": (lambda root: (root / "cluster-manifest.json").write_text('{"Manifest": "<ClusterManifest"}'),
-                         "cluster-manifest.json: Manifest: invalid XML"),
+    "missing key": (
+        lambda root: _edit(root / "nodes.json", lambda d: d["Items"][1].pop("FaultDomain")),
+        "nodes.json: Items[1].FaultDomain: missing",
+    ),
+    "load of an unknown partition": (
+        lambda root: (root / "partition-load" / "0000.json").write_text("{}"),
+        "partition-load/0000.json: no partition",
+    ),
+    "bad manifest XML": (
+        lambda root: (root / "cluster-manifest.json").write_text('{"Manifest": "<ClusterManifest"}'),
+        "cluster-manifest.json: Manifest: invalid XML",
+    ),
 }
 
 
@@ -159,11 +237,15 @@ def test_bad_dump_exits_2_with_one_line(case, tmp_path, capsys):
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and expected in err, err
     assert not (tmp_path / "state.json").exists()
-    assert before == {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}   # the dump is not changed
+    assert before == {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}  # the dump is not changed
 
 
 def test_module_runs_as_a_script(tmp_path):
     out = tmp_path / "state.json"
-    done = subprocess.run([sys.executable, "-m", "plbjax.sf.live.importer", str(DUMPS / "small"), "-o", str(out)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "plbjax.sf.live.importer", str(DUMPS / "small"), "-o", str(out)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert "not carried:" in done.stderr and out.exists()

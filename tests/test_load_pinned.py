@@ -36,8 +36,13 @@ def _optional(doc: dict) -> dict:
     doc["Settings"] = dict(doc["Settings"], UseMoveCostReports="true")
     doc["Nodes"][3].update(NodeStatus="Down", Priority=2, AvailableResources={"CpuCores": 8})
     doc["Nodes"][1].update(Priority=1, PlacementProperties={"Rack": 7})
-    doc["Upgrade"] = {"InProgress": True, "Scope": "Application", "ApplicationName": "fabric:/Shop",
-                      "UpgradeDomainsDone": ["UD0", "UD1"], "Snapshot": {"100": "N0", "w0a": "N0", "111": "N1"}}
+    doc["Upgrade"] = {
+        "InProgress": True,
+        "Scope": "Application",
+        "ApplicationName": "fabric:/Shop",
+        "UpgradeDomainsDone": ["UD0", "UD1"],
+        "Snapshot": {"100": "N0", "w0a": "N0", "111": "N1"},
+    }
     doc["BlockList"] = [{"NodeName": "N2", "ServiceTypeName": "WebType"}]
     doc["History"] = {"101": ["N3", "N4"], "w1b": ["N2"]}
     doc["ResourceThresholds"] = {"CPU": 0.8}
@@ -53,33 +58,72 @@ def _policies(doc: dict) -> dict:
     """Correlations (to a one-partition parent and to a one-per-node parent), placement policies, a
     block list, replicas to create and unplaced ones, mixed id types."""
     doc["Services"] += [
-        {"ServiceName": "fabric:/Shop/Cache", "ServiceTypeName": "CacheType", "ServiceKind": "Stateful",
-         "TargetReplicaSetSize": 3, "Correlations": [{"ServiceName": "fabric:/Shop/Sessions", "Scheme": "AlignedAffinity"}],
-         "PlacementPolicies": [{"Type": "RequireDomainDistribution"},
-                               {"Type": "PreferPrimaryDomain", "DomainName": "fd:/dc0/r1"}],
-         "Metrics": [{"Name": "CPU", "Weight": "Low", "PrimaryDefaultLoad": 2, "SecondaryDefaultLoad": 1},
-                     {"Name": "Disk", "Weight": "Zero", "DefaultLoad": 5}],
-         "DefaultMoveCost": "Zero", "Priority": 1},
-        {"ServiceName": "fabric:/Shop/Agent", "ServiceTypeName": "AgentType", "ServiceKind": "Stateless",
-         "InstanceCount": -1, "PlacementPolicies": [{"Type": "InvalidDomain", "DomainName": "fd:/dc0/r2"}]},
-        {"ServiceName": "fabric:/Shop/Probe", "ServiceTypeName": "ProbeType", "ServiceKind": "Stateless",
-         "InstanceCount": 1, "Correlations": [{"ServiceName": "fabric:/Shop/Agent", "Scheme": "Affinity"}],
-         "PlacementPolicies": [{"Type": "RequiredDomain", "DomainName": "fd:/dc0"}], "BalancingPolicy": "Disabled"},
-        {"ServiceName": "fabric:/Shop/Idle", "ServiceKind": "Stateful", "TargetReplicaSetSize": 1,
-         "Metrics": [{"Name": "Memory", "PrimaryDefaultLoad": 9}]},
+        {
+            "ServiceName": "fabric:/Shop/Cache",
+            "ServiceTypeName": "CacheType",
+            "ServiceKind": "Stateful",
+            "TargetReplicaSetSize": 3,
+            "Correlations": [{"ServiceName": "fabric:/Shop/Sessions", "Scheme": "AlignedAffinity"}],
+            "PlacementPolicies": [
+                {"Type": "RequireDomainDistribution"},
+                {"Type": "PreferPrimaryDomain", "DomainName": "fd:/dc0/r1"},
+            ],
+            "Metrics": [
+                {"Name": "CPU", "Weight": "Low", "PrimaryDefaultLoad": 2, "SecondaryDefaultLoad": 1},
+                {"Name": "Disk", "Weight": "Zero", "DefaultLoad": 5},
+            ],
+            "DefaultMoveCost": "Zero",
+            "Priority": 1,
+        },
+        {
+            "ServiceName": "fabric:/Shop/Agent",
+            "ServiceTypeName": "AgentType",
+            "ServiceKind": "Stateless",
+            "InstanceCount": -1,
+            "PlacementPolicies": [{"Type": "InvalidDomain", "DomainName": "fd:/dc0/r2"}],
+        },
+        {
+            "ServiceName": "fabric:/Shop/Probe",
+            "ServiceTypeName": "ProbeType",
+            "ServiceKind": "Stateless",
+            "InstanceCount": 1,
+            "Correlations": [{"ServiceName": "fabric:/Shop/Agent", "Scheme": "Affinity"}],
+            "PlacementPolicies": [{"Type": "RequiredDomain", "DomainName": "fd:/dc0"}],
+            "BalancingPolicy": "Disabled",
+        },
+        {
+            "ServiceName": "fabric:/Shop/Idle",
+            "ServiceKind": "Stateful",
+            "TargetReplicaSetSize": 1,
+            "Metrics": [{"Name": "Memory", "PrimaryDefaultLoad": 9}],
+        },
     ]
     doc["Partitions"] += [
-        {"ServiceName": "fabric:/Shop/Cache", "PartitionId": "c-1",
-         "Replicas": [{"ReplicaId": "c1a", "Role": "Secondary", "NodeName": "N3", "Loads": {"Disk": 4}},
-                      {"ReplicaId": 901, "Role": "Secondary", "NodeName": None}]},
-        {"ServiceName": "fabric:/Shop/Cache", "PartitionId": "c-0",
-         "Replicas": [{"ReplicaId": "c0a", "Role": "Primary", "NodeName": "N4", "Loads": {"CPU": 1, "Disk": 0}}]},
-        {"ServiceName": "fabric:/Shop/Agent", "PartitionId": 0,
-         "Replicas": [{"ReplicaId": "a0", "Role": "Instance", "NodeName": "N0"}]},
-        {"ServiceName": "fabric:/Shop/Probe", "PartitionId": "p",
-         "Replicas": [{"ReplicaId": "p0", "Role": "Instance", "NodeName": "N1"}]},
+        {
+            "ServiceName": "fabric:/Shop/Cache",
+            "PartitionId": "c-1",
+            "Replicas": [
+                {"ReplicaId": "c1a", "Role": "Secondary", "NodeName": "N3", "Loads": {"Disk": 4}},
+                {"ReplicaId": 901, "Role": "Secondary", "NodeName": None},
+            ],
+        },
+        {
+            "ServiceName": "fabric:/Shop/Cache",
+            "PartitionId": "c-0",
+            "Replicas": [{"ReplicaId": "c0a", "Role": "Primary", "NodeName": "N4", "Loads": {"CPU": 1, "Disk": 0}}],
+        },
+        {
+            "ServiceName": "fabric:/Shop/Agent",
+            "PartitionId": 0,
+            "Replicas": [{"ReplicaId": "a0", "Role": "Instance", "NodeName": "N0"}],
+        },
+        {
+            "ServiceName": "fabric:/Shop/Probe",
+            "PartitionId": "p",
+            "Replicas": [{"ReplicaId": "p0", "Role": "Instance", "NodeName": "N1"}],
+        },
     ]
-    doc["Partitions"][0]["Replicas"].pop()          # one to create
+    doc["Partitions"][0]["Replicas"].pop()  # one to create
     doc["Partitions"][3]["Replicas"][2]["NodeName"] = None
     doc["BlockList"] = [{"NodeName": "N0", "ServiceTypeName": "CacheType"}]
     doc["NodeBufferPercentage"] = {"CPU": 0.25, "Memory": 0.1}
@@ -87,9 +131,20 @@ def _policies(doc: dict) -> dict:
 
 
 def _generated(**changes) -> dict:
-    spec = ClusterSpec(nodes=40, node_types=3, fault_domains=4, racks_per_fault_domain=2, upgrade_domains=5,
-                       metrics=3, services=12, partitions_per_service=7, replicas_per_partition=3,
-                       stateless_fraction=0.3, placement_constraint_fraction=0.4, skew=0.6)
+    spec = ClusterSpec(
+        nodes=40,
+        node_types=3,
+        fault_domains=4,
+        racks_per_fault_domain=2,
+        upgrade_domains=5,
+        metrics=3,
+        services=12,
+        partitions_per_service=7,
+        replicas_per_partition=3,
+        stateless_fraction=0.3,
+        placement_constraint_fraction=0.4,
+        skew=0.6,
+    )
     return generate(changes.pop("seed", 3), dataclasses.replace(spec, **changes))
 
 
@@ -177,36 +232,60 @@ def test_documents_are_read_by_column_as_the_general_path_reads_them(name):
     doc = DOCUMENTS[name]()
     before = copy.deepcopy(doc)
     fast = state_module._parse_columns(doc, owned=False)
-    assert fast is not None                                   # the column-wise path took it
+    assert fast is not None  # the column-wise path took it
     general = state_module._build(state_module._plain_copy(doc, ""))
     assert fast == general and fast.document == general.document
-    assert doc == before                                      # the input is not changed
+    assert doc == before  # the input is not changed
     fast.document["Partitions"][0]["Replicas"][0]["NodeName"] = "elsewhere"
     if "Loads" in fast.document["Partitions"][0]["Replicas"][0]:
         fast.document["Partitions"][0]["Replicas"][0]["Loads"]["x"] = 1
-    assert doc == before                                      # nor shared with the state's document
+    assert doc == before  # nor shared with the state's document
 
 
 def _rep(d, **change):
     d["Partitions"][0]["Replicas"][0].update(change)
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda d: _rep(d, ReplicaId=True), lambda d: _rep(d, ReplicaId=1.0), lambda d: _rep(d, ReplicaId=None),
-    lambda d: _rep(d, Role="primary"), lambda d: _rep(d, Role=1), lambda d: _rep(d, NodeName=""),
-    lambda d: _rep(d, NodeName=3), lambda d: _rep(d, Loads=None), lambda d: _rep(d, Loads=[1]),
-    lambda d: _rep(d, Loads={"CPU": True}), lambda d: _rep(d, Loads={"CPU": -0.5}), lambda d: _rep(d, Loads={"": 1}),
-    lambda d: _rep(d, Loads={"CPU": float("inf")}), lambda d: _rep(d, Loads={"CPU": 2e15}),
-    lambda d: _rep(d, Loads={"CPU": 10**400}), lambda d: _rep(d, Loads={"CPU": "3"}), lambda d: _rep(d, Loads={1: 3}),
-    lambda d: _rep(d, MoveCost=None), lambda d: _rep(d, MoveCost="Cheap"), lambda d: _rep(d, Extra=1),
-    lambda d: d["Partitions"][0]["Replicas"][0].pop("Role"), lambda d: d["Partitions"][0]["Replicas"].append([]),
-    lambda d: d["Partitions"][0].update(Replicas=(1,)), lambda d: d["Partitions"][0].update(PartitionId=None),
-    lambda d: d["Partitions"][0].update(PartitionId=False), lambda d: d["Partitions"][0].update(ServiceName=""),
-    lambda d: d["Partitions"][0].update(Note="x"), lambda d: d["Partitions"][0].pop("PartitionId"),
-    lambda d: d["Partitions"].append("p"), lambda d: _rep(d, Role=["Primary"]), lambda d: _rep(d, MoveCost=["Low"]),
-    lambda d: _rep(d, NodeName={"N0": 1}), lambda d: _rep(d, ReplicaId=[1]),
-    lambda d: d["Partitions"][0].update(ServiceName=["x"]), lambda d: d["Partitions"][0].update(PartitionId=[0]),
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda d: _rep(d, ReplicaId=True),
+        lambda d: _rep(d, ReplicaId=1.0),
+        lambda d: _rep(d, ReplicaId=None),
+        lambda d: _rep(d, Role="primary"),
+        lambda d: _rep(d, Role=1),
+        lambda d: _rep(d, NodeName=""),
+        lambda d: _rep(d, NodeName=3),
+        lambda d: _rep(d, Loads=None),
+        lambda d: _rep(d, Loads=[1]),
+        lambda d: _rep(d, Loads={"CPU": True}),
+        lambda d: _rep(d, Loads={"CPU": -0.5}),
+        lambda d: _rep(d, Loads={"": 1}),
+        lambda d: _rep(d, Loads={"CPU": float("inf")}),
+        lambda d: _rep(d, Loads={"CPU": 2e15}),
+        lambda d: _rep(d, Loads={"CPU": 10**400}),
+        lambda d: _rep(d, Loads={"CPU": "3"}),
+        lambda d: _rep(d, Loads={1: 3}),
+        lambda d: _rep(d, MoveCost=None),
+        lambda d: _rep(d, MoveCost="Cheap"),
+        lambda d: _rep(d, Extra=1),
+        lambda d: d["Partitions"][0]["Replicas"][0].pop("Role"),
+        lambda d: d["Partitions"][0]["Replicas"].append([]),
+        lambda d: d["Partitions"][0].update(Replicas=(1,)),
+        lambda d: d["Partitions"][0].update(PartitionId=None),
+        lambda d: d["Partitions"][0].update(PartitionId=False),
+        lambda d: d["Partitions"][0].update(ServiceName=""),
+        lambda d: d["Partitions"][0].update(Note="x"),
+        lambda d: d["Partitions"][0].pop("PartitionId"),
+        lambda d: d["Partitions"].append("p"),
+        lambda d: _rep(d, Role=["Primary"]),
+        lambda d: _rep(d, MoveCost=["Low"]),
+        lambda d: _rep(d, NodeName={"N0": 1}),
+        lambda d: _rep(d, ReplicaId=[1]),
+        lambda d: d["Partitions"][0].update(ServiceName=["x"]),
+        lambda d: d["Partitions"][0].update(PartitionId=[0]),
+    ],
+)
 def test_column_checks_refuse_what_the_schema_refuses(mutate):
     """Each breaks a schema or number rule inside Partitions: the column-wise reading does not take the
     document, and the general path names the problem."""
@@ -221,7 +300,7 @@ def test_column_checks_refuse_what_the_schema_refuses(mutate):
 def test_semantic_errors_go_to_the_general_path():
     doc = _small()
     doc["Partitions"][3]["Replicas"][1]["NodeName"] = "N9"
-    assert state_module._Columns.read(doc["Partitions"]) is not None     # schema-valid
+    assert state_module._Columns.read(doc["Partitions"]) is not None  # schema-valid
     assert state_module._parse_columns(doc, owned=False) is None
     with pytest.raises(BadInput, match=r"Partitions\[3\]\.Replicas\[1\]\.NodeName: unknown node 'N9'"):
         parse_state(doc, "x.yaml")
@@ -242,10 +321,16 @@ def test_replica_order_within_partitions_does_not_change_the_encoding():
     assert encoded_digest(parse_state(shuffled)) == encoded_digest(parse_state(doc))
 
 
-@pytest.mark.parametrize("texts", [
-    ["b", "a", "c", "a2", "x"], ["r" * 70, "r" * 65, "a", "r" * 80, "q"], ["a\0", "a", "b", "a\0\0", "c"],
-    ["10", "9", "100", "1", "2"], ["é", "e", "z", "ß", "a"],
-])
+@pytest.mark.parametrize(
+    "texts",
+    [
+        ["b", "a", "c", "a2", "x"],
+        ["r" * 70, "r" * 65, "a", "r" * 80, "q"],
+        ["a\0", "a", "b", "a\0\0", "c"],
+        ["10", "9", "100", "1", "2"],
+        ["é", "e", "z", "ß", "a"],
+    ],
+)
 def test_replicas_sort_as_python_sorts_them(texts):
     part = np.array([0, 0, 0, 1, 1])
     order = _order_within(texts, part)

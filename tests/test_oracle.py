@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from oracle import Oracle, tiny_cluster
+
 from plbjax import SearchConfig, parse_state, plan
 
 CONFIG = SearchConfig(chains=1, steps=700, seconds=None, block_steps=350, tries=16, parallel=True)

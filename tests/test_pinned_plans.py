@@ -12,8 +12,8 @@ import os
 from pathlib import Path
 
 import pytest
-
 from conftest import cluster, packed_cluster
+
 from plbjax import SearchConfig, load_state, parse_state, plan
 
 PINNED = Path(__file__).parent / "data" / "pinned"

@@ -27,8 +27,8 @@ import random
 from collections import Counter
 
 import pytest
-
 from checker import checked_plan
+
 from plbjax.sf import SearchConfig
 
 CONFIG = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
@@ -41,8 +41,13 @@ SWAPS = ("SwapPrimarySecondary",)
 # ------------------------------------------------------------------------------ documents
 
 
-def nodes(n: int = 8, types: dict[str, str] | None = None, capacity: float | None = None,
-          priorities: dict[str, int] | None = None, metric: str = "Load") -> list[dict]:
+def nodes(
+    n: int = 8,
+    types: dict[str, str] | None = None,
+    capacity: float | None = None,
+    priorities: dict[str, int] | None = None,
+    metric: str = "Load",
+) -> list[dict]:
     out = []
     for i in range(n):
         name = f"N{i}"
@@ -59,8 +64,12 @@ def nodes(n: int = 8, types: dict[str, str] | None = None, capacity: float | Non
 
 def service(name: str, count: int = 1, load: float = 0, metric: str = "Load", **extra) -> dict:
     """A stateless service with one metric (InstanceCount -1: one instance on every node)."""
-    return {"ServiceName": name, "ServiceKind": "Stateless", "InstanceCount": count,
-            "Metrics": [{"Name": metric, "Weight": "High", "DefaultLoad": load}]} | extra
+    return {
+        "ServiceName": name,
+        "ServiceKind": "Stateless",
+        "InstanceCount": count,
+        "Metrics": [{"Name": metric, "Weight": "High", "DefaultLoad": load}],
+    } | extra
 
 
 def part(svc: str, pid: str, *placed, metric: str = "Load") -> dict:
@@ -85,8 +94,14 @@ def background(svc: str, loads: dict[str, float] | list[float]) -> dict:
     return part(svc, "f", *[(n, float(loads[n])) for n in NODES])
 
 
-def document(services: list[dict], partitions: list[dict], node_list: list[dict] | None = None,
-             activity: dict | None = QUIET, frame: bool = True, **extra) -> dict:
+def document(
+    services: list[dict],
+    partitions: list[dict],
+    node_list: list[dict] | None = None,
+    activity: dict | None = QUIET,
+    frame: bool = True,
+    **extra,
+) -> dict:
     doc = {"SchemaVersion": 1, "Nodes": node_list or nodes(), "Services": services, "Partitions": partitions}
     if activity:
         doc["MetricActivityThresholds"] = activity
@@ -152,9 +167,13 @@ PER_NODE_TYPE = {"SeparateBalancingStrategyPerNodeType": "true", "SubclusteringE
 
 
 def node_type(name: str, threshold: float, activity: float) -> dict:
-    return {"Name": name, "PlacementAndLoadBalancingOverrides": {
-        "MetricBalancingThresholdsPerNodeType": {"Load": threshold},
-        "MetricActivityThresholdsPerNodeType": {"Load": activity}}}
+    return {
+        "Name": name,
+        "PlacementAndLoadBalancingOverrides": {
+            "MetricBalancingThresholdsPerNodeType": {"Load": threshold},
+            "MetricActivityThresholdsPerNodeType": {"Load": activity},
+        },
+    }
 
 
 def test_per_node_type_example_1_balances_only_the_imbalanced_node_type():
@@ -164,15 +183,32 @@ def test_per_node_type_example_1_balances_only_the_imbalanced_node_type():
     nodes may move, and only onto A's nodes; one move (N0 -> N1) balances A."""
     doc = document(
         [service("fabric:/App/X", 3, 100), service("fabric:/App/Y"), service("fabric:/App/Z")],
-        [part("fabric:/App/X", "x0", "N0", "N2", "N4"), part("fabric:/App/X", "x1", "N0", "N3", "N5"),
-         part("fabric:/App/X", "x2", "N0", "N1", "N6"), part("fabric:/App/X", "x3", "N2", "N3", "N7"),
-         part("fabric:/App/Y", "y0", ("N4", 600)), part("fabric:/App/Y", "y1", ("N5", 400)),
-         part("fabric:/App/Y", "y2", ("N6", 500)), part("fabric:/App/Z", "z0", ("N7", 500))],
-        nodes(types=TYPES), activity=None, Settings=PER_NODE_TYPE,
-        NodeTypes=[node_type("A", 2.5, 50), node_type("B", 1.4, 400)])
+        [
+            part("fabric:/App/X", "x0", "N0", "N2", "N4"),
+            part("fabric:/App/X", "x1", "N0", "N3", "N5"),
+            part("fabric:/App/X", "x2", "N0", "N1", "N6"),
+            part("fabric:/App/X", "x3", "N2", "N3", "N7"),
+            part("fabric:/App/Y", "y0", ("N4", 600)),
+            part("fabric:/App/Y", "y1", ("N5", 400)),
+            part("fabric:/App/Y", "y2", ("N6", 500)),
+            part("fabric:/App/Z", "z0", ("N7", 500)),
+        ],
+        nodes(types=TYPES),
+        activity=None,
+        Settings=PER_NODE_TYPE,
+        NodeTypes=[node_type("A", 2.5, 50), node_type("B", 1.4, 400)],
+    )
     result, after = run(doc)
-    assert loads(result, "LoadsBefore") == {"N0": 300, "N1": 100, "N2": 200, "N3": 200,
-                                            "N4": 700, "N5": 500, "N6": 600, "N7": 600}
+    assert loads(result, "LoadsBefore") == {
+        "N0": 300,
+        "N1": 100,
+        "N2": 200,
+        "N3": 200,
+        "N4": 700,
+        "N5": 500,
+        "N6": 600,
+        "N7": 600,
+    }
     a, b = balance(result, node_type="A"), balance(result, node_type="B")
     assert len(result["Balance"]) == 2 and {e["NodeType"] for e in result["Balance"]} == {"A", "B"}
     assert (a["MaxLoad"], a["MinLoad"], a["BalancingThreshold"], a["ActivityThreshold"]) == (300, 100, 2.5, 50)
@@ -199,23 +235,37 @@ def test_per_node_type_example_2_nothing_is_imbalanced_so_balancing_does_not_run
     types = {n: "A" if i < 3 else "B" if i < 6 else "C" for i, n in enumerate(NODES)}
     doc = document(
         [service("fabric:/App/X", 3), service("fabric:/App/Y"), service("fabric:/App/Z")],
-        [part("fabric:/App/X", "x0", ("N0", 200), ("N1", 100), ("N2", 100)),
-         part("fabric:/App/X", "x1", ("N3", 300), ("N4", 100), ("N5", 200)),
-         part("fabric:/App/X", "x2", ("N0", 200), ("N6", 300), ("N7", 150)),
-         part("fabric:/App/X", "x3", ("N2", 200), ("N3", 300), ("N6", 300)),
-         part("fabric:/App/Y", "y0", ("N0", 200)), part("fabric:/App/Y", "y1", ("N3", 300)),
-         part("fabric:/App/Y", "y2", ("N5", 300)), part("fabric:/App/Z", "z0", ("N7", 150))],
-        nodes(types=types), activity=None, Settings=PER_NODE_TYPE,
-        NodeTypes=[node_type("A", 5, 700), node_type("B", 10, 200), node_type("C", 2, 300)])
+        [
+            part("fabric:/App/X", "x0", ("N0", 200), ("N1", 100), ("N2", 100)),
+            part("fabric:/App/X", "x1", ("N3", 300), ("N4", 100), ("N5", 200)),
+            part("fabric:/App/X", "x2", ("N0", 200), ("N6", 300), ("N7", 150)),
+            part("fabric:/App/X", "x3", ("N2", 200), ("N3", 300), ("N6", 300)),
+            part("fabric:/App/Y", "y0", ("N0", 200)),
+            part("fabric:/App/Y", "y1", ("N3", 300)),
+            part("fabric:/App/Y", "y2", ("N5", 300)),
+            part("fabric:/App/Z", "z0", ("N7", 150)),
+        ],
+        nodes(types=types),
+        activity=None,
+        Settings=PER_NODE_TYPE,
+        NodeTypes=[node_type("A", 5, 700), node_type("B", 10, 200), node_type("C", 2, 300)],
+    )
     result, _ = run(doc)
-    assert loads(result, "LoadsBefore") == {"N0": 600, "N1": 100, "N2": 300, "N3": 900,
-                                            "N4": 100, "N5": 500, "N6": 600, "N7": 300}
+    assert loads(result, "LoadsBefore") == {
+        "N0": 600,
+        "N1": 100,
+        "N2": 300,
+        "N3": 900,
+        "N4": 100,
+        "N5": 500,
+        "N6": 600,
+        "N7": 300,
+    }
     expected = {"A": (600, 100, 5, 700), "B": (900, 100, 10, 200), "C": (600, 300, 2, 300)}
     assert {e["NodeType"] for e in result["Balance"]} == set(expected)
     for name, values in expected.items():
         entry = balance(result, node_type=name)
-        assert (entry["MaxLoad"], entry["MinLoad"], entry["BalancingThreshold"],
-                entry["ActivityThreshold"]) == values
+        assert (entry["MaxLoad"], entry["MinLoad"], entry["BalancingThreshold"], entry["ActivityThreshold"]) == values
         assert entry["IsBalancedBefore"] and entry["IsBalancedAfter"], entry
     assert not phase(result, "Balancing")["Ran"]
     assert result["Actions"] == []
@@ -233,22 +283,37 @@ def test_metric_chain_never_moves_the_unrelated_service():
     s1, s2, s3, s4 = (f"fabric:/App/Service{i}" for i in range(1, 5))
 
     def svc(name, *metrics):
-        return {"ServiceName": name, "ServiceKind": "Stateless", "InstanceCount": 1,
-                "Metrics": [{"Name": m, "Weight": "High", "DefaultLoad": 0} for m in metrics]}
+        return {
+            "ServiceName": name,
+            "ServiceKind": "Stateless",
+            "InstanceCount": 1,
+            "Metrics": [{"Name": m, "Weight": "High", "DefaultLoad": 0} for m in metrics],
+        }
 
     def single(name, pid, node, **reported):
-        return {"ServiceName": name, "PartitionId": pid,
-                "Replicas": [{"ReplicaId": f"{pid}.0", "Role": "Instance", "NodeName": node, "Loads": reported}]}
+        return {
+            "ServiceName": name,
+            "PartitionId": pid,
+            "Replicas": [{"ReplicaId": f"{pid}.0", "Role": "Instance", "NodeName": node, "Loads": reported}],
+        }
 
     partitions = [single(s1, "a0", "N0", Metric1=100, Metric2=10), single(s1, "a1", "N0", Metric1=100, Metric2=10)]
     partitions += [single(s2, f"b{i}", n, Metric2=10, Metric3=10) for i, n in enumerate(NODES)]
     partitions += [single(s3, f"c{i}", n, Metric3=10, Metric4=10) for i, n in enumerate(NODES)]
     partitions += [single(s4, f"d{i}", n, Metric99=100) for i, n in enumerate(NODES)]
     partitions += [single(s4, f"d{i}", "N0", Metric99=100) for i in (8, 9)]
-    doc = document([svc(s1, "Metric1", "Metric2"), svc(s2, "Metric2", "Metric3"),
-                    svc(s3, "Metric3", "Metric4"), svc(s4, "Metric99")], partitions,
-                   activity={"Metric2": 10**6, "Metric3": 10**6, "Metric4": 10**6},
-                   MetricBalancingThresholds={"Metric99": 5}, frame=False)
+    doc = document(
+        [
+            svc(s1, "Metric1", "Metric2"),
+            svc(s2, "Metric2", "Metric3"),
+            svc(s3, "Metric3", "Metric4"),
+            svc(s4, "Metric99"),
+        ],
+        partitions,
+        activity={"Metric2": 10**6, "Metric3": 10**6, "Metric4": 10**6},
+        MetricBalancingThresholds={"Metric99": 5},
+        frame=False,
+    )
     result, after = run(doc)
     assert not balance(result, "Metric1")["IsBalancedBefore"]
     m99 = balance(result, "Metric99")
@@ -277,14 +342,20 @@ def test_of_two_equal_moves_the_zero_cost_replica_is_the_one_moved():
     move is worthwhile, and it is the Zero-cost one."""
     doc = document(
         [service("fabric:/App/F", -1), service("fabric:/App/X", 3), service("fabric:/App/Y")],
-        [background("fabric:/App/F", [0, 100, 100, 100, 100, 100, 100, 0]), *_filler(),
-         part("fabric:/App/Y", "high", ("N0", 100, {"MoveCost": "High"})),
-         part("fabric:/App/Y", "zero", ("N0", 100, {"MoveCost": "Zero"}))],
-        activity=None, Settings=COSTS)
+        [
+            background("fabric:/App/F", [0, 100, 100, 100, 100, 100, 100, 0]),
+            *_filler(),
+            part("fabric:/App/Y", "high", ("N0", 100, {"MoveCost": "High"})),
+            part("fabric:/App/Y", "zero", ("N0", 100, {"MoveCost": "Zero"})),
+        ],
+        activity=None,
+        Settings=COSTS,
+    )
     result, after = run(doc)
     assert phase(result, "Balancing")["Ran"]
-    assert [(a["ReplicaId"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]] == \
-        [("zero.0", "N0", "N7")], result["Actions"]
+    assert [(a["ReplicaId"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]] == [
+        ("zero.0", "N0", "N7")
+    ], result["Actions"]
     assert set(loads(result).values()) == {100}
 
 
@@ -294,10 +365,15 @@ def _one_small_improvement(cost: str) -> dict:
     than a High move cost (40 on top of 1000 + replicas: ~4%) is worth."""
     return document(
         [service("fabric:/App/F", -1), service("fabric:/App/X", 3), service("fabric:/App/Y")],
-        [background("fabric:/App/F", [300, 100, 90, 100, 100, 100, 100, 100]), *_filler(),
-         part("fabric:/App/Y", "r", ("N1", 10, {"MoveCost": cost})),
-         part("fabric:/App/Y", "y1", ("N7", 0))],
-        activity=None, Settings=COSTS)
+        [
+            background("fabric:/App/F", [300, 100, 90, 100, 100, 100, 100, 100]),
+            *_filler(),
+            part("fabric:/App/Y", "r", ("N1", 10, {"MoveCost": cost})),
+            part("fabric:/App/Y", "y1", ("N7", 0)),
+        ],
+        activity=None,
+        Settings=COSTS,
+    )
 
 
 def test_high_move_cost_outweighs_a_small_improvement_that_a_zero_cost_replica_takes():
@@ -305,8 +381,9 @@ def test_high_move_cost_outweighs_a_small_improvement_that_a_zero_cost_replica_t
     assert phase(high, "Balancing")["Ran"] and not balance(high)["IsBalancedBefore"]
     assert [a for a in high["Actions"] if a["ReplicaId"] == "r.0"] == [], high["Actions"]
     zero, _ = run(_one_small_improvement("Zero"))
-    assert [(a["ReplicaId"], a["SourceNode"], a["TargetNode"]) for a in zero["Actions"]] == \
-        [("r.0", "N1", "N2")], zero["Actions"]
+    assert [(a["ReplicaId"], a["SourceNode"], a["TargetNode"]) for a in zero["Actions"]] == [("r.0", "N1", "N2")], zero[
+        "Actions"
+    ]
     assert zero["Score"]["After"] < zero["Score"]["Before"]
 
 
@@ -317,19 +394,23 @@ def test_defragmentation_empties_a_node():
     """Disk is a defragmentation metric; 8 instances of 10 spread evenly over 4 nodes (capacity 100):
     balancing packs them, leaving at least one node empty. Own shape (4 nodes, defragmentation)."""
     svc = "fabric:/App/Store"
-    doc = document([service(svc, 1, 10, metric="Disk")],
-                   [part(svc, f"s{i}", NODES[i % 4], metric="Disk") for i in range(8)],
-                   nodes(4, capacity=100, metric="Disk"), activity=None,
-                   DefragmentationMetrics={"Disk": True}, frame=False)
+    doc = document(
+        [service(svc, 1, 10, metric="Disk")],
+        [part(svc, f"s{i}", NODES[i % 4], metric="Disk") for i in range(8)],
+        nodes(4, capacity=100, metric="Disk"),
+        activity=None,
+        DefragmentationMetrics={"Disk": True},
+        frame=False,
+    )
     result, _ = run(doc)
     assert loads(result, "LoadsBefore", "Disk") == {"N0": 20, "N1": 20, "N2": 20, "N3": 20}
     entry = balance(result, "Disk")
-    assert not entry["IsBalancedBefore"]   # spread out: defragmentation is triggered
+    assert not entry["IsBalancedBefore"]  # spread out: defragmentation is triggered
     assert phase(result, "Balancing")["Ran"]
     after = loads(result, "LoadsAfter", "Disk")
     assert min(after.values()) == 0, after
     assert sum(after.values()) == pytest.approx(80) and max(after.values()) <= 100
-    assert entry["DeviationAfter"] > entry["DeviationBefore"]   # packed: loads further apart
+    assert entry["DeviationAfter"] > entry["DeviationBefore"]  # packed: loads further apart
 
 
 # ------------------------------------------------------------------------ issue 4: throttles
@@ -339,14 +420,24 @@ def _stacked(**settings) -> dict:
     """Everything on N0-N2 (N0 70, N1 50, N2 40), N3-N7 empty: very imbalanced."""
     return document(
         [service("fabric:/App/X", 3, 10), service("fabric:/App/Y", 1, 10), service("fabric:/App/Z", 1, 10)],
-        [*[part("fabric:/App/X", f"x{i}", "N0", "N1", "N2") for i in range(4)],
-         *[part("fabric:/App/Y", f"y{i}", "N0") for i in range(3)], part("fabric:/App/Z", "z0", "N1")],
-        activity=None, Settings=settings)
+        [
+            *[part("fabric:/App/X", f"x{i}", "N0", "N1", "N2") for i in range(4)],
+            *[part("fabric:/App/Y", f"y{i}", "N0") for i in range(3)],
+            part("fabric:/App/Z", "z0", "N1"),
+        ],
+        activity=None,
+        Settings=settings,
+    )
 
 
-@pytest.mark.parametrize("settings", [{"GlobalMovementThrottleThreshold": 2},
-                                      {"GlobalMovementThrottleThresholdForBalancing": 2},
-                                      {"MaxPercentageToMove": 0.125}])   # 2 of 16 replicas
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"GlobalMovementThrottleThreshold": 2},
+        {"GlobalMovementThrottleThresholdForBalancing": 2},
+        {"MaxPercentageToMove": 0.125},
+    ],
+)  # 2 of 16 replicas
 def test_throttle_caps_the_movements(settings):
     result, _ = run(_stacked(**settings))
     assert phase(result, "Balancing")["Ran"]
@@ -356,6 +447,7 @@ def test_throttle_caps_the_movements(settings):
 def test_per_partition_throttle_moves_at_most_one_replica_of_each_partition():
     """Without the per-partition throttle, spreading 16 replicas from 3 nodes over 8 moves at least
     two instances of some X partition; with MovementPerPartitionThrottleThreshold 1, none."""
+
     def per_partition(result):
         return Counter(a["PartitionId"] for a in movements(result))
 
@@ -373,10 +465,17 @@ def test_cluster_upgrade_fixes_capacity_but_does_not_balance():
     cluster upgrade the constraint check moves one instance off N0, and balancing stays off."""
     doc = document(
         [service("fabric:/App/X", 3, 20), service("fabric:/App/Y", 1, 20), service("fabric:/App/Z", 1, 20)],
-        [*[part("fabric:/App/X", f"x{i}", "N0", "N1", "N2") for i in range(4)],
-         part("fabric:/App/Y", "y0", "N0"), part("fabric:/App/Y", "y1", "N0"), part("fabric:/App/Y", "y2", "N1"),
-         part("fabric:/App/Z", "z0", "N2")],
-        nodes(capacity=100), activity=None, Upgrade={"InProgress": True, "Scope": "Cluster"})
+        [
+            *[part("fabric:/App/X", f"x{i}", "N0", "N1", "N2") for i in range(4)],
+            part("fabric:/App/Y", "y0", "N0"),
+            part("fabric:/App/Y", "y1", "N0"),
+            part("fabric:/App/Y", "y2", "N1"),
+            part("fabric:/App/Z", "z0", "N2"),
+        ],
+        nodes(capacity=100),
+        activity=None,
+        Upgrade={"InProgress": True, "Scope": "Cluster"},
+    )
     result, _ = run(doc)
     assert loads(result, "LoadsBefore")["N0"] == 120
     assert phase(result, "ConstraintCheck")["Ran"]
@@ -393,9 +492,14 @@ def test_application_upgrade_freezes_only_that_application():
     a, b, c = "fabric:/AppA/X", "fabric:/AppB/Y", "fabric:/AppB/Z"
     doc = document(
         [service(a, 3, 10), service(b, 1, 10), service(c, 1, 10)],
-        [*[part(a, f"x{i}", "N0", "N1", "N2") for i in range(4)],
-         *[part(b, f"y{i}", "N0") for i in range(3)], part(c, "z0", "N1")],
-        activity=None, Upgrade={"InProgress": True, "Scope": "Application", "ApplicationName": "fabric:/AppA"})
+        [
+            *[part(a, f"x{i}", "N0", "N1", "N2") for i in range(4)],
+            *[part(b, f"y{i}", "N0") for i in range(3)],
+            part(c, "z0", "N1"),
+        ],
+        activity=None,
+        Upgrade={"InProgress": True, "Scope": "Application", "ApplicationName": "fabric:/AppA"},
+    )
     result, _ = run(doc)
     assert phase(result, "Balancing")["Ran"]
     assert [x for x in result["Actions"] if x["ServiceName"] == a] == []
@@ -408,13 +512,23 @@ def test_replicas_return_to_their_snapshot_node_once_its_upgrade_domain_is_done(
     background, equal loads), so only PreferredLocation asks for them. Own compile (snapshots)."""
     doc = document(
         [service("fabric:/App/F", -1), service("fabric:/App/X", 3), service("fabric:/App/Y")],
-        [background("fabric:/App/F", [50] * 8), *_filler(),
-         part("fabric:/App/Y", "r", ("N5", 10)), part("fabric:/App/Y", "s", ("N6", 10))],
-        Upgrade={"InProgress": True, "Scope": "Cluster", "UpgradeDomainsDone": ["UD0", "UD1"],
-                 "Snapshot": {"r.0": "N1", "s.0": "N2"}})
+        [
+            background("fabric:/App/F", [50] * 8),
+            *_filler(),
+            part("fabric:/App/Y", "r", ("N5", 10)),
+            part("fabric:/App/Y", "s", ("N6", 10)),
+        ],
+        Upgrade={
+            "InProgress": True,
+            "Scope": "Cluster",
+            "UpgradeDomainsDone": ["UD0", "UD1"],
+            "Snapshot": {"r.0": "N1", "s.0": "N2"},
+        },
+    )
     result, after = run(doc)
-    assert [(a["ReplicaId"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]] == \
-        [("r.0", "N5", "N1")], result["Actions"]
+    assert [(a["ReplicaId"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]] == [("r.0", "N5", "N1")], (
+        result["Actions"]
+    )
     assert node_of(after)["s.0"] == "N6"
     assert not phase(result, "Balancing")["Ran"]
 
@@ -426,11 +540,21 @@ def _crowded(priority: int, **settings) -> dict:
     """Every node at 50 of capacity 100 (N0: 10 background + low-priority l, 40); a new instance of
     60 fits nowhere unless l moves away from N0."""
     return document(
-        [service("fabric:/App/F", -1), service("fabric:/App/X", 3), service("fabric:/App/Low"),
-         service("fabric:/App/High", 1, 60, Priority=priority)],
-        [background("fabric:/App/F", [10, 50, 50, 50, 50, 50, 50, 50]), *_filler(),
-         part("fabric:/App/Low", "l", ("N0", 40)), part("fabric:/App/High", "h")],
-        nodes(capacity=100), Settings=settings)
+        [
+            service("fabric:/App/F", -1),
+            service("fabric:/App/X", 3),
+            service("fabric:/App/Low"),
+            service("fabric:/App/High", 1, 60, Priority=priority),
+        ],
+        [
+            background("fabric:/App/F", [10, 50, 50, 50, 50, 50, 50, 50]),
+            *_filler(),
+            part("fabric:/App/Low", "l", ("N0", 40)),
+            part("fabric:/App/High", "h"),
+        ],
+        nodes(capacity=100),
+        Settings=settings,
+    )
 
 
 def test_high_priority_replica_evicts_a_lower_priority_one():
@@ -445,8 +569,9 @@ def test_high_priority_replica_evicts_a_lower_priority_one():
 def test_equal_priority_replica_is_reported_unplaced_without_placement_with_moves():
     result, after = run(_crowded(priority=0, MoveExistingReplicaForPlacement=False))
     assert result["Actions"] == []
-    assert [(u["ServiceName"], u["PartitionId"], u["Role"]) for u in result["Unplaced"]] == \
-        [("fabric:/App/High", "h", "Instance")]
+    assert [(u["ServiceName"], u["PartitionId"], u["Role"]) for u in result["Unplaced"]] == [
+        ("fabric:/App/High", "h", "Instance")
+    ]
     assert node_of(after)["l.0"] == "N0"
 
 
@@ -466,10 +591,16 @@ def test_balancing_disabled_replicas_stay_but_count_in_loads():
     d, e = "fabric:/App/Disabled", "fabric:/App/Enabled"
     doc = document(
         [service(d, 1, 50, BalancingPolicy="Disabled"), service(e, 3, 20), service("fabric:/App/Z")],
-        [*[part(d, f"d{i}", "N0") for i in range(3)],
-         part(e, "e0", "N0", "N1", "N2"), part(e, "e1", "N0", "N1", "N3"), part(e, "e2", "N0", "N2", "N3"),
-         part(e, "e3", "N0", "N4", "N5"), part("fabric:/App/Z", "z0", "N6")],
-        activity=None)
+        [
+            *[part(d, f"d{i}", "N0") for i in range(3)],
+            part(e, "e0", "N0", "N1", "N2"),
+            part(e, "e1", "N0", "N1", "N3"),
+            part(e, "e2", "N0", "N2", "N3"),
+            part(e, "e3", "N0", "N4", "N5"),
+            part("fabric:/App/Z", "z0", "N6"),
+        ],
+        activity=None,
+    )
     result, after = run(doc)
     assert loads(result, "LoadsBefore")["N0"] == 230
     assert phase(result, "Balancing")["Ran"]
@@ -488,15 +619,21 @@ def _history_doc(history: dict | None) -> dict:
     extra = {"History": history} if history is not None else {}
     return document(
         [service("fabric:/App/F", -1), service("fabric:/App/X", 3), service("fabric:/App/Y")],
-        [background("fabric:/App/F", [100, 100, 100, 100, 100, 100, 100, 0]), *_filler(),
-         part("fabric:/App/Y", "r", ("N0", 100)), part("fabric:/App/Y", "q", ("N0", 50))],
-        activity=None, **extra)
+        [
+            background("fabric:/App/F", [100, 100, 100, 100, 100, 100, 100, 0]),
+            *_filler(),
+            part("fabric:/App/Y", "r", ("N0", 100)),
+            part("fabric:/App/Y", "q", ("N0", 50)),
+        ],
+        activity=None,
+        **extra,
+    )
 
 
 def test_history_keeps_a_replica_from_returning_and_records_balancing_moves():
-    free, free_after = run(_history_doc(None))      # N7 is r's best target
+    free, free_after = run(_history_doc(None))  # N7 is r's best target
     assert node_of(free_after)["r.0"] == "N7", free["Actions"]
-    result, after = run(_history_doc({"r.0": ["N7"], "x0.0": ["N2"]}))   # own compile (History)
+    result, after = run(_history_doc({"r.0": ["N7"], "x0.0": ["N2"]}))  # own compile (History)
     assert phase(result, "Balancing")["Ran"]
     assert [a for a in result["Actions"] if a["TargetNode"] == "N7" and a["ReplicaId"] == "r.0"] == []
     assert node_of(after)["r.0"] != "N7"
@@ -515,9 +652,15 @@ def test_history_keeps_a_replica_from_returning_and_records_balancing_moves():
 def _thresholds(background_loads: list[float], y_load: float) -> dict:
     return document(
         [service("fabric:/App/F", -1), service("fabric:/App/X", 3), service("fabric:/App/Y")],
-        [background("fabric:/App/F", background_loads), *_filler(),
-         part("fabric:/App/Y", "y0", ("N0", y_load)), part("fabric:/App/Y", "y1", ("N1", 0))],
-        nodes(capacity=100), ResourceThresholds={"Load": 0.7})
+        [
+            background("fabric:/App/F", background_loads),
+            *_filler(),
+            part("fabric:/App/Y", "y0", ("N0", y_load)),
+            part("fabric:/App/Y", "y1", ("N1", 0)),
+        ],
+        nodes(capacity=100),
+        ResourceThresholds={"Load": 0.7},
+    )
 
 
 def test_resource_threshold_is_met_where_the_cluster_has_room():
@@ -570,7 +713,8 @@ def test_actions_by_service_priority_then_name_and_nodes_by_priority_then_name()
     doc = document(
         [service(name, count[name], 10, Priority=priority[name]) for name in priority],
         [part(name, f"{name[-1].lower()}{i}") for name in priority for i in range(2)],
-        list(reversed(nodes(priorities={"N3": 5, "N6": 5, "N1": 2}))))
+        list(reversed(nodes(priorities={"N3": 5, "N6": 5, "N1": 2}))),
+    )
     result, _ = run(doc)
     assert len(result["Actions"]) == 16 and result["Unplaced"] == []
     order = [a["ServiceName"] for a in result["Actions"]]
@@ -582,14 +726,23 @@ def test_actions_by_service_priority_then_name_and_nodes_by_priority_then_name()
 
 
 def _stateful(name: str, target: int) -> dict:
-    return {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": target,
-            "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 5}]}
+    return {
+        "ServiceName": name,
+        "ServiceKind": "Stateful",
+        "TargetReplicaSetSize": target,
+        "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 5}],
+    }
 
 
 def _replicas(pid: str, primary: str, *secondaries: str) -> dict:
-    return {"ServiceName": "fabric:/App/S", "PartitionId": pid, "Replicas": [
-        {"ReplicaId": f"{pid}.p", "Role": "Primary", "NodeName": primary},
-        *[{"ReplicaId": f"{pid}.{k}", "Role": "Secondary", "NodeName": n} for k, n in enumerate(secondaries)]]}
+    return {
+        "ServiceName": "fabric:/App/S",
+        "PartitionId": pid,
+        "Replicas": [
+            {"ReplicaId": f"{pid}.p", "Role": "Primary", "NodeName": primary},
+            *[{"ReplicaId": f"{pid}.{k}", "Role": "Secondary", "NodeName": n} for k, n in enumerate(secondaries)],
+        ],
+    }
 
 
 def test_surplus_replicas_are_dropped_keeping_the_fault_domain_spread():
@@ -598,18 +751,40 @@ def test_surplus_replicas_are_dropped_keeping_the_fault_domain_spread():
     node_list = nodes()
     node_list[5]["FaultDomain"] = "fd:/dc4"
     doc = document(
-        [service("fabric:/App/F", -1), _stateful("fabric:/App/S", 3), service("fabric:/App/X", 2, 10),
-         service("fabric:/App/Y")],
-        [background("fabric:/App/F", [60, 10, 10, 10, 10, 20, 10, 10]), _replicas("s", "N3", "N4", "N5", "N6"),
-         part("fabric:/App/X", "x", "N0", "N1", "N2"), part("fabric:/App/Y", "y", "N7")],
-        node_list)
+        [
+            service("fabric:/App/F", -1),
+            _stateful("fabric:/App/S", 3),
+            service("fabric:/App/X", 2, 10),
+            service("fabric:/App/Y"),
+        ],
+        [
+            background("fabric:/App/F", [60, 10, 10, 10, 10, 20, 10, 10]),
+            _replicas("s", "N3", "N4", "N5", "N6"),
+            part("fabric:/App/X", "x", "N0", "N1", "N2"),
+            part("fabric:/App/Y", "y", "N7"),
+        ],
+        node_list,
+    )
     result, after = run(doc)
     drops = [a for a in result["Actions"] if a["Action"].startswith("Drop")]
     assert drops == [
-        {"ServiceName": "fabric:/App/S", "PartitionId": "s", "ReplicaId": "s.1", "Action": "DropSecondary",
-         "SourceNode": "N5", "TargetNode": None},
-        {"ServiceName": "fabric:/App/X", "PartitionId": "x", "ReplicaId": "x.0", "Action": "DropInstance",
-         "SourceNode": "N0", "TargetNode": None}], result["Actions"]
+        {
+            "ServiceName": "fabric:/App/S",
+            "PartitionId": "s",
+            "ReplicaId": "s.1",
+            "Action": "DropSecondary",
+            "SourceNode": "N5",
+            "TargetNode": None,
+        },
+        {
+            "ServiceName": "fabric:/App/X",
+            "PartitionId": "x",
+            "ReplicaId": "x.0",
+            "Action": "DropInstance",
+            "SourceNode": "N0",
+            "TargetNode": None,
+        },
+    ], result["Actions"]
     assert result["Actions"][:2] == drops
     counts = {p["PartitionId"]: len(p["Replicas"]) for p in after["Partitions"]}
     assert (counts["s"], counts["x"]) == (3, 2)
@@ -622,18 +797,36 @@ def test_surplus_primary_on_a_down_node_is_dropped_and_a_secondary_promoted():
     node_list = nodes()
     node_list[7]["NodeStatus"] = "Down"
     doc = document(
-        [_stateful("fabric:/App/S", 3), service("fabric:/App/A", 3, 10), service("fabric:/App/B", 1, 10),
-         service("fabric:/App/Z")],
-        [_replicas("s", "N7", "N3", "N4", "N5"),
-         *[part("fabric:/App/A", f"a{i}", *[f"N{j}" for j in range(3)]) for i in range(2)],
-         part("fabric:/App/A", "a2", "N3", "N5", "N6"), part("fabric:/App/B", "b0", "N3"),
-         part("fabric:/App/B", "b1", "N5"), part("fabric:/App/Z", "z", "N6")],
-        node_list)
+        [
+            _stateful("fabric:/App/S", 3),
+            service("fabric:/App/A", 3, 10),
+            service("fabric:/App/B", 1, 10),
+            service("fabric:/App/Z"),
+        ],
+        [
+            _replicas("s", "N7", "N3", "N4", "N5"),
+            *[part("fabric:/App/A", f"a{i}", *[f"N{j}" for j in range(3)]) for i in range(2)],
+            part("fabric:/App/A", "a2", "N3", "N5", "N6"),
+            part("fabric:/App/B", "b0", "N3"),
+            part("fabric:/App/B", "b1", "N5"),
+            part("fabric:/App/Z", "z", "N6"),
+        ],
+        node_list,
+    )
     result, after = run(doc)
-    assert result["Actions"][0] == {"ServiceName": "fabric:/App/S", "PartitionId": "s", "ReplicaId": "s.p",
-                                    "Action": "DropPrimary", "SourceNode": "N7", "TargetNode": None}
-    hand_overs = [a for a in result["Actions"] if a["PartitionId"] == "s" and a["Action"] in
-                  ("PromoteSecondary", "SwapPrimarySecondary")]
+    assert result["Actions"][0] == {
+        "ServiceName": "fabric:/App/S",
+        "PartitionId": "s",
+        "ReplicaId": "s.p",
+        "Action": "DropPrimary",
+        "SourceNode": "N7",
+        "TargetNode": None,
+    }
+    hand_overs = [
+        a
+        for a in result["Actions"]
+        if a["PartitionId"] == "s" and a["Action"] in ("PromoteSecondary", "SwapPrimarySecondary")
+    ]
     assert [a["Action"] for a in hand_overs] == ["PromoteSecondary"], result["Actions"]
     s = next(p for p in after["Partitions"] if p["PartitionId"] == "s")
     assert sorted(r["Role"] for r in s["Replicas"]) == ["Primary", "Secondary", "Secondary"]
@@ -647,16 +840,21 @@ def test_a_move_never_lowers_the_energy_by_itself():
     from plbjax import encode, parse_state
     from plbjax.sf._energy import energy
 
-    problem, _ = encode(parse_state(document([service("fabric:/App/A", 2, 10)],
-                                             [part("fabric:/App/A", "a", "N0", "N1")], frame=False)))
+    problem, _ = encode(
+        parse_state(document([service("fabric:/App/A", 2, 10)], [part("fabric:/App/A", "a", "N0", "N1")], frame=False))
+    )
     for score in (-0.5, -0.0005, 0.0, 0.4):
         assert float(energy(score, 3.0, problem)) > float(energy(score, 2.0, problem)), score
 
 
 def test_max_percentage_to_move_zero_turns_balancing_off():
     """SF's scheduler skips balancing when MaxPercentageToMove is 0 (it is a limit of 0, not no limit)."""
-    doc = document([service("fabric:/App/A", 1, 10)], [part("fabric:/App/A", f"a{i}", "N0") for i in range(4)],
-                   activity=None, frame=False)
+    doc = document(
+        [service("fabric:/App/A", 1, 10)],
+        [part("fabric:/App/A", f"a{i}", "N0") for i in range(4)],
+        activity=None,
+        frame=False,
+    )
     doc["Settings"] = {"MaxPercentageToMove": 0}
     result, _ = run(doc)
     assert phase(result, "Balancing")["Ran"] is False and not result["Actions"], result["Phases"]

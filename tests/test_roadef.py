@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-
 import subprocess
 import sys
 from pathlib import Path
@@ -13,16 +12,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from roadef_checker import check, load_model
 
 from plbjax import anneal as A
 from plbjax.anneal._kernel import _independent
-from plbjax.roadef import costs, read_instance, read_solution, violations
 from plbjax.roadef import _model as RS
+from plbjax.roadef import costs, read_instance, read_solution, violations
 from plbjax.roadef._generator import InstanceSpec, generate, write_instance
 from plbjax.roadef._solver import search_config, solve
-from roadef_checker import check, load_model
 
-DATA = Path(__file__).resolve().parent / "data" / "roadef"   # the challenge's official example, as published
+DATA = Path(__file__).resolve().parent / "data" / "roadef"  # the challenge's official example, as published
 EXAMPLE = [DATA / f for f in ("model_example.txt", "initial_solution_example.txt", "new_solution_example.txt")]
 
 
@@ -40,6 +39,7 @@ def _hot_steps(problem, keys, n: int):
 
     def body(_, c):
         return jax.vmap(A.step, in_axes=(None, None, None, 0, None))(model, problem, config, c, jnp.float32(1e5))
+
     return jax.lax.fori_loop(0, n, body, chains)
 
 
@@ -62,14 +62,17 @@ def test_solver_on_the_example_is_feasible_and_at_least_as_good_as_the_given_sol
     instance = read_instance(EXAMPLE[0])
     original = read_solution(EXAMPLE[1], instance)
     config = search_config(instance)
-    config = dataclasses.replace(config, kernel=dataclasses.replace(config.kernel, tries=8),
-                                 schedule=dataclasses.replace(config.schedule, steps=20_000))
+    config = dataclasses.replace(
+        config,
+        kernel=dataclasses.replace(config.kernel, tries=8),
+        schedule=dataclasses.replace(config.schedule, steps=20_000),
+    )
     found = solve(instance, original, config)
     feasible, cost, _ = check(load_model(EXAMPLE[0]), list(original), list(found.assignment))
     assert feasible and cost == found.costs.total <= 2411
 
 
-DEPENDENT = dict(machines=12, processes=60, services=20, neighborhoods=3, dependencies=15)   # many dependency rejections
+DEPENDENT = dict(machines=12, processes=60, services=20, neighborhoods=3, dependencies=15)  # many dependency rejections
 
 
 @pytest.mark.parametrize("seed, shape", [(0, {}), (1, {}), (2, DEPENDENT)])
@@ -86,7 +89,7 @@ def test_proposals_are_valid_exactly_when_feasible_and_their_energy_is_the_cost(
     start = np.asarray(state.assignment)
     move, energy, valid = jax.tree.map(np.asarray, move), np.asarray(energy), np.asarray(valid)
     assert check(model, list(original), list(start))[0]
-    degenerate = (move.a == move.b) | (move.moves_q & (move.c == move.b))   # a process 'moving' where it is
+    degenerate = (move.a == move.b) | (move.moves_q & (move.c == move.b))  # a process 'moving' where it is
     assert not valid[degenerate].any()
     for n in np.nonzero(~degenerate)[0]:
         after = start.copy()
@@ -120,7 +123,9 @@ def test_costs_past_two_to_the_31_stay_exact(tmp_path):
     with jax.enable_x64(True):
         chains = _hot_steps(RS.encode(instance, original), jax.random.split(jax.random.PRNGKey(1), 2), 300)
     for c in range(2):
-        assert check(model, list(original), list(np.asarray(chains.state.assignment[c])))[1] == int(chains.state.energy[c])
+        assert check(model, list(original), list(np.asarray(chains.state.assignment[c])))[1] == int(
+            chains.state.energy[c]
+        )
 
 
 def _cli(*args):
@@ -131,18 +136,35 @@ def test_cli_writes_a_feasible_improvement_within_the_limit(tmp_path):
     instance, original = generate(5, InstanceSpec())
     write_instance(tmp_path / "model.txt", instance)
     (tmp_path / "original.txt").write_text(" ".join(map(str, original)))
-    out = _cli("-t", 15, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt",
-               "-s", 3, "--probe-factor", 0.01, "--final-ratio", 0.01)
+    out = _cli(
+        "-t",
+        15,
+        "-p",
+        tmp_path / "model.txt",
+        "-i",
+        tmp_path / "original.txt",
+        "-o",
+        tmp_path / "new.txt",
+        "-s",
+        3,
+        "--probe-factor",
+        0.01,
+        "--final-ratio",
+        0.01,
+    )
     assert out.returncode == 0, out.stderr
     new = [int(w) for w in (tmp_path / "new.txt").read_text().split()]
     feasible, cost, _ = check(load_model(tmp_path / "model.txt"), list(original), new)
     assert feasible and cost < costs(instance, original, original).total, out.stderr
 
 
-@pytest.mark.parametrize("damage, message", [
-    (lambda text: text.replace(text.split()[0], "x", 1), "'x' is not an integer"),
-    (lambda text: " ".join(text.split()[:-2]), "ends early"),
-])
+@pytest.mark.parametrize(
+    "damage, message",
+    [
+        (lambda text: text.replace(text.split()[0], "x", 1), "'x' is not an integer"),
+        (lambda text: " ".join(text.split()[:-2]), "ends early"),
+    ],
+)
 def test_cli_bad_model_exits_2_with_one_line_and_leaves_the_input(tmp_path, damage, message):
     instance, original = generate(0, InstanceSpec())
     write_instance(tmp_path / "model.txt", instance)
@@ -156,8 +178,9 @@ def test_cli_bad_model_exits_2_with_one_line_and_leaves_the_input(tmp_path, dama
 
 @pytest.mark.parametrize("flag", ["--probe-factor", "--final-ratio"])
 def test_cli_rejects_a_temperature_setting_that_is_not_positive(tmp_path, flag):
-    out = _cli("-t", 5, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt",
-               flag, 0)
+    out = _cli(
+        "-t", 5, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt", flag, 0
+    )
     assert out.returncode == 2 and flag in out.stderr and len(out.stderr.strip().splitlines()) == 1
 
 
@@ -173,7 +196,7 @@ def test_cli_never_writes_over_its_input(tmp_path):
 def test_cli_rejects_an_infeasible_original(tmp_path):
     instance, original = generate(0, InstanceSpec())
     write_instance(tmp_path / "model.txt", instance)
-    crowded = np.zeros_like(original)       # every process on machine 0: conflicts
+    crowded = np.zeros_like(original)  # every process on machine 0: conflicts
     (tmp_path / "original.txt").write_text(" ".join(map(str, crowded)))
     out = _cli("-t", 5, "-p", tmp_path / "model.txt", "-i", tmp_path / "original.txt", "-o", tmp_path / "new.txt")
     assert out.returncode == 2 and "infeasible" in out.stderr
@@ -197,13 +220,24 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(tmp_path, shape)
         together = jax.jit(RS.apply)(problem, state, moves, keep, energies, stats)
         one_by_one = state
         for i in np.nonzero(np.asarray(keep))[0]:
-            move, energy, ok, stat = propose(problem, one_by_one, words[i:i + 1], 0.5)
+            move, energy, ok, stat = propose(problem, one_by_one, words[i : i + 1], 0.5)
             assert bool(ok[0]) and int(move.p[0]) == int(moves.p[i])
             one_by_one = jax.jit(RS.apply)(problem, one_by_one, move, ok, energy, stat)
         exact = RS.refresh(problem, together)
     assert int(keep.sum()) >= 5
-    for name in ("assignment", "usage", "held", "locations", "hoods", "users_in", "moved", "moved_hist", "most_moved", "cost",
-                 "energy"):
+    for name in (
+        "assignment",
+        "usage",
+        "held",
+        "locations",
+        "hoods",
+        "users_in",
+        "moved",
+        "moved_hist",
+        "most_moved",
+        "cost",
+        "energy",
+    ):
         np.testing.assert_array_equal(getattr(together, name), getattr(one_by_one, name), err_msg=name)
         np.testing.assert_array_equal(getattr(together, name), getattr(exact, name), err_msg=name)
     feasible, cost, _ = check(model, list(original), list(np.asarray(together.assignment)))
@@ -217,8 +251,16 @@ def test_parallel_search_keeps_every_state_feasible(tmp_path):
     with jax.enable_x64(True):
         problem = RS.encode(instance, original)
         chains = A.init_chains(search, problem, jax.random.split(jax.random.PRNGKey(4), 2))
-        run = jax.jit(lambda c: jax.lax.fori_loop(0, 100, lambda _, c: jax.vmap(
-            A.step, in_axes=(None, None, None, 0, None))(search, problem, config, c, jnp.float32(1e5)), c))
+        run = jax.jit(
+            lambda c: jax.lax.fori_loop(
+                0,
+                100,
+                lambda _, c: jax.vmap(A.step, in_axes=(None, None, None, 0, None))(
+                    search, problem, config, c, jnp.float32(1e5)
+                ),
+                c,
+            )
+        )
         chains = run(chains)
     assert int(chains.accepted.sum()) > 200
     for c in range(2):

@@ -24,11 +24,11 @@ import math
 from collections import Counter
 
 import pytest
-
 from checker import checked_plan, no_new_violations, node_loads, placement_of, violations
 from conftest import cluster
-from plbjax.sf import _expressions as expressions
+
 from plbjax.sf import SearchConfig
+from plbjax.sf import _expressions as expressions
 from plbjax.sf._state import parse_state
 
 CONFIG = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
@@ -37,16 +37,31 @@ BALANCED = {"Load": 10**6}  # MetricActivityThresholds: max load never above it,
 
 # SF's Checker (Reliability/LoadBalancing/Checker.cpp) builds its constraints in this order, and the
 # constraint elimination sequence walks them in it. (NodeBlockListConstraint reports as PlacementConstraint.)
-SF_CHECKER_ORDER = ["ReplicaExclusionStatic", "PlacementConstraint", "PreferredLocation", "FaultDomain",
-                    "UpgradeDomain", "ReplicaExclusionDynamic", "NodeCapacity", "ScaleoutCount",
-                    "ApplicationCapacity", "Affinity"]
+SF_CHECKER_ORDER = [
+    "ReplicaExclusionStatic",
+    "PlacementConstraint",
+    "PreferredLocation",
+    "FaultDomain",
+    "UpgradeDomain",
+    "ReplicaExclusionDynamic",
+    "NodeCapacity",
+    "ScaleoutCount",
+    "ApplicationCapacity",
+    "Affinity",
+]
 
 
 # ------------------------------------------------------------------------------ documents
 
 
-def frame(services: list[dict], partitions: list[dict], capacities: dict[str, float] | None = None,
-          colors: dict[str, str] | None = None, activity: dict | None = BALANCED, **extra) -> dict:
+def frame(
+    services: list[dict],
+    partitions: list[dict],
+    capacities: dict[str, float] | None = None,
+    colors: dict[str, str] | None = None,
+    activity: dict | None = BALANCED,
+    **extra,
+) -> dict:
     """A FRAME cluster document (see the module docstring)."""
     nodes = []
     for i, name in enumerate(NODES):
@@ -71,27 +86,43 @@ def target(doc: dict, service: str) -> int:
 
 
 def stateful(name: str, primary: float, secondary: float, **extra) -> dict:
-    return {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": 3,
-            "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": primary,
-                         "SecondaryDefaultLoad": secondary}]} | extra
+    return {
+        "ServiceName": name,
+        "ServiceKind": "Stateful",
+        "TargetReplicaSetSize": 3,
+        "Metrics": [
+            {"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": primary, "SecondaryDefaultLoad": secondary}
+        ],
+    } | extra
 
 
 def stateless(name: str, load: float, count: int = 1, **extra) -> dict:
-    return {"ServiceName": name, "ServiceKind": "Stateless", "InstanceCount": count,
-            "Metrics": [{"Name": "Load", "Weight": "High", "DefaultLoad": load}]} | extra
+    return {
+        "ServiceName": name,
+        "ServiceKind": "Stateless",
+        "InstanceCount": count,
+        "Metrics": [{"Name": "Load", "Weight": "High", "DefaultLoad": load}],
+    } | extra
 
 
 def partition(service: str, pid: str, primary: str | None = None, *secondaries: str) -> dict:
     """A stateful partition: primary node, then secondary nodes (ReplicaIds <pid>.0, <pid>.1, ...)."""
     roles = ([("Primary", primary)] if primary else []) + [("Secondary", n) for n in secondaries]
-    return {"ServiceName": service, "PartitionId": pid,
-            "Replicas": [{"ReplicaId": f"{pid}.{k}", "Role": role, "NodeName": node}
-                         for k, (role, node) in enumerate(roles)]}
+    return {
+        "ServiceName": service,
+        "PartitionId": pid,
+        "Replicas": [
+            {"ReplicaId": f"{pid}.{k}", "Role": role, "NodeName": node} for k, (role, node) in enumerate(roles)
+        ],
+    }
 
 
 def instances(service: str, pid: str, *nodes: str) -> dict:
-    return {"ServiceName": service, "PartitionId": pid,
-            "Replicas": [{"ReplicaId": f"{pid}.{k}", "Role": "Instance", "NodeName": n} for k, n in enumerate(nodes)]}
+    return {
+        "ServiceName": service,
+        "PartitionId": pid,
+        "Replicas": [{"ReplicaId": f"{pid}.{k}", "Role": "Instance", "NodeName": n} for k, n in enumerate(nodes)],
+    }
 
 
 # ---------------------------------------------------------------------------- plan checks
@@ -104,8 +135,11 @@ def run(doc: dict, config: SearchConfig = CONFIG) -> tuple[dict, dict, object]:
 
 def where(document: dict, service: str | None = None) -> dict[str, list[tuple[str, str]]]:
     """{partition id: [(role, node)]} of the placed replicas (of one service)."""
-    return {str(p["PartitionId"]): sorted((r["Role"], r["NodeName"]) for r in p["Replicas"] if r["NodeName"])
-            for p in document["Partitions"] if service is None or p["ServiceName"] == service}
+    return {
+        str(p["PartitionId"]): sorted((r["Role"], r["NodeName"]) for r in p["Replicas"] if r["NodeName"])
+        for p in document["Partitions"]
+        if service is None or p["ServiceName"] == service
+    }
 
 
 def health(result: dict, prop: str) -> list[dict]:
@@ -113,8 +147,12 @@ def health(result: dict, prop: str) -> list[dict]:
 
 
 def over_capacity(result: dict, which: str = "LoadsAfter") -> list[tuple[str, str]]:
-    return [(n["NodeName"], m) for n in result["Nodes"] for m, cap in n["Capacities"].items()
-            if cap is not None and n[which].get(m, 0.0) > cap + 1e-6]
+    return [
+        (n["NodeName"], m)
+        for n in result["Nodes"]
+        for m, cap in n["Capacities"].items()
+        if cap is not None and n[which].get(m, 0.0) > cap + 1e-6
+    ]
 
 
 # ------------------------------------------------------------------------------ scenarios
@@ -124,16 +162,21 @@ def test_capacity_violation_fixed_by_exactly_one_move():
     """N0 holds 4 replicas of 30 (120 > capacity 100): one replica too many. The only move that
     breaks nothing takes a UD0 replica to N3, the other UD0 node; moving a second one would balance
     the cluster better, but balancing is not triggered, so SF's constraint check stops at one."""
-    doc = frame([stateful("fabric:/App/A", 30, 30), stateful("fabric:/App/B", 30, 30)], [
-        partition("fabric:/App/A", "a0", "N0", "N1", "N2"),
-        partition("fabric:/App/A", "a1", "N4", "N0", "N5"),
-        partition("fabric:/App/B", "b0", "N1", "N0", "N5"),
-        partition("fabric:/App/B", "b1", "N0", "N4", "N2"),
-    ], capacities={n: 100 for n in NODES})
+    doc = frame(
+        [stateful("fabric:/App/A", 30, 30), stateful("fabric:/App/B", 30, 30)],
+        [
+            partition("fabric:/App/A", "a0", "N0", "N1", "N2"),
+            partition("fabric:/App/A", "a1", "N4", "N0", "N5"),
+            partition("fabric:/App/B", "b0", "N1", "N0", "N5"),
+            partition("fabric:/App/B", "b1", "N0", "N4", "N2"),
+        ],
+        capacities={n: 100 for n in NODES},
+    )
     result, after, state = run(doc)
     assert over_capacity(result, "LoadsBefore") == [("N0", "Load")]
-    assert [(a["Action"] in ("MovePrimary", "MoveSecondary"), a["SourceNode"], a["TargetNode"])
-            for a in result["Actions"]] == [(True, "N0", "N3")], result["Actions"]
+    assert [
+        (a["Action"] in ("MovePrimary", "MoveSecondary"), a["SourceNode"], a["TargetNode"]) for a in result["Actions"]
+    ] == [(True, "N0", "N3")], result["Actions"]
     assert over_capacity(result) == []
     assert health(result, "NodeCapacityViolation") == []
     assert violations(state, placement_of(after)) == {k: set() for k in violations(state, placement_of(doc))}
@@ -144,16 +187,21 @@ def test_capacity_violation_only_a_primary_swap_fixes():
     """N0 (capacity 100) holds A's primary (90) and a B replica (20): 110. Nothing fits elsewhere:
     N3-N5 have 10 free, N1 and N2 already hold b0 and a0. Swapping a0's primary with its secondary
     on N1 (capacity 120) leaves N0 at 30 and N1 at 110; on N2 (capacity 100) it would not fit."""
-    doc = frame([stateful("fabric:/App/A", 90, 10), stateful("fabric:/App/B", 20, 20)], [
-        partition("fabric:/App/A", "a0", "N0", "N1", "N2"),
-        partition("fabric:/App/B", "b0", "N1", "N0", "N2"),
-        partition("fabric:/App/B", "b1", "N3", "N4", "N5"),
-        partition("fabric:/App/B", "b2", "N4", "N3", "N5"),
-    ], capacities={"N0": 100, "N1": 120, "N2": 100, "N3": 50, "N4": 50, "N5": 50})
+    doc = frame(
+        [stateful("fabric:/App/A", 90, 10), stateful("fabric:/App/B", 20, 20)],
+        [
+            partition("fabric:/App/A", "a0", "N0", "N1", "N2"),
+            partition("fabric:/App/B", "b0", "N1", "N0", "N2"),
+            partition("fabric:/App/B", "b1", "N3", "N4", "N5"),
+            partition("fabric:/App/B", "b2", "N4", "N3", "N5"),
+        ],
+        capacities={"N0": 100, "N1": 120, "N2": 100, "N3": 50, "N4": 50, "N5": 50},
+    )
     result, after, state = run(doc)
     assert over_capacity(result, "LoadsBefore") == [("N0", "Load")]
-    assert [(a["Action"], a["PartitionId"], a["ReplicaId"], a["SourceNode"], a["TargetNode"])
-            for a in result["Actions"]] == [("SwapPrimarySecondary", "a0", "a0.0", "N0", "N1")]
+    assert [
+        (a["Action"], a["PartitionId"], a["ReplicaId"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]
+    ] == [("SwapPrimarySecondary", "a0", "a0.0", "N0", "N1")]
     loads = {n["NodeName"]: n["LoadsAfter"]["Load"] for n in result["Nodes"]}
     assert loads == {"N0": 30, "N1": 110, "N2": 30, "N3": 40, "N4": 40, "N5": 40}
     assert where(after)["a0"] == [("Primary", "N1"), ("Secondary", "N0"), ("Secondary", "N2")]
@@ -163,12 +211,15 @@ def test_capacity_violation_only_a_primary_swap_fixes():
 def test_upgrade_domain_violation_fixed_by_one_move():
     """a0 has replicas on N0 and N3 (both UD0) and N1 (UD1), none in UD2: one of the UD0 replicas
     moves to N2 or N5 (UD2)."""
-    doc = frame([stateful("fabric:/App/A", 10, 10), stateful("fabric:/App/B", 10, 10)], [
-        partition("fabric:/App/A", "a0", "N0", "N3", "N1"),
-        partition("fabric:/App/B", "b0", "N0", "N1", "N2"),
-        partition("fabric:/App/B", "b1", "N3", "N4", "N5"),
-        partition("fabric:/App/B", "b2", "N4", "N0", "N5"),
-    ])
+    doc = frame(
+        [stateful("fabric:/App/A", 10, 10), stateful("fabric:/App/B", 10, 10)],
+        [
+            partition("fabric:/App/A", "a0", "N0", "N3", "N1"),
+            partition("fabric:/App/B", "b0", "N0", "N1", "N2"),
+            partition("fabric:/App/B", "b1", "N3", "N4", "N5"),
+            partition("fabric:/App/B", "b2", "N4", "N0", "N5"),
+        ],
+    )
     state = parse_state(doc)
     assert violations(state, placement_of(doc))["upgrade_domain"] == {("fabric:/App/A", "a0")}
     result, after, state = run(doc)
@@ -184,12 +235,14 @@ def test_stateless_placement_over_hierarchical_fault_domains():
     """10 partitions x 3 instances onto dc0/rack0, dc0/rack1, dc1, dc2: one instance per top-level
     fault domain, so dc1 and dc2 get 10 and dc0's two racks share 10 evenly (5/5)."""
     fds = {"N0": "fd:/dc0/rack0", "N1": "fd:/dc0/rack1", "N2": "fd:/dc1", "N3": "fd:/dc2"}
-    doc = {"SchemaVersion": 1,
-           "Nodes": [{"NodeName": n, "FaultDomain": fd, "UpgradeDomain": f"UD{i}"}
-                     for i, (n, fd) in enumerate(fds.items())],
-           "Services": [{"ServiceName": "fabric:/App/Web", "ServiceKind": "Stateless", "InstanceCount": 3}],
-           "Partitions": [{"ServiceName": "fabric:/App/Web", "PartitionId": f"w{i}", "Replicas": []}
-                          for i in range(10)]}
+    doc = {
+        "SchemaVersion": 1,
+        "Nodes": [
+            {"NodeName": n, "FaultDomain": fd, "UpgradeDomain": f"UD{i}"} for i, (n, fd) in enumerate(fds.items())
+        ],
+        "Services": [{"ServiceName": "fabric:/App/Web", "ServiceKind": "Stateless", "InstanceCount": 3}],
+        "Partitions": [{"ServiceName": "fabric:/App/Web", "PartitionId": f"w{i}", "Replicas": []} for i in range(10)],
+    }
     result, after, _ = run(doc)
     assert {a["Action"] for a in result["Actions"]} == {"AddInstance"} and len(result["Actions"]) == 30
     assert result["Unplaced"] == []
@@ -207,19 +260,29 @@ def test_placement_constraint_violation_moves_replicas_to_allowed_nodes():
     """Blue (NodeColor == Blue) has a replica on N0 (Blue) and two on N4, N5 (Red): both move to
     the free Blue nodes N1 and N2; the unconstrained service stays where it is."""
     colors = {n: "Blue" if i < 3 else "Red" for i, n in enumerate(NODES)}
-    doc = frame([stateful("fabric:/App/Blue", 10, 10, PlacementConstraints="NodeColor == Blue"),
-                 stateful("fabric:/App/Any", 10, 10)], [
-        partition("fabric:/App/Blue", "u0", "N0", "N4", "N5"),
-        partition("fabric:/App/Any", "o0", "N0", "N1", "N2"),
-        partition("fabric:/App/Any", "o1", "N3", "N4", "N5"),
-        partition("fabric:/App/Any", "o2", "N3", "N1", "N5"),
-    ], colors=colors)
+    doc = frame(
+        [
+            stateful("fabric:/App/Blue", 10, 10, PlacementConstraints="NodeColor == Blue"),
+            stateful("fabric:/App/Any", 10, 10),
+        ],
+        [
+            partition("fabric:/App/Blue", "u0", "N0", "N4", "N5"),
+            partition("fabric:/App/Any", "o0", "N0", "N1", "N2"),
+            partition("fabric:/App/Any", "o1", "N3", "N4", "N5"),
+            partition("fabric:/App/Any", "o2", "N3", "N1", "N5"),
+        ],
+        colors=colors,
+    )
     state = parse_state(doc)
-    assert violations(state, placement_of(doc))["placement"] == {("fabric:/App/Blue", "u0", "u0.1"),
-                                                                ("fabric:/App/Blue", "u0", "u0.2")}
+    assert violations(state, placement_of(doc))["placement"] == {
+        ("fabric:/App/Blue", "u0", "u0.1"),
+        ("fabric:/App/Blue", "u0", "u0.2"),
+    }
     result, after, state = run(doc)
-    assert sorted((a["Action"], a["SourceNode"]) for a in result["Actions"]) == \
-        [("MoveSecondary", "N4"), ("MoveSecondary", "N5")], result["Actions"]
+    assert sorted((a["Action"], a["SourceNode"]) for a in result["Actions"]) == [
+        ("MoveSecondary", "N4"),
+        ("MoveSecondary", "N5"),
+    ], result["Actions"]
     assert {a["TargetNode"] for a in result["Actions"]} == {"N1", "N2"}
     assert {node for _, node in where(after)["u0"]} == {"N0", "N1", "N2"}
     assert where(after, "fabric:/App/Any") == where(doc, "fabric:/App/Any")
@@ -233,16 +296,22 @@ def test_aligned_affinity_restored_by_one_swap():
     and a child secondary with the parent primary (N0): one swap of c0's primary to N0 aligns it.
     c1 and c2 are aligned already."""
     parent, child = "fabric:/App/Parent", "fabric:/App/Child"
-    doc = frame([stateful(parent, 10, 10),
-                 stateful(child, 10, 10, Correlations=[{"ServiceName": parent, "Scheme": "AlignedAffinity"}])], [
-        partition(parent, "p0", "N0", "N1", "N2"),
-        partition(child, "c0", "N1", "N0", "N2"),
-        partition(child, "c1", "N0", "N1", "N2"),
-        partition(child, "c2", "N0", "N2", "N1"),
-    ])
+    doc = frame(
+        [
+            stateful(parent, 10, 10),
+            stateful(child, 10, 10, Correlations=[{"ServiceName": parent, "Scheme": "AlignedAffinity"}]),
+        ],
+        [
+            partition(parent, "p0", "N0", "N1", "N2"),
+            partition(child, "c0", "N1", "N0", "N2"),
+            partition(child, "c1", "N0", "N1", "N2"),
+            partition(child, "c2", "N0", "N2", "N1"),
+        ],
+    )
     result, after, _ = run(doc)
-    assert [(a["Action"], a["ServiceName"], a["PartitionId"], a["SourceNode"], a["TargetNode"])
-            for a in result["Actions"]] == [("SwapPrimarySecondary", child, "c0", "N1", "N0")], result["Actions"]
+    assert [
+        (a["Action"], a["ServiceName"], a["PartitionId"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]
+    ] == [("SwapPrimarySecondary", child, "c0", "N1", "N0")], result["Actions"]
     assert dict(where(after)["c0"])["Primary"] == "N0"
     assert [h for h in result["Health"] if "Affinity" in h["Property"]] == []
 
@@ -250,12 +319,19 @@ def test_aligned_affinity_restored_by_one_swap():
 def test_blocklisted_node_is_never_used_by_its_service_type():
     """N5 is empty but blocklisted for WebType: the six Web instances go elsewhere, while balancing
     fills N5 with replicas of the other service type."""
-    doc = frame([stateless("fabric:/App/Web", 10, ServiceTypeName="WebType"),
-                 stateful("fabric:/App/Other", 10, 10, ServiceTypeName="OtherType")],
-                [{"ServiceName": "fabric:/App/Web", "PartitionId": f"w{i}", "Replicas": []} for i in range(6)] + [
-                    partition("fabric:/App/Other", "o0", "N0", "N1", "N2"),
-                    partition("fabric:/App/Other", "o1", "N3", "N4", "N2")],
-                activity=None, BlockList=[{"NodeName": "N5", "ServiceTypeName": "WebType"}])
+    doc = frame(
+        [
+            stateless("fabric:/App/Web", 10, ServiceTypeName="WebType"),
+            stateful("fabric:/App/Other", 10, 10, ServiceTypeName="OtherType"),
+        ],
+        [{"ServiceName": "fabric:/App/Web", "PartitionId": f"w{i}", "Replicas": []} for i in range(6)]
+        + [
+            partition("fabric:/App/Other", "o0", "N0", "N1", "N2"),
+            partition("fabric:/App/Other", "o1", "N3", "N4", "N2"),
+        ],
+        activity=None,
+        BlockList=[{"NodeName": "N5", "ServiceTypeName": "WebType"}],
+    )
     result, after, _ = run(doc)
     assert result["Unplaced"] == []
     adds = [a for a in result["Actions"] if a["ServiceName"] == "fabric:/App/Web"]
@@ -291,13 +367,19 @@ BLUE_ONLY = {n: "Blue" if n in ("N0", "N1") else "Red" for n in NODES}
 
 
 def _unplaceable(blue_partition: dict) -> dict:
-    return frame([stateful("fabric:/App/Blue", 10, 10, PlacementConstraints="NodeColor == Blue"),
-                  stateful("fabric:/App/Any", 10, 10)], [
-        blue_partition,
-        partition("fabric:/App/Any", "o0", "N0", "N1", "N2"),
-        partition("fabric:/App/Any", "o1", "N3", "N4", "N5"),
-        partition("fabric:/App/Any", "o2", "N3", "N1", "N5"),
-    ], colors=BLUE_ONLY)
+    return frame(
+        [
+            stateful("fabric:/App/Blue", 10, 10, PlacementConstraints="NodeColor == Blue"),
+            stateful("fabric:/App/Any", 10, 10),
+        ],
+        [
+            blue_partition,
+            partition("fabric:/App/Any", "o0", "N0", "N1", "N2"),
+            partition("fabric:/App/Any", "o1", "N3", "N4", "N5"),
+            partition("fabric:/App/Any", "o2", "N3", "N1", "N5"),
+        ],
+        colors=BLUE_ONLY,
+    )
 
 
 def test_unplaceable_replica_reported_with_elimination_sequence():
@@ -310,8 +392,7 @@ def test_unplaceable_replica_reported_with_elimination_sequence():
     assert (entry["ServiceName"], entry["PartitionId"], entry["Role"]) == ("fabric:/App/Blue", "u0", "Secondary")
     _elimination_checks(entry, {"N0", "N1"}, {"N2", "N3", "N4", "N5"})
     reports = [h for h in result["Health"] if "u0" in h["Entity"] or "u0" in h["Description"]]
-    assert reports and all(h["SourceId"] == "System.PLB" and h["HealthState"] in ("Warning", "Error")
-                           for h in reports)
+    assert reports and all(h["SourceId"] == "System.PLB" and h["HealthState"] in ("Warning", "Error") for h in reports)
     assert "Placement" in [p["Phase"] for p in result["Phases"] if p["Ran"]]
 
 
@@ -322,8 +403,10 @@ def test_new_partition_places_what_it_can_and_reports_the_rest(seed):
     placing secondaries) is reported unplaced. Any seed must give this; seed 2 costs one compile."""
     doc = _unplaceable({"ServiceName": "fabric:/App/Blue", "PartitionId": "u0", "Replicas": []})
     result, after, _ = run(doc, dataclasses.replace(CONFIG, seed=seed))
-    assert sorted((a["Action"], a["TargetNode"] in ("N0", "N1")) for a in result["Actions"]) == \
-        [("AddPrimary", True), ("AddSecondary", True)], result["Actions"]
+    assert sorted((a["Action"], a["TargetNode"] in ("N0", "N1")) for a in result["Actions"]) == [
+        ("AddPrimary", True),
+        ("AddSecondary", True),
+    ], result["Actions"]
     assert {node for _, node in where(after)["u0"]} == {"N0", "N1"}
     assert [(u["PartitionId"], u["Role"]) for u in result["Unplaced"]] == [("u0", "Secondary")]
     _elimination_checks(result["Unplaced"][0], {"N0", "N1"}, {"N2", "N3", "N4", "N5"})
@@ -341,8 +424,10 @@ def _inject(doc: dict, seed: int) -> tuple[dict, tuple[str, str], tuple[str, str
     loads = node_loads(state, doc)
     caps = {n.name: n.capacities for n in state.nodes}
     # capacity: the node with the most load (relative to its capacity) on a metric with a capacity
-    node, metric = max(((n, m) for n in caps for m in caps[n] if loads[n][m] > 0),
-                       key=lambda nm: loads[nm[0]][nm[1]] / caps[nm[0]][nm[1]])
+    node, metric = max(
+        ((n, m) for n in caps for m in caps[n] if loads[n][m] > 0),
+        key=lambda nm: loads[nm[0]][nm[1]] / caps[nm[0]][nm[1]],
+    )
     entry = next(n for n in doc["Nodes"] if n["NodeName"] == node)
     entry["Capacities"] = dict(caps[node]) | {metric: math.floor(loads[node][metric] * 0.75)}
     # placement: a replica of a constrained service onto a node outside its constraint
@@ -370,11 +455,13 @@ def test_random_cluster_with_injected_violations_is_repaired_without_breaking_an
     assert no_new_violations(before, after) == []
     node, metric = capacity
     if capacity in after["capacity"]:
-        assert any(h["Entity"] == node and metric in h["Description"]
-                   for h in health(result, "NodeCapacityViolation")), result["Health"]
+        assert any(
+            h["Entity"] == node and metric in h["Description"] for h in health(result, "NodeCapacityViolation")
+        ), result["Health"]
     if misplaced in after["placement"]:
-        assert any(misplaced[2] in h["Entity"]
-                   for h in health(result, "ReplicaConstraintViolation_PlacementConstraint")), result["Health"]
+        assert any(
+            misplaced[2] in h["Entity"] for h in health(result, "ReplicaConstraintViolation_PlacementConstraint")
+        ), result["Health"]
     # and here both are fixable: the generator leaves every node type 2x headroom, the lowered node
     # sheds a quarter of its load, and the misplaced replica's service has allowed nodes to spare
     assert capacity not in after["capacity"] and misplaced not in after["placement"]

@@ -14,7 +14,6 @@ as SF's PLB reads them (PLBScheduler.cpp, Searcher.cpp, PlacementAndLoadBalancin
 from __future__ import annotations
 
 import pytest
-
 from test_policies import NODES, _stacked, document, movements, node_of, nodes, part, phase, run, service
 
 
@@ -22,17 +21,22 @@ def _overloaded(**settings) -> dict:
     """N0 (capacity 100) holds 160 + 1: two of its instances must leave."""
     return document(
         [service("fabric:/App/X", 1, 40), service("fabric:/App/Y", 1, 40), service("fabric:/App/Z", -1, 1)],
-        [*[part("fabric:/App/X", f"x{i}", "N0") for i in range(4)],
-         *[part("fabric:/App/Y", f"y{i}", f"N{i + 1}") for i in range(3)],
-         part("fabric:/App/Z", "f", *NODES)],
-        nodes(capacity=100), frame=False, Settings=settings)
+        [
+            *[part("fabric:/App/X", f"x{i}", "N0") for i in range(4)],
+            *[part("fabric:/App/Y", f"y{i}", f"N{i + 1}") for i in range(3)],
+            part("fabric:/App/Z", "f", *NODES),
+        ],
+        nodes(capacity=100),
+        frame=False,
+        Settings=settings,
+    )
 
 
 @pytest.mark.parametrize("threshold", [0, 1])
 def test_global_throttle_never_limits_the_constraint_check(threshold):
     result, after = run(_overloaded(GlobalMovementThrottleThreshold=threshold, MaxPercentageToMove=0.01))
     assert phase(result, "ConstraintCheck")["Ran"]
-    assert [m["Action"] for m in movements(result)] == ["MoveInstance"] * 2   # 160 -> 80 + 1
+    assert [m["Action"] for m in movements(result)] == ["MoveInstance"] * 2  # 160 -> 80 + 1
     assert sum(1 for n in node_of(after).values() if n == "N0") == 2 + 1
 
 
@@ -45,10 +49,16 @@ def _full_nodes(**settings) -> dict:
     """Five nodes of capacity 10, each holding two load-2 instances; a new instance of load 9 fits
     only once both leave one node (SF's PlacementWithExistingReplicaMoveTest)."""
     five = nodes(5, capacity=10)
-    return document([service("fabric:/App/X", 1, 2), service("fabric:/App/Big", 1, 9)],
-                    [*[part("fabric:/App/X", f"x{i}", f"N{i // 2}") for i in range(10)],
-                     {"ServiceName": "fabric:/App/Big", "PartitionId": "big", "Replicas": []}],
-                    five, frame=False, Settings=settings)
+    return document(
+        [service("fabric:/App/X", 1, 2), service("fabric:/App/Big", 1, 9)],
+        [
+            *[part("fabric:/App/X", f"x{i}", f"N{i // 2}") for i in range(10)],
+            {"ServiceName": "fabric:/App/Big", "PartitionId": "big", "Replicas": []},
+        ],
+        five,
+        frame=False,
+        Settings=settings,
+    )
 
 
 def test_placement_moves_existing_replicas_to_make_room():
@@ -58,9 +68,14 @@ def test_placement_moves_existing_replicas_to_make_room():
     assert [m["Action"] for m in movements(result)] == ["MoveInstance"] * 2
 
 
-@pytest.mark.parametrize("settings", [{"MaxPercentageToMoveForPlacement": 0.1},     # 1 movement of 10: too few
-                                      {"MaxPercentageToMoveForPlacement": 0},
-                                      {"MoveExistingReplicaForPlacement": False}])
+@pytest.mark.parametrize(
+    "settings",
+    [
+        {"MaxPercentageToMoveForPlacement": 0.1},  # 1 movement of 10: too few
+        {"MaxPercentageToMoveForPlacement": 0},
+        {"MoveExistingReplicaForPlacement": False},
+    ],
+)
 def test_placement_with_moves_is_bounded(settings):
     result, _ = run(_full_nodes(**settings))
     assert [u["ServiceName"] for u in result["Unplaced"]] == ["fabric:/App/Big"]
@@ -87,15 +102,24 @@ def test_score_improvement_threshold_keeps_balancing_that_gains_too_little():
 def test_new_replicas_prefer_upgraded_domains():
     """During an upgrade that is done with UD1 and UD2, PreferUpgradedUDs sends a missing secondary
     there (SF's PlacementWithUpgradeCompletedUDsTest1)."""
-    stateful = {"ServiceName": "fabric:/App/S", "ServiceKind": "Stateful", "TargetReplicaSetSize": 3,
-                "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 5, "SecondaryDefaultLoad": 5}]}
-    replicas = [{"ReplicaId": "s.0", "Role": "Primary", "NodeName": "N0"},
-                {"ReplicaId": "s.1", "Role": "Secondary", "NodeName": "N5"}]
+    stateful = {
+        "ServiceName": "fabric:/App/S",
+        "ServiceKind": "Stateful",
+        "TargetReplicaSetSize": 3,
+        "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 5, "SecondaryDefaultLoad": 5}],
+    }
+    replicas = [
+        {"ReplicaId": "s.0", "Role": "Primary", "NodeName": "N0"},
+        {"ReplicaId": "s.1", "Role": "Secondary", "NodeName": "N5"},
+    ]
     upgrade = {"InProgress": True, "Scope": "Cluster", "UpgradeDomainsDone": ["UD1", "UD2"]}
-    doc = document([stateful, service("fabric:/App/X", 1, 1)],
-                   [{"ServiceName": "fabric:/App/S", "PartitionId": "s", "Replicas": replicas},
-                    part("fabric:/App/X", "x", "N3")],
-                   frame=False, Upgrade=upgrade, Settings={"PreferUpgradedUDs": True})
+    doc = document(
+        [stateful, service("fabric:/App/X", 1, 1)],
+        [{"ServiceName": "fabric:/App/S", "PartitionId": "s", "Replicas": replicas}, part("fabric:/App/X", "x", "N3")],
+        frame=False,
+        Upgrade=upgrade,
+        Settings={"PreferUpgradedUDs": True},
+    )
     result, _ = run(doc)
     added = [a["TargetNode"] for a in result["Actions"] if a["Action"].startswith("Add")]
     assert len(added) == 1 and added[0] in ("N1", "N2"), result["Actions"]
@@ -105,20 +129,32 @@ def test_aligned_affinity_groups_move_together_in_balancing():
     """Two parents and their aligned children, all with the primary on N0 and the secondary on N1
     (SF's BalancingWithAffinityTest): balancing moves parent and child replicas together, so every
     child replica ends beside its parent's replica of the same role."""
+
     def stateful(name, parent=None):
-        svc = {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": 2,
-               "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 10}]}
+        svc = {
+            "ServiceName": name,
+            "ServiceKind": "Stateful",
+            "TargetReplicaSetSize": 2,
+            "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 10}],
+        }
         if parent:
             svc["Correlations"] = [{"ServiceName": parent, "Scheme": "AlignedAffinity"}]
         return svc
 
     names = ["fabric:/App/P0", "fabric:/App/C0", "fabric:/App/P1", "fabric:/App/C1"]
     services = [stateful(names[0]), stateful(names[1], names[0]), stateful(names[2]), stateful(names[3], names[2])]
-    partitions = [{"ServiceName": n, "PartitionId": f"p{i}", "Replicas": [
-        {"ReplicaId": f"p{i}.0", "Role": "Primary", "NodeName": "N0"},
-        {"ReplicaId": f"p{i}.1", "Role": "Secondary", "NodeName": "N1"}]} for i, n in enumerate(names)]
-    doc = document(services, partitions, nodes(4), activity=None, frame=False,
-                   Settings={"MaxPercentageToMove": 1.0})
+    partitions = [
+        {
+            "ServiceName": n,
+            "PartitionId": f"p{i}",
+            "Replicas": [
+                {"ReplicaId": f"p{i}.0", "Role": "Primary", "NodeName": "N0"},
+                {"ReplicaId": f"p{i}.1", "Role": "Secondary", "NodeName": "N1"},
+            ],
+        }
+        for i, n in enumerate(names)
+    ]
+    doc = document(services, partitions, nodes(4), activity=None, frame=False, Settings={"MaxPercentageToMove": 1.0})
     result, after = run(doc)
     assert movements(result) and result["Score"]["After"] < result["Score"]["Before"]
     where = {r["ReplicaId"]: (r["NodeName"], r["Role"]) for p in after["Partitions"] for r in p["Replicas"]}
@@ -130,18 +166,32 @@ def test_aligned_affinity_groups_move_together_in_balancing():
 def test_new_parent_replicas_go_beside_their_children():
     """A parent with three replicas to place and an aligned child already placed on N1-N3 (SF's
     PlacementWithAffinityTest3): three adds, primary beside the child's primary; no child moves."""
-    def stateful(name, **extra):
-        return {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": 3,
-                "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 10}]
-                } | extra
 
-    child = [{"ReplicaId": f"c.{k}", "Role": role, "NodeName": f"N{k + 1}"}
-             for k, role in enumerate(["Primary", "Secondary", "Secondary"])]
-    doc = document([stateful("fabric:/App/P"),
-                    stateful("fabric:/App/C", Correlations=[{"ServiceName": "fabric:/App/P", "Scheme": "AlignedAffinity"}])],
-                   [{"ServiceName": "fabric:/App/P", "PartitionId": "p", "Replicas": []},
-                    {"ServiceName": "fabric:/App/C", "PartitionId": "c", "Replicas": child}],
-                   nodes(5), activity=None, frame=False)
+    def stateful(name, **extra):
+        return {
+            "ServiceName": name,
+            "ServiceKind": "Stateful",
+            "TargetReplicaSetSize": 3,
+            "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 10}],
+        } | extra
+
+    child = [
+        {"ReplicaId": f"c.{k}", "Role": role, "NodeName": f"N{k + 1}"}
+        for k, role in enumerate(["Primary", "Secondary", "Secondary"])
+    ]
+    doc = document(
+        [
+            stateful("fabric:/App/P"),
+            stateful("fabric:/App/C", Correlations=[{"ServiceName": "fabric:/App/P", "Scheme": "AlignedAffinity"}]),
+        ],
+        [
+            {"ServiceName": "fabric:/App/P", "PartitionId": "p", "Replicas": []},
+            {"ServiceName": "fabric:/App/C", "PartitionId": "c", "Replicas": child},
+        ],
+        nodes(5),
+        activity=None,
+        frame=False,
+    )
     result, _ = run(doc)
     adds = sorted((a["Action"], a["TargetNode"]) for a in result["Actions"])
     assert adds == [("AddPrimary", "N1"), ("AddSecondary", "N2"), ("AddSecondary", "N3")], result["Actions"]

@@ -10,20 +10,22 @@ random suite found.
 from __future__ import annotations
 
 import pytest
+from validity import apply, breaks, random_cluster
 
 from plbjax import SearchConfig, encode, parse_state, plan
 from plbjax.anneal import clear_compiled
 from plbjax.sf._decoding import diff, settle
-from validity import apply, breaks, random_cluster
 
-CONFIGS = {"chains": SearchConfig(chains=4, steps=1000, seconds=None, block_steps=250, tries=1, parallel=False),
-           "parallel": SearchConfig(chains=1, steps=200, seconds=None, block_steps=50, tries=64, parallel=True)}
+CONFIGS = {
+    "chains": SearchConfig(chains=4, steps=1000, seconds=None, block_steps=250, tries=1, parallel=False),
+    "parallel": SearchConfig(chains=1, steps=200, seconds=None, block_steps=50, tries=64, parallel=True),
+}
 FAMILIES, PER_FAMILY = 4, 40
 
 
 @pytest.mark.parametrize("family", range(FAMILIES))
 def test_random_clusters_break_no_hard_rule(family):
-    clear_compiled()        # each family is a new shape: keep the process's compiled programs few
+    clear_compiled()  # each family is a new shape: keep the process's compiled programs few
     config = CONFIGS["parallel" if family % 2 else "chains"]
     failures = {}
     for seed in range(family * PER_FAMILY, (family + 1) * PER_FAMILY):
@@ -43,8 +45,12 @@ def _nodes(capacity: dict[str, float], status: dict[str, str] | None = None) -> 
     out = []
     for i in range(6):
         name = f"N{i}"
-        node = {"NodeName": name, "FaultDomain": f"fd:/dc{i}", "UpgradeDomain": f"UD{i}",
-                "Capacities": {"Load": capacity.get(name, 100)}}
+        node = {
+            "NodeName": name,
+            "FaultDomain": f"fd:/dc{i}",
+            "UpgradeDomain": f"UD{i}",
+            "Capacities": {"Load": capacity.get(name, 100)},
+        }
         if status and name in status:
             node["NodeStatus"] = status[name]
         out.append(node)
@@ -52,20 +58,34 @@ def _nodes(capacity: dict[str, float], status: dict[str, str] | None = None) -> 
 
 
 def _stateful(name: str, target: int, primary: float = 10, secondary: float = 5) -> dict:
-    return {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": target,
-            "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": primary,
-                         "SecondaryDefaultLoad": secondary}]}
+    return {
+        "ServiceName": name,
+        "ServiceKind": "Stateful",
+        "TargetReplicaSetSize": target,
+        "Metrics": [
+            {"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": primary, "SecondaryDefaultLoad": secondary}
+        ],
+    }
 
 
 def _partition(service: str, pid: str, *replicas: tuple[str, str | None]) -> dict:
-    return {"ServiceName": service, "PartitionId": pid,
-            "Replicas": [{"ReplicaId": f"{pid}.{k}", "Role": role, "NodeName": node}
-                         for k, (role, node) in enumerate(replicas)]}
+    return {
+        "ServiceName": service,
+        "PartitionId": pid,
+        "Replicas": [
+            {"ReplicaId": f"{pid}.{k}", "Role": role, "NodeName": node} for k, (role, node) in enumerate(replicas)
+        ],
+    }
 
 
 def _document(services: list[dict], partitions: list[dict], nodes: list[dict]) -> dict:
-    return {"SchemaVersion": 1, "MetricActivityThresholds": {"Load": 10**6}, "Nodes": nodes,
-            "Services": services, "Partitions": partitions}
+    return {
+        "SchemaVersion": 1,
+        "MetricActivityThresholds": {"Load": 10**6},
+        "Nodes": nodes,
+        "Services": services,
+        "Partitions": partitions,
+    }
 
 
 def _checked(doc: dict, predicates: dict | None = None) -> dict:
@@ -86,18 +106,26 @@ def test_a_partition_placed_from_nothing_adds_its_primary_where_it_ends():
     primary_of[0] = rows[2]
     actions = diff(index, node_of, primary_of)
     assert sorted((a["Action"], a["TargetNode"]) for a in actions) == [
-        ("AddPrimary", "N2"), ("AddSecondary", "N0"), ("AddSecondary", "N1")]
+        ("AddPrimary", "N2"),
+        ("AddSecondary", "N0"),
+        ("AddSecondary", "N1"),
+    ]
     after = apply(doc, actions)
     assert sorted((r["Role"], r["NodeName"]) for r in after["Partitions"][0]["Replicas"]) == [
-        ("Primary", "N2"), ("Secondary", "N0"), ("Secondary", "N1")]
+        ("Primary", "N2"),
+        ("Secondary", "N0"),
+        ("Secondary", "N1"),
+    ]
 
 
 def test_a_primary_on_a_disabled_node_hands_over_by_a_swap():
     """A replica on a Disabled node is still running: its primary swaps with a secondary (a
     promotion would leave two primaries) and then moves off as a secondary."""
-    doc = _document([_stateful("fabric:/A/S", 3)],
-                    [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
-                    _nodes({}, {"N0": "Disabled"}))
+    doc = _document(
+        [_stateful("fabric:/A/S", 3)],
+        [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
+        _nodes({}, {"N0": "Disabled"}),
+    )
     result = _checked(doc)
     kinds = [a["Action"] for a in result["Actions"]]
     assert kinds == ["SwapPrimarySecondary", "MoveSecondary"], result["Actions"]
@@ -106,11 +134,17 @@ def test_a_primary_on_a_disabled_node_hands_over_by_a_swap():
 def test_one_instance_per_node_only_where_it_fits():
     """InstanceCount -1 with load 30: N1 (capacity 20) and N2 (capacity 40, 15 used) have no room;
     the other nodes get an instance, N1 and N2 none, and the two missing instances are reported."""
-    everywhere = {"ServiceName": "fabric:/A/E", "ServiceKind": "Stateless", "InstanceCount": -1,
-                  "Metrics": [{"Name": "Load", "Weight": "High", "DefaultLoad": 30}]}
-    doc = _document([everywhere, _stateful("fabric:/A/S", 1, 15, 15)],
-                    [_partition("fabric:/A/E", "e"), _partition("fabric:/A/S", "s", ("Primary", "N2"))],
-                    _nodes({"N1": 20, "N2": 40}))
+    everywhere = {
+        "ServiceName": "fabric:/A/E",
+        "ServiceKind": "Stateless",
+        "InstanceCount": -1,
+        "Metrics": [{"Name": "Load", "Weight": "High", "DefaultLoad": 30}],
+    }
+    doc = _document(
+        [everywhere, _stateful("fabric:/A/S", 1, 15, 15)],
+        [_partition("fabric:/A/E", "e"), _partition("fabric:/A/S", "s", ("Primary", "N2"))],
+        _nodes({"N1": 20, "N2": 40}),
+    )
     result = _checked(doc)
     added = sorted(a["TargetNode"] for a in result["Actions"] if a["Action"] == "AddInstance")
     assert added == ["N0", "N3", "N4", "N5"]
@@ -122,9 +156,11 @@ def test_a_surplus_drop_takes_a_secondary_before_a_crowded_primary():
     domain with N2, and N1 has no room for a primary's load: a secondary goes, nobody is promoted."""
     nodes = _nodes({"N1": 8})
     nodes[1]["FaultDomain"], nodes[2]["UpgradeDomain"] = nodes[0]["FaultDomain"], nodes[0]["UpgradeDomain"]
-    doc = _document([_stateful("fabric:/A/S", 2)],
-                    [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
-                    nodes)
+    doc = _document(
+        [_stateful("fabric:/A/S", 2)],
+        [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
+        nodes,
+    )
     result = _checked(doc)
     kinds = [a["Action"] for a in result["Actions"]]
     assert kinds[0] == "DropSecondary" and "PromoteSecondary" not in kinds and "DropPrimary" not in kinds
@@ -133,12 +169,20 @@ def test_a_surplus_drop_takes_a_secondary_before_a_crowded_primary():
 def test_a_lost_primary_is_replaced_by_the_secondary_with_room():
     """The primary's node is Down; of the secondaries, the one on the emptier node N1 has no room for
     the primary's load (capacity 8, 5 used), so the one on N2 (more loaded, 95 free) is promoted."""
-    filler = {"ServiceName": "fabric:/A/F", "ServiceKind": "Stateless", "InstanceCount": 1,
-              "Metrics": [{"Name": "Load", "Weight": "High", "DefaultLoad": 5}]}
-    doc = _document([_stateful("fabric:/A/S", 3), filler],
-                    [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2")),
-                     _partition("fabric:/A/F", "f", ("Instance", "N2"))],
-                    _nodes({"N1": 8}, {"N0": "Down"}))
+    filler = {
+        "ServiceName": "fabric:/A/F",
+        "ServiceKind": "Stateless",
+        "InstanceCount": 1,
+        "Metrics": [{"Name": "Load", "Weight": "High", "DefaultLoad": 5}],
+    }
+    doc = _document(
+        [_stateful("fabric:/A/S", 3), filler],
+        [
+            _partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2")),
+            _partition("fabric:/A/F", "f", ("Instance", "N2")),
+        ],
+        _nodes({"N1": 8}, {"N0": "Down"}),
+    )
     result = _checked(doc)
     promoted = [a for a in result["Actions"] if a["Action"] == "PromoteSecondary"]
     assert [a["TargetNode"] for a in promoted] == ["N2"], result["Actions"]
@@ -146,22 +190,31 @@ def test_a_lost_primary_is_replaced_by_the_secondary_with_room():
 
 def test_a_partition_of_secondaries_gets_a_primary():
     """Every replica is a secondary (the primary was lost and its replacement built): one is promoted."""
-    doc = _document([_stateful("fabric:/A/S", 3)],
-                    [_partition("fabric:/A/S", "p", ("Secondary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
-                    _nodes({}))
+    doc = _document(
+        [_stateful("fabric:/A/S", 3)],
+        [_partition("fabric:/A/S", "p", ("Secondary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
+        _nodes({}),
+    )
     result = _checked(doc)
     assert [a["Action"] for a in result["Actions"]] == ["PromoteSecondary"], result["Actions"]
 
 
 def test_the_checker_sees_each_kind_of_break():
     """The independent checker flags an unappliable plan, an overload and a move onto a Down node."""
-    doc = _document([_stateful("fabric:/A/S", 2)],
-                    [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"))],
-                    _nodes({"N2": 9}, {"N3": "Down"}))
+    doc = _document(
+        [_stateful("fabric:/A/S", 2)],
+        [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"))],
+        _nodes({"N2": 9}, {"N3": "Down"}),
+    )
     result = plan(parse_state(doc), CONFIG)
     always = {"fabric:/A/S": lambda n: True}
-    move = {"ServiceName": "fabric:/A/S", "PartitionId": "p", "ReplicaId": "p.0", "Action": "MovePrimary",
-            "SourceNode": "N0"}
+    move = {
+        "ServiceName": "fabric:/A/S",
+        "PartitionId": "p",
+        "ReplicaId": "p.0",
+        "Action": "MovePrimary",
+        "SourceNode": "N0",
+    }
     for target, expected in (("N2", "capacity"), ("N3", "placement")):
         bad = dict(result, Actions=[dict(move, TargetNode=target)])
         assert any(b.startswith(expected) for b in breaks(doc, always, bad)), target
@@ -174,9 +227,11 @@ def test_a_settled_rotation_keeps_each_node_s_role():
     moves): settling undoes the moves but hands the primary role over, so the node the primary moved to
     carries the primary's load, as the search planned (undoing the moves alone would put the primary's
     load back on a node the search may have filled)."""
-    doc = _document([_stateful("fabric:/A/S", 3)],
-                    [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
-                    _nodes({}))
+    doc = _document(
+        [_stateful("fabric:/A/S", 3)],
+        [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
+        _nodes({}),
+    )
     problem, index = encode(parse_state(doc))
     rows = list(index.partition_rows[0])
     primary = int(index.primary_of[0])

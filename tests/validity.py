@@ -60,8 +60,14 @@ def random_cluster(seed: int, family: int | None = None) -> tuple[dict, dict]:
     metrics = list(METRICS[: shape.randint(1, 2)])
     racks, fds, uds = shape.choice([1, 1, 2]), shape.randint(2, 5), shape.randint(2, 5)
     tight = rng.random() < 0.5
-    doc: dict = {"SchemaVersion": 1, "Settings": _settings(rng), "NodeTypes": [], "Nodes": [], "Services": [],
-                 "Partitions": []}
+    doc: dict = {
+        "SchemaVersion": 1,
+        "Settings": _settings(rng),
+        "NodeTypes": [],
+        "Nodes": [],
+        "Services": [],
+        "Partitions": [],
+    }
     if rng.random() < 0.3:
         doc["NodeBufferPercentage"] = {metrics[0]: rng.choice([0.1, 0.2])}
     if shape.random() < 0.2:
@@ -79,8 +85,12 @@ def random_cluster(seed: int, family: int | None = None) -> tuple[dict, dict]:
     _correlate(shape, doc["Services"])
     _partitions(shape, rng, doc, predicates)
     if rng.random() < 0.1:
-        doc["BlockList"] = [{"NodeName": rng.choice(doc["Nodes"])["NodeName"],
-                             "ServiceTypeName": rng.choice(doc["Services"])["ServiceTypeName"]}]
+        doc["BlockList"] = [
+            {
+                "NodeName": rng.choice(doc["Nodes"])["NodeName"],
+                "ServiceTypeName": rng.choice(doc["Services"])["ServiceTypeName"],
+            }
+        ]
     if shape.random() < 0.1:
         _upgrade(rng, doc)
     replicas = [r for p in doc["Partitions"] for r in p["Replicas"] if r["NodeName"] is not None]
@@ -107,10 +117,13 @@ def _settings(rng: random.Random) -> dict:
 
 
 def _node(rng: random.Random, i: int, types: list, metrics: list, cap: dict, fds: int, racks: int, uds: int) -> dict:
-    node = {"NodeName": f"N{i:02d}", "NodeType": types[i % len(types)],
-            "FaultDomain": f"fd:/dc{i % fds}" + (f"/r{(i // fds) % racks}" if racks > 1 else ""),
-            "UpgradeDomain": f"UD{(i * 7 + 3) % uds}",
-            "PlacementProperties": {"NodeColor": rng.choice(COLORS), "Disk": rng.choice([50, 100, 200, 400])}}
+    node = {
+        "NodeName": f"N{i:02d}",
+        "NodeType": types[i % len(types)],
+        "FaultDomain": f"fd:/dc{i % fds}" + (f"/r{(i // fds) % racks}" if racks > 1 else ""),
+        "UpgradeDomain": f"UD{(i * 7 + 3) % uds}",
+        "PlacementProperties": {"NodeColor": rng.choice(COLORS), "Disk": rng.choice([50, 100, 200, 400])},
+    }
     r = rng.random()
     if r < 0.06:
         node["NodeStatus"] = "Down"
@@ -128,8 +141,11 @@ def _node(rng: random.Random, i: int, types: list, metrics: list, cap: dict, fds
 def _service(shape: random.Random, rng: random.Random, k: int, metrics: list, types: list, fds: int, tight: bool):
     stateful = shape.random() < 0.7
     name = f"fabric:/App{k % 2}/S{k}"
-    svc: dict = {"ServiceName": name, "ServiceTypeName": f"Type{k % 4}",
-                 "ServiceKind": "Stateful" if stateful else "Stateless"}
+    svc: dict = {
+        "ServiceName": name,
+        "ServiceTypeName": f"Type{k % 4}",
+        "ServiceKind": "Stateful" if stateful else "Stateless",
+    }
     if stateful:
         svc["TargetReplicaSetSize"] = shape.choice([1, 2, 3, 3, 4])
     else:
@@ -143,21 +159,28 @@ def _service(shape: random.Random, rng: random.Random, k: int, metrics: list, ty
         for m in shape.sample(metrics, shape.randint(1, len(metrics))):
             primary, secondary = rng.randint(1, scale), rng.randint(0, scale)
             entry = {"Name": m, "Weight": rng.choice(["Low", "Medium", "High"])}
-            entry.update({"PrimaryDefaultLoad": primary, "SecondaryDefaultLoad": secondary} if stateful
-                         else {"DefaultLoad": primary})
+            entry.update(
+                {"PrimaryDefaultLoad": primary, "SecondaryDefaultLoad": secondary}
+                if stateful
+                else {"DefaultLoad": primary}
+            )
             svc["Metrics"].append(entry)
     if rng.random() < 0.3:
         svc["DefaultMoveCost"] = rng.choice(["Zero", "Low", "Medium", "High"])
     if rng.random() < 0.2:
         svc["Priority"] = rng.randint(0, 2)
     if shape.random() < 0.15:
-        svc["ResourceGovernance"] = {"CpuCores": rng.choice([0.5, 1]),
-                                     "CodePackages": [{"Name": "Code", "MemoryInMB": rng.choice([256, 1024])}]}
+        svc["ResourceGovernance"] = {
+            "CpuCores": rng.choice([0.5, 1]),
+            "CodePackages": [{"Name": "Code", "MemoryInMB": rng.choice([256, 1024])}],
+        }
     policies = []
     if rng.random() < 0.1:
         policies.append({"Type": "RequireDomainDistribution"})
     if rng.random() < 0.1:
-        policies.append({"Type": rng.choice(["RequiredDomain", "InvalidDomain"]), "DomainName": f"fd:/dc{rng.randrange(fds)}"})
+        policies.append(
+            {"Type": rng.choice(["RequiredDomain", "InvalidDomain"]), "DomainName": f"fd:/dc{rng.randrange(fds)}"}
+        )
     if shape.random() < 0.1:
         policies.append({"Type": "PreferPrimaryDomain", "DomainName": f"fd:/dc{shape.randrange(fds)}"})
     if policies:
@@ -170,14 +193,23 @@ def _correlate(shape: random.Random, services: list[dict]) -> None:
     parents: set[str] = set()
     for svc in services[1:]:
         if shape.random() < 0.2 and svc["ServiceName"] not in parents:
-            options = [p for p in services if p is not svc and "Correlations" not in p
-                       and p["ServiceName"] not in parents and p["ServiceName"] != svc["ServiceName"]
-                       and not any(c.get("Correlations", [{}])[0].get("ServiceName") == svc["ServiceName"]
-                                   for c in services)]
+            options = [
+                p
+                for p in services
+                if p is not svc
+                and "Correlations" not in p
+                and p["ServiceName"] not in parents
+                and p["ServiceName"] != svc["ServiceName"]
+                and not any(c.get("Correlations", [{}])[0].get("ServiceName") == svc["ServiceName"] for c in services)
+            ]
             if options:
                 parent = shape.choice(options)
-                svc["Correlations"] = [{"ServiceName": parent["ServiceName"],
-                                        "Scheme": shape.choice(["Affinity", "AlignedAffinity", "NonAlignedAffinity"])}]
+                svc["Correlations"] = [
+                    {
+                        "ServiceName": parent["ServiceName"],
+                        "Scheme": shape.choice(["Affinity", "AlignedAffinity", "NonAlignedAffinity"]),
+                    }
+                ]
                 parents.add(parent["ServiceName"])
 
 
@@ -214,23 +246,39 @@ def _partitions(shape: random.Random, rng: random.Random, doc: dict, predicates:
                 if rng.random() < 0.1:
                     rep["MoveCost"] = rng.choice(["Low", "High"])
                 replicas.append(rep)
-            doc["Partitions"].append({"ServiceName": svc["ServiceName"], "PartitionId": f"{svc['ServiceName'][-2:]}-{p}",
-                                      "Replicas": replicas})
+            doc["Partitions"].append(
+                {
+                    "ServiceName": svc["ServiceName"],
+                    "PartitionId": f"{svc['ServiceName'][-2:]}-{p}",
+                    "Replicas": replicas,
+                }
+            )
 
 
 def _upgrade(rng: random.Random, doc: dict) -> None:
     uds = sorted({n["UpgradeDomain"] for n in doc["Nodes"]})
     placed = [r for p in doc["Partitions"] for r in p["Replicas"] if r["NodeName"] is not None]
-    snapshot = {str(r["ReplicaId"]): rng.choice(doc["Nodes"])["NodeName"] for r in rng.sample(placed, min(3, len(placed)))}
+    snapshot = {
+        str(r["ReplicaId"]): rng.choice(doc["Nodes"])["NodeName"] for r in rng.sample(placed, min(3, len(placed)))
+    }
     if rng.random() < 0.5:
         doc["Upgrade"] = {"InProgress": True, "Scope": "Cluster", "UpgradeDomainsDone": uds[:1], "Snapshot": snapshot}
     else:
-        doc["Upgrade"] = {"InProgress": True, "Scope": "Application", "ApplicationName": "fabric:/App0",
-                          "UpgradeDomainsDone": uds[:1], "Snapshot": snapshot}
+        doc["Upgrade"] = {
+            "InProgress": True,
+            "Scope": "Application",
+            "ApplicationName": "fabric:/App0",
+            "UpgradeDomainsDone": uds[:1],
+            "Snapshot": snapshot,
+        }
 
 
 def _node_view(doc: dict, node: dict) -> dict:
-    return {"NodeType": node.get("NodeType"), "props": node.get("PlacementProperties", {}), "NodeName": node["NodeName"]}
+    return {
+        "NodeType": node.get("NodeType"),
+        "props": node.get("PlacementProperties", {}),
+        "NodeName": node["NodeName"],
+    }
 
 
 # ----------------------------------------------------------------------------- the checker
@@ -259,7 +307,11 @@ class _Cluster:
             available = n.get("AvailableResources", {})
             if governed and "CpuCores" in available:
                 cores = available["CpuCores"]
-                caps[RG_CPU] = cores if cores == 1 else math.floor(cores * float(settings.get("CpuPercentageNodeCapacity", 0.8)) + 1e-9)
+                caps[RG_CPU] = (
+                    cores
+                    if cores == 1
+                    else math.floor(cores * float(settings.get("CpuPercentageNodeCapacity", 0.8)) + 1e-9)
+                )
             if governed and "MemoryInMB" in available:
                 caps[RG_MEMORY] = math.floor(available["MemoryInMB"] * 0.8 + 1e-9)
             self.capacity[name] = caps
@@ -278,8 +330,9 @@ class _Cluster:
                     continue
                 ok.add(node_name)
             self.allowed[name] = ok
-        self.reported = {str(r["ReplicaId"]): (r["Role"], r.get("Loads", {}))
-                         for p in doc["Partitions"] for r in p["Replicas"]}
+        self.reported = {
+            str(r["ReplicaId"]): (r["Role"], r.get("Loads", {})) for p in doc["Partitions"] for r in p["Replicas"]
+        }
 
     def target(self, service: str) -> int:
         svc = self.services[service]
@@ -293,11 +346,12 @@ class _Cluster:
         """SF's load of a replica in its role: its report in that role, else the service's default."""
         svc = self.services[service]
         role = replica["Role"]
-        own_role, own = self.reported.get(str(replica["ReplicaId"]), (None, {})) \
-            if replica["ReplicaId"] is not None else (None, {})
+        own_role, own = (
+            self.reported.get(str(replica["ReplicaId"]), (None, {})) if replica["ReplicaId"] is not None else (None, {})
+        )
         out = {}
         metrics = svc.get("Metrics") or []
-        if not metrics:     # SF's default metrics, loads by role
+        if not metrics:  # SF's default metrics, loads by role
             count = {"Primary": (1.0, 1.0, 1.0), "Secondary": (0.0, 1.0, 1.0), "Instance": (0.0, 0.0, 1.0)}[role]
             out.update(zip(("PrimaryCount", "ReplicaCount", "Count"), count))
         for m in metrics:
@@ -349,7 +403,9 @@ def apply(doc: dict, actions: list[dict]) -> dict:
             rep = {"ReplicaId": None, "Role": kind[3:], "NodeName": None}
             reps.append(rep)
         else:
-            rep = next((r for r in reps if r["ReplicaId"] is not None and str(r["ReplicaId"]) == str(a["ReplicaId"])), None)
+            rep = next(
+                (r for r in reps if r["ReplicaId"] is not None and str(r["ReplicaId"]) == str(a["ReplicaId"])), None
+            )
             if rep is None:
                 raise ValueError(f"{a}: no such replica")
             if rep.get("NodeName") != a["SourceNode"]:
@@ -430,18 +486,30 @@ def _partition_rules(cluster: _Cluster, doc: dict) -> dict[str, set]:
         if len(set(nodes)) < len(nodes):
             out["exclusion"].add(key)
         usable = cluster.usable(part["ServiceName"])
-        nodes = [n for n in nodes if n in usable]       # out of place: breaks placement, not the spread
-        spread = cluster.target(part["ServiceName"]) >= 0     # one instance per node: no domain spread
-        if spread and int(settings.get("FaultDomainConstraintPriority", 0)) == 0 and \
-                not _domain_ok([_fd(cluster, n) for n in nodes], [_fd(cluster, n) for n in usable]):
+        nodes = [n for n in nodes if n in usable]  # out of place: breaks placement, not the spread
+        spread = cluster.target(part["ServiceName"]) >= 0  # one instance per node: no domain spread
+        if (
+            spread
+            and int(settings.get("FaultDomainConstraintPriority", 0)) == 0
+            and not _domain_ok([_fd(cluster, n) for n in nodes], [_fd(cluster, n) for n in usable])
+        ):
             out["fault_domain"].add(key)
-        if spread and int(settings.get("UpgradeDomainConstraintPriority", 1)) == 0 and not _domain_ok(
-                [(cluster.nodes[n]["UpgradeDomain"],) for n in nodes], [(cluster.nodes[n]["UpgradeDomain"],) for n in usable]):
+        if (
+            spread
+            and int(settings.get("UpgradeDomainConstraintPriority", 1)) == 0
+            and not _domain_ok(
+                [(cluster.nodes[n]["UpgradeDomain"],) for n in nodes],
+                [(cluster.nodes[n]["UpgradeDomain"],) for n in usable],
+            )
+        ):
             out["upgrade_domain"].add(key)
         corr = cluster.services[part["ServiceName"]].get("Correlations")
         if corr and int(settings.get("AffinityConstraintPriority", 0)) == 0:
             parent = corr[0]["ServiceName"]
-            aligned = corr[0]["Scheme"] == "AlignedAffinity" and cluster.services[part["ServiceName"]]["ServiceKind"] == "Stateful"
+            aligned = (
+                corr[0]["Scheme"] == "AlignedAffinity"
+                and cluster.services[part["ServiceName"]]["ServiceKind"] == "Stateful"
+            )
             for r in running:
                 if aligned and r["Role"] == "Primary":
                     ok = primary_node.get(parent) == r["NodeName"]
@@ -464,11 +532,15 @@ def breaks(doc: dict, predicates: dict, plan: dict) -> list[str]:
     for node in plan["Nodes"]:
         for metric, value in node["LoadsAfter"].items():
             if abs(value - loads_after[node["NodeName"]][metric]) > 1e-3 * max(1.0, abs(value)):
-                out.append(f"loads: {node['NodeName']} {metric} plan {value} vs {loads_after[node['NodeName']][metric]}")
+                out.append(
+                    f"loads: {node['NodeName']} {metric} plan {value} vs {loads_after[node['NodeName']][metric]}"
+                )
     for name, caps in cluster.capacity.items():
         for metric, cap in caps.items():
             if loads_before[name][metric] <= cap + 1e-6 < loads_after[name][metric] - 1e-6:
-                out.append(f"capacity: {name} {metric} {loads_before[name][metric]:g} -> {loads_after[name][metric]:g} > {cap:g}")
+                out.append(
+                    f"capacity: {name} {metric} {loads_before[name][metric]:g} -> {loads_after[name][metric]:g} > {cap:g}"
+                )
     before_nodes = {str(r["ReplicaId"]): r.get("NodeName") for p in doc["Partitions"] for r in p["Replicas"]}
     for part in after["Partitions"]:
         for rep in part["Replicas"]:

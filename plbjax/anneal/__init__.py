@@ -8,13 +8,54 @@ Fabric or ROADEF.
 """
 
 from plbjax.anneal._config import KernelConfig, Schedule
-from plbjax.anneal._driver import (STOP, AnnealResult, anneal, clear_compiled, enable_compilation_cache, init_chains,
-                                   shard)
+from plbjax.anneal._driver import (
+    STOP,
+    AnnealResult,
+    anneal,
+    clear_compiled,
+    enable_compilation_cache,
+    init_chains,
+    shard,
+)
 from plbjax.anneal._kernel import Chain, batched, draw, init, refresh, resample, run_block, step, uniform
-from plbjax.anneal._model import (ApplyFn, FinishFn, FootprintFn, FootprintIdsFn, Model, ProposeFn, RefreshFn,
-                                  SolutionFn, StartFn)
+from plbjax.anneal._model import (
+    ApplyFn,
+    FinishFn,
+    FootprintFn,
+    FootprintIdsFn,
+    Model,
+    ProposeFn,
+    RefreshFn,
+    SolutionFn,
+    StartFn,
+)
 
-__all__ = ["STOP", "AnnealResult", "ApplyFn", "Chain", "FinishFn", "FootprintFn", "FootprintIdsFn", "KernelConfig",
-           "Model", "ProposeFn", "RefreshFn", "Schedule", "SolutionFn", "StartFn", "anneal", "batched",
-           "clear_compiled", "draw", "enable_compilation_cache", "init", "init_chains", "refresh", "resample",
-           "run_block", "shard", "step", "uniform"]
+__all__ = [
+    "STOP",
+    "AnnealResult",
+    "ApplyFn",
+    "Chain",
+    "FinishFn",
+    "FootprintFn",
+    "FootprintIdsFn",
+    "KernelConfig",
+    "Model",
+    "ProposeFn",
+    "RefreshFn",
+    "Schedule",
+    "SolutionFn",
+    "StartFn",
+    "anneal",
+    "batched",
+    "clear_compiled",
+    "draw",
+    "enable_compilation_cache",
+    "init",
+    "init_chains",
+    "refresh",
+    "resample",
+    "run_block",
+    "shard",
+    "step",
+    "uniform",
+]

@@ -12,11 +12,11 @@ import dataclasses
 class KernelConfig:
     """What shapes the compiled step and block."""
 
-    tries: int = 1                      # proposals evaluated together per step (the first accepted is applied)
-    parallel: bool = False              # apply every accepted proposal independent of earlier ones
-    room: int | None = None             # most proposals a step finishes and may apply; None: tries / 16, at least 32
-    block_steps: int = 1_000            # steps between exact refreshes (SF: 1000 per round)
-    population: bool = False            # population annealing: resample the chains' states at each block's end
+    tries: int = 1  # proposals evaluated together per step (the first accepted is applied)
+    parallel: bool = False  # apply every accepted proposal independent of earlier ones
+    room: int | None = None  # most proposals a step finishes and may apply; None: tries / 16, at least 32
+    block_steps: int = 1_000  # steps between exact refreshes (SF: 1000 per round)
+    population: bool = False  # population annealing: resample the chains' states at each block's end
 
     @property
     def step_room(self) -> int:
@@ -27,7 +27,9 @@ class KernelConfig:
         """Half the tries a step (None: one try already)."""
         if self.tries <= 1:
             return None
-        return dataclasses.replace(self, tries=self.tries // 2, room=None if self.room is None else max(1, self.room // 2))
+        return dataclasses.replace(
+            self, tries=self.tries // 2, room=None if self.room is None else max(1, self.room // 2)
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,9 +37,9 @@ class Schedule:
     """How many chains run, for how long, and how they cool."""
 
     chains: int = 64
-    steps: int | None = 20_000          # per chain; None: as many as `seconds` allows
-    seconds: float | None = 60.0        # wall-time budget of the search, compilation excluded
+    steps: int | None = 20_000  # per chain; None: as many as `seconds` allows
+    seconds: float | None = 60.0  # wall-time budget of the search, compilation excluded
     seed: int = 0
     initial_temperature: float | None = None  # None: probe, probe_factor x the largest |dE| seen
-    probe_factor: float = 50.0          # SF: 50 x the largest |dE| of its probe moves
-    final_ratio: float = 1e-4           # final temperature / initial temperature
+    probe_factor: float = 50.0  # SF: 50 x the largest |dE| of its probe moves
+    final_ratio: float = 1e-4  # final temperature / initial temperature

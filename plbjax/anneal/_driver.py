@@ -13,8 +13,9 @@ import math
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -27,7 +28,7 @@ from plbjax.anneal._config import KernelConfig, Schedule
 from plbjax.anneal._kernel import Chain, init, resample, run_block
 from plbjax.anneal._model import Model
 
-STOP = threading.Event()    # set (e.g. by a signal handler): running searches end after their block
+STOP = threading.Event()  # set (e.g. by a signal handler): running searches end after their block
 
 
 def init_chains(model: Model, problem, keys: jax.Array) -> Chain:
@@ -41,14 +42,15 @@ def _run_blocks(kept, chains: Chain, model: Model, config: KernelConfig, layout=
     chains passed in are donated (their buffers hold the result, so a run needs one copy of them).
     `layout`: the chains' sharding over devices (None on one device)."""
     problem, temperatures = kept
-    chains = jax.vmap(run_block, in_axes=(None, None, None, 0, None, None))(model, problem, config, chains,
-                                                                           temperatures[0], temperatures[1])
+    chains = jax.vmap(run_block, in_axes=(None, None, None, 0, None, None))(
+        model, problem, config, chains, temperatures[0], temperatures[1]
+    )
     return resample(chains, temperatures[0], temperatures[1], layout) if config.population else chains
 
 
 def enable_compilation_cache() -> None:
     """Keep compiled searches on disk so repeated runs on similar clusters skip XLA compilation."""
-    logging.getLogger("jax").setLevel(logging.WARNING)   # not Hydra's INFO lines about absent TPUs
+    logging.getLogger("jax").setLevel(logging.WARNING)  # not Hydra's INFO lines about absent TPUs
     path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
@@ -62,8 +64,9 @@ def shard(problem, chains: Chain):
     if len(devices) == 1 or chains.key.shape[0] % len(devices):
         return problem, chains
     mesh = Mesh(np.array(devices), ("chains",))
-    put = lambda tree, spec: jax.tree.map(  # noqa: E731
-        lambda x: jax.device_put(x, NamedSharding(mesh, spec)) if isinstance(x, jax.Array) else x, tree)
+    put = lambda tree, spec: jax.tree.map(
+        lambda x: jax.device_put(x, NamedSharding(mesh, spec)) if isinstance(x, jax.Array) else x, tree
+    )
     return put(problem, PartitionSpec()), put(chains, PartitionSpec("chains"))
 
 
@@ -90,8 +93,13 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig)
     """The compiled block runner for this model, these shapes and this kernel config, and the seconds
     compiling took."""
     layout = chains.key.sharding if isinstance(chains.key.sharding, NamedSharding) else None
-    key = (model, config, layout, jax.tree.structure((problem, chains)),
-           tuple((x.shape, x.dtype) for x in jax.tree.leaves((problem, chains))))
+    key = (
+        model,
+        config,
+        layout,
+        jax.tree.structure((problem, chains)),
+        tuple((x.shape, x.dtype) for x in jax.tree.leaves((problem, chains))),
+    )
     if key not in _executables:
         start = time.perf_counter()
         compiled = _run_blocks.lower((problem, jnp.ones(2, jnp.float32)), chains, model, config, layout).compile()
@@ -102,16 +110,16 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig)
 
 @dataclasses.dataclass(frozen=True)
 class AnnealResult:
-    solution: Any              # the model's best solution over all chains (host arrays)
+    solution: Any  # the model's best solution over all chains (host arrays)
     energy: float
     initial_energy: float
-    steps: int                 # per chain
+    steps: int  # per chain
     chains: int
-    seconds: float             # search wall time, compilation excluded
+    seconds: float  # search wall time, compilation excluded
     compile_seconds: float
     accepted: int
     initial_temperature: float
-    energies: np.ndarray       # best energy per chain
+    energies: np.ndarray  # best energy per chain
     shrunk: str | None = None  # why the search ran smaller than asked, if it did
 
 
@@ -128,10 +136,16 @@ def _smaller(kernel: KernelConfig, schedule: Schedule) -> tuple[KernelConfig, Sc
     return None if halved is None else (halved, schedule)
 
 
-def anneal(model: Model, problem, kernel: KernelConfig, schedule: Schedule,
-           progress: Callable[[int, int, float, float], None] | None = None,
-           deadline: float | None = None,
-           checkpoint: Callable[[Any, float], None] | None = None, checkpoint_seconds: float = 5.0) -> AnnealResult:
+def anneal(
+    model: Model,
+    problem,
+    kernel: KernelConfig,
+    schedule: Schedule,
+    progress: Callable[[int, int, float, float], None] | None = None,
+    deadline: float | None = None,
+    checkpoint: Callable[[Any, float], None] | None = None,
+    checkpoint_seconds: float = 5.0,
+) -> AnnealResult:
     """Run `schedule.chains` chains; return the best solution found (or the initial one).
 
     `deadline` (a `time.perf_counter()` instant) also bounds the search, compilation included;
@@ -149,19 +163,35 @@ def anneal(model: Model, problem, kernel: KernelConfig, schedule: Schedule,
             smaller = _smaller(kernel, schedule)
             if not _out_of_memory(error) or smaller is None:
                 raise
-            logging.getLogger(__name__).warning("out of device memory with %d chain(s) x %d tries: retrying with %d x %d",
-                                                schedule.chains, kernel.tries, smaller[1].chains, smaller[0].tries)
+            logging.getLogger(__name__).warning(
+                "out of device memory with %d chain(s) x %d tries: retrying with %d x %d",
+                schedule.chains,
+                kernel.tries,
+                smaller[1].chains,
+                smaller[0].tries,
+            )
             clear_compiled()
             kernel, schedule = smaller
             continue
         if (kernel, schedule) != asked:
-            result = dataclasses.replace(result, shrunk=f"out of device memory: {schedule.chains} chain(s) x "
-                                                        f"{kernel.tries} tries a step instead of {asked[1].chains} x {asked[0].tries}")
+            result = dataclasses.replace(
+                result,
+                shrunk=f"out of device memory: {schedule.chains} chain(s) x "
+                f"{kernel.tries} tries a step instead of {asked[1].chains} x {asked[0].tries}",
+            )
         return result
 
 
-def _anneal(model: Model, problem, kernel: KernelConfig, schedule: Schedule, progress, deadline, checkpoint,
-            checkpoint_seconds: float) -> AnnealResult:
+def _anneal(
+    model: Model,
+    problem,
+    kernel: KernelConfig,
+    schedule: Schedule,
+    progress,
+    deadline,
+    checkpoint,
+    checkpoint_seconds: float,
+) -> AnnealResult:
     """`anneal` with these configs."""
     keys = jax.random.split(jax.random.PRNGKey(schedule.seed), schedule.chains)
     problem, chains = shard(problem, init_chains(model, problem, keys))
@@ -185,7 +215,7 @@ def _anneal(model: Model, problem, kernel: KernelConfig, schedule: Schedule, pro
             t_a = t0 * schedule.final_ratio ** (done / blocks)
             t_b = t0 * schedule.final_ratio ** ((done + 1) / blocks)
         chains = compiled((problem, jnp.array([t_a, t_b], jnp.float32)), chains)
-        best_energy = _host(chains.best_energy)               # waits for the block
+        best_energy = _host(chains.best_energy)  # waits for the block
         done += 1
         elapsed = time.perf_counter() - start
         if t0 is None:
@@ -193,16 +223,19 @@ def _anneal(model: Model, problem, kernel: KernelConfig, schedule: Schedule, pro
             t0 = schedule.probe_factor * found if found > 0 else max(initial_energy, 1.0)
         if done == 1:
             first_seconds = elapsed
-        if math.isfinite(budget):      # fit the schedule to the budget from the blocks run so far
+        if math.isfinite(budget):  # fit the schedule to the budget from the blocks run so far
             per_block = (elapsed - first_seconds) / (done - 1) if done > 1 else first_seconds
             fit = done + max(0, int((budget - elapsed) / max(per_block, 1e-9)))
             blocks = max(done, min(planned, fit) if planned else fit)
         if progress is not None:
             progress(done, blocks, elapsed, float(best_energy.min()))
-        if checkpoint is not None and best_energy.min() < saved_energy and (
-                time.perf_counter() - saved_at >= checkpoint_seconds):
+        if (
+            checkpoint is not None
+            and best_energy.min() < saved_energy
+            and (time.perf_counter() - saved_at >= checkpoint_seconds)
+        ):
             best = int(np.argmin(best_energy))
-            checkpoint(jax.tree.map(lambda x: _host(x)[best], chains.best), float(best_energy[best]))
+            checkpoint(jax.tree.map(lambda x, b=best: _host(x)[b], chains.best), float(best_energy[best]))
             saved_energy, saved_at = float(best_energy[best]), time.perf_counter()
     seconds = time.perf_counter() - start
 
@@ -210,7 +243,13 @@ def _anneal(model: Model, problem, kernel: KernelConfig, schedule: Schedule, pro
     best = int(np.argmin(energies))
     return AnnealResult(
         solution=jax.tree.map(lambda x: _host(x)[best], chains.best),
-        energy=float(energies[best]), initial_energy=initial_energy,
-        steps=done * kernel.block_steps, chains=schedule.chains, seconds=seconds,
-        compile_seconds=compile_seconds, accepted=int(_host(chains.accepted).sum()),
-        initial_temperature=t0, energies=energies)
+        energy=float(energies[best]),
+        initial_energy=initial_energy,
+        steps=done * kernel.block_steps,
+        chains=schedule.chains,
+        seconds=seconds,
+        compile_seconds=compile_seconds,
+        accepted=int(_host(chains.accepted).sum()),
+        initial_temperature=t0,
+        energies=energies,
+    )

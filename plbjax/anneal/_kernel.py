@@ -9,7 +9,8 @@ steps under a geometric temperature ramp, then refreshes.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import equinox as eqx
 import jax
@@ -20,13 +21,13 @@ from plbjax.anneal._model import Model
 
 
 class Chain(eqx.Module):
-    state: Any                # the model's search state
-    best: Any                 # the model's solution at the lowest energy seen at a refresh
+    state: Any  # the model's search state
+    best: Any  # the model's solution at the lowest energy seen at a refresh
     best_energy: jax.Array
     key: jax.Array
     accepted: jax.Array
     largest_delta: jax.Array  # largest |dE| of a step's first proposal when valid (the temperature probe,
-                              # so T0 does not grow with the tries per step)
+    # so T0 does not grow with the tries per step)
 
 
 def batched(propose_one: Callable) -> Callable:
@@ -47,8 +48,14 @@ def draw(word: jax.Array, n: jax.Array) -> jax.Array:
 def init(model: Model, problem, key: jax.Array) -> Chain:
     """A chain at the problem's initial solution."""
     state = model.start(problem)
-    return Chain(state=state, best=model.solution(state), best_energy=state.energy, key=key,
-                 accepted=jnp.zeros((), jnp.int32), largest_delta=jnp.zeros((), jnp.float32))
+    return Chain(
+        state=state,
+        best=model.solution(state),
+        best_energy=state.energy,
+        key=key,
+        accepted=jnp.zeros((), jnp.int32),
+        largest_delta=jnp.zeros((), jnp.float32),
+    )
 
 
 def refresh(model: Model, problem, chain: Chain) -> Chain:
@@ -56,8 +63,7 @@ def refresh(model: Model, problem, chain: Chain) -> Chain:
     state = model.refresh(problem, chain.state)
     better = state.energy < chain.best_energy
     best = jax.tree.map(lambda new, old: jnp.where(better, new, old), model.solution(state), chain.best)
-    return dataclasses.replace(chain, state=state, best=best,
-                               best_energy=jnp.minimum(state.energy, chain.best_energy))
+    return dataclasses.replace(chain, state=state, best=best, best_energy=jnp.minimum(state.energy, chain.best_energy))
 
 
 def _mix(x: jax.Array) -> jax.Array:
@@ -92,9 +98,9 @@ def _independent(ids: jax.Array, accepts: jax.Array, n_ids: int, rounds: int = 3
     if t * t * f * f <= max(1 << 16, 4 * n_ids):
         same = (ids[:, None, :, None] == ids[None, :, None, :]) & (ids[:, None, :, None] >= 0)
         shared = jnp.any(same, axis=(2, 3))
-        blocked = lambda keep: jnp.any(shared & keep[None, :], axis=1)  # noqa: E731
-        earlier = order[None, :] < order[:, None]                  # earlier[i, j]: j < i
-        first = lambda open_: ~jnp.any(shared & earlier & open_[None, :], axis=1)  # noqa: E731
+        blocked = lambda keep: jnp.any(shared & keep[None, :], axis=1)
+        earlier = order[None, :] < order[:, None]  # earlier[i, j]: j < i
+        first = lambda open_: ~jnp.any(shared & earlier & open_[None, :], axis=1)
     else:
         slot = jnp.where(ids >= 0, ids, n_ids)
 
@@ -138,7 +144,7 @@ def step(model: Model, problem, config: KernelConfig, chain: Chain, temperature:
     rows = jnp.arange(config.tries)
     if config.step_room < config.tries:
         maybe = (valid & metropolis(energy, chance)).at[0].set(valid[0])
-        rows, = jnp.nonzero(maybe, size=config.step_room, fill_value=0)
+        (rows,) = jnp.nonzero(maybe, size=config.step_room, fill_value=0)
         move, energy, stats, chance = jax.tree.map(lambda x: x[rows], (move, energy, stats, chance))
         valid = valid[rows] & (jnp.arange(rows.shape[0]) < jnp.sum(maybe))
     if model.finish is not None:
@@ -151,11 +157,14 @@ def step(model: Model, problem, config: KernelConfig, chain: Chain, temperature:
     else:
         keep = _first(accepts)
     probe = valid[0] & (rows[0] == 0)
-    return Chain(state=model.apply(problem, chain.state, move, keep, energy, stats),
-                 best=chain.best, best_energy=chain.best_energy, key=key,
-                 accepted=chain.accepted + jnp.sum(keep, dtype=jnp.int32),
-                 largest_delta=jnp.maximum(chain.largest_delta,
-                                           jnp.where(probe, jnp.abs(energy[0] - chain.state.energy), 0.0)))
+    return Chain(
+        state=model.apply(problem, chain.state, move, keep, energy, stats),
+        best=chain.best,
+        best_energy=chain.best_energy,
+        key=key,
+        accepted=chain.accepted + jnp.sum(keep, dtype=jnp.int32),
+        largest_delta=jnp.maximum(chain.largest_delta, jnp.where(probe, jnp.abs(energy[0] - chain.state.energy), 0.0)),
+    )
 
 
 def run_block(model: Model, problem, config: KernelConfig, chain: Chain, t_start, t_end) -> Chain:
@@ -179,8 +188,11 @@ def resample(chains: Chain, t_start, t_end, layout=None) -> Chain:
     which the drawn states keep."""
     energy = chains.state.energy.astype(jnp.float32)
     n = energy.shape[0]
-    cooling = jnp.where((t_start > 0) & (t_end > 0) & (t_end < t_start),
-                        1 / jnp.maximum(t_end, 1e-30) - 1 / jnp.maximum(t_start, 1e-30), 0.0)
+    cooling = jnp.where(
+        (t_start > 0) & (t_end > 0) & (t_end < t_start),
+        1 / jnp.maximum(t_end, 1e-30) - 1 / jnp.maximum(t_start, 1e-30),
+        0.0,
+    )
     weight = jnp.exp(-cooling * (energy - jnp.min(energy)))
     share = jnp.cumsum(weight) / jnp.sum(weight)
     offset = jax.random.uniform(jax.random.fold_in(chains.key[0], n))
@@ -190,4 +202,3 @@ def resample(chains: Chain, t_start, t_end, layout=None) -> Chain:
     if layout is not None:
         state = jax.lax.with_sharding_constraint(state, layout)
     return dataclasses.replace(chains, state=state)
-

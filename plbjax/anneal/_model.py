@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 import jax
 
-Problem = Any       # the problem's immutable data (a pytree, shared by every chain)
-State = Any         # a chain's search state (a pytree with an `energy` field)
+Problem = Any  # the problem's immutable data (a pytree, shared by every chain)
+State = Any  # a chain's search state (a pytree with an `energy` field)
 
 
 class StartFn(Protocol):
@@ -33,8 +33,9 @@ class FinishFn(Protocol):
 
 
 class ApplyFn(Protocol):
-    def __call__(self, problem: Problem, state: State, moves: Any, keep: jax.Array, energies: jax.Array,
-                 stats: Any) -> State:
+    def __call__(
+        self, problem: Problem, state: State, moves: Any, keep: jax.Array, energies: jax.Array, stats: Any
+    ) -> State:
         """The state after the proposals marked in `keep` [T]."""
 
 
@@ -69,7 +70,7 @@ class Model:
     apply: ApplyFn
     refresh: RefreshFn
     solution: SolutionFn
-    draws: int                                  # random words a proposal reads
+    draws: int  # random words a proposal reads
     footprint: FootprintFn | None = None
     footprint_ids: FootprintIdsFn | None = None
     finish: FinishFn | None = None

@@ -18,23 +18,37 @@ an idle machine, timing) are here too.
 """
 
 from plbjax.baseline._bench import (
-                                         CLUSTER_SEED,
-                                         SIZES,
-                                         Contention,
-                                         machine,
-                                         timed,
-                                         wait_idle,
+    CLUSTER_SEED,
+    SIZES,
+    Contention,
+    machine,
+    timed,
+    wait_idle,
 )
 from plbjax.baseline._sequential import (
-                                         Arrays,
-                                         balancing_problem,
-                                         compile_kernels,
-                                         domain_violation,
-                                         energy,
-                                         probe_temperature,
-                                         problem_arrays,
-                                         run_baseline,
+    Arrays,
+    balancing_problem,
+    compile_kernels,
+    domain_violation,
+    energy,
+    probe_temperature,
+    problem_arrays,
+    run_baseline,
 )
 
-__all__ = ["CLUSTER_SEED", "SIZES", "Arrays", "Contention", "balancing_problem", "compile_kernels", "domain_violation", "energy",
-           "machine", "probe_temperature", "problem_arrays", "run_baseline", "timed", "wait_idle"]
+__all__ = [
+    "CLUSTER_SEED",
+    "SIZES",
+    "Arrays",
+    "Contention",
+    "balancing_problem",
+    "compile_kernels",
+    "domain_violation",
+    "energy",
+    "machine",
+    "probe_temperature",
+    "problem_arrays",
+    "run_baseline",
+    "timed",
+    "wait_idle",
+]

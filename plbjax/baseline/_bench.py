@@ -19,23 +19,35 @@ from plbjax.sf import ClusterSpec
 
 PACKAGE = Path(plbjax.__file__).resolve().parent
 
-CLUSTER_SEED = 1     # the generator seed of every benchmark cluster
+CLUSTER_SEED = 1  # the generator seed of every benchmark cluster
 
 # name -> ClusterSpec (3 replicas per partition, skew 0.8, 2-8 metrics) of bench_annealer's runs and
 # bench_scaling's kernel comparison
 SIZES = {
-    "100": ClusterSpec(nodes=10, fault_domains=5, upgrade_domains=5, metrics=2, services=5,
-                       partitions_per_service=7, skew=0.8),
-    "1k": ClusterSpec(nodes=50, fault_domains=5, upgrade_domains=10, metrics=3, services=10,
-                      partitions_per_service=33, skew=0.8),
-    "10k": ClusterSpec(nodes=200, fault_domains=10, upgrade_domains=10, metrics=4, services=20,
-                       partitions_per_service=167, skew=0.8),
-    "100k": ClusterSpec(nodes=1000, fault_domains=10, upgrade_domains=10, metrics=4, services=50,
-                        partitions_per_service=667, skew=0.8),
-    "100k8": ClusterSpec(nodes=1000, fault_domains=10, upgrade_domains=10, metrics=8, services=50,
-                         partitions_per_service=667, skew=0.8),    # issue 7's target cluster
-    "300k": ClusterSpec(nodes=10000, fault_domains=10, upgrade_domains=10, metrics=8, services=100,
-                        partitions_per_service=1000, skew=0.8),   # issue 7's 10,000-node cluster
+    "100": ClusterSpec(
+        nodes=10, fault_domains=5, upgrade_domains=5, metrics=2, services=5, partitions_per_service=7, skew=0.8
+    ),
+    "1k": ClusterSpec(
+        nodes=50, fault_domains=5, upgrade_domains=10, metrics=3, services=10, partitions_per_service=33, skew=0.8
+    ),
+    "10k": ClusterSpec(
+        nodes=200, fault_domains=10, upgrade_domains=10, metrics=4, services=20, partitions_per_service=167, skew=0.8
+    ),
+    "100k": ClusterSpec(
+        nodes=1000, fault_domains=10, upgrade_domains=10, metrics=4, services=50, partitions_per_service=667, skew=0.8
+    ),
+    "100k8": ClusterSpec(
+        nodes=1000, fault_domains=10, upgrade_domains=10, metrics=8, services=50, partitions_per_service=667, skew=0.8
+    ),  # issue 7's target cluster
+    "300k": ClusterSpec(
+        nodes=10000,
+        fault_domains=10,
+        upgrade_domains=10,
+        metrics=8,
+        services=100,
+        partitions_per_service=1000,
+        skew=0.8,
+    ),  # issue 7's 10,000-node cluster
 }
 
 
@@ -65,16 +77,24 @@ def machine() -> dict:
             return None
 
     return dict(
-        cpu_model=model, logical_cores=os.cpu_count(),
+        cpu_model=model,
+        logical_cores=os.cpu_count(),
         affinity_cores=len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        platform=platform.platform(), python=platform.python_version(),
-        jax_version=jax.__version__, jax_backend=jax.default_backend(),
-        jax_devices=[str(d) for d in jax.devices()], numba_version=numba.__version__,
-        numpy_version=np.__version__, load_average_at_start=list(os.getloadavg()),
+        platform=platform.platform(),
+        python=platform.python_version(),
+        jax_version=jax.__version__,
+        jax_backend=jax.default_backend(),
+        jax_devices=[str(d) for d in jax.devices()],
+        numba_version=numba.__version__,
+        numpy_version=np.__version__,
+        load_average_at_start=list(os.getloadavg()),
         jax_device_kind=jax.devices()[0].device_kind,
         git_commit=git("rev-parse", "--verify", "HEAD"),
-        git_dirty_files=[ln[3:] for ln in (git("status", "--porcelain") or "").splitlines()
-                         if ln[3:].startswith(("plbjax/", "scripts/"))],
+        git_dirty_files=[
+            ln[3:]
+            for ln in (git("status", "--porcelain") or "").splitlines()
+            if ln[3:].startswith(("plbjax/", "scripts/"))
+        ],
         plbjax_sources_sha256=_sources_hash(),
     )
 
@@ -89,8 +109,11 @@ class Contention:
     def __exit__(self, *exc):
         busy, own, wall = self._busy(), time.process_time(), time.perf_counter()
         span = max(wall - self.start[2], 1e-9)
-        self.other_cores = None if busy is None or self.start[0] is None else \
-            max((busy - self.start[0]) - (own - self.start[1]), 0.0) / span
+        self.other_cores = (
+            None
+            if busy is None or self.start[0] is None
+            else max((busy - self.start[0]) - (own - self.start[1]), 0.0) / span
+        )
         return False
 
     @staticmethod

@@ -55,19 +55,50 @@ SMALL_VALUE = 0.001
 MOVE_COST_OFFSET = 1000.0
 
 # The Problem's fields as numpy arrays: floats as float64, ints as int64, masks as bool.
-Arrays = namedtuple("Arrays", [
-    "node_up", "capacity", "metric_nodes", "metric_node_count", "fd_tree", "ud_tree",
-    "replica_partition", "replica_service", "load_primary", "load_secondary", "move_cost",
-    "partition_replicas", "partition_service", "service_class", "service_metrics",
-    "class_nodes", "class_node_count", "class_allowed", "fd_children", "ud_children",
-    "global_weight", "local_weight", "initial_node", "initial_primary", "swap_cost",
-    "movable", "n_movable", "swappable", "n_swappable", "enforce", "penalty", "replica_count",
-    "move_penalty", "service_nonpacking", "node_move_factor",
-])
+Arrays = namedtuple(
+    "Arrays",
+    [
+        "node_up",
+        "capacity",
+        "metric_nodes",
+        "metric_node_count",
+        "fd_tree",
+        "ud_tree",
+        "replica_partition",
+        "replica_service",
+        "load_primary",
+        "load_secondary",
+        "move_cost",
+        "partition_replicas",
+        "partition_service",
+        "service_class",
+        "service_metrics",
+        "class_nodes",
+        "class_node_count",
+        "class_allowed",
+        "fd_children",
+        "ud_children",
+        "global_weight",
+        "local_weight",
+        "initial_node",
+        "initial_primary",
+        "swap_cost",
+        "movable",
+        "n_movable",
+        "swappable",
+        "n_swappable",
+        "enforce",
+        "penalty",
+        "replica_count",
+        "move_penalty",
+        "service_nonpacking",
+        "node_move_factor",
+    ],
+)
 # The baseline's own order of the constraint terms it implements (problem_arrays maps plbjax's
 # `enforce` / `penalty` entries onto it by name, so the compiled kernels never depend on plbjax's order).
 CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED = range(5)
-_FROM_SF = (SF_CAPACITY, SF_PLACEMENT, SF_FAULT_DOMAIN, SF_UPGRADE_DOMAIN, SF_UNPLACED)   # in that order
+_FROM_SF = (SF_CAPACITY, SF_PLACEMENT, SF_FAULT_DOMAIN, SF_UPGRADE_DOMAIN, SF_UNPLACED)  # in that order
 
 _SCALARS_F = ("swap_cost", "replica_count", "move_penalty")
 _SCALARS_I = ("n_movable", "n_swappable")
@@ -75,8 +106,11 @@ _SCALARS_I = ("n_movable", "n_swappable")
 
 def _unsupported(problem: Problem) -> list[str]:
     """Energy terms or rules of `problem` that the baseline does not implement (in use)."""
-    out = [f"feature {name}" for name in ("affinity", "defrag", "thresholds", "preferred", "history")
-           if getattr(problem.features, name)]
+    out = [
+        f"feature {name}"
+        for name in ("affinity", "defrag", "thresholds", "preferred", "history")
+        if getattr(problem.features, name)
+    ]
     if not np.array_equal(np.asarray(problem.node_open), np.asarray(problem.node_up)):
         out.append("closed nodes (node_open)")
     for name in ("move_budget", "partition_budget"):
@@ -102,7 +136,7 @@ def problem_arrays(problem: Problem) -> Arrays:
     out = {}
     for name in Arrays._fields:
         a = np.asarray(getattr(problem, name))
-        if name in ("enforce", "penalty"):      # in the baseline's order CAPACITY .. UNPLACED
+        if name in ("enforce", "penalty"):  # in the baseline's order CAPACITY .. UNPLACED
             a = a[list(_FROM_SF)]
         if name in _SCALARS_F:
             out[name] = float(a)
@@ -119,11 +153,27 @@ def problem_arrays(problem: Problem) -> Arrays:
 
 # Chain state. Scalars live in `sc`: [local_score, cost, energy, best_energy, accepted, log_len,
 # log_mode (1: best = current + undo log, 0: best = the explicit best arrays), penalty].
-State = namedtuple("State", [
-    "node_of", "primary_of", "loads", "local", "g_total", "g_sq", "g_centre",
-    "l_total", "l_sq", "l_centre", "sc", "best_node_of", "best_primary_of",
-    "log_kind", "log_index", "log_value",
-])
+State = namedtuple(
+    "State",
+    [
+        "node_of",
+        "primary_of",
+        "loads",
+        "local",
+        "g_total",
+        "g_sq",
+        "g_centre",
+        "l_total",
+        "l_sq",
+        "l_centre",
+        "sc",
+        "best_node_of",
+        "best_primary_of",
+        "log_kind",
+        "log_index",
+        "log_value",
+    ],
+)
 _LS, _COST, _E, _BEST, _ACC, _LOGN, _LOGMODE, _PEN = range(8)
 
 
@@ -218,8 +268,13 @@ def _penalty(A, node_of, loads):
     """plbjax.sf._constraints.penalty_of: penalty-weighted capacity excess, misplaced replicas, fault- and
     upgrade-domain measures and unplaced replicas of the whole placement."""
     pen = A.penalty
-    if pen[CAPACITY] == 0 and pen[PLACEMENT] == 0 and pen[FAULT_DOMAIN] == 0 \
-            and pen[UPGRADE_DOMAIN] == 0 and pen[UNPLACED] == 0:
+    if (
+        pen[CAPACITY] == 0
+        and pen[PLACEMENT] == 0
+        and pen[FAULT_DOMAIN] == 0
+        and pen[UPGRADE_DOMAIN] == 0
+        and pen[UNPLACED] == 0
+    ):
         return 0.0
     N, M = loads.shape
     excess = 0.0
@@ -243,8 +298,13 @@ def _penalty(A, node_of, loads):
         cls = A.service_class[A.partition_service[p]]
         fd += domain_violation(A.fd_tree, A.fd_children, nodes, cls, A.service_nonpacking[A.partition_service[p]])
         ud += domain_violation(A.ud_tree, A.ud_children, nodes, cls, False)
-    return (pen[CAPACITY] * excess + pen[PLACEMENT] * misplaced + pen[FAULT_DOMAIN] * fd
-            + pen[UPGRADE_DOMAIN] * ud + pen[UNPLACED] * unplaced)
+    return (
+        pen[CAPACITY] * excess
+        + pen[PLACEMENT] * misplaced
+        + pen[FAULT_DOMAIN] * fd
+        + pen[UPGRADE_DOMAIN] * ud
+        + pen[UNPLACED] * unplaced
+    )
 
 
 @nb.njit(inline="always", cache=True)
@@ -262,8 +322,9 @@ def _excess_change(capacity, loads, node, delta):
         return 0.0
     out = 0.0
     for m in range(delta.shape[0]):
-        out += _rel_excess(loads[node, m] + delta[m], capacity[node, m]) - _rel_excess(loads[node, m],
-                                                                                     capacity[node, m])
+        out += _rel_excess(loads[node, m] + delta[m], capacity[node, m]) - _rel_excess(
+            loads[node, m], capacity[node, m]
+        )
     return out
 
 
@@ -320,8 +381,7 @@ def domain_violation(tree, children, nodes, cls, nonpacking=False):
 
 
 @nb.njit(cache=True)
-def _materialise_arrays(node_of, primary_of, best_node_of, best_primary_of, log_kind, log_index,
-                        log_value, sc):
+def _materialise_arrays(node_of, primary_of, best_node_of, best_primary_of, log_kind, log_index, log_value, sc):
     """best arrays = current placement with the undo log applied in reverse; log mode off."""
     if sc[_LOGMODE] == 0:
         return
@@ -337,8 +397,9 @@ def _materialise_arrays(node_of, primary_of, best_node_of, best_primary_of, log_
 
 
 def _materialise(st: State) -> None:
-    _materialise_arrays(st.node_of, st.primary_of, st.best_node_of, st.best_primary_of,
-                        st.log_kind, st.log_index, st.log_value, st.sc)
+    _materialise_arrays(
+        st.node_of, st.primary_of, st.best_node_of, st.best_primary_of, st.log_kind, st.log_index, st.log_value, st.sc
+    )
 
 
 @nb.njit(inline="always", cache=True)
@@ -371,8 +432,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
     best_node_of, best_primary_of = st.best_node_of, st.best_primary_of
     log_kind, log_index, log_value = st.log_kind, st.log_index, st.log_value
     log_cap = log_kind.shape[0]
-    node_up, capacity, metric_nodes, metric_node_count = (A.node_up, A.capacity, A.metric_nodes,
-                                                          A.metric_node_count)
+    node_up, capacity, metric_nodes, metric_node_count = (A.node_up, A.capacity, A.metric_nodes, A.metric_node_count)
     fd_tree, ud_tree, fd_children, ud_children = A.fd_tree, A.ud_tree, A.fd_children, A.ud_children
     replica_partition, replica_service = A.replica_partition, A.replica_service
     load_primary, load_secondary, move_cost = A.load_primary, A.load_secondary, A.move_cost
@@ -400,7 +460,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
     can_move, can_swap = n_movable > 0, n_swappable > 0
     largest = 0.0
     cooling = (t_end / t_start) ** (1.0 / n) if t_start > 0 and n > 0 else 1.0
-    temperature = t_start / cooling                      # step j runs at t_start * cooling ** j
+    temperature = t_start / cooling  # step j runs at t_start * cooling ** j
 
     for i in range(first, first + n):
         temperature *= cooling
@@ -435,15 +495,18 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
             for m in range(M):
                 delta_a[m] = load_secondary[old, m] - load_primary[old, m]
                 delta_b[m] = load_primary[r, m] - load_secondary[r, m]
-            if not (_fits(check_capacity, capacity, loads, a, delta_a)
-                    and _fits(check_capacity, capacity, loads, b, delta_b)):
+            if not (
+                _fits(check_capacity, capacity, loads, a, delta_a)
+                and _fits(check_capacity, capacity, loads, b, delta_b)
+            ):
                 continue
             init = initial_primary[p]
             cost_delta = swap_cost * ((1.0 if r != init else 0.0) - (1.0 if old != init else 0.0))
             penalty_delta = 0.0
             if pen[CAPACITY] != 0:
-                penalty_delta = pen[CAPACITY] * (_excess_change(capacity, loads, a, delta_a)
-                                                 + _excess_change(capacity, loads, b, delta_b))
+                penalty_delta = pen[CAPACITY] * (
+                    _excess_change(capacity, loads, a, delta_a) + _excess_change(capacity, loads, b, delta_b)
+                )
             s = partition_service[p]
         else:
             r = movable[np.random.randint(0, n_movable)]
@@ -457,7 +520,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
             for k in range(K):
                 rr = partition_replicas[p, k]
                 before[k] = node_of[rr] if rr >= 0 else -1
-                clash |= before[k] == b                      # replica exclusion (and b == a)
+                clash |= before[k] == b  # replica exclusion (and b == a)
                 after[k] = b if rr == r else before[k]
             if clash:
                 continue
@@ -470,23 +533,28 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
                 continue
             fd = 0
             if domains_fd:
-                fd = (domain_violation(fd_tree, fd_children, after, cls, nonpacking[s])
-                      - domain_violation(fd_tree, fd_children, before, cls, nonpacking[s]))
+                fd = domain_violation(fd_tree, fd_children, after, cls, nonpacking[s]) - domain_violation(
+                    fd_tree, fd_children, before, cls, nonpacking[s]
+                )
                 if check_fd and fd > 0:
                     continue
             ud = 0
             if domains_ud:
-                ud = (domain_violation(ud_tree, ud_children, after, cls, False)
-                      - domain_violation(ud_tree, ud_children, before, cls, False))
+                ud = domain_violation(ud_tree, ud_children, after, cls, False) - domain_violation(
+                    ud_tree, ud_children, before, cls, False
+                )
                 if check_ud and ud > 0:
                     continue
             init = initial_node[r]
-            cost_delta = move_cost[r] * ((node_move_factor[b] if b != init and init >= 0 else 0.0)
-                                         - (node_move_factor[max(a, 0)] if a != init and init >= 0 else 0.0))
+            cost_delta = move_cost[r] * (
+                (node_move_factor[b] if b != init and init >= 0 else 0.0)
+                - (node_move_factor[max(a, 0)] if a != init and init >= 0 else 0.0)
+            )
             penalty_delta = pen[FAULT_DOMAIN] * fd + pen[UPGRADE_DOMAIN] * ud
             if pen[CAPACITY] != 0:
-                penalty_delta += pen[CAPACITY] * (_excess_change(capacity, loads, a, delta_a)
-                                                  + _excess_change(capacity, loads, b, delta_b))
+                penalty_delta += pen[CAPACITY] * (
+                    _excess_change(capacity, loads, a, delta_a) + _excess_change(capacity, loads, b, delta_b)
+                )
             if a >= 0 and not class_allowed[cls, a]:
                 penalty_delta -= pen[PLACEMENT]
             if a < 0:
@@ -545,8 +613,9 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
         if sc[_LOGMODE] == 1:
             nlog = int(sc[_LOGN])
             if nlog == log_cap:
-                _materialise_arrays(node_of, primary_of, best_node_of, best_primary_of,
-                                    log_kind, log_index, log_value, sc)
+                _materialise_arrays(
+                    node_of, primary_of, best_node_of, best_primary_of, log_kind, log_index, log_value, sc
+                )
             else:
                 if swap:
                     log_kind[nlog], log_index[nlog], log_value[nlog] = 1, p, primary_of[p]
@@ -593,17 +662,26 @@ def _new_state(A: Arrays, S: int, N: int, Ms: int) -> State:
     P = A.partition_replicas.shape[0]
     log = R + P
     st = State(
-        node_of=A.initial_node.copy(), primary_of=A.initial_primary.copy(),
-        loads=np.zeros((N, M)), local=np.zeros((S, N, Ms)),
-        g_total=np.zeros(M), g_sq=np.zeros(M), g_centre=np.zeros(M),
-        l_total=np.zeros((S, Ms)), l_sq=np.zeros((S, Ms)), l_centre=np.zeros((S, Ms)),
-        sc=np.zeros(8), best_node_of=A.initial_node.copy(), best_primary_of=A.initial_primary.copy(),
-        log_kind=np.zeros(log, np.int64), log_index=np.zeros(log, np.int64),
+        node_of=A.initial_node.copy(),
+        primary_of=A.initial_primary.copy(),
+        loads=np.zeros((N, M)),
+        local=np.zeros((S, N, Ms)),
+        g_total=np.zeros(M),
+        g_sq=np.zeros(M),
+        g_centre=np.zeros(M),
+        l_total=np.zeros((S, Ms)),
+        l_sq=np.zeros((S, Ms)),
+        l_centre=np.zeros((S, Ms)),
+        sc=np.zeros(8),
+        best_node_of=A.initial_node.copy(),
+        best_primary_of=A.initial_primary.copy(),
+        log_kind=np.zeros(log, np.int64),
+        log_index=np.zeros(log, np.int64),
         log_value=np.zeros(log, np.int64),
     )
     _refresh(A, st)
     st.sc[_BEST] = st.sc[_E]
-    st.sc[_LOGMODE] = 1                              # best = current (empty log)
+    st.sc[_LOGMODE] = 1  # best = current (empty log)
     return st
 
 
@@ -624,8 +702,11 @@ def compile_kernels() -> float:
     if _compile_seconds is not None:
         return 0.0
     start = time.perf_counter()
-    tiny, _ = encode(parse_state(generate(0, ClusterSpec(nodes=8, services=2, partitions_per_service=2,
-                                                      fault_domains=2, upgrade_domains=2))))
+    tiny, _ = encode(
+        parse_state(
+            generate(0, ClusterSpec(nodes=8, services=2, partitions_per_service=2, fault_domains=2, upgrade_domains=2))
+        )
+    )
     A, st = _init(tiny, 0)
     _anneal(A, st, 0, 20, 1.0, 1e-4, 0.3, 5, True)
     _anneal(A, st, 0, 20, 1.0, 1e-4, 0.3, 5, False)
@@ -645,8 +726,9 @@ def energy(problem: Problem | Arrays, node_of: np.ndarray, primary_of: np.ndarra
     return float(st.sc[_E])
 
 
-def probe_temperature(problem: Problem | Arrays, seed: int = 0, probes: int = 50,
-                      swap_probability: float = 0.3, factor: float = 50.0) -> float:
+def probe_temperature(
+    problem: Problem | Arrays, seed: int = 0, probes: int = 50, swap_probability: float = 0.3, factor: float = 50.0
+) -> float:
     """SF's initial temperature: `factor` x the largest |dE| of `probes` random valid moves."""
     compile_kernels()
     A, st = _init(problem, seed)
@@ -654,10 +736,17 @@ def probe_temperature(problem: Problem | Arrays, seed: int = 0, probes: int = 50
     return factor * found if found > 0 else max(float(st.sc[_E]), 1.0)
 
 
-def run_baseline(problem: Problem | Arrays, steps: int | None = None, seed: int = 0,
-                 t0: float | None = None, final_ratio: float = 1e-4, swap_probability: float = 0.3,
-                 checkpoints: int = 50, seconds: float | None = None,
-                 refresh_steps: int = 100_000) -> dict:
+def run_baseline(
+    problem: Problem | Arrays,
+    steps: int | None = None,
+    seed: int = 0,
+    t0: float | None = None,
+    final_ratio: float = 1e-4,
+    swap_probability: float = 0.3,
+    checkpoints: int = 50,
+    seconds: float | None = None,
+    refresh_steps: int = 100_000,
+) -> dict:
     """Anneal one chain for `steps` steps, or (steps=None) for `seconds` of wall time.
 
     The schedule T0 -> T0 * final_ratio is geometric in the fraction of the run done, run in
@@ -678,7 +767,7 @@ def run_baseline(problem: Problem | Arrays, steps: int | None = None, seed: int 
     rate = _calibrate(A, seconds, seed, t0, swap_probability, refresh_steps) if steps is None else 0.0
     A, st = _init(A, seed)
     initial = float(st.sc[_E])
-    temperature = lambda frac: float(t0) * float(final_ratio) ** frac  # noqa: E731
+    temperature = lambda frac: float(t0) * float(final_ratio) ** frac
     trace = [(0.0, initial)]
     done, frac, elapsed = 0, 0.0, 0.0
     start = time.perf_counter()
@@ -692,16 +781,23 @@ def run_baseline(problem: Problem | Arrays, steps: int | None = None, seed: int 
             n = int(rate * max(seconds - elapsed, 0.0) / left)
         n = max(n, 1)
         nxt = frac + (1.0 - frac) / left
-        _anneal(A, st, done, n, temperature(frac), temperature(nxt), float(swap_probability),
-                int(refresh_steps), False)
+        _anneal(A, st, done, n, temperature(frac), temperature(nxt), float(swap_probability), int(refresh_steps), False)
         done, frac = done + n, nxt
         elapsed = time.perf_counter() - start
         trace.append((elapsed, float(st.sc[_BEST])))
     _materialise(st)
-    return dict(best_energy=float(st.sc[_BEST]), initial_energy=initial, energy_trace=trace,
-                steps=done, seconds=elapsed, accepted=int(st.sc[_ACC]), t0=float(t0),
-                node_of=st.best_node_of.copy(), primary_of=st.best_primary_of.copy(),
-                compile_seconds=compile_s)
+    return dict(
+        best_energy=float(st.sc[_BEST]),
+        initial_energy=initial,
+        energy_trace=trace,
+        steps=done,
+        seconds=elapsed,
+        accepted=int(st.sc[_ACC]),
+        t0=float(t0),
+        node_of=st.best_node_of.copy(),
+        primary_of=st.best_primary_of.copy(),
+        compile_seconds=compile_s,
+    )
 
 
 def _calibrate(A, seconds, seed, t0, swap_probability, refresh_steps) -> float:

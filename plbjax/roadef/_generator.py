@@ -32,8 +32,9 @@ def generate(seed: int, spec: InstanceSpec) -> tuple[Instance, np.ndarray]:
     rng = np.random.default_rng(seed)
     service = np.repeat(np.arange(spec.services), spec.processes // spec.services)
     requirement = rng.integers(1, 10, (len(service), spec.resources)) * spec.scale
-    capacity = np.full((spec.machines, spec.resources),
-                       int(requirement.sum(0).max() / spec.machines / 0.7) + 10 * spec.scale)
+    capacity = np.full(
+        (spec.machines, spec.resources), int(requirement.sum(0).max() / spec.machines / 0.7) + 10 * spec.scale
+    )
     capacity = capacity + rng.integers(0, 5, (spec.machines, spec.resources)) * spec.scale
     location = np.arange(spec.machines) % spec.locations
     neighborhood = np.arange(spec.machines) % spec.neighborhoods
@@ -43,17 +44,28 @@ def generate(seed: int, spec: InstanceSpec) -> tuple[Instance, np.ndarray]:
     mmc = rng.integers(0, 4, (spec.machines, spec.machines))
     np.fill_diagonal(mmc, 0)
     return Instance(
-        transient=np.arange(spec.resources) % 2 == 1, load_weight=rng.integers(1, 20, spec.resources),
-        neighborhood=neighborhood, location=location, capacity=capacity,
-        safety=(capacity * rng.uniform(0.5, 0.9, capacity.shape)).astype(np.int64), machine_move_cost=mmc,
-        spread_min=rng.integers(0, covered + 1), dependencies=dependencies,
-        service=service, requirement=requirement, process_move_cost=rng.integers(0, 4, len(service)),
-        balance=np.array([[0, spec.resources - 1, 2, int(rng.integers(1, 20))]]), weight_process_move=1,
-        weight_service_move=10, weight_machine_move=100), original
+        transient=np.arange(spec.resources) % 2 == 1,
+        load_weight=rng.integers(1, 20, spec.resources),
+        neighborhood=neighborhood,
+        location=location,
+        capacity=capacity,
+        safety=(capacity * rng.uniform(0.5, 0.9, capacity.shape)).astype(np.int64),
+        machine_move_cost=mmc,
+        spread_min=rng.integers(0, covered + 1),
+        dependencies=dependencies,
+        service=service,
+        requirement=requirement,
+        process_move_cost=rng.integers(0, 4, len(service)),
+        balance=np.array([[0, spec.resources - 1, 2, int(rng.integers(1, 20))]]),
+        weight_process_move=1,
+        weight_service_move=10,
+        weight_machine_move=100,
+    ), original
 
 
-def _original_assignment(rng: np.random.Generator, service: np.ndarray, requirement: np.ndarray,
-                         capacity: np.ndarray) -> np.ndarray:
+def _original_assignment(
+    rng: np.random.Generator, service: np.ndarray, requirement: np.ndarray, capacity: np.ndarray
+) -> np.ndarray:
     """Each process, in random order, on the first machine (in random order) with room for it that no
     other process of its service uses."""
     machines = len(capacity)
@@ -70,8 +82,9 @@ def _original_assignment(rng: np.random.Generator, service: np.ndarray, requirem
     return original
 
 
-def _dependencies(rng: np.random.Generator, spec: InstanceSpec, service: np.ndarray,
-                  neighborhood: np.ndarray) -> np.ndarray:
+def _dependencies(
+    rng: np.random.Generator, spec: InstanceSpec, service: np.ndarray, neighborhood: np.ndarray
+) -> np.ndarray:
     """[k, 2] random (service, service it depends on) pairs that the original assignment meets: the
     first service's neighborhoods are all among the second's. `neighborhood`: each process's."""
     hoods = np.zeros((spec.services, spec.neighborhoods), bool)
@@ -86,8 +99,12 @@ def write_instance(path: str | Path, instance: Instance) -> None:
     rows: list = [[len(instance.transient)]]
     rows += [[int(t), w] for t, w in zip(instance.transient, instance.load_weight)]
     rows += [[len(instance.location)]]
-    rows += [[h, loc, *c, *s, *mmc] for h, loc, c, s, mmc in zip(
-        instance.neighborhood, instance.location, instance.capacity, instance.safety, instance.machine_move_cost)]
+    rows += [
+        [h, loc, *c, *s, *mmc]
+        for h, loc, c, s, mmc in zip(
+            instance.neighborhood, instance.location, instance.capacity, instance.safety, instance.machine_move_cost
+        )
+    ]
     rows += [[len(instance.spread_min)]]
     for s, spread in enumerate(instance.spread_min):
         deps = instance.dependencies[instance.dependencies[:, 0] == s, 1]

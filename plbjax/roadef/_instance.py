@@ -19,27 +19,32 @@ from plbjax.errors import BadInput
 
 @dataclasses.dataclass(frozen=True)
 class Instance:
-    transient: np.ndarray             # [R] bool
-    load_weight: np.ndarray           # [R]
-    neighborhood: np.ndarray          # [M]
-    location: np.ndarray              # [M]
-    capacity: np.ndarray              # [M, R]
-    safety: np.ndarray                # [M, R] safety capacity
-    machine_move_cost: np.ndarray     # [M, M] from (row) to (column)
-    spread_min: np.ndarray            # [S]
-    dependencies: np.ndarray          # [D, 2] (service, service it depends on)
-    service: np.ndarray               # [P]
-    requirement: np.ndarray           # [P, R]
-    process_move_cost: np.ndarray     # [P]
-    balance: np.ndarray               # [B, 4] (resource 1, resource 2, target, weight)
+    transient: np.ndarray  # [R] bool
+    load_weight: np.ndarray  # [R]
+    neighborhood: np.ndarray  # [M]
+    location: np.ndarray  # [M]
+    capacity: np.ndarray  # [M, R]
+    safety: np.ndarray  # [M, R] safety capacity
+    machine_move_cost: np.ndarray  # [M, M] from (row) to (column)
+    spread_min: np.ndarray  # [S]
+    dependencies: np.ndarray  # [D, 2] (service, service it depends on)
+    service: np.ndarray  # [P]
+    requirement: np.ndarray  # [P, R]
+    process_move_cost: np.ndarray  # [P]
+    balance: np.ndarray  # [B, 4] (resource 1, resource 2, target, weight)
     weight_process_move: int
     weight_service_move: int
     weight_machine_move: int
 
     @property
     def shape(self) -> dict[str, int]:
-        return dict(resources=len(self.transient), machines=len(self.location), services=len(self.spread_min),
-                    processes=len(self.service), balances=len(self.balance))
+        return dict(
+            resources=len(self.transient),
+            machines=len(self.location),
+            services=len(self.spread_min),
+            processes=len(self.service),
+            balances=len(self.balance),
+        )
 
 
 class _Tokens:
@@ -56,9 +61,9 @@ class _Tokens:
         if self.at + n > len(self.words):
             raise BadInput(f"{self.path}: ends early, reading {what}")
         try:
-            values = np.array([int(w) for w in self.words[self.at:self.at + n]], dtype=np.int64)
+            values = np.array([int(w) for w in self.words[self.at : self.at + n]], dtype=np.int64)
         except ValueError:
-            bad = next(w for w in self.words[self.at:self.at + n] if not w.lstrip("-").isdigit())
+            bad = next(w for w in self.words[self.at : self.at + n] if not w.lstrip("-").isdigit())
             raise BadInput(f"{self.path}: {what}: {bad!r} is not an integer") from None
         if n and low is not None and values.min() < low:
             raise BadInput(f"{self.path}: {what}: {values.min()} is below {low}")
@@ -93,8 +98,10 @@ def read_instance(path: str | Path) -> Instance:
     p = t.one("number of processes", 1)
     procs = t.take(p * (2 + r), "processes").reshape(p, 2 + r)
     if procs[:, 0].max() >= s:
-        raise BadInput(f"{path}: process {int(np.argmax(procs[:, 0] >= s))} service: {procs[:, 0].max()} "
-                       f"is not a service (there are {s})")
+        raise BadInput(
+            f"{path}: process {int(np.argmax(procs[:, 0] >= s))} service: {procs[:, 0].max()} "
+            f"is not a service (there are {s})"
+        )
     b = t.one("number of balance objectives")
     balance = t.take(4 * b, "balance objectives").reshape(b, 4)
     if b and balance[:, :2].max() >= r:
@@ -102,12 +109,23 @@ def read_instance(path: str | Path) -> Instance:
     weights = t.take(3, "move-cost weights")
     t.done()
     return Instance(
-        transient=res[:, 0].astype(bool), load_weight=res[:, 1], neighborhood=rows[:, 0], location=rows[:, 1],
-        capacity=rows[:, 2:2 + r], safety=rows[:, 2 + r:2 + 2 * r], machine_move_cost=rows[:, 2 + 2 * r:],
-        spread_min=spread_min, dependencies=np.array(deps, np.int64).reshape(-1, 2), service=procs[:, 0],
-        requirement=procs[:, 1:1 + r], process_move_cost=procs[:, 1 + r], balance=balance,
-        weight_process_move=int(weights[0]), weight_service_move=int(weights[1]),
-        weight_machine_move=int(weights[2]))
+        transient=res[:, 0].astype(bool),
+        load_weight=res[:, 1],
+        neighborhood=rows[:, 0],
+        location=rows[:, 1],
+        capacity=rows[:, 2 : 2 + r],
+        safety=rows[:, 2 + r : 2 + 2 * r],
+        machine_move_cost=rows[:, 2 + 2 * r :],
+        spread_min=spread_min,
+        dependencies=np.array(deps, np.int64).reshape(-1, 2),
+        service=procs[:, 0],
+        requirement=procs[:, 1 : 1 + r],
+        process_move_cost=procs[:, 1 + r],
+        balance=balance,
+        weight_process_move=int(weights[0]),
+        weight_service_move=int(weights[1]),
+        weight_machine_move=int(weights[2]),
+    )
 
 
 def read_solution(path: str | Path, instance: Instance) -> np.ndarray:

@@ -56,7 +56,8 @@ def costs(instance: Instance, original: np.ndarray, solution: np.ndarray) -> Cos
         balance=int(balance_terms(instance.capacity, *instance.balance.T, used).sum()),
         process_move=instance.weight_process_move * int(instance.process_move_cost[moved].sum()),
         service_move=instance.weight_service_move * int(per_service.max(initial=0)),
-        machine_move=instance.weight_machine_move * int(instance.machine_move_cost[original, solution].sum()))
+        machine_move=instance.weight_machine_move * int(instance.machine_move_cost[original, solution].sum()),
+    )
 
 
 def violations(instance: Instance, original: np.ndarray, solution: np.ndarray) -> list[str]:
@@ -71,8 +72,10 @@ def violations(instance: Instance, original: np.ndarray, solution: np.ndarray) -
         out.append(f"capacity: machine {m} resource {r} uses {used[m, r]} of {instance.capacity[m, r]}")
     pairs = instance.service * len(instance.location) + solution
     for pair in np.unique(pairs[np.bincount(pairs)[pairs] > 1]):
-        out.append(f"conflict: service {pair // len(instance.location)} has several processes on machine "
-                   f"{pair % len(instance.location)}")
+        out.append(
+            f"conflict: service {pair // len(instance.location)} has several processes on machine "
+            f"{pair % len(instance.location)}"
+        )
     n_services = len(instance.spread_min)
     pairs = np.unique(instance.service * (instance.location.max() + 1) + instance.location[solution])
     covered = np.bincount(pairs // (instance.location.max() + 1), minlength=n_services)

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+from collections.abc import Callable
 from importlib import resources
-from typing import Callable
 
 import jax
 import numpy as np
@@ -20,6 +20,7 @@ from plbjax.anneal import KernelConfig, Schedule, anneal
 from plbjax.roadef import _model
 from plbjax.roadef._instance import Instance
 from plbjax.roadef._objective import Costs, costs, violations
+
 
 @dataclasses.dataclass(frozen=True)
 class Tuning:
@@ -63,8 +64,13 @@ def search_config(instance: Instance, tune: Tuning | None = None) -> Search:
     large = processes >= tune.large
     kernel = KernelConfig(tries=tune.large_tries if large else tune.tries, parallel=True, block_steps=tune.block_steps)
     chains = len(jax.devices()) if not large and jax.default_backend() == "cpu" else 1
-    schedule = Schedule(chains=chains, steps=None, seconds=None, final_ratio=tune.final_ratio,
-                        probe_factor=tune.large_probe_factor if large else tune.probe_factor)
+    schedule = Schedule(
+        chains=chains,
+        steps=None,
+        seconds=None,
+        final_ratio=tune.final_ratio,
+        probe_factor=tune.large_probe_factor if large else tune.probe_factor,
+    )
     coarse = processes <= tune.coarse * machines
     return Search(kernel, schedule, tune.coarse_swap_probability if coarse else tune.swap_probability)
 
@@ -88,8 +94,13 @@ def checked(instance: Instance, original: np.ndarray, found: np.ndarray) -> tupl
     return found, found_costs
 
 
-def solve(instance: Instance, original: np.ndarray, config: Search | None = None,
-          deadline: float | None = None, on_better: Callable[[np.ndarray, Costs], None] | None = None) -> Solution:
+def solve(
+    instance: Instance,
+    original: np.ndarray,
+    config: Search | None = None,
+    deadline: float | None = None,
+    on_better: Callable[[np.ndarray, Costs], None] | None = None,
+) -> Solution:
     """The best feasible assignment found within `config`'s budget and `deadline` (a
     `time.perf_counter()` instant, compilation included). `on_better(assignment, costs)` gets each
     better feasible assignment found along the way (every few seconds at most)."""
@@ -102,9 +113,20 @@ def solve(instance: Instance, original: np.ndarray, config: Search | None = None
 
     with jax.enable_x64(True):
         problem = _model.encode(instance, original)
-        result = anneal(_model.model(config.swap_probability), problem, config.kernel, config.schedule,
-                        deadline=deadline, checkpoint=checkpoint)
+        result = anneal(
+            _model.model(config.swap_probability),
+            problem,
+            config.kernel,
+            config.schedule,
+            deadline=deadline,
+            checkpoint=checkpoint,
+        )
     found, found_costs = checked(instance, original, result.solution)
-    return Solution(assignment=found, costs=found_costs, initial_cost=initial.total,
-                    search_seconds=result.seconds, compile_seconds=result.compile_seconds,
-                    proposals=result.steps * result.chains * config.kernel.tries)
+    return Solution(
+        assignment=found,
+        costs=found_costs,
+        initial_cost=initial.total,
+        search_seconds=result.seconds,
+        compile_seconds=result.compile_seconds,
+        proposals=result.steps * result.chains * config.kernel.tries,
+    )

@@ -14,8 +14,8 @@ import sys
 import threading
 import time
 
-MARGIN = 1.0          # seconds kept back from the limit for writing the solution and exiting
-SEARCH_MARGIN = 1.0   # the search aims to end this much earlier still (its last block may run over)
+MARGIN = 1.0  # seconds kept back from the limit for writing the solution and exiting
+SEARCH_MARGIN = 1.0  # the search aims to end this much earlier still (its last block may run over)
 
 
 def _started() -> float:
@@ -57,16 +57,26 @@ def _parser() -> _Parser:
     parser.add_argument("-s", dest="seed", type=int, default=0, help="random seed")
     parser.add_argument("--chains", type=int, help="chains (default: the solver's setting)")
     parser.add_argument("--tries", type=int, help="proposals evaluated together per step (default: by size)")
-    parser.add_argument("--probe-factor", type=float,
-                        help="starting temperature as a fraction of the largest first-block energy change "
-                             "(default: conf/roadef.yaml)")
-    parser.add_argument("--final-ratio", type=float,
-                        help="last temperature as a fraction of the starting one (default: conf/roadef.yaml)")
-    parser.add_argument("--parallel", action=argparse.BooleanOptionalAction,
-                        help="apply every independent accepted proposal of a step (default: on)")
-    parser.add_argument("--population", action=argparse.BooleanOptionalAction,
-                        help="population annealing: redraw the chains by Boltzmann weight after each block "
-                             "(default: off)")
+    parser.add_argument(
+        "--probe-factor",
+        type=float,
+        help="starting temperature as a fraction of the largest first-block energy change (default: conf/roadef.yaml)",
+    )
+    parser.add_argument(
+        "--final-ratio",
+        type=float,
+        help="last temperature as a fraction of the starting one (default: conf/roadef.yaml)",
+    )
+    parser.add_argument(
+        "--parallel",
+        action=argparse.BooleanOptionalAction,
+        help="apply every independent accepted proposal of a step (default: on)",
+    )
+    parser.add_argument(
+        "--population",
+        action=argparse.BooleanOptionalAction,
+        help="population annealing: redraw the chains by Boltzmann weight after each block (default: off)",
+    )
     return parser
 
 
@@ -98,12 +108,19 @@ def _search(args, instance):
     from plbjax.roadef._solver import search_config
 
     config = search_config(instance)
-    kernel = dataclasses.replace(config.kernel, tries=args.tries or config.kernel.tries,
-                                 parallel=config.kernel.parallel if args.parallel is None else args.parallel,
-                                 population=config.kernel.population if args.population is None else args.population)
-    schedule = dataclasses.replace(config.schedule, seed=args.seed, chains=args.chains or config.schedule.chains,
-                                   probe_factor=args.probe_factor or config.schedule.probe_factor,
-                                   final_ratio=args.final_ratio or config.schedule.final_ratio)
+    kernel = dataclasses.replace(
+        config.kernel,
+        tries=args.tries or config.kernel.tries,
+        parallel=config.kernel.parallel if args.parallel is None else args.parallel,
+        population=config.kernel.population if args.population is None else args.population,
+    )
+    schedule = dataclasses.replace(
+        config.schedule,
+        seed=args.seed,
+        chains=args.chains or config.schedule.chains,
+        probe_factor=args.probe_factor or config.schedule.probe_factor,
+        final_ratio=args.final_ratio or config.schedule.final_ratio,
+    )
     return dataclasses.replace(config, kernel=kernel, schedule=schedule)
 
 
@@ -125,7 +142,7 @@ def _solve_in_time(args, instance, original, config, deadline: float):
     def search_thread():
         try:
             found.append(solve(instance, original, config, deadline - SEARCH_MARGIN, on_better=write_better))
-        except BaseException as e:      # reported by the caller; a feasible solution is already written
+        except BaseException as e:  # reported by the caller; a feasible solution is already written
             found.append(e)
 
     search = threading.Thread(target=search_thread, daemon=True)
@@ -153,17 +170,29 @@ def main(argv: list[str] | None = None) -> None:
     enable_compilation_cache()
     result, best = _solve_in_time(args, instance, original, _search(args, instance), deadline)
     if result is None:
-        print(f"plbjax-roadef: the search did not finish within {args.seconds:g} s; the best solution written "
-              f"so far stands (cost {best})", file=sys.stderr, flush=True)
+        print(
+            f"plbjax-roadef: the search did not finish within {args.seconds:g} s; the best solution written "
+            f"so far stands (cost {best})",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(0)
     if isinstance(result, BaseException):
-        print(f"plbjax-roadef: the search failed ({type(result).__name__}: {result}); the best solution "
-              f"written so far stands (cost {best})", file=sys.stderr, flush=True)
+        print(
+            f"plbjax-roadef: the search failed ({type(result).__name__}: {result}); the best solution "
+            f"written so far stands (cost {best})",
+            file=sys.stderr,
+            flush=True,
+        )
         os._exit(1)
-    print(f"plbjax-roadef: cost {result.costs.total} (initial {result.initial_cost}), "
-          f"{result.proposals} proposals in {result.search_seconds:.1f} s, compile {result.compile_seconds:.1f} s, "
-          f"total {time.perf_counter() - START:.1f} s", file=sys.stderr, flush=True)
-    os._exit(0)         # skip the interpreter's slow teardown of the XLA runtime
+    print(
+        f"plbjax-roadef: cost {result.costs.total} (initial {result.initial_cost}), "
+        f"{result.proposals} proposals in {result.search_seconds:.1f} s, compile {result.compile_seconds:.1f} s, "
+        f"total {time.perf_counter() - START:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+    os._exit(0)  # skip the interpreter's slow teardown of the XLA runtime
 
 
 if __name__ == "__main__":

@@ -16,5 +16,23 @@ from plbjax.sf._scopes import full_scope
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._state import ClusterState, load_state, parse_state
 
-__all__ = ["ClusterSpec", "Findings", "findings", "ClusterState", "Index", "Problem", "Scope", "SearchConfig", "apply_actions", "diff",
-           "encode", "full_scope", "generate", "load_state", "model", "parse_state", "plan", "scope"]
+__all__ = [
+    "ClusterSpec",
+    "Findings",
+    "findings",
+    "ClusterState",
+    "Index",
+    "Problem",
+    "Scope",
+    "SearchConfig",
+    "apply_actions",
+    "diff",
+    "encode",
+    "full_scope",
+    "generate",
+    "load_state",
+    "model",
+    "parse_state",
+    "plan",
+    "scope",
+]

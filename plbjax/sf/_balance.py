@@ -16,8 +16,7 @@ import numpy as np
 from plbjax.sf._state import ClusterState
 
 
-def is_balanced(max_load: float, min_load: float, threshold: float, activity: float,
-                weight: float = 1.0) -> bool:
+def is_balanced(max_load: float, min_load: float, threshold: float, activity: float, weight: float = 1.0) -> bool:
     """SF's balance check for one metric's node loads."""
     if weight <= 0 or threshold <= 0:
         return True
@@ -39,7 +38,7 @@ def needs_defragmentation(max_load: float, min_load: float, threshold: float, we
 @dataclasses.dataclass(frozen=True)
 class MetricBalance:
     metric: str
-    node_type: str | None    # set when balancing per node type
+    node_type: str | None  # set when balancing per node type
     max_load: float
     min_load: float
     threshold: float
@@ -56,14 +55,22 @@ def thresholds(state: ClusterState, metric: str, node_type: str | None) -> tuple
         if entry.get("Name") == node_type:
             overrides = entry.get("PlacementAndLoadBalancingOverrides", {})
     balancing = overrides.get("MetricBalancingThresholdsPerNodeType", {}).get(
-        metric, state.balancing_thresholds.get(metric, 1.0))
+        metric, state.balancing_thresholds.get(metric, 1.0)
+    )
     activity = overrides.get("MetricActivityThresholdsPerNodeType", {}).get(
-        metric, state.activity_thresholds.get(metric, 0.0))
+        metric, state.activity_thresholds.get(metric, 0.0)
+    )
     return float(balancing), float(activity)
 
 
-def metric_balance(state: ClusterState, metrics: tuple[str, ...], node_types: tuple[str | None, ...],
-                   loads: np.ndarray, counted: np.ndarray, weights: np.ndarray) -> list[MetricBalance]:
+def metric_balance(
+    state: ClusterState,
+    metrics: tuple[str, ...],
+    node_types: tuple[str | None, ...],
+    loads: np.ndarray,
+    counted: np.ndarray,
+    weights: np.ndarray,
+) -> list[MetricBalance]:
     """Balance of every metric — and node type, with SeparateBalancingStrategyPerNodeType — from node
     loads [N, M] over the nodes `counted` [M, N] for each metric."""
     n = len(node_types)
@@ -82,8 +89,18 @@ def metric_balance(state: ClusterState, metrics: tuple[str, ...], node_types: tu
                 balanced = not needs_defragmentation(hi, lo, threshold, float(weights[m]))
             else:
                 balanced = is_balanced(hi, lo, threshold, activity, float(weights[m]))
-            out.append(MetricBalance(name, node_type, hi, lo, threshold, activity, balanced,
-                                     float(values.std() / mean) if mean > 0 else 0.0))
+            out.append(
+                MetricBalance(
+                    name,
+                    node_type,
+                    hi,
+                    lo,
+                    threshold,
+                    activity,
+                    balanced,
+                    float(values.std() / mean) if mean > 0 else 0.0,
+                )
+            )
     return out
 
 

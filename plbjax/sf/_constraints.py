@@ -11,12 +11,22 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.sf._encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED,
-                             UPGRADE_DOMAIN, Problem)
+from plbjax.sf._encoding import (
+    AFFINITY,
+    CAPACITY,
+    FAULT_DOMAIN,
+    PLACEMENT,
+    PREFERRED,
+    THRESHOLD,
+    UNPLACED,
+    UPGRADE_DOMAIN,
+    Problem,
+)
 
 
-def domain_violation(tree: jax.Array, children: jax.Array, nodes: jax.Array, cls: jax.Array,
-                     nonpacking: jax.Array = False) -> jax.Array:
+def domain_violation(
+    tree: jax.Array, children: jax.Array, nodes: jax.Array, cls: jax.Array, nonpacking: jax.Array = False
+) -> jax.Array:
     """How far one partition's replicas on `nodes` ([K], -1 = none) are from an even spread.
 
     Sum over levels and parent domains of max(0, max - min - 1), where min is 0 when the parent has
@@ -24,9 +34,9 @@ def domain_violation(tree: jax.Array, children: jax.Array, nodes: jax.Array, cls
     (RequireDomainDistribution) the top level instead allows one replica per domain.
     """
     valid = nodes >= 0
-    paths = tree[jnp.maximum(nodes, 0)]                         # [K, L+1]
+    paths = tree[jnp.maximum(nodes, 0)]  # [K, L+1]
     k = nodes.shape[0]
-    earlier = jnp.tril(jnp.ones((k, k), bool), -1)              # earlier[i, j]: j < i
+    earlier = jnp.tril(jnp.ones((k, k), bool), -1)  # earlier[i, j]: j < i
     pair = valid[:, None] & valid[None, :]
     total = jnp.zeros((), jnp.int32)
     for level in range(1, tree.shape[1]):
@@ -51,10 +61,13 @@ def partition_domain_violations(problem: Problem, nodes: jax.Array, service: jax
     replicas are on `nodes` [K]; a replica on a node the service may not use breaks its placement
     constraint instead and is left out of the spread."""
     cls = problem.service_class[service]
-    nodes = jnp.where(problem.class_allowed[cls, jnp.maximum(nodes, 0)], nodes, -1)   # out of place: not counted
-    return jnp.stack([domain_violation(problem.fd_tree, problem.fd_children, nodes, cls,
-                                       problem.service_nonpacking[service]),
-                      domain_violation(problem.ud_tree, problem.ud_children, nodes, cls)])
+    nodes = jnp.where(problem.class_allowed[cls, jnp.maximum(nodes, 0)], nodes, -1)  # out of place: not counted
+    return jnp.stack(
+        [
+            domain_violation(problem.fd_tree, problem.fd_children, nodes, cls, problem.service_nonpacking[service]),
+            domain_violation(problem.ud_tree, problem.ud_children, nodes, cls),
+        ]
+    )
 
 
 def domain_violations_of(problem: Problem, node_of: jax.Array) -> jax.Array:
@@ -143,21 +156,36 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
     replicas = jnp.arange(node_of.shape[0])
     is_primary = primary_of[problem.replica_partition] == replicas
     affinity = jax.vmap(affinity_violated, in_axes=(None, None, None, 0, 0, 0))(
-        problem, node_of, primary_of, replicas, node_of, is_primary)
+        problem, node_of, primary_of, replicas, node_of, is_primary
+    )
     primary_node = jnp.where(primary_of >= 0, node_of[jnp.maximum(primary_of, 0)], -1)
     preferred = off_preferred(problem, problem.partition_service, primary_node)
     headless = (primary_of >= 0) & (node_of[jnp.maximum(primary_of, 0)] < 0)
-    return dict(capacity=relative_excess(loads, problem.capacity),
-                threshold=relative_excess(loads, problem.threshold_load),
-                placement=misplaced(problem, node_of), unplaced=unplaced(problem, node_of), headless=headless,
-                affinity=affinity, exclusion=exclusion,
-                preferred=preferred, away=away_from_home(problem, replicas, node_of),
-                fault_domain=domains[:, 0], upgrade_domain=domains[:, 1])
+    return dict(
+        capacity=relative_excess(loads, problem.capacity),
+        threshold=relative_excess(loads, problem.threshold_load),
+        placement=misplaced(problem, node_of),
+        unplaced=unplaced(problem, node_of),
+        headless=headless,
+        affinity=affinity,
+        exclusion=exclusion,
+        preferred=preferred,
+        away=away_from_home(problem, replicas, node_of),
+        fault_domain=domains[:, 0],
+        upgrade_domain=domains[:, 1],
+    )
 
 
-_MEASURED = {CAPACITY: "capacity", PLACEMENT: "placement", FAULT_DOMAIN: "fault_domain",
-             UPGRADE_DOMAIN: "upgrade_domain", AFFINITY: "affinity", PREFERRED: "preferred",
-             THRESHOLD: "threshold", UNPLACED: "unplaced"}
+_MEASURED = {
+    CAPACITY: "capacity",
+    PLACEMENT: "placement",
+    FAULT_DOMAIN: "fault_domain",
+    UPGRADE_DOMAIN: "upgrade_domain",
+    AFFINITY: "affinity",
+    PREFERRED: "preferred",
+    THRESHOLD: "threshold",
+    UNPLACED: "unplaced",
+}
 
 
 def measures(report: dict) -> jax.Array:

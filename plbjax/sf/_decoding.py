@@ -47,7 +47,7 @@ def _cycles(moved: dict[int, tuple[int, int]]) -> set[int]:
             path.append(r)
             r = by_source.get(moved[r][1])
         if r is not None and r in path:
-            cyclic |= set(path[path.index(r):])
+            cyclic |= set(path[path.index(r) :])
     return cyclic
 
 
@@ -77,16 +77,23 @@ def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.
     where = {r: _present(index, r) for r in rows}
     primary, final = int(index.primary_of[p]), int(primary_of[p])
     if primary >= 0 and where[primary] < 0:
-        primary = -1                     # its node is down: nothing to hand over from
+        primary = -1  # its node is down: nothing to hand over from
     if primary < 0 and final >= 0 and where[final] < 0:
-        primary = final                  # added as the primary it ends as
+        primary = final  # added as the primary it ends as
     actions = []
 
     def act(r: int, kind: str, target: int) -> None:
         source = int(index.input_node[r]) if where[r] < 0 else where[r]
-        actions.append({"ServiceName": service, "PartitionId": partition_id, "ReplicaId": index.replica_ids[r],
-                        "Action": kind, "SourceNode": index.nodes[source] if source >= 0 else None,
-                        "TargetNode": index.nodes[target]})
+        actions.append(
+            {
+                "ServiceName": service,
+                "PartitionId": partition_id,
+                "ReplicaId": index.replica_ids[r],
+                "Action": kind,
+                "SourceNode": index.nodes[source] if source >= 0 else None,
+                "TargetNode": index.nodes[target],
+            }
+        )
 
     if final >= 0 and final != primary and where[final] >= 0:
         act(primary, SWAP, where[final]) if primary >= 0 else act(final, PROMOTE, where[final])
@@ -138,8 +145,9 @@ def apply_actions(document: dict, actions: list[dict]) -> dict:
                 raise ValueError(f"action {act}: not a primary/secondary pair")
             replica["Role"], other["Role"] = "Secondary", "Primary"
         elif kind == PROMOTE:
-            if replica["Role"] != "Secondary" or any(r["Role"] == "Primary" and r is not replica
-                                                     and r.get("NodeName") == target for r in replicas):
+            if replica["Role"] != "Secondary" or any(
+                r["Role"] == "Primary" and r is not replica and r.get("NodeName") == target for r in replicas
+            ):
                 raise ValueError(f"action {act}: cannot promote")
             for r in replicas:
                 if r["Role"] == "Primary":

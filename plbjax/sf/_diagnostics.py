@@ -31,19 +31,22 @@ def _placement_checks(problem: Problem, node_of: jax.Array, primary_of: jax.Arra
     return jax.vmap(on)(jnp.arange(problem.node_up.shape[0]))
 
 
-def elimination_sequence(index: Index, problem: Problem, node_of: np.ndarray, primary_of: np.ndarray,
-                         loads: np.ndarray, r: int) -> list[dict]:
+def elimination_sequence(
+    index: Index, problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, loads: np.ndarray, r: int
+) -> list[dict]:
     """SF's constraint elimination sequence for unplaced replica r in placement `node_of`."""
     n = index.n_nodes
     p = int(problem.replica_partition[r])
     cls = int(problem.service_class[problem.replica_service[r]])
     load = np.asarray(problem.load_primary[r] if primary_of[p] == r else problem.load_secondary[r])
-    affinity, fd, ud = (np.asarray(x)[:n] for x in _placement_checks(
-        problem, jnp.asarray(node_of), jnp.asarray(primary_of), jnp.asarray(r)))
+    affinity, fd, ud = (
+        np.asarray(x)[:n]
+        for x in _placement_checks(problem, jnp.asarray(node_of), jnp.asarray(primary_of), jnp.asarray(r))
+    )
     taken = {int(node_of[q]) for q in index.partition_rows[p] if node_of[q] >= 0}
     capacity = np.asarray(problem.capacity)[:n]
     fits = np.all((load <= 0) | (loads[:n] + load <= capacity), axis=1)
-    checks = [                                  # SF's checker order; Affinity comes last
+    checks = [  # SF's checker order; Affinity comes last
         ("ReplicaExclusionStatic", np.array([i not in taken for i in range(n)])),
         ("PlacementConstraint", np.asarray(problem.class_allowed[cls])[:n]),
         ("FaultDomain", fd <= 0),
@@ -51,19 +54,23 @@ def elimination_sequence(index: Index, problem: Problem, node_of: np.ndarray, pr
         ("NodeCapacity", fits),
         ("Affinity", ~affinity),
     ]
-    remaining = np.array([s == "Up" for s in index.node_status])   # candidates: the Up nodes
+    remaining = np.array([s == "Up" for s in index.node_status])  # candidates: the Up nodes
     out = []
     for name, ok in checks:
         eliminated = remaining & ~ok
         remaining &= ok
-        out.append({"Constraint": name, "Eliminated": [index.nodes[i] for i in np.flatnonzero(eliminated)],
-                    "Remaining": int(remaining.sum())})
+        out.append(
+            {
+                "Constraint": name,
+                "Eliminated": [index.nodes[i] for i in np.flatnonzero(eliminated)],
+                "Remaining": int(remaining.sum()),
+            }
+        )
     return out
 
 
 def _report(prop: str, entity: str, description: str, state: str = "Warning") -> dict:
-    return {"SourceId": SOURCE, "Property": prop, "HealthState": state, "Entity": entity,
-            "Description": description}
+    return {"SourceId": SOURCE, "Property": prop, "HealthState": state, "Entity": entity, "Description": description}
 
 
 def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: dict) -> list[dict]:
@@ -72,41 +79,62 @@ def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: 
     out = []
     capacity = np.asarray(problem.capacity)
     for n, m in zip(*np.nonzero(v["capacity"][: index.n_nodes, : len(index.metrics)] > 0)):
-        out.append(_report("NodeCapacityViolation", index.nodes[n],
-                           f"Node {index.nodes[n]} is over capacity for metric {index.metrics[m]}: load "
-                           f"{float(report['loads'][n, m]):g} exceeds capacity {float(capacity[n, m]):g}."))
+        out.append(
+            _report(
+                "NodeCapacityViolation",
+                index.nodes[n],
+                f"Node {index.nodes[n]} is over capacity for metric {index.metrics[m]}: load "
+                f"{float(report['loads'][n, m]):g} exceeds capacity {float(capacity[n, m]):g}.",
+            )
+        )
     threshold = np.asarray(problem.threshold_load)
     for n, m in zip(*np.nonzero(v["threshold"][: index.n_nodes, : len(index.metrics)] > 0)):
-        out.append(_report("ResourceThresholdExceeded", index.nodes[n],
-                           f"Node {index.nodes[n]} stays above the resource threshold for metric {index.metrics[m]}: "
-                           f"load {float(report['loads'][n, m]):g} exceeds {float(threshold[n, m]):g}; the cluster "
-                           "has no room elsewhere to bring it under."))
+        out.append(
+            _report(
+                "ResourceThresholdExceeded",
+                index.nodes[n],
+                f"Node {index.nodes[n]} stays above the resource threshold for metric {index.metrics[m]}: "
+                f"load {float(report['loads'][n, m]):g} exceeds {float(threshold[n, m]):g}; the cluster "
+                "has no room elsewhere to bring it under.",
+            )
+        )
     replica_partition = np.asarray(problem.replica_partition)
 
     def replica_report(r: int, constraint: str) -> dict:
         p = int(replica_partition[r])
         service, pid = index.partitions[p]
-        return _report(f"ReplicaConstraintViolation_{constraint}", f"{service}/{pid}/{index.replica_ids[r]}",
-                       f"The Load Balancer has detected a Constraint Violation for this Replica: {service} "
-                       f"Partition {pid} Replica {index.replica_ids[r]} is violating the Constraint: {constraint} "
-                       f"Details: Replica on NodeName -- {index.nodes[node_of[r]]}")
+        return _report(
+            f"ReplicaConstraintViolation_{constraint}",
+            f"{service}/{pid}/{index.replica_ids[r]}",
+            f"The Load Balancer has detected a Constraint Violation for this Replica: {service} "
+            f"Partition {pid} Replica {index.replica_ids[r]} is violating the Constraint: {constraint} "
+            f"Details: Replica on NodeName -- {index.nodes[node_of[r]]}",
+        )
 
     for key, constraint in (("placement", "PlacementConstraint"), ("affinity", "Affinity")):
         for r in np.flatnonzero(v[key][: index.n_replicas]):
             out.append(replica_report(int(r), constraint))
-    trees = {"fault_domain": ("FaultDomain", np.asarray(problem.fd_tree)),
-             "upgrade_domain": ("UpgradeDomain", np.asarray(problem.ud_tree))}
+    trees = {
+        "fault_domain": ("FaultDomain", np.asarray(problem.fd_tree)),
+        "upgrade_domain": ("UpgradeDomain", np.asarray(problem.ud_tree)),
+    }
     for key, (constraint, tree) in trees.items():
         for p in np.flatnonzero(v[key][: index.n_partitions]):
             placed = [r for r in index.partition_rows[p] if node_of[r] >= 0]
             leaf = [int(tree[node_of[r], -1]) for r in placed]
-            for r, d in zip(placed, leaf):          # replicas sharing their domain with another
+            for r, d in zip(placed, leaf):  # replicas sharing their domain with another
                 if leaf.count(d) > 1:
                     out.append(replica_report(int(r), constraint))
     for r in np.flatnonzero(v["unplaced"][: index.n_replicas]):
         p = int(replica_partition[r])
         service, pid = index.partitions[p]
-        out.append(_report("ReplicaUnplaced", f"{service}/{pid}",
-                           f"Service {service} partition {pid} has a replica that cannot be placed; see Unplaced "
-                           "for the constraint elimination sequence.", "Error"))
+        out.append(
+            _report(
+                "ReplicaUnplaced",
+                f"{service}/{pid}",
+                f"Service {service} partition {pid} has a replica that cannot be placed; see Unplaced "
+                "for the constraint elimination sequence.",
+                "Error",
+            )
+        )
     return out

@@ -39,9 +39,15 @@ def _spread_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> b
     return True
 
 
-def drop_surplus(state: ClusterState, index: Index, loads: np.ndarray, capacity: np.ndarray,
-                 violating: np.ndarray, usable: dict[str, list[str]],
-                 spread: tuple[bool, bool]) -> tuple[ClusterState, list[dict]]:
+def drop_surplus(
+    state: ClusterState,
+    index: Index,
+    loads: np.ndarray,
+    capacity: np.ndarray,
+    violating: np.ndarray,
+    usable: dict[str, list[str]],
+    spread: tuple[bool, bool],
+) -> tuple[ClusterState, list[dict]]:
     """The state without each partition's surplus replicas, and the actions that drop them.
 
     `loads` [N, M]: node loads of the input's running replicas; `capacity` [N, M]: capacity in force
@@ -68,24 +74,34 @@ class _DropView:
     """What the drop order reads: node status and domains, node loads relative to the Up nodes' mean,
     room to promote a secondary, constraint violations and where affinity children run."""
 
-    def __init__(self, state: ClusterState, index: Index, loads: np.ndarray, capacity: np.ndarray,
-                 violating: np.ndarray, usable: dict[str, list[str]], spread: tuple[bool, bool]):
+    def __init__(
+        self,
+        state: ClusterState,
+        index: Index,
+        loads: np.ndarray,
+        capacity: np.ndarray,
+        violating: np.ndarray,
+        usable: dict[str, list[str]],
+        spread: tuple[bool, bool],
+    ):
         self.status = dict(zip(index.nodes, index.node_status))
         self.node = {n.name: n for n in state.nodes}
         self.node_row = {name: n for n, name in enumerate(index.nodes)}
-        self.row_of = {str(index.replica_ids[r]): r for r in range(index.n_replicas)
-                       if index.replica_ids[r] is not None}
+        self.row_of = {
+            str(index.replica_ids[r]): r for r in range(index.n_replicas) if index.replica_ids[r] is not None
+        }
         up = np.array([s == "Up" for s in index.node_status])
         self.loads = loads[: index.n_nodes]
         mean = self.loads[up].mean(axis=0) if up.any() else np.zeros(self.loads.shape[1])
         self.relative_loads = np.where(mean > 0, self.loads / np.where(mean > 0, mean, 1.0), 0.0)
         self.metric = {m: k for k, m in enumerate(index.metrics)}
         self.capacity, self.violating, self.usable, self.spread = capacity, violating, usable, spread
-        self.children: dict[str, list[str]] = {}     # parent service -> nodes of its affinity children's replicas
+        self.children: dict[str, list[str]] = {}  # parent service -> nodes of its affinity children's replicas
         for child in state.services:
             for corr in child.correlations:
                 self.children.setdefault(corr["ServiceName"], []).extend(
-                    r.node for p in state.partitions if p.service == child.name for r in p.replicas if self.running(r))
+                    r.node for p in state.partitions if p.service == child.name for r in p.replicas if self.running(r)
+                )
 
     def pick(self, part: Partition, service, extra: int) -> tuple[list, list]:
         """(kept, dropped): `extra` drops picked one at a time, as each changes the others' crowding."""
@@ -100,11 +116,20 @@ class _DropView:
         only when a secondary can take over within capacity."""
         keeps_lead = rep.role == "Primary" and self.running(rep) and not any(self.can_lead(service, o) for o in others)
         followers = self.children.get(part.service, []).count(rep.node) if self.running(rep) else 0
-        breaks = (self.spread_broken(part.service, [o for o in others if o is not rep])
-                  > self.spread_broken(part.service, others))
-        return (keeps_lead, self.running(rep), breaks, not self.violating[self.row_of[str(rep.replica_id)]],
-                followers, rep.role == "Primary", -self.crowding(rep, others),
-                -self.relative(service, rep.node) if rep.node is not None else 0.0, str(rep.replica_id))
+        breaks = self.spread_broken(part.service, [o for o in others if o is not rep]) > self.spread_broken(
+            part.service, others
+        )
+        return (
+            keeps_lead,
+            self.running(rep),
+            breaks,
+            not self.violating[self.row_of[str(rep.replica_id)]],
+            followers,
+            rep.role == "Primary",
+            -self.crowding(rep, others),
+            -self.relative(service, rep.node) if rep.node is not None else 0.0,
+            str(rep.replica_id),
+        )
 
     def running(self, rep) -> bool:
         return rep.node is not None and self.status[rep.node] == "Up"
@@ -112,8 +137,9 @@ class _DropView:
     def relative(self, service, name: str) -> float:
         """The node's load over the Up nodes' mean, summed over the service's metrics."""
         row = self.node_row[name]
-        return float(sum(self.relative_loads[row, self.metric[m.name]]
-                         for m in service.metrics if m.name in self.metric))
+        return float(
+            sum(self.relative_loads[row, self.metric[m.name]] for m in service.metrics if m.name in self.metric)
+        )
 
     def can_lead(self, service, rep) -> bool:
         """A running secondary whose node has room for the primary's load once promoted."""
@@ -131,19 +157,30 @@ class _DropView:
         if not self.running(rep):
             return 0
         mine = self.node[rep.node]
-        return sum((self.node[o.node].fault_domain == mine.fault_domain)
-                   + (self.node[o.node].upgrade_domain == mine.upgrade_domain)
-                   for o in others if o is not rep and self.running(o))
+        return sum(
+            (self.node[o.node].fault_domain == mine.fault_domain)
+            + (self.node[o.node].upgrade_domain == mine.upgrade_domain)
+            for o in others
+            if o is not rep and self.running(o)
+        )
 
     def spread_broken(self, service_name: str, reps) -> int:
         """Enforced domain rules (fault, upgrade) the running `reps` break."""
         allowed = set(self.usable[service_name])
-        nodes = [self.node[r.node] for r in reps if self.running(r) and r.node in allowed]    # as the search counts
+        nodes = [self.node[r.node] for r in reps if self.running(r) and r.node in allowed]  # as the search counts
         usable_nodes = [self.node[n] for n in allowed]
-        return sum(on and not _spread_ok([key(n) for n in nodes], [key(n) for n in usable_nodes])
-                   for on, key in zip(self.spread, (lambda n: n.fault_domain, lambda n: (n.upgrade_domain,))))
+        return sum(
+            on and not _spread_ok([key(n) for n in nodes], [key(n) for n in usable_nodes])
+            for on, key in zip(self.spread, (lambda n: n.fault_domain, lambda n: (n.upgrade_domain,)))
+        )
 
 
 def _action(part: Partition, replica_id, kind: str, source: str | None, target: str | None) -> dict:
-    return {"ServiceName": part.service, "PartitionId": part.partition_id, "ReplicaId": replica_id,
-            "Action": kind, "SourceNode": source, "TargetNode": target}
+    return {
+        "ServiceName": part.service,
+        "PartitionId": part.partition_id,
+        "ReplicaId": replica_id,
+        "Action": kind,
+        "SourceNode": source,
+        "TargetNode": target,
+    }

@@ -25,13 +25,18 @@ from plbjax.sf._state import ClusterState, gc_paused
 CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, AFFINITY, PREFERRED, THRESHOLD, UNPLACED = range(8)
 CONSTRAINTS = 8
 THRESHOLD_PRIORITY = 1  # ResourceThresholds: utilisation every node should end below, a soft goal
-UNDO_SHARE = 0.0         # replica moves that cancel an earlier one (1 in the minimal-movement pass)
-PRIORITY_SETTINGS = ("CapacityConstraintPriority", "PlacementConstraintPriority",
-                     "FaultDomainConstraintPriority", "UpgradeDomainConstraintPriority",
-                     "AffinityConstraintPriority", "PreferredLocationConstraintPriority")
+UNDO_SHARE = 0.0  # replica moves that cancel an earlier one (1 in the minimal-movement pass)
+PRIORITY_SETTINGS = (
+    "CapacityConstraintPriority",
+    "PlacementConstraintPriority",
+    "FaultDomainConstraintPriority",
+    "UpgradeDomainConstraintPriority",
+    "AffinityConstraintPriority",
+    "PreferredLocationConstraintPriority",
+)
 PRIORITY_WEIGHT = {0: 100.0, 1: 10.0, 2: 1.0}  # violation penalty per priority, in AvgStdDev units
-UNPLACED_WEIGHT = 1000.0                        # a replica left unplaced, in AvgStdDev units
-SWAP_COST = 0.1             # SF's SwapCost, used with UseMoveCostReports
+UNPLACED_WEIGHT = 1000.0  # a replica left unplaced, in AvgStdDev units
+SWAP_COST = 0.1  # SF's SwapCost, used with UseMoveCostReports
 MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
 
 
@@ -48,11 +53,11 @@ def bucket(n: int, minimum: int = 1) -> int:
 class Features:
     """Which optional rules the cluster uses. Static: the search compiles only the rules in use."""
 
-    affinity: bool = False      # some service has an affinity correlation
-    defrag: bool = False        # some metric is a defragmentation metric
-    thresholds: bool = False    # ResourceThresholds are set
-    preferred: bool = False     # PreferPrimaryDomain or upgrade snapshot nodes
-    history: bool = False       # anti-ping-pong History applies (balancing)
+    affinity: bool = False  # some service has an affinity correlation
+    defrag: bool = False  # some metric is a defragmentation metric
+    thresholds: bool = False  # ResourceThresholds are set
+    preferred: bool = False  # PreferPrimaryDomain or upgrade snapshot nodes
+    history: bool = False  # anti-ping-pong History applies (balancing)
 
 
 class Problem(eqx.Module):
@@ -61,79 +66,87 @@ class Problem(eqx.Module):
     features: Features = eqx.field(static=True)
 
     # nodes
-    node_up: Bool[Array, " N"]              # Up and real: counted in deviations, may receive replicas
-    node_open: Bool[Array, " N"]            # may receive replicas in this phase
-    capacity: Float[Array, "N M"]           # capacity in force (buffered unless told otherwise), inf if unlimited
-    threshold_load: Float[Array, "N M"]     # ResourceThresholds x capacity, inf where none
-    metric_nodes: Bool[Array, "M N"]        # nodes counted in a metric's global deviation
+    node_up: Bool[Array, " N"]  # Up and real: counted in deviations, may receive replicas
+    node_open: Bool[Array, " N"]  # may receive replicas in this phase
+    capacity: Float[Array, "N M"]  # capacity in force (buffered unless told otherwise), inf if unlimited
+    threshold_load: Float[Array, "N M"]  # ResourceThresholds x capacity, inf where none
+    metric_nodes: Bool[Array, "M N"]  # nodes counted in a metric's global deviation
     metric_node_count: Float[Array, " M"]
-    metric_defrag: Bool[Array, " M"]        # defragmentation metric: pack instead of spread
-    fd_leaf_up: Bool[Array, " Df"]          # leaf fault domains (by domain id) holding Up nodes
-    ud_up: Bool[Array, " Du"]               # upgrade domains (by domain id) holding Up nodes
-    fd_tree: Int[Array, "N Lf"]             # column 0 is the root, then one fault-domain level per column
-    ud_tree: Int[Array, "N 2"]              # root, upgrade domain
+    metric_defrag: Bool[Array, " M"]  # defragmentation metric: pack instead of spread
+    fd_leaf_up: Bool[Array, " Df"]  # leaf fault domains (by domain id) holding Up nodes
+    ud_up: Bool[Array, " Du"]  # upgrade domains (by domain id) holding Up nodes
+    fd_tree: Int[Array, "N Lf"]  # column 0 is the root, then one fault-domain level per column
+    ud_tree: Int[Array, "N 2"]  # root, upgrade domain
     # replicas
     replica_partition: Int[Array, " R"]
     replica_service: Int[Array, " R"]
-    replica_parent: Int[Array, " R"]        # partition of the service it has affinity to (-1: none)
-    replica_aligned: Bool[Array, " R"]      # aligned affinity: primary with primary, secondary with secondary
-    children_of: Int[Array, "P Kc"]         # child replicas of each (parent) partition, -1 padded
-    replica_home: Int[Array, " R"]          # upgrade snapshot node to return to (PreferredLocation; -1: none)
-    replica_upgraded: Bool[Array, " R"]     # a new replica that prefers an upgraded domain (PreferUpgradedUDs)
-    node_upgraded: Bool[Array, " N"]        # in an upgrade domain the running upgrade is done with
-    load_primary: Float[Array, "R M"]       # load of the replica when it is (or becomes) the primary
-    load_secondary: Float[Array, "R M"]     # load as a secondary; instances use load_primary for both
+    replica_parent: Int[Array, " R"]  # partition of the service it has affinity to (-1: none)
+    replica_aligned: Bool[Array, " R"]  # aligned affinity: primary with primary, secondary with secondary
+    children_of: Int[Array, "P Kc"]  # child replicas of each (parent) partition, -1 padded
+    replica_home: Int[Array, " R"]  # upgrade snapshot node to return to (PreferredLocation; -1: none)
+    replica_upgraded: Bool[Array, " R"]  # a new replica that prefers an upgraded domain (PreferUpgradedUDs)
+    node_upgraded: Bool[Array, " N"]  # in an upgrade domain the running upgrade is done with
+    load_primary: Float[Array, "R M"]  # load of the replica when it is (or becomes) the primary
+    load_secondary: Float[Array, "R M"]  # load as a secondary; instances use load_primary for both
     move_cost: Float[Array, " R"]
-    node_move_factor: Float[Array, " N"]    # moving onto a node costs move_cost x this: higher-priority nodes
-                                            # cost up to 1.5x, so lower-priority targets are preferred
+    node_move_factor: Float[Array, " N"]  # moving onto a node costs move_cost x this: higher-priority nodes
+    # cost up to 1.5x, so lower-priority targets are preferred
     # partitions
-    partition_replicas: Int[Array, "P K"]   # replica indices, -1 padded
+    partition_replicas: Int[Array, "P K"]  # replica indices, -1 padded
     partition_service: Int[Array, " P"]
     # services
-    service_class: Int[Array, " S"]         # placement class (allowed node set)
-    service_metrics: Int[Array, "S Ms"]     # metric index of each local-domain slot, -1 padded
-    service_nonpacking: Bool[Array, " S"]   # RequireDomainDistribution: one replica per fault domain
-    primary_preferred: Bool[Array, "S N"]   # PreferPrimaryDomain: where the primary should be
+    service_class: Int[Array, " S"]  # placement class (allowed node set)
+    service_metrics: Int[Array, "S Ms"]  # metric index of each local-domain slot, -1 padded
+    service_nonpacking: Bool[Array, " S"]  # RequireDomainDistribution: one replica per fault domain
+    primary_preferred: Bool[Array, "S N"]  # PreferPrimaryDomain: where the primary should be
     # placement classes
-    class_nodes: Int[Array, "C N"]          # allowed Up nodes of the class, padded
+    class_nodes: Int[Array, "C N"]  # allowed Up nodes of the class, padded
     class_node_count: Int[Array, " C"]
-    class_allowed: Bool[Array, "C N"]       # the same set as a mask: nodes counted in a service's local deviation
-    fd_children: Int[Array, "C Df"]         # eligible child domains under each fault domain, per class
+    class_allowed: Bool[Array, "C N"]  # the same set as a mask: nodes counted in a service's local deviation
+    fd_children: Int[Array, "C Df"]  # eligible child domains under each fault domain, per class
     ud_children: Int[Array, "C Du"]
     # energy weights: AvgStdDev = sum(global_weight * dev) + sum(local_weight * dev)
     global_weight: Float[Array, " M"]
     local_weight: Float[Array, "S Ms"]
     # initial placement
-    initial_node: Int[Array, " R"]          # -1: unplaced or padding
-    initial_primary: Int[Array, " P"]       # -1: none
+    initial_node: Int[Array, " R"]  # -1: unplaced or padding
+    initial_primary: Int[Array, " P"]  # -1: none
     swap_cost: Float[Array, ""]
     # what the search may touch
-    movable: Int[Array, " R"]               # replica indices that may move, padded
+    movable: Int[Array, " R"]  # replica indices that may move, padded
     n_movable: Int[Array, ""]
-    swappable: Int[Array, " P"]             # partitions whose primary may swap, padded
+    swappable: Int[Array, " P"]  # partitions whose primary may swap, padded
     n_swappable: Int[Array, ""]
     # constraints, indexed by CAPACITY ... UNPLACED
-    enforce: Bool[Array, " 8"]              # a move may not make this constraint worse
-    penalty: Float[Array, " 8"]             # energy per unit of violation (by SF priority; 0: off)
-    move_penalty: Float[Array, ""]          # energy per unit of movement cost, on top of SF's (a phase's)
-    move_budget: Int[Array, ""]             # most movements (moves and swaps) a phase may make: throttles
-    partition_budget: Int[Array, ""]        # most moved replicas per partition
-    history: Int[Array, "R H"]              # nodes a replica was balanced away from (-1 padded)
+    enforce: Bool[Array, " 8"]  # a move may not make this constraint worse
+    penalty: Float[Array, " 8"]  # energy per unit of violation (by SF priority; 0: off)
+    move_penalty: Float[Array, ""]  # energy per unit of movement cost, on top of SF's (a phase's)
+    move_budget: Int[Array, ""]  # most movements (moves and swaps) a phase may make: throttles
+    partition_budget: Int[Array, ""]  # most moved replicas per partition
+    history: Int[Array, "R H"]  # nodes a replica was balanced away from (-1 padded)
     # scalars
-    replica_count: Float[Array, ""]         # SF's movement factor adds this (and 1000) to the move cost
+    replica_count: Float[Array, ""]  # SF's movement factor adds this (and 1000) to the move cost
     # set by `scope`
-    start_node: Int[Array, " R"] | None = None      # where the search starts (default: the initial placement)
+    start_node: Int[Array, " R"] | None = None  # where the search starts (default: the initial placement)
     start_primary: Int[Array, " P"] | None = None
-    by_node: Int[Array, " R"] | None = None         # movable replicas ordered by initial node, padded
-    node_first: Int[Array, " N+1"] | None = None    # by_node[node_first[n]:node_first[n+1]] started on node n
-    undo_share: Float[Array, ""] | None = None      # share of replica moves that go back to the initial node
+    by_node: Int[Array, " R"] | None = None  # movable replicas ordered by initial node, padded
+    node_first: Int[Array, " N+1"] | None = None  # by_node[node_first[n]:node_first[n+1]] started on node n
+    undo_share: Float[Array, ""] | None = None  # share of replica moves that go back to the initial node
 
     @property
     def shape(self) -> dict[str, int]:
         r, m = self.load_primary.shape
         p, k = self.partition_replicas.shape
-        return dict(N=self.node_up.shape[0], R=r, M=m, P=p, K=k, S=self.service_class.shape[0],
-                    Ms=self.service_metrics.shape[1], C=self.class_nodes.shape[0])
+        return dict(
+            N=self.node_up.shape[0],
+            R=r,
+            M=m,
+            P=p,
+            K=k,
+            S=self.service_class.shape[0],
+            Ms=self.service_metrics.shape[1],
+            C=self.class_nodes.shape[0],
+        )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -143,15 +156,15 @@ class Index:
     nodes: tuple[str, ...]
     metrics: tuple[str, ...]
     services: tuple[str, ...]
-    partitions: tuple[tuple[str, object], ...]     # (service name, PartitionId as given)
-    replica_ids: tuple[object, ...]                 # ReplicaId as given; None for replicas to create
-    replica_roles: tuple[str, ...]                  # role in the input (or the role a new one gets)
-    partition_rows: tuple[tuple[int, ...], ...]     # replica indices of each partition
-    input_node: np.ndarray                          # int32[R] node in the input (-1: none or padding)
-    node_of: np.ndarray                             # int32[R] node the search starts from (-1: unplaced)
-    primary_of: np.ndarray                          # int32[P] primary replica in the input (-1: none)
-    stateful: np.ndarray                            # bool[P]
-    node_status: tuple[str, ...]                    # Up / Down / Disabled
+    partitions: tuple[tuple[str, object], ...]  # (service name, PartitionId as given)
+    replica_ids: tuple[object, ...]  # ReplicaId as given; None for replicas to create
+    replica_roles: tuple[str, ...]  # role in the input (or the role a new one gets)
+    partition_rows: tuple[tuple[int, ...], ...]  # replica indices of each partition
+    input_node: np.ndarray  # int32[R] node in the input (-1: none or padding)
+    node_of: np.ndarray  # int32[R] node the search starts from (-1: unplaced)
+    primary_of: np.ndarray  # int32[P] primary replica in the input (-1: none)
+    stateful: np.ndarray  # bool[P]
+    node_status: tuple[str, ...]  # Up / Down / Disabled
     node_types: tuple[str | None, ...]
     n_nodes: int
     n_replicas: int
@@ -207,7 +220,7 @@ def _in_domain(nodes, domain: str) -> np.ndarray:
     return np.array([n.fault_domain[: len(path)] == path for n in nodes], bool)
 
 
-_ROLE_CODES = {"Primary": 0, "Secondary": 1, "Instance": 2}    # any other role: 3
+_ROLE_CODES = {"Primary": 0, "Secondary": 1, "Instance": 2}  # any other role: 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -215,22 +228,22 @@ class _Rows:
     """The replicas as encoded, partition by partition: each partition's replicas in order of
     str(ReplicaId), then the ones it lacks (to create). Arrays over replicas [n] or partitions [p]."""
 
-    ids: list                    # ReplicaId as given; None for a replica to create
-    roles: list                  # role in the input, or the role a new one gets
-    partition: np.ndarray        # int32[n]
-    slot: np.ndarray             # int[n] position within its partition
-    service: np.ndarray          # int32[n]
-    node: np.ndarray             # int32[n] node in the input (-1: none)
-    start: np.ndarray            # int32[n] node the search starts from (-1: unplaced or its node not Up)
-    move_cost: np.ndarray        # float32[n]
-    load_primary: np.ndarray     # float32[n, metrics]
-    load_secondary: np.ndarray   # float32[n, metrics]
-    sizes: np.ndarray            # int[p] replicas, those to create included
-    everywhere: np.ndarray       # bool[p] of a service with one instance per node
+    ids: list  # ReplicaId as given; None for a replica to create
+    roles: list  # role in the input, or the role a new one gets
+    partition: np.ndarray  # int32[n]
+    slot: np.ndarray  # int[n] position within its partition
+    service: np.ndarray  # int32[n]
+    node: np.ndarray  # int32[n] node in the input (-1: none)
+    start: np.ndarray  # int32[n] node the search starts from (-1: unplaced or its node not Up)
+    move_cost: np.ndarray  # float32[n]
+    load_primary: np.ndarray  # float32[n, metrics]
+    load_secondary: np.ndarray  # float32[n, metrics]
+    sizes: np.ndarray  # int[p] replicas, those to create included
+    everywhere: np.ndarray  # bool[p] of a service with one instance per node
     partition_service: np.ndarray  # int32[p]
-    stateful: np.ndarray         # bool[p]
-    primary_of: np.ndarray       # int32[p] its (last) primary's row, -1: none
-    partition_rows: tuple        # replica rows of each partition
+    stateful: np.ndarray  # bool[p]
+    primary_of: np.ndarray  # int32[p] its (last) primary's row, -1: none
+    partition_rows: tuple  # replica rows of each partition
     n_replicas: int
 
     def named(self, by_id: dict) -> Iterator[tuple[int, object]]:
@@ -251,7 +264,8 @@ class _Rows:
             partition_service=jnp.asarray(_pad(self.partition_service, (P,), 0)),
             initial_node=jnp.asarray(_pad(self.start, (R,), -1)),
             initial_primary=jnp.asarray(_pad(self.primary_of, (P,), -1)),
-            replica_count=jnp.asarray(float(self.n_replicas), jnp.float32))
+            replica_count=jnp.asarray(float(self.n_replicas), jnp.float32),
+        )
 
 
 def _order_within(texts: list[str], part: np.ndarray) -> np.ndarray | None:
@@ -260,7 +274,7 @@ def _order_within(texts: list[str], part: np.ndarray) -> np.ndarray | None:
     if not texts:
         return None
     longest = max(map(len, texts))
-    if longest <= 64 and "\0" not in "".join(texts):    # NumPy's strings compare as Python's but for NULs
+    if longest <= 64 and "\0" not in "".join(texts):  # NumPy's strings compare as Python's but for NULs
         u = np.array(texts, dtype=f"<U{longest}")
         if not ((part[1:] == part[:-1]) & (u[1:] < u[:-1])).any():
             return None
@@ -268,6 +282,7 @@ def _order_within(texts: list[str], part: np.ndarray) -> np.ndarray | None:
     keys = list(zip(part.tolist(), texts))
     order = sorted(range(len(texts)), key=keys.__getitem__)
     return None if order == list(range(len(texts))) else np.array(order, np.int64)
+
 
 def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None) -> tuple[Problem, Index]:
     """Encode `state`, with the replicas it lacks added (unplaced) and those on nodes that are not Up
@@ -277,7 +292,7 @@ def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None)
     Capacities are buffered (less NodeBufferPercentage) in normal operation; during an upgrade SF
     may fill nodes up to their full capacity.
     """
-    with gc_paused():       # a million replicas make millions of objects, none of them garbage
+    with gc_paused():  # a million replicas make millions of objects, none of them garbage
         return _encode(state, parent_hosts)
 
 
@@ -288,20 +303,29 @@ def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tu
     classes = _placement_classes(state, cluster, nodes, parent_hosts)
     weights = _energy_weights(state, cluster, classes)
     use_costs = bool(state.settings.get("UseMoveCostReports", False))
-    rows = _replica_rows(cluster, [classes.masks[c] for c in classes.service_class[: len(cluster.services)]],
-                         nodes.up, use_costs)
+    rows = _replica_rows(
+        cluster, [classes.masks[c] for c in classes.service_class[: len(cluster.services)]], nodes.up, use_costs
+    )
     policies = _service_policies(cluster)
     upgrade = _upgrade_homes(state, cluster, rows)
     R, P = bucket(rows.n_replicas, 8), bucket(len(cluster.partitions), 8)
     problem = Problem(
-        features=Features(affinity=bool((policies.parent >= 0).any()), defrag=bool(weights.defrag.any()),
-                          thresholds=bool(np.isfinite(nodes.threshold_load).any()),
-                          preferred=bool((upgrade.home >= 0).any() or upgrade.prefers.any()
-                                         or not policies.preferred.all())),
-        **nodes.fields(cluster), **classes.fields(cluster.N), **weights.fields(), **rows.fields(R, P, cluster.M),
-        **policies.fields(rows, R, P), **upgrade.fields(R, cluster.N),
+        features=Features(
+            affinity=bool((policies.parent >= 0).any()),
+            defrag=bool(weights.defrag.any()),
+            thresholds=bool(np.isfinite(nodes.threshold_load).any()),
+            preferred=bool((upgrade.home >= 0).any() or upgrade.prefers.any() or not policies.preferred.all()),
+        ),
+        **nodes.fields(cluster),
+        **classes.fields(cluster.N),
+        **weights.fields(),
+        **rows.fields(R, P, cluster.M),
+        **policies.fields(rows, R, P),
+        **upgrade.fields(R, cluster.N),
         history=jnp.asarray(_history(state, cluster, rows, R)),
-        **_constraint_fields(state.settings, rows.n_replicas, use_costs), **_unscoped_fields(R, P))
+        **_constraint_fields(state.settings, rows.n_replicas, use_costs),
+        **_unscoped_fields(R, P),
+    )
     return problem, _index(cluster, rows, R, P)
 
 
@@ -325,7 +349,7 @@ class _Entities:
     node_ix: dict[str, int]
     service_ix: dict[str, int]
     metric_ix: dict[str, int]
-    everywhere: frozenset[str]      # services with one instance per node
+    everywhere: frozenset[str]  # services with one instance per node
 
     @property
     def n_nodes(self) -> int:
@@ -336,7 +360,7 @@ class _Entities:
         return max(len(self.metrics), 1)
 
     @property
-    def N(self) -> int:     # the padded sizes, named as in Problem
+    def N(self) -> int:  # the padded sizes, named as in Problem
         return bucket(self.n_nodes, 8)
 
     @property
@@ -354,14 +378,24 @@ def _entities(state: ClusterState) -> _Entities:
     nodes = sorted(state.nodes, key=lambda n: (-n.priority, n.name))
     services = sorted(state.services, key=lambda s: (-s.priority, s.name))
     service_ix = {s.name: i for i, s in enumerate(services)}
-    keys = list(zip(map(service_ix.__getitem__, map(attrgetter("service"), state.partitions)),
-                    map(str, map(attrgetter("partition_id"), state.partitions))))
+    keys = list(
+        zip(
+            map(service_ix.__getitem__, map(attrgetter("service"), state.partitions)),
+            map(str, map(attrgetter("partition_id"), state.partitions)),
+        )
+    )
     partitions = list(map(state.partitions.__getitem__, sorted(range(len(keys)), key=keys.__getitem__)))
     metrics = list(state.metric_names())
-    return _Entities(nodes=nodes, services=services, partitions=partitions, metrics=metrics,
-                     node_ix={n.name: i for i, n in enumerate(nodes)}, service_ix=service_ix,
-                     metric_ix={m: i for i, m in enumerate(metrics)},
-                     everywhere=frozenset(s.name for s in services if s.target < 0))
+    return _Entities(
+        nodes=nodes,
+        services=services,
+        partitions=partitions,
+        metrics=metrics,
+        node_ix={n.name: i for i, n in enumerate(nodes)},
+        service_ix=service_ix,
+        metric_ix={m: i for i, m in enumerate(metrics)},
+        everywhere=frozenset(s.name for s in services if s.target < 0),
+    )
 
 
 # ---------------------------------------------------------------------------------- nodes
@@ -371,11 +405,11 @@ def _entities(state: ClusterState) -> _Entities:
 class _Nodes:
     """Node status, capacities [nodes, metrics] and domain trees (padded to N rows)."""
 
-    up: np.ndarray                  # bool[nodes]
-    capacity: np.ndarray            # float32[nodes, metrics] capacity in force, inf if unlimited
-    threshold_load: np.ndarray      # float32[nodes, metrics] ResourceThresholds x capacity, inf where none
-    fd_tree: np.ndarray             # int32[N, Lf]
-    ud_tree: np.ndarray             # int32[N, 2]
+    up: np.ndarray  # bool[nodes]
+    capacity: np.ndarray  # float32[nodes, metrics] capacity in force, inf if unlimited
+    threshold_load: np.ndarray  # float32[nodes, metrics] ResourceThresholds x capacity, inf where none
+    fd_tree: np.ndarray  # int32[N, Lf]
+    ud_tree: np.ndarray  # int32[N, 2]
 
     def fields(self, cluster: _Entities) -> dict:
         N, M, n = cluster.N, cluster.M, cluster.n_nodes
@@ -388,16 +422,21 @@ class _Nodes:
             ud_up=jnp.asarray(np.isin(np.arange(int(self.ud_tree.max()) + 1), self.ud_tree[:n][self.up, -1])),
             fd_tree=jnp.asarray(self.fd_tree),
             ud_tree=jnp.asarray(self.ud_tree),
-            node_move_factor=jnp.asarray(_pad(_priority_factor([n.priority for n in cluster.nodes]), (N,),
-                                              np.float32(1))))
+            node_move_factor=jnp.asarray(
+                _pad(_priority_factor([n.priority for n in cluster.nodes]), (N,), np.float32(1))
+            ),
+        )
 
 
 def _nodes(state: ClusterState, cluster: _Entities) -> _Nodes:
     capacity, threshold_load = _capacities(state, cluster)
-    return _Nodes(up=np.array([n.status == "Up" for n in cluster.nodes], bool),
-                  capacity=capacity, threshold_load=threshold_load,
-                  fd_tree=_domain_tree([n.fault_domain for n in cluster.nodes], cluster.N),
-                  ud_tree=_domain_tree([(n.upgrade_domain,) for n in cluster.nodes], cluster.N))
+    return _Nodes(
+        up=np.array([n.status == "Up" for n in cluster.nodes], bool),
+        capacity=capacity,
+        threshold_load=threshold_load,
+        fd_tree=_domain_tree([n.fault_domain for n in cluster.nodes], cluster.N),
+        ud_tree=_domain_tree([(n.upgrade_domain,) for n in cluster.nodes], cluster.N),
+    )
 
 
 def _capacities(state: ClusterState, cluster: _Entities) -> tuple[np.ndarray, np.ndarray]:
@@ -423,23 +462,28 @@ def _capacities(state: ClusterState, cluster: _Entities) -> tuple[np.ndarray, np
 class _Classes:
     """Placement classes: the distinct sets of allowed Up nodes, shared by the services that have them."""
 
-    service_class: np.ndarray       # int32[S]
-    masks: list[np.ndarray]         # bool[nodes] of each class
-    nodes: np.ndarray               # int32[C, N] the allowed nodes, padded
-    count: np.ndarray               # int32[C]
-    fd_children: np.ndarray         # int32[C, Df]
-    ud_children: np.ndarray         # int32[C, Du]
+    service_class: np.ndarray  # int32[S]
+    masks: list[np.ndarray]  # bool[nodes] of each class
+    nodes: np.ndarray  # int32[C, N] the allowed nodes, padded
+    count: np.ndarray  # int32[C]
+    fd_children: np.ndarray  # int32[C, Df]
+    ud_children: np.ndarray  # int32[C, Du]
 
     def fields(self, N: int) -> dict:
         padding = [np.zeros(N, bool)] * (self.nodes.shape[0] - len(self.masks))
-        return dict(service_class=jnp.asarray(self.service_class), class_nodes=jnp.asarray(self.nodes),
-                    class_node_count=jnp.asarray(self.count),
-                    class_allowed=jnp.asarray(np.stack([_pad(m, (N,), False) for m in self.masks] + padding)),
-                    fd_children=jnp.asarray(self.fd_children), ud_children=jnp.asarray(self.ud_children))
+        return dict(
+            service_class=jnp.asarray(self.service_class),
+            class_nodes=jnp.asarray(self.nodes),
+            class_node_count=jnp.asarray(self.count),
+            class_allowed=jnp.asarray(np.stack([_pad(m, (N,), False) for m in self.masks] + padding)),
+            fd_children=jnp.asarray(self.fd_children),
+            ud_children=jnp.asarray(self.ud_children),
+        )
 
 
-def _placement_classes(state: ClusterState, cluster: _Entities, nodes: _Nodes,
-                       parent_hosts: dict[str, set[str]] | None) -> _Classes:
+def _placement_classes(
+    state: ClusterState, cluster: _Entities, nodes: _Nodes, parent_hosts: dict[str, set[str]] | None
+) -> _Classes:
     """Each class's nodes, and how many eligible child domains each fault and upgrade domain has."""
     service_class, masks = _class_masks(cluster, _allowed_nodes(state, cluster, nodes.up), parent_hosts)
     C, N, n = bucket(len(masks), 4), cluster.N, cluster.n_nodes
@@ -453,8 +497,14 @@ def _placement_classes(state: ClusterState, cluster: _Entities, nodes: _Nodes,
         class_count[c] = len(allowed)
         fd_children[c] = _eligible_children(nodes.fd_tree[:n], mask)
         ud_children[c] = _eligible_children(nodes.ud_tree[:n], mask)
-    return _Classes(service_class=service_class, masks=masks, nodes=class_nodes, count=class_count,
-                    fd_children=fd_children, ud_children=ud_children)
+    return _Classes(
+        service_class=service_class,
+        masks=masks,
+        nodes=class_nodes,
+        count=class_count,
+        fd_children=fd_children,
+        ud_children=ud_children,
+    )
 
 
 def _allowed_nodes(state: ClusterState, cluster: _Entities, up: np.ndarray) -> dict[str, np.ndarray]:
@@ -462,7 +512,7 @@ def _allowed_nodes(state: ClusterState, cluster: _Entities, up: np.ndarray) -> d
     domains. Services share constraints, block lists and domains: each mask is computed once."""
     nodes = cluster.nodes
     props = [n.properties for n in nodes]
-    blocked: dict[str, set[str]] = {}     # ServiceTypeName -> nodes blocklisted for it
+    blocked: dict[str, set[str]] = {}  # ServiceTypeName -> nodes blocklisted for it
     for entry in state.block_list:
         blocked.setdefault(entry["ServiceTypeName"], set()).add(entry["NodeName"])
     selected, open_to, in_domain = {}, {}, {}
@@ -485,8 +535,9 @@ def _allowed_nodes(state: ClusterState, cluster: _Entities, up: np.ndarray) -> d
     return allowed_of
 
 
-def _class_masks(cluster: _Entities, allowed_of: dict[str, np.ndarray],
-                 parent_hosts: dict[str, set[str]] | None) -> tuple[np.ndarray, list[np.ndarray]]:
+def _class_masks(
+    cluster: _Entities, allowed_of: dict[str, np.ndarray], parent_hosts: dict[str, set[str]] | None
+) -> tuple[np.ndarray, list[np.ndarray]]:
     """The class of each service [S] and the node mask of each class, in order of first use. A child
     of a service with one instance per node goes where its parent may, or where `parent_hosts` says."""
     class_of_mask: dict[bytes, int] = {}
@@ -497,8 +548,11 @@ def _class_masks(cluster: _Entities, allowed_of: dict[str, np.ndarray],
         for corr in svc.correlations:
             if corr["ServiceName"] in cluster.everywhere:
                 hosts = (parent_hosts or {}).get(corr["ServiceName"])
-                mask = mask & (allowed_of[corr["ServiceName"]] if hosts is None
-                               else np.array([n.name in hosts for n in cluster.nodes], bool))
+                mask = mask & (
+                    allowed_of[corr["ServiceName"]]
+                    if hosts is None
+                    else np.array([n.name in hosts for n in cluster.nodes], bool)
+                )
         service_class[si] = class_of_mask.setdefault(mask.tobytes(), len(masks))
         if service_class[si] == len(masks):
             masks.append(mask)
@@ -514,19 +568,21 @@ class _Weights:
     the mean of the local domains + the rest x the global one. Services with two or more partitions
     have a local domain."""
 
-    service_metrics: np.ndarray     # int32[S, Ms] metric of each local-domain slot, -1 padded
-    local: np.ndarray               # float[S, Ms]
-    global_: np.ndarray             # float[M]
-    metric_nodes: np.ndarray        # bool[M, N] nodes counted in a metric's global deviation
-    defrag: np.ndarray              # bool[M] defragmentation metrics
+    service_metrics: np.ndarray  # int32[S, Ms] metric of each local-domain slot, -1 padded
+    local: np.ndarray  # float[S, Ms]
+    global_: np.ndarray  # float[M]
+    metric_nodes: np.ndarray  # bool[M, N] nodes counted in a metric's global deviation
+    defrag: np.ndarray  # bool[M] defragmentation metrics
 
     def fields(self) -> dict:
-        return dict(service_metrics=jnp.asarray(self.service_metrics),
-                    local_weight=jnp.asarray(self.local.astype(np.float32)),
-                    global_weight=jnp.asarray(self.global_.astype(np.float32)),
-                    metric_nodes=jnp.asarray(self.metric_nodes),
-                    metric_node_count=jnp.asarray(self.metric_nodes.sum(axis=1).astype(np.float32)),
-                    metric_defrag=jnp.asarray(self.defrag))
+        return dict(
+            service_metrics=jnp.asarray(self.service_metrics),
+            local_weight=jnp.asarray(self.local.astype(np.float32)),
+            global_weight=jnp.asarray(self.global_.astype(np.float32)),
+            metric_nodes=jnp.asarray(self.metric_nodes),
+            metric_node_count=jnp.asarray(self.metric_nodes.sum(axis=1).astype(np.float32)),
+            metric_defrag=jnp.asarray(self.defrag),
+        )
 
 
 def _energy_weights(state: ClusterState, cluster: _Entities, classes: _Classes) -> _Weights:
@@ -541,8 +597,9 @@ def _energy_weights(state: ClusterState, cluster: _Entities, classes: _Classes) 
     local_w *= local_domain / max(n_local, 1)
     defrag = [bool(state.defragmentation_metrics.get(m)) for m in cluster.metrics]
     defrag = _pad(np.array(defrag + [False] * (cluster.n_metrics - len(cluster.metrics))), (cluster.M,), False)
-    return _Weights(service_metrics=service_metrics, local=local_w, global_=global_w, metric_nodes=metric_nodes,
-                    defrag=defrag)
+    return _Weights(
+        service_metrics=service_metrics, local=local_w, global_=global_w, metric_nodes=metric_nodes, defrag=defrag
+    )
 
 
 def _service_weights(cluster: _Entities, classes: _Classes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -579,30 +636,32 @@ class _Given(NamedTuple):
     replicas: list
     ids: list
     roles: list
-    code: np.ndarray                # int8 role code (_ROLE_CODES)
-    partition: np.ndarray           # int[given] its partition
-    counts: np.ndarray              # int64[p] replicas listed per partition
+    code: np.ndarray  # int8 role code (_ROLE_CODES)
+    partition: np.ndarray  # int[given] its partition
+    counts: np.ndarray  # int64[p] replicas listed per partition
 
 
 class _Layout(NamedTuple):
     """The rows: each partition's given replicas, then the ones it lacks (to create)."""
 
-    sizes: np.ndarray               # int64[p] replicas, those to create included
-    starts: np.ndarray              # int64[p] first row of each partition
-    given_rows: np.ndarray          # row of each given replica
-    new_rows: np.ndarray            # row of each replica to create
-    new_code: np.ndarray            # int8 role code of each replica to create
+    sizes: np.ndarray  # int64[p] replicas, those to create included
+    starts: np.ndarray  # int64[p] first row of each partition
+    given_rows: np.ndarray  # row of each given replica
+    new_rows: np.ndarray  # row of each replica to create
+    new_code: np.ndarray  # int8 role code of each replica to create
     n_rep: int
 
 
 def _replica_rows(cluster: _Entities, allowed: list[np.ndarray], up: np.ndarray, use_costs: bool) -> _Rows:
     """The replica rows of the partitions, column by column. `allowed[s]`: nodes service s may use."""
     services, n_part = cluster.services, len(cluster.partitions)
-    part_service = np.fromiter(map(cluster.service_ix.__getitem__, map(attrgetter("service"), cluster.partitions)),
-                               np.int64, n_part)
+    part_service = np.fromiter(
+        map(cluster.service_ix.__getitem__, map(attrgetter("service"), cluster.partitions)), np.int64, n_part
+    )
     stateful_of = np.array([s.stateful for s in services] + [False], bool)
-    target_of = np.array([int(allowed[si].sum()) if s.target < 0 else s.target for si, s in enumerate(services)]
-                         + [0], np.int64)
+    target_of = np.array(
+        [int(allowed[si].sum()) if s.target < 0 else s.target for si, s in enumerate(services)] + [0], np.int64
+    )
     everywhere_of = np.array([s.target < 0 for s in services] + [False], bool)
     given = _given_replicas(cluster.partitions)
     layout = _layout(given, target_of[part_service], stateful_of[part_service])
@@ -620,12 +679,22 @@ def _replica_rows(cluster: _Entities, allowed: list[np.ndarray], up: np.ndarray,
     return _Rows(
         ids=_scatter(layout, given.ids, [None] * layout.new_rows.size),
         roles=_scatter(layout, given.roles, [names[c] for c in layout.new_code.tolist()]),
-        partition=partition, slot=np.arange(layout.n_rep) - layout.starts[partition], service=service,
-        node=node, start=start, move_cost=_move_costs(given, layout, services, service, use_costs),
-        load_primary=load_primary, load_secondary=load_secondary, sizes=layout.sizes,
-        everywhere=everywhere_of[part_service], partition_service=part_service.astype(np.int32),
-        stateful=stateful_of[part_service], primary_of=primary_of.astype(np.int32),
-        partition_rows=tuple(map(tuple, map(range, layout.starts.tolist(), ends.tolist()))), n_replicas=layout.n_rep)
+        partition=partition,
+        slot=np.arange(layout.n_rep) - layout.starts[partition],
+        service=service,
+        node=node,
+        start=start,
+        move_cost=_move_costs(given, layout, services, service, use_costs),
+        load_primary=load_primary,
+        load_secondary=load_secondary,
+        sizes=layout.sizes,
+        everywhere=everywhere_of[part_service],
+        partition_service=part_service.astype(np.int32),
+        stateful=stateful_of[part_service],
+        primary_of=primary_of.astype(np.int32),
+        partition_rows=tuple(map(tuple, map(range, layout.starts.tolist(), ends.tolist()))),
+        n_replicas=layout.n_rep,
+    )
 
 
 def _given_replicas(partitions: list) -> _Given:
@@ -657,8 +726,14 @@ def _layout(given: _Given, target: np.ndarray, stateful: np.ndarray) -> _Layout:
     new_k = np.arange(new_part.size) - (np.cumsum(missing) - missing)[new_part]
     has_primary = np.bincount(given.partition[given.code == 0], minlength=n_part) > 0
     new_code = np.where(~stateful[new_part], 2, np.where((new_k == 0) & ~has_primary[new_part], 0, 1)).astype(np.int8)
-    return _Layout(sizes=sizes, starts=starts, given_rows=given_rows,
-                   new_rows=starts[new_part] + counts[new_part] + new_k, new_code=new_code, n_rep=int(sizes.sum()))
+    return _Layout(
+        sizes=sizes,
+        starts=starts,
+        given_rows=given_rows,
+        new_rows=starts[new_part] + counts[new_part] + new_k,
+        new_code=new_code,
+        n_rep=int(sizes.sum()),
+    )
 
 
 def _scatter(layout: _Layout, given_values: list, new_values: list) -> list:
@@ -673,14 +748,16 @@ def _scatter(layout: _Layout, given_values: list, new_values: list) -> list:
     return out
 
 
-def _replica_nodes(given: _Given, layout: _Layout, node_ix: dict[str, int],
-                   up: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _replica_nodes(
+    given: _Given, layout: _Layout, node_ix: dict[str, int], up: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Each row's node in the input, and the node the search starts from (-1: none, or not Up)."""
     position = dict(node_ix)
     position[None] = -1
     node = np.full(layout.n_rep, -1, np.int32)
-    node[layout.given_rows] = np.fromiter(map(position.__getitem__, map(attrgetter("node"), given.replicas)),
-                                          np.int32, len(given.replicas))
+    node[layout.given_rows] = np.fromiter(
+        map(position.__getitem__, map(attrgetter("node"), given.replicas)), np.int32, len(given.replicas)
+    )
     return node, np.where(np.append(up, False)[node], node, -1).astype(np.int32)
 
 
@@ -694,8 +771,9 @@ def _move_costs(given: _Given, layout: _Layout, services: list, service: np.ndar
     return np.where(own >= 0, own, defaults[service]).astype(np.float32)
 
 
-def _replica_loads(given: _Given, layout: _Layout, code: np.ndarray, service: np.ndarray,
-                   cluster: _Entities) -> tuple[np.ndarray, np.ndarray]:
+def _replica_loads(
+    given: _Given, layout: _Layout, code: np.ndarray, service: np.ndarray, cluster: _Entities
+) -> tuple[np.ndarray, np.ndarray]:
     """Loads as primary and as secondary [rows, metrics]: the service's default loads, then the loads
     replicas report for the service's metrics. An instance's load is both."""
     default_primary, default_secondary, has_metric = _default_loads(cluster)
@@ -708,7 +786,7 @@ def _replica_loads(given: _Given, layout: _Layout, code: np.ndarray, service: np
         metric = np.fromiter(map(cluster.metric_ix.get, keys, repeat(-1)), np.int64, len(keys))
         reported = metric >= 0
         reported[reported] = has_metric[service[row[reported]], metric[reported]]
-        if None in values:      # no load reported
+        if None in values:  # no load reported
             reported &= np.array([v is not None for v in values], bool)
             values = [0.0 if v is None else v for v in values]
         value = np.array(values, np.float64).reshape(-1)
@@ -752,18 +830,20 @@ def _partition_table(rows: _Rows, P: int) -> np.ndarray:
 class _Policies:
     """Each service's affinity and domain policies."""
 
-    parent: np.ndarray              # int32[S] the partition of the service it has affinity to (-1: none)
-    aligned: np.ndarray             # bool[S] aligned affinity
-    nonpacking: np.ndarray          # bool[S] RequireDomainDistribution
-    preferred: np.ndarray           # bool[S, N] PreferPrimaryDomain: where the primary should be
+    parent: np.ndarray  # int32[S] the partition of the service it has affinity to (-1: none)
+    aligned: np.ndarray  # bool[S] aligned affinity
+    nonpacking: np.ndarray  # bool[S] RequireDomainDistribution
+    preferred: np.ndarray  # bool[S, N] PreferPrimaryDomain: where the primary should be
 
     def fields(self, rows: _Rows, R: int, P: int) -> dict:
         parent = self.parent[rows.service]
-        return dict(replica_parent=jnp.asarray(_pad(parent, (R,), -1)),
-                    children_of=jnp.asarray(_children_of(parent, P)),
-                    replica_aligned=jnp.asarray(_pad(self.aligned[rows.service], (R,), False)),
-                    service_nonpacking=jnp.asarray(self.nonpacking),
-                    primary_preferred=jnp.asarray(self.preferred))
+        return dict(
+            replica_parent=jnp.asarray(_pad(parent, (R,), -1)),
+            children_of=jnp.asarray(_children_of(parent, P)),
+            replica_aligned=jnp.asarray(_pad(self.aligned[rows.service], (R,), False)),
+            service_nonpacking=jnp.asarray(self.nonpacking),
+            primary_preferred=jnp.asarray(self.preferred),
+        )
 
 
 def _service_policies(cluster: _Entities) -> _Policies:
@@ -796,14 +876,16 @@ class _Upgrade:
     """During an upgrade replicas go back to their snapshot node once its upgrade domain is done; with
     PreferUpgradedUDs replicas to place prefer the done domains (SF: a soft PreferredLocation)."""
 
-    home: np.ndarray                # int32[rows] snapshot node to return to (-1: none)
-    prefers: np.ndarray             # bool[rows] a replica to place that prefers an upgraded domain
-    upgraded: np.ndarray            # bool[nodes] in an upgrade domain the upgrade is done with
+    home: np.ndarray  # int32[rows] snapshot node to return to (-1: none)
+    prefers: np.ndarray  # bool[rows] a replica to place that prefers an upgraded domain
+    upgraded: np.ndarray  # bool[nodes] in an upgrade domain the upgrade is done with
 
     def fields(self, R: int, N: int) -> dict:
-        return dict(replica_home=jnp.asarray(_pad(self.home, (R,), -1)),
-                    replica_upgraded=jnp.asarray(_pad(self.prefers, (R,), False)),
-                    node_upgraded=jnp.asarray(_pad(self.upgraded, (N,), False)))
+        return dict(
+            replica_home=jnp.asarray(_pad(self.home, (R,), -1)),
+            replica_upgraded=jnp.asarray(_pad(self.prefers, (R,), False)),
+            node_upgraded=jnp.asarray(_pad(self.upgraded, (N,), False)),
+        )
 
 
 def _upgrade_homes(state: ClusterState, cluster: _Entities, rows: _Rows) -> _Upgrade:
@@ -839,33 +921,47 @@ def _constraint_fields(settings: dict, n_rep: int, use_costs: bool) -> dict:
     priorities = [int(settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [THRESHOLD_PRIORITY]
     scale = n_rep + 1000.0
     penalty = [PRIORITY_WEIGHT.get(p, 0.0) * scale for p in priorities] + [UNPLACED_WEIGHT * scale]
-    return dict(enforce=jnp.asarray([p >= 0 for p in priorities] + [False]),
-                penalty=jnp.asarray(penalty, jnp.float32),
-                swap_cost=jnp.asarray(SWAP_COST if use_costs else 1.0, jnp.float32))
+    return dict(
+        enforce=jnp.asarray([p >= 0 for p in priorities] + [False]),
+        penalty=jnp.asarray(penalty, jnp.float32),
+        swap_cost=jnp.asarray(SWAP_COST if use_costs else 1.0, jnp.float32),
+    )
 
 
 def _unscoped_fields(R: int, P: int) -> dict:
     """Until `scope` says otherwise: nothing may move, with no movement limits."""
     unlimited = np.iinfo(np.int32).max
-    return dict(movable=jnp.zeros(R, jnp.int32), n_movable=jnp.asarray(0, jnp.int32),
-                swappable=jnp.zeros(P, jnp.int32), n_swappable=jnp.asarray(0, jnp.int32),
-                move_penalty=jnp.asarray(0.0, jnp.float32), move_budget=jnp.asarray(unlimited, jnp.int32),
-                partition_budget=jnp.asarray(unlimited, jnp.int32))
+    return dict(
+        movable=jnp.zeros(R, jnp.int32),
+        n_movable=jnp.asarray(0, jnp.int32),
+        swappable=jnp.zeros(P, jnp.int32),
+        n_swappable=jnp.asarray(0, jnp.int32),
+        move_penalty=jnp.asarray(0.0, jnp.float32),
+        move_budget=jnp.asarray(unlimited, jnp.int32),
+        partition_budget=jnp.asarray(unlimited, jnp.int32),
+    )
 
 
 def _index(cluster: _Entities, rows: _Rows, R: int, P: int) -> Index:
     partitions = cluster.partitions
     return Index(
-        nodes=tuple(n.name for n in cluster.nodes), metrics=tuple(cluster.metrics),
+        nodes=tuple(n.name for n in cluster.nodes),
+        metrics=tuple(cluster.metrics),
         services=tuple(s.name for s in cluster.services),
         partitions=tuple(zip(map(attrgetter("service"), partitions), map(attrgetter("partition_id"), partitions))),
-        replica_ids=tuple(rows.ids), replica_roles=tuple(rows.roles), partition_rows=rows.partition_rows,
-        input_node=_pad(rows.node, (R,), -1), node_of=_pad(rows.start, (R,), -1),
+        replica_ids=tuple(rows.ids),
+        replica_roles=tuple(rows.roles),
+        partition_rows=rows.partition_rows,
+        input_node=_pad(rows.node, (R,), -1),
+        node_of=_pad(rows.start, (R,), -1),
         primary_of=_pad(rows.primary_of, (P,), -1),
         stateful=_pad(rows.stateful, (P,), False),
-        node_status=tuple(n.status for n in cluster.nodes), node_types=tuple(n.node_type for n in cluster.nodes),
-        n_nodes=cluster.n_nodes, n_replicas=rows.n_replicas, n_partitions=len(partitions))
-
+        node_status=tuple(n.status for n in cluster.nodes),
+        node_types=tuple(n.node_type for n in cluster.nodes),
+        n_nodes=cluster.n_nodes,
+        n_replicas=rows.n_replicas,
+        n_partitions=len(partitions),
+    )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -906,16 +1002,22 @@ def scope(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, what: S
     unlimited = 2**31 - 1
     return dataclasses.replace(
         problem,
-        initial_node=jnp.asarray(node_of, jnp.int32), initial_primary=jnp.asarray(primary_of, jnp.int32),
-        start_node=jnp.asarray(start_node, jnp.int32), start_primary=jnp.asarray(start_primary, jnp.int32),
-        by_node=jnp.asarray(_pad(by_node.astype(np.int32), (r,), 0)), node_first=jnp.asarray(node_first),
+        initial_node=jnp.asarray(node_of, jnp.int32),
+        initial_primary=jnp.asarray(primary_of, jnp.int32),
+        start_node=jnp.asarray(start_node, jnp.int32),
+        start_primary=jnp.asarray(start_primary, jnp.int32),
+        by_node=jnp.asarray(_pad(by_node.astype(np.int32), (r,), 0)),
+        node_first=jnp.asarray(node_first),
         undo_share=jnp.asarray(what.undo_share, jnp.float32),
-        movable=jnp.asarray(_pad(moving, (r,), 0)), n_movable=jnp.asarray(len(moving), jnp.int32),
-        swappable=jnp.asarray(_pad(swapping, (p,), 0)), n_swappable=jnp.asarray(len(swapping), jnp.int32),
+        movable=jnp.asarray(_pad(moving, (r,), 0)),
+        n_movable=jnp.asarray(len(moving), jnp.int32),
+        swappable=jnp.asarray(_pad(swapping, (p,), 0)),
+        n_swappable=jnp.asarray(len(swapping), jnp.int32),
         enforce=jnp.asarray(what.enforce, bool),
         node_open=problem.node_up if what.open_nodes is None else problem.node_up & jnp.asarray(what.open_nodes),
         move_budget=jnp.asarray(min(what.budget if what.budget is not None else unlimited, unlimited), jnp.int32),
         partition_budget=jnp.asarray(min(what.partition_budget or unlimited, unlimited), jnp.int32),
         history=problem.history if what.history else jnp.full_like(problem.history, -1),
         features=dataclasses.replace(problem.features, history=what.history and bool((problem.history >= 0).any())),
-        move_penalty=jnp.asarray(what.move_weight * float(problem.replica_count + 1000.0), jnp.float32))
+        move_penalty=jnp.asarray(what.move_weight * float(problem.replica_count + 1000.0), jnp.float32),
+    )

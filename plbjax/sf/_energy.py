@@ -18,9 +18,9 @@ import jax.numpy as jnp
 from plbjax.sf._constraints import penalty_of
 from plbjax.sf._encoding import Problem
 
-SMALL_VALUE = 0.001     # SF's Constants::SmallValue
+SMALL_VALUE = 0.001  # SF's Constants::SmallValue
 MOVE_COST_OFFSET = 1000.0
-DOMAIN_FACTOR = 0.01    # SF's DefragmentationFdsStdDevFactor / DefragmentationUdsStdDevFactor
+DOMAIN_FACTOR = 0.01  # SF's DefragmentationFdsStdDevFactor / DefragmentationUdsStdDevFactor
 
 
 def replica_loads(problem: Problem, primary_of: jax.Array) -> jax.Array:
@@ -39,7 +39,7 @@ def local_loads(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> 
     """[S, N, Ms] load per service, node and local-domain slot."""
     n_services, n_slots = problem.service_metrics.shape
     n_nodes = problem.node_up.shape[0]
-    slots = problem.service_metrics[problem.replica_service]                       # [R, Ms]
+    slots = problem.service_metrics[problem.replica_service]  # [R, Ms]
     loads = jnp.take_along_axis(replica_loads(problem, primary_of), jnp.maximum(slots, 0), axis=1)
     loads = jnp.where((slots >= 0) & (node_of >= 0)[:, None], loads, 0.0)
     seg = problem.replica_service * n_nodes + jnp.maximum(node_of, 0)
@@ -109,8 +109,9 @@ def exact_deviations(values: jax.Array, mask: jax.Array) -> jax.Array:
 def domain_loads(problem: Problem, loads: jax.Array, tree: jax.Array, domains: jax.Array) -> jax.Array:
     """[D, M] total load of the Up nodes in each leaf domain of `tree`, for domain ids 0..D-1 where
     `domains` [D] marks the leaves counted."""
-    return jax.ops.segment_sum(jnp.where(problem.node_up[:, None], loads, 0.0), tree[:, -1],
-                               num_segments=domains.shape[0])
+    return jax.ops.segment_sum(
+        jnp.where(problem.node_up[:, None], loads, 0.0), tree[:, -1], num_segments=domains.shape[0]
+    )
 
 
 def metric_scores(problem: Problem, node_dev: jax.Array, fd_dev: jax.Array, ud_dev: jax.Array) -> jax.Array:
@@ -138,13 +139,14 @@ def avg_std_dev(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> 
     ud_dev = exact_deviations(ud.T[..., None], jnp.broadcast_to(problem.ud_up, (m,) + ud.shape[:1]))[:, 0]
     l_dev = exact_deviations(local_loads(problem, node_of, primary_of), local_masks(problem))
     services = jnp.arange(problem.service_metrics.shape[0])
-    return (jnp.sum(problem.global_weight * metric_scores(problem, node_dev, fd_dev, ud_dev))
-            + jnp.sum(problem.local_weight * local_scores(problem, services, l_dev)))
+    return jnp.sum(problem.global_weight * metric_scores(problem, node_dev, fd_dev, ud_dev)) + jnp.sum(
+        problem.local_weight * local_scores(problem, services, l_dev)
+    )
 
 
 def energy_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
     """The search's energy of a placement from scratch (SF's energy + violation penalties): the
     reference for incremental updates."""
-    return (energy(avg_std_dev(problem, node_of, primary_of), movement_cost(problem, node_of, primary_of),
-                   problem)
-            + penalty_of(problem, node_of, primary_of, node_loads(problem, node_of, primary_of)))
+    return energy(
+        avg_std_dev(problem, node_of, primary_of), movement_cost(problem, node_of, primary_of), problem
+    ) + penalty_of(problem, node_of, primary_of, node_loads(problem, node_of, primary_of))

@@ -34,23 +34,22 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, NoReturn, Sequence, Union
+from typing import NoReturn
 
 import numpy as np
 
 from plbjax.errors import BadInput
 
-PropertyValue = Union[str, int, float, bool]
+PropertyValue = str | int | float | bool
 Properties = Mapping[str, PropertyValue]
 
 # Longest spelling first, so that '>=' wins over '>' and '!^P' over '!^' and '!'.
-_OPERATORS = ("!^P", "^P", "==", "!=", ">=", "<=", "&&", "||", "!^",
-              "<", ">", "!", "(", ")", "^", "~")
+_OPERATORS = ("!^P", "^P", "==", "!=", ">=", "<=", "&&", "||", "!^", "<", ">", "!", "(", ")", "^", "~")
 _COMPARISONS = frozenset({"==", "!=", ">=", "<=", "<", ">", "^", "!^"})
 _WORD_EXTRA = "_.-:/@#+"  # besides letters and digits, these may appear in bare words
-_NUMBER = re.compile(r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)",
-                     re.IGNORECASE)
+_NUMBER = re.compile(r"\s*[+-]?(?:(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?|inf(?:inity)?|nan)", re.IGNORECASE)
 
 
 def _text(value: PropertyValue) -> str:
@@ -73,6 +72,7 @@ def _number(value: PropertyValue) -> float | None:
 # ---------------------------------------------------------------- syntax tree
 # evaluate() returns True/False, or None for an evaluation error (SF's
 # OperationResult error), which makes the whole expression false.
+
 
 @dataclass(frozen=True)
 class Const:
@@ -98,16 +98,27 @@ class Compare:
         raw = props[self.name]
         left, right = _number(raw), self.number
         if left is not None and right is not None:
-            return {"==": left == right, "!=": left != right, ">=": left >= right,
-                    "<=": left <= right, ">": left > right, "<": left < right}.get(self.op)
+            return {
+                "==": left == right,
+                "!=": left != right,
+                ">=": left >= right,
+                "<=": left <= right,
+                ">": left > right,
+                "<": left < right,
+            }.get(self.op)
         text = _text(raw)  # ordering comparisons are not in this table: an error on text
-        return {"==": text == self.value, "!=": text != self.value,
-                "^": text.startswith(self.value), "!^": not text.startswith(self.value)}.get(self.op)
+        return {
+            "==": text == self.value,
+            "!=": text != self.value,
+            "^": text.startswith(self.value),
+            "!^": not text.startswith(self.value),
+        }.get(self.op)
 
 
 @dataclass(frozen=True)
 class Policy:
     """``FDPolicy ~ Nonpacking`` and the like: a setting, always true as a filter."""
+
     name: str
     value: str
 
@@ -117,7 +128,7 @@ class Policy:
 
 @dataclass(frozen=True)
 class Not:
-    operand: "Node"
+    operand: Node
 
     def evaluate(self, props: Properties) -> bool | None:
         result = self.operand.evaluate(props)
@@ -127,7 +138,7 @@ class Not:
 @dataclass(frozen=True)
 class BoolOp:
     op: str  # "&&" or "||"
-    terms: tuple["Node", ...]
+    terms: tuple[Node, ...]
 
     def evaluate(self, props: Properties) -> bool | None:
         results = [term.evaluate(props) for term in self.terms]  # no short cut, as in SF
@@ -136,12 +147,13 @@ class BoolOp:
         return all(results) if self.op == "&&" else any(results)
 
 
-Node = Union[Const, Compare, Policy, Not, BoolOp]
+Node = Const | Compare | Policy | Not | BoolOp
 
 
 @dataclass(frozen=True)
 class Expression:
     """An immutable parsed placement constraint expression."""
+
     source: str
     root: Node
     property_names: frozenset[str]
@@ -156,11 +168,12 @@ class Expression:
 
 # -------------------------------------------------------------------- parsing
 
+
 @dataclass(frozen=True)
 class _Token:
     kind: str  # "op", "word", "quoted" or "end"
     text: str
-    col: int   # 1-based
+    col: int  # 1-based
 
 
 def _error(source: str, message: str) -> BadInput:
@@ -177,7 +190,7 @@ def _tokenize(source: str) -> list[_Token]:
             end = source.find(c, i + 1)
             if end < 0:
                 raise _error(source, f"unterminated string starting at column {col}")
-            tokens.append(_Token("quoted", source[i + 1:end], col))
+            tokens.append(_Token("quoted", source[i + 1 : end], col))
             i = end + 1
         elif c.isalnum() or c in _WORD_EXTRA:
             end = i
@@ -301,5 +314,4 @@ def parse(source: str | None) -> Expression:
 def node_mask(source: str | None, node_properties: Sequence[Properties]) -> np.ndarray:
     """bool[len(node_properties)]: which nodes the expression selects."""
     expression = parse(source)
-    return np.fromiter((expression.matches(p) for p in node_properties),
-                       dtype=bool, count=len(node_properties))
+    return np.fromiter((expression.matches(p) for p in node_properties), dtype=bool, count=len(node_properties))

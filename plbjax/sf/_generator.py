@@ -72,8 +72,8 @@ __all__ = ["ClusterSpec", "generate", "main"]
 
 _WEIGHTS = ("High", "Medium", "Low")
 _COLORS = ("Blue", "Green", "Red")
-_BLOCK = 512            # partitions whose candidates are drawn in one vectorised call
-_PRIMARY_FACTOR = 1.5   # PrimaryDefaultLoad / SecondaryDefaultLoad
+_BLOCK = 512  # partitions whose candidates are drawn in one vectorised call
+_PRIMARY_FACTOR = 1.5  # PrimaryDefaultLoad / SecondaryDefaultLoad
 
 
 @dataclass(frozen=True)
@@ -82,16 +82,16 @@ class ClusterSpec:
 
     nodes: int = 20
     node_types: int = 1
-    fault_domains: int = 5          # top-level FDs
+    fault_domains: int = 5  # top-level FDs
     racks_per_fault_domain: int = 1  # >1 gives hierarchical FDs "fd:/dcK/rJ"
     upgrade_domains: int = 5
-    metrics: int = 2                # custom metrics "Metric0".. ; 0 => SF default metrics
+    metrics: int = 2  # custom metrics "Metric0".. ; 0 => SF default metrics
     services: int = 5
     partitions_per_service: int = 4
     replicas_per_partition: int = 3  # TargetReplicaSetSize (stateful) / InstanceCount (stateless)
     stateless_fraction: float = 0.2
-    skew: float = 0.5               # 0 = uniform spread, 1 = piled on few nodes
-    load_scale: float = 10.0        # typical load per replica
+    skew: float = 0.5  # 0 = uniform spread, 1 = piled on few nodes
+    load_scale: float = 10.0  # typical load per replica
     capacity_headroom: float = 2.0  # capacity = headroom * total load / nodes; 0 = no capacities
     placement_constraint_fraction: float = 0.0  # services with a NodeType constraint
 
@@ -114,28 +114,46 @@ def _validate(seed: int, spec: ClusterSpec) -> None:
 
     if not whole(seed, 0):
         raise BadInput(f"seed = {seed!r}: must be an integer >= 0")
-    for f in ("nodes", "node_types", "fault_domains", "racks_per_fault_domain",
-              "upgrade_domains", "partitions_per_service", "replicas_per_partition"):
+    for f in (
+        "nodes",
+        "node_types",
+        "fault_domains",
+        "racks_per_fault_domain",
+        "upgrade_domains",
+        "partitions_per_service",
+        "replicas_per_partition",
+    ):
         need(whole(getattr(spec, f), 1), f, "must be an integer >= 1")
     for f in ("metrics", "services"):
         need(whole(getattr(spec, f), 0), f, "must be an integer >= 0")
     for f in ("stateless_fraction", "skew", "placement_constraint_fraction"):
         v = getattr(spec, f)
         need(isinstance(v, (int, float)) and 0.0 <= v <= 1.0, f, "must be in [0, 1]")
-    need(isinstance(spec.load_scale, (int, float)) and spec.load_scale > 0
-         and math.isfinite(spec.load_scale), "load_scale", "must be a positive number")
-    need(isinstance(spec.capacity_headroom, (int, float)) and spec.capacity_headroom >= 0
-         and math.isfinite(spec.capacity_headroom), "capacity_headroom", "must be >= 0")
+    need(
+        isinstance(spec.load_scale, (int, float)) and spec.load_scale > 0 and math.isfinite(spec.load_scale),
+        "load_scale",
+        "must be a positive number",
+    )
+    need(
+        isinstance(spec.capacity_headroom, (int, float))
+        and spec.capacity_headroom >= 0
+        and math.isfinite(spec.capacity_headroom),
+        "capacity_headroom",
+        "must be >= 0",
+    )
     need(spec.node_types <= spec.nodes, "node_types", f"more node types than nodes ({spec.nodes})")
     leaves = spec.fault_domains * spec.racks_per_fault_domain
-    need(leaves <= spec.nodes, "fault_domains",
-         f"fault_domains * racks_per_fault_domain = {leaves} > nodes = {spec.nodes} "
-         "(every domain must have a node)")
-    need(spec.upgrade_domains <= spec.nodes, "upgrade_domains",
-         f"more upgrade domains than nodes ({spec.nodes})")
-    need(spec.replicas_per_partition <= spec.nodes, "replicas_per_partition",
-         f"more replicas per partition than nodes ({spec.nodes}): no two replicas of a "
-         "partition may share a node")
+    need(
+        leaves <= spec.nodes,
+        "fault_domains",
+        f"fault_domains * racks_per_fault_domain = {leaves} > nodes = {spec.nodes} (every domain must have a node)",
+    )
+    need(spec.upgrade_domains <= spec.nodes, "upgrade_domains", f"more upgrade domains than nodes ({spec.nodes})")
+    need(
+        spec.replicas_per_partition <= spec.nodes,
+        "replicas_per_partition",
+        f"more replicas per partition than nodes ({spec.nodes}): no two replicas of a partition may share a node",
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -158,7 +176,7 @@ class _Placer:
         self.ud_list = ud_of.tolist()
         self.n_fd = n_fd
         self.n_ud = n_ud
-        self.rem = rem                      # (N, M) remaining capacity in load units, or None
+        self.rem = rem  # (N, M) remaining capacity in load units, or None
         self.rem_l = None if rem is None else rem.tolist()
         self.cap0 = None if rem is None else rem.copy()
         self._pending: list[int] = []
@@ -213,9 +231,18 @@ class _Placer:
                 pick = n
                 break
             if pick < 0:
-                pick = self._vector_pick(None if loads is None else loads[slot], elig, chosen,
-                                         fd_cnt, fd_top, ud_cnt, ud_top, spread, strict_ud,
-                                         mode)
+                pick = self._vector_pick(
+                    None if loads is None else loads[slot],
+                    elig,
+                    chosen,
+                    fd_cnt,
+                    fd_top,
+                    ud_cnt,
+                    ud_top,
+                    spread,
+                    strict_ud,
+                    mode,
+                )
             if pick < 0:
                 if rem_l is not None:
                     for k, n in enumerate(chosen):
@@ -234,8 +261,7 @@ class _Placer:
                 self._take(pick, load_l, 1)
         return chosen
 
-    def _vector_pick(self, load, elig, chosen, fd_cnt, fd_top, ud_cnt, ud_top, spread,
-                     strict_ud, mode):
+    def _vector_pick(self, load, elig, chosen, fd_cnt, fd_top, ud_cnt, ud_top, spread, strict_ud, mode):
         qf, sf, qu, su = spread
         fc = np.asarray(fd_cnt)
         ok = elig.copy()
@@ -272,14 +298,14 @@ class _Candidates:
 
     def __init__(self, weights: np.ndarray, typical: list | None):
         self.weights = weights
-        self.typical = typical              # median replica load per metric; None: no capacities
+        self.typical = typical  # median replica load per metric; None: no capacities
         self.live = np.ones(len(weights), dtype=bool)
-        self.cdfs: dict = {}                # eligibility class -> cumulative weights of its live nodes
+        self.cdfs: dict = {}  # eligibility class -> cumulative weights of its live nodes
 
     def start_class(self, c: int, elig: np.ndarray, u: np.ndarray) -> None:
         """Draw for the partitions of class `c` from the uniforms `u` [partitions, draws]."""
         self.c, self.elig, self.u = c, elig, u
-        self.block: list = []               # candidate rows for partitions b0.. from the current cdf
+        self.block: list = []  # candidate rows for partitions b0.. from the current cdf
         self.b0 = 0
 
     def draw(self, b: int) -> list:
@@ -291,10 +317,10 @@ class _Candidates:
             total = cdf[-1]
             self.b0 = b
             if total > 0:
-                pos = np.searchsorted(cdf, self.u[b:b + _BLOCK] * total, side="right")
+                pos = np.searchsorted(cdf, self.u[b : b + _BLOCK] * total, side="right")
                 self.block = np.minimum(pos, len(self.weights) - 1).tolist()
             else:
-                self.block = [[]] * len(self.u[b:b + _BLOCK])
+                self.block = [[]] * len(self.u[b : b + _BLOCK])
         return list(dict.fromkeys(self.block[b - self.b0]))
 
     def retire_full(self, nodes: list, rem_l: list) -> None:
@@ -306,8 +332,7 @@ class _Candidates:
                 self.cdfs.clear()
 
 
-def _place_all(placer, rng, order, con_of_part, class_info, loads, loads_all, weights, R, mode,
-               relax_ud):
+def _place_all(placer, rng, order, con_of_part, class_info, loads, loads_all, weights, R, mode, relax_ud):
     """Place every partition, in ``order``; (P, R) node indices or raise _Unplaceable.
 
     mode "weighted": candidates drawn by the skew weights (`_Candidates`), node-wide weighted pick
@@ -317,7 +342,7 @@ def _place_all(placer, rng, order, con_of_part, class_info, loads, loads_all, we
     that rule.
     """
     P = len(order)
-    K = 4 * R + 4   # candidate draws (with replacement) per partition
+    K = 4 * R + 4  # candidate draws (with replacement) per partition
     cls_seq = con_of_part[order]
     weighted = mode == "weighted"
     if weighted:
@@ -326,14 +351,15 @@ def _place_all(placer, rng, order, con_of_part, class_info, loads, loads_all, we
     retries = _retries(mode, relax_ud)
     assign = np.empty((P, R), dtype=np.int64)
     bounds = [0, *(np.flatnonzero(np.diff(cls_seq)) + 1).tolist(), P] if P else [0]
-    for start, stop in zip(bounds[:-1], bounds[1:]):     # one eligibility class at a time
+    for start, stop in zip(bounds[:-1], bounds[1:]):  # one eligibility class at a time
         c = int(cls_seq[start])
         elig, spread = class_info[c]
         if weighted:
             candidates.start_class(c, elig, rng.random((stop - start, K)))
         for b, p in enumerate(order[start:stop].tolist()):
-            got = _place_partition(placer, p, loads, loads_all, R, elig, spread,
-                                   candidates.draw(b) if weighted else [], mode, retries)
+            got = _place_partition(
+                placer, p, loads, loads_all, R, elig, spread, candidates.draw(b) if weighted else [], mode, retries
+            )
             assign[p] = got
             if weighted and placer.rem_l is not None:
                 candidates.retire_full(got, placer.rem_l)
@@ -405,9 +431,13 @@ def _node_layout(spec: ClusterSpec) -> _Nodes:
     idx = np.arange(N)
     width = max(3, len(str(N - 1)))
     F = int(spec.fault_domains)
-    return _Nodes(fd=idx % F, rack=(idx // F) % int(spec.racks_per_fault_domain),
-                  ud=idx % int(spec.upgrade_domains), type=idx * int(spec.node_types) // N,
-                  names=[f"Node{i:0{width}d}" for i in range(N)])
+    return _Nodes(
+        fd=idx % F,
+        rack=(idx // F) % int(spec.racks_per_fault_domain),
+        ud=idx % int(spec.upgrade_domains),
+        type=idx * int(spec.node_types) // N,
+        names=[f"Node{i:0{width}d}" for i in range(N)],
+    )
 
 
 class _Services(NamedTuple):
@@ -436,12 +466,12 @@ class _Loads(NamedTuple):
     """Loads in integer units (1, or 0.1 for float loads) so that capacity bookkeeping is exact. The
     arrays are None without custom metrics."""
 
-    as_int: bool                    # loads and capacities are integers (load_scale >= 5)
-    unit: float                     # units per load
-    primary: np.ndarray | None      # (S, M) default loads of stateful services
+    as_int: bool  # loads and capacities are integers (load_scale >= 5)
+    unit: float  # units per load
+    primary: np.ndarray | None  # (S, M) default loads of stateful services
     secondary: np.ndarray | None
-    instance: np.ndarray | None     # (S, M) default loads of stateless services
-    replicas: np.ndarray | None     # (P, R, M) each replica's load; slot 0 is the primary
+    instance: np.ndarray | None  # (S, M) default loads of stateless services
+    replicas: np.ndarray | None  # (P, R, M) each replica's load; slot 0 is the primary
 
     def number(self, x) -> int | float:
         """A load or capacity in the document's terms."""
@@ -459,6 +489,7 @@ def _loads(rng: np.random.Generator, spec: ClusterSpec, services: _Services) -> 
 
     def rnd(x):
         return np.maximum(np.rint(x * unit), 1.0)
+
     base = spec.load_scale * rng.lognormal(0.0, 0.5, size=(S, M))
     secondary = rnd(base)
     primary = np.maximum(rnd(_PRIMARY_FACTOR * base), secondary + 1.0)
@@ -467,8 +498,9 @@ def _loads(rng: np.random.Generator, spec: ClusterSpec, services: _Services) -> 
     part_f = rng.lognormal(0.0, 0.3, size=(len(svc_of_part), 1, M))
     noise = rng.lognormal(0.0, 0.1, size=(len(svc_of_part), R, M))
     sl = services.stateless[svc_of_part]
-    role_default = np.where(sl[:, None, None], instance[svc_of_part][:, None, :],
-                            secondary[svc_of_part][:, None, :]).repeat(R, axis=1)
+    role_default = np.where(
+        sl[:, None, None], instance[svc_of_part][:, None, :], secondary[svc_of_part][:, None, :]
+    ).repeat(R, axis=1)
     role_default[~sl, 0, :] = primary[svc_of_part[~sl]]
     replicas = np.maximum(np.rint(role_default * part_f * noise), 1.0)
     return _Loads(as_int, unit, primary, secondary, instance, replicas)
@@ -482,12 +514,17 @@ def _capacity(spec: ClusterSpec, loads: _Loads) -> np.ndarray | None:
         return None
     N = int(spec.nodes)
     total = loads.replicas.sum(axis=(0, 1))
-    largest = loads.replicas.max(axis=(0, 1)) if loads.replicas.shape[0] else np.full(int(spec.metrics),
-                                                                                     spec.load_scale * loads.unit)
+    largest = (
+        loads.replicas.max(axis=(0, 1))
+        if loads.replicas.shape[0]
+        else np.full(int(spec.metrics), spec.load_scale * loads.unit)
+    )
     cap = np.ceil(spec.capacity_headroom * np.maximum(total / N, largest))
     if (cap * N < total).any():
-        raise BadInput(f"ClusterSpec.capacity_headroom = {spec.capacity_headroom}: total node "
-                       "capacity is below the total load (use >= 1, or 0 for no capacities)")
+        raise BadInput(
+            f"ClusterSpec.capacity_headroom = {spec.capacity_headroom}: total node "
+            "capacity is below the total load (use >= 1, or 0 for no capacities)"
+        )
     return cap
 
 
@@ -508,16 +545,22 @@ def _eligibility_classes(spec: ClusterSpec, nodes: _Nodes, services: _Services) 
         ne = int(elig.sum())
         if R > ne:
             raise BadInput(
-                f"replicas_per_partition = {R} > {ne} nodes of NodeType{c} that services "
-                f"constrained to it may use")
+                f"replicas_per_partition = {R} > {ne} nodes of NodeType{c} that services constrained to it may use"
+            )
         qf, sf = _spread(R, len(set(nodes.fd[elig].tolist())))
         qu, su = _spread(R, len(set(nodes.ud[elig].tolist())))
         class_info[c] = (elig, (qf, sf, qu, su))
     return class_info
 
 
-def _initial_placement(rng: np.random.Generator, spec: ClusterSpec, nodes: _Nodes, services: _Services,
-                       loads: _Loads, capacity: np.ndarray | None) -> np.ndarray:
+def _initial_placement(
+    rng: np.random.Generator,
+    spec: ClusterSpec,
+    nodes: _Nodes,
+    services: _Services,
+    loads: _Loads,
+    capacity: np.ndarray | None,
+) -> np.ndarray:
     """(P, R) the node of every replica: weighted then worst-fit passes, then both again giving up the
     upgrade-domain spread where a partition needs it; BadInput if all four fail. Constrained services
     first (fewer choices), then within a class the partitions with the largest load relative to
@@ -533,16 +576,26 @@ def _initial_placement(rng: np.random.Generator, spec: ClusterSpec, nodes: _Node
     loads_all = None if loads.replicas is None else loads.replicas.tolist()
     failure = ""
     for attempt, relax_ud in (("weighted", False), ("roomiest", False), ("weighted", True), ("roomiest", True)):
-        placer = _Placer(rng, weights, nodes.fd, nodes.ud, int(spec.fault_domains), int(spec.upgrade_domains),
-                         None if rem is None else rem.copy())
+        placer = _Placer(
+            rng,
+            weights,
+            nodes.fd,
+            nodes.ud,
+            int(spec.fault_domains),
+            int(spec.upgrade_domains),
+            None if rem is None else rem.copy(),
+        )
         try:
-            return _place_all(placer, rng, order, con_of_part, class_info, loads.replicas, loads_all, weights, R,
-                              attempt, relax_ud)
+            return _place_all(
+                placer, rng, order, con_of_part, class_info, loads.replicas, loads_all, weights, R, attempt, relax_ud
+            )
         except _Unplaceable as e:
             s_i, p_i = divmod(e.args[0], PPS)
-            failure = (f"cannot place partition {p_i} of fabric:/App/Svc{s_i}: no {R} nodes "
-                       "satisfy the capacity, placement-constraint and fault-domain rules "
-                       f"(capacity_headroom = {spec.capacity_headroom}, skew = {spec.skew})")
+            failure = (
+                f"cannot place partition {p_i} of fabric:/App/Svc{s_i}: no {R} nodes "
+                "satisfy the capacity, placement-constraint and fault-domain rules "
+                f"(capacity_headroom = {spec.capacity_headroom}, skew = {spec.skew})"
+            )
     raise BadInput(failure)
 
 
@@ -550,25 +603,39 @@ def _initial_placement(rng: np.random.Generator, spec: ClusterSpec, nodes: _Node
 # the document
 
 
-def _document(spec: ClusterSpec, nodes: _Nodes, services: _Services, loads: _Loads,
-              capacity: np.ndarray | None, assign: np.ndarray) -> dict:
+def _document(
+    spec: ClusterSpec,
+    nodes: _Nodes,
+    services: _Services,
+    loads: _Loads,
+    capacity: np.ndarray | None,
+    assign: np.ndarray,
+) -> dict:
     metric_names = [f"Metric{j}" for j in range(int(spec.metrics))]
-    return {"SchemaVersion": 1, "Settings": {},
-            "NodeTypes": [{"Name": f"NodeType{t}"} for t in range(int(spec.node_types))],
-            "Nodes": _node_docs(spec, nodes, loads, capacity, metric_names),
-            "Services": _service_docs(spec, services, loads, metric_names),
-            "Partitions": _partition_docs(spec, nodes, services, loads, assign, metric_names)}
+    return {
+        "SchemaVersion": 1,
+        "Settings": {},
+        "NodeTypes": [{"Name": f"NodeType{t}"} for t in range(int(spec.node_types))],
+        "Nodes": _node_docs(spec, nodes, loads, capacity, metric_names),
+        "Services": _service_docs(spec, services, loads, metric_names),
+        "Partitions": _partition_docs(spec, nodes, services, loads, assign, metric_names),
+    }
 
 
-def _node_docs(spec: ClusterSpec, nodes: _Nodes, loads: _Loads, capacity: np.ndarray | None,
-               metric_names: list[str]) -> list[dict]:
+def _node_docs(
+    spec: ClusterSpec, nodes: _Nodes, loads: _Loads, capacity: np.ndarray | None, metric_names: list[str]
+) -> list[dict]:
     racks = int(spec.racks_per_fault_domain) > 1
     cap_dict = None if capacity is None else {m: loads.number(v) for m, v in zip(metric_names, capacity)}
     docs = []
     for i, name in enumerate(nodes.names):
         fd = f"fd:/dc{nodes.fd[i]}" + (f"/r{nodes.rack[i]}" if racks else "")
-        nd = {"NodeName": name, "NodeType": f"NodeType{nodes.type[i]}",
-              "FaultDomain": fd, "UpgradeDomain": f"UD{nodes.ud[i]}"}
+        nd = {
+            "NodeName": name,
+            "NodeType": f"NodeType{nodes.type[i]}",
+            "FaultDomain": fd,
+            "UpgradeDomain": f"UD{nodes.ud[i]}",
+        }
         if cap_dict is not None:
             nd["Capacities"] = dict(cap_dict)
         nd["PlacementProperties"] = {"NodeColor": _COLORS[i % len(_COLORS)]}
@@ -606,28 +673,33 @@ def _metric_doc(stateless: bool, loads: _Loads, s: int, j: int, name: str) -> di
     return md
 
 
-def _partition_docs(spec: ClusterSpec, nodes: _Nodes, services: _Services, loads: _Loads, assign: np.ndarray,
-                    metric_names: list[str]) -> list[dict]:
+def _partition_docs(
+    spec: ClusterSpec, nodes: _Nodes, services: _Services, loads: _Loads, assign: np.ndarray, metric_names: list[str]
+) -> list[dict]:
     PPS, R = int(spec.partitions_per_service), int(spec.replicas_per_partition)
     assign_l = assign.tolist()
     loads_l = None
     if loads.replicas is not None:
-        loads_l = (loads.replicas.astype(np.int64) if loads.as_int
-                   else np.round(loads.replicas / loads.unit, 1)).tolist()
+        loads_l = (
+            loads.replicas.astype(np.int64) if loads.as_int else np.round(loads.replicas / loads.unit, 1)
+        ).tolist()
     parts = []
     for p in range(int(spec.services) * PPS):
         s, k = divmod(p, PPS)
         role0, role = ("Instance", "Instance") if services.stateless[s] else ("Primary", "Secondary")
         reps = []
         for q in range(R):
-            rp = {"ReplicaId": f"R{s}-{k}-{q}", "Role": role0 if q == 0 else role,
-                  "NodeName": nodes.names[assign_l[p][q]]}
+            rp = {
+                "ReplicaId": f"R{s}-{k}-{q}",
+                "Role": role0 if q == 0 else role,
+                "NodeName": nodes.names[assign_l[p][q]],
+            }
             if loads_l is not None:
                 rp["Loads"] = dict(zip(metric_names, loads_l[p][q]))
             reps.append(rp)
-        parts.append({"ServiceName": f"fabric:/App/Svc{s}",
-                      "PartitionId": f"{s:08x}-0000-0000-0000-{k:012x}",
-                      "Replicas": reps})
+        parts.append(
+            {"ServiceName": f"fabric:/App/Svc{s}", "PartitionId": f"{s:08x}-0000-0000-0000-{k:012x}", "Replicas": reps}
+        )
     return parts
 
 
@@ -637,16 +709,22 @@ def _partition_docs(spec: ClusterSpec, nodes: _Nodes, services: _Services, loads
 
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="plbjax-generate",
-        description="Generate a synthetic Service Fabric cluster state document (JSON or YAML).")
+        prog="plbjax-generate", description="Generate a synthetic Service Fabric cluster state document (JSON or YAML)."
+    )
     for f in dataclasses.fields(ClusterSpec):
         typ = type(f.default)
-        ap.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=typ,
-                        default=f.default, metavar=typ.__name__.upper(),
-                        help=f"(default: {f.default})")
+        ap.add_argument(
+            "--" + f.name.replace("_", "-"),
+            dest=f.name,
+            type=typ,
+            default=f.default,
+            metavar=typ.__name__.upper(),
+            help=f"(default: {f.default})",
+        )
     ap.add_argument("--seed", type=int, default=0, metavar="INT", help="(default: 0)")
-    ap.add_argument("-o", "--out", metavar="PATH", default=None,
-                    help="output file, .json or .yaml/.yml (default: JSON on stdout)")
+    ap.add_argument(
+        "-o", "--out", metavar="PATH", default=None, help="output file, .json or .yaml/.yml (default: JSON on stdout)"
+    )
     return ap
 
 
@@ -658,6 +736,7 @@ def _dump(doc: dict, path: str | None) -> None:
     low = path.lower()
     if low.endswith((".yaml", ".yml")):
         import yaml
+
         dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
         with open(path, "w", encoding="utf-8") as fh:
             yaml.dump(doc, fh, Dumper=dumper, sort_keys=False, default_flow_style=None)

@@ -47,8 +47,12 @@ def apply_resource_governance(state: ClusterState) -> tuple[ClusterState, list[d
     services = tuple(_govern_service(s, state.settings) for s in state.services)
     nodes, health = _govern_nodes(state)
     result = dataclasses.replace(
-        state, nodes=nodes, services=services, partitions=tuple(_drop_reported_loads(p) for p in state.partitions),
-        **_metric_defaults(state, sorted({m.name for s in services for m in s.metrics})))
+        state,
+        nodes=nodes,
+        services=services,
+        partitions=tuple(_drop_reported_loads(p) for p in state.partitions),
+        **_metric_defaults(state, sorted({m.name for s in services for m in s.metrics})),
+    )
     return result, health
 
 
@@ -67,29 +71,33 @@ def _govern_nodes(state: ClusterState) -> tuple[tuple[Node, ...], list[dict]]:
     nodes, health = [], []
     for node in state.nodes:
         capacities, reasons = _node_capacities(node, state.settings, governed)
-        nodes.append(node if capacities == node.capacities
-                     else dataclasses.replace(node, capacities=capacities))
+        nodes.append(node if capacities == node.capacities else dataclasses.replace(node, capacities=capacities))
         if reasons and node.status != "Down":
-            health.append({
-                "SourceId": "System.PLB",
-                "Property": HEALTH_PROPERTY,
-                "HealthState": "Warning",
-                "Entity": node.name,
-                "Description": "; ".join(reasons),
-            })
+            health.append(
+                {
+                    "SourceId": "System.PLB",
+                    "Property": HEALTH_PROPERTY,
+                    "HealthState": "Warning",
+                    "Entity": node.name,
+                    "Description": "; ".join(reasons),
+                }
+            )
     return tuple(nodes), health
 
 
 def _metric_defaults(state: ClusterState, metrics: list[str]) -> dict:
     """The per-metric maps (balancing and activity thresholds, defragmentation, node buffer) with SF's
     defaults for the `metrics` the document does not set."""
+
     def defaults(values: dict, default: float | bool) -> dict:
         return values | {m: default for m in metrics if m not in values}
 
-    return dict(balancing_thresholds=defaults(state.balancing_thresholds, 1.0),
-                activity_thresholds=defaults(state.activity_thresholds, 0.0),
-                defragmentation_metrics=defaults(state.defragmentation_metrics, False),
-                node_buffer_percentage=defaults(state.node_buffer_percentage, 0.0))
+    return dict(
+        balancing_thresholds=defaults(state.balancing_thresholds, 1.0),
+        activity_thresholds=defaults(state.activity_thresholds, 0.0),
+        defragmentation_metrics=defaults(state.defragmentation_metrics, False),
+        node_buffer_percentage=defaults(state.node_buffer_percentage, 0.0),
+    )
 
 
 def cpu_shares_split(service: Service) -> dict[str, float]:
@@ -108,8 +116,7 @@ def cpu_shares_split(service: Service) -> dict[str, float]:
     cores = float(rg.get("CpuCores", 0))
     shares = [p.get("CpuShares", 0) for p in packages]
     total = sum(shares) if all(shares) else 0
-    return {p["Name"]: cores * (share / total if total else 1 / len(packages))
-            for p, share in zip(packages, shares)}
+    return {p["Name"]: cores * (share / total if total else 1 / len(packages)) for p, share in zip(packages, shares)}
 
 
 # ---------------------------------------------------------------------------------- helpers
@@ -152,8 +159,7 @@ def _govern_service(service: Service, settings: dict) -> Service:
         if metric in declared:
             continue  # ServiceDescription::AddRGMetric keeps a metric the service declares
         weight = float(settings[_RESOURCES[metric][2]])
-        added.append(Metric(metric, weight, _weight_name(weight, _RESOURCES[metric][2]),
-                            loads[metric], loads[metric]))
+        added.append(Metric(metric, weight, _weight_name(weight, _RESOURCES[metric][2]), loads[metric], loads[metric]))
     return dataclasses.replace(service, metrics=service.metrics + tuple(added)) if added else service
 
 
@@ -195,17 +201,19 @@ def _node_capacities(node: Node, settings: dict, governed: bool) -> tuple[dict[s
             unknown.append(metric)
     reasons = []
     if unknown and settings["EnforceUserServiceMetricCapacities"]:
-        why = ("AutoDetectAvailableResources is false" if not auto_detect
-               else "AvailableResources does not give it")
+        why = "AutoDetectAvailableResources is false" if not auto_detect else "AvailableResources does not give it"
         reasons.append(
             "EnforceUserServiceMetricCapacities is true but node capacities are not defined for "
             f"{' and '.join(unknown)} (no capacity given and {why}); resource limits for user "
-            "services cannot be enforced on this node")
+            "services cannot be enforced on this node"
+        )
     if mismatch and governed:
         reasons.append(
-            "the node capacity defined for " + " and ".join(mismatch)
+            "the node capacity defined for "
+            + " and ".join(mismatch)
             + " is larger than the node's available resources"
-            + (", so it is capped at them" if auto_detect else ""))
+            + (", so it is capped at them" if auto_detect else "")
+        )
     return capacities, reasons
 
 
@@ -216,6 +224,8 @@ def _drop_reported_loads(partition: Partition) -> Partition:
         return partition
     replicas = tuple(
         dataclasses.replace(r, loads={k: v for k, v in r.loads.items() if k not in RG_METRICS})
-        if any(m in r.loads for m in RG_METRICS) else r
-        for r in partition.replicas)
+        if any(m in r.loads for m in RG_METRICS)
+        else r
+        for r in partition.replicas
+    )
     return dataclasses.replace(partition, replicas=replicas)

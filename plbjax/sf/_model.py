@@ -20,40 +20,40 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from plbjax.sf import _energy as E
 from plbjax.anneal import Model
+from plbjax.sf import _energy as E
 from plbjax.sf._constraints import domain_violations_of, partition_domain_violations, penalty_of
 from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
 from plbjax.sf._moves import DRAWS, Move, partition_after, propose_batch, shares, two_services
 
-DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])   # the constraints `finish` checks
+DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])  # the constraints `finish` checks
 
 
 class SearchState(eqx.Module):
-    node_of: jax.Array        # [R]
-    primary_of: jax.Array     # [P]
-    loads: jax.Array          # [N, M]
-    local: jax.Array          # [S, N, Ms]
-    g_total: jax.Array        # [M] over each metric's nodes
-    g_sq: jax.Array           # [M] centred on g_centre
+    node_of: jax.Array  # [R]
+    primary_of: jax.Array  # [P]
+    loads: jax.Array  # [N, M]
+    local: jax.Array  # [S, N, Ms]
+    g_total: jax.Array  # [M] over each metric's nodes
+    g_sq: jax.Array  # [M] centred on g_centre
     g_centre: jax.Array
-    l_total: jax.Array        # [S, Ms]
+    l_total: jax.Array  # [S, Ms]
     l_sq: jax.Array
     l_centre: jax.Array
-    fd_loads: jax.Array       # [Df, M] per leaf fault domain (defragmentation's spread term)
-    fd_total: jax.Array       # [M] over leaf fault domains
+    fd_loads: jax.Array  # [Df, M] per leaf fault domain (defragmentation's spread term)
+    fd_total: jax.Array  # [M] over leaf fault domains
     fd_sq: jax.Array
     fd_centre: jax.Array
-    ud_loads: jax.Array       # [Du, M] per upgrade domain
+    ud_loads: jax.Array  # [Du, M] per upgrade domain
     ud_total: jax.Array
     ud_sq: jax.Array
     ud_centre: jax.Array
-    local_score: jax.Array    # sum of local_weight * local deviation
-    cost: jax.Array           # movement cost from the phase's initial placement
-    moves: jax.Array          # movements from the phase's initial placement (moved replicas, swaps)
-    penalty: jax.Array        # energy of the constraint violations
+    local_score: jax.Array  # sum of local_weight * local deviation
+    cost: jax.Array  # movement cost from the phase's initial placement
+    moves: jax.Array  # movements from the phase's initial placement (moved replicas, swaps)
+    penalty: jax.Array  # energy of the constraint violations
     domain_violations: jax.Array  # [P, 2] each partition's fault- and upgrade-domain violation measure
-    energy: jax.Array         # SF's energy + penalty
+    energy: jax.Array  # SF's energy + penalty
 
 
 def _stats(values: jax.Array, mask: jax.Array, count: jax.Array):
@@ -74,29 +74,60 @@ def _fresh(problem: Problem, node_of, primary_of, penalty=None, domain_violation
     g_total, g_centre, g_sq = _stats(loads.T[..., None], problem.metric_nodes, problem.metric_node_count[:, None])
     fd_loads = E.domain_loads(problem, loads, problem.fd_tree, problem.fd_leaf_up)
     ud_loads = E.domain_loads(problem, loads, problem.ud_tree, problem.ud_up)
-    fd_total, fd_centre, fd_sq = _stats(fd_loads.T[..., None], jnp.broadcast_to(problem.fd_leaf_up, (m,) + fd_loads.shape[:1]),
-                                        jnp.sum(problem.fd_leaf_up).astype(jnp.float32))
-    ud_total, ud_centre, ud_sq = _stats(ud_loads.T[..., None], jnp.broadcast_to(problem.ud_up, (m,) + ud_loads.shape[:1]),
-                                        jnp.sum(problem.ud_up).astype(jnp.float32))
+    fd_total, fd_centre, fd_sq = _stats(
+        fd_loads.T[..., None],
+        jnp.broadcast_to(problem.fd_leaf_up, (m,) + fd_loads.shape[:1]),
+        jnp.sum(problem.fd_leaf_up).astype(jnp.float32),
+    )
+    ud_total, ud_centre, ud_sq = _stats(
+        ud_loads.T[..., None],
+        jnp.broadcast_to(problem.ud_up, (m,) + ud_loads.shape[:1]),
+        jnp.sum(problem.ud_up).astype(jnp.float32),
+    )
     l_count = problem.class_node_count[problem.service_class].astype(jnp.float32)[:, None]
     l_total, l_centre, l_sq = _stats(local, E.local_masks(problem), l_count)
     services = jnp.arange(problem.service_metrics.shape[0])
-    local_score = jnp.sum(problem.local_weight * E.local_scores(
-        problem, services, E.deviation(l_total, l_sq, l_count, l_centre)))
-    state = SearchState(node_of=node_of, primary_of=primary_of, loads=loads, local=local,
-                  g_total=g_total[:, 0], g_sq=g_sq[:, 0], g_centre=g_centre[:, 0],
-                  l_total=l_total, l_sq=l_sq, l_centre=l_centre,
-                  fd_loads=fd_loads, fd_total=fd_total[:, 0], fd_sq=fd_sq[:, 0], fd_centre=fd_centre[:, 0],
-                  ud_loads=ud_loads, ud_total=ud_total[:, 0], ud_sq=ud_sq[:, 0], ud_centre=ud_centre[:, 0],
-                  local_score=local_score, cost=jnp.zeros(()), moves=jnp.zeros(()), penalty=jnp.zeros(()),
-                  domain_violations=domain_violations, energy=jnp.zeros(()))
+    local_score = jnp.sum(
+        problem.local_weight * E.local_scores(problem, services, E.deviation(l_total, l_sq, l_count, l_centre))
+    )
+    state = SearchState(
+        node_of=node_of,
+        primary_of=primary_of,
+        loads=loads,
+        local=local,
+        g_total=g_total[:, 0],
+        g_sq=g_sq[:, 0],
+        g_centre=g_centre[:, 0],
+        l_total=l_total,
+        l_sq=l_sq,
+        l_centre=l_centre,
+        fd_loads=fd_loads,
+        fd_total=fd_total[:, 0],
+        fd_sq=fd_sq[:, 0],
+        fd_centre=fd_centre[:, 0],
+        ud_loads=ud_loads,
+        ud_total=ud_total[:, 0],
+        ud_sq=ud_sq[:, 0],
+        ud_centre=ud_centre[:, 0],
+        local_score=local_score,
+        cost=jnp.zeros(()),
+        moves=jnp.zeros(()),
+        penalty=jnp.zeros(()),
+        domain_violations=domain_violations,
+        energy=jnp.zeros(()),
+    )
     cost = E.movement_cost(problem, node_of, primary_of)
     if penalty is None:
         penalty = penalty_of(problem, node_of, primary_of, loads)
     if domain_violations is None:
         domain_violations = domain_violations_of(problem, node_of)
-    state = dataclasses.replace(state, cost=cost, moves=E.movements(problem, node_of, primary_of), penalty=penalty,
-                                domain_violations=domain_violations)
+    state = dataclasses.replace(
+        state,
+        cost=cost,
+        moves=E.movements(problem, node_of, primary_of),
+        penalty=penalty,
+        domain_violations=domain_violations,
+    )
     return dataclasses.replace(state, energy=_energy(problem, state))
 
 
@@ -107,8 +138,12 @@ def _global_score(problem: Problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud
         return jnp.sum(problem.global_weight * node_dev)
     fd_count = jnp.sum(problem.fd_leaf_up).astype(jnp.float32)
     ud_count = jnp.sum(problem.ud_up).astype(jnp.float32)
-    scores = E.metric_scores(problem, node_dev, E.deviation(fd_total, fd_sq, fd_count, state.fd_centre),
-                             E.deviation(ud_total, ud_sq, ud_count, state.ud_centre))
+    scores = E.metric_scores(
+        problem,
+        node_dev,
+        E.deviation(fd_total, fd_sq, fd_count, state.fd_centre),
+        E.deviation(ud_total, ud_sq, ud_count, state.ud_centre),
+    )
     return jnp.sum(problem.global_weight * scores)
 
 
@@ -133,17 +168,18 @@ def _node_change(centre, counted, level, delta):
 
 class Changes(eqx.Module):
     """What one move adds to a state's running statistics (its `apply` sums them over kept moves)."""
-    g_total: jax.Array        # [M]
+
+    g_total: jax.Array  # [M]
     g_sq: jax.Array
     fd_total: jax.Array
     fd_sq: jax.Array
     ud_total: jax.Array
     ud_sq: jax.Array
-    l_total: jax.Array        # [Ms] of the move's service
+    l_total: jax.Array  # [Ms] of the move's service
     l_sq: jax.Array
-    local_a: jax.Array        # [Ms] the service's local loads on node_a and node_b
+    local_a: jax.Array  # [Ms] the service's local loads on node_a and node_b
     local_b: jax.Array
-    l2_total: jax.Array       # the same for an exchange's second service (zero if none)
+    l2_total: jax.Array  # the same for an exchange's second service (zero if none)
     l2_sq: jax.Array
     local2_a: jax.Array
     local2_b: jax.Array
@@ -151,8 +187,8 @@ class Changes(eqx.Module):
     cost: jax.Array
     moves: jax.Array
     penalty: jax.Array
-    domains: jax.Array        # [2] the partition's domain violations after the move (`finish`)
-    domains2: jax.Array       # [2] the same for an exchange's second partition (zero if none)
+    domains: jax.Array  # [2] the partition's domain violations after the move (`finish`)
+    domains2: jax.Array  # [2] the same for an exchange's second partition (zero if none)
 
 
 _SUMMED = ("g_total", "g_sq", "fd_total", "fd_sq", "ud_total", "ud_sq", "local_score", "cost", "moves", "penalty")
@@ -166,8 +202,12 @@ def _plus(problem: Problem, state: SearchState, changes: Changes) -> SearchState
 
 def _energy(problem: Problem, state: SearchState) -> jax.Array:
     """The search's energy from the running statistics."""
-    score = _global_score(problem, state.g_total, state.g_sq, state.fd_total, state.fd_sq, state.ud_total,
-                          state.ud_sq, state) + state.local_score
+    score = (
+        _global_score(
+            problem, state.g_total, state.g_sq, state.fd_total, state.fd_sq, state.ud_total, state.ud_sq, state
+        )
+        + state.local_score
+    )
     return E.energy(score, state.cost, problem) + state.penalty
 
 
@@ -181,7 +221,7 @@ def _local_score(problem: Problem, state: SearchState, s, total, sq) -> jax.Arra
 def evaluate(problem: Problem, state: SearchState, move: Move, paired: bool = True):
     """Energy after `move`, with the changes it makes to the statistics (incremental, O(M + Ms));
     without `paired` (static) the move changes one service's loads only."""
-    has_a = move.node_a >= 0                      # a replica being placed has no source node
+    has_a = move.node_a >= 0  # a replica being placed has no source node
     a, b = jnp.maximum(move.node_a, 0), move.node_b
     da, db = move.delta_a, move.delta_b
     g_total, g_sq = _node_change(state.g_centre, has_a & problem.metric_nodes[:, a], state.loads[a], da)
@@ -199,7 +239,7 @@ def evaluate(problem: Problem, state: SearchState, move: Move, paired: bool = Tr
 
     zero = jnp.zeros_like(state.fd_total)
     fd_total, fd_sq, ud_total, ud_sq = zero, zero, zero, zero
-    if problem.features.defrag:     # per-domain spread only enters defragmentation metrics' scores
+    if problem.features.defrag:  # per-domain spread only enters defragmentation metrics' scores
         fd_total, fd_sq = domains(problem.fd_tree, state.fd_loads, state.fd_centre)
         ud_total, ud_sq = domains(problem.ud_tree, state.ud_loads, state.ud_centre)
 
@@ -214,25 +254,43 @@ def evaluate(problem: Problem, state: SearchState, move: Move, paired: bool = Tr
         l_total, l_sq = _node_change(centre, problem.class_allowed[cls, a], state.local[s, a], local_a)
         l_total_b, l_sq_b = _node_change(centre, problem.class_allowed[cls, b], state.local[s, b], local_b)
         l_total, l_sq = l_total + l_total_b, l_sq + l_sq_b
-        score = (_local_score(problem, state, s, state.l_total[s] + l_total, state.l_sq[s] + l_sq)
-                 - _local_score(problem, state, s, state.l_total[s], state.l_sq[s]))
+        score = _local_score(problem, state, s, state.l_total[s] + l_total, state.l_sq[s] + l_sq) - _local_score(
+            problem, state, s, state.l_total[s], state.l_sq[s]
+        )
         return local_a, local_b, l_total, l_sq, score
 
     local_a, local_b, l_total, l_sq, local_score = local(move.service, move.local_a, move.local_b)
     if paired:
         local2_a, local2_b, l2_total, l2_sq, local2_score = jax.tree.map(
-            lambda x: jnp.where(move.service2 >= 0, x, 0.0), local(jnp.maximum(move.service2, 0), move.load2,
-                                                                  -move.load2))
+            lambda x: jnp.where(move.service2 >= 0, x, 0.0),
+            local(jnp.maximum(move.service2, 0), move.load2, -move.load2),
+        )
     else:
         local2_a = local2_b = l2_total = l2_sq = jnp.zeros_like(local_a)
         local2_score = jnp.zeros_like(local_score)
     p2 = jnp.maximum(move.partition2, 0)
-    changes = Changes(g_total=g_total, g_sq=g_sq, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq,
-                      l_total=l_total, l_sq=l_sq, local_a=local_a, local_b=local_b,
-                      l2_total=l2_total, l2_sq=l2_sq, local2_a=local2_a, local2_b=local2_b,
-                      local_score=local_score + local2_score, cost=move.cost_delta, moves=move.moves_delta,
-                      penalty=move.penalty_delta, domains=state.domain_violations[move.partition],
-                      domains2=jnp.where(move.partition2 >= 0, state.domain_violations[p2], 0))
+    changes = Changes(
+        g_total=g_total,
+        g_sq=g_sq,
+        fd_total=fd_total,
+        fd_sq=fd_sq,
+        ud_total=ud_total,
+        ud_sq=ud_sq,
+        l_total=l_total,
+        l_sq=l_sq,
+        local_a=local_a,
+        local_b=local_b,
+        l2_total=l2_total,
+        l2_sq=l2_sq,
+        local2_a=local2_a,
+        local2_b=local2_b,
+        local_score=local_score + local2_score,
+        cost=move.cost_delta,
+        moves=move.moves_delta,
+        penalty=move.penalty_delta,
+        domains=state.domain_violations[move.partition],
+        domains2=jnp.where(move.partition2 >= 0, state.domain_violations[p2], 0),
+    )
     new_energy = _plus(problem, state, changes).energy
     return new_energy, changes
 
@@ -243,15 +301,16 @@ def _first_of(ids: jax.Array, size: int) -> jax.Array:
     return (ids < size) & (jnp.full(size + 1, ids.shape[0]).at[ids].min(rank)[ids] == rank)
 
 
-def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, energies,
-          changes: Changes) -> SearchState:
+def apply(
+    problem: Problem, state: SearchState, moves: Move, keep: jax.Array, energies, changes: Changes
+) -> SearchState:
     """The state after every kept move (`keep` [T]; moves and changes batched over T). Kept moves
     touch disjoint nodes and partitions (see `footprint`), so their writes commute and their changes
     of the running sums add up; the scores that are not sums (deviations) are recomputed from the new
     sums, once per touched service. The result is the state the moves leave applied one by one."""
-    total = lambda x: jnp.sum(jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0.0), axis=0)  # noqa: E731
+    total = lambda x: jnp.sum(jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0.0), axis=0)
     n_nodes, n_parts, n_services = state.loads.shape[0], state.primary_of.shape[0], state.l_total.shape[0]
-    a = jnp.where(keep & (moves.node_a >= 0), moves.node_a, n_nodes)       # out of range: dropped
+    a = jnp.where(keep & (moves.node_a >= 0), moves.node_a, n_nodes)  # out of range: dropped
     b = jnp.where(keep, moves.node_b, n_nodes)
     s = jnp.where(keep, moves.service, n_services)
     s2 = jnp.where(keep & (moves.service2 >= 0), moves.service2, n_services)
@@ -260,8 +319,11 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, en
         """Leaf-domain loads after the kept moves, and the change of their sum and centred sum of
         squares (moves on distinct nodes may share a leaf domain: squares from the new loads)."""
         size = loads.shape[0]
-        leaf = lambda node: jnp.where((node < n_nodes) & problem.node_up[jnp.minimum(node, n_nodes - 1)],  # noqa: E731
-                                      tree[jnp.minimum(node, n_nodes - 1), -1], size)
+        leaf = lambda node: jnp.where(
+            (node < n_nodes) & problem.node_up[jnp.minimum(node, n_nodes - 1)],
+            tree[jnp.minimum(node, n_nodes - 1), -1],
+            size,
+        )
         leaves = jnp.concatenate([leaf(a), leaf(b)])
         new = loads.at[leaves].add(jnp.concatenate([moves.delta_a, moves.delta_b]), mode="drop")
         row = jnp.minimum(leaves, size - 1)
@@ -271,21 +333,30 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, en
         return new, d_total, d_sq
 
     local_rows = state.local.reshape(n_services * n_nodes, -1)
-    row = lambda s, node: jnp.where((node < n_nodes) & (s < n_services), s * n_nodes + node,  # noqa: E731
-                                    n_services * n_nodes)
+    row = lambda s, node: jnp.where(
+        (node < n_nodes) & (s < n_services),
+        s * n_nodes + node,
+        n_services * n_nodes,
+    )
     # One scatter per array (two chained ones made XLA on a GPU copy the whole array twice a step).
     local = local_rows.at[jnp.concatenate([row(s, a), row(s, b), row(s2, a), row(s2, b)])].add(
-        jnp.concatenate([changes.local_a, changes.local_b, changes.local2_a, changes.local2_b]), mode="drop")
+        jnp.concatenate([changes.local_a, changes.local_b, changes.local2_a, changes.local2_b]), mode="drop"
+    )
     both = jnp.concatenate([s, s2])
     l_total = state.l_total.at[both].add(jnp.concatenate([changes.l_total, changes.l2_total]), mode="drop")
     l_sq = state.l_sq.at[both].add(jnp.concatenate([changes.l_sq, changes.l2_sq]), mode="drop")
-    first = _first_of(both, n_services)      # each touched service's score once
+    first = _first_of(both, n_services)  # each touched service's score once
     service = jnp.minimum(both, n_services - 1)
     score = jax.vmap(_local_score, in_axes=(None, None, 0, 0, 0))
-    local_score = jnp.sum(jnp.where(first, score(problem, state, service, l_total[service], l_sq[service])
-                                    - score(problem, state, service, state.l_total[service], state.l_sq[service]), 0.0))
-    summed = dataclasses.replace(jax.tree.map(total, changes), local_score=local_score, domains=None,
-                                 domains2=None)
+    local_score = jnp.sum(
+        jnp.where(
+            first,
+            score(problem, state, service, l_total[service], l_sq[service])
+            - score(problem, state, service, state.l_total[service], state.l_sq[service]),
+            0.0,
+        )
+    )
+    summed = dataclasses.replace(jax.tree.map(total, changes), local_score=local_score, domains=None, domains2=None)
     fd_loads, ud_loads = state.fd_loads, state.ud_loads
     if problem.features.defrag:
         fd_loads, fd_total, fd_sq = domains(fd_loads, problem.fd_tree, state.fd_centre)
@@ -294,24 +365,34 @@ def apply(problem: Problem, state: SearchState, moves: Move, keep: jax.Array, en
     parts = jnp.where(keep, moves.partition, n_parts)
     parts2 = jnp.where(keep & (moves.partition2 >= 0), moves.partition2, n_parts)
     n_replicas = state.node_of.shape[0]
-    replicas = jnp.concatenate([jnp.where(keep, moves.replica, n_replicas),
-                                jnp.where(keep & (moves.replica2 >= 0), moves.replica2, n_replicas)])
+    replicas = jnp.concatenate(
+        [
+            jnp.where(keep, moves.replica, n_replicas),
+            jnp.where(keep & (moves.replica2 >= 0), moves.replica2, n_replicas),
+        ]
+    )
     return dataclasses.replace(
-        _plus(problem, state, summed), fd_loads=fd_loads, ud_loads=ud_loads,
+        _plus(problem, state, summed),
+        fd_loads=fd_loads,
+        ud_loads=ud_loads,
         domain_violations=state.domain_violations.at[jnp.concatenate([parts, parts2])].set(
-            jnp.concatenate([changes.domains, changes.domains2]), mode="drop"),
+            jnp.concatenate([changes.domains, changes.domains2]), mode="drop"
+        ),
         node_of=state.node_of.at[replicas].set(jnp.concatenate([moves.target, moves.target2]), mode="drop"),
         primary_of=state.primary_of.at[parts].set(moves.new_primary, mode="drop"),
-        loads=state.loads.at[jnp.concatenate([a, b])].add(jnp.concatenate([moves.delta_a, moves.delta_b]),
-                                                          mode="drop"),
-        local=local.reshape(state.local.shape), l_total=l_total, l_sq=l_sq)
+        loads=state.loads.at[jnp.concatenate([a, b])].add(jnp.concatenate([moves.delta_a, moves.delta_b]), mode="drop"),
+        local=local.reshape(state.local.shape),
+        l_total=l_total,
+        l_sq=l_sq,
+    )
 
 
 def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy, changes) -> SearchState:
     """The state after `move` if `accept`, else unchanged."""
-    batch = lambda x: jnp.asarray(x)[None]  # noqa: E731
-    return apply(problem, state, jax.tree.map(batch, move), batch(accept), batch(new_energy),
-                 jax.tree.map(batch, changes))
+    batch = lambda x: jnp.asarray(x)[None]
+    return apply(
+        problem, state, jax.tree.map(batch, move), batch(accept), batch(new_energy), jax.tree.map(batch, changes)
+    )
 
 
 def _allowed(problem: Problem, state: SearchState, move: Move) -> jax.Array:
@@ -319,7 +400,7 @@ def _allowed(problem: Problem, state: SearchState, move: Move) -> jax.Array:
     return move.valid & (state.moves + move.moves_delta <= problem.move_budget)
 
 
-EXCHANGE = 0.1      # share of exchanges among the search's proposals
+EXCHANGE = 0.1  # share of exchanges among the search's proposals
 
 
 def propose(problem: Problem, state: SearchState, words, swap_probability: float = 0.3):
@@ -329,9 +410,15 @@ def propose(problem: Problem, state: SearchState, words, swap_probability: float
     allowed, and its changes."""
     mix = shares(swap_probability, EXCHANGE)
     parts, order = propose_batch(problem, state.node_of, state.primary_of, state.loads, words, mix)
-    evaluated = [(move, *jax.vmap(functools.partial(evaluate, paired=two_services(problem, kind)),
-                                  in_axes=(None, None, 0))(problem, state, move))
-                 for kind, move in parts]
+    evaluated = [
+        (
+            move,
+            *jax.vmap(functools.partial(evaluate, paired=two_services(problem, kind)), in_axes=(None, None, 0))(
+                problem, state, move
+            ),
+        )
+        for kind, move in parts
+    ]
     move, new_energy, changes = jax.tree.map(lambda *xs: jnp.concatenate(xs)[order], *evaluated)
     bound = new_energy - jnp.sum((changes.domains + changes.domains2) * problem.penalty[DOMAINS], axis=-1)
     return move, bound, _allowed(problem, state, move), changes
@@ -341,6 +428,7 @@ def finish(problem: Problem, state: SearchState, moves: Move, changes: Changes):
     """The proposals' fault- and upgrade-domain checks: (moves, energies, valid, changes) exactly.
     Moves that make an enforced distribution worse are not allowed; a change of a soft one enters
     the penalty."""
+
     def after(partition, replica, target, service):
         nodes = partition_after(problem, state.node_of, partition, replica, target)
         return partition_domain_violations(problem, nodes, service)
@@ -348,8 +436,9 @@ def finish(problem: Problem, state: SearchState, moves: Move, changes: Changes):
     after1 = jax.vmap(after)(moves.partition, moves.replica, moves.target, moves.service)
     second = moves.partition2 >= 0
     p2 = jnp.maximum(moves.partition2, 0)
-    after2 = jnp.where(second[:, None], jax.vmap(after)(p2, moves.replica2, moves.target2,
-                                                         problem.partition_service[p2]), 0)
+    after2 = jnp.where(
+        second[:, None], jax.vmap(after)(p2, moves.replica2, moves.target2, problem.partition_service[p2]), 0
+    )
     change = (after1 + after2 - changes.domains - changes.domains2).astype(jnp.float32)
     worse = jnp.any(problem.enforce[DOMAINS] & (change > 0), axis=-1)
     penalty = jnp.sum(change * problem.penalty[DOMAINS], axis=-1)
@@ -367,8 +456,8 @@ def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
     nodes, services and domains need no id: `apply` adds them up."""
     n_nodes, n_parts = state.loads.shape[0], state.primary_of.shape[0]
     tight = problem.move_budget - state.moves < n_parts
-    partition = lambda p: jnp.where(p >= 0, n_nodes + p, -1)  # noqa: E731
-    parent = lambda r: jnp.where(r >= 0, partition(problem.replica_parent[jnp.maximum(r, 0)]), -1)  # noqa: E731
+    partition = lambda p: jnp.where(p >= 0, n_nodes + p, -1)
+    parent = lambda r: jnp.where(r >= 0, partition(problem.replica_parent[jnp.maximum(r, 0)]), -1)
     ids = [move.node_a, move.node_b, partition(move.partition), partition(move.partition2)]
     if problem.features.affinity:
         ids += [parent(move.replica), parent(move.replica2)]
@@ -384,7 +473,7 @@ def solution(state: SearchState):
     return state.node_of, state.primary_of
 
 
-SWAP_PROBABILITY = 0.3     # SF's SwapPrimaryProbability
+SWAP_PROBABILITY = 0.3  # SF's SwapPrimaryProbability
 
 
 @functools.cache
@@ -393,6 +482,14 @@ def model(swap_probability: float = SWAP_PROBABILITY) -> Model:
     `EXCHANGE`, replica moves otherwise. One `Model` per probability, so compiled searches are shared."""
     if not 0 <= swap_probability <= 1:
         raise ValueError(f"swap_probability {swap_probability} is not in [0, 1]")
-    return Model(start=start, propose=functools.partial(propose, swap_probability=swap_probability), finish=finish,
-                 apply=apply, refresh=refresh, solution=solution, draws=DRAWS, footprint=footprint,
-                 footprint_ids=footprint_ids)
+    return Model(
+        start=start,
+        propose=functools.partial(propose, swap_probability=swap_probability),
+        finish=finish,
+        apply=apply,
+        refresh=refresh,
+        solution=solution,
+        draws=DRAWS,
+        footprint=footprint,
+        footprint_ids=footprint_ids,
+    )

@@ -18,32 +18,38 @@ import jax.numpy as jnp
 import numpy as np
 
 from plbjax.anneal import draw, uniform
-from plbjax.sf._constraints import (affinity_violated, away_from_home, excess_change, fits, off_preferred,
-                                partition_nodes)
+from plbjax.sf._constraints import (
+    affinity_violated,
+    away_from_home,
+    excess_change,
+    fits,
+    off_preferred,
+    partition_nodes,
+)
 from plbjax.sf._encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
 
 
 class Move(eqx.Module):
-    replica: jax.Array       # replica placed on `target` (unchanged node for a swap)
+    replica: jax.Array  # replica placed on `target` (unchanged node for a swap)
     target: jax.Array
-    replica2: jax.Array      # an exchange's second replica, placed on `target2` (-1: none)
+    replica2: jax.Array  # an exchange's second replica, placed on `target2` (-1: none)
     target2: jax.Array
-    partition: jax.Array     # partition whose primary becomes `new_primary`
+    partition: jax.Array  # partition whose primary becomes `new_primary`
     new_primary: jax.Array
-    partition2: jax.Array    # the second replica's partition (-1: none)
+    partition2: jax.Array  # the second replica's partition (-1: none)
     service: jax.Array
-    service2: jax.Array      # the second replica's service when it is another one (-1: none)
-    node_a: jax.Array        # the two nodes whose loads change (distinct; node_a -1: none)
+    service2: jax.Array  # the second replica's service when it is another one (-1: none)
+    node_a: jax.Array  # the two nodes whose loads change (distinct; node_a -1: none)
     node_b: jax.Array
-    delta_a: jax.Array       # [M] load change of node_a
-    delta_b: jax.Array       # [M]
-    local_a: jax.Array       # [M] of delta_a and delta_b, what `service`'s replicas bring
+    delta_a: jax.Array  # [M] load change of node_a
+    delta_b: jax.Array  # [M]
+    local_a: jax.Array  # [M] of delta_a and delta_b, what `service`'s replicas bring
     local_b: jax.Array
-    load2: jax.Array         # [M] load `service2`'s replica takes from node_b to node_a
-    cost_delta: jax.Array    # change in movement cost against the initial placement
-    moves_delta: jax.Array   # change in the number of movements (moved replicas, swapped primaries)
-    penalty_delta: jax.Array # change in the violations' energy (domain distribution: see `search.finish`)
-    valid: jax.Array         # no constraint worse (domain distribution: see `search.finish`)
+    load2: jax.Array  # [M] load `service2`'s replica takes from node_b to node_a
+    cost_delta: jax.Array  # change in movement cost against the initial placement
+    moves_delta: jax.Array  # change in the number of movements (moved replicas, swapped primaries)
+    penalty_delta: jax.Array  # change in the violations' energy (domain distribution: see `search.finish`)
+    valid: jax.Array  # no constraint worse (domain distribution: see `search.finish`)
 
 
 DRAWS = 5  # random words one proposal uses
@@ -80,26 +86,40 @@ def _leg(problem: Problem, node_of, primary_of, r, dst):
     cls = problem.service_class[s]
     is_primary = primary_of[p] == r
     allowed = problem.class_allowed[cls, dst]
-    changes = jnp.zeros(CONSTRAINTS).at[PLACEMENT].set(
-        _f32(~allowed) - _f32((src >= 0) & ~problem.class_allowed[cls, jnp.maximum(src, 0)]))
+    changes = (
+        jnp.zeros(CONSTRAINTS)
+        .at[PLACEMENT]
+        .set(_f32(~allowed) - _f32((src >= 0) & ~problem.class_allowed[cls, jnp.maximum(src, 0)]))
+    )
     if problem.features.affinity:
-        changes = changes.at[AFFINITY].set(_f32(affinity_violated(problem, node_of, primary_of, r, dst, is_primary))
-                                           - _f32(affinity_violated(problem, node_of, primary_of, r, src, is_primary)))
+        changes = changes.at[AFFINITY].set(
+            _f32(affinity_violated(problem, node_of, primary_of, r, dst, is_primary))
+            - _f32(affinity_violated(problem, node_of, primary_of, r, src, is_primary))
+        )
     if problem.features.preferred:
         changes = changes.at[PREFERRED].set(
             _f32(is_primary) * (_f32(off_preferred(problem, s, dst)) - _f32(off_preferred(problem, s, src)))
-            + _f32(away_from_home(problem, r, dst)) - _f32(away_from_home(problem, r, src)))
+            + _f32(away_from_home(problem, r, dst))
+            - _f32(away_from_home(problem, r, src))
+        )
     changes = changes.at[UNPLACED].set(-_f32(src < 0) * (1.0 + _f32(is_primary)))
     before = partition_nodes(problem, node_of, p)
     rows = problem.partition_replicas[p]
     init_row = jnp.where(rows >= 0, problem.initial_node[jnp.maximum(rows, 0)], -1)
     moved_after = jnp.sum((jnp.where(rows == r, dst, before) != init_row) & (init_row >= 0))
     returns = jnp.any(problem.history[r] == dst) if problem.features.history else jnp.zeros((), bool)
-    ok = allowed & problem.node_open[dst] & ~jnp.any(before == dst) & ~returns & (moved_after <= problem.partition_budget)
+    ok = (
+        allowed
+        & problem.node_open[dst]
+        & ~jnp.any(before == dst)
+        & ~returns
+        & (moved_after <= problem.partition_budget)
+    )
     init = problem.initial_node[r]
-    moved = lambda n: _f32((n != init) & (init >= 0))  # noqa: E731 (adding a replica costs nothing)
-    cost = problem.move_cost[r] * (moved(dst) * problem.node_move_factor[dst]
-                                   - moved(src) * problem.node_move_factor[jnp.maximum(src, 0)])
+    moved = lambda n: _f32((n != init) & (init >= 0))
+    cost = problem.move_cost[r] * (
+        moved(dst) * problem.node_move_factor[dst] - moved(src) * problem.node_move_factor[jnp.maximum(src, 0)]
+    )
     return changes, cost, moved(dst) - moved(src), ok
 
 
@@ -118,9 +138,16 @@ def _with_capacity(problem: Problem, changes, loads, a, delta_a, b, delta_b) -> 
 def _single(**fields) -> Move:
     """A move of one replica (or a swap): no second replica."""
     none = jnp.asarray(-1, jnp.int32)
-    return Move(replica2=none, target2=none, partition2=none, service2=none,
-                load2=jnp.zeros_like(fields["delta_a"]), local_a=fields["delta_a"], local_b=fields["delta_b"],
-                **fields)
+    return Move(
+        replica2=none,
+        target2=none,
+        partition2=none,
+        service2=none,
+        load2=jnp.zeros_like(fields["delta_a"]),
+        local_a=fields["delta_a"],
+        local_b=fields["delta_b"],
+        **fields,
+    )
 
 
 def _children_on(problem: Problem, node_of, r, node):
@@ -142,15 +169,27 @@ def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
     if not problem.features.affinity:
         changes = _with_capacity(problem, changes, loads, a, -load, dst, load)
         valid = drawn & (t >= 0) & ok & fits(problem, loads, dst, load) & _enforced(problem, changes)
-        return _single(replica=r, target=dst, partition=p, new_primary=primary_of[p], service=s,
-                       node_a=a, node_b=dst, delta_a=-load, delta_b=load, cost_delta=cost, moves_delta=moved,
-                       penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
+        return _single(
+            replica=r,
+            target=dst,
+            partition=p,
+            new_primary=primary_of[p],
+            service=s,
+            node_a=a,
+            node_b=dst,
+            delta_a=-load,
+            delta_b=load,
+            cost_delta=cost,
+            moves_delta=moved,
+            penalty_delta=jnp.sum(problem.penalty * changes),
+            valid=valid,
+        )
     q, beside = _children_on(problem, node_of, r, a)
     along = (beside == 1) & (a >= 0)
     changes2, cost2, moved2, ok2 = _leg(problem, node_of, primary_of, q, dst)
     load2 = jnp.where(along, _load(problem, primary_of, q), 0.0)
-    gone = lambda x: jnp.where(along, x, 0.0)  # noqa: E731
-    changes = changes + gone(changes2.at[AFFINITY].set(0.0))   # the child stays with its parent replica
+    gone = lambda x: jnp.where(along, x, 0.0)
+    changes = changes + gone(changes2.at[AFFINITY].set(0.0))  # the child stays with its parent replica
     kids = problem.children_of[p]
     waiting = (kids >= 0) & (node_of[jnp.maximum(kids, 0)] == dst) & (t >= 0)
     fits_role = (primary_of[problem.replica_partition[jnp.maximum(kids, 0)]] == kids) == (primary_of[p] == r)
@@ -158,15 +197,38 @@ def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
     changes = changes.at[AFFINITY].add(-jnp.sum(fixed).astype(jnp.float32))
     total = load + load2
     changes = _with_capacity(problem, changes, loads, a, -total, dst, total)
-    valid = (drawn & (t >= 0) & ok & (ok2 | ~along) & ((beside == 0) | along | (a < 0))
-             & fits(problem, loads, dst, total) & _enforced(problem, changes))
+    valid = (
+        drawn
+        & (t >= 0)
+        & ok
+        & (ok2 | ~along)
+        & ((beside == 0) | along | (a < 0))
+        & fits(problem, loads, dst, total)
+        & _enforced(problem, changes)
+    )
     none = jnp.asarray(-1, jnp.int32)
-    return Move(replica=r, target=dst, replica2=jnp.where(along, q, none), target2=dst, partition=p,
-                new_primary=primary_of[p], partition2=jnp.where(along, problem.replica_partition[q], none),
-                service=s, service2=jnp.where(along, problem.replica_service[q], none), node_a=a, node_b=dst,
-                delta_a=-total, delta_b=total, local_a=-load, local_b=load, load2=-load2,
-                cost_delta=cost + gone(cost2), moves_delta=moved + gone(moved2),
-                penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
+    return Move(
+        replica=r,
+        target=dst,
+        replica2=jnp.where(along, q, none),
+        target2=dst,
+        partition=p,
+        new_primary=primary_of[p],
+        partition2=jnp.where(along, problem.replica_partition[q], none),
+        service=s,
+        service2=jnp.where(along, problem.replica_service[q], none),
+        node_a=a,
+        node_b=dst,
+        delta_a=-total,
+        delta_b=total,
+        local_a=-load,
+        local_b=load,
+        load2=-load2,
+        cost_delta=cost + gone(cost2),
+        moves_delta=moved + gone(moved2),
+        penalty_delta=jnp.sum(problem.penalty * changes),
+        valid=valid,
+    )
 
 
 def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
@@ -175,9 +237,18 @@ def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     r = problem.movable[draw(words[0], problem.n_movable)]
     cls = problem.service_class[problem.replica_service[r]]
     undo = uniform(words[2]) < problem.undo_share
-    t = jnp.where(undo, problem.initial_node[r], problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])])
-    return _move_to(problem, node_of, primary_of, loads, r, t,
-                    (problem.n_movable > 0) & (undo | (problem.class_node_count[cls] > 0)))
+    t = jnp.where(
+        undo, problem.initial_node[r], problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])]
+    )
+    return _move_to(
+        problem,
+        node_of,
+        primary_of,
+        loads,
+        r,
+        t,
+        (problem.n_movable > 0) & (undo | (problem.class_node_count[cls] > 0)),
+    )
 
 
 def propose_exchange(problem: Problem, node_of, primary_of, loads, words) -> Move:
@@ -199,17 +270,45 @@ def propose_exchange(problem: Problem, node_of, primary_of, loads, words) -> Mov
     changes, cost, moved, ok = _leg(problem, node_of, primary_of, r, jnp.maximum(b, 0))
     changes2, cost2, moved2, ok2 = _leg(problem, node_of, primary_of, q, jnp.maximum(a, 0))
     changes = _with_capacity(problem, changes + changes2, loads, a, delta_a, b, delta_b)
-    valid = ((problem.n_movable > 0) & (count > 0) & (a >= 0) & (b >= 0) & (a != b) & (p != p2) & ok & ok2
-             & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b) & _enforced(problem, changes))
-    if problem.features.affinity:       # no parent's replica leaves or reaches a child of its partition
+    valid = (
+        (problem.n_movable > 0)
+        & (count > 0)
+        & (a >= 0)
+        & (b >= 0)
+        & (a != b)
+        & (p != p2)
+        & ok
+        & ok2
+        & fits(problem, loads, a, delta_a)
+        & fits(problem, loads, b, delta_b)
+        & _enforced(problem, changes)
+    )
+    if problem.features.affinity:  # no parent's replica leaves or reaches a child of its partition
         for x in (r, q):
             valid &= (_children_on(problem, node_of, x, a)[1] == 0) & (_children_on(problem, node_of, x, b)[1] == 0)
     same = s == s2
-    return Move(replica=r, target=b, replica2=q, target2=a, partition=p, new_primary=primary_of[p], partition2=p2,
-                service=s, service2=jnp.where(same, -1, s2), node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b,
-                local_a=jnp.where(same, delta_a, -load), local_b=jnp.where(same, delta_b, load),
-                load2=jnp.where(same, 0.0, load2), cost_delta=cost + cost2, moves_delta=moved + moved2,
-                penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
+    return Move(
+        replica=r,
+        target=b,
+        replica2=q,
+        target2=a,
+        partition=p,
+        new_primary=primary_of[p],
+        partition2=p2,
+        service=s,
+        service2=jnp.where(same, -1, s2),
+        node_a=a,
+        node_b=b,
+        delta_a=delta_a,
+        delta_b=delta_b,
+        local_a=jnp.where(same, delta_a, -load),
+        local_b=jnp.where(same, delta_b, load),
+        load2=jnp.where(same, 0.0, load2),
+        cost_delta=cost + cost2,
+        moves_delta=moved + moved2,
+        penalty_delta=jnp.sum(problem.penalty * changes),
+        valid=valid,
+    )
 
 
 def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
@@ -225,22 +324,39 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     delta_a = problem.load_secondary[old] - problem.load_primary[old]
     delta_b = problem.load_primary[q] - problem.load_secondary[q]
     s = problem.partition_service[p]
-    aff = lambda r, n, prim: _f32(affinity_violated(problem, node_of, primary_of, r, n, prim))  # noqa: E731
+    aff = lambda r, n, prim: _f32(affinity_violated(problem, node_of, primary_of, r, n, prim))
     changes = _with_capacity(problem, jnp.zeros(CONSTRAINTS), loads, a, delta_a, b, delta_b)
     if problem.features.affinity:
-        changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True)
-                                           - aff(q, b, False))
+        changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True) - aff(q, b, False))
     if problem.features.preferred:
         changes = changes.at[PREFERRED].set(_f32(off_preferred(problem, s, b)) - _f32(off_preferred(problem, s, a)))
-    changes = changes.at[UNPLACED].set(-_f32(a < 0))   # a promotion gives the partition a placed primary
-    valid = ((problem.n_swappable > 0) & (size >= 2) & (b >= 0) & problem.node_up[jnp.maximum(b, 0)]
-             & fits(problem, loads, a, delta_a) & fits(problem, loads, b, delta_b) & _enforced(problem, changes))
+    changes = changes.at[UNPLACED].set(-_f32(a < 0))  # a promotion gives the partition a placed primary
+    valid = (
+        (problem.n_swappable > 0)
+        & (size >= 2)
+        & (b >= 0)
+        & problem.node_up[jnp.maximum(b, 0)]
+        & fits(problem, loads, a, delta_a)
+        & fits(problem, loads, b, delta_b)
+        & _enforced(problem, changes)
+    )
     init = problem.initial_primary[p]
     swapped = _f32(q != init) - _f32(old != init)
-    return _single(replica=q, target=b, partition=p, new_primary=q, service=s,
-                   node_a=a, node_b=b, delta_a=delta_a, delta_b=delta_b,
-                   cost_delta=problem.swap_cost * swapped, moves_delta=swapped,
-                   penalty_delta=jnp.sum(problem.penalty * changes), valid=valid)
+    return _single(
+        replica=q,
+        target=b,
+        partition=p,
+        new_primary=q,
+        service=s,
+        node_a=a,
+        node_b=b,
+        delta_a=delta_a,
+        delta_b=delta_b,
+        cost_delta=problem.swap_cost * swapped,
+        moves_delta=swapped,
+        penalty_delta=jnp.sum(problem.penalty * changes),
+        valid=valid,
+    )
 
 
 KINDS = (propose_move, propose_swap, propose_exchange)
@@ -296,7 +412,13 @@ def propose_batch(problem: Problem, node_of, primary_of, loads, words, mix: tupl
     for k, kind in enumerate(KINDS):
         rows = 1 + np.flatnonzero(kind_of == k)
         if rows.size:
-            parts.append((kind, jax.vmap(kind, in_axes=(None, None, None, None, 0))(problem, node_of, primary_of,
-                                                                                     loads, words[rows])))
+            parts.append(
+                (
+                    kind,
+                    jax.vmap(kind, in_axes=(None, None, None, None, 0))(
+                        problem, node_of, primary_of, loads, words[rows]
+                    ),
+                )
+            )
             slots.append(rows)
     return parts, np.argsort(np.concatenate(slots))

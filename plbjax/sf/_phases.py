@@ -11,32 +11,53 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Collection
-from typing import Callable, NamedTuple
+from collections.abc import Callable, Collection
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import numpy as np
 
-from plbjax.sf import _energy as E
 from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal
+from plbjax.sf import _energy as E
 from plbjax.sf._balance import MetricBalance, metric_balance, service_domains
 from plbjax.sf._constraints import measures, violations
 from plbjax.sf._decoding import diff, settle
 from plbjax.sf._diagnostics import elimination_sequence, health_reports
 from plbjax.sf._drops import drop_surplus
+from plbjax.sf._encoding import (
+    AFFINITY,
+    CAPACITY,
+    FAULT_DOMAIN,
+    PLACEMENT,
+    PREFERRED,
+    PRIORITY_SETTINGS,
+    THRESHOLD,
+    THRESHOLD_PRIORITY,
+    UPGRADE_DOMAIN,
+    Index,
+    Problem,
+    Scope,
+    encode,
+    scope,
+)
 from plbjax.sf._governance import apply_resource_governance
-from plbjax.sf._encoding import (AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, PRIORITY_SETTINGS, THRESHOLD,
-                             THRESHOLD_PRIORITY, UPGRADE_DOMAIN, Index, Problem, Scope, encode, scope)
 from plbjax.sf._model import model
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._state import ClusterState
 
 SCHEMA_VERSION = 1
 CHECK_MOVE_WEIGHT = 0.5  # placement and constraint check: a move costs half an optimization-priority violation
-_KEYS = {"capacity": CAPACITY, "placement": PLACEMENT, "fault_domain": FAULT_DOMAIN,
-         "upgrade_domain": UPGRADE_DOMAIN, "affinity": AFFINITY, "preferred": PREFERRED, "away": PREFERRED,
-         "threshold": THRESHOLD}
+_KEYS = {
+    "capacity": CAPACITY,
+    "placement": PLACEMENT,
+    "fault_domain": FAULT_DOMAIN,
+    "upgrade_domain": UPGRADE_DOMAIN,
+    "affinity": AFFINITY,
+    "preferred": PREFERRED,
+    "away": PREFERRED,
+    "threshold": THRESHOLD,
+}
 
 
 @eqx.filter_jit
@@ -44,8 +65,9 @@ def _assess(problem: Problem, node_of, primary_of):
     """Everything the plan reports about one placement, in one compiled call."""
     loads = E.node_loads(problem, node_of, primary_of)
     report = violations(problem, node_of, primary_of, loads)
-    return dict(avg=E.avg_std_dev(problem, node_of, primary_of), loads=loads,
-                violations=report, measures=measures(report))
+    return dict(
+        avg=E.avg_std_dev(problem, node_of, primary_of), loads=loads, violations=report, measures=measures(report)
+    )
 
 
 def assess(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray) -> dict:
@@ -73,9 +95,9 @@ class _Run:
     model: Model
     kernel: KernelConfig
     progress: Callable[[int, int, float, float], None] | None
-    free: np.ndarray                # [R] replicas outside frozen partitions (what any search may touch)
-    free_partitions: np.ndarray     # [P]
-    node_type: str | None = None    # balancing moves only replicas on this node type's nodes
+    free: np.ndarray  # [R] replicas outside frozen partitions (what any search may touch)
+    free_partitions: np.ndarray  # [P]
+    node_type: str | None = None  # balancing moves only replicas on this node type's nodes
 
 
 class _Phase(NamedTuple):
@@ -119,11 +141,13 @@ def movement_budget(state: ClusterState, phase: str, replicas: int) -> int:
     if phase == "ConstraintCheck":
         return UNLIMITED
     s = state.settings
-    limits = [math.ceil(s["MaxPercentageToMove" if phase == "Balancing" else "MaxPercentageToMoveForPlacement"]
-                        * replicas)]
-    for absolute, percentage in (("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage"),
-                                 (f"GlobalMovementThrottleThresholdFor{phase}",
-                                  f"GlobalMovementThrottleThresholdPercentageFor{phase}")):
+    limits = [
+        math.ceil(s["MaxPercentageToMove" if phase == "Balancing" else "MaxPercentageToMoveForPlacement"] * replicas)
+    ]
+    for absolute, percentage in (
+        ("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage"),
+        (f"GlobalMovementThrottleThresholdFor{phase}", f"GlobalMovementThrottleThresholdPercentageFor{phase}"),
+    ):
         if s[absolute] > 0:
             limits.append(int(s[absolute]))
         if s[percentage] > 0:
@@ -135,8 +159,10 @@ def _movements(index: Index, before: Placement, after: Placement) -> int:
     """Movements from `before` to `after` as the search and SF's throttles count them: replicas
     placed before that moved, and changed primaries (`energy.movements`; adds are free)."""
     n = index.n_partitions
-    return int(((after.node_of != before.node_of) & (before.node_of >= 0)).sum()
-               + ((after.primary_of != before.primary_of) & (before.primary_of >= 0))[:n].sum())
+    return int(
+        ((after.node_of != before.node_of) & (before.node_of >= 0)).sum()
+        + ((after.primary_of != before.primary_of) & (before.primary_of >= 0))[:n].sum()
+    )
 
 
 def _search(run: _Run, now: Placement, what: Scope, schedule: Schedule) -> tuple[Placement, AnnealResult]:
@@ -190,8 +216,9 @@ def _service_nodes(problem: Problem) -> np.ndarray:
     return np.asarray(problem.class_allowed)[np.asarray(problem.service_class)]
 
 
-def _place_everywhere(problem: Problem, index: Index, state: ClusterState, now: Placement,
-                      priorities: np.ndarray) -> tuple[Placement, int]:
+def _place_everywhere(
+    problem: Problem, index: Index, state: ClusterState, now: Placement, priorities: np.ndarray
+) -> tuple[Placement, int]:
     """`now` with the missing instances of one-per-node services (InstanceCount -1) added on every
     allowed node that has none yet and has room for one (SF places them only where they fit);
     how many were added. The rest stay unplaced and are reported."""
@@ -204,7 +231,7 @@ def _place_everywhere(problem: Problem, index: Index, state: ClusterState, now: 
         rows = list(index.partition_rows[p])
         free = allowed[int(problem.partition_service[p])].copy()
         free[node_of[rows][node_of[rows] >= 0]] = False
-        if rows and parent[rows[0]] >= 0 and priorities[AFFINITY] >= 0:    # only beside a replica of its parent
+        if rows and parent[rows[0]] >= 0 and priorities[AFFINITY] >= 0:  # only beside a replica of its parent
             beside = np.zeros_like(free)
             hosts = node_of[list(index.partition_rows[parent[rows[0]]])]
             beside[hosts[hosts >= 0]] = True
@@ -222,8 +249,9 @@ def _place_everywhere(problem: Problem, index: Index, state: ClusterState, now: 
     return Placement(node_of, now.primary_of, assess(problem, node_of, now.primary_of)), added
 
 
-def _parent_hosts(problem: Problem, index: Index, state: ClusterState, start: Placement,
-                  priorities: np.ndarray) -> dict[str, set[str]]:
+def _parent_hosts(
+    problem: Problem, index: Index, state: ClusterState, start: Placement, priorities: np.ndarray
+) -> dict[str, set[str]]:
     """{parent: nodes} for each one-per-node service that has affinity children: the nodes its
     instances will be on once placed where they fit."""
     parents = {c["ServiceName"] for s in state.services for c in s.correlations}
@@ -278,8 +306,12 @@ def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
     evictable = placed & (of_replica < of_replica[todo].max())
     headless = np.zeros(now.primary_of.shape[0], bool)
     for p in range(index.n_partitions):
-        headless[p] = (index.stateful[p] and now.primary_of[p] >= 0 and now.node_of[now.primary_of[p]] < 0
-                       and len(index.partition_rows[p]) >= 2)
+        headless[p] = (
+            index.stateful[p]
+            and now.primary_of[p] >= 0
+            and now.node_of[now.primary_of[p]] < 0
+            and len(index.partition_rows[p]) >= 2
+        )
     budget = movement_budget(state, "Placement", int(placed.sum()))
     what = Scope(todo | evictable, headless, priorities == 0, move_weight=CHECK_MOVE_WEIGHT, budget=budget)
     result, search = _search(run, now, what, schedule)
@@ -288,11 +320,13 @@ def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
     spent = _movements(index, now, result)
     if left and state.settings["MoveExistingReplicaForPlacement"] and budget > spent:
         still = todo & (result.node_of < 0)
-        moved, more = _search(run, result, dataclasses.replace(what, movable=still | placed, budget=budget - spent),
-                              schedule)
+        moved, more = _search(
+            run, result, dataclasses.replace(what, movable=still | placed, budget=budget - spent), schedule
+        )
         search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
-        if (int(moved.report["violations"]["unplaced"].sum()) < left
-                and _no_worse(result.report["violations"], moved.report["violations"], np.where(priorities == 0, 0, -1))):
+        if int(moved.report["violations"]["unplaced"].sum()) < left and _no_worse(
+            result.report["violations"], moved.report["violations"], np.where(priorities == 0, 0, -1)
+        ):
             result, left = moved, int(moved.report["violations"]["unplaced"].sum())
             reason += "; existing replicas moved to make room"
     if left:
@@ -326,23 +360,31 @@ def _constraint_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
         return _Phase(now, {"Phase": "ConstraintCheck", "Ran": False, "Reason": "no constraint violation"}, None)
     partitions = np.zeros(now.primary_of.shape[0], bool)
     partitions[np.asarray(problem.replica_partition)[np.flatnonzero(bad)]] = True
-    what = Scope(bad, _swappable(index, now, partitions), priorities == 0, move_weight=CHECK_MOVE_WEIGHT,
-                 budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
-                 partners=(now.node_of >= 0) & ~_everywhere(state, index))
+    what = Scope(
+        bad,
+        _swappable(index, now, partitions),
+        priorities == 0,
+        move_weight=CHECK_MOVE_WEIGHT,
+        budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
+        partners=(now.node_of >= 0) & ~_everywhere(state, index),
+    )
     result, search = _search(run, now, what, schedule)
     before = _violation_rank(priorities, now.report["measures"])
     after = _violation_rank(priorities, result.report["measures"])
     reason = f"{int(bad.sum())} replica(s) in violation"
     if after < before:
-        return _Phase(result, {"Phase": "ConstraintCheck", "Ran": True, "Reason": reason + "; violations reduced"}, search)
+        return _Phase(
+            result, {"Phase": "ConstraintCheck", "Ran": True, "Reason": reason + "; violations reduced"}, search
+        )
     return _Phase(now, {"Phase": "ConstraintCheck", "Ran": True, "Reason": reason + "; no fix found"}, search)
 
 
 def _balances(state: ClusterState, problem: Problem, index: Index, report: dict) -> list[MetricBalance]:
     m = len(index.metrics)
     weights = np.asarray(problem.global_weight)[:m]
-    return metric_balance(state, index.metrics, index.node_types, report["loads"][:, :m],
-                          np.asarray(problem.metric_nodes)[:m], weights)
+    return metric_balance(
+        state, index.metrics, index.node_types, report["loads"][:, :m], np.asarray(problem.metric_nodes)[:m], weights
+    )
 
 
 def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str], str]:
@@ -387,38 +429,51 @@ def _balancing_phase(run: _Run, now: Placement, schedule: Schedule, balance: lis
     over = now.report["violations"]["threshold"][: index.n_nodes, : len(index.metrics)] > 0
     imbalanced = {b.metric for b in balance if not b.balanced} | {index.metrics[m] for m in np.flatnonzero(over.any(0))}
     services, reason = _balancing_scope(state, imbalanced)
-    if services and state.settings.get("MaxPercentageToMove", 0.3) == 0:   # SF's scheduler skips balancing
+    if services and state.settings.get("MaxPercentageToMove", 0.3) == 0:  # SF's scheduler skips balancing
         services, reason = set(), "MaxPercentageToMove is 0: balancing may move nothing"
     phase = {"Phase": "Balancing", "Ran": bool(services), "Reason": reason}
     if not services:
         return _Phase(now, phase, None)
     open_nodes = None
-    if any(b.node_type is not None for b in balance) or run.node_type is not None:   # only these types move
+    if any(b.node_type is not None for b in balance) or run.node_type is not None:  # only these types move
         types = {b.node_type for b in balance if not b.balanced} if run.node_type is None else {run.node_type}
         open_nodes = _pad_to(np.array([t in types for t in index.node_types]), problem.node_up.shape[0])
         phase["Reason"] += " on node types " + ", ".join(sorted(types))
-    of_service = np.array([index.partitions[p][0] in services for p in range(index.n_partitions)]
-                          + [False] * (now.primary_of.shape[0] - index.n_partitions))
+    of_service = np.array(
+        [index.partitions[p][0] in services for p in range(index.n_partitions)]
+        + [False] * (now.primary_of.shape[0] - index.n_partitions)
+    )
     of_service &= ~_throttled_partitions(state, index, problem)
     replica_partition = np.asarray(problem.replica_partition)
     movable = of_service[replica_partition] & (now.node_of >= 0) & ~_everywhere(state, index)
-    movable[index.n_replicas:] = False
+    movable[index.n_replicas :] = False
     if open_nodes is not None:
         movable &= open_nodes[np.maximum(now.node_of, 0)]
     budget = max(movement_budget(state, "Balancing", int((now.node_of >= 0).sum())) - spent, 0)
     per_partition = state.settings["MovementPerPartitionThrottleThreshold"] or None
-    what = Scope(movable, _swappable(index, now, of_service), priorities >= 0, open_nodes=open_nodes, budget=budget,
-                 history=True, partition_budget=per_partition)
+    what = Scope(
+        movable,
+        _swappable(index, now, of_service),
+        priorities >= 0,
+        open_nodes=open_nodes,
+        budget=budget,
+        history=True,
+        partition_budget=per_partition,
+    )
     result, search = _search(run, now, what, schedule)
     gain = now.report["avg"] - result.report["avg"]
-    if (search.energy < search.initial_energy and gain > 0 and gain >= state.settings["ScoreImprovementThreshold"]
-            and _no_worse(now.report["violations"], result.report["violations"], priorities)):
+    if (
+        search.energy < search.initial_energy
+        and gain > 0
+        and gain >= state.settings["ScoreImprovementThreshold"]
+        and _no_worse(now.report["violations"], result.report["violations"], priorities)
+    ):
         return _Phase(result, phase, search)
     phase["Reason"] += "; no better placement was found"
     return _Phase(now, phase, search)
 
 
-TIDY_PROPOSALS = 64   # proposals per movement the minimal-movement pass makes
+TIDY_PROPOSALS = 64  # proposals per movement the minimal-movement pass makes
 
 
 def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, int, AnnealResult | None]:
@@ -430,7 +485,7 @@ def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, i
     n = index.n_partitions
     moved = (final.node_of != index.node_of) & (index.node_of >= 0) & (final.node_of >= 0)
     swapped = np.zeros_like(moved, shape=final.primary_of.shape)
-    head = index.primary_of[:n]                 # swaps back only to a primary that was running
+    head = index.primary_of[:n]  # swaps back only to a primary that was running
     swapped[:n] = (final.primary_of[:n] != head) & (head >= 0) & index.stateful[:n]
     swapped[:n] &= index.node_of[np.maximum(head, 0)] >= 0
     count = int(moved.sum() + swapped.sum())
@@ -438,12 +493,20 @@ def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, i
         return final, 0, None
     origin = Placement(index.node_of, index.primary_of, {})
     before = _movements(index, origin, final)
-    what = Scope(moved & run.free, swapped & run.free_partitions, priorities >= 0, budget=before, history=True,
-                 start=(final.node_of, final.primary_of), undo_share=1.0)
+    what = Scope(
+        moved & run.free,
+        swapped & run.free_partitions,
+        priorities >= 0,
+        budget=before,
+        history=True,
+        start=(final.node_of, final.primary_of),
+        undo_share=1.0,
+    )
     scoped = scope(problem, index.node_of, index.primary_of, what)
     blocks = math.ceil(TIDY_PROPOSALS * count / (run.kernel.tries * run.kernel.block_steps))
-    schedule = dataclasses.replace(schedule, steps=blocks * run.kernel.block_steps, initial_temperature=1e-9,
-                                   final_ratio=1.0)
+    schedule = dataclasses.replace(
+        schedule, steps=blocks * run.kernel.block_steps, initial_temperature=1e-9, final_ratio=1.0
+    )
     result = anneal(run.model, scoped, run.kernel, schedule, run.progress)
     node_of, primary_of = settle(index, *result.solution)
     tidied = Placement(node_of, primary_of, assess(problem, node_of, primary_of))
@@ -463,10 +526,21 @@ def _history(state: ClusterState, index: Index, before: Placement, after: Placem
 
 
 def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) -> list[dict]:
-    return [{"Metric": b.metric, "NodeType": b.node_type, "MaxLoad": b.max_load, "MinLoad": b.min_load,
-             "BalancingThreshold": b.threshold, "ActivityThreshold": b.activity,
-             "IsBalancedBefore": b.balanced, "IsBalancedAfter": a.balanced,
-             "DeviationBefore": b.deviation, "DeviationAfter": a.deviation} for b, a in zip(before, after)]
+    return [
+        {
+            "Metric": b.metric,
+            "NodeType": b.node_type,
+            "MaxLoad": b.max_load,
+            "MinLoad": b.min_load,
+            "BalancingThreshold": b.threshold,
+            "ActivityThreshold": b.activity,
+            "IsBalancedBefore": b.balanced,
+            "IsBalancedAfter": a.balanced,
+            "DeviationBefore": b.deviation,
+            "DeviationAfter": a.deviation,
+        }
+        for b, a in zip(before, after)
+    ]
 
 
 def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
@@ -475,9 +549,16 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
         p = int(problem.replica_partition[r])
         service, pid = index.partitions[p]
         role = ("Primary" if final.primary_of[p] == r else "Secondary") if index.stateful[p] else "Instance"
-        out.append({"ServiceName": service, "PartitionId": pid, "Role": role,
-                    "ConstraintEliminationSequence": elimination_sequence(
-                        index, problem, final.node_of, final.primary_of, final.report["loads"], int(r))})
+        out.append(
+            {
+                "ServiceName": service,
+                "PartitionId": pid,
+                "Role": role,
+                "ConstraintEliminationSequence": elimination_sequence(
+                    index, problem, final.node_of, final.primary_of, final.report["loads"], int(r)
+                ),
+            }
+        )
     return out
 
 
@@ -510,10 +591,10 @@ class _Prepared(NamedTuple):
     state: ClusterState
     problem: Problem
     index: Index
-    original: Placement     # the input as it runs now (replicas on nodes that are not Up count as lost)
-    start: Placement        # where placement starts
+    original: Placement  # the input as it runs now (replicas on nodes that are not Up count as lost)
+    start: Placement  # where placement starts
     drops: list[dict]
-    health: list[dict]      # resource governance's reports
+    health: list[dict]  # resource governance's reports
 
 
 def _prepare(state: ClusterState, priorities: np.ndarray) -> _Prepared:
@@ -526,9 +607,15 @@ def _prepare(state: ClusterState, priorities: np.ndarray) -> _Prepared:
     original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
     allowed = _service_nodes(problem)[:, : index.n_nodes]
     usable = {name: [index.nodes[n] for n in np.flatnonzero(allowed[s])] for s, name in enumerate(index.services)}
-    state, drops = drop_surplus(state, index, original.report["loads"], _capacity(problem, priorities),
-                                _violating(index, problem, original, priorities), usable,
-                                (priorities[FAULT_DOMAIN] >= 0, priorities[UPGRADE_DOMAIN] >= 0))
+    state, drops = drop_surplus(
+        state,
+        index,
+        original.report["loads"],
+        _capacity(problem, priorities),
+        _violating(index, problem, original, priorities),
+        usable,
+        (priorities[FAULT_DOMAIN] >= 0, priorities[UPGRADE_DOMAIN] >= 0),
+    )
     if drops:
         problem, index = encode(state)
     start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
@@ -561,21 +648,30 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, only: str | Non
     each from where the last left off, sharing `search.seconds`; an interrupted run stops after the
     current phase."""
     budget = _Budget(schedule)
-    wanted = lambda name: only is None or only == name  # noqa: E731
-    placement = _placement_phase(run, start, budget.next(1 / 3)) if wanted("Placement") else _skipped("Placement", start)
+    wanted = lambda name: only is None or only == name
+    placement = (
+        _placement_phase(run, start, budget.next(1 / 3)) if wanted("Placement") else _skipped("Placement", start)
+    )
     budget.spend(placement.search)
     placed = elect_primaries(run.problem, run.index, placement.placement, run.priorities)
     check = _Phase(placed, _interrupted("ConstraintCheck"), None)
     if not STOP.is_set():
-        check = _constraint_phase(run, placed, budget.next(1 / 2)) if wanted("ConstraintCheck") else _skipped(
-            "ConstraintCheck", placed)
+        check = (
+            _constraint_phase(run, placed, budget.next(1 / 2))
+            if wanted("ConstraintCheck")
+            else _skipped("ConstraintCheck", placed)
+        )
         budget.spend(check.search)
     balance_before = _balances(run.state, run.problem, run.index, check.placement.report)
     balancing = _Phase(check.placement, _interrupted("Balancing"), None)
     if not STOP.is_set():
-        balancing = _balancing_phase(run, check.placement, budget.next(0.9), balance_before,
-                                     _movements(run.index, start, placed)) if wanted("Balancing") else _skipped(
-            "Balancing", check.placement)
+        balancing = (
+            _balancing_phase(
+                run, check.placement, budget.next(0.9), balance_before, _movements(run.index, start, placed)
+            )
+            if wanted("Balancing")
+            else _skipped("Balancing", check.placement)
+        )
         budget.spend(balancing.search)
     final, removed, tidy = balancing.placement, 0, None
     if not STOP.is_set():
@@ -586,9 +682,15 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, only: str | Non
 
 def _search_entry(searches: list[AnnealResult], seed: int, removed: int) -> dict:
     """The plan's `Search`."""
-    entry = {"Backend": jax.default_backend(), "Chains": min((s.chains for s in searches), default=0),
-             "Steps": sum(s.steps for s in searches), "Seconds": round(sum(s.seconds for s in searches), 3),
-             "Seed": seed, "Interrupted": STOP.is_set(), "MovementsRemoved": removed}
+    entry = {
+        "Backend": jax.default_backend(),
+        "Chains": min((s.chains for s in searches), default=0),
+        "Steps": sum(s.steps for s in searches),
+        "Seconds": round(sum(s.seconds for s in searches), 3),
+        "Seed": seed,
+        "Interrupted": STOP.is_set(),
+        "MovementsRemoved": removed,
+    }
     shrunk = [s.shrunk for s in searches if s.shrunk]
     if shrunk:
         entry["DeviceMemory"] = shrunk[-1]
@@ -598,11 +700,15 @@ def _search_entry(searches: list[AnnealResult], seed: int, removed: int) -> dict
 def _node_entries(index: Index, problem: Problem, before: Placement, after: Placement) -> list[dict]:
     """The plan's `Nodes`: capacities in force and loads before and after."""
     metrics, capacity = index.metrics, np.asarray(problem.capacity)
-    return [{"NodeName": name,
-             "Capacities": {m: float(capacity[n, k]) for k, m in enumerate(metrics) if np.isfinite(capacity[n, k])},
-             "LoadsBefore": {m: float(before.report["loads"][n, k]) for k, m in enumerate(metrics)},
-             "LoadsAfter": {m: float(after.report["loads"][n, k]) for k, m in enumerate(metrics)}}
-            for n, name in enumerate(index.nodes)]
+    return [
+        {
+            "NodeName": name,
+            "Capacities": {m: float(capacity[n, k]) for k, m in enumerate(metrics) if np.isfinite(capacity[n, k])},
+            "LoadsBefore": {m: float(before.report["loads"][n, k]) for k, m in enumerate(metrics)},
+            "LoadsAfter": {m: float(after.report["loads"][n, k]) for k, m in enumerate(metrics)},
+        }
+        for n, name in enumerate(index.nodes)
+    ]
 
 
 def _frozen_masks(index: Index, problem: Problem, frozen: Collection[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
@@ -614,9 +720,15 @@ def _frozen_masks(index: Index, problem: Problem, frozen: Collection[tuple[str, 
     return free_partitions[np.asarray(problem.replica_partition)], free_partitions
 
 
-def plan(state: ClusterState, search: SearchConfig | None = None,
-         progress: Callable[[int, int, float, float], None] | None = None, *, phase: str | None = None,
-         node_type: str | None = None, frozen: Collection[tuple[str, str]] = ()) -> dict:
+def plan(
+    state: ClusterState,
+    search: SearchConfig | None = None,
+    progress: Callable[[int, int, float, float], None] | None = None,
+    *,
+    phase: str | None = None,
+    node_type: str | None = None,
+    frozen: Collection[tuple[str, str]] = (),
+) -> dict:
     """Run the phases on `state` and return the plan document. `search`'s `auto` values are chosen
     for this backend and cluster size. One PLB round (the replay): `phase` runs only that phase,
     `node_type` balances only that node type's nodes, nothing in the `frozen` (ServiceName,
@@ -626,8 +738,18 @@ def plan(state: ClusterState, search: SearchConfig | None = None,
     ready = _prepare(state, priorities)
     problem, index = ready.problem, ready.index
     free, free_partitions = _frozen_masks(index, problem, frozen)
-    run = _Run(ready.state, problem, index, priorities, model(search.swap_probability), search.kernel, progress,
-               free, free_partitions, node_type)
+    run = _Run(
+        ready.state,
+        problem,
+        index,
+        priorities,
+        model(search.swap_probability),
+        search.kernel,
+        progress,
+        free,
+        free_partitions,
+        node_type,
+    )
     out = _run_phases(run, ready.start, search.schedule, phase)
     placement = out.placement.entry
     if ready.drops:
@@ -652,9 +774,9 @@ def plan(state: ClusterState, search: SearchConfig | None = None,
 class Findings:
     """What a PLB round finds in a state, before any search (the replay's probe)."""
 
-    unplaced: int                       # replicas to place or drop, outside frozen partitions
-    violations: int                     # placed replicas breaking a hard constraint, outside frozen partitions
-    balance: list[MetricBalance]        # per metric (and node type when balancing per node type)
+    unplaced: int  # replicas to place or drop, outside frozen partitions
+    violations: int  # placed replicas breaking a hard constraint, outside frozen partitions
+    balance: list[MetricBalance]  # per metric (and node type when balancing per node type)
     avg_std_dev: float
     node_loads: dict[str, dict[str, float]]
 
@@ -668,13 +790,18 @@ def findings(state: ClusterState, frozen: Collection[tuple[str, str]] = ()) -> F
     free, free_partitions = _frozen_masks(index, problem, frozen)
     unplaced = int((now.report["violations"]["unplaced"] & free).sum())
     targets = {s.name: s.target for s in state.services}
-    surplus = sum(max(0, len(rows) - targets[service]) for p, ((service, _), rows)
-                  in enumerate(zip(index.partitions, index.partition_rows))
-                  if free_partitions[p] and targets[service] >= 0)
+    surplus = sum(
+        max(0, len(rows) - targets[service])
+        for p, ((service, _), rows) in enumerate(zip(index.partitions, index.partition_rows))
+        if free_partitions[p] and targets[service] >= 0
+    )
     hard = np.where(priorities == 0, 0, -1)
     violating = _violating(index, problem, now, hard) & free & ~_everywhere(state, index)
     loads = now.report["loads"]
-    return Findings(unplaced + surplus, int(violating.sum()), _balances(state, problem, index, now.report),
-                    float(now.report["avg"]),
-                    {name: {m: float(loads[n, k]) for k, m in enumerate(index.metrics)}
-                     for n, name in enumerate(index.nodes)})
+    return Findings(
+        unplaced + surplus,
+        int(violating.sum()),
+        _balances(state, problem, index, now.report),
+        float(now.report["avg"]),
+        {name: {m: float(loads[n, k]) for k, m in enumerate(index.metrics)} for n, name in enumerate(index.nodes)},
+    )

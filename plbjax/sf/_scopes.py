@@ -18,7 +18,7 @@ def full_scope(problem: Problem, index: Index, enforce: bool = True) -> Scope:
     """
     node_of, primary_of = index.node_of, index.primary_of
     movable = node_of >= 0
-    movable[index.n_replicas:] = False
+    movable[index.n_replicas :] = False
     swappable = np.zeros(primary_of.shape[0], bool)
     for p in range(index.n_partitions):
         primary = primary_of[p]

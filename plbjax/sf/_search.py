@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from typing import Any, Optional
+from typing import Any
 
 from plbjax.anneal import KernelConfig, Schedule
 from plbjax.errors import BadInput
@@ -40,18 +40,18 @@ class SearchConfig:
     """The search of every phase of a plan. `chains`, `steps`, `tries` and `parallel` may be `auto`."""
 
     seed: int = 0
-    seconds: Optional[float] = 60.0          # wall-time budget of all phases' searches, compilation excluded
-    chains: Any = AUTO                       # independent annealing chains (vmapped)
-    steps: Any = AUTO                        # steps per chain; None: as many as `seconds` allows
-    tries: Any = AUTO                        # proposals evaluated together per step
-    parallel: Any = AUTO                     # apply every accepted proposal independent of earlier ones
-    room: Optional[int] = None               # most proposals a step finishes; None: tries / 16, at least 32
-    block_steps: int = 1_000                 # steps between exact refreshes and best-so-far checks
-    swap_probability: float = 0.3            # SF's SwapPrimaryProbability
-    initial_temperature: Optional[float] = None   # None: probe_factor x the largest |dE| of the first block
-    probe_factor: float = 50.0               # SF's factor
-    final_ratio: float = 1e-4                # final temperature / initial temperature (geometric cooling)
-    population: bool = False                 # population annealing: chains redrawn by Boltzmann weight per block
+    seconds: float | None = 60.0  # wall-time budget of all phases' searches, compilation excluded
+    chains: Any = AUTO  # independent annealing chains (vmapped)
+    steps: Any = AUTO  # steps per chain; None: as many as `seconds` allows
+    tries: Any = AUTO  # proposals evaluated together per step
+    parallel: Any = AUTO  # apply every accepted proposal independent of earlier ones
+    room: int | None = None  # most proposals a step finishes; None: tries / 16, at least 32
+    block_steps: int = 1_000  # steps between exact refreshes and best-so-far checks
+    swap_probability: float = 0.3  # SF's SwapPrimaryProbability
+    initial_temperature: float | None = None  # None: probe_factor x the largest |dE| of the first block
+    probe_factor: float = 50.0  # SF's factor
+    final_ratio: float = 1e-4  # final temperature / initial temperature (geometric cooling)
+    population: bool = False  # population annealing: chains redrawn by Boltzmann weight per block
 
     def __post_init__(self) -> None:
         """Every bad value is a BadInput naming its key."""
@@ -81,11 +81,22 @@ class SearchConfig:
 
     @property
     def kernel(self) -> KernelConfig:
-        return KernelConfig(tries=self.tries, parallel=self.parallel, room=self.room, block_steps=self.block_steps,
-                            population=self.population)
+        return KernelConfig(
+            tries=self.tries,
+            parallel=self.parallel,
+            room=self.room,
+            block_steps=self.block_steps,
+            population=self.population,
+        )
 
     @property
     def schedule(self) -> Schedule:
-        return Schedule(chains=self.chains, steps=self.steps, seconds=self.seconds, seed=self.seed,
-                        initial_temperature=self.initial_temperature, probe_factor=self.probe_factor,
-                        final_ratio=self.final_ratio)
+        return Schedule(
+            chains=self.chains,
+            steps=self.steps,
+            seconds=self.seconds,
+            seed=self.seed,
+            initial_temperature=self.initial_temperature,
+            probe_factor=self.probe_factor,
+            final_ratio=self.final_ratio,
+        )

@@ -217,13 +217,20 @@ PLB_SETTINGS: dict[str, bool | int | float | str] = {
 }
 
 # Settings that SF declares `uint`, and the two that it requires to be greater than 0.
-_UNSIGNED = frozenset({
-    "GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdForPlacement",
-    "GlobalMovementThrottleThresholdForBalancing", "MovementPerPartitionThrottleThreshold",
-    "PLBPeriodicalTraceApplicationCount", "PLBPeriodicalTraceNodeCount",
-    "PLBPeriodicalTraceServiceCount", "PLBNodeLoadTraceEntryCount",
-    "PLBApplicationLoadTraceMaxSize", "PLBApplicationLoadTraceBatchSize",
-})
+_UNSIGNED = frozenset(
+    {
+        "GlobalMovementThrottleThreshold",
+        "GlobalMovementThrottleThresholdForPlacement",
+        "GlobalMovementThrottleThresholdForBalancing",
+        "MovementPerPartitionThrottleThreshold",
+        "PLBPeriodicalTraceApplicationCount",
+        "PLBPeriodicalTraceNodeCount",
+        "PLBPeriodicalTraceServiceCount",
+        "PLBNodeLoadTraceEntryCount",
+        "PLBApplicationLoadTraceMaxSize",
+        "PLBApplicationLoadTraceBatchSize",
+    }
+)
 _POSITIVE = frozenset({"MaxViolatedItemsToTrace", "MaxInvalidReplicasToTrace"})
 
 _BY_LOWER = {name.lower(): name for name in PLB_SETTINGS}

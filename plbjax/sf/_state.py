@@ -225,8 +225,7 @@ def _construct_mapping(loader: _YamlLoader, node: yaml.MappingNode) -> dict:
         if not isinstance(key, Hashable):
             break  # construct_mapping reports it
         if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark)
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
         seen.add(key)
     return loader.construct_mapping(node, deep=True)
 
@@ -266,7 +265,7 @@ def _parse(doc: Mapping, source: str, owned: bool) -> ClusterState:
         doc = _plain_copy(doc, "")
         schema = _schema()
         if not _conforms(schema, doc):  # fast path; jsonschema names the problem
-            import jsonschema   # only for the message: the fast path needs none
+            import jsonschema  # only for the message: the fast path needs none
 
             error = jsonschema.exceptions.best_match(_validator().iter_errors(doc))
             if error is not None:
@@ -385,9 +384,17 @@ def _plain_copy(value: object, where: str) -> object:
         return [_plain_copy(item, f"{where}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, float) and not math.isfinite(value):
         raise BadInput(f"{where}: {value} is not a finite number")
-    if (isinstance(value, (int, float)) and not isinstance(value, bool) and abs(value) > LARGEST
-            and not where.endswith(_IDENTIFIERS)):
-        shown = f"{value:.6g}" if isinstance(value, float) or abs(value) < 1e30 else f"an integer of {len(str(abs(value)))} digits"
+    if (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and abs(value) > LARGEST
+        and not where.endswith(_IDENTIFIERS)
+    ):
+        shown = (
+            f"{value:.6g}"
+            if isinstance(value, float) or abs(value) < 1e30
+            else f"an integer of {len(str(abs(value)))} digits"
+        )
         raise BadInput(f"{where}: {shown} is beyond the largest number plbjax can search with ({LARGEST:g})")
     return value
 
@@ -456,22 +463,39 @@ _REPLICA_REQUIRED = frozenset(("ReplicaId", "Role", "NodeName"))
 _REPLICA_KEYS = _REPLICA_REQUIRED | {"Loads", "MoveCost"}
 _ROLES = {"Primary": 0, "Secondary": 1, "Instance": 2}
 _MOVE_COSTS = ("Zero", "Low", "Medium", "High", "VeryHigh")
-_NO_LOADS: dict = {}     # never modified
+_NO_LOADS: dict = {}  # never modified
 # The (inlined) schema of Partitions that `_Columns.read` checks, rule by rule.
-_PARTITIONS_SCHEMA = {"type": "array", "items": {
-    "type": "object", "additionalProperties": False, "required": ["ServiceName", "PartitionId", "Replicas"],
-    "properties": {
-        "ServiceName": {"type": "string", "minLength": 1},
-        "PartitionId": {"type": ["string", "integer"]},
-        "Replicas": {"type": "array", "items": {
-            "type": "object", "additionalProperties": False, "required": ["ReplicaId", "Role", "NodeName"],
-            "properties": {
-                "ReplicaId": {"type": ["string", "integer"]},
-                "Role": {"enum": list(_ROLES)},
-                "NodeName": {"type": ["string", "null"], "minLength": 1},
-                "Loads": {"type": "object", "propertyNames": {"minLength": 1},
-                          "additionalProperties": {"type": "number", "minimum": 0}},
-                "MoveCost": {"enum": list(_MOVE_COSTS)}}}}}}}
+_PARTITIONS_SCHEMA = {
+    "type": "array",
+    "items": {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["ServiceName", "PartitionId", "Replicas"],
+        "properties": {
+            "ServiceName": {"type": "string", "minLength": 1},
+            "PartitionId": {"type": ["string", "integer"]},
+            "Replicas": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["ReplicaId", "Role", "NodeName"],
+                    "properties": {
+                        "ReplicaId": {"type": ["string", "integer"]},
+                        "Role": {"enum": list(_ROLES)},
+                        "NodeName": {"type": ["string", "null"], "minLength": 1},
+                        "Loads": {
+                            "type": "object",
+                            "propertyNames": {"minLength": 1},
+                            "additionalProperties": {"type": "number", "minimum": 0},
+                        },
+                        "MoveCost": {"enum": list(_MOVE_COSTS)},
+                    },
+                },
+            },
+        },
+    },
+}
 
 
 @cache
@@ -502,7 +526,7 @@ def _parse_columns(doc: Mapping, owned: bool) -> ClusterState | None:
         kept = head if owned and head == head_doc else _plain_copy(head_doc, "")
         document = {k: copies if k == "Partitions" else kept[k] for k in doc}
         return _build(head_doc, document, columns)
-    except (BadInput, TypeError, ValueError, KeyError):   # the general path names the problem
+    except (BadInput, TypeError, ValueError, KeyError):  # the general path names the problem
         return None
 
 
@@ -517,14 +541,18 @@ class _Columns:
         """The columns of `parts` if every partition and replica conforms to the schema (and the
         general path's number rules), else None."""
         if _schema()["properties"]["Partitions"] != _PARTITIONS_SCHEMA or not set(map(type, parts)) <= {dict}:
-            return None     # the schema says what this does not check
+            return None  # the schema says what this does not check
         if not all(len(keys) == 3 and _PARTITION_KEYS.issuperset(keys) for keys in set(map(tuple, parts))):
             return None
         services = list(map(itemgetter("ServiceName"), parts))
         pids = list(map(itemgetter("PartitionId"), parts))
         lists = list(map(itemgetter("Replicas"), parts))
-        if not (set(map(type, services)) <= {str} and "" not in set(services)
-                and set(map(type, pids)) <= {str, int} and set(map(type, lists)) <= {list}):
+        if not (
+            set(map(type, services)) <= {str}
+            and "" not in set(services)
+            and set(map(type, pids)) <= {str, int}
+            and set(map(type, lists)) <= {list}
+        ):
             return None
         counts = np.fromiter(map(len, lists), np.int64, len(lists))
         reps = list(chain.from_iterable(lists))
@@ -536,9 +564,13 @@ class _Columns:
         rids = list(map(itemgetter("ReplicaId"), reps))
         roles = list(map(itemgetter("Role"), reps))
         nodes = list(map(itemgetter("NodeName"), reps))
-        if not (set(map(type, rids)) <= {str, int}
-                and set(map(type, roles)) <= {str} and set(roles) <= _ROLES.keys()
-                and set(map(type, nodes)) <= {str, type(None)} and "" not in set(nodes)):
+        if not (
+            set(map(type, rids)) <= {str, int}
+            and set(map(type, roles)) <= {str}
+            and set(roles) <= _ROLES.keys()
+            and set(map(type, nodes)) <= {str, type(None)}
+            and "" not in set(nodes)
+        ):
             return None
         costs = [None] * len(reps)
         if any("MoveCost" in keys for keys in kinds):
@@ -560,12 +592,24 @@ class _Columns:
                 return None
             try:
                 values = np.fromiter(flat, np.float64, len(flat))
-            except OverflowError:       # an integer beyond any float
+            except OverflowError:  # an integer beyond any float
                 return None
             if not (np.isfinite(values).all() and (values >= 0).all() and (values <= LARGEST).all()):
                 return None
-        return cls(parts=parts, services=services, pids=pids, counts=counts, reps=reps, rids=rids,
-                   roles=roles, nodes=nodes, costs=costs, loads=loads, keys=keys, values=values)
+        return cls(
+            parts=parts,
+            services=services,
+            pids=pids,
+            counts=counts,
+            reps=reps,
+            rids=rids,
+            roles=roles,
+            nodes=nodes,
+            costs=costs,
+            loads=loads,
+            keys=keys,
+            values=values,
+        )
 
     def copy(self) -> list:
         """A copy of the Partitions as given (for the state's document)."""
@@ -616,8 +660,9 @@ class _Columns:
         floats = iter(self.values.tolist())
         loads = list(map(dict, map(zip, self.keys, repeat(floats))))
         replicas = iter(map(Replica, self.rids, self.roles, self.nodes, loads, self.costs))
-        partitions = list(map(Partition, self.services, self.pids,
-                              [tuple(islice(replicas, count)) for count in self.counts.tolist()]))
+        partitions = list(
+            map(Partition, self.services, self.pids, [tuple(islice(replicas, count)) for count in self.counts.tolist()])
+        )
         return partitions, replica_ids
 
 
@@ -673,14 +718,23 @@ def _ignored_loads(services: list[dict]) -> tuple[str, ...]:
         stateful = svc["ServiceKind"] == "Stateful"
         for j, metric in enumerate(svc.get("Metrics") or []):
             if stateful:
-                unused = ["DefaultLoad"] if {"PrimaryDefaultLoad", "SecondaryDefaultLoad", "DefaultLoad"} <= set(metric) \
+                unused = (
+                    ["DefaultLoad"]
+                    if {"PrimaryDefaultLoad", "SecondaryDefaultLoad", "DefaultLoad"} <= set(metric)
                     else []
+                )
             else:
-                unused = [k for k in ("PrimaryDefaultLoad", "SecondaryDefaultLoad")
-                          if k in metric and metric[k] != metric.get("DefaultLoad", 0)]
-            out += [f"Services[{i}].Metrics[{j}].{k} = {metric[k]:g} ignored (a {svc['ServiceKind'].lower()} "
-                    f"service uses {'Primary/SecondaryDefaultLoad' if stateful else 'DefaultLoad'})"
-                    for k in unused if metric[k]]
+                unused = [
+                    k
+                    for k in ("PrimaryDefaultLoad", "SecondaryDefaultLoad")
+                    if k in metric and metric[k] != metric.get("DefaultLoad", 0)
+                ]
+            out += [
+                f"Services[{i}].Metrics[{j}].{k} = {metric[k]:g} ignored (a {svc['ServiceKind'].lower()} "
+                f"service uses {'Primary/SecondaryDefaultLoad' if stateful else 'DefaultLoad'})"
+                for k in unused
+                if metric[k]
+            ]
     return tuple(out)
 
 
@@ -694,7 +748,8 @@ def _node_types(entries: list[dict]) -> dict[str, dict]:
         overrides = "PlacementAndLoadBalancingOverrides"
         _check_balancing_thresholds(
             entry.get(overrides, {}).get("MetricBalancingThresholdsPerNodeType", {}),
-            f"{where}.{overrides}.MetricBalancingThresholdsPerNodeType")
+            f"{where}.{overrides}.MetricBalancingThresholdsPerNodeType",
+        )
         by_name[entry["Name"]] = entry
     return by_name
 
@@ -720,17 +775,19 @@ def _nodes(entries: list[dict], node_types: dict[str, dict]) -> list[Node]:
         if not upgrade_domain:
             raise BadInput(f"{where}.UpgradeDomain: must not be empty")
         available = entry.get("AvailableResources")
-        nodes.append(Node(
-            name=name,
-            node_type=type_name,
-            fault_domain=_fault_domain(entry["FaultDomain"], f"{where}.FaultDomain"),
-            upgrade_domain=upgrade_domain,
-            capacities={k: float(v) for k, v in capacities.items()},
-            properties=properties,
-            status=entry.get("NodeStatus", "Up"),
-            priority=entry.get("Priority", 0),
-            available_resources=None if available is None else {k: float(v) for k, v in available.items()},
-        ))
+        nodes.append(
+            Node(
+                name=name,
+                node_type=type_name,
+                fault_domain=_fault_domain(entry["FaultDomain"], f"{where}.FaultDomain"),
+                upgrade_domain=upgrade_domain,
+                capacities={k: float(v) for k, v in capacities.items()},
+                properties=properties,
+                status=entry.get("NodeStatus", "Up"),
+                priority=entry.get("Priority", 0),
+                available_resources=None if available is None else {k: float(v) for k, v in available.items()},
+            )
+        )
     return nodes
 
 
@@ -762,21 +819,23 @@ def _services(entries: list[dict]) -> list[Service]:
                 raise BadInput(f"{policy_where}: {policy['Type']} needs DomainName")
             _fault_domain(policy["DomainName"], f"{policy_where}.DomainName")
         constraints = entry.get("PlacementConstraints", "").strip()
-        services.append(Service(
-            name=name,
-            type_name=entry.get("ServiceTypeName"),
-            stateful=stateful,
-            target=target,
-            placement_constraints=constraints or None,
-            metrics=_metrics(entry.get("Metrics"), stateful, target, where),
-            default_move_cost=entry.get("DefaultMoveCost", DEFAULT_MOVE_COST),
-            correlations=tuple(entry.get("Correlations", [])),
-            placement_policies=tuple(entry.get("PlacementPolicies", [])),
-            priority=entry.get("Priority", 0),
-            balancing_enabled=entry.get("BalancingPolicy", "Enabled") == "Enabled",
-            resource_governance=entry.get("ResourceGovernance"),
-            application=entry.get("ApplicationName", _application_of(name)),
-        ))
+        services.append(
+            Service(
+                name=name,
+                type_name=entry.get("ServiceTypeName"),
+                stateful=stateful,
+                target=target,
+                placement_constraints=constraints or None,
+                metrics=_metrics(entry.get("Metrics"), stateful, target, where),
+                default_move_cost=entry.get("DefaultMoveCost", DEFAULT_MOVE_COST),
+                correlations=tuple(entry.get("Correlations", [])),
+                placement_policies=tuple(entry.get("PlacementPolicies", [])),
+                priority=entry.get("Priority", 0),
+                balancing_enabled=entry.get("BalancingPolicy", "Enabled") == "Enabled",
+                resource_governance=entry.get("ResourceGovernance"),
+                application=entry.get("ApplicationName", _application_of(name)),
+            )
+        )
     _check_correlations(services)
     return services
 
@@ -784,7 +843,7 @@ def _services(entries: list[dict]) -> list[Service]:
 def _application_of(service_name: str) -> str | None:
     """fabric:/App/Svc -> fabric:/App (SF's naming convention), else None."""
     prefix = "fabric:/"
-    parts = service_name[len(prefix):].split("/") if service_name.startswith(prefix) else []
+    parts = service_name[len(prefix) :].split("/") if service_name.startswith(prefix) else []
     return prefix + parts[0] if len(parts) >= 2 and parts[0] else None
 
 
@@ -800,8 +859,9 @@ def _metrics(entries: list[dict] | None, stateful: bool, target: int, where: str
         given = [key for key in _LOAD_KEYS if key in entry]
         if name in BUILTIN_LOADS:
             if given:
-                raise BadInput(f"{metric_where}.{given[0]}: {name} is a built-in metric; "
-                               "SF derives its load from the replica role")
+                raise BadInput(
+                    f"{metric_where}.{given[0]}: {name} is a built-in metric; SF derives its load from the replica role"
+                )
             (primary, secondary), instance = BUILTIN_LOADS[name]
             if not stateful:
                 primary = secondary = instance
@@ -811,11 +871,10 @@ def _metrics(entries: list[dict] | None, stateful: bool, target: int, where: str
             secondary = entry.get("SecondaryDefaultLoad", default)
             if target == 1:  # ServiceDescription::AlignSinletonReplicaDefLoads
                 secondary = primary
-        else:       # SF's descriptions carry all three loads; an instance's is DefaultLoad
+        else:  # SF's descriptions carry all three loads; an instance's is DefaultLoad
             primary = secondary = entry.get("DefaultLoad", 0)
         weight_name = entry.get("Weight", DEFAULT_METRIC_WEIGHT)
-        metrics.append(Metric(name, METRIC_WEIGHTS[weight_name], weight_name,
-                              float(primary), float(secondary)))
+        metrics.append(Metric(name, METRIC_WEIGHTS[weight_name], weight_name, float(primary), float(secondary)))
     return tuple(metrics)
 
 
@@ -837,8 +896,10 @@ def _check_correlations(services: list[Service]) -> None:
             parent[service.name] = other
     for child, other in parent.items():
         if other in parent:
-            raise BadInput(f"Services[{position[child]}].Correlations[0].ServiceName: {other!r} is "
-                           f"itself correlated with {parent[other]!r}; SF does not support affinity chains")
+            raise BadInput(
+                f"Services[{position[child]}].Correlations[0].ServiceName: {other!r} is "
+                f"itself correlated with {parent[other]!r}; SF does not support affinity chains"
+            )
 
 
 def _partitions(entries: list[dict], services: dict[str, Service], node_names: set[str]) -> list[Partition]:
@@ -851,8 +912,12 @@ def _partitions(entries: list[dict], services: dict[str, Service], node_names: s
         if service is None:
             raise BadInput(f"{where}.ServiceName: unknown service {entry['ServiceName']!r}")
         pid = entry["PartitionId"]
-        _claim(seen_partitions, (service.name, str(pid)), f"{where}.PartitionId",
-               f"PartitionId {pid!r} of service {service.name!r}")
+        _claim(
+            seen_partitions,
+            (service.name, str(pid)),
+            f"{where}.PartitionId",
+            f"PartitionId {pid!r} of service {service.name!r}",
+        )
         metric_names = [m.name for m in service.metrics]
         on_node: dict[str, str] = {}
         has_primary = False
@@ -862,8 +927,7 @@ def _partitions(entries: list[dict], services: dict[str, Service], node_names: s
             rid, role, node = rep["ReplicaId"], rep["Role"], rep["NodeName"]
             _claim(seen_replicas, str(rid), f"{rep_where}.ReplicaId", f"ReplicaId {rid!r}")
             if service.stateful == (role == "Instance"):
-                kind, roles = (("stateful", "Primary or Secondary") if service.stateful
-                               else ("stateless", "Instance"))
+                kind, roles = ("stateful", "Primary or Secondary") if service.stateful else ("stateless", "Instance")
                 raise BadInput(f"{rep_where}.Role: {role!r} in {kind} service {service.name!r} (use {roles})")
             if role == "Primary":
                 if has_primary:
@@ -873,29 +937,34 @@ def _partitions(entries: list[dict], services: dict[str, Service], node_names: s
                 if node not in node_names:
                     raise BadInput(f"{rep_where}.NodeName: unknown node {node!r}")
                 if node in on_node:
-                    raise BadInput(f"{rep_where}.NodeName: {node!r} already holds a replica of "
-                                   f"partition {pid!r} ({on_node[node]})")
+                    raise BadInput(
+                        f"{rep_where}.NodeName: {node!r} already holds a replica of partition {pid!r} ({on_node[node]})"
+                    )
                 on_node[node] = rep_where
             for metric in rep.get("Loads", {}):
                 if metric not in metric_names:
-                    raise BadInput(f"{rep_where}.Loads.{metric}: service {service.name!r} has no "
-                                   f"metric {metric!r} (its metrics: {', '.join(metric_names)})")
+                    raise BadInput(
+                        f"{rep_where}.Loads.{metric}: service {service.name!r} has no "
+                        f"metric {metric!r} (its metrics: {', '.join(metric_names)})"
+                    )
                 if metric in BUILTIN_LOADS:
-                    raise BadInput(f"{rep_where}.Loads.{metric}: built-in metric; "
-                                   "SF derives its load from the replica role")
-            replicas.append(Replica(
-                replica_id=rid,
-                role=role,
-                node=node,
-                loads={k: float(v) for k, v in rep.get("Loads", {}).items()},
-                move_cost=rep.get("MoveCost"),
-            ))
+                    raise BadInput(
+                        f"{rep_where}.Loads.{metric}: built-in metric; SF derives its load from the replica role"
+                    )
+            replicas.append(
+                Replica(
+                    replica_id=rid,
+                    role=role,
+                    node=node,
+                    loads={k: float(v) for k, v in rep.get("Loads", {}).items()},
+                    move_cost=rep.get("MoveCost"),
+                )
+            )
         partitions.append(Partition(service.name, pid, tuple(replicas)))
     return partitions
 
 
-def _upgrade(upgrade: dict | None, services: list[Service], nodes: list[Node],
-             replica_ids: set[str]) -> dict | None:
+def _upgrade(upgrade: dict | None, services: list[Service], nodes: list[Node], replica_ids: set[str]) -> dict | None:
     if upgrade is None:
         return None
     if upgrade["Scope"] == "Application":
@@ -918,15 +987,15 @@ def _upgrade(upgrade: dict | None, services: list[Service], nodes: list[Node],
     return upgrade | {"UpgradeDomainsDone": done} if "UpgradeDomainsDone" in upgrade else upgrade
 
 
-def _block_list(entries: list[dict], services: list[Service],
-                node_names: set[str]) -> tuple[dict, ...]:
+def _block_list(entries: list[dict], services: list[Service], node_names: set[str]) -> tuple[dict, ...]:
     type_names = {s.type_name for s in services}
     for i, entry in enumerate(entries):
         if entry["NodeName"] not in node_names:
             raise BadInput(f"BlockList[{i}].NodeName: unknown node {entry['NodeName']!r}")
         if entry["ServiceTypeName"] not in type_names:
-            raise BadInput(f"BlockList[{i}].ServiceTypeName: no service has ServiceTypeName "
-                           f"{entry['ServiceTypeName']!r}")
+            raise BadInput(
+                f"BlockList[{i}].ServiceTypeName: no service has ServiceTypeName {entry['ServiceTypeName']!r}"
+            )
     return tuple(entries)
 
 

@@ -33,8 +33,15 @@ PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that 
 class Client:
     """GET requests to one cluster's HTTP gateway."""
 
-    def __init__(self, endpoint: str, cert: str | None = None, key: str | None = None,
-                 insecure: bool = False, max_results: int = 0, timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        cert: str | None = None,
+        key: str | None = None,
+        insecure: bool = False,
+        max_results: int = 0,
+        timeout: float = 60.0,
+    ) -> None:
         self.endpoint = endpoint.rstrip("/")
         self.max_results, self.timeout = max_results, timeout
         self.context = None
@@ -96,7 +103,7 @@ def dump_cluster(client: Client, out: str | Path, replica_loads: bool = False) -
     return writer.count
 
 
-def _service(client: Client, writer: "_Writer", service_id: str, replica_loads: bool) -> None:
+def _service(client: Client, writer: _Writer, service_id: str, replica_loads: bool) -> None:
     """The description, partitions, replicas and loads of one service."""
     base = f"/Services/{quote(service_id, safe='~')}"
     writer.put(f"service-descriptions/{service_id}.json", client.get(f"{base}/$/GetDescription", "6.0"))
@@ -129,11 +136,13 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="the dump directory to write")
     parser.add_argument("--cert", help="client certificate (PEM) for https")
     parser.add_argument("--key", help="its private key (PEM), if not in --cert")
-    parser.add_argument("--insecure", action="store_true",
-                        help="allow plain http, and https without verifying the server's certificate")
+    parser.add_argument(
+        "--insecure", action="store_true", help="allow plain http, and https without verifying the server's certificate"
+    )
     parser.add_argument("--max-results", type=int, default=0, help="page size asked of list calls (0: SF's)")
-    parser.add_argument("--replica-loads", action="store_true",
-                        help="also read every replica's own load reports (one call per replica)")
+    parser.add_argument(
+        "--replica-loads", action="store_true", help="also read every replica's own load reports (one call per replica)"
+    )
     args = parser.parse_args(argv)
     try:
         client = Client(args.endpoint, args.cert, args.key, args.insecure, args.max_results)

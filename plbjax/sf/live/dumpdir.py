@@ -61,8 +61,10 @@ class Dump:
         for p, page in enumerate(pages):
             at = f"[{p}]." if isinstance(value, list) else ""
             if not isinstance(page, dict) or not isinstance(page.get("Items"), list):
-                raise BadInput(f"{rel}: {at or ''}Items: expected a paged list "
-                               "({\"ContinuationToken\": ..., \"Items\": [...]}, or an array of them)")
+                raise BadInput(
+                    f"{rel}: {at or ''}Items: expected a paged list "
+                    '({"ContinuationToken": ..., "Items": [...]}, or an array of them)'
+                )
             for i, item in enumerate(page["Items"]):
                 if not isinstance(item, dict):
                     raise BadInput(f"{rel}: {at}Items[{i}]: expected a JSON object")

@@ -26,7 +26,7 @@ import argparse
 import json
 import shlex
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
@@ -48,26 +48,74 @@ def command(action: dict, fmt: str) -> str:
     kind, pid, svc = action["Action"], str(action["PartitionId"]), action["ServiceName"]
     src, dst = action["SourceNode"], action["TargetNode"]
     if kind in PRIMARY:
-        forms = (["sfctl", "partition", "move-primary-replica", "--partition-id", pid, "--node-name", dst],
-                 ["Move-ServiceFabricPrimaryReplica", "-PartitionId", pid, "-ServiceName", svc, "-NodeName", dst],
-                 (f"/Partitions/{quote(pid)}/$/MovePrimaryReplica", "6.5", {"NodeName": dst}))
+        forms = (
+            ["sfctl", "partition", "move-primary-replica", "--partition-id", pid, "--node-name", dst],
+            ["Move-ServiceFabricPrimaryReplica", "-PartitionId", pid, "-ServiceName", svc, "-NodeName", dst],
+            (f"/Partitions/{quote(pid)}/$/MovePrimaryReplica", "6.5", {"NodeName": dst}),
+        )
     elif kind == "MoveSecondary":
-        forms = (["sfctl", "partition", "move-secondary-replica", "--partition-id", pid,
-                  "--current-node-name", src, "--new-node-name", dst],
-                 ["Move-ServiceFabricSecondaryReplica", "-PartitionId", pid, "-ServiceName", svc,
-                  "-CurrentSecondaryNodeName", src, "-NewSecondaryNodeName", dst],
-                 (f"/Partitions/{quote(pid)}/$/MoveSecondaryReplica", "6.5",
-                  {"CurrentNodeName": src, "NewNodeName": dst}))
+        forms = (
+            [
+                "sfctl",
+                "partition",
+                "move-secondary-replica",
+                "--partition-id",
+                pid,
+                "--current-node-name",
+                src,
+                "--new-node-name",
+                dst,
+            ],
+            [
+                "Move-ServiceFabricSecondaryReplica",
+                "-PartitionId",
+                pid,
+                "-ServiceName",
+                svc,
+                "-CurrentSecondaryNodeName",
+                src,
+                "-NewSecondaryNodeName",
+                dst,
+            ],
+            (f"/Partitions/{quote(pid)}/$/MoveSecondaryReplica", "6.5", {"CurrentNodeName": src, "NewNodeName": dst}),
+        )
     elif kind == "MoveInstance":
-        forms = (["sfctl", "partition", "move-instance", "--service-id", service_id(svc), "--partition-id", pid,
-                  "--current-node-name", src, "--new-node-name", dst],
-                 ["Move-ServiceFabricInstance", "-PartitionId", pid, "-ServiceName", svc,
-                  "-CurrentInstanceNodeName", src, "-NewInstanceNodeName", dst],
-                 (f"/Services/{quote(service_id(svc), safe='~')}/$/GetPartitions/{quote(pid)}/$/MoveInstance",
-                  "8.0", {"CurrentNodeName": src, "NewNodeName": dst}))
+        forms = (
+            [
+                "sfctl",
+                "partition",
+                "move-instance",
+                "--service-id",
+                service_id(svc),
+                "--partition-id",
+                pid,
+                "--current-node-name",
+                src,
+                "--new-node-name",
+                dst,
+            ],
+            [
+                "Move-ServiceFabricInstance",
+                "-PartitionId",
+                pid,
+                "-ServiceName",
+                svc,
+                "-CurrentInstanceNodeName",
+                src,
+                "-NewInstanceNodeName",
+                dst,
+            ],
+            (
+                f"/Services/{quote(service_id(svc), safe='~')}/$/GetPartitions/{quote(pid)}/$/MoveInstance",
+                "8.0",
+                {"CurrentNodeName": src, "NewNodeName": dst},
+            ),
+        )
     else:
-        return (f"# {kind} {svc} partition {pid} ({src or '-'} -> {dst or '-'}): no command; "
-                "the Failover Manager does this itself")
+        return (
+            f"# {kind} {svc} partition {pid} ({src or '-'} -> {dst or '-'}): no command; "
+            "the Failover Manager does this itself"
+        )
     sfctl, powershell, (path, version, query) = forms
     if fmt == "sfctl":
         return shlex.join(sfctl)
@@ -86,10 +134,12 @@ def export_plan(plan: dict, fmt: str, source: str = "<plan>", when: str = "") ->
         raise BadInput(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
     actions = _actions(plan, source)
     score = plan.get("Score") or {}
-    header = [f"# plbjax-export ({fmt}) of the plan {source}" + (f", written {when}" if when else ""),
-              f"# score (AvgStdDev): {score.get('Before', float('nan')):.6g} -> {score.get('After', float('nan')):.6g}; "
-              f"{len(actions)} action(s)",
-              "# Nothing has run: review these commands, then run them yourself, in this order."]
+    header = [
+        f"# plbjax-export ({fmt}) of the plan {source}" + (f", written {when}" if when else ""),
+        f"# score (AvgStdDev): {score.get('Before', float('nan')):.6g} -> {score.get('After', float('nan')):.6g}; "
+        f"{len(actions)} action(s)",
+        "# Nothing has run: review these commands, then run them yourself, in this order.",
+    ]
     if fmt == "rest":
         header.append("# Each line is a request to the cluster's HTTP endpoint (https://host:19080), body empty.")
     return "\n".join(header + [command(a, fmt) for a in actions]) + "\n"
@@ -117,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
         path = Path(args.plan)
         try:
             plan = json.loads(path.read_text())
-            when = datetime.fromtimestamp(path.stat().st_mtime, timezone.utc).isoformat(timespec="seconds")
+            when = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
         except OSError as exc:
             raise BadInput(f"{args.plan}: cannot read: {exc.strerror}") from None
         except json.JSONDecodeError as exc:

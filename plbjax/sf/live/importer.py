@@ -15,7 +15,6 @@ import sys
 
 from plbjax import BadInput, parse_state
 from plbjax.files import write_text
-
 from plbjax.sf.live import fields
 from plbjax.sf.live.dumpdir import Dump, at, need
 from plbjax.sf.live.manifest import parse_manifest
@@ -117,8 +116,10 @@ def _unique_replica_ids(partitions: list[dict], report: Report) -> None:
         for r in p["Replicas"]:
             if count[str(r["ReplicaId"])] > 1:
                 new = f"{p['PartitionId']}/{r['ReplicaId']}"
-                report.note(f"replica {r['ReplicaId']} of partition {p['PartitionId']} is named {new}: "
-                            "its id is used in another partition too")
+                report.note(
+                    f"replica {r['ReplicaId']} of partition {p['PartitionId']} is named {new}: "
+                    "its id is used in another partition too"
+                )
                 r["ReplicaId"] = new
 
 

@@ -15,13 +15,17 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from plbjax import BadInput, parse_state
-
 from plbjax.sf.live.report import Report
 
 WHERE = "cluster-manifest"
 # FabricSettings sections that are per-metric maps in the state document, with the value type.
-METRIC_SECTIONS = {"MetricBalancingThresholds": float, "MetricActivityThresholds": float,
-                   "DefragmentationMetrics": "bool", "NodeBufferPercentage": float, "GlobalMetricWeights": float}
+METRIC_SECTIONS = {
+    "MetricBalancingThresholds": float,
+    "MetricActivityThresholds": float,
+    "DefragmentationMetrics": "bool",
+    "NodeBufferPercentage": float,
+    "GlobalMetricWeights": float,
+}
 OVERRIDES = {"MetricBalancingThresholdsPerNodeType": float, "MetricActivityThresholdsPerNodeType": float}
 
 

@@ -10,13 +10,20 @@ the metric has no capacity on the node (Service Fabric Explorer reads it so: has
 from __future__ import annotations
 
 from plbjax import BadInput
-
 from plbjax.sf.live import fields
 from plbjax.sf.live.dumpdir import Dump, at, need
 from plbjax.sf.live.report import Report
 
-STATUS = {"Up": "Up", "Enabling": "Up", "Disabling": "Disabled", "Disabled": "Disabled", "Down": "Down",
-          "Unknown": "Down", "Invalid": "Down", "Removed": "Down"}
+STATUS = {
+    "Up": "Up",
+    "Enabling": "Up",
+    "Disabling": "Disabled",
+    "Disabled": "Disabled",
+    "Down": "Down",
+    "Unknown": "Down",
+    "Invalid": "Down",
+    "Removed": "Down",
+}
 # SF's resource governance metrics: their node capacity is derived (AvailableResources and
 # CpuPercentageNodeCapacity / MemoryPercentageNodeCapacity), never given directly.
 RESOURCE_METRICS = ("servicefabric:/_CpuCores", "servicefabric:/_MemoryInMB")
@@ -43,11 +50,17 @@ def read_nodes(dump: Dump, node_types: list[dict], report: Report) -> list[dict]
 
 def _node(item: dict, where: str, types: dict, report: Report) -> dict:
     name = need(item, "Name", where)
-    node = {"NodeName": name, "FaultDomain": need(item, "FaultDomain", where),
-            "UpgradeDomain": need(item, "UpgradeDomain", where), "NodeStatus": _status(item, where, report)}
+    node = {
+        "NodeName": name,
+        "FaultDomain": need(item, "FaultDomain", where),
+        "UpgradeDomain": need(item, "UpgradeDomain", where),
+        "NodeStatus": _status(item, where, report),
+    }
     if item.get("Type"):
         if types and item["Type"] not in types:
-            raise BadInput(f"{at(where, 'Type')}: node type {item['Type']!r} is not in the cluster manifest's NodeTypes")
+            raise BadInput(
+                f"{at(where, 'Type')}: node type {item['Type']!r} is not in the cluster manifest's NodeTypes"
+            )
         node["NodeType"] = item["Type"]
     return node
 
@@ -59,15 +72,19 @@ def _status(item: dict, where: str, report: Report) -> str:
         raise BadInput(f"{at(where, 'NodeStatus')}: {raw!r} is not an SF node status")
     status = STATUS[raw]
     info = item.get("NodeDeactivationInfo") or {}
-    deactivating = info.get("NodeDeactivationIntent", "Invalid") not in ("Invalid", "") and \
-        info.get("NodeDeactivationStatus", "None") != "None"
+    deactivating = (
+        info.get("NodeDeactivationIntent", "Invalid") not in ("Invalid", "")
+        and info.get("NodeDeactivationStatus", "None") != "None"
+    )
     if item.get("IsStopped"):
         status = "Down"
     elif status == "Up" and deactivating:
         status = "Disabled"
     if status != raw:
-        report.note(f"{where}: node {item.get('Name')!r} is {status} (NodeStatus {raw}, IsStopped "
-                    f"{item.get('IsStopped', False)}, deactivation {info.get('NodeDeactivationIntent', 'none')})")
+        report.note(
+            f"{where}: node {item.get('Name')!r} is {status} (NodeStatus {raw}, IsStopped "
+            f"{item.get('IsStopped', False)}, deactivation {info.get('NodeDeactivationIntent', 'none')})"
+        )
     return status
 
 
@@ -86,7 +103,9 @@ def _node_load(load: dict, rel: str, node: dict, node_type: dict, report: Report
         if capacity <= 0 or typed.get(name) == capacity:
             continue
         if name in RESOURCE_METRICS:
-            report.note(f"{where}: capacity {capacity:g} of {name} not carried: SF derives it from the "
-                        "node's resources (AvailableResources, CpuPercentageNodeCapacity)")
+            report.note(
+                f"{where}: capacity {capacity:g} of {name} not carried: SF derives it from the "
+                "node's resources (AvailableResources, CpuPercentageNodeCapacity)"
+            )
             continue
         node.setdefault("Capacities", {})[name] = capacity

@@ -14,7 +14,6 @@ loads apply, as in SF.
 from __future__ import annotations
 
 from plbjax import BadInput
-
 from plbjax.sf.live import fields
 from plbjax.sf.live.dumpdir import Dump, at, need
 from plbjax.sf.live.report import Report
@@ -34,8 +33,7 @@ def read_partitions(dump: Dump, service: dict, service_id: str, nodes: set[str],
         pid = need(info, "Id", at(where, "PartitionInformation"))
         replicas = _replicas(dump, service, pid, nodes, report)
         _apply_loads(dump, service, pid, replicas, report)
-        out.append({"ServiceName": service["ServiceName"], "PartitionId": pid,
-                    "Replicas": [r for r, _ in replicas]})
+        out.append({"ServiceName": service["ServiceName"], "PartitionId": pid, "Replicas": [r for r, _ in replicas]})
     report.count("partitions/*.json")
     return out
 
@@ -54,9 +52,11 @@ def _replicas(dump: Dump, service: dict, pid: str, nodes: set[str], report: Repo
         role = ROLES.get(item.get("ReplicaRole", "")) if stateful else "Instance"
         status = need(item, "ReplicaStatus", where)
         if role is None or status not in PLACED:
-            report.note(f"{where}: replica {rid} ({item.get('ReplicaRole', 'instance')}, {status}) on {node} "
-                        "left out: placement counts only Primary/Secondary replicas and instances "
-                        "that are Ready, InBuild or Down")
+            report.note(
+                f"{where}: replica {rid} ({item.get('ReplicaRole', 'instance')}, {status}) on {node} "
+                "left out: placement counts only Primary/Secondary replicas and instances "
+                "that are Ready, InBuild or Down"
+            )
             continue
         out.append(({"ReplicaId": rid, "Role": role, "NodeName": node}, where))
     report.count("replicas/*.json")
@@ -98,8 +98,10 @@ def _apply_loads(dump: Dump, service: dict, pid: str, replicas: list[tuple[dict,
         if dump.exists(own):
             loads |= _replica_load(dump.object(own), own, report)
         for name in sorted(set(loads) - metrics):
-            report.note(f"{where}: reported load {name} = {loads.pop(name):g} of replica {replica['ReplicaId']} "
-                        f"not carried: {service['ServiceName']} declares no such metric (SF ignores it)")
+            report.note(
+                f"{where}: reported load {name} = {loads.pop(name):g} of replica {replica['ReplicaId']} "
+                f"not carried: {service['ServiceName']} declares no such metric (SF ignores it)"
+            )
         if loads:
             replica["Loads"] = loads
 
@@ -125,7 +127,9 @@ def check_orphans(dump: Dump, partitions: list[dict], report: Report) -> None:
             raise BadInput(f"{rel}: no partition {'/'.join(parts[1:-1])} in partitions/*.json")
         if parts[2] in placed[parts[1]]:
             continue
-        ids = {str(item.get("ReplicaId", item.get("InstanceId"))) for _, item in dump.items(f"replicas/{parts[1]}.json")}
+        ids = {
+            str(item.get("ReplicaId", item.get("InstanceId"))) for _, item in dump.items(f"replicas/{parts[1]}.json")
+        }
         if parts[2] not in ids:
             raise BadInput(f"{rel}: no replica {parts[2]} in replicas/{parts[1]}.json")
         report.note(f"{rel}: not carried: its replica was left out")
