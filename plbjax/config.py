@@ -46,11 +46,11 @@ class RunConfig:
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)
 
 
+REPLAY_ROUND_SECONDS = 1.0  # a replay plans hundreds of rounds: each round's search budget
+
+
 def _replay_search() -> SearchConfig:
     return SearchConfig(seconds=REPLAY_ROUND_SECONDS)
-
-
-REPLAY_ROUND_SECONDS = 1.0  # a replay plans hundreds of rounds: each round's search budget
 
 
 @dataclasses.dataclass

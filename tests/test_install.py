@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # builds and installs the package in a fresh virtual environment
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

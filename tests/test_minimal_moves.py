@@ -9,8 +9,9 @@ import numpy as np
 from conftest import QUICK
 
 from plbjax.sf import _energy as E
+from plbjax.sf import model
 from plbjax.sf._encoding import encode
-from plbjax.sf._phases import Placement, _priorities, _tidy, assess, plan
+from plbjax.sf._phases import Placement, _frozen_masks, _priorities, _Run, _tidy, assess, plan
 from plbjax.sf._state import parse_state
 
 LOADED, EMPTY = ("N0", "N1", "N2"), ("N3", "N4", "N5")
@@ -75,7 +76,10 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
     node_of[a], node_of[b] = node["N8"], node["N7"]
     final = Placement(node_of, index.primary_of, assess(problem, node_of, index.primary_of))
     assert int(((node_of != index.node_of) & (index.node_of >= 0)).sum()) == 37
-    tidied, removed, _ = _tidy(problem, index, final, CONFIG, None, _priorities(state))
+    run = _Run(
+        state, problem, index, _priorities(state), model(), CONFIG.kernel, None, *_frozen_masks(index, problem, ())
+    )
+    tidied, removed, _ = _tidy(run, final, CONFIG.schedule)
     assert removed == 7
     assert int(((tidied.node_of != index.node_of) & (index.node_of >= 0)).sum()) == 30
     np.testing.assert_allclose(tidied.report["loads"], final.report["loads"])

@@ -20,6 +20,8 @@ from oracle import Oracle, tiny_cluster
 
 from plbjax import SearchConfig, parse_state, plan
 
+pytestmark = pytest.mark.slow  # brute force over 300 tiny clusters
+
 CONFIG = SearchConfig(chains=1, steps=700, seconds=None, block_steps=350, tries=16, parallel=True)
 CLUSTERS = 300
 

@@ -30,11 +30,13 @@ def _play(timeline: dict, seed: int = 0):
 def test_a_single_event_timeline_plans_what_plbjax_plans():
     """The first round's actions are `plbjax`'s plan on that state (same search, same seed)."""
     state = _small()
-    record = _play({"State": state, "Duration": 1, "Events": [{"Time": 0, "Kind": "SettingsChanged",
-                                                             "Settings": {}}]}, seed=4)
+    record = _play(
+        {"State": state, "Duration": 1, "Events": [{"Time": 0, "Kind": "SettingsChanged", "Settings": {}}]}, seed=4
+    )
     expected = plan(load_state(EXAMPLES / "small.yaml"), SearchConfig(**{**SEARCH.__dict__, "seed": 4}))
-    first = [{k: v for k, v in a.items() if k not in ("Time", "Phase", "NodeType")} for a in record.actions
-             if a["Time"] == 0]
+    first = [
+        {k: v for k, v in a.items() if k not in ("Time", "Phase", "NodeType")} for a in record.actions if a["Time"] == 0
+    ]
     assert expected["Actions"] and first == expected["Actions"]
 
 
@@ -60,18 +62,31 @@ def test_a_failed_fault_domain_gets_its_share_back_through_balancing():
             if r["NodeName"]:
                 final[r["NodeName"]] += 1
     assert final["N0"] > 0 and final["N3"] > 0
-    returned = [a for a in record.actions if a["Time"] >= 330 and a["Phase"] == "Balancing"
-                and a["TargetNode"] in ("N0", "N3")]
+    returned = [
+        a for a in record.actions if a["Time"] >= 330 and a["Phase"] == "Balancing" and a["TargetNode"] in ("N0", "N3")
+    ]
     assert returned
     assert summary(record)["FinalUnplaced"] == 0
 
 
 def test_replay_command_writes_the_record(tmp_path):
-    done = subprocess.run([sys.executable, "-c",
-                           "from plbjax.cli import replay_main; replay_main()",
-                           f"timeline={EXAMPLES / 'timelines' / 'small-fd-failure.yaml'}", f"out={tmp_path / 'r'}",
-                           "search.steps=300", "search.seconds=null", "search.chains=1", "search.tries=16",
-                           f"hydra.run.dir={tmp_path / 'run'}"], capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from plbjax.cli import replay_main; replay_main()",
+            f"timeline={EXAMPLES / 'timelines' / 'small-fd-failure.yaml'}",
+            f"out={tmp_path / 'r'}",
+            "search.steps=300",
+            "search.seconds=null",
+            "search.chains=1",
+            "search.tries=16",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr
     files = {p.name for p in (tmp_path / "r").iterdir()}
     assert {"series.csv", "series.json", "actions.jsonl", "final-state.json", "summary.json"} <= files
@@ -80,10 +95,52 @@ def test_replay_command_writes_the_record(tmp_path):
 
 def test_replay_command_bad_timeline_exits_2_naming_the_event(tmp_path):
     bad = tmp_path / "bad.yaml"
-    bad.write_text(yaml.safe_dump({"State": str(EXAMPLES / "small.yaml"),
-                                   "Events": [{"Time": 0, "Kind": "NodeDown", "NodeName": "N99"}]}))
-    done = subprocess.run([sys.executable, "-c", "from plbjax.cli import replay_main; replay_main()",
-                           f"timeline={bad}", f"hydra.run.dir={tmp_path / 'run'}"],
-                          capture_output=True, text=True, timeout=600)
+    bad.write_text(
+        yaml.safe_dump(
+            {"State": str(EXAMPLES / "small.yaml"), "Events": [{"Time": 0, "Kind": "NodeDown", "NodeName": "N99"}]}
+        )
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "from plbjax.cli import replay_main; replay_main()",
+            f"timeline={bad}",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 2
     assert "Events[0].NodeName" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_document_differing_only_in_settings_is_not_parsed_again():
+    """The planner's view (the probe's document with throttle Settings) reuses the probe's parse:
+    the state is the one parsing the view gives, and so is the plan."""
+    from plbjax import parse_state
+    from plbjax.sf.replay import engine
+    from plbjax.sf.replay.loop import with_settings
+
+    doc = _small()
+    first = engine.parsed(doc)
+    assert engine.parsed(doc) is first and engine.parsed(dict(doc)) is first
+    view = with_settings(doc, {"GlobalMovementThrottleThreshold": 1, "GlobalMovementThrottleThresholdPercentage": 0})
+    assert engine.parsed(view) == parse_state(view) and engine.parsed(view) != first
+    assert engine._LAST.doc is doc  # the view did not replace the parsed document
+    ours = EnginePlanner(SEARCH)(view, "Balancing", None, 2, frozenset())["Actions"]
+    theirs = plan(parse_state(view), SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing")["Actions"]
+    assert ours == theirs and len(ours) <= 1
+    other = dict(doc, Partitions=list(doc["Partitions"]))  # equal, but not the same object: parsed again
+    assert engine.parsed(other) is not first and engine._LAST.doc is other
+
+
+def test_plbjax_generate_makes_a_timeline_that_plays(tmp_path):
+    from plbjax.sf._generator import main
+
+    out = tmp_path / "fd.yaml"
+    assert main(["timeline", "fault-domain-failure", "--state", str(EXAMPLES / "small.yaml"), "-o", str(out)]) == 0
+    timeline = yaml.safe_load(out.read_text())
+    assert [e["Kind"] for e in timeline["Events"]][:1] == ["NodeDown"]
+    assert parse_timeline(timeline, tmp_path).duration > 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from plbjax import BadInput, load_state, parse_state
-from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event, Gone, apply_event
+from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event, Gone, apply_event, apply_events
 
 SMALL = Path(__file__).parent.parent / "examples" / "small.yaml"
 
@@ -40,7 +40,7 @@ def test_node_down_loses_its_replicas_and_promotes_a_secondary(small):
     assert node(doc, "N0")["NodeStatus"] == "Down"
     reps = replicas(doc)
     assert not any(r["NodeName"] == "N0" for r in reps.values())
-    assert "100" not in reps and reps["101"]["Role"] == "Primary"      # Orders/0 lost its primary on N0
+    assert "100" not in reps and reps["101"]["Role"] == "Primary"  # Orders/0 lost its primary on N0
     assert [r["Role"] for r in doc["Partitions"][0]["Replicas"]] == ["Primary", "Secondary"]
     doc = apply(doc, "NodeUp", NodeName="N0")
     assert node(doc, "N0")["NodeStatus"] == "Up" and "100" not in replicas(doc)
@@ -52,8 +52,11 @@ def test_node_added_and_removed(small):
     assert node(doc, "N6") == new
     with pytest.raises(BadInput, match="Node.NodeName: 'N6' is already a node"):
         apply_event(doc, Event(0, "NodeAdded", {"Node": new}), 0)
-    doc = apply(dict(doc, History={"112": ["N5", "N6"]}, BlockList=[{"NodeName": "N6", "ServiceTypeName": "OrdersType"}]),
-                "NodeRemoved", NodeName="N5")
+    doc = apply(
+        dict(doc, History={"112": ["N5", "N6"]}, BlockList=[{"NodeName": "N6", "ServiceTypeName": "OrdersType"}]),
+        "NodeRemoved",
+        NodeName="N5",
+    )
     assert "N5" not in {n["NodeName"] for n in doc["Nodes"]}
     assert "112" not in replicas(doc) and "112" not in doc["History"]
     doc = apply(doc, "NodeRemoved", NodeName="N6")
@@ -65,8 +68,9 @@ def test_unknown_node_names_the_key(small):
         apply_event(small, Event(0, "NodeDown", {"NodeName": "N9"}), 0)
 
 
-@pytest.mark.parametrize("intent, lost, primary_stays", [("Pause", False, True), ("Restart", False, False),
-                                                         ("RemoveData", True, False)])
+@pytest.mark.parametrize(
+    "intent, lost, primary_stays", [("Pause", False, True), ("Restart", False, False), ("RemoveData", True, False)]
+)
 def test_node_deactivation_intents(small, intent, lost, primary_stays):
     doc = apply(small, "NodeDisabled", NodeName="N0", Intent=intent)
     assert node(doc, "N0")["NodeStatus"] == "Disabled"
@@ -81,8 +85,9 @@ def test_node_deactivation_intents(small, intent, lost, primary_stays):
 def test_load_reports_replica_partition_role_and_service_defaults(small):
     doc = apply(small, "LoadReport", ServiceName="fabric:/Shop/Orders", ReplicaId=101, Loads={"CPU": 7})
     assert replicas(doc)["101"]["Loads"] == {"CPU": 7}
-    doc = apply(doc, "LoadReport", ServiceName="fabric:/Shop/Orders", PartitionId=1, Role="Secondary",
-                Loads={"Memory": 50})
+    doc = apply(
+        doc, "LoadReport", ServiceName="fabric:/Shop/Orders", PartitionId=1, Role="Secondary", Loads={"Memory": 50}
+    )
     reps = replicas(doc)
     assert reps["111"]["Loads"] == {"Memory": 50} and reps["112"]["Loads"] == {"Memory": 50}
     assert "Loads" not in reps["110"]
@@ -94,29 +99,51 @@ def test_load_reports_replica_partition_role_and_service_defaults(small):
     with pytest.raises(BadInput, match="Loads.Disk: service 'fabric:/Shop/Orders' has no metric 'Disk'"):
         apply_event(doc, Event(0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "Loads": {"Disk": 1}}), 0)
     with pytest.raises(Gone, match="ReplicaId: 999"):
-        apply_event(doc, Event(0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "ReplicaId": 999,
-                                                 "Loads": {"CPU": 1}}), 0)
+        apply_event(
+            doc,
+            Event(0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "ReplicaId": 999, "Loads": {"CPU": 1}}),
+            0,
+        )
 
 
 def test_service_created_updated_deleted(small):
-    service = {"ServiceName": "fabric:/Shop/Cart", "ServiceTypeName": "CartType", "ServiceKind": "Stateless",
-               "InstanceCount": 2, "Metrics": [{"Name": "CPU", "Weight": "High", "DefaultLoad": 5}]}
+    service = {
+        "ServiceName": "fabric:/Shop/Cart",
+        "ServiceTypeName": "CartType",
+        "ServiceKind": "Stateless",
+        "InstanceCount": 2,
+        "Metrics": [{"Name": "CPU", "Weight": "High", "DefaultLoad": 5}],
+    }
     doc = apply(small, "ServiceCreated", Service=service)
     assert doc["Partitions"][-1] == {"ServiceName": "fabric:/Shop/Cart", "PartitionId": 0, "Replicas": []}
-    doc = apply(doc, "ServiceUpdated", ServiceName="fabric:/Shop/Orders",
-                Changes={"TargetReplicaSetSize": 5, "Metrics": [{"Name": "Memory", "Weight": "High"}]})
+    doc = apply(
+        doc,
+        "ServiceUpdated",
+        ServiceName="fabric:/Shop/Orders",
+        Changes={"TargetReplicaSetSize": 5, "Metrics": [{"Name": "Memory", "Weight": "High"}]},
+    )
     assert doc["Services"][0]["TargetReplicaSetSize"] == 5
-    assert "Loads" not in replicas(doc)["100"]                         # its CPU report went with the metric
-    correlated = dict(service, ServiceName="fabric:/Shop/Child", ServiceTypeName="ChildType",
-                      Correlations=[{"ServiceName": "fabric:/Shop/Cart", "Scheme": "Affinity"}])
+    assert "Loads" not in replicas(doc)["100"]  # its CPU report went with the metric
+    correlated = dict(
+        service,
+        ServiceName="fabric:/Shop/Child",
+        ServiceTypeName="ChildType",
+        Correlations=[{"ServiceName": "fabric:/Shop/Cart", "Scheme": "Affinity"}],
+    )
     doc = apply(doc, "ServiceCreated", Service=correlated)
-    doc = apply(dict(doc, BlockList=[{"NodeName": "N0", "ServiceTypeName": "CartType"}]), "ServiceDeleted",
-                ServiceName="fabric:/Shop/Cart")
+    doc = apply(
+        dict(doc, BlockList=[{"NodeName": "N0", "ServiceTypeName": "CartType"}]),
+        "ServiceDeleted",
+        ServiceName="fabric:/Shop/Cart",
+    )
     assert "fabric:/Shop/Cart" not in {s["ServiceName"] for s in doc["Services"]}
     assert doc["Services"][-1]["Correlations"] == [] and doc["BlockList"] == []
     with pytest.raises(BadInput, match="Changes.ServiceKind: not a field an update may change"):
-        apply_event(doc, Event(0, "ServiceUpdated", {"ServiceName": "fabric:/Shop/Orders",
-                                                     "Changes": {"ServiceKind": "Stateless"}}), 0)
+        apply_event(
+            doc,
+            Event(0, "ServiceUpdated", {"ServiceName": "fabric:/Shop/Orders", "Changes": {"ServiceKind": "Stateless"}}),
+            0,
+        )
 
 
 def test_replica_failed_promotes_a_secondary(small):
@@ -133,12 +160,12 @@ def test_upgrade_snapshot_and_return_per_completed_domain(small):
     doc = apply(small, "UpgradeStarted", Scope="Cluster", UpgradeDomains=["UD0", "UD1", "UD2"])
     upgrade = doc["Upgrade"]
     assert upgrade["InProgress"] and upgrade["Snapshot"]["100"] == "N0" and upgrade["Snapshot"]["w0b"] == "N1"
-    moved = copy.deepcopy(doc)                      # the planner moved 100 (N0, UD0) and 101 (N1, UD1) away
+    moved = copy.deepcopy(doc)  # the planner moved 100 (N0, UD0) and 101 (N1, UD1) away
     moved["Partitions"][0]["Replicas"][0]["NodeName"] = "N3"
     moved["Partitions"][0]["Replicas"][1]["NodeName"] = "N4"
     doc = apply(moved, "UpgradeDomainCompleted", UpgradeDomain="UD0")
     reps = replicas(doc)
-    assert reps["100"]["NodeName"] == "N0" and reps["101"]["NodeName"] == "N4"   # only UD0 returns
+    assert reps["100"]["NodeName"] == "N0" and reps["101"]["NodeName"] == "N4"  # only UD0 returns
     assert doc["Upgrade"]["UpgradeDomainsDone"] == ["UD0"]
     doc = apply(doc, "UpgradeDomainCompleted", UpgradeDomain="UD1")
     assert replicas(doc)["101"]["NodeName"] == "N1"
@@ -149,11 +176,10 @@ def test_upgrade_snapshot_and_return_per_completed_domain(small):
 
 
 def test_return_skips_a_node_holding_the_partition(small):
-    doc = apply(small, "UpgradeStarted", Scope="Application", ApplicationName="fabric:/Shop",
-                UpgradeDomains=["UD0"])
-    swapped = copy.deepcopy(doc)                    # 100 went N0 -> N3, then 131 took N0... of another partition
+    doc = apply(small, "UpgradeStarted", Scope="Application", ApplicationName="fabric:/Shop", UpgradeDomains=["UD0"])
+    swapped = copy.deepcopy(doc)  # 100 went N0 -> N3, then 131 took N0... of another partition
     swapped["Partitions"][0]["Replicas"][0]["NodeName"] = "N3"
-    swapped["Partitions"][0]["Replicas"][1]["NodeName"] = "N0"      # 101 now sits on 100's snapshot node
+    swapped["Partitions"][0]["Replicas"][1]["NodeName"] = "N0"  # 101 now sits on 100's snapshot node
     doc = apply(swapped, "UpgradeDomainCompleted", UpgradeDomain="UD0")
     assert replicas(doc)["100"]["NodeName"] == "N3"
 
@@ -166,3 +192,55 @@ def test_settings_merge_and_block_list(small):
     assert doc["BlockList"] == [{"NodeName": "N1", "ServiceTypeName": "WebType"}]
     doc = apply(doc, BLOCK_LIST_EXPIRED, NodeName="N1", ServiceTypeName="WebType")
     assert doc["BlockList"] == []
+
+
+def _reports(doc: dict) -> list[Event]:
+    """A mix: partition-role, partition, replica and service-level load reports around a node going
+    down and a replica failing (which the later reports then name)."""
+    orders = "fabric:/Shop/Orders"
+    spec = [
+        ("LoadReport", {"ServiceName": orders, "PartitionId": 1, "Role": "Secondary", "Loads": {"Memory": 50}}),
+        ("LoadReport", {"ServiceName": orders, "ReplicaId": 101, "Loads": {"CPU": 7}}),
+        ("LoadReport", {"ServiceName": orders, "PartitionId": 0, "Loads": {"CPU": 3}}),
+        ("LoadReport", {"ServiceName": orders, "Role": "Primary", "Loads": {"CPU": 30}}),
+        ("LoadReport", {"ServiceName": orders, "PartitionId": 0, "Role": "Primary", "Loads": {"CPU": 9}}),
+        ("NodeDown", {"NodeName": "N0"}),
+        ("LoadReport", {"ServiceName": orders, "ReplicaId": 101, "Loads": {"Memory": 1}}),
+        ("ReplicaFailed", {"ReplicaId": 112}),
+        ("LoadReport", {"ServiceName": orders, "PartitionId": 1, "Loads": {"CPU": 2, "Memory": 2}}),
+        ("LoadReport", {"ServiceName": orders, "PartitionId": 1, "Role": "Primary", "Loads": {"CPU": 4}}),
+    ]
+    return [Event(0.0, kind, fields, i) for i, (kind, fields) in enumerate(spec)]
+
+
+def test_apply_events_is_apply_event_one_after_the_other(small):
+    events = _reports(small)
+    before = copy.deepcopy(small)
+    expected = small
+    for event in events:
+        expected = apply_event(expected, event, 0.0)
+    doc, applied = apply_events(small, events, 0.0)
+    assert doc == expected and applied == events and small == before
+    parse_state(doc)
+    rest, applied = apply_events(small, events[:3], 0.0)  # a run of reports alone, then the rest
+    rest, more = apply_events(rest, events[3:], 0.0)
+    assert rest == expected and applied + more == events
+
+
+def test_apply_events_skips_gone_reports_or_names_the_event(small):
+    gone = Event(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "ReplicaId": 999, "Loads": {"CPU": 1}}, 7)
+    events = [*_reports(small)[:2], gone, *_reports(small)[2:3]]
+    doc, applied = apply_events(small, events, 0.0, skip_gone=True)
+    assert applied == [events[0], events[1], events[3]]
+    assert doc == apply_events(small, applied, 0.0)[0]
+    with pytest.raises(BadInput, match=r"^Events\[7\]\.ReplicaId: 999"):
+        apply_events(small, events, 0.0)
+    bad = [Event(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "PartitionId": 9, "Loads": {"CPU": 1}}, 3)]
+    with pytest.raises(BadInput, match=r"^Events\[3\]\.PartitionId: 9 is not a partition of 'fabric:/Shop/Orders'"):
+        apply_events(small, _reports(small)[:2] + bad, 0.0, skip_gone=True)
+    nope = [Event(0.0, "LoadReport", {"ServiceName": "fabric:/Nope", "PartitionId": 0, "Loads": {"CPU": 1}}, 4)]
+    with pytest.raises(BadInput, match=r"^Events\[4\]\.ServiceName: 'fabric:/Nope' is not a service"):
+        apply_events(small, nope, 0.0)
+    disk = [Event(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "PartitionId": 0, "Loads": {"Disk": 1}}, 5)]
+    with pytest.raises(BadInput, match=r"^Events\[5\]\.Loads\.Disk: service 'fabric:/Shop/Orders' has no metric"):
+        apply_events(small, disk, 0.0)

@@ -7,32 +7,62 @@ import statistics
 from dataclasses import dataclass, field
 
 from plbjax import parse_state
-from plbjax.sf.replay.loop import Needs, last_check_before, replay, tick_at_or_after
+from plbjax.sf.replay.loop import PARTS, Needs, last_check_before, replay, tick_at_or_after
 from plbjax.sf.replay.timeline import parse_timeline, settings_of
 
 SERVICE = "fabric:/App/Svc"
 
 
-def cluster(layout: dict[str, int], settings: dict, node_types: dict[str, str] | None = None,
-            intervals: dict[str, float] | None = None) -> dict:
+def cluster(
+    layout: dict[str, int],
+    settings: dict,
+    node_types: dict[str, str] | None = None,
+    intervals: dict[str, float] | None = None,
+) -> dict:
     """Nodes named in `layout` (in fault/upgrade domains of their own), one stateless service with
     single-instance partitions p0, p1, ... placed `layout[node]` per node."""
     node_types = node_types or {}
-    nodes = [{"NodeName": n, "FaultDomain": f"fd:/dc0/r{i}", "UpgradeDomain": f"UD{i}"}
-             | ({"NodeType": node_types[n]} if n in node_types else {}) for i, n in enumerate(layout)]
-    types = [{"Name": t, "PlacementAndLoadBalancingOverrides": {"MinLoadBalancingIntervalPerNodeType": iv}}
-             for t, iv in (intervals or {}).items()]
+    nodes = [
+        {"NodeName": n, "FaultDomain": f"fd:/dc0/r{i}", "UpgradeDomain": f"UD{i}"}
+        | ({"NodeType": node_types[n]} if n in node_types else {})
+        for i, n in enumerate(layout)
+    ]
+    types = [
+        {"Name": t, "PlacementAndLoadBalancingOverrides": {"MinLoadBalancingIntervalPerNodeType": iv}}
+        for t, iv in (intervals or {}).items()
+    ]
     partitions, k = [], 0
     for name, count in layout.items():
         for _ in range(count):
-            partitions.append({"ServiceName": SERVICE, "PartitionId": f"p{k}",
-                               "Replicas": [{"ReplicaId": f"r{k}", "Role": "Instance", "NodeName": name}]})
+            partitions.append(
+                {
+                    "ServiceName": SERVICE,
+                    "PartitionId": f"p{k}",
+                    "Replicas": [{"ReplicaId": f"r{k}", "Role": "Instance", "NodeName": name}],
+                }
+            )
             k += 1
-    service = {"ServiceName": SERVICE, "ServiceTypeName": "SvcType", "ServiceKind": "Stateless", "InstanceCount": 1,
-               "Metrics": [{"Name": "CPU", "Weight": "High", "DefaultLoad": 1}]}
-    doc = {"SchemaVersion": 1, "Settings": {"PLBRefreshGap": 1, "MinPlacementInterval": 1,
-                                            "MinConstraintCheckInterval": 1, "MinLoadBalancingInterval": 5} | settings,
-           "NodeTypes": types, "Nodes": nodes, "Services": [service], "Partitions": partitions}
+    service = {
+        "ServiceName": SERVICE,
+        "ServiceTypeName": "SvcType",
+        "ServiceKind": "Stateless",
+        "InstanceCount": 1,
+        "Metrics": [{"Name": "CPU", "Weight": "High", "DefaultLoad": 1}],
+    }
+    doc = {
+        "SchemaVersion": 1,
+        "Settings": {
+            "PLBRefreshGap": 1,
+            "MinPlacementInterval": 1,
+            "MinConstraintCheckInterval": 1,
+            "MinLoadBalancingInterval": 5,
+        }
+        | settings,
+        "NodeTypes": types,
+        "Nodes": nodes,
+        "Services": [service],
+        "Partitions": partitions,
+    }
     parse_state(doc)
     return doc
 
@@ -64,14 +94,22 @@ def probe(doc: dict, frozen: frozenset) -> Needs:
     imbalanced while some replica reports more than 50."""
     load = counts(doc)
     unplaced = sum(1 - len(p["Replicas"]) for p in doc["Partitions"] if (SERVICE, str(p["PartitionId"])) not in frozen)
-    imbalanced = {("Count", t) for t, names in groups(doc).items()
-                  if max(load[n] for n in names) - min(load[n] for n in names) > 1}
+    imbalanced = {
+        ("Count", t)
+        for t, names in groups(doc).items()
+        if max(load[n] for n in names) - min(load[n] for n in names) > 1
+    }
     if any(r.get("Loads", {}).get("CPU", 0) > 50 for p in doc["Partitions"] for r in p["Replicas"]):
         imbalanced.add(("CPU", None))
     values = list(load.values())
-    return Needs(unplaced, 0, frozenset(imbalanced), statistics.pstdev(values),
-                 {"Count": max(values) / min(values) if min(values) else float("inf")},
-                 {n: {"Count": float(c)} for n, c in load.items()})
+    return Needs(
+        unplaced,
+        0,
+        frozenset(imbalanced),
+        statistics.pstdev(values),
+        {"Count": max(values) / min(values) if min(values) else float("inf")},
+        {n: {"Count": float(c)} for n, c in load.items()},
+    )
 
 
 @dataclass
@@ -110,13 +148,22 @@ class OneMove:
 
 
 def action(partition: dict, rid, kind: str, source, target) -> dict:
-    return {"ServiceName": SERVICE, "PartitionId": partition["PartitionId"], "ReplicaId": rid, "Action": kind,
-            "SourceNode": source, "TargetNode": target}
+    return {
+        "ServiceName": SERVICE,
+        "PartitionId": partition["PartitionId"],
+        "ReplicaId": rid,
+        "Action": kind,
+        "SourceNode": source,
+        "TargetNode": target,
+    }
 
 
 def ran(result, phase: str | None = None) -> list[tuple[float, str, str | None]]:
-    return [(r.time, r.phase, r.node_type) for r in result.rows
-            if r.trigger != "Event" and (phase is None or r.phase == phase)]
+    return [
+        (r.time, r.phase, r.node_type)
+        for r in result.rows
+        if r.trigger != "Event" and (phase is None or r.phase == phase)
+    ]
 
 
 def play(state: dict, events=(), planner=None, duration=None, seed=0, **extra):
@@ -126,9 +173,9 @@ def play(state: dict, events=(), planner=None, duration=None, seed=0, **extra):
 
 def test_timer_helpers():
     assert tick_at_or_after(2.5, 1) == 3 and tick_at_or_after(3.0, 1) == 3 and tick_at_or_after(0.1, 0.1) == 0.1
-    assert last_check_before(0, 1, 1, since=1, until=8) == 7             # restarts at 1..7
-    assert last_check_before(0, 5, 1, since=1, until=12) == 10            # restarts at 5 and 10
-    assert last_check_before(0, 5, 1, since=1, until=5) == 0              # not expired before 5
+    assert last_check_before(0, 1, 1, since=1, until=8) == 7  # restarts at 1..7
+    assert last_check_before(0, 5, 1, since=1, until=12) == 10  # restarts at 5 and 10
+    assert last_check_before(0, 5, 1, since=1, until=5) == 0  # not expired before 5
 
 
 def test_placement_and_balancing_timers_run_in_sfs_order():
@@ -137,8 +184,12 @@ def test_placement_and_balancing_timers_run_in_sfs_order():
     run two phases."""
     state = cluster({"N0": 6, "N1": 0, "N2": 0, "N3": 0}, {})
     result = play(state, [{"Time": 7.5, "Kind": "ReplicaFailed", "ReplicaId": "r5"}], duration=40)
-    assert ran(result) == [(0, "Balancing", None), (5, "Balancing", None), (8, "Placement", None),
-                           (10, "Balancing", None)]
+    assert ran(result) == [
+        (0, "Balancing", None),
+        (5, "Balancing", None),
+        (8, "Placement", None),
+        (10, "Balancing", None),
+    ]
     assert [r.time for r in result.rows if r.trigger == "Event"] == [7.5]
     assert result.rounds == {"Balancing": 3, "Placement": 1}
     assert counts(result.final_state) == {"N0": 2, "N1": 2, "N2": 1, "N3": 1}
@@ -148,26 +199,44 @@ def test_balancing_waits_for_placement_on_the_same_tick_then_takes_its_turn():
     """SF visits expired timers from the one that waited longest: when both are due at 5,
     placement (needed) runs; balancing, due since 5, goes before placement due at 6."""
     state = cluster({"N0": 4, "N1": 0, "N2": 0}, {})
-    events = [{"Time": 4.5, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
-              {"Time": 5.5, "Kind": "ReplicaFailed", "ReplicaId": "r1"}]
+    events = [
+        {"Time": 4.5, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
+        {"Time": 5.5, "Kind": "ReplicaFailed", "ReplicaId": "r1"},
+    ]
     result = play(state, events, duration=7)
-    assert ran(result) == [(0, "Balancing", None), (5, "Placement", None), (6, "Balancing", None),
-                           (7, "Placement", None)]
+    assert ran(result) == [
+        (0, "Balancing", None),
+        (5, "Placement", None),
+        (6, "Balancing", None),
+        (7, "Placement", None),
+    ]
 
 
 def test_node_type_whose_interval_has_not_passed_is_not_balanced():
-    state = cluster({"A0": 6, "A1": 0, "B0": 6, "B1": 0}, {"SeparateBalancingStrategyPerNodeType": True},
-                    node_types={"A0": "A", "A1": "A", "B0": "B", "B1": "B"}, intervals={"A": 5, "B": 20})
+    state = cluster(
+        {"A0": 6, "A1": 0, "B0": 6, "B1": 0},
+        {"SeparateBalancingStrategyPerNodeType": True},
+        node_types={"A0": "A", "A1": "A", "B0": "B", "B1": "B"},
+        intervals={"A": 5, "B": 20},
+    )
     result = play(state, duration=45)
-    assert ran(result) == [(0, "Balancing", "A"), (0, "Balancing", "B"), (5, "Balancing", "A"),
-                           (10, "Balancing", "A"), (20, "Balancing", "B"), (40, "Balancing", "B")]
+    assert ran(result) == [
+        (0, "Balancing", "A"),
+        (0, "Balancing", "B"),
+        (5, "Balancing", "A"),
+        (10, "Balancing", "A"),
+        (20, "Balancing", "B"),
+        (40, "Balancing", "B"),
+    ]
     assert result.rounds == {"Balancing": 5}
     assert {a["NodeType"] for a in result.actions} == {"A", "B"}
 
 
 def test_throttle_window_admits_movements_again_once_it_slides_past_them():
-    state = cluster({"N0": 8, "N1": 0, "N2": 0, "N3": 0}, {"GlobalMovementThrottleThresholdForBalancing": 2,
-                                                           "GlobalMovementThrottleCountingInterval": 12})
+    state = cluster(
+        {"N0": 8, "N1": 0, "N2": 0, "N3": 0},
+        {"GlobalMovementThrottleThresholdForBalancing": 2, "GlobalMovementThrottleCountingInterval": 12},
+    )
     planner = OneMove()
     result = play(state, planner=planner, duration=40)
     assert ran(result, "Balancing") == [(t, "Balancing", None) for t in (0, 5, 12, 17, 24, 29)]
@@ -175,13 +244,15 @@ def test_throttle_window_admits_movements_again_once_it_slides_past_them():
         parse_state(doc)
     allowance = [doc["Settings"]["GlobalMovementThrottleThresholdForBalancing"] for _, _, doc, _ in planner.calls]
     assert allowance == [2, 1, 1, 1, 1, 1]
-    assert planner.calls[1][2]["Settings"]["GlobalMovementThrottleThreshold"] == 999     # SF's 1000, one used
+    assert planner.calls[1][2]["Settings"]["GlobalMovementThrottleThreshold"] == 999  # SF's 1000, one used
     assert result.rows[-1].cumulative_movements == 6
 
 
 def test_partitions_at_the_per_partition_throttle_are_frozen_for_balancing():
-    state = cluster({"N0": 4, "N1": 0, "N2": 0}, {"MovementPerPartitionThrottleThreshold": 1,
-                                                  "MovementPerPartitionThrottleCountingInterval": 7})
+    state = cluster(
+        {"N0": 4, "N1": 0, "N2": 0},
+        {"MovementPerPartitionThrottleThreshold": 1, "MovementPerPartitionThrottleCountingInterval": 7},
+    )
     planner = OneMove()
     play(state, planner=planner, duration=10)
     assert [(c[0], sorted(c[3])) for c in planner.calls] == [("Balancing", []), ("Balancing", [(SERVICE, "p0")])]
@@ -199,18 +270,20 @@ def test_no_balancing_during_an_upgrade_and_domains_return_to_their_snapshot():
                 plan["Actions"].append(action({"PartitionId": "p1"}, "r1", "MoveInstance", "N0", "N3"))
             return plan
 
-    events = [{"Time": 2, "Kind": "UpgradeStarted", "Scope": "Cluster", "UpgradeDomains": ["UD0", "UD1"]},
-              {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r2"},
-              {"Time": 10, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD1"},
-              {"Time": 20, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD0"},
-              {"Time": 30, "Kind": "UpgradeCompleted"}]
+    events = [
+        {"Time": 2, "Kind": "UpgradeStarted", "Scope": "Cluster", "UpgradeDomains": ["UD0", "UD1"]},
+        {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r2"},
+        {"Time": 10, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD1"},
+        {"Time": 20, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD0"},
+        {"Time": 30, "Kind": "UpgradeCompleted"},
+    ]
     upgrading = play(state, events[:-1], planner=MovesForPlacement(), duration=29)
     assert ran(upgrading) == [(0, "Balancing", None), (3, "Placement", None)]
     where = {r["ReplicaId"]: r["NodeName"] for p in upgrading.final_state["Partitions"] for r in p["Replicas"]}
-    assert where["r1"] == "N0"                       # back on its snapshot node when UD0 completed
+    assert where["r1"] == "N0"  # back on its snapshot node when UD0 completed
     assert upgrading.final_state["Upgrade"]["UpgradeDomainsDone"] == ["UD1", "UD0"]
     done = play(state, events, planner=MovesForPlacement(), duration=31)
-    assert ran(done)[-1] == (30, "Balancing", None)   # balancing resumes when the upgrade completes
+    assert ran(done)[-1] == (30, "Balancing", None)  # balancing resumes when the upgrade completes
 
 
 def test_history_blocks_a_return_until_a_new_trigger():
@@ -227,8 +300,10 @@ def test_history_blocks_a_return_until_a_new_trigger():
             if target in history.get("r0", []):
                 return {"Actions": [], "History": history}
             history.setdefault("r0", []).append(r["NodeName"])
-            return {"Actions": [action(doc["Partitions"][0], "r0", "MoveInstance", r["NodeName"], target)],
-                    "History": history}
+            return {
+                "Actions": [action(doc["Partitions"][0], "r0", "MoveInstance", r["NodeName"], target)],
+                "History": history,
+            }
 
     def always(doc, frozen):
         return probe(doc, frozen) if probe(doc, frozen).imbalanced else Needs(imbalanced=frozenset({("Count", None)}))
@@ -236,9 +311,12 @@ def test_history_blocks_a_return_until_a_new_trigger():
     events = [{"Time": 12, "Kind": "LoadReport", "ServiceName": SERVICE, "ReplicaId": "r0", "Loads": {"CPU": 90}}]
     planner = PingPong()
     result = replay(parse_timeline({"State": state, "Events": events, "Duration": 16}), planner, always, 0)
-    assert [(a["Time"], a["SourceNode"], a["TargetNode"]) for a in result.actions] == [(0, "N0", "N1"), (15, "N1", "N0")]
+    assert [(a["Time"], a["SourceNode"], a["TargetNode"]) for a in result.actions] == [
+        (0, "N0", "N1"),
+        (15, "N1", "N0"),
+    ]
     assert [doc.get("History", {}) for _, _, doc, _ in planner.calls] == [{}, {"r0": ["N0"]}, {}]
-    assert ran(result) == [(0, "Balancing", None), (5, "Balancing", None), (15, "Balancing", None)]   # 10: no change
+    assert ran(result) == [(0, "Balancing", None), (5, "Balancing", None), (15, "Balancing", None)]  # 10: no change
 
 
 def test_actions_in_flight_freeze_their_partition_and_land_when_done():
@@ -246,12 +324,14 @@ def test_actions_in_flight_freeze_their_partition_and_land_when_done():
     planner = OneMove()
     events = [{"Time": 1.5, "Kind": "ReplicaFailed", "ReplicaId": "r1"}]
     result = play(state, events, planner=planner, duration=4, ActionSeconds={"Move": 3})
-    assert [(c[0], c[3]) for c in planner.calls] == [("Balancing", frozenset()),
-                                                     ("Placement", frozenset({(SERVICE, "p0")}))]
-    assert planner.calls[1][2]["Partitions"][0]["Replicas"][0]["NodeName"] == "N0"   # not moved before 3
-    assert result.rows[0].needs.node_loads["N0"]["Count"] == 3                         # load still on N0 at 0
+    assert [(c[0], c[3]) for c in planner.calls] == [
+        ("Balancing", frozenset()),
+        ("Placement", frozenset({(SERVICE, "p0")})),
+    ]
+    assert planner.calls[1][2]["Partitions"][0]["Replicas"][0]["NodeName"] == "N0"  # not moved before 3
+    assert result.rows[0].needs.node_loads["N0"]["Count"] == 3  # load still on N0 at 0
     where = {r["ReplicaId"]: r["NodeName"] for p in result.final_state["Partitions"] for r in p["Replicas"]}
-    assert where["r0"] == "N1" and len(where) == 3 and "replay-1" in where            # the add got an id
+    assert where["r0"] == "N1" and len(where) == 3 and "replay-1" in where  # the add got an id
     parse_state(result.final_state)
 
 
@@ -264,7 +344,63 @@ def test_cancelled_when_its_target_went_down():
 
 def test_same_timeline_and_seed_give_the_same_series():
     state = cluster({"N0": 9, "N1": 0, "N2": 1, "N3": 0}, {})
-    events = [{"Time": 6, "Kind": "ReplicaFailed", "ReplicaId": "r3"}, {"Time": 11, "Kind": "NodeDown", "NodeName": "N2"}]
+    events = [
+        {"Time": 6, "Kind": "ReplicaFailed", "ReplicaId": "r3"},
+        {"Time": 11, "Kind": "NodeDown", "NodeName": "N2"},
+    ]
     first = play(state, events, planner=OneMove(pick=random.Random()), duration=30, seed=4)
     again = play(state, events, planner=OneMove(pick=random.Random()), duration=30, seed=4)
     assert first.rows == again.rows and first.actions == again.actions and first.final_state == again.final_state
+
+
+def test_a_rounds_adds_complete_together_with_distinct_new_ids():
+    state = cluster({"N0": 2, "N1": 2, "N2": 0}, {})
+    events = [
+        {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
+        {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r2"},
+    ]
+    result = play(state, events, duration=6)
+    placed = [a for a in result.actions if a["Phase"] == "Placement"]
+    assert len(placed) == 2 and {a["Time"] for a in placed} == {3}
+    ids = sorted(str(r["ReplicaId"]) for p in result.final_state["Partitions"] for r in p["Replicas"])
+    assert ids == ["r1", "r3", "replay-1", "replay-2"]
+    parse_state(result.final_state)
+
+
+def test_block_list_expiry_is_applied_in_time_order_among_the_events():
+    state = cluster({"N0": 2, "N1": 2}, {})
+    state["Services"][0]["ServiceTypeName"] = "SvcType"
+    seen = []
+
+    def planner(doc, phase, node_type, seed, frozen):
+        seen.append((phase, [b["NodeName"] for b in doc.get("BlockList", [])]))
+        return {"Actions": [], "History": {}}
+
+    events = [
+        {"Time": 1, "Kind": "BlockListAdded", "NodeName": "N1", "ServiceTypeName": "SvcType", "Until": 4},
+        {"Time": 2, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
+        {"Time": 4, "Kind": "ReplicaFailed", "ReplicaId": "r1"},
+        {"Time": 6, "Kind": "ReplicaFailed", "ReplicaId": "r2"},
+    ]
+    result = play(state, events, planner=planner, duration=7)
+    assert [s for s in seen if s[0] == "Placement"] == [("Placement", ["N1"]), ("Placement", []), ("Placement", [])]
+    assert [r.time for r in result.rows if r.trigger == "Event"] == [1, 2, 4, 6]
+    assert "BlockList" not in result.final_state or result.final_state["BlockList"] == []
+
+
+def test_timings_and_progress():
+    state = cluster({"N0": 3, "N1": 0}, {})
+    reported = []
+    doc = {"State": state, "Events": [{"Time": 2, "Kind": "ReplicaFailed", "ReplicaId": "r1"}], "Duration": 12}
+    result = replay(
+        parse_timeline(doc),
+        OneMove(),
+        probe,
+        0,
+        progress=lambda now, timings, rounds: reported.append((now, dict(timings), dict(rounds))),
+    )
+    assert set(result.timings) == set(PARTS) and all(v >= 0 for v in result.timings.values())
+    assert sum(result.timings.values()) <= result.seconds + 1e-3
+    times = [now for now, _, _ in reported]
+    assert times == sorted(times) and times[-1] <= 12 and 2 in times
+    assert reported[-1][2] == result.rounds and all(set(t) == set(PARTS) for _, t, _ in reported)

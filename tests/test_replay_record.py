@@ -17,8 +17,10 @@ from plbjax.sf.replay.timeline import parse_timeline
 @pytest.fixture(scope="module")
 def played():
     state = cluster({"N0": 5, "N1": 0, "N2": 0}, {})
-    events = [{"Time": 2.5, "Kind": "ReplicaFailed", "ReplicaId": "r4"},
-              {"Time": 12, "Kind": "NodeDown", "NodeName": "N2"}]
+    events = [
+        {"Time": 2.5, "Kind": "ReplicaFailed", "ReplicaId": "r4"},
+        {"Time": 12, "Kind": "NodeDown", "NodeName": "N2"},
+    ]
     return replay(parse_timeline({"State": state, "Events": events, "Duration": 20}), OneMove(), probe, 1)
 
 
@@ -31,20 +33,28 @@ def test_output_files(played, tmp_path):
     series = json.loads((out / "series.json").read_text())
     assert [r["Time"] for r in series] == [float(r["Time"]) for r in rows]
     assert [(r["Trigger"], r["Phase"]) for r in series] == [
-        ("Balancing", "Balancing"), ("Event", ""), ("Placement", "Placement"), ("Balancing", "Balancing"),
-        ("Event", ""), ("Placement", "Placement")]
+        ("Balancing", "Balancing"),
+        ("Event", ""),
+        ("Placement", "Placement"),
+        ("Balancing", "Balancing"),
+        ("Event", ""),
+        ("Placement", "Placement"),
+    ]
     assert series[1]["Unplaced"] == 1 and series[2]["Adds"] == 1 and series[-1]["MaxMinRatio.Count"] == 1.5
     assert series[0]["ImbalancedMetrics"] == "Count" and series[-1]["CumulativeMovements"] == 2
     actions = [json.loads(line) for line in (out / "actions.jsonl").read_text().splitlines()]
     assert [(a["Time"], a["Phase"], a["Action"]) for a in actions] == [
-        (0, "Balancing", "MoveInstance"), (3, "Placement", "AddInstance"), (5, "Balancing", "MoveInstance"),
-        (12, "Placement", "AddInstance")]
+        (0, "Balancing", "MoveInstance"),
+        (3, "Placement", "AddInstance"),
+        (5, "Balancing", "MoveInstance"),
+        (12, "Placement", "AddInstance"),
+    ]
     parse_state(json.loads((out / "final-state.json").read_text()))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["Rounds"] == {"Balancing": 2, "Placement": 2}
     assert summary["Actions"] == {"MoveInstance": 2, "AddInstance": 2}
     assert summary["CumulativeMovements"] == 2 and summary["SimulatedSeconds"] == 20
-    assert summary["MaxViolations"] == 0 and summary["FinalUnplaced"] == 0        # N2's instance placed again
+    assert summary["MaxViolations"] == 0 and summary["FinalUnplaced"] == 0  # N2's instance placed again
     assert set(summary) >= {"TimeAveragedAvgStdDev", "Seconds"}
     for name in PLOTS:
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
@@ -64,3 +74,17 @@ def test_time_average():
     assert time_average([(0, 2.0), (5, 0.0)], 10) == 1.0
     assert time_average([(2, 3.0)], 2) == 3.0
     assert time_average([], 10) == 0.0
+
+
+def test_node_loads_of_a_large_cluster_stay_a_readable_size(tmp_path):
+    """Past MAX_LABELLED_NODES nodes the heatmap's rows are not labelled and its height is capped."""
+    import matplotlib.image
+
+    from plbjax.sf.replay.record import MAX_LABELLED_NODES, plot_node_loads
+
+    state = cluster({f"N{i:03d}": i % 3 for i in range(3 * MAX_LABELLED_NODES)}, {})
+    events = [{"Time": 1, "Kind": "ReplicaFailed", "ReplicaId": "r0"}]
+    played = replay(parse_timeline({"State": state, "Events": events, "Duration": 3}), OneMove(), probe, 0)
+    plot_node_loads(played, tmp_path / "loads.png")
+    height, width = matplotlib.image.imread(tmp_path / "loads.png").shape[:2]
+    assert height <= (0.3 * MAX_LABELLED_NODES + 2.0 + 1.5) * 110 + 1

@@ -148,10 +148,7 @@ def test_default_metrics_for_service_without_metrics(doc):
         {"ServiceName": "fabric:/A/Free", "ServiceKind": "Stateless", "InstanceCount": 1, "Metrics": []}
     )
     state = parse_state(doc)
-    as_tuples = lambda svc: [
-        (m.name, m.weight_name, m.weight, m.primary_load, m.secondary_load)
-        for m in svc.metrics
-    ]
+    as_tuples = lambda svc: [(m.name, m.weight_name, m.weight, m.primary_load, m.secondary_load) for m in svc.metrics]
     assert as_tuples(state.service("fabric:/Shop/Sessions")) == [
         ("PrimaryCount", "High", 1.0, 1.0, 0.0),
         ("ReplicaCount", "Medium", 0.3, 1.0, 1.0),

@@ -16,6 +16,8 @@ from plbjax import SearchConfig, encode, parse_state, plan
 from plbjax.anneal import clear_compiled
 from plbjax.sf._decoding import diff, settle
 
+pytestmark = pytest.mark.slow  # searches on hundreds of random clusters
+
 CONFIGS = {
     "chains": SearchConfig(chains=4, steps=1000, seconds=None, block_steps=250, tries=1, parallel=False),
     "parallel": SearchConfig(chains=1, steps=200, seconds=None, block_steps=50, tries=64, parallel=True),

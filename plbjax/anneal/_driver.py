@@ -241,6 +241,7 @@ def _anneal(
 
     energies = _host(chains.best_energy)
     best = int(np.argmin(energies))
+    assert t0 is not None  # the first block sets it
     return AnnealResult(
         solution=jax.tree.map(lambda x: _host(x)[best], chains.best),
         energy=float(energies[best]),

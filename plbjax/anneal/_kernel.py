@@ -40,7 +40,7 @@ def uniform(word: jax.Array) -> jax.Array:
     return (word >> 8).astype(jnp.float32) * (1.0 / (1 << 24))
 
 
-def draw(word: jax.Array, n: jax.Array) -> jax.Array:
+def draw(word: jax.Array, n: jax.Array | int) -> jax.Array:
     """A uniform integer in [0, n) from one random word, for a traced n (0 when n is 0)."""
     return (word % jnp.maximum(n, 1).astype(jnp.uint32)).astype(jnp.int32)
 
@@ -152,6 +152,7 @@ def step(model: Model, problem, config: KernelConfig, chain: Chain, temperature:
         valid = valid & finished
     accepts = valid & metropolis(energy, chance)
     if config.parallel and model.footprint is not None:
+        assert model.footprint_ids is not None  # given with footprint
         ids = jax.vmap(model.footprint, in_axes=(None, None, 0))(problem, chain.state, move)
         keep = _independent(ids, accepts, model.footprint_ids(problem))
     else:

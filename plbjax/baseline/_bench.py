@@ -38,7 +38,7 @@ SIZES = {
     ),
     "100k8": ClusterSpec(
         nodes=1000, fault_domains=10, upgrade_domains=10, metrics=8, services=50, partitions_per_service=667, skew=0.8
-    ),  # issue 7's target cluster
+    ),  # the 100k-replica, 8-metric target cluster
     "300k": ClusterSpec(
         nodes=10000,
         fault_domains=10,
@@ -47,7 +47,7 @@ SIZES = {
         services=100,
         partitions_per_service=1000,
         skew=0.8,
-    ),  # issue 7's 10,000-node cluster
+    ),  # the 10,000-node cluster
 }
 
 

@@ -776,6 +776,7 @@ def run_baseline(
         if steps is not None:
             n = (int(steps) * (k + 1)) // chunks - done
         else:
+            assert seconds is not None  # steps or seconds is given
             if done:
                 rate = done / elapsed
             n = int(rate * max(seconds - elapsed, 0.0) / left)

@@ -53,7 +53,7 @@ def costs(instance: Instance, original: np.ndarray, solution: np.ndarray) -> Cos
     per_service = np.bincount(instance.service[moved], minlength=len(instance.spread_min))
     return Costs(
         load=int(load_terms(instance.safety, instance.load_weight, used).sum()),
-        balance=int(balance_terms(instance.capacity, *instance.balance.T, used).sum()),
+        balance=int(balance_terms(instance.capacity, *instance.balance.T, used).sum()),  # pyright: ignore[reportCallIssue]
         process_move=instance.weight_process_move * int(instance.process_move_cost[moved].sum()),
         service_move=instance.weight_service_move * int(per_service.max(initial=0)),
         machine_move=instance.weight_machine_move * int(instance.machine_move_cost[original, solution].sum()),

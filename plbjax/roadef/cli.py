@@ -49,6 +49,7 @@ def _one_device_per_core() -> None:
 
 
 def _parser() -> _Parser:
+    assert __doc__ is not None  # the module's docstring
     parser = _Parser(prog="plbjax-roadef", description=__doc__.splitlines()[0])
     parser.add_argument("-t", dest="seconds", type=float, required=True, help="time limit in seconds")
     parser.add_argument("-p", dest="model", required=True, help="instance (model) file")

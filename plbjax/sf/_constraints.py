@@ -25,7 +25,7 @@ from plbjax.sf._encoding import (
 
 
 def domain_violation(
-    tree: jax.Array, children: jax.Array, nodes: jax.Array, cls: jax.Array, nonpacking: jax.Array = False
+    tree: jax.Array, children: jax.Array, nodes: jax.Array, cls: jax.Array, nonpacking: jax.Array | bool = False
 ) -> jax.Array:
     """How far one partition's replicas on `nodes` ([K], -1 = none) are from an even spread.
 

@@ -96,7 +96,7 @@ class _DropView:
         self.relative_loads = np.where(mean > 0, self.loads / np.where(mean > 0, mean, 1.0), 0.0)
         self.metric = {m: k for k, m in enumerate(index.metrics)}
         self.capacity, self.violating, self.usable, self.spread = capacity, violating, usable, spread
-        self.children: dict[str, list[str]] = {}  # parent service -> nodes of its affinity children's replicas
+        self.children: dict[str, list[str | None]] = {}  # parent service -> nodes of its affinity children's replicas
         for child in state.services:
             for corr in child.correlations:
                 self.children.setdefault(corr["ServiceName"], []).extend(

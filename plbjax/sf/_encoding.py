@@ -12,7 +12,7 @@ import math
 from collections.abc import Iterator
 from itertools import chain, repeat
 from operator import attrgetter
-from typing import NamedTuple
+from typing import NamedTuple, cast
 
 import equinox as eqx
 import jax.numpy as jnp
@@ -752,7 +752,7 @@ def _replica_nodes(
     given: _Given, layout: _Layout, node_ix: dict[str, int], up: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Each row's node in the input, and the node the search starts from (-1: none, or not Up)."""
-    position = dict(node_ix)
+    position = cast("dict[str | None, int]", dict(node_ix))  # None: not placed
     position[None] = -1
     node = np.full(layout.n_rep, -1, np.int32)
     node[layout.given_rows] = np.fromiter(

@@ -105,10 +105,10 @@ class ClusterSpec:
 
 
 def _validate(seed: int, spec: ClusterSpec) -> None:
-    def whole(v, least: int) -> bool:
+    def whole(v, least: int) -> bool | np.bool_:
         return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= least
 
-    def need(ok: bool, field: str, what: str) -> None:
+    def need(ok: bool | np.bool_, field: str, what: str) -> None:
         if not ok:
             raise BadInput(f"ClusterSpec.{field} = {getattr(spec, field)!r}: {what}")
 
@@ -182,6 +182,7 @@ class _Placer:
         self._pending: list[int] = []
 
     def _take(self, n, load_l, sign):
+        assert self.rem_l is not None  # called only with capacities
         row = self.rem_l[n]
         for j, x in enumerate(load_l):
             row[j] -= sign * x
@@ -190,6 +191,7 @@ class _Placer:
     def sync(self):
         """Bring ``rem`` up to date with ``rem_l`` (rows touched since the last sync)."""
         if self._pending:
+            assert self.rem_l is not None  # rows are pending only with capacities
             idx = np.unique(np.asarray(self._pending))
             self.rem[idx] = np.asarray([self.rem_l[i] for i in idx.tolist()])
             self._pending.clear()
@@ -225,6 +227,7 @@ class _Placer:
                 if n in chosen:
                     continue
                 if rem_l is not None:
+                    assert load_l is not None  # loads come with capacities
                     row = rem_l[n]
                     if any(row[j] < x for j, x in enumerate(load_l)):
                         continue
@@ -245,6 +248,7 @@ class _Placer:
                 )
             if pick < 0:
                 if rem_l is not None:
+                    assert loads_l is not None  # loads come with capacities
                     for k, n in enumerate(chosen):
                         self._take(n, loads_l[k], -1)
                 return None
@@ -281,6 +285,7 @@ class _Placer:
             return -1
         if mode == "roomiest" and self.rem is not None:
             # worst fit: the node whose tightest metric keeps the largest share free
+            assert self.cap0 is not None  # set with rem
             key = ((self.rem[idx] - load) / np.maximum(self.cap0[idx], 1e-9)).min(axis=1)
         else:
             key = self.logw[idx] + self.rng.gumbel(size=idx.size)
@@ -325,6 +330,7 @@ class _Candidates:
 
     def retire_full(self, nodes: list, rem_l: list) -> None:
         """Nodes of `nodes` left without room for a typical replica leave the draws."""
+        assert self.typical is not None  # called only with capacities
         for n in nodes:
             row = rem_l[n]
             if self.live[n] and any(row[j] < x for j, x in enumerate(self.typical)):
@@ -630,7 +636,7 @@ def _node_docs(
     docs = []
     for i, name in enumerate(nodes.names):
         fd = f"fd:/dc{nodes.fd[i]}" + (f"/r{nodes.rack[i]}" if racks else "")
-        nd = {
+        nd: dict = {
             "NodeName": name,
             "NodeType": f"NodeType{nodes.type[i]}",
             "FaultDomain": fd,
@@ -664,10 +670,12 @@ def _service_docs(spec: ClusterSpec, services: _Services, loads: _Loads, metric_
 
 def _metric_doc(stateless: bool, loads: _Loads, s: int, j: int, name: str) -> dict:
     """Service s's metric j: Weight cycling High/Medium/Low by metric index, and its default loads."""
-    md = {"Name": name, "Weight": _WEIGHTS[j % 3]}
+    md: dict = {"Name": name, "Weight": _WEIGHTS[j % 3]}
     if stateless:
+        assert loads.instance is not None  # metrics come with default loads
         md["DefaultLoad"] = loads.number(loads.instance[s, j])
     else:
+        assert loads.primary is not None and loads.secondary is not None  # as above
         md["PrimaryDefaultLoad"] = loads.number(loads.primary[s, j])
         md["SecondaryDefaultLoad"] = loads.number(loads.secondary[s, j])
     return md
@@ -749,7 +757,14 @@ def _dump(doc: dict, path: str | None) -> None:
 
 
 def main(argv=None) -> int:
-    """``plbjax-generate [--nodes N ...] [-o PATH]``; 0 on success, 2 on bad input."""
+    """``plbjax-generate [--nodes N ...] [-o PATH]``, or ``plbjax-generate timeline KIND --state PATH``
+    (`plbjax.sf.replay.generate`); 0 on success, 2 on bad input."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["timeline"]:
+        from plbjax.sf.replay.generate import main as timeline_main
+
+        timeline_main(argv[1:])
+        return 0
     args = vars(_parser().parse_args(argv))
     out, seed = args.pop("out"), args.pop("seed")
     try:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import TypeGuard
 
 from plbjax.errors import BadInput
 from plbjax.sf._state import METRIC_WEIGHTS, ClusterState, Metric, Node, Partition, Service
@@ -122,7 +123,7 @@ def cpu_shares_split(service: Service) -> dict[str, float]:
 # ---------------------------------------------------------------------------------- helpers
 
 
-def _is_governed(rg: dict | None) -> bool:
+def _is_governed(rg: dict | None) -> TypeGuard[dict]:
     """SF's IsGoverned: CpuCores given, or MemoryInMB given (> 0) on every code package."""
     if not rg:
         return False

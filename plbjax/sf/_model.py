@@ -113,7 +113,7 @@ def _fresh(problem: Problem, node_of, primary_of, penalty=None, domain_violation
         cost=jnp.zeros(()),
         moves=jnp.zeros(()),
         penalty=jnp.zeros(()),
-        domain_violations=domain_violations,
+        domain_violations=domain_violations,  # pyright: ignore[reportArgumentType]
         energy=jnp.zeros(()),
     )
     cost = E.movement_cost(problem, node_of, primary_of)

@@ -2,7 +2,7 @@
 and the exchange of two replicas of different partitions (a trade when both nodes are nearly full).
 
 `propose` draws one move for one chain and says whether it is valid (all constraints no worse but
-the fault- and upgrade-domain distribution, whose K^2 check `search.finish` adds only for moves that
+the fault- and upgrade-domain distribution, whose K^2 check `_model.finish` adds only for moves that
 may be accepted); `propose_batch` draws a step's worth, computing each kind only where it is drawn.
 Every move is described by the same fields — up to two replicas whose nodes change, the partition
 whose primary may change, and the load change on two nodes — so energy and apply code are shared.
@@ -11,6 +11,8 @@ undoes what does not pay for itself).
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 import equinox as eqx
 import jax
@@ -48,8 +50,8 @@ class Move(eqx.Module):
     load2: jax.Array  # [M] load `service2`'s replica takes from node_b to node_a
     cost_delta: jax.Array  # change in movement cost against the initial placement
     moves_delta: jax.Array  # change in the number of movements (moved replicas, swapped primaries)
-    penalty_delta: jax.Array  # change in the violations' energy (domain distribution: see `search.finish`)
-    valid: jax.Array  # no constraint worse (domain distribution: see `search.finish`)
+    penalty_delta: jax.Array  # change in the violations' energy (domain distribution: see `_model.finish`)
+    valid: jax.Array  # no constraint worse (domain distribution: see `_model.finish`)
 
 
 DRAWS = 5  # random words one proposal uses
@@ -234,6 +236,7 @@ def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
 def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
     """Move (or place) a random movable replica on a random node its placement constraints allow, or
     (an `undo_share` of the time, as SF's search cancels movements) back to where the phase started it."""
+    assert problem.undo_share is not None  # set by `scope`
     r = problem.movable[draw(words[0], problem.n_movable)]
     cls = problem.service_class[problem.replica_service[r]]
     undo = uniform(words[2]) < problem.undo_share
@@ -260,6 +263,7 @@ def propose_exchange(problem: Problem, node_of, primary_of, loads, words) -> Mov
     cls = problem.service_class[problem.replica_service[r]]
     elsewhere = problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])]
     key = jnp.maximum(jnp.where(uniform(words[2]) < 0.5, a, elsewhere), 0)
+    assert problem.node_first is not None and problem.by_node is not None  # set by `scope`
     first, count = problem.node_first[key], problem.node_first[key + 1] - problem.node_first[key]
     q = problem.by_node[first + draw(words[3], count)]
     b = node_of[q]
@@ -408,7 +412,8 @@ def propose_batch(problem: Problem, node_of, primary_of, loads, words, mix: tupl
     [(kind or None, batched Move)], and the order that puts their concatenation back in row order."""
     first_mix, kind_of = _slots(words.shape[0], mix)
     first = jax.tree.map(lambda x: x[None], propose(problem, node_of, primary_of, loads, words[0], first_mix))
-    parts, slots = [(None, first)], [np.zeros(1, int)]
+    parts: list[tuple[Callable | None, Move]] = [(None, first)]
+    slots = [np.zeros(1, int)]
     for k, kind in enumerate(KINDS):
         rows = 1 + np.flatnonzero(kind_of == k)
         if rows.size:

@@ -438,7 +438,7 @@ def _balancing_phase(run: _Run, now: Placement, schedule: Schedule, balance: lis
     if any(b.node_type is not None for b in balance) or run.node_type is not None:  # only these types move
         types = {b.node_type for b in balance if not b.balanced} if run.node_type is None else {run.node_type}
         open_nodes = _pad_to(np.array([t in types for t in index.node_types]), problem.node_up.shape[0])
-        phase["Reason"] += " on node types " + ", ".join(sorted(types))
+        phase["Reason"] += " on node types " + ", ".join(sorted(str(t) for t in types))
     of_service = np.array(
         [index.partitions[p][0] in services for p in range(index.n_partitions)]
         + [False] * (now.primary_of.shape[0] - index.n_partitions)

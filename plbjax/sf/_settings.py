@@ -13,6 +13,7 @@ from __future__ import annotations
 import difflib
 import math
 from collections.abc import Mapping
+from typing import cast
 
 from plbjax.errors import BadInput
 
@@ -267,9 +268,9 @@ def _coerce(name: str, value: object) -> bool | int | float | str:
     parsed = _parse(kind, value)
     if parsed is None:
         raise BadInput(f"Settings.{name}: {value!r} is not a valid {_TYPE_NAMES[kind]}")
-    if name in _UNSIGNED and parsed < 0:
+    if name in _UNSIGNED and cast(float, parsed) < 0:  # the unsigned settings are numbers
         raise BadInput(f"Settings.{name}: {value!r} must not be negative")
-    if name in _POSITIVE and parsed <= 0:
+    if name in _POSITIVE and cast(float, parsed) <= 0:  # so are the positive ones
         raise BadInput(f"Settings.{name}: {value!r} must be greater than 0")
     return parsed
 
@@ -286,7 +287,7 @@ def _parse(kind: type, value: object) -> bool | int | float | str | None:
             return None
         return number if math.isfinite(number) else None
     if isinstance(value, bool) or kind in (bool, str):
-        return value if type(value) is kind else None
+        return cast("bool | str", value) if type(value) is kind else None  # a bool or a str when it is kind
     if isinstance(value, int):
         return kind(value)
     if isinstance(value, float) and math.isfinite(value):

@@ -19,6 +19,7 @@ from functools import cache
 from itertools import chain, islice, repeat
 from operator import itemgetter
 from pathlib import Path
+from typing import Any, cast, overload
 
 import numpy as np
 import yaml
@@ -253,7 +254,7 @@ def parse_state(doc: Mapping, source: str = "<state>") -> ClusterState:
         return _parse(doc, source, owned=False)
 
 
-def _parse(doc: Mapping, source: str, owned: bool) -> ClusterState:
+def _parse(doc: object, source: str, owned: bool) -> ClusterState:
     """parse_state; with `owned`, nothing else references `doc` and the state may keep parts of it."""
     try:
         if not isinstance(doc, Mapping):
@@ -265,7 +266,7 @@ def _parse(doc: Mapping, source: str, owned: bool) -> ClusterState:
         doc = _plain_copy(doc, "")
         schema = _schema()
         if not _conforms(schema, doc):  # fast path; jsonschema names the problem
-            import jsonschema  # only for the message: the fast path needs none
+            import jsonschema.exceptions  # only for the message: the fast path needs none
 
             error = jsonschema.exceptions.best_match(_validator().iter_errors(doc))
             if error is not None:
@@ -282,7 +283,7 @@ def _schema() -> dict:
     schema = json.loads(text)
     definitions = schema.pop("$defs")
 
-    def inline(node: object) -> object:
+    def inline(node: Any) -> Any:
         if isinstance(node, dict):
             node = {k: inline(v) for k, v in node.items()}
             ref = node.pop("$ref", None)
@@ -296,7 +297,7 @@ def _schema() -> dict:
 def _validator():
     """jsonschema's validator of the state schema, where "integer" means a JSON integer (jsonschema
     would also take 3.0, e.g. as a ReplicaId)."""
-    import jsonschema
+    import jsonschema.validators
 
     base = jsonschema.Draft202012Validator
     strict = base.TYPE_CHECKER.redefine("integer", lambda _, v: _TYPES["integer"](v))
@@ -318,7 +319,7 @@ def _same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _conforms(schema: dict, value: object) -> bool:
+def _conforms(schema: dict, value: Any) -> bool:
     """True only if `value` is valid against the inlined `schema`; False also when unsure.
 
     Handles just the keywords our schema uses; several times faster than jsonschema on big states.
@@ -339,7 +340,7 @@ def _conforms(schema: dict, value: object) -> bool:
             ok = not is_dict or all(k not in value or _conforms(sub, value[k]) for k, sub in arg.items())
         elif key == "additionalProperties":
             known = schema.get("properties", {})
-            extra = [v for k, v in value.items() if k not in known] if is_dict else []
+            extra = [v for k, v in cast(dict, value).items() if k not in known] if is_dict else []
             ok = all(_conforms(arg, v) for v in extra) if isinstance(arg, dict) else arg or not extra
         elif key == "propertyNames":
             ok = not is_dict or all(_conforms(arg, k) for k in value)
@@ -366,6 +367,10 @@ LARGEST = 1e15
 _IDENTIFIERS = (".ReplicaId", ".PartitionId", ".InstanceId")
 
 
+@overload
+def _plain_copy(value: Mapping, where: str) -> dict: ...
+@overload
+def _plain_copy(value: object, where: str) -> object: ...
 def _plain_copy(value: object, where: str) -> object:
     """Deep copy with string keys (YAML may give integer keys, e.g. ReplicaIds in History).
 
@@ -532,6 +537,20 @@ def _parse_columns(doc: Mapping, owned: bool) -> ClusterState | None:
 
 class _Columns:
     """The Partitions of a document, column by column, schema-checked; replicas in document order."""
+
+    # set by __init__ from `read`'s keyword arguments (annotations only, for type checkers)
+    parts: list[dict]
+    services: list[str]
+    pids: list[str | int]
+    counts: np.ndarray
+    reps: list[dict]
+    rids: list[str | int]
+    roles: list[str]
+    nodes: list[str | None]
+    costs: list[str | None]
+    loads: list[dict]
+    keys: list[tuple]
+    values: np.ndarray
 
     def __init__(self, **columns):
         self.__dict__.update(columns)
@@ -764,7 +783,7 @@ def _nodes(entries: list[dict], node_types: dict[str, dict]) -> list[Node]:
         type_name = entry.get("NodeType")
         if node_types and type_name is not None and type_name not in node_types:
             raise BadInput(f"{where}.NodeType: {type_name!r} is not among NodeTypes")
-        node_type = node_types.get(type_name, {})
+        node_type = node_types.get(type_name, {})  # pyright: ignore[reportCallIssue, reportArgumentType]  # None -> {}
         _check_properties(entry.get("PlacementProperties", {}), f"{where}.PlacementProperties")
         properties = node_type.get("PlacementProperties", {}) | entry.get("PlacementProperties", {})
         properties["NodeName"] = name

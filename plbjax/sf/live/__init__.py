@@ -1,4 +1,4 @@
-"""Real Service Fabric clusters in and out (issue 25).
+"""Real Service Fabric clusters in and out.
 
 ``plbjax-dump`` (`dump.main`) writes a dump of a live cluster through SF's REST API,
 ``plbjax-import`` (`importer.main`) turns a dump into a state document, and ``plbjax-export``

@@ -24,7 +24,7 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-from plbjax import BadInput
+from plbjax.errors import BadInput
 from plbjax.files import write_text
 
 PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
@@ -123,7 +123,7 @@ class _Writer:
     def __init__(self, root: Path) -> None:
         self.root, self.count = root, 0
 
-    def put(self, rel: str, body: object) -> object:
+    def put(self, rel: str, body: object) -> list:
         value = body[0] if isinstance(body, list) and len(body) == 1 else body
         write_text(self.root / rel, json.dumps(value, indent=2) + "\n")
         self.count += 1
@@ -131,6 +131,7 @@ class _Writer:
 
 
 def main(argv: list[str] | None = None) -> None:
+    assert __doc__ is not None  # the module's docstring
     parser = argparse.ArgumentParser(prog="plbjax-dump", description=__doc__.splitlines()[0])
     parser.add_argument("--endpoint", required=True, help="the cluster's HTTP gateway, e.g. https://host:19080")
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="the dump directory to write")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import TypeVar, overload
 
-from plbjax import BadInput
+from plbjax.errors import BadInput
 
 
 class Dump:
@@ -77,6 +78,13 @@ def at(where: str, key: str) -> str:
     return f"{where} {key}" if where.endswith(":") else f"{where}.{key}"
 
 
+_T = TypeVar("_T")
+
+
+@overload
+def need(item: dict, key: str, where: str) -> str: ...
+@overload
+def need(item: dict, key: str, where: str, kind: type[_T]) -> _T: ...
 def need(item: dict, key: str, where: str, kind: type = str) -> object:
     """item[key], which must be there and of `kind`; BadInput naming where and key otherwise."""
     if key not in item:

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import quote, urlencode
 
-from plbjax import BadInput
+from plbjax.errors import BadInput
 from plbjax.files import write_text
 
 FORMATS = ("sfctl", "powershell", "rest")
@@ -158,6 +158,7 @@ def _actions(plan: object, source: str) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
+    assert __doc__ is not None  # the module's docstring
     parser = argparse.ArgumentParser(prog="plbjax-export", description=__doc__.splitlines()[0])
     parser.add_argument("plan", metavar="PLAN", help="a plan written by plbjax")
     parser.add_argument("--format", required=True, choices=FORMATS)

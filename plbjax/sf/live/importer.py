@@ -13,8 +13,9 @@ import argparse
 import json
 import sys
 
-from plbjax import BadInput, parse_state
+from plbjax.errors import BadInput
 from plbjax.files import write_text
+from plbjax.sf import parse_state
 from plbjax.sf.live import fields
 from plbjax.sf.live.dumpdir import Dump, at, need
 from plbjax.sf.live.manifest import parse_manifest
@@ -29,7 +30,7 @@ SYSTEM_APPLICATION = "fabric:/System"
 def import_dump(root: str) -> tuple[dict, Report]:
     """(state document, report) for the dump in directory `root`; BadInput if it is inconsistent."""
     dump, report = Dump(root), Report()
-    doc = {"SchemaVersion": 1} | _manifest(dump, report)
+    doc: dict = {"SchemaVersion": 1} | _manifest(dump, report)
     doc["Nodes"] = read_nodes(dump, doc.get("NodeTypes", []), report)
     node_names = {n["NodeName"] for n in doc["Nodes"]}
     doc["Services"], doc["Partitions"] = [], []
@@ -124,6 +125,7 @@ def _unique_replica_ids(partitions: list[dict], report: Report) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    assert __doc__ is not None  # the module's docstring
     parser = argparse.ArgumentParser(prog="plbjax-import", description=__doc__.splitlines()[0])
     parser.add_argument("dump", metavar="DIR", help="a dump directory (plbjax-dump, sfctl or curl)")
     parser.add_argument("-o", "--output", required=True, metavar="STATE", help="the state document to write")

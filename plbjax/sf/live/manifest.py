@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from plbjax import BadInput, parse_state
+from plbjax.errors import BadInput
+from plbjax.sf import parse_state
 from plbjax.sf.live.report import Report
 
 WHERE = "cluster-manifest"

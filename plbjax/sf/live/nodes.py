@@ -9,7 +9,7 @@ the metric has no capacity on the node (Service Fabric Explorer reads it so: has
 
 from __future__ import annotations
 
-from plbjax import BadInput
+from plbjax.errors import BadInput
 from plbjax.sf.live import fields
 from plbjax.sf.live.dumpdir import Dump, at, need
 from plbjax.sf.live.report import Report

@@ -13,7 +13,7 @@ loads apply, as in SF.
 
 from __future__ import annotations
 
-from plbjax import BadInput
+from plbjax.errors import BadInput
 from plbjax.sf.live import fields
 from plbjax.sf.live.dumpdir import Dump, at, need
 from plbjax.sf.live.report import Report
@@ -63,7 +63,7 @@ def _replicas(dump: Dump, service: dict, pid: str, nodes: set[str], report: Repo
     return out
 
 
-def _reports(entries: object, where: str) -> dict[str, float]:
+def _reports(entries: list | None, where: str) -> dict[str, float]:
     """{metric: value} of a list of LoadMetricReport(Info)."""
     out = {}
     for i, entry in enumerate(entries or []):

@@ -9,7 +9,7 @@ as in ServicePlacementPolicyDescriptionConverter.cs of microsoft/service-fabric-
 
 from __future__ import annotations
 
-from plbjax import BadInput
+from plbjax.errors import BadInput
 from plbjax.sf.live.dumpdir import at, need
 from plbjax.sf.live.report import Report
 

@@ -10,5 +10,19 @@ from plbjax.sf.replay.loop import Needs, Planner, Probe, Replay, Row, replay
 from plbjax.sf.replay.record import summary, write_outputs
 from plbjax.sf.replay.timeline import ActionSeconds, Timeline, load_timeline, parse_timeline
 
-__all__ = ["ActionSeconds", "Event", "Needs", "Planner", "Probe", "Replay", "Row", "Timeline", "apply_event",
-           "load_timeline", "parse_timeline", "replay", "summary", "write_outputs"]
+__all__ = [
+    "ActionSeconds",
+    "Event",
+    "Needs",
+    "Planner",
+    "Probe",
+    "Replay",
+    "Row",
+    "Timeline",
+    "apply_event",
+    "load_timeline",
+    "parse_timeline",
+    "replay",
+    "summary",
+    "write_outputs",
+]

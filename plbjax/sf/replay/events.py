@@ -12,10 +12,10 @@ the offending key first (`NodeName: 'N9' is not a node`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from plbjax import BadInput
+from plbjax.errors import BadInput
 
 # Kind -> (required fields, optional fields), besides Time and Kind.
 KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
@@ -33,16 +33,38 @@ KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
     "UpgradeStarted": (frozenset({"Scope", "UpgradeDomains"}), frozenset({"ApplicationName"})),
     "UpgradeDomainCompleted": (frozenset({"UpgradeDomain"}), frozenset()),
     "UpgradeCompleted": (frozenset(), frozenset()),
-    "SettingsChanged": (frozenset(), frozenset({"Settings", "MetricBalancingThresholds", "MetricActivityThresholds",
-                                               "DefragmentationMetrics", "NodeBufferPercentage",
-                                               "GlobalMetricWeights", "ResourceThresholds"})),
+    "SettingsChanged": (
+        frozenset(),
+        frozenset(
+            {
+                "Settings",
+                "MetricBalancingThresholds",
+                "MetricActivityThresholds",
+                "DefragmentationMetrics",
+                "NodeBufferPercentage",
+                "GlobalMetricWeights",
+                "ResourceThresholds",
+            }
+        ),
+    ),
     "BlockListAdded": (frozenset({"NodeName", "ServiceTypeName"}), frozenset({"Until"})),
 }
 # Not a timeline kind: the loop applies it at a BlockListAdded event's Until.
 BLOCK_LIST_EXPIRED = "BlockListExpired"
 INTENTS = ("Pause", "Restart", "RemoveData")
-SERVICE_CHANGES = frozenset({"InstanceCount", "TargetReplicaSetSize", "Metrics", "PlacementConstraints",
-                             "PlacementPolicies", "Correlations", "DefaultMoveCost", "Priority", "BalancingPolicy"})
+SERVICE_CHANGES = frozenset(
+    {
+        "InstanceCount",
+        "TargetReplicaSetSize",
+        "Metrics",
+        "PlacementConstraints",
+        "PlacementPolicies",
+        "Correlations",
+        "DefaultMoveCost",
+        "Priority",
+        "BalancingPolicy",
+    }
+)
 
 
 class Gone(BadInput):
@@ -68,6 +90,95 @@ def apply_event(state_doc: dict, event: Event, now: float) -> dict:
     return handler(dict(state_doc), event.fields)
 
 
+def apply_events(
+    state_doc: dict, events: Sequence[Event], now: float, skip_gone: bool = False
+) -> tuple[dict, list[Event]]:
+    """The state document after `events`, in order (as `apply_event` one after the other), and the
+    events applied: with `skip_gone`, an event that raises `Gone` is skipped, else it is bad input.
+    A bad event raises `BadInput` naming it (`Events[3].NodeName: ...`). Runs of partition and
+    replica LoadReports are applied on one private copy of the Partitions list, each partition
+    they touch copied once, so a run of them costs what they touch, not the cluster's size."""
+    doc, applied, i = state_doc, [], 0
+    while i < len(events):
+        j = i
+        while j < len(events) and _batched(events[j]):
+            j += 1
+        if j > i:
+            doc = _load_reports(doc, events[i:j], skip_gone, applied)
+            i = j
+            continue
+        event = events[i]
+        i += 1
+        try:
+            doc = apply_event(doc, event, now)
+        except Gone as exc:
+            if skip_gone:
+                continue
+            raise BadInput(f"Events[{event.index}].{exc}") from None
+        except BadInput as exc:
+            raise BadInput(f"Events[{event.index}].{exc}") from None
+        applied.append(event)
+    return doc, applied
+
+
+def _batched(event: Event) -> bool:
+    return event.kind == "LoadReport" and ("PartitionId" in event.fields or "ReplicaId" in event.fields)
+
+
+def _load_reports(state_doc: dict, events: Sequence[Event], skip_gone: bool, applied: list[Event]) -> dict:
+    """Partition and replica LoadReports (`_load_report` one after the other) on one copy."""
+    services = {s["ServiceName"]: s for s in state_doc["Services"]}
+    metric_names: dict[str, set] = {}
+    parts = list(state_doc["Partitions"])
+    at: dict[tuple[str, str], list[int]] = {}
+    of_service: dict[str, list[int]] = {}
+    for k, p in enumerate(parts):
+        at.setdefault((p["ServiceName"], str(p["PartitionId"])), []).append(k)
+        of_service.setdefault(p["ServiceName"], []).append(k)
+    copied: set[int] = set()
+    for event in events:
+        f = event.fields
+        try:
+            name = f["ServiceName"]
+            service = services.get(name) if isinstance(name, str) else None
+            if service is None:
+                raise BadInput(f"ServiceName: {name!r} is not a service")
+            if name not in metric_names:
+                metric_names[name] = {m["Name"] for m in service.get("Metrics", [])}
+            loads, role = _checked_loads(service, f["Loads"], metric_names[name]), f.get("Role")
+            if role is not None and role not in ("Primary", "Secondary", "Instance"):
+                raise BadInput(f"Role: {role!r} is not Primary, Secondary or Instance")
+            rid, pid = f.get("ReplicaId"), f.get("PartitionId")
+            mine = at.get((name, str(pid)), []) if pid is not None else of_service.get(name, [])
+            if pid is not None and not mine:
+                raise BadInput(f"PartitionId: {pid!r} is not a partition of {name!r}")
+            if rid is not None:
+                rid_text = str(rid)
+                hits = [
+                    (k, n) for k in mine for n, r in enumerate(parts[k]["Replicas"]) if str(r["ReplicaId"]) == rid_text
+                ]
+            elif role is None:
+                hits = [(k, n) for k in mine for n in range(len(parts[k]["Replicas"]))]
+            else:
+                hits = [(k, n) for k in mine for n, r in enumerate(parts[k]["Replicas"]) if r["Role"] == role]
+            if rid is not None and not hits:
+                raise Gone(f"ReplicaId: {rid!r} is not a replica of {name!r}")
+        except Gone as exc:
+            if skip_gone:
+                continue
+            raise BadInput(f"Events[{event.index}].{exc}") from None
+        except BadInput as exc:
+            raise BadInput(f"Events[{event.index}].{exc}") from None
+        for k, n in hits:
+            if k not in copied:
+                parts[k] = dict(parts[k], Replicas=list(parts[k]["Replicas"]))
+                copied.add(k)
+            replica = parts[k]["Replicas"][n]
+            parts[k]["Replicas"][n] = {**replica, "Loads": {**replica.get("Loads", {}), **loads}}
+        applied.append(event)
+    return dict(state_doc, Partitions=parts)
+
+
 # ------------------------------------------------------------------------------ helpers
 
 
@@ -87,11 +198,11 @@ def _service_index(doc: dict, name: object, key: str = "ServiceName") -> int:
 
 def _set_node(doc: dict, name: str, **changes) -> dict:
     i = _node_index(doc, name)
-    doc["Nodes"] = [*doc["Nodes"][:i], {**doc["Nodes"][i], **changes}, *doc["Nodes"][i + 1:]]
+    doc["Nodes"] = [*doc["Nodes"][:i], {**doc["Nodes"][i], **changes}, *doc["Nodes"][i + 1 :]]
     return doc
 
 
-def _promote(replicas: list[dict], down: set[str]) -> list[dict]:
+def _promote(replicas: list[dict], down: set[str | None]) -> list[dict]:
     """`replicas` with the first secondary on a running node made primary if none is primary."""
     if any(r["Role"] == "Primary" for r in replicas) or not any(r["Role"] == "Secondary" for r in replicas):
         return replicas
@@ -99,7 +210,7 @@ def _promote(replicas: list[dict], down: set[str]) -> list[dict]:
     return [dict(r, Role="Primary") if r is chosen else r for r in replicas]
 
 
-def _down_nodes(doc: dict) -> set[str]:
+def _down_nodes(doc: dict) -> set[str | None]:
     return {n["NodeName"] for n in doc["Nodes"] if n.get("NodeStatus") == "Down"} | {None}
 
 
@@ -185,7 +296,8 @@ def _swap_out(doc: dict, name: str) -> dict:
     for part in doc["Partitions"]:
         replicas = part["Replicas"]
         if any(r["Role"] == "Primary" and r.get("NodeName") == name for r in replicas) and any(
-                r["Role"] == "Secondary" and r.get("NodeName") not in down for r in replicas):
+            r["Role"] == "Secondary" and r.get("NodeName") not in down for r in replicas
+        ):
             demoted = [dict(r, Role="Secondary") if r["Role"] == "Primary" else r for r in replicas]
             part = dict(part, Replicas=_promote(demoted, down))
         partitions.append(part)
@@ -203,9 +315,12 @@ def _node_enabled(doc: dict, f: Mapping) -> dict:
 
 
 def _check_loads(service: dict, loads: object) -> dict:
+    return _checked_loads(service, loads, {m["Name"] for m in service.get("Metrics", [])})
+
+
+def _checked_loads(service: dict, loads: object, names: set) -> dict:
     if not isinstance(loads, Mapping) or not loads:
         raise BadInput("Loads: a non-empty mapping {metric: number} is required")
-    names = {m["Name"] for m in service.get("Metrics", [])}
     for metric, value in loads.items():
         if metric not in names:
             raise BadInput(f"Loads.{metric}: service {service['ServiceName']!r} has no metric {metric!r}")
@@ -223,18 +338,22 @@ def _load_report(doc: dict, f: Mapping) -> dict:
     if role is not None and role not in ("Primary", "Secondary", "Instance"):
         raise BadInput(f"Role: {role!r} is not Primary, Secondary or Instance")
     if "ReplicaId" not in f and "PartitionId" not in f:
-        doc["Services"] = [*doc["Services"][:s], _default_loads(service, loads, role), *doc["Services"][s + 1:]]
+        doc["Services"] = [*doc["Services"][:s], _default_loads(service, loads, role), *doc["Services"][s + 1 :]]
         return doc
     return _replica_loads(doc, f, loads, role)
 
 
 def _default_loads(service: dict, loads: dict, role: str | None) -> dict:
-    keys = {"Primary": ("PrimaryDefaultLoad",), "Secondary": ("SecondaryDefaultLoad",)}.get(role)
+    by_role: dict[str | None, tuple[str, ...]] = {
+        "Primary": ("PrimaryDefaultLoad",),
+        "Secondary": ("SecondaryDefaultLoad",),
+    }
+    keys = by_role.get(role)
     if keys is None:
-        keys = ("PrimaryDefaultLoad", "SecondaryDefaultLoad") if service["ServiceKind"] == "Stateful" \
-            else ("DefaultLoad",)
-    metrics = [dict(m, **{k: loads[m["Name"]] for k in keys}) if m["Name"] in loads else m
-               for m in service["Metrics"]]
+        keys = (
+            ("PrimaryDefaultLoad", "SecondaryDefaultLoad") if service["ServiceKind"] == "Stateful" else ("DefaultLoad",)
+        )
+    metrics = [dict(m, **{k: loads[m["Name"]] for k in keys}) if m["Name"] in loads else m for m in service["Metrics"]]
     return dict(service, Metrics=metrics)
 
 
@@ -244,14 +363,19 @@ def _replica_loads(doc: dict, f: Mapping, loads: dict, role: str | None) -> dict
     def hit(replica: dict) -> bool:
         return str(replica["ReplicaId"]) == str(rid) if rid is not None else role in (None, replica["Role"])
 
-    mine = [p for p in doc["Partitions"] if p["ServiceName"] == name and (pid is None or str(p["PartitionId"]) == str(pid))]
+    mine = [
+        p for p in doc["Partitions"] if p["ServiceName"] == name and (pid is None or str(p["PartitionId"]) == str(pid))
+    ]
     if pid is not None and not mine:
         raise BadInput(f"PartitionId: {pid!r} is not a partition of {name!r}")
     if rid is not None and not any(hit(r) for p in mine for r in p["Replicas"]):
         raise Gone(f"ReplicaId: {rid!r} is not a replica of {name!r}")
-    doc["Partitions"] = [dict(p, Replicas=[{**r, "Loads": {**r.get("Loads", {}), **loads}} if hit(r) else r
-                                           for r in p["Replicas"]]) if any(p is m for m in mine) else p
-                         for p in doc["Partitions"]]
+    doc["Partitions"] = [
+        dict(p, Replicas=[{**r, "Loads": {**r.get("Loads", {}), **loads}} if hit(r) else r for r in p["Replicas"]])
+        if any(p is m for m in mine)
+        else p
+        for p in doc["Partitions"]
+    ]
     return doc
 
 
@@ -267,8 +391,9 @@ def _service_created(doc: dict, f: Mapping) -> dict:
     if any(s["ServiceName"] == name for s in doc["Services"]):
         raise BadInput(f"Service.ServiceName: {name!r} is already a service")
     partitions = f.get("Partitions", [{"ServiceName": name, "PartitionId": 0, "Replicas": []}])
-    if not isinstance(partitions, list) or any(not isinstance(p, Mapping) or p.get("ServiceName", name) != name
-                                               for p in partitions):
+    if not isinstance(partitions, list) or any(
+        not isinstance(p, Mapping) or p.get("ServiceName", name) != name for p in partitions
+    ):
         raise BadInput(f"Partitions: a list of partition objects of {name!r} is required")
     doc["Services"] = [*doc["Services"], dict(service)]
     doc["Partitions"] = [*doc["Partitions"], *({"ServiceName": name, **p} for p in partitions)]
@@ -283,8 +408,12 @@ def _service_deleted(doc: dict, f: Mapping) -> dict:
     doc = _lose(doc, lambda part, _: part["ServiceName"] == name)
     doc["Partitions"] = [p for p in doc["Partitions"] if p["ServiceName"] != name]
     services = [x for x in doc["Services"] if x["ServiceName"] != name]
-    doc["Services"] = [dict(x, Correlations=[c for c in x["Correlations"] if c["ServiceName"] != name])
-                       if any(c["ServiceName"] == name for c in x.get("Correlations", [])) else x for x in services]
+    doc["Services"] = [
+        dict(x, Correlations=[c for c in x["Correlations"] if c["ServiceName"] != name])
+        if any(c["ServiceName"] == name for c in x.get("Correlations", []))
+        else x
+        for x in services
+    ]
     if "BlockList" in doc and type_name not in {x.get("ServiceTypeName") for x in services}:
         doc["BlockList"] = [b for b in doc["BlockList"] if b["ServiceTypeName"] != type_name]
     return doc
@@ -300,11 +429,15 @@ def _service_updated(doc: dict, f: Mapping) -> dict:
         if key not in SERVICE_CHANGES:
             raise BadInput(f"Changes.{key}: not a field an update may change ({', '.join(sorted(SERVICE_CHANGES))})")
     service = {**doc["Services"][s], **changes}
-    doc["Services"] = [*doc["Services"][:s], service, *doc["Services"][s + 1:]]
+    doc["Services"] = [*doc["Services"][:s], service, *doc["Services"][s + 1 :]]
     if "Metrics" in changes:
         names = {m.get("Name") for m in service["Metrics"]}
-        doc["Partitions"] = [dict(p, Replicas=[_only_loads(r, names) for r in p["Replicas"]])
-                             if p["ServiceName"] == service["ServiceName"] else p for p in doc["Partitions"]]
+        doc["Partitions"] = [
+            dict(p, Replicas=[_only_loads(r, names) for r in p["Replicas"]])
+            if p["ServiceName"] == service["ServiceName"]
+            else p
+            for p in doc["Partitions"]
+        ]
     return doc
 
 
@@ -338,10 +471,18 @@ def _upgrade_started(doc: dict, f: Mapping) -> dict:
     for i, ud in enumerate(_as_list(f["UpgradeDomains"], "UpgradeDomains")):
         if str(ud) not in domains:
             raise BadInput(f"UpgradeDomains[{i}]: {ud!r} is not an upgrade domain")
-    in_scope = {s["ServiceName"] for s in doc["Services"]
-                if scope == "Cluster" or s.get("ApplicationName", _application(s["ServiceName"])) == app}
-    snapshot = {str(r["ReplicaId"]): r["NodeName"] for p in doc["Partitions"] if p["ServiceName"] in in_scope
-                for r in p["Replicas"] if r.get("NodeName") is not None}
+    in_scope = {
+        s["ServiceName"]
+        for s in doc["Services"]
+        if scope == "Cluster" or s.get("ApplicationName", _application(s["ServiceName"])) == app
+    }
+    snapshot = {
+        str(r["ReplicaId"]): r["NodeName"]
+        for p in doc["Partitions"]
+        if p["ServiceName"] in in_scope
+        for r in p["Replicas"]
+        if r.get("NodeName") is not None
+    }
     upgrade = {"InProgress": True, "Scope": scope, "UpgradeDomainsDone": [], "Snapshot": snapshot}
     doc["Upgrade"] = upgrade | ({"ApplicationName": app} if app is not None else {})
     return doc
@@ -369,7 +510,9 @@ def _upgrade_domain_completed(doc: dict, f: Mapping) -> dict:
     ud = str(f["UpgradeDomain"])
     if ud not in {str(n["UpgradeDomain"]) for n in doc["Nodes"]}:
         raise BadInput(f"UpgradeDomain: {f['UpgradeDomain']!r} is not an upgrade domain")
-    running = {n["NodeName"] for n in doc["Nodes"] if str(n["UpgradeDomain"]) == ud and n.get("NodeStatus", "Up") == "Up"}
+    running = {
+        n["NodeName"] for n in doc["Nodes"] if str(n["UpgradeDomain"]) == ud and n.get("NodeStatus", "Up") == "Up"
+    }
     home = {rid: node for rid, node in upgrade.get("Snapshot", {}).items() if node in running}
     doc["Partitions"] = [_return_home(p, home) for p in doc["Partitions"]]
     doc["Upgrade"] = dict(upgrade, UpgradeDomainsDone=[*upgrade.get("UpgradeDomainsDone", []), f["UpgradeDomain"]])
@@ -420,12 +563,21 @@ def _block_list_expired(doc: dict, f: Mapping) -> dict:
 
 
 _HANDLERS: dict[str, Callable[[dict, Mapping], dict]] = {
-    "NodeDown": _node_down, "NodeUp": _node_up, "NodeAdded": _node_added, "NodeRemoved": _node_removed,
-    "NodeDisabled": _node_disabled, "NodeEnabled": _node_enabled, "LoadReport": _load_report,
-    "ServiceCreated": _service_created, "ServiceDeleted": _service_deleted, "ServiceUpdated": _service_updated,
-    "ReplicaFailed": _replica_failed, "UpgradeStarted": _upgrade_started,
-    "UpgradeDomainCompleted": _upgrade_domain_completed, "UpgradeCompleted": _upgrade_completed,
-    "SettingsChanged": _settings_changed, "BlockListAdded": _block_list_added,
+    "NodeDown": _node_down,
+    "NodeUp": _node_up,
+    "NodeAdded": _node_added,
+    "NodeRemoved": _node_removed,
+    "NodeDisabled": _node_disabled,
+    "NodeEnabled": _node_enabled,
+    "LoadReport": _load_report,
+    "ServiceCreated": _service_created,
+    "ServiceDeleted": _service_deleted,
+    "ServiceUpdated": _service_updated,
+    "ReplicaFailed": _replica_failed,
+    "UpgradeStarted": _upgrade_started,
+    "UpgradeDomainCompleted": _upgrade_domain_completed,
+    "UpgradeCompleted": _upgrade_completed,
+    "SettingsChanged": _settings_changed,
+    "BlockListAdded": _block_list_added,
     BLOCK_LIST_EXPIRED: _block_list_expired,
 }
-

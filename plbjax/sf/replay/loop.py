@@ -32,22 +32,29 @@ is the replay's seed plus the number of planner calls so far. Plan actions are a
 `plbjax.apply_actions` when their ActionSeconds have passed, one after the other per partition;
 one that no longer fits then (its target is not Up, its replica is gone) is cancelled; a replica an
 Add creates is named `replay-N`.
+
+Cost: the events due at a time are applied as one batch (`events.apply_events`: a run of load
+reports on one copy of the document) and the actions completing at a time on one copy too, each to
+a copy of its own partition, so neither costs a copy of the whole document per event or action; the
+probe runs once per state version (and set of frozen partitions), the planner once per round that
+has work. `Replay.timings` says where the wall time went.
 """
 
 from __future__ import annotations
 
+import gc
 import heapq
 import math
 import time as wallclock
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
-from plbjax import BadInput, apply_actions
-from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event, Gone, apply_event
+from plbjax.sf import apply_actions
+from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event, apply_events
 from plbjax.sf.replay.timeline import Timeline, settings_of
 
-PartitionKey = tuple[str, str]     # (ServiceName, str(PartitionId))
+PartitionKey = tuple[str, str]  # (ServiceName, str(PartitionId))
 PHASES = ("Placement", "ConstraintCheck", "Balancing")
 _EPS = 1e-9
 _NODE_DOWN = {"NodeDown", "NodeRemoved"}
@@ -58,24 +65,27 @@ _NEW_NODE = {"NodeUp", "NodeAdded"}
 class Needs:
     """What the cluster needs, and its statistics for the record (the probe's answer)."""
 
-    unplaced: int = 0            # replicas to place or drop outside frozen partitions
-    violations: int = 0          # replicas breaking a hard constraint outside frozen partitions
+    unplaced: int = 0  # replicas to place or drop outside frozen partitions
+    violations: int = 0  # replicas breaking a hard constraint outside frozen partitions
     imbalanced: frozenset[tuple[str, str | None]] = frozenset()  # (metric, node type; None: cluster)
     avg_std_dev: float = 0.0
     max_min_ratio: Mapping[str, float] = field(default_factory=dict)
-    node_loads: Mapping[str, Mapping[str, float]] = field(default_factory=dict)   # node -> metric -> load
+    node_loads: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # node -> metric -> load
 
 
 class Probe(Protocol):
     def __call__(self, state_doc: dict, frozen: frozenset[PartitionKey]) -> Needs:
         """What `state_doc` needs, counting nothing in the `frozen` partitions."""
+        ...
 
 
 class Planner(Protocol):
-    def __call__(self, state_doc: dict, phase: str, node_type: str | None, seed: int,
-                 frozen: frozenset[PartitionKey]) -> dict:
+    def __call__(
+        self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
+    ) -> dict:
         """A plan document for one phase; Balancing moves only replicas on `node_type`'s nodes
         when it is given; nothing in the `frozen` partitions changes."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -86,7 +96,7 @@ class Row:
     trigger: str
     phase: str
     node_type: str | None
-    counts: Mapping[str, int]    # Actions, Moves, Swaps, Adds, Drops, Promotions of this round
+    counts: Mapping[str, int]  # Actions, Moves, Swaps, Adds, Drops, Promotions of this round
     cumulative_movements: int
     needs: Needs
 
@@ -96,12 +106,13 @@ class Replay:
     """The record of a replay."""
 
     rows: tuple[Row, ...]
-    actions: tuple[dict, ...]    # {Time, Phase, NodeType?, ...the plan's action fields}
+    actions: tuple[dict, ...]  # {Time, Phase, NodeType?, ...the plan's action fields}
     final_state: dict
     rounds: Mapping[str, int]
-    cancelled: int               # in-flight actions that no longer fitted when they completed
+    cancelled: int  # in-flight actions that no longer fitted when they completed
     duration: float
     seconds: float
+    timings: Mapping[str, float] = field(default_factory=dict)  # wall seconds by part (see `PARTS`)
 
 
 @dataclass(frozen=True, order=True)
@@ -117,15 +128,41 @@ class _Movement:
     phase: str
 
 
-def replay(timeline: Timeline, planner: Planner, probe: Probe, seed: int = 0) -> Replay:
-    """Play `timeline`: events, PLB rounds and action completions up to its Duration."""
-    return _Sim(timeline, planner, probe, seed).run()
+# Where a replay's wall time goes (Replay.timings): applying events, the probe, the planner, and
+# the rest (the scheduler, throttles, applying completed actions: "loop").
+PARTS = ("events", "probe", "planner", "loop")
+Progress = Callable[[float, Mapping[str, float], Mapping[str, int]], None]
+
+
+def replay(
+    timeline: Timeline, planner: Planner, probe: Probe, seed: int = 0, progress: Progress | None = None
+) -> Replay:
+    """Play `timeline`: events, PLB rounds and action completions up to its Duration. `progress`,
+    if given, is called after every processed time with (simulated time, timings so far, rounds).
+
+    The objects alive when it starts (the timeline: millions of events on a large cluster) are
+    exempt from the garbage collector while it plays (`gc.freeze`), so that the collections the
+    rounds trigger do not traverse them again and again."""
+    gc.freeze()
+    try:
+        return _Sim(timeline, planner, probe, seed, progress).run()
+    finally:
+        gc.unfreeze()
 
 
 def action_kind(action: str) -> str:
     """Counting column of a plan action: Moves, Swaps, Adds, Drops or Promotions."""
-    return next(column for prefix, column in (("Move", "Moves"), ("Swap", "Swaps"), ("Add", "Adds"), ("Drop", "Drops"),
-                                              ("Promote", "Promotions")) if action.startswith(prefix))
+    return next(
+        column
+        for prefix, column in (
+            ("Move", "Moves"),
+            ("Swap", "Swaps"),
+            ("Add", "Adds"),
+            ("Drop", "Drops"),
+            ("Promote", "Promotions"),
+        )
+        if action.startswith(prefix)
+    )
 
 
 def tick_at_or_after(t: float, gap: float) -> float:
@@ -149,11 +186,19 @@ def _limit(absolute: float, percentage: float, existing: int) -> int | None:
     return min(limits) if limits else None
 
 
-_THROTTLES = (("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage", PHASES),
-              ("GlobalMovementThrottleThresholdForBalancing", "GlobalMovementThrottleThresholdPercentageForBalancing",
-               ("Balancing",)),
-              ("GlobalMovementThrottleThresholdForPlacement", "GlobalMovementThrottleThresholdPercentageForPlacement",
-               ("Placement",)))
+_THROTTLES = (
+    ("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage", PHASES),
+    (
+        "GlobalMovementThrottleThresholdForBalancing",
+        "GlobalMovementThrottleThresholdPercentageForBalancing",
+        ("Balancing",),
+    ),
+    (
+        "GlobalMovementThrottleThresholdForPlacement",
+        "GlobalMovementThrottleThresholdPercentageForPlacement",
+        ("Placement",),
+    ),
+)
 
 
 def throttle_allowance(settings: Mapping, movements: list[_Movement], now: float, existing: int) -> dict[str, int]:
@@ -181,13 +226,16 @@ def partition_key(action_or_partition: Mapping) -> PartitionKey:
 class _Sim:
     """The mutable state of one replay: the document, the scheduler's timers, windows, in-flight actions."""
 
-    def __init__(self, timeline: Timeline, planner: Planner, probe: Probe, seed: int):
+    def __init__(self, timeline: Timeline, planner: Planner, probe: Probe, seed: int, progress: Progress | None = None):
         self.timeline, self.planner, self.probe, self.seed = timeline, planner, probe, seed
+        self.progress = progress
+        self.timings: dict[str, float] = dict.fromkeys(PARTS, 0.0)
         self.doc, self.version = timeline.state, 0
-        self.pending: list[tuple[float, int, Event]] = [(e.time, e.index, e) for e in timeline.events]
-        heapq.heapify(self.pending)
+        self.next_event = 0  # the timeline's events are in order: the next one not applied yet
+        self.expiries: list[tuple[float, int, Event]] = []  # BlockListExpired events to come
         self.in_flight: list[_InFlight] = []
         self.busy: dict[PartitionKey, float] = {}
+        self.flying: dict[PartitionKey, int] = {}  # actions in flight per partition
         self.movements: list[_Movement] = []
         self.partition_moves: list[tuple[float, PartitionKey]] = []
         self.last: dict[str, float] = {"Placement": -math.inf, "ConstraintCheck": -math.inf}
@@ -196,8 +244,8 @@ class _Sim:
         self.now, self.last_round, self.wake = 0.0, -math.inf, 0.0
         self.last_avg: float | None = None
         self.fruitless: dict[str, int] = {}
-        self.cache: dict[tuple, object] = {}
-        self.imbalanced_before: frozenset | None = None     # None: not probed yet
+        self.cache: dict[tuple, Any] = {}
+        self.imbalanced_before: frozenset | None = None  # None: not probed yet
         self.rows: list[Row] = []
         self.actions: list[dict] = []
         self.rounds: dict[str, int] = {}
@@ -214,23 +262,61 @@ class _Sim:
             self._catch_up(t)
             self.now = t
             self._complete(t)
-            if self.pending and self.pending[0][0] <= t + _EPS:
+            if self._next_pending() <= t + _EPS:
                 self._apply_events(t)
             if t > self.last_round + _EPS and abs(t - tick_at_or_after(t, self._gap())) < _EPS:
                 self._round(t)
-        return Replay(tuple(self.rows), tuple(self.actions), self.doc, dict(self.rounds), self.cancelled,
-                      end, wallclock.perf_counter() - start)
+            if self.progress is not None:
+                self.progress(t, self._timings(start), dict(self.rounds))
+        return Replay(
+            tuple(self.rows),
+            tuple(self.actions),
+            self.doc,
+            dict(self.rounds),
+            self.cancelled,
+            end,
+            wallclock.perf_counter() - start,
+            self._timings(start),
+        )
+
+    def _timings(self, start: float) -> dict[str, float]:
+        """Wall seconds by part so far; "loop" is the rest."""
+        spent = dict(self.timings)
+        spent["loop"] = max(wallclock.perf_counter() - start - sum(spent.values()), 0.0)
+        return spent
+
+    def _timed(self, part: str, work: Callable, *args):
+        begin = wallclock.perf_counter()
+        try:
+            return work(*args)
+        finally:
+            self.timings[part] += wallclock.perf_counter() - begin
+
+    def _next_pending(self) -> float:
+        """The time of the next event to apply (a timeline event or a block-list expiry)."""
+        events = self.timeline.events
+        return min(
+            events[self.next_event].time if self.next_event < len(events) else math.inf,
+            self.expiries[0][0] if self.expiries else math.inf,
+        )
 
     def _wakes(self) -> list[float]:
         """Times something happens by itself: the next event and the next completion."""
-        return ([self.pending[0][0]] if self.pending else []) + ([self.in_flight[0].done] if self.in_flight else [])
+        pending = self._next_pending()
+        return ([pending] if math.isfinite(pending) else []) + ([self.in_flight[0].done] if self.in_flight else [])
 
     def _next_round(self) -> float:
         """The next refresh at which a round can do something."""
         gap, s = self._gap(), self._settings()
         after = max(self.last_round + gap if math.isfinite(self.last_round) else 0.0, self.now)
-        wakes = [w for w in (self.node_down + s["BalancingDelayAfterNodeDown"],
-                             self.new_node + s["BalancingDelayAfterNewNode"]) if w >= after - _EPS]
+        wakes = [
+            w
+            for w in (
+                self.node_down + s["BalancingDelayAfterNodeDown"],
+                self.new_node + s["BalancingDelayAfterNewNode"],
+            )
+            if w >= after - _EPS
+        ]
         wakes += [self.wake] if self.wake is not None else []
         wakes += [m.time + s["GlobalMovementThrottleCountingInterval"] for m in self.movements[:1]]
         wakes += [m + s["MovementPerPartitionThrottleCountingInterval"] for m, _ in self.partition_moves[:1]]
@@ -245,8 +331,11 @@ class _Sim:
                 dues.append(self.last[phase] + self._interval(phase))
         if self._balancing_enabled() and not self._balancing_throttled(at):
             imbalanced = self._imbalanced_types(needs)
-            dues += [self.last_balancing.get(t, -math.inf) + iv for t, iv in self._balancing_timers(s).items()
-                     if t in imbalanced and not self._small_change(t, needs)]
+            dues += [
+                self.last_balancing.get(t, -math.inf) + iv
+                for t, iv in self._balancing_timers(s).items()
+                if t in imbalanced and not self._small_change(t, needs)
+            ]
         return dues
 
     # ---------------------------------------------------------------- the scheduler
@@ -255,12 +344,13 @@ class _Sim:
         self.last_round = now
         s = self._settings()
         self.movements = [m for m in self.movements if now - m.time < s["GlobalMovementThrottleCountingInterval"]]
-        self.partition_moves = [(t, k) for t, k in self.partition_moves
-                                if now - t < s["MovementPerPartitionThrottleCountingInterval"]]
+        self.partition_moves = [
+            (t, k) for t, k in self.partition_moves if now - t < s["MovementPerPartitionThrottleCountingInterval"]
+        ]
         choice = self._decide(now)
         if choice is not None:
             self._run_phase(now, *choice)
-        self.wake = None            # this round has seen every change so far, its own included
+        self.wake = None  # this round has seen every change so far, its own included
 
     def _catch_up(self, now: float) -> None:
         """Restart the timers as the refreshes skipped over since the last time processed (none of
@@ -294,7 +384,9 @@ class _Sim:
                     return phase, types
                 continue
             self.last[phase] = now
-            if (needs.unplaced if phase == "Placement" else needs.violations) and self.fruitless.get(phase) != self.version:
+            if (needs.unplaced if phase == "Placement" else needs.violations) and self.fruitless.get(
+                phase
+            ) != self.version:
                 return phase, (None,)
         return None
 
@@ -316,11 +408,15 @@ class _Sim:
         """SF's IsBalancingThrottled: soon after a node event, a global throttle reached, or nothing to move."""
         s = self._settings()
         left = throttle_allowance(s, self.movements, now, self._existing())
-        return (now < self.node_down + s["BalancingDelayAfterNodeDown"] - _EPS
-                or now < self.new_node + s["BalancingDelayAfterNewNode"] - _EPS
-                or any(left.get(k, 1) <= 0 for k in ("GlobalMovementThrottleThreshold",
-                                                     "GlobalMovementThrottleThresholdForBalancing"))
-                or s["MaxPercentageToMove"] == 0)
+        return (
+            now < self.node_down + s["BalancingDelayAfterNodeDown"] - _EPS
+            or now < self.new_node + s["BalancingDelayAfterNewNode"] - _EPS
+            or any(
+                left.get(k, 1) <= 0
+                for k in ("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdForBalancing")
+            )
+            or s["MaxPercentageToMove"] == 0
+        )
 
     def _small_change(self, node_type: str | None, needs: Needs) -> bool:
         """SF's ThrottleBalancingForSmallStdDevChange for the timer of `node_type`."""
@@ -338,8 +434,10 @@ class _Sim:
             return {None: float(s["MinLoadBalancingInterval"])}
         overrides = {t["Name"]: t.get("PlacementAndLoadBalancingOverrides", {}) for t in self.doc.get("NodeTypes", [])}
         names = sorted({n.get("NodeType") for n in self.doc["Nodes"]}, key=lambda t: (t is not None, t or ""))
-        return {t: float(overrides.get(t, {}).get("MinLoadBalancingIntervalPerNodeType", s["MinLoadBalancingInterval"]))
-                for t in names}
+        return {
+            t: float(overrides.get(t, {}).get("MinLoadBalancingIntervalPerNodeType", s["MinLoadBalancingInterval"]))
+            for t in names
+        }
 
     def _imbalanced_types(self, needs: Needs) -> set[str | None]:
         if not self._settings()["SeparateBalancingStrategyPerNodeType"]:
@@ -358,8 +456,15 @@ class _Sim:
         self.rounds[phase] = self.rounds.get(phase, 0) + 1
         issued = 0
         for node_type in node_types:
-            plan = self.planner(self._view(phase, now), phase, node_type, self.seed + self.calls,
-                                self._frozen(phase, now))
+            plan = self._timed(
+                "planner",
+                self.planner,
+                self._view(phase, now),
+                phase,
+                node_type,
+                self.seed + self.calls,
+                self._frozen(phase, now),
+            )
             self.calls += 1
             counts = self._issue(now, phase, node_type, plan["Actions"])
             if "History" in plan:
@@ -380,7 +485,9 @@ class _Sim:
         for action in actions:
             kind, key = action_kind(action["Action"]), partition_key(action)
             counts[kind] += 1
-            self.actions.append({"Time": now, "Phase": phase, **({"NodeType": node_type} if node_type else {}), **action})
+            self.actions.append(
+                {"Time": now, "Phase": phase, **({"NodeType": node_type} if node_type else {}), **action}
+            )
             if kind in ("Moves", "Swaps"):
                 self.cumulative += 1
                 if phase in ("Balancing", "Placement"):
@@ -391,63 +498,65 @@ class _Sim:
             self.busy[key] = done
             self.seq += 1
             heapq.heappush(self.in_flight, _InFlight(done, self.seq, action))
+            self.flying[key] = self.flying.get(key, 0) + 1
         self.partition_moves += [(now, key) for key in sorted(moved)]
         return counts
 
     def _complete(self, now: float) -> None:
-        """Apply the actions whose time has come, as the Failover Manager completes them."""
+        """Apply the actions whose time has come, as the Failover Manager completes them (one after
+        the other, on one copy of the document: `_Completions`)."""
+        batch = None
         while self.in_flight and self.in_flight[0].done <= now + _EPS:
             done = heapq.heappop(self.in_flight)
             key = partition_key(done.action)
-            if self.busy.get(key) == done.done and not any(partition_key(f.action) == key for f in self.in_flight):
-                del self.busy[key]
-            doc = self._applied(done.action)
-            if doc is None:
+            self.flying[key] -= 1
+            if not self.flying[key]:
+                del self.flying[key]
+                if self.busy.get(key) == done.done:
+                    del self.busy[key]
+            batch = batch or _Completions(self.doc, self)
+            if not batch.apply(done.action):
                 self.cancelled += 1
                 continue
-            self.doc, self.state_change = doc, now
+            self.state_change = now
             self._changed(now)
-
-    def _applied(self, action: dict) -> dict | None:
-        """The document after `action`, or None when it no longer fits (its node went away...)."""
-        status = {n["NodeName"]: n.get("NodeStatus", "Up") for n in self.doc["Nodes"]}
-        if action["Action"][:4] in ("Move", "Add") and status.get(action["TargetNode"]) != "Up":
-            return None
-        try:
-            doc = apply_actions(self.doc, [action])
-        except (ValueError, KeyError, StopIteration):
-            return None
-        if action["ReplicaId"] is None:
-            doc["Partitions"] = [dict(p, Replicas=[self._named(r) for r in p["Replicas"]])
-                                 if any(r["ReplicaId"] is None for r in p["Replicas"]) else p
-                                 for p in doc["Partitions"]]
-        return doc
-
-    def _named(self, replica: dict) -> dict:
-        """`replica` with a new ReplicaId if it has none (`replay-N`, unused in the document)."""
-        if replica["ReplicaId"] is not None:
-            return replica
-        taken = {str(r["ReplicaId"]) for p in self.doc["Partitions"] for r in p["Replicas"]}
-        self.new_ids += 1
-        while f"replay-{self.new_ids}" in taken:
-            self.new_ids += 1
-        return dict(replica, ReplicaId=f"replay-{self.new_ids}")
+        if batch is not None:
+            self.doc = batch.document()
 
     # ---------------------------------------------------------------- events
 
     def _apply_events(self, now: float) -> None:
-        """Every event due by `now`, in order, then one Event row."""
-        while self.pending and self.pending[0][0] <= now + _EPS:
-            _, _, event = heapq.heappop(self.pending)
-            try:
-                self.doc = apply_event(self.doc, event, now)
-            except Gone:
-                continue
-            except BadInput as exc:
-                raise BadInput(f"Events[{event.index}].{exc}") from None
+        """Every event due by `now`, in order (one batch: `apply_events`), then one Event row."""
+        self._timed("events", self._apply_due, now)
+        self._row(
+            now, "Event", "", None, dict.fromkeys(("Actions", "Moves", "Swaps", "Adds", "Drops", "Promotions"), 0)
+        )
+
+    def _due(self, now: float) -> list[Event]:
+        """The events due by `now`, taken from the timeline and the expiries, in (time, order)."""
+        events, due = self.timeline.events, []
+        while self._next_pending() <= now + _EPS:
+            n = self.next_event
+            if n < len(events) and (not self.expiries or (events[n].time, n) < self.expiries[0][:2]):
+                end = n + 1
+                while (
+                    end < len(events)
+                    and events[end].time <= now + _EPS
+                    and (not self.expiries or (events[end].time, end) < self.expiries[0][:2])
+                ):
+                    end += 1
+                due += events[n:end]
+                self.next_event = end
+            else:
+                due.append(heapq.heappop(self.expiries)[2])
+        return due
+
+    def _apply_due(self, now: float) -> None:
+        self.doc, applied = apply_events(self.doc, self._due(now), now, skip_gone=True)
+        for event in applied:
             if event.kind == "BlockListAdded" and "Until" in event.fields:
                 expiry = Event(float(event.fields["Until"]), BLOCK_LIST_EXPIRED, event.fields, event.index)
-                heapq.heappush(self.pending, (expiry.time, len(self.timeline.events) + self.seq, expiry))
+                heapq.heappush(self.expiries, (expiry.time, len(self.timeline.events) + self.seq, expiry))
                 self.seq += 1
             self.node_down = now if event.kind in _NODE_DOWN else self.node_down
             self.new_node = now if event.kind in _NEW_NODE else self.new_node
@@ -455,9 +564,9 @@ class _Sim:
                 self.load_change = now
             else:
                 self.state_change = now
+        if applied:
             self._changed(now)
         self.doc = _clean_history(self.doc)
-        self._row(now, "Event", "", None, dict.fromkeys(("Actions", "Moves", "Swaps", "Adds", "Drops", "Promotions"), 0))
 
     def _changed(self, now: float) -> None:
         self.version += 1
@@ -478,16 +587,23 @@ class _Sim:
         frozen = frozenset(self.busy)
         key = ("needs", frozen, self.version)
         if key not in self.cache:
-            needs = self.probe(self.doc, frozen)
-            if self.imbalanced_before is not None and needs.imbalanced - self.imbalanced_before \
-                    and self.doc.get("History"):
+            needs = self._timed("probe", self.probe, self.doc, frozen)
+            if (
+                self.imbalanced_before is not None
+                and needs.imbalanced - self.imbalanced_before
+                and self.doc.get("History")
+            ):
                 self.doc = {**self.doc, "History": {}}
             self.imbalanced_before = needs.imbalanced
             self.cache[key] = needs
         return self.cache[key]
 
     def _existing(self) -> int:
-        return sum(r.get("NodeName") is not None for p in self.doc["Partitions"] for r in p["Replicas"])
+        key = ("existing", None, self.version)
+        if key not in self.cache:
+            self._settings()  # drops the other versions' entries
+            self.cache[key] = sum(r.get("NodeName") is not None for p in self.doc["Partitions"] for r in p["Replicas"])
+        return self.cache[key]
 
     def _frozen(self, phase: str, now: float) -> frozenset[PartitionKey]:
         """Partitions with an action in flight; for Balancing also those at the per-partition throttle."""
@@ -513,6 +629,50 @@ class _Sim:
 
     def _row(self, now: float, trigger: str, phase: str, node_type: str | None, counts: dict[str, int]) -> None:
         self.rows.append(Row(now, trigger, phase, node_type, counts, self.cumulative, self._needs()))
+
+
+class _Completions:
+    """Completed actions applied one after the other on one copy of the document: each action to a
+    copy of its partition only (`apply_actions` on that partition), so a round's actions cost what
+    they touch. An action that no longer fits (its target is not Up, its replica is gone, ...) is
+    not applied; a replica an Add creates is named `replay-N` (unused in the document)."""
+
+    def __init__(self, doc: dict, sim: _Sim):
+        self.doc, self.sim = doc, sim
+        self.parts = list(doc["Partitions"])
+        self.at = {partition_key(p): k for k, p in enumerate(self.parts)}
+        self.status = {n["NodeName"]: n.get("NodeStatus", "Up") for n in doc["Nodes"]}
+        self.taken: set[str] | None = None
+
+    def apply(self, action: dict) -> bool:
+        if action["Action"][:4] in ("Move", "Add") and self.status.get(action["TargetNode"]) != "Up":
+            return False
+        k = self.at.get(partition_key(action))
+        if k is None:
+            return False
+        try:
+            part = apply_actions({"Partitions": [self.parts[k]]}, [action])["Partitions"][0]
+        except (ValueError, KeyError, StopIteration):
+            return False
+        if action["ReplicaId"] is None:
+            part = dict(part, Replicas=[self._named(r) for r in part["Replicas"]])
+        self.parts[k] = part
+        return True
+
+    def _named(self, replica: dict) -> dict:
+        if replica["ReplicaId"] is not None:
+            return replica
+        if self.taken is None:
+            self.taken = {str(r["ReplicaId"]) for p in self.parts for r in p["Replicas"]}
+        sim = self.sim
+        sim.new_ids += 1
+        while f"replay-{sim.new_ids}" in self.taken:
+            sim.new_ids += 1
+        self.taken.add(f"replay-{sim.new_ids}")
+        return dict(replica, ReplicaId=f"replay-{sim.new_ids}")
+
+    def document(self) -> dict:
+        return {**self.doc, "Partitions": self.parts}
 
 
 def _clean_history(doc: dict) -> dict:

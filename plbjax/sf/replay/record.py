@@ -21,24 +21,50 @@ import numpy as np
 from plbjax.files import atomic_path, write_text
 from plbjax.sf.replay.loop import Replay, Row
 
-COLUMNS = ("Time", "Trigger", "Phase", "NodeType", "Actions", "Moves", "Swaps", "Adds", "Drops", "Promotions",
-           "CumulativeMovements", "AvgStdDev", "ImbalancedMetrics", "Violations", "Unplaced")
+COLUMNS = (
+    "Time",
+    "Trigger",
+    "Phase",
+    "NodeType",
+    "Actions",
+    "Moves",
+    "Swaps",
+    "Adds",
+    "Drops",
+    "Promotions",
+    "CumulativeMovements",
+    "AvgStdDev",
+    "ImbalancedMetrics",
+    "Violations",
+    "Unplaced",
+)
 PLOTS = ("imbalance-movements.png", "node-loads.png")
+MAX_LABELLED_NODES = 60  # more nodes: the heatmap's rows are not labelled, its height is capped
 
 
 def series(replay: Replay) -> list[dict]:
     """The series rows as {column: value}, metrics' MaxMinRatio columns last (None where absent)."""
     metrics = sorted({m for row in replay.rows for m in row.needs.max_min_ratio})
-    return [_columns(row) | {f"MaxMinRatio.{m}": _number(row.needs.max_min_ratio.get(m)) for m in metrics}
-            for row in replay.rows]
+    return [
+        _columns(row) | {f"MaxMinRatio.{m}": _number(row.needs.max_min_ratio.get(m)) for m in metrics}
+        for row in replay.rows
+    ]
 
 
 def _columns(row: Row) -> dict:
     imbalanced = sorted({metric for metric, _ in row.needs.imbalanced})
-    return {"Time": row.time, "Trigger": row.trigger, "Phase": row.phase, "NodeType": row.node_type or "",
-            **{k: row.counts[k] for k in COLUMNS[4:10]}, "CumulativeMovements": row.cumulative_movements,
-            "AvgStdDev": _number(row.needs.avg_std_dev), "ImbalancedMetrics": ";".join(imbalanced),
-            "Violations": row.needs.violations, "Unplaced": row.needs.unplaced}
+    return {
+        "Time": row.time,
+        "Trigger": row.trigger,
+        "Phase": row.phase,
+        "NodeType": row.node_type or "",
+        **{k: row.counts[k] for k in COLUMNS[4:10]},
+        "CumulativeMovements": row.cumulative_movements,
+        "AvgStdDev": _number(row.needs.avg_std_dev),
+        "ImbalancedMetrics": ";".join(imbalanced),
+        "Violations": row.needs.violations,
+        "Unplaced": row.needs.unplaced,
+    }
 
 
 def _number(value: float | None) -> float | None:
@@ -52,13 +78,17 @@ def summary(replay: Replay) -> dict:
     for action in replay.actions:
         actions[action["Action"]] = actions.get(action["Action"], 0) + 1
     rows = replay.rows
-    return {"Rounds": dict(replay.rounds), "Actions": actions,
-            "CumulativeMovements": rows[-1].cumulative_movements if rows else 0,
-            "TimeAveragedAvgStdDev": time_average([(r.time, r.needs.avg_std_dev) for r in rows], replay.duration),
-            "MaxViolations": max((r.needs.violations for r in rows), default=0),
-            "FinalUnplaced": rows[-1].needs.unplaced if rows else 0,
-            "CancelledActions": replay.cancelled,
-            "Seconds": round(replay.seconds, 3), "SimulatedSeconds": replay.duration}
+    return {
+        "Rounds": dict(replay.rounds),
+        "Actions": actions,
+        "CumulativeMovements": rows[-1].cumulative_movements if rows else 0,
+        "TimeAveragedAvgStdDev": time_average([(r.time, r.needs.avg_std_dev) for r in rows], replay.duration),
+        "MaxViolations": max((r.needs.violations for r in rows), default=0),
+        "FinalUnplaced": rows[-1].needs.unplaced if rows else 0,
+        "CancelledActions": replay.cancelled,
+        "Seconds": round(replay.seconds, 3),
+        "SimulatedSeconds": replay.duration,
+    }
 
 
 def time_average(samples: list[tuple[float, float]], duration: float) -> float:
@@ -104,7 +134,7 @@ def _nothing(path: Path) -> None:
 def plot_imbalance(replay: Replay, path: Path) -> None:
     """AvgStdDev and MaxMinRatio per metric over time; actions per round and cumulative movements."""
     rows = replay.rows
-    times = [r.time for r in rows] + [max(replay.duration, rows[-1].time)]   # the last values hold to the end
+    times = [r.time for r in rows] + [max(replay.duration, rows[-1].time)]  # the last values hold to the end
 
     def held(values: list) -> list:
         return values + values[-1:]
@@ -119,8 +149,9 @@ def plot_imbalance(replay: Replay, path: Path) -> None:
     ratio.set_ylabel("max/min load")
     ratio.legend(fontsize=7, loc="upper right")
     bottom.bar(times[:-1], [r.counts["Actions"] for r in rows], width=max(replay.duration / 400, 1e-3), label="actions")
-    bottom.step(times, held([r.cumulative_movements for r in rows]), where="post", color="C3",
-                label="cumulative movements")
+    bottom.step(
+        times, held([r.cumulative_movements for r in rows]), where="post", color="C3", label="cumulative movements"
+    )
     bottom.set_xlabel("simulated seconds")
     bottom.legend(fontsize=7)
     top.set_title("imbalance and movements over time")
@@ -132,13 +163,18 @@ def plot_node_loads(replay: Replay, path: Path) -> None:
     rows = [r for r in replay.rows if r.needs.node_loads]
     nodes = sorted({n for r in rows for n in r.needs.node_loads})
     metrics = sorted({m for r in rows for loads in r.needs.node_loads.values() for m in loads})
-    fig, axes = plt.subplots(max(len(metrics), 1), 1, figsize=(9, 0.3 * len(nodes) * max(len(metrics), 1) + 1.5),
-                             squeeze=False)
+    per_metric = 0.3 * min(len(nodes), MAX_LABELLED_NODES) + (2.0 if len(nodes) > MAX_LABELLED_NODES else 0.0)
+    fig, axes = plt.subplots(
+        max(len(metrics), 1), 1, figsize=(9, per_metric * max(len(metrics), 1) + 1.5), squeeze=False
+    )
     for ax, metric in zip(axes[:, 0], metrics):
         grid = np.array([[r.needs.node_loads.get(n, {}).get(metric, np.nan) for r in rows] for n in nodes])
         edges = [r.time for r in rows] + [max(replay.duration, rows[-1].time + 1e-3)]
         image = ax.pcolormesh(edges, np.arange(len(nodes) + 1), grid, shading="flat", cmap="viridis")
-        ax.set_yticks(np.arange(len(nodes)) + 0.5, nodes, fontsize=6)
+        if len(nodes) <= MAX_LABELLED_NODES:
+            ax.set_yticks(np.arange(len(nodes)) + 0.5, nodes, fontsize=6)
+        else:
+            ax.set_yticks([])
         ax.set_ylabel(metric)
         fig.colorbar(image, ax=ax)
     axes[-1, 0].set_xlabel("simulated seconds")

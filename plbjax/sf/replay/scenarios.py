@@ -28,8 +28,14 @@ def _role_loads(service: dict, role: str, factor: float) -> dict[str, float]:
     return {m["Name"]: round(m.get(key, m.get("DefaultLoad", 0.0)) * factor, 3) for m in _custom_metrics(service)}
 
 
-def diurnal(state: dict, seed: int = 0, days: float = 1.0, every_minutes: float = 15.0, amplitude: float = 0.5,
-            state_ref: str | None = None) -> dict:
+def diurnal(
+    state: dict,
+    seed: int = 0,
+    days: float = 1.0,
+    every_minutes: float = 15.0,
+    amplitude: float = 0.5,
+    state_ref: str | None = None,
+) -> dict:
     """Every `every_minutes`, each partition's replicas report loads following a daily sine (peak
     load 1 + `amplitude` times the default at a per-service phase) with ±10% noise."""
     rng = random.Random(seed)
@@ -46,14 +52,22 @@ def diurnal(state: dict, seed: int = 0, days: float = 1.0, every_minutes: float 
             roles = sorted({r["Role"] for r in part["Replicas"]})
             for role in roles:
                 factor = max(wave * rng.uniform(0.9, 1.1), 0.0)
-                events.append({"Time": t, "Kind": "LoadReport", "ServiceName": part["ServiceName"],
-                               "PartitionId": part["PartitionId"], "Role": role,
-                               "Loads": _role_loads(service, role, factor)})
+                events.append(
+                    {
+                        "Time": t,
+                        "Kind": "LoadReport",
+                        "ServiceName": part["ServiceName"],
+                        "PartitionId": part["PartitionId"],
+                        "Role": role,
+                        "Loads": _role_loads(service, role, factor),
+                    }
+                )
     return _timeline(state, state_ref, [e for e in events if e["Loads"]], days * DAY)
 
 
-def fault_domain_failure(state: dict, seed: int = 0, at: float = 60.0, down_for: float = 600.0,
-                         state_ref: str | None = None) -> dict:
+def fault_domain_failure(
+    state: dict, seed: int = 0, at: float = 60.0, down_for: float = 600.0, state_ref: str | None = None
+) -> dict:
     """Every node of one fault domain (picked by `seed`) goes down at `at` and comes back
     `down_for` seconds later."""
     domain = random.Random(seed).choice(sorted({n["FaultDomain"] for n in state["Nodes"]}))
@@ -63,20 +77,30 @@ def fault_domain_failure(state: dict, seed: int = 0, at: float = 60.0, down_for:
     return _timeline(state, state_ref, events, at + down_for + 300.0)
 
 
-def rolling_upgrade(state: dict, seed: int = 0, at: float = 60.0, per_domain: float = 300.0,
-                    state_ref: str | None = None) -> dict:
+def rolling_upgrade(
+    state: dict, seed: int = 0, at: float = 60.0, per_domain: float = 300.0, state_ref: str | None = None
+) -> dict:
     """A cluster upgrade walking the upgrade domains in sorted order, `per_domain` seconds each."""
     domains = sorted({str(n["UpgradeDomain"]) for n in state["Nodes"]})
     events = [{"Time": at, "Kind": "UpgradeStarted", "Scope": "Cluster", "UpgradeDomains": domains}]
-    events += [{"Time": at + (i + 1) * per_domain, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": ud}
-               for i, ud in enumerate(domains)]
+    events += [
+        {"Time": at + (i + 1) * per_domain, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": ud}
+        for i, ud in enumerate(domains)
+    ]
     end = at + len(domains) * per_domain
     events.append({"Time": end, "Kind": "UpgradeCompleted"})
     return _timeline(state, state_ref, events, end + 300.0)
 
 
-def scale_out(state: dict, seed: int = 0, node_type: str | None = None, count: int = 3, at: float = 60.0,
-              every: float = 30.0, state_ref: str | None = None) -> dict:
+def scale_out(
+    state: dict,
+    seed: int = 0,
+    node_type: str | None = None,
+    count: int = 3,
+    at: float = 60.0,
+    every: float = 30.0,
+    state_ref: str | None = None,
+) -> dict:
     """`count` new nodes of `node_type` (default: one picked by `seed`), one every `every` seconds,
     spread round-robin over the existing fault and upgrade domains."""
     rng = random.Random(seed)
@@ -87,17 +111,28 @@ def scale_out(state: dict, seed: int = 0, node_type: str | None = None, count: i
     taken = {n["NodeName"] for n in state["Nodes"]}
     events = []
     for i in range(count):
-        name = next(f"{node_type or 'Node'}-new{k}" for k in range(i, i + len(taken) + count)
-                    if f"{node_type or 'Node'}-new{k}" not in taken)
+        name = next(
+            f"{node_type or 'Node'}-new{k}"
+            for k in range(i, i + len(taken) + count)
+            if f"{node_type or 'Node'}-new{k}" not in taken
+        )
         taken.add(name)
         node = {"NodeName": name, "FaultDomain": fds[i % len(fds)], "UpgradeDomain": uds[i % len(uds)]}
-        events.append({"Time": at + i * every, "Kind": "NodeAdded",
-                       "Node": node | ({"NodeType": node_type} if node_type else {})})
+        events.append(
+            {"Time": at + i * every, "Kind": "NodeAdded", "Node": node | ({"NodeType": node_type} if node_type else {})}
+        )
     return _timeline(state, state_ref, events, at + count * every + 600.0)
 
 
-def hot_service(state: dict, seed: int = 0, service: str | None = None, factor: float = 3.0, at: float = 60.0,
-                lasts: float = 1800.0, state_ref: str | None = None) -> dict:
+def hot_service(
+    state: dict,
+    seed: int = 0,
+    service: str | None = None,
+    factor: float = 3.0,
+    at: float = 60.0,
+    lasts: float = 1800.0,
+    state_ref: str | None = None,
+) -> dict:
     """One service (default: picked by `seed` among those with load metrics) reports `factor` times
     its default loads at `at`, and its defaults again `lasts` seconds later."""
     candidates = sorted(s["ServiceName"] for s in state["Services"] if _custom_metrics(s))
@@ -107,10 +142,23 @@ def hot_service(state: dict, seed: int = 0, service: str | None = None, factor: 
     for t, f in ((at, factor), (at + lasts, 1.0)):
         for part in (p for p in state["Partitions"] if p["ServiceName"] == name):
             for role in sorted({r["Role"] for r in part["Replicas"]}):
-                events.append({"Time": t, "Kind": "LoadReport", "ServiceName": name,
-                               "PartitionId": part["PartitionId"], "Role": role, "Loads": _role_loads(svc, role, f)})
+                events.append(
+                    {
+                        "Time": t,
+                        "Kind": "LoadReport",
+                        "ServiceName": name,
+                        "PartitionId": part["PartitionId"],
+                        "Role": role,
+                        "Loads": _role_loads(svc, role, f),
+                    }
+                )
     return _timeline(state, state_ref, events, at + lasts + 600.0)
 
 
-GENERATORS = {"diurnal": diurnal, "fault-domain-failure": fault_domain_failure, "rolling-upgrade": rolling_upgrade,
-              "scale-out": scale_out, "hot-service": hot_service}
+GENERATORS = {
+    "diurnal": diurnal,
+    "fault-domain-failure": fault_domain_failure,
+    "rolling-upgrade": rolling_upgrade,
+    "scale-out": scale_out,
+    "hot-service": hot_service,
+}

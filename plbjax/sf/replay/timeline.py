@@ -16,15 +16,21 @@ from pathlib import Path
 
 import yaml
 
-from plbjax import BadInput, load_state, parse_state
+from plbjax.errors import BadInput
+from plbjax.sf import load_state, parse_state
 from plbjax.sf._settings import resolve_settings
-from plbjax.sf.replay.events import KINDS, Event, apply_event
+from plbjax.sf.replay.events import KINDS, Event, apply_events
 
 TOP_KEYS = frozenset({"SchemaVersion", "State", "Duration", "ActionSeconds", "Events"})
 ACTION_KINDS = ("Move", "Add", "Swap", "Drop", "Promote")
 # Events whose new objects only the state's own validation can check.
-_REVALIDATE = {"NodeAdded": "Node", "ServiceCreated": "Service", "ServiceUpdated": "Changes",
-               "UpgradeStarted": "ApplicationName", "SettingsChanged": None}
+_REVALIDATE = {
+    "NodeAdded": "Node",
+    "ServiceCreated": "Service",
+    "ServiceUpdated": "Changes",
+    "UpgradeStarted": "ApplicationName",
+    "SettingsChanged": None,
+}
 
 
 def settings_of(state_doc: Mapping) -> dict:
@@ -136,7 +142,9 @@ def _events(value: object) -> tuple[Event, ...]:
         fields = {k: v for k, v in entry.items() if k not in ("Time", "Kind")}
         for key in fields:
             if key not in required | optional:
-                raise BadInput(f"{where}.{key}: not a field of {kind} (fields: {', '.join(sorted(required | optional))})")
+                raise BadInput(
+                    f"{where}.{key}: not a field of {kind} (fields: {', '.join(sorted(required | optional))})"
+                )
         for key in sorted(required - set(fields)):
             raise BadInput(f"{where}.{key}: required for {kind}")
         if "Until" in fields and _number(fields["Until"], f"{where}.Until") <= time:
@@ -160,12 +168,13 @@ def _duration(value: object, events: tuple[Event, ...], state: dict) -> float:
 def _play(state: dict, events: tuple[Event, ...]) -> None:
     """Apply every event in order to check its references; revalidate the state where an event
     brings new objects (a node, a service, changes, an application, settings)."""
-    doc = state
-    for event in events:
-        where = f"Events[{event.index}]"
-        try:
-            doc = apply_event(doc, event, event.time)
-        except BadInput as exc:
-            raise BadInput(f"{where}.{exc}") from None
-        if event.kind in _REVALIDATE:
-            parse_state(doc, f"{where}.{_REVALIDATE[event.kind] or next(iter(event.fields), 'Settings')}")
+    doc, i = state, 0
+    while i < len(events):
+        j = i + 1  # a run of events up to one that needs revalidating, applied as one batch
+        while j < len(events) and events[j - 1].kind not in _REVALIDATE:
+            j += 1
+        doc, _ = apply_events(doc, events[i:j], events[i].time)
+        last = events[j - 1]
+        if last.kind in _REVALIDATE:
+            parse_state(doc, f"Events[{last.index}].{_REVALIDATE[last.kind] or next(iter(last.fields), 'Settings')}")
+        i = j
