@@ -16,6 +16,8 @@ from plbjax.anneal import anneal
 from plbjax.sf import model
 from plbjax.sf._state import parse_state
 
+pytestmark = pytest.mark.slow  # subprocesses with four host devices
+
 SCRIPT = """
 import dataclasses, json, sys
 import jax
@@ -24,8 +26,6 @@ from conftest import QUICK, cluster, searchable
 from plbjax.anneal import anneal, init_chains, shard
 from plbjax.sf import model
 from plbjax.sf._state import parse_state
-
-pytestmark = pytest.mark.slow  # subprocesses with four host devices
 problem, _ = searchable(parse_state(cluster(0)))
 config = dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None, population=POPULATION)
 _, chains = shard(problem, init_chains(model(), problem, jax.random.split(jax.random.PRNGKey(0), 8)))
