@@ -180,15 +180,18 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
 
     anneal.enable_compilation_cache()
     timeline = load_timeline(cfg.timeline)
-    out = Path(cfg.out) if cfg.out else run_dir
+    outs = [Path(cfg.out)] if cfg.out else [run_dir]
+    if cfg.out and HydraConfig.get().mode == RunMode.MULTIRUN:  # every job its own folder; the summary reads the jobs'
+        outs = [run_dir, Path(cfg.out) / run_dir.name]
     with _stop_on_signals():
         record = replay(timeline, EnginePlanner(cfg.search), EngineProbe(), seed=cfg.search.seed)
-    write_outputs(record, out)
+    for out in outs:
+        write_outputs(record, out)
     result = summary(record)
     print(
         f"plbjax-replay: {record.duration:g} simulated s in {record.seconds:.1f} s; rounds "
         f"{dict(record.rounds)}; {result['CumulativeMovements']} movement(s); time-averaged AvgStdDev "
-        f"{result['TimeAveragedAvgStdDev']:.4f}; written to {out}"
+        f"{result['TimeAveragedAvgStdDev']:.4f}; written to {', '.join(map(str, outs))}"
     )
     return result
 

@@ -46,11 +46,13 @@ class RunConfig:
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)
 
 
-REPLAY_ROUND_SECONDS = 1.0  # a replay plans hundreds of rounds: each round's search budget
+REPLAY_ROUND_STEPS = 2_000  # a replay plans hundreds of rounds: each phase's search, in steps
 
 
 def _replay_search() -> SearchConfig:
-    return SearchConfig(seconds=REPLAY_ROUND_SECONDS)
+    """Steps, not seconds, bound each round's search, so that a replay is the same for the same
+    timeline, seed and backend whatever the machine's load."""
+    return SearchConfig(seconds=None, steps=REPLAY_ROUND_STEPS)
 
 
 @dataclasses.dataclass

@@ -159,3 +159,54 @@ def test_http_needs_insecure_and_errors_exit_2(cluster, tmp_path, capsys):
             main(argv + ["-o", str(tmp_path / "dump")])
         err = capsys.readouterr().err
         assert exit_info.value.code == 2 and err.count("\n") == 1 and expected in err
+
+
+class RefusingCluster(FakeCluster):
+    """Refuses the load calls (HTTP 404), as SF does for a node or replica it cannot reach."""
+
+    def _answer(self, words: list[str], query: dict) -> object:
+        if words[-1] in ("GetLoadInformation", "GetDetail"):
+            raise FileNotFoundError(self.path)
+        return super()._answer(words, query)
+
+
+class LoopingCluster(FakeCluster):
+    """Answers every page of nodes with the same ContinuationToken."""
+
+    def _answer(self, words: list[str], query: dict) -> object:
+        if words == ["Nodes"]:
+            return {"ContinuationToken": "again", "Items": []}
+        return super()._answer(words, query)
+
+
+def _serve(handler_class: type, name: str):
+    handler = type("Handler", (handler_class,), {"root": DUMPS / name, "seen": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def test_refused_load_calls_are_left_out_with_a_warning(tmp_path, capsys):
+    server = _serve(RefusingCluster, "small")
+    try:
+        out = tmp_path / "dump"
+        main(["--endpoint", f"http://127.0.0.1:{server.server_port}", "--insecure", "-o", str(out), "--replica-loads"])
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert "warning" in capsys.readouterr().err
+    assert not (out / "node-load").exists() and not (out / "partition-load").exists()
+    doc, _ = import_dump(str(out))
+    assert len(doc["Partitions"]) == len(import_dump(str(DUMPS / "small"))[0]["Partitions"])
+
+
+def test_a_continuation_token_that_repeats_stops_the_dump(tmp_path, capsys):
+    server = _serve(LoopingCluster, "small")
+    try:
+        with pytest.raises(SystemExit) as exit_info:
+            main(["--endpoint", f"http://127.0.0.1:{server.server_port}", "--insecure", "-o", str(tmp_path / "d")])
+    finally:
+        server.shutdown()
+        server.server_close()
+    err = capsys.readouterr().err
+    assert exit_info.value.code == 2 and err.count("\n") == 1 and "came back twice" in err

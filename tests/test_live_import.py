@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import codecs
 import json
 import shutil
 import subprocess
@@ -219,6 +220,33 @@ BAD = {
         lambda root: (root / "partition-load" / "0000.json").write_text("{}"),
         "partition-load/0000.json: no partition",
     ),
+    "services of an unknown application": (
+        lambda root: shutil.copy(root / "services" / "Shop.json", root / "services" / "Gone.json"),
+        "services/Gone.json: no application with Id 'Gone'",
+    ),
+    "replica status SF does not have": (
+        lambda root: _edit(_replica_file(root), lambda d: d["Items"][0].update(ReplicaStatus="Sleeping")),
+        "Items[0].ReplicaStatus: 'Sleeping' is not an SF replica status",
+    ),
+    "service kind SF does not have": (
+        lambda root: _edit(root / "service-descriptions" / "Shop~Web.json", lambda d: d.update(ServiceKind="Actor")),
+        "service-descriptions/Shop~Web.json: ServiceKind: 'Actor'",
+    ),
+    "count that is not a number": (
+        lambda root: _edit(root / "service-descriptions" / "Shop~Web.json", lambda d: d.update(InstanceCount="two")),
+        "service-descriptions/Shop~Web.json: InstanceCount: 'two' is not an integer",
+    ),
+    "load that is not a number": (
+        lambda root: _edit(
+            root / "partition-load" / "36c1e850-719d-5bd9-a73d-bb6bcfbfc367.json",
+            lambda d: d["PrimaryLoadMetricReports"][0].update(CurrentValue="lots"),
+        ),
+        "PrimaryLoadMetricReports[0].CurrentValue: 'lots' is not a number",
+    ),
+    "not text": (
+        lambda root: (root / "nodes.json").write_bytes(b"\xff\xfe\x00\xd8{"),
+        "nodes.json: cannot read",
+    ),
     "bad manifest XML": (
         lambda root: (root / "cluster-manifest.json").write_text('{"Manifest": "<ClusterManifest"}'),
         "cluster-manifest.json: Manifest: invalid XML",
@@ -249,3 +277,308 @@ def test_module_runs_as_a_script(tmp_path):
         check=True,
     )
     assert "not carried:" in done.stderr and out.exists()
+
+
+# ---- real tools' output: encodings, numbers, key case, paging variants (a variant of the small dump) ----
+
+WEB_PID = "958e2661-3cd9-5491-950f-ee8e5729f6a9"  # fabric:/Shop/Web, stateless, 2 instances
+ORDERS_PID = "36c1e850-719d-5bd9-a73d-bb6bcfbfc367"  # fabric:/Shop/Orders, stateful, has a replica-load file
+
+
+def _variant(tmp_path: Path) -> Path:
+    root = tmp_path / "variant"
+    shutil.copytree(DUMPS / "small", root)
+    return root
+
+
+def _load(path: Path) -> object:
+    return json.loads(path.read_text())
+
+
+def _camel(value: object) -> object:
+    """Keys as sfctl writes them (camelCase)."""
+    if isinstance(value, list):
+        return [_camel(v) for v in value]
+    if isinstance(value, dict):
+        return {k[:1].lower() + k[1:]: _camel(v) for k, v in value.items()}
+    return value
+
+
+def test_encodings_of_real_tools_read_the_same(tmp_path):
+    root = _variant(tmp_path)
+    text = (root / "nodes.json").read_text()
+    (root / "nodes.json").write_bytes(codecs.BOM_UTF16_LE + text.encode("utf-16-le"))  # PowerShell 5.1 Out-File
+    apps = root / "applications.json"
+    apps.write_bytes(codecs.BOM_UTF8 + apps.read_bytes())  # Set-Content -Encoding UTF8
+    services = root / "services" / "Shop.json"
+    services.write_bytes(services.read_text().encode("utf-16-be"))  # UTF-16 without a BOM
+    desc = root / "service-descriptions" / "Shop~Web.json"
+    desc.write_bytes(codecs.BOM_UTF16_BE + desc.read_text().encode("utf-16-be"))
+    xml = _load(root / "cluster-manifest.json")["Manifest"]  # type: ignore[index]
+    (root / "cluster-manifest.json").unlink()
+    xml = '<?xml version="1.0" encoding="utf-16"?>\r\n' + xml.split("?>", 1)[-1].lstrip()
+    (root / "cluster-manifest.xml").write_bytes(codecs.BOM_UTF16_LE + xml.encode("utf-16-le"))
+    assert import_dump(str(root))[0] == import_dump(str(DUMPS / "small"))[0]
+
+
+def test_numbers_strings_and_key_case_as_sf_and_its_tools_write_them(tmp_path):
+    root = _variant(tmp_path)
+
+    def nodes(d):
+        d["Items"][0]["NodeStatus"] = "up"  # SF's clients compare enums without case
+        d["Items"][1]["UpgradeDomain"] = 1  # a number where SF writes a string
+        d["Items"][2]["IsStopped"] = "false"
+
+    def replicas(d):
+        for item in d["Items"]:
+            item["ReplicaId"] = int(item["ReplicaId"])  # int64 id as a JSON number
+            item["ReplicaRole"] = item["ReplicaRole"].lower()
+
+    def description(d):
+        d["TargetReplicaSetSize"] = "3"
+        d["ServiceLoadMetrics"][0]["PrimaryDefaultLoad"] = "10"
+        d["ServiceLoadMetrics"][0]["Weight"] = "high"
+        d["DefaultMoveCost"] = "low"
+
+    def partition_load(d):
+        for report in d["PrimaryLoadMetricReports"]:
+            report["CurrentValue"] = None  # Value is read where CurrentValue is null
+            report["Value"] = str(report["Value"])
+
+    _edit(root / "nodes.json", nodes)
+    _edit(root / "replicas" / f"{ORDERS_PID}.json", replicas)
+    _edit(root / "service-descriptions" / "Shop~Orders.json", description)
+    _edit(root / "partition-load" / f"{ORDERS_PID}.json", partition_load)
+    for rel in ("partitions/Shop~Web.json", f"replicas/{WEB_PID}.json", "node-load/_BackEnd_1.json"):
+        (root / rel).write_text(json.dumps(_camel(_load(root / rel))))  # sfctl's camelCase keys
+    doc, report = import_dump(str(root))
+    assert doc == import_dump(str(DUMPS / "small"))[0]
+    assert "unknown to plbjax" not in "\n".join(report.lines())
+
+
+PAGINGS = {
+    "token null": lambda d: d | {"ContinuationToken": None},
+    "token absent": lambda d: {"Items": d["Items"]},
+    "bare array of items": lambda d: d["Items"],
+    "array of pages": lambda d: [{"ContinuationToken": "1", "Items": d["Items"][:1]}, {"Items": d["Items"][1:]}],
+}
+
+
+@pytest.mark.parametrize("case", sorted(PAGINGS))
+def test_paged_list_variants(case, tmp_path):
+    root = _variant(tmp_path)
+    for rel in ("nodes.json", "applications.json", "services/Shop.json", f"replicas/{WEB_PID}.json"):
+        (root / rel).write_text(json.dumps(PAGINGS[case](_load(root / rel))))
+    assert import_dump(str(root))[0] == import_dump(str(DUMPS / "small"))[0]
+
+
+def test_an_empty_page_may_leave_items_out(tmp_path):
+    root = _variant(tmp_path)
+    (root / "services" / "Billing.json").write_text('{"ContinuationToken": ""}')
+    (root / "service-descriptions" / "Billing~Ledger.json").unlink()
+    (root / "partitions" / "Billing~Ledger.json").unlink()
+    pid = "899fdbec-213d-5d00-9b50-570f804df844"  # Billing/Ledger's partition
+    for folder in ("replicas", "partition-load"):
+        (root / folder / f"{pid}.json").unlink(missing_ok=True)
+    doc, _ = import_dump(str(root))
+    assert "fabric:/Billing/Ledger" not in {s["ServiceName"] for s in doc["Services"]}
+
+
+NODE_STATUSES = ("Invalid", "Up", "Down", "Enabling", "Disabling", "Disabled", "Unknown", "Removed")
+INTENTS = ("Invalid", "Pause", "Restart", "RemoveData", "RemoveNode")
+DEACTIVATIONS = ("None", "SafetyCheckInProgress", "SafetyCheckComplete", "Completed")
+
+
+def test_every_documented_node_value_is_accepted(tmp_path):
+    root = _variant(tmp_path)
+    for status in NODE_STATUSES:
+        for intent in INTENTS:
+            for deactivation in DEACTIVATIONS:
+
+                def nodes(d, status=status, intent=intent, deactivation=deactivation):
+                    d["Items"][1]["NodeStatus"] = status
+                    d["Items"][1]["NodeDeactivationInfo"] = {
+                        "NodeDeactivationIntent": intent,
+                        "NodeDeactivationStatus": deactivation,
+                        "NodeDeactivationTask": [
+                            {"NodeDeactivationTaskId": {"Id": "x", "NodeDeactivationTaskType": "Client"}}
+                        ],
+                        "PendingSafetyChecks": [{"SafetyCheck": {"Kind": "EnsurePartitionQuorum"}}],
+                    }
+
+                _edit(root / "nodes.json", nodes)
+                doc, _ = import_dump(str(root))
+                got = doc["Nodes"][1]["NodeStatus"]
+                want = {"Up": "Up", "Enabling": "Up", "Disabling": "Disabled", "Disabled": "Disabled"}.get(
+                    status, "Down"
+                )
+                if want == "Up" and intent != "Invalid" and deactivation != "None":
+                    want = "Disabled"
+                assert got == want, (status, intent, deactivation)
+
+
+ROLES = (
+    "Unknown",
+    "None",
+    "Primary",
+    "IdleSecondary",
+    "ActiveSecondary",
+    "IdleAuxiliary",
+    "ActiveAuxiliary",
+    "PrimaryAuxiliary",
+)
+REPLICA_STATUSES = ("Invalid", "InBuild", "Standby", "Ready", "Down", "Dropped")
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_documented_replica_role_and_status_is_accepted(role, tmp_path):
+    root = _variant(tmp_path)
+    for status in REPLICA_STATUSES:
+        _edit(
+            root / "replicas" / f"{ORDERS_PID}.json",
+            lambda d, status=status: d["Items"][1].update(
+                ReplicaRole=role, ReplicaStatus=status, PreviousReplicaRole="None"
+            ),
+        )
+        doc, report = import_dump(str(root))
+        replicas = next(p for p in doc["Partitions"] if p["PartitionId"] == ORDERS_PID)["Replicas"]
+        kept = role in ("Primary", "IdleSecondary", "ActiveSecondary") and status in ("Ready", "InBuild", "Down")
+        assert len(replicas) == (3 if kept else 2), (role, status)
+        assert [r["Role"] for r in replicas].count("Primary") == 1
+        if not kept:
+            assert "133497100000000002" in "\n".join(report.lines())
+
+
+def test_every_documented_service_value_is_accepted(tmp_path):
+    root = _variant(tmp_path)
+
+    def ledger(d):
+        d["ServicePlacementPolicies"] = [
+            {"Type": kind, "DomainName": "fd:/dc1"}
+            for kind in (
+                "Invalid",
+                "InvalidDomain",
+                "RequireDomain",
+                "PreferPrimaryDomain",
+                "RequireDomainDistribution",
+                "NonPartiallyPlaceService",
+                "AllowMultipleStatelessInstancesOnNode",
+            )
+        ] + [{"Type": "RequireDomain"}]  # no DomainName: left out
+        d["DefaultMoveCost"] = "VeryHigh"
+        d["PartitionDescription"] = {"PartitionScheme": "Named", "Count": 1, "Names": ["a"]}
+        d["ScalingPolicies"] = [
+            {
+                "ScalingTrigger": {"Kind": "AveragePartitionLoad", "MetricName": "CPU"},
+                "ScalingMechanism": {"Kind": "PartitionInstanceCount", "MaxInstanceCount": 3},
+            }
+        ]
+        d["TagsRequiredToPlace"] = {"Count": 1, "Tags": ["gpu"]}
+        d["ReplicaLifecycleDescription"] = {"IsSingletonReplicaMoveAllowedDuringUpgrade": True}
+        d["ServiceSensitivityDescription"] = {"PrimaryDefaultSensitivity": 0}
+
+    def cart(d):
+        d["CorrelationScheme"] = [
+            {"Scheme": "Invalid", "ServiceName": "fabric:/Shop/Catalog"},
+            {"Scheme": "Affinity", "ServiceName": "fabric:/Shop/Gone"},  # not in the dump
+            {"Scheme": "AlignedAffinity", "ServiceName": "fabric:/Shop/Catalog"},
+            {"Scheme": "NonAlignedAffinity", "ServiceName": "fabric:/Shop/Orders"},  # a second one
+        ]
+
+    _edit(root / "service-descriptions" / "Billing~Ledger.json", ledger)
+    _edit(root / "service-descriptions" / "Shop~Cart.json", cart)
+    doc, report = import_dump(str(root))
+    services = {s["ServiceName"]: s for s in doc["Services"]}
+    ledger_entry = services["fabric:/Billing/Ledger"]
+    assert [p["Type"] for p in ledger_entry["PlacementPolicies"]] == [
+        "InvalidDomain",
+        "RequiredDomain",
+        "PreferPrimaryDomain",
+        "RequireDomainDistribution",
+    ]
+    assert ledger_entry["DefaultMoveCost"] == "VeryHigh"
+    assert services["fabric:/Shop/Cart"]["Correlations"] == [
+        {"Scheme": "AlignedAffinity", "ServiceName": "fabric:/Shop/Catalog"}
+    ]
+    text = "\n".join(report.lines())
+    for left_out in (
+        "'Invalid'",
+        "NonPartiallyPlaceService",
+        "AllowMultipleStatelessInstancesOnNode",
+        "RequireDomain not carried: its DomainName None",
+        "fabric:/Shop/Gone",
+        "a second correlation",
+        "ScalingPolicies",
+        "TagsRequiredToPlace",
+    ):
+        assert left_out in text, left_out
+
+
+def test_service_kind_invalid_and_system_services_are_left_out(tmp_path):
+    root = _variant(tmp_path)
+    _edit(root / "service-descriptions" / "Shop~Catalog.json", lambda d: d.update(ServiceKind="Invalid"))
+    _edit(root / "service-descriptions" / "Shop~Cart.json", lambda d: d.update(CorrelationScheme=[]))
+    system_pid = "00000000-0000-0000-0000-000000000001"
+    (root / "services" / "System.json").write_text(
+        json.dumps(
+            {"Items": [{"Id": "System~FailoverManagerService", "Name": "fabric:/System/FailoverManagerService"}]}
+        )
+    )
+    (root / "service-descriptions" / "System~FailoverManagerService.json").write_text("{}")
+    partitions = {"Items": [{"ServiceKind": "Stateful", "PartitionInformation": {"Id": system_pid}}]}
+    (root / "partitions" / "System~FailoverManagerService.json").write_text(json.dumps(partitions))
+    shutil.copy(root / "replicas" / f"{ORDERS_PID}.json", root / "replicas" / f"{system_pid}.json")
+    doc, report = import_dump(str(root))
+    assert {s["ServiceName"] for s in doc["Services"]} == {
+        "fabric:/Shop/Orders",
+        "fabric:/Shop/Web",
+        "fabric:/Shop/Cart",
+        "fabric:/Billing/Ledger",
+    }
+    text = "\n".join(report.lines())
+    assert "fabric:/Shop/Catalog left out: its ServiceKind is Invalid" in text
+    assert f"replicas/{system_pid}.json: not carried: system services" in text
+
+
+def test_replicas_the_state_cannot_hold_are_resolved_and_reported(tmp_path):
+    root = _variant(tmp_path)
+
+    def web(d):  # AllowMultipleStatelessInstancesOnNode: two instances of the partition on one node
+        d["Items"].append(dict(d["Items"][0], InstanceId="999"))
+
+    def orders(d):
+        d["Items"][0]["ReplicaStatus"] = "Down"  # the old primary, down ...
+        d["Items"][1]["ReplicaRole"] = "Primary"  # ... and its successor
+        d["Items"].append(dict(d["Items"][2], ReplicaId="998", NodeName="_Gone", ReplicaStatus="Dropped"))
+
+    _edit(root / "replicas" / f"{WEB_PID}.json", web)
+    _edit(root / "replicas" / f"{ORDERS_PID}.json", orders)
+    doc, report = import_dump(str(root))
+    parts = {p["PartitionId"]: p["Replicas"] for p in doc["Partitions"]}
+    assert [r["ReplicaId"] for r in parts[WEB_PID]] == [
+        r["InstanceId"]
+        for r in _load(DUMPS / "small" / "replicas" / f"{WEB_PID}.json")["Items"]  # type: ignore[index]
+    ]
+    assert [r["Role"] for r in parts[ORDERS_PID]] == ["Secondary", "Primary", "Secondary"]
+    text = "\n".join(report.lines())
+    assert "replica 999 (Ready)" in text and "counted as a Secondary" in text and "998" in text
+
+
+def test_capacity_beyond_the_search_is_no_capacity(tmp_path):
+    root = _variant(tmp_path)
+    _edit(
+        root / "node-load" / "_BackEnd_1.json",
+        lambda d: d["NodeLoadMetricInformation"][0].update(NodeCapacity="9223372036854775807"),
+    )
+    doc, report = import_dump(str(root))
+    assert "Capacities" not in {n["NodeName"]: n for n in doc["Nodes"]}["_BackEnd_1"]
+    assert "read as no capacity" in "\n".join(report.lines())
+
+
+def test_refused_node_type_values_are_reported_not_fatal(tmp_path):
+    root = _variant(tmp_path)
+    xml = _load(root / "cluster-manifest.json")["Manifest"]  # type: ignore[index]
+    xml = xml.replace('<Capacity Name="CPU"', '<Capacity Name="Disk" Value="-5" /><Capacity Name="CPU"', 1)
+    (root / "cluster-manifest.json").write_text(json.dumps({"Manifest": xml}))
+    _, report = import_dump(str(root))
+    assert "Capacities/Disk" in "\n".join(report.lines())

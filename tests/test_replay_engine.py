@@ -3,15 +3,17 @@ fault-domain story (a failed domain gets its share back through balancing)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from plbjax import SearchConfig, load_state, plan
-from plbjax.sf.replay import parse_timeline, replay, summary, write_outputs
+from plbjax.sf.replay import load_timeline, parse_timeline, replay, summary, write_outputs
 from plbjax.sf.replay.engine import EnginePlanner, EngineProbe
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
@@ -70,6 +72,7 @@ def test_a_failed_fault_domain_gets_its_share_back_through_balancing():
 
 
 def test_replay_command_writes_the_record(tmp_path):
+    timeline_bytes = (EXAMPLES / "timelines" / "small-fd-failure.yaml").read_bytes()
     done = subprocess.run(
         [
             sys.executable,
@@ -88,32 +91,53 @@ def test_replay_command_writes_the_record(tmp_path):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr
+    assert timeline_bytes == (EXAMPLES / "timelines" / "small-fd-failure.yaml").read_bytes()  # input unchanged
     files = {p.name for p in (tmp_path / "r").iterdir()}
     assert {"series.csv", "series.json", "actions.jsonl", "final-state.json", "summary.json"} <= files
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["SimulatedSeconds"] == 630
 
 
-def test_replay_command_bad_timeline_exits_2_naming_the_event(tmp_path):
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(
-        yaml.safe_dump(
-            {"State": str(EXAMPLES / "small.yaml"), "Events": [{"Time": 0, "Kind": "NodeDown", "NodeName": "N99"}]}
-        )
-    )
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            "from plbjax.cli import replay_main; replay_main()",
-            f"timeline={bad}",
-            f"hydra.run.dir={tmp_path / 'run'}",
-        ],
+def _replay_command(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", "from plbjax.cli import replay_main; replay_main()", *args],
         capture_output=True,
         text=True,
         timeout=600,
+        cwd=cwd,
     )
+
+
+@pytest.mark.parametrize(
+    "events, message",
+    [
+        ([{"Time": 0, "Kind": "NodeDown", "NodeName": "N99"}], "Events[0].NodeName: 'N99' is not a node"),
+        (
+            [{"Time": 0, "Kind": "NodeUp", "NodeName": "N0"}, {"Time": 1, "Kind": "Reboot"}],
+            "Events[1].Kind: unknown event kind 'Reboot'",
+        ),
+        ([{"Time": 0, "Kind": "NodeUp", "NodeName": "N0", "Why": 1}], "Events[0].Why: not a field of NodeUp"),
+        (
+            [{"Time": 4, "Kind": "NodeUp", "NodeName": "N0"}, {"Time": 2, "Kind": "NodeUp", "NodeName": "N0"}],
+            "Events[1].Time: 2 is before the previous event's 4",
+        ),
+    ],
+    ids=["unknown-node", "unknown-kind", "unknown-field", "time-decreasing"],
+)
+def test_replay_command_bad_timeline_exits_2_naming_the_event_and_changes_nothing(tmp_path, events, message):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"State": "../small.yaml", "Events": events}))
+    (tmp_path / "small.yaml").write_bytes((EXAMPLES / "small.yaml").read_bytes())
+    (tmp_path / "sub").mkdir()
+    moved = tmp_path / "sub" / "bad.yaml"
+    bad.rename(moved)
+    before = {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in (moved, tmp_path / "small.yaml")}
+    done = _replay_command(f"timeline={moved}", f"out={tmp_path / 'out'}", f"hydra.run.dir={tmp_path / 'run'}")
     assert done.returncode == 2
-    assert "Events[0].NodeName" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    assert done.stderr.strip() == f"plbjax-replay: bad input: {message}" or (
+        message in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    ), done.stderr
+    assert {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in before} == before
+    assert not (tmp_path / "out").exists()
 
 
 def test_a_document_differing_only_in_settings_is_not_parsed_again():
@@ -144,3 +168,106 @@ def test_plbjax_generate_makes_a_timeline_that_plays(tmp_path):
     timeline = yaml.safe_load(out.read_text())
     assert [e["Kind"] for e in timeline["Events"]][:1] == ["NodeDown"]
     assert parse_timeline(timeline, tmp_path).duration > 0
+
+
+@pytest.mark.slow
+def test_replay_sweep_ends_with_a_churn_vs_imbalance_summary_and_plot(tmp_path):
+    """`plbjax-replay -m`: one replay per job, then summary.csv/.md/.png in the sweep directory with
+    each job's CumulativeMovements (churn) against its TimeAveragedAvgStdDev; with `out=DIR` each
+    job's record goes to DIR/<job> too."""
+    timeline = yaml.safe_load((EXAMPLES / "timelines" / "small-fd-failure.yaml").read_text())
+    timeline |= {"State": str(EXAMPLES / "small.yaml"), "Duration": 40}
+    timeline["Events"] = [e for e in timeline["Events"] if e["Time"] <= 40]
+    path = tmp_path / "short.yaml"
+    path.write_text(yaml.safe_dump(timeline))
+    sweep = tmp_path / "sweep"
+    done = _replay_command(
+        "-m",
+        f"timeline={path}",
+        "search.seed=0,1",
+        "search.steps=300",
+        "search.seconds=null",
+        "search.chains=1",
+        "search.tries=16",
+        f"hydra.sweep.dir={sweep}",
+        f"out={tmp_path / 'records'}",
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr
+    assert {p.name for p in (tmp_path / "records").iterdir()} == {"0", "1"}
+    rows = list(csv.DictReader(open(sweep / "summary.csv")))
+    assert [r["overrides"] for r in rows] == ["search.seed=0", "search.seed=1"]
+    for job, row in zip(("0", "1"), rows):
+        record = json.loads((sweep / job / "summary.json").read_text())
+        assert int(row["actions"]) == record["CumulativeMovements"] and row["status"] == "ok"
+        assert float(row["score_after"]) == pytest.approx(record["TimeAveragedAvgStdDev"])
+        assert (sweep / job / "series.csv").exists()
+    assert (sweep / "summary.png").read_bytes()[:4] == b"\x89PNG" and (sweep / "summary.md").exists()
+
+
+@pytest.mark.parametrize("kind", ["diurnal", "fault-domain-failure", "rolling-upgrade", "scale-out", "hot-service"])
+def test_plbjax_generate_makes_each_kind_of_timeline(tmp_path, kind):
+    """`plbjax-generate timeline KIND`: a diurnal load, a fault domain failing and returning, a
+    rolling upgrade, a scale-out by a node type, a hot service; valid, its State relative to it."""
+    from plbjax.sf._generator import main
+
+    out = tmp_path / "sub" / f"{kind}.json"
+    out.parent.mkdir()
+    state_path = EXAMPLES / "small.yaml"
+    assert main(["timeline", kind, "--state", str(state_path), "--seed", "2", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    timeline = load_timeline(out)
+    assert timeline.state == load_state(state_path).document and timeline.events
+    kinds = [e["Kind"] for e in doc["Events"]]
+    small = load_state(state_path).document
+    if kind == "diurnal":
+        assert set(kinds) == {"LoadReport"} and doc["Duration"] == 86400
+        cpu = [e["Loads"]["CPU"] for e in doc["Events"] if e["PartitionId"] == 0 and e["Role"] == "Primary"]
+        assert max(cpu) > 10 * 1.3 and min(cpu) < 10 * 0.7  # a daily wave around the default load 10
+    elif kind == "fault-domain-failure":
+        down = [e["NodeName"] for e in doc["Events"] if e["Kind"] == "NodeDown"]
+        up = [e["NodeName"] for e in doc["Events"] if e["Kind"] == "NodeUp"]
+        assert down == up and len({n["FaultDomain"] for n in small["Nodes"] if n["NodeName"] in down}) == 1
+        assert len(down) == sum(n["FaultDomain"] == small["Nodes"][0]["FaultDomain"] for n in small["Nodes"])
+    elif kind == "rolling-upgrade":
+        done = [e["UpgradeDomain"] for e in doc["Events"] if e["Kind"] == "UpgradeDomainCompleted"]
+        assert kinds[0] == "UpgradeStarted" and kinds[-1] == "UpgradeCompleted" and done == ["UD0", "UD1", "UD2"]
+        assert {e["Intent"] for e in doc["Events"] if e["Kind"] == "NodeDisabled"} == {"Restart"}
+    elif kind == "scale-out":
+        added = [e["Node"] for e in doc["Events"] if e["Kind"] == "NodeAdded"]
+        assert len(added) == 3 and len({n["NodeType"] for n in added}) == 1
+    else:
+        services = {e["ServiceName"] for e in doc["Events"]}
+        assert set(kinds) == {"LoadReport"} and len(services) == 1
+
+
+def test_readme_runs_a_bundled_example():
+    """The README names a `plbjax-replay` command on one of the two bundled examples."""
+    readme = (EXAMPLES.parent / "README.md").read_text()
+    bundled = sorted(p.name for p in (EXAMPLES / "timelines").glob("*.yaml"))
+    assert len(bundled) >= 2
+    assert any(f"plbjax-replay timeline=examples/timelines/{name}" in readme for name in bundled)
+
+
+def test_plbjax_generate_sets_a_scenarios_options_and_refuses_unknown_ones(tmp_path, capsys):
+    from plbjax.sf._generator import main
+
+    out = tmp_path / "fd.yaml"
+    state = str(EXAMPLES / "small.yaml")
+    assert (
+        main(["timeline", "fault-domain-failure", "--state", state, "-p", "at=5", "-p", "down_for=20", "-o", str(out)])
+        == 0
+    )
+    doc = yaml.safe_load(out.read_text())
+    assert sorted({e["Time"] for e in doc["Events"]}) == [5, 25] and isinstance(doc["State"], str)
+    assert load_timeline(out).state == load_state(state).document
+    for bad, message in (
+        (["-p", "nope=1"], "--param 'nope=1': not NAME=VALUE"),
+        (["-p", "at=soon"], "--param at: 'soon' is not a number"),
+    ):
+        with pytest.raises(SystemExit) as exited:
+            main(["timeline", "fault-domain-failure", "--state", state, *bad])
+        assert exited.value.code == 2 and message in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exited:
+        main(["timeline", "hot-service", "--state", state, "-p", "service=fabric:/Nope"])
+    assert exited.value.code == 2 and "service: 'fabric:/Nope'" in capsys.readouterr().err

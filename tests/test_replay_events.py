@@ -244,3 +244,75 @@ def test_apply_events_skips_gone_reports_or_names_the_event(small):
     disk = [Event(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "PartitionId": 0, "Loads": {"Disk": 1}}, 5)]
     with pytest.raises(BadInput, match=r"^Events\[5\]\.Loads\.Disk: service 'fabric:/Shop/Orders' has no metric"):
         apply_events(small, disk, 0.0)
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("InstanceCount", 3),
+        ("TargetReplicaSetSize", 4),
+        ("Metrics", [{"Name": "CPU", "Weight": "Low", "PrimaryDefaultLoad": 1, "SecondaryDefaultLoad": 1}]),
+        ("PlacementConstraints", "NodeType == BackEnd"),
+        ("PlacementPolicies", [{"Type": "RequireDomainDistribution"}]),
+        ("Correlations", [{"ServiceName": "fabric:/Shop/Orders", "Scheme": "Affinity"}]),
+        ("DefaultMoveCost", "High"),
+        ("Priority", 2),
+        ("BalancingPolicy", "Disabled"),
+    ],
+)
+def test_service_updated_accepts_every_listed_field(small, field, value):
+    """timeline.md §1: ServiceUpdated changes any of the nine listed service fields."""
+    name = "fabric:/Shop/Web" if field in ("InstanceCount", "Correlations") else "fabric:/Shop/Orders"
+    doc = apply(small, "ServiceUpdated", ServiceName=name, Changes={field: value})
+    service = next(s for s in doc["Services"] if s["ServiceName"] == name)
+    assert service[field] == value
+    assert small["Services"] != doc["Services"]
+
+
+def test_node_up_and_enabled_change_only_their_own_status(small):
+    """NodeUp brings a Down node back (a deactivated one stays Disabled); NodeEnabled activates a
+    Disabled node (a Down one stays down); NodeDisabled of a Down node leaves it Down."""
+    down = apply(small, "NodeDown", NodeName="N0")
+    assert node(apply(down, "NodeEnabled", NodeName="N0"), "N0")["NodeStatus"] == "Down"
+    assert node(apply(down, "NodeDisabled", NodeName="N0", Intent="Restart"), "N0")["NodeStatus"] == "Down"
+    disabled = apply(small, "NodeDisabled", NodeName="N1")
+    assert node(apply(disabled, "NodeUp", NodeName="N1"), "N1")["NodeStatus"] == "Disabled"
+    assert node(apply(disabled, "NodeEnabled", NodeName="N1", Intent="Pause"), "N1")["NodeStatus"] == "Up"
+    with pytest.raises(BadInput, match=r"^Intent: 'Reboot' is not one of Pause, Restart, RemoveData$"):
+        apply_event(small, Event(0, "NodeDisabled", {"NodeName": "N0", "Intent": "Reboot"}), 0)
+
+
+def test_node_disabled_pause_keeps_every_replica_where_it_is(small):
+    doc = apply(small, "NodeDisabled", NodeName="N0")  # Intent defaults to Pause
+    assert doc["Partitions"] == small["Partitions"]
+
+
+def test_settings_changed_merges_key_by_key_whatever_the_spelling(small):
+    """SF's setting names are case-insensitive: a new spelling replaces the old value instead of
+    giving the setting twice; the other mappings merge per metric."""
+    doc = apply(
+        small,
+        "SettingsChanged",
+        Settings={"minloadbalancinginterval": 9},
+        NodeBufferPercentage={"Memory": 0.2},
+        DefragmentationMetrics={"Memory": True},
+        GlobalMetricWeights={"CPU": 0.5},
+        MetricActivityThresholds={"CPU": 10},
+        ResourceThresholds={"CPU": 0.9},
+    )
+    assert doc["Settings"] == {"UseMoveCostReports": "false", "UpgradeDomainConstraintPriority": "1"} | {
+        "minloadbalancinginterval": 9
+    }
+    assert doc["NodeBufferPercentage"] == {"CPU": 0.1, "Memory": 0.2}
+    assert doc["MetricActivityThresholds"] == {"Memory": 100, "CPU": 10}
+    assert doc["DefragmentationMetrics"] == {"Memory": True} and doc["ResourceThresholds"] == {"CPU": 0.9}
+    with pytest.raises(BadInput, match=r"^Settings: a mapping is required$"):
+        apply_event(small, Event(0, "SettingsChanged", {"Settings": ["MinPlacementInterval"]}), 0)
+
+
+def test_replica_failed_of_a_primary_promotes_a_secondary_on_a_running_node(small):
+    """The Failover Manager promotes a secondary that is still up, not one on a down node."""
+    doc = apply(small, "NodeDown", NodeName="N1")  # 101, Orders/0's first secondary, was on N1
+    doc = apply(doc, "ReplicaFailed", ReplicaId=100)  # Orders/0's primary
+    part = doc["Partitions"][0]["Replicas"]
+    assert [(r["ReplicaId"], r["Role"]) for r in part] == [(102, "Primary")]

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import random
 import statistics
 from dataclasses import dataclass, field
+
+import pytest
 
 from plbjax import parse_state
 from plbjax.sf.replay.loop import PARTS, Needs, last_check_before, replay, tick_at_or_after
@@ -89,17 +92,19 @@ def groups(doc: dict) -> dict[str | None, list[str]]:
     return out
 
 
-def probe(doc: dict, frozen: frozenset) -> Needs:
+def probe(state_doc: dict, frozen: frozenset) -> Needs:
     """Count per node; imbalanced when max - min > 1 (per node type when separate); CPU is
     imbalanced while some replica reports more than 50."""
-    load = counts(doc)
-    unplaced = sum(1 - len(p["Replicas"]) for p in doc["Partitions"] if (SERVICE, str(p["PartitionId"])) not in frozen)
+    load = counts(state_doc)
+    unplaced = sum(
+        1 - len(p["Replicas"]) for p in state_doc["Partitions"] if (SERVICE, str(p["PartitionId"])) not in frozen
+    )
     imbalanced = {
         ("Count", t)
-        for t, names in groups(doc).items()
+        for t, names in groups(state_doc).items()
         if max(load[n] for n in names) - min(load[n] for n in names) > 1
     }
-    if any(r.get("Loads", {}).get("CPU", 0) > 50 for p in doc["Partitions"] for r in p["Replicas"]):
+    if any(r.get("Loads", {}).get("CPU", 0) > 50 for p in state_doc["Partitions"] for r in p["Replicas"]):
         imbalanced.add(("CPU", None))
     values = list(load.values())
     return Needs(
@@ -120,24 +125,24 @@ class OneMove:
     calls: list[tuple[str, str | None, dict, frozenset]] = field(default_factory=list)
     pick: random.Random | None = None
 
-    def __call__(self, doc, phase, node_type, seed, frozen):
-        self.calls.append((phase, node_type, doc, frozen))
-        load, history = counts(doc), {k: list(v) for k, v in doc.get("History", {}).items()}
+    def __call__(self, state_doc, phase, node_type, seed, frozen):
+        self.calls.append((phase, node_type, state_doc, frozen))
+        load, history = counts(state_doc), {k: list(v) for k, v in state_doc.get("History", {}).items()}
         if phase == "Placement":
             actions = []
-            for p in doc["Partitions"]:
+            for p in state_doc["Partitions"]:
                 if not p["Replicas"] and (SERVICE, str(p["PartitionId"])) not in frozen:
                     target = min(load, key=lambda n: (load[n], n))
                     load[target] += 1
                     actions.append(action(p, None, "AddInstance", None, target))
             return {"Actions": actions, "History": history}
-        names = groups(doc)[node_type]
+        names = groups(state_doc)[node_type]
         order = sorted(names, key=lambda n: (load[n], n))
         if self.pick is not None:
             self.pick.seed(seed)
             self.pick.shuffle(order[:-1])
         source = order[-1]
-        for p in doc["Partitions"]:
+        for p in state_doc["Partitions"]:
             r = p["Replicas"][0] if p["Replicas"] else None
             if r and r["NodeName"] == source and (SERVICE, str(p["PartitionId"])) not in frozen:
                 target = next((n for n in order if n not in history.get(r["ReplicaId"], []) and n != source), None)
@@ -264,8 +269,8 @@ def test_no_balancing_during_an_upgrade_and_domains_return_to_their_snapshot():
     class MovesForPlacement(OneMove):
         """Placement also moves r1 from N0 to N3 (placement with move)."""
 
-        def __call__(self, doc, phase, node_type, seed, frozen):
-            plan = super().__call__(doc, phase, node_type, seed, frozen)
+        def __call__(self, state_doc, phase, node_type, seed, frozen):
+            plan = super().__call__(state_doc, phase, node_type, seed, frozen)
             if phase == "Placement":
                 plan["Actions"].append(action({"PartitionId": "p1"}, "r1", "MoveInstance", "N0", "N3"))
             return plan
@@ -292,21 +297,25 @@ def test_history_blocks_a_return_until_a_new_trigger():
     class PingPong(OneMove):
         """Moves the one instance to the other node, unless History forbids it; always 'imbalanced'."""
 
-        def __call__(self, doc, phase, node_type, seed, frozen):
-            self.calls.append((phase, node_type, doc, frozen))
-            r = doc["Partitions"][0]["Replicas"][0]
-            history = {k: list(v) for k, v in doc.get("History", {}).items()}
+        def __call__(self, state_doc, phase, node_type, seed, frozen):
+            self.calls.append((phase, node_type, state_doc, frozen))
+            r = state_doc["Partitions"][0]["Replicas"][0]
+            history = {k: list(v) for k, v in state_doc.get("History", {}).items()}
             target = "N1" if r["NodeName"] == "N0" else "N0"
             if target in history.get("r0", []):
                 return {"Actions": [], "History": history}
             history.setdefault("r0", []).append(r["NodeName"])
             return {
-                "Actions": [action(doc["Partitions"][0], "r0", "MoveInstance", r["NodeName"], target)],
+                "Actions": [action(state_doc["Partitions"][0], "r0", "MoveInstance", r["NodeName"], target)],
                 "History": history,
             }
 
-    def always(doc, frozen):
-        return probe(doc, frozen) if probe(doc, frozen).imbalanced else Needs(imbalanced=frozenset({("Count", None)}))
+    def always(state_doc, frozen):
+        return (
+            probe(state_doc, frozen)
+            if probe(state_doc, frozen).imbalanced
+            else Needs(imbalanced=frozenset({("Count", None)}))
+        )
 
     events = [{"Time": 12, "Kind": "LoadReport", "ServiceName": SERVICE, "ReplicaId": "r0", "Loads": {"CPU": 90}}]
     planner = PingPong()
@@ -372,8 +381,8 @@ def test_block_list_expiry_is_applied_in_time_order_among_the_events():
     state["Services"][0]["ServiceTypeName"] = "SvcType"
     seen = []
 
-    def planner(doc, phase, node_type, seed, frozen):
-        seen.append((phase, [b["NodeName"] for b in doc.get("BlockList", [])]))
+    def planner(state_doc, phase, node_type, seed, frozen):
+        seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
         return {"Actions": [], "History": {}}
 
     events = [
@@ -404,3 +413,81 @@ def test_timings_and_progress():
     times = [now for now, _, _ in reported]
     assert times == sorted(times) and times[-1] <= 12 and 2 in times
     assert reported[-1][2] == result.rounds and all(set(t) == set(PARTS) for _, t, _ in reported)
+
+
+def test_with_sfs_default_timers_phases_run_at_the_refresh_their_timer_expires():
+    """SF's defaults (PLBRefreshGap 0.1, MinPlacementInterval 1, MinLoadBalancingInterval 5): a
+    replica failing at 7.05 is placed when the placement timer next expires (8.0, not the next
+    refresh at 7.1); two failures within a second are placed in one round; balancing runs every 5 s
+    while imbalanced; one phase per round, placement first."""
+    state = cluster({"N0": 10, "N1": 0, "N2": 0, "N3": 0}, {"PLBRefreshGap": 0.1})
+    events = [
+        {"Time": 7.05, "Kind": "ReplicaFailed", "ReplicaId": "r9"},
+        {"Time": 9.5, "Kind": "ReplicaFailed", "ReplicaId": "r8"},
+        {"Time": 9.95, "Kind": "ReplicaFailed", "ReplicaId": "r7"},
+    ]
+    result = play(state, events, duration=16)
+    assert ran(result) == [
+        (0, "Balancing", None),
+        (5, "Balancing", None),
+        (8, "Placement", None),
+        (10, "Placement", None),
+        (pytest.approx(10.1), "Balancing", None),  # due at 10 too: placement went first, then its turn
+        (pytest.approx(15.1), "Balancing", None),
+    ]
+    assert [r.time for r in result.rows if r.trigger == "Event"] == [7.05, 9.5, 9.95]
+    assert [a["Action"] for a in result.actions if a["Time"] == 10] == ["AddInstance", "AddInstance"]
+
+
+def test_replay_does_not_change_its_timeline():
+    state = cluster({"N0": 4, "N1": 0, "N2": 0}, {})
+    doc = {
+        "State": state,
+        "Events": [
+            {"Time": 1, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
+            {"Time": 2, "Kind": "LoadReport", "ServiceName": SERVICE, "ReplicaId": "r1", "Loads": {"CPU": 3}},
+            {"Time": 3, "Kind": "NodeDown", "NodeName": "N1"},
+        ],
+        "Duration": 12,
+    }
+    before = copy.deepcopy(doc)
+    timeline = parse_timeline(doc)
+    kept = copy.deepcopy(timeline)
+    result = replay(timeline, OneMove(), probe, 0)
+    assert result.actions and doc == before and timeline == kept
+
+
+def test_a_fault_domain_that_fails_and_returns_gets_its_share_back_through_balancing():
+    """N0 and N1 (one fault domain) go down at 10: their four instances are placed again on N2 and
+    N3 by the placement round at 10 (after the events at 10); they come back empty at 30; after BalancingDelayAfterNewNode
+    (SF's 120 s) balancing moves load back onto them until the domain holds its share again."""
+    state = cluster({"N0": 2, "N1": 2, "N2": 2, "N3": 2}, {})
+    for n in state["Nodes"][:2]:
+        n["FaultDomain"] = "fd:/dc0/r0"
+    events = [
+        {"Time": t, "Kind": kind, "NodeName": n} for t, kind in ((10, "NodeDown"), (30, "NodeUp")) for n in ("N0", "N1")
+    ]
+    result = play(state, events, duration=200)
+    assert ran(result, "Placement") == [(10, "Placement", None)]  # the round at 10 follows the events at 10
+    assert counts(result.final_state) == {"N0": 2, "N1": 2, "N2": 2, "N3": 2}
+    back = [(a["Time"], a["TargetNode"]) for a in result.actions if a["Phase"] == "Balancing"]
+    assert back and all(t >= 30 + 120 for t, _ in back) and {n for _, n in back} == {"N0", "N1"}
+    assert len(back) == 4  # exactly the share the domain lost
+
+
+def test_a_block_list_entry_added_again_lasts_until_the_later_until():
+    state = cluster({"N0": 2, "N1": 2}, {})
+    seen = []
+
+    def planner(state_doc, phase, node_type, seed, frozen):
+        seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
+        return {"Actions": [], "History": {}}
+
+    entry = {"Kind": "BlockListAdded", "NodeName": "N1", "ServiceTypeName": "SvcType"}
+    events = [
+        {"Time": 1, **entry, "Until": 5},
+        {"Time": 3, **entry, "Until": 10},
+        {"Time": 7, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
+    ]
+    play(state, events, planner=planner, duration=9)
+    assert seen == [("Placement", ["N1"])]  # at 7 the entry added again at 3 still holds (until 10)

@@ -10,7 +10,7 @@ from test_replay_loop import OneMove, cluster, probe
 
 from plbjax import parse_state
 from plbjax.sf.replay.loop import replay
-from plbjax.sf.replay.record import COLUMNS, PLOTS, time_average, write_outputs
+from plbjax.sf.replay.record import COLUMNS, PLOTS, SUMMARY_KEYS, time_average, write_outputs
 from plbjax.sf.replay.timeline import parse_timeline
 
 
@@ -55,7 +55,7 @@ def test_output_files(played, tmp_path):
     assert summary["Actions"] == {"MoveInstance": 2, "AddInstance": 2}
     assert summary["CumulativeMovements"] == 2 and summary["SimulatedSeconds"] == 20
     assert summary["MaxViolations"] == 0 and summary["FinalUnplaced"] == 0  # N2's instance placed again
-    assert set(summary) >= {"TimeAveragedAvgStdDev", "Seconds"}
+    assert list(summary) == list(SUMMARY_KEYS)
     for name in PLOTS:
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
 
@@ -88,3 +88,52 @@ def test_node_loads_of_a_large_cluster_stay_a_readable_size(tmp_path):
     plot_node_loads(played, tmp_path / "loads.png")
     height, width = matplotlib.image.imread(tmp_path / "loads.png").shape[:2]
     assert height <= (0.3 * MAX_LABELLED_NODES + 2.0 + 1.5) * 110 + 1
+
+
+# timeline.md §3, word for word.
+SECTION_3_COLUMNS = (
+    "Time, Trigger, Phase, NodeType, Actions, Moves, Swaps, Adds, Drops, Promotions, CumulativeMovements, "
+    "AvgStdDev, ImbalancedMetrics, Violations, Unplaced"
+).split(", ")
+SECTION_3_SUMMARY = [
+    "Rounds",
+    "Actions",
+    "CumulativeMovements",
+    "TimeAveragedAvgStdDev",
+    "MaxViolations",
+    "FinalUnplaced",
+    "Seconds",
+    "SimulatedSeconds",
+]
+SECTION_3_FILES = {"series.csv", "series.json", "actions.jsonl", "final-state.json", "summary.json"}
+
+
+def test_output_files_and_columns_are_exactly_timeline_md_section_3(tmp_path):
+    """series.csv: §3's columns in §3's order, then MaxMinRatio.<metric> per metric (sorted);
+    series.json the same rows with the same keys; NodeType set on per-node-type balancing rows;
+    actions.jsonl {Time, Phase, NodeType?, ...}; summary.json §3's keys, then CancelledActions."""
+    state = cluster(
+        {"A0": 8, "A1": 0, "B0": 0, "B1": 0},
+        {"SeparateBalancingStrategyPerNodeType": True, "PLBRefreshGap": 0.1},
+        node_types={"A0": "A", "A1": "A", "B0": "B", "B1": "B"},
+    )
+    events = [{"Time": 9.95, "Kind": "ReplicaFailed", "ReplicaId": "r7"}]  # placed at 10: balancing at 10.1
+    played = replay(parse_timeline({"State": state, "Events": events, "Duration": 10.15}), OneMove(), probe, 0)
+    out = write_outputs(played, tmp_path)
+    assert SECTION_3_FILES | set(PLOTS) <= {p.name for p in out.iterdir()}
+    assert all(name.endswith(".png") for name in PLOTS)
+    header = (out / "series.csv").read_text().splitlines()[0].split(",")
+    assert header == [*SECTION_3_COLUMNS, "MaxMinRatio.Count"] and list(COLUMNS) == SECTION_3_COLUMNS
+    rows = json.loads((out / "series.json").read_text())
+    assert all(list(r) == header for r in rows)
+    with open(out / "series.csv", newline="") as f:
+        assert [r["Time"] for r in csv.DictReader(f)] == [str(r["Time"]) for r in rows]
+    by_trigger = {(r["Trigger"], r["Phase"], r["NodeType"]) for r in rows}
+    assert ("Balancing", "Balancing", "A") in by_trigger and ("Event", "", "") in by_trigger
+    assert 10.1 in [r["Time"] for r in rows]  # not 10.100000000000001
+    actions = [json.loads(line) for line in (out / "actions.jsonl").read_text().splitlines()]
+    assert actions and all(list(a)[:2] == ["Time", "Phase"] for a in actions)
+    assert all(a.get("NodeType") == "A" for a in actions if a["Phase"] == "Balancing")
+    assert all("NodeType" not in a for a in actions if a["Phase"] != "Balancing")
+    assert list(json.loads((out / "summary.json").read_text())) == [*SECTION_3_SUMMARY, "CancelledActions"]
+    assert json.loads((out / "summary.json").read_text())["SimulatedSeconds"] == 10.15

@@ -31,8 +31,10 @@ from plbjax.anneal._model import Model
 STOP = threading.Event()  # set (e.g. by a signal handler): running searches end after their block
 
 
+@eqx.filter_jit
 def init_chains(model: Model, problem, keys: jax.Array) -> Chain:
-    """One chain per key, all at the initial solution."""
+    """One chain per key, all at the initial solution (compiled: run op by op, a model's exact
+    statistics cost a dispatch per operation, about half a second at 30,000 replicas)."""
     return jax.vmap(init, in_axes=(None, None, 0))(model, problem, keys)
 
 

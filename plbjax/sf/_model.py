@@ -301,6 +301,25 @@ def _first_of(ids: jax.Array, size: int) -> jax.Array:
     return (ids < size) & (jnp.full(size + 1, ids.shape[0]).at[ids].min(rank)[ids] == rank)
 
 
+def _leaf_domains(problem: Problem, moves: Move, a, b, n_nodes: int, loads, tree, centre):
+    """Leaf-domain loads after the kept moves (`a`, `b`: their nodes, out of range when not kept),
+    and the change of their sum and centred sum of squares (moves on distinct nodes may share a leaf
+    domain: squares from the new loads)."""
+    size = loads.shape[0]
+    leaf = lambda node: jnp.where(
+        (node < n_nodes) & problem.node_up[jnp.minimum(node, n_nodes - 1)],
+        tree[jnp.minimum(node, n_nodes - 1), -1],
+        size,
+    )
+    leaves = jnp.concatenate([leaf(a), leaf(b)])
+    new = loads.at[leaves].add(jnp.concatenate([moves.delta_a, moves.delta_b]), mode="drop")
+    row = jnp.minimum(leaves, size - 1)
+    first = _first_of(leaves, size)[:, None]
+    d_total = jnp.sum(jnp.where(first, new[row] - loads[row], 0.0), axis=0)
+    d_sq = jnp.sum(jnp.where(first, (new[row] - centre) ** 2 - (loads[row] - centre) ** 2, 0.0), axis=0)
+    return new, d_total, d_sq
+
+
 def apply(
     problem: Problem, state: SearchState, moves: Move, keep: jax.Array, energies, changes: Changes
 ) -> SearchState:
@@ -314,23 +333,6 @@ def apply(
     b = jnp.where(keep, moves.node_b, n_nodes)
     s = jnp.where(keep, moves.service, n_services)
     s2 = jnp.where(keep & (moves.service2 >= 0), moves.service2, n_services)
-
-    def domains(loads, tree, centre):
-        """Leaf-domain loads after the kept moves, and the change of their sum and centred sum of
-        squares (moves on distinct nodes may share a leaf domain: squares from the new loads)."""
-        size = loads.shape[0]
-        leaf = lambda node: jnp.where(
-            (node < n_nodes) & problem.node_up[jnp.minimum(node, n_nodes - 1)],
-            tree[jnp.minimum(node, n_nodes - 1), -1],
-            size,
-        )
-        leaves = jnp.concatenate([leaf(a), leaf(b)])
-        new = loads.at[leaves].add(jnp.concatenate([moves.delta_a, moves.delta_b]), mode="drop")
-        row = jnp.minimum(leaves, size - 1)
-        first = _first_of(leaves, size)[:, None]
-        d_total = jnp.sum(jnp.where(first, new[row] - loads[row], 0.0), axis=0)
-        d_sq = jnp.sum(jnp.where(first, (new[row] - centre) ** 2 - (loads[row] - centre) ** 2, 0.0), axis=0)
-        return new, d_total, d_sq
 
     local_rows = state.local.reshape(n_services * n_nodes, -1)
     row = lambda s, node: jnp.where(
@@ -359,8 +361,12 @@ def apply(
     summed = dataclasses.replace(jax.tree.map(total, changes), local_score=local_score, domains=None, domains2=None)
     fd_loads, ud_loads = state.fd_loads, state.ud_loads
     if problem.features.defrag:
-        fd_loads, fd_total, fd_sq = domains(fd_loads, problem.fd_tree, state.fd_centre)
-        ud_loads, ud_total, ud_sq = domains(ud_loads, problem.ud_tree, state.ud_centre)
+        fd_loads, fd_total, fd_sq = _leaf_domains(
+            problem, moves, a, b, n_nodes, fd_loads, problem.fd_tree, state.fd_centre
+        )
+        ud_loads, ud_total, ud_sq = _leaf_domains(
+            problem, moves, a, b, n_nodes, ud_loads, problem.ud_tree, state.ud_centre
+        )
         summed = dataclasses.replace(summed, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq)
     parts = jnp.where(keep, moves.partition, n_parts)
     parts2 = jnp.where(keep & (moves.partition2 >= 0), moves.partition2, n_parts)

@@ -11,6 +11,9 @@ Description ``/Services/{svc}/$/GetDescription`` 6.0, Get Partition Info List
 ``--replica-loads``, Get Deployed Service Replica Detail Info
 ``/Nodes/{node}/$/GetPartitions/{pid}/$/GetReplicas/{id}/$/GetDetail`` 6.0. Every list is paged
 through with the ``ContinuationToken`` query parameter (``MaxResults`` where the call takes it).
+The load calls are optional in the dump layout: one the cluster refuses (HTTP error, e.g. the replica
+detail of a replica on a node that is down) is left out with a warning on stderr; every other call
+that fails stops the dump (exit status 2, one line naming the request).
 """
 
 from __future__ import annotations
@@ -28,6 +31,10 @@ from plbjax.errors import BadInput
 from plbjax.files import write_text
 
 PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
+
+
+class HttpError(BadInput):
+    """The cluster answered with an HTTP error status."""
 
 
 class Client:
@@ -62,15 +69,23 @@ class Client:
             with urllib.request.urlopen(url, timeout=self.timeout, context=self.context) as response:
                 return json.loads(response.read().decode("utf-8-sig"))
         except urllib.error.HTTPError as exc:
-            raise BadInput(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
+            raise HttpError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
         except (urllib.error.URLError, OSError) as exc:
             raise BadInput(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
-        except json.JSONDecodeError as exc:
-            raise BadInput(f"GET {url}: the response is not JSON: {exc.msg}") from None
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BadInput(f"GET {url}: the response is not JSON: {getattr(exc, 'msg', exc)}") from None
+
+    def optional(self, path: str, version: str) -> object | None:
+        """The JSON body of GET path, or None (with a warning on stderr) if the cluster refuses it."""
+        try:
+            return self.get(path, version)
+        except HttpError as exc:
+            print(f"plbjax-dump: warning: {exc}; left out of the dump", file=sys.stderr)
+            return None
 
     def pages(self, path: str, version: str) -> list[dict]:
         """Every page of a paged list, following ContinuationToken until it is empty."""
-        pages, token = [], ""
+        pages, token, seen = [], "", set()
         while True:
             query = {"ContinuationToken": token} if token else {}
             if self.max_results and path.endswith(PAGED_MAX_RESULTS):
@@ -82,10 +97,25 @@ class Client:
             token = page.get("ContinuationToken") or ""
             if not token:
                 return pages
+            if token in seen:
+                raise BadInput(f"GET {path}: ContinuationToken {token!r} came back twice")
+            seen.add(token)
 
 
 def items(pages: list[dict]) -> list[dict]:
     return [item for page in pages for item in page["Items"]]
+
+
+def field(item: object, *keys: str) -> str:
+    """item[keys[0]][keys[1]]...: a string (an int64 id written as a number too); BadInput naming it."""
+    value = item
+    for key in keys:
+        value = value.get(key) if isinstance(value, dict) else None
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    if not isinstance(value, str) or not value:
+        raise BadInput(f"a response item has no {'.'.join(keys)}: {str(item)[:120]}")
+    return value
 
 
 def dump_cluster(client: Client, out: str | Path, replica_loads: bool = False) -> int:
@@ -94,12 +124,13 @@ def dump_cluster(client: Client, out: str | Path, replica_loads: bool = False) -
     writer.put("cluster-manifest.json", client.get("/$/GetClusterManifest", "6.0"))
     nodes = writer.put("nodes.json", client.pages("/Nodes", "6.3"))
     for node in items(nodes):
-        name = node["Name"]
-        writer.put(f"node-load/{name}.json", client.get(f"/Nodes/{quote(name)}/$/GetLoadInformation", "6.0"))
+        name = field(node, "Name")
+        writer.put(f"node-load/{name}.json", client.optional(f"/Nodes/{quote(name)}/$/GetLoadInformation", "6.0"))
     for app in items(writer.put("applications.json", client.pages("/Applications", "6.1"))):
-        services = client.pages(f"/Applications/{quote(app['Id'], safe='~')}/$/GetServices", "6.4")
-        for service in items(writer.put(f"services/{app['Id']}.json", services)):
-            _service(client, writer, service["Id"], replica_loads)
+        app_id = field(app, "Id")
+        services = client.pages(f"/Applications/{quote(app_id, safe='~')}/$/GetServices", "6.4")
+        for service in items(writer.put(f"services/{app_id}.json", services)):
+            _service(client, writer, field(service, "Id"), replica_loads)
     return writer.count
 
 
@@ -108,13 +139,14 @@ def _service(client: Client, writer: _Writer, service_id: str, replica_loads: bo
     base = f"/Services/{quote(service_id, safe='~')}"
     writer.put(f"service-descriptions/{service_id}.json", client.get(f"{base}/$/GetDescription", "6.0"))
     for partition in items(writer.put(f"partitions/{service_id}.json", client.pages(f"{base}/$/GetPartitions", "6.4"))):
-        pid = partition["PartitionInformation"]["Id"]
+        pid = field(partition, "PartitionInformation", "Id")
         replicas = writer.put(f"replicas/{pid}.json", client.pages(f"/Partitions/{pid}/$/GetReplicas", "6.0"))
-        writer.put(f"partition-load/{pid}.json", client.get(f"/Partitions/{pid}/$/GetLoadInformation", "6.0"))
+        writer.put(f"partition-load/{pid}.json", client.optional(f"/Partitions/{pid}/$/GetLoadInformation", "6.0"))
         for replica in items(replicas) if replica_loads else []:
-            rid = replica.get("ReplicaId", replica.get("InstanceId"))
-            path = f"/Nodes/{quote(replica['NodeName'])}/$/GetPartitions/{pid}/$/GetReplicas/{rid}/$/GetDetail"
-            writer.put(f"replica-load/{pid}/{rid}.json", client.get(path, "6.0"))
+            rid = field(replica, "ReplicaId" if "ReplicaId" in replica else "InstanceId")
+            node = field(replica, "NodeName")
+            path = f"/Nodes/{quote(node)}/$/GetPartitions/{pid}/$/GetReplicas/{rid}/$/GetDetail"
+            writer.put(f"replica-load/{pid}/{rid}.json", client.optional(path, "6.0"))
 
 
 class _Writer:
@@ -124,6 +156,8 @@ class _Writer:
         self.root, self.count = root, 0
 
     def put(self, rel: str, body: object) -> list:
+        if body is None:  # an optional call the cluster refused
+            return []
         value = body[0] if isinstance(body, list) and len(body) == 1 else body
         write_text(self.root / rel, json.dumps(value, indent=2) + "\n")
         self.count += 1

@@ -9,11 +9,17 @@ parameters as Service Fabric documents them:
   ``move-instance --service-id --partition-id --current-node-name --new-node-name``;
 * PowerShell (Move-ServiceFabricPrimaryReplica.md etc. in MicrosoftDocs/azure-docs-powershell):
   ``-PartitionId -ServiceName -NodeName``, ``-CurrentSecondaryNodeName -NewSecondaryNodeName``,
-  ``-CurrentInstanceNodeName -NewInstanceNodeName``;
+  ``-CurrentInstanceNodeName -NewInstanceNodeName``; the cmdlets' ``PartitionId`` parameter set
+  requires ``-ServiceName`` with ``-PartitionId`` (learn.microsoft.com/powershell/module/servicefabric/
+  move-servicefabricprimaryreplica, Syntax), and Service Fabric Explorer writes
+  ``Move-ServiceFabricInstance -ServiceName -PartitionId -CurrentInstanceNodeName -NewInstanceNodeName``
+  (microsoft/service-fabric-explorer, its replica commands); ``-IgnoreConstraints`` is never written,
+  so SF checks every constraint again before it moves anything;
 * REST (learn.microsoft.com/rest/api/servicefabric: Move Primary Replica, Move Secondary Replica,
   Move Instance): ``POST /Partitions/{partitionId}/$/MovePrimaryReplica?api-version=6.5&NodeName=``,
   ``.../$/MoveSecondaryReplica?api-version=6.5&CurrentNodeName=&NewNodeName=``,
-  ``/Services/{serviceId}/$/GetPartitions/{partitionId}/$/MoveInstance?api-version=8.0&CurrentNodeName=&NewNodeName=``.
+  ``/Services/{serviceId}/$/GetPartitions/{partitionId}/$/MoveInstance?api-version=8.0&CurrentNodeName=&NewNodeName=``
+  (serviceId: the name without ``fabric:`` and with ``~`` for ``/``, as the 6.0+ API writes it).
 
 A SwapPrimarySecondary is the move of the primary onto its secondary's node, which SF carries out
 as a swap. Adds, drops and promotions have no command: the Failover Manager makes them (to restore

@@ -152,6 +152,7 @@ PARTITION = {
     "AuxiliaryReplicaCount": AUX,
     "LastQuorumLossDuration": NOT_PLACEMENT,
     "PrimaryEpoch": NOT_PLACEMENT,
+    "CurrentConfigurationEpoch": NOT_PLACEMENT,
     "MinInstanceCount": "availability minimum, not a placement input",
     "MinInstancePercentage": "availability minimum, not a placement input",
 }
@@ -192,3 +193,32 @@ REPLICA_LOAD = {
     "ReplicaStatus": NOT_PLACEMENT,
     "DeployedServiceReplicaQueryResult": NOT_PLACEMENT,
 }
+MANIFEST = {"Manifest": True}
+PAGE = {"ContinuationToken": True, "Items": True}
+
+
+def _names(*shapes: dict) -> dict[str, str]:
+    """lower case -> SF's spelling of every field name of `shapes` (nested shapes included)."""
+    out: dict[str, str] = {}
+    for shape in shapes:
+        for key, rule in shape.items():
+            out.setdefault(key.lower(), key)
+            if isinstance(rule, dict):
+                out |= {k: v for k, v in _names(rule).items() if k not in out}
+    return out
+
+
+# The field names `dumpdir.canonical` restores (sfctl writes them in camelCase).
+NAMES = _names(
+    PAGE,
+    MANIFEST,
+    NODE,
+    NODE_LOAD,
+    APPLICATION,
+    SERVICE,
+    DESCRIPTION,
+    PARTITION,
+    REPLICA,
+    PARTITION_LOAD,
+    REPLICA_LOAD,
+)

@@ -5,6 +5,12 @@ The dump layout is shared/spec/sf-dump.md; the field names are SF's (see the doc
 checked against). The state is validated with `plbjax.parse_state` before it is written (atomically);
 the report (stderr, and REPORT if given) says what was read and every field that was not carried over.
 An inconsistent dump exits with status 2 and one line naming the file and key.
+
+What SF allows but the state cannot hold is reported and left out rather than fatal: services of the
+system application (``fabric:/System``, ids ``System~...``) and of ServiceKind ``Invalid``, with their
+partition, replica and load files; a correlation with a service the dump does not hold, with the
+service itself, a second correlation of one service, or one that would make an affinity chain (SF's
+PLB keeps one parent per service and no chains).
 """
 
 from __future__ import annotations
@@ -17,14 +23,15 @@ from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.sf import parse_state
 from plbjax.sf.live import fields
-from plbjax.sf.live.dumpdir import Dump, at, need
+from plbjax.sf.live.dumpdir import Dump, at, need_name
 from plbjax.sf.live.manifest import parse_manifest
 from plbjax.sf.live.nodes import read_nodes
-from plbjax.sf.live.replicas import check_orphans, read_partitions
+from plbjax.sf.live.replicas import check_orphans, partition_ids, read_partitions
 from plbjax.sf.live.report import Report
-from plbjax.sf.live.services import service_entry
+from plbjax.sf.live.services import service_entry, service_kind
 
 SYSTEM_APPLICATION = "fabric:/System"
+SYSTEM_ID = "System"
 
 
 def import_dump(root: str) -> tuple[dict, Report]:
@@ -35,13 +42,17 @@ def import_dump(root: str) -> tuple[dict, Report]:
     node_names = {n["NodeName"] for n in doc["Nodes"]}
     doc["Services"], doc["Partitions"] = [], []
     service_ids: set[str] = set()
-    for app_id, app_name in _applications(dump, report):
-        for service_id, service in _services(dump, app_id, app_name, report):
+    skipped: dict[str, str] = {}  # partition id -> why its service was left out
+    applications = _applications(dump, report)
+    for app_id, app_name in applications:
+        for service_id, service in _services(dump, app_id, app_name, skipped, report):
             service_ids.add(service_id)
-            doc["Services"].append(service)
-            doc["Partitions"] += read_partitions(dump, service, service_id, node_names, report)
-    _check_files(dump, service_ids)
-    check_orphans(dump, doc["Partitions"], report)
+            if service is not None:
+                doc["Services"].append(service)
+                doc["Partitions"] += read_partitions(dump, service, service_id, node_names, report)
+    _check_files(dump, {app_id for app_id, _ in applications}, service_ids, skipped, report)
+    _check_correlations(doc["Services"], report)
+    check_orphans(dump, doc["Partitions"], report, skipped)
     _unique_replica_ids(doc["Partitions"], report)
     try:
         parse_state(doc, "imported state")
@@ -56,7 +67,7 @@ def _manifest(dump: Dump, report: Report) -> dict:
         if dump.exists("cluster-manifest.xml"):
             report.note("cluster-manifest.xml: not read (cluster-manifest.json holds the manifest)")
         body = dump.object("cluster-manifest.json")
-        xml, source = need(body, "Manifest", "cluster-manifest.json:"), "cluster-manifest.json: Manifest"
+        xml, source = need_name(body, "Manifest", "cluster-manifest.json:"), "cluster-manifest.json: Manifest"
     else:
         xml, source = dump.text("cluster-manifest.xml", "the cluster manifest"), "cluster-manifest.xml"
     report.count("cluster manifest")
@@ -68,7 +79,7 @@ def _applications(dump: Dump, report: Report) -> list[tuple[str, str]]:
     out = []
     for where, item in dump.items("applications.json"):
         report.walk("applications.json", item, fields.APPLICATION, "Items[]")
-        app_id, name = need(item, "Id", where), need(item, "Name", where)
+        app_id, name = need_name(item, "Id", where), need_name(item, "Name", where)
         if name == SYSTEM_APPLICATION:
             report.note(f"{where}: {name} left out: system services are not part of a dump")
             continue
@@ -77,34 +88,98 @@ def _applications(dump: Dump, report: Report) -> list[tuple[str, str]]:
     return out
 
 
-def _services(dump: Dump, app_id: str, app_name: str, report: Report) -> list[tuple[str, dict]]:
-    """(service Id, state Services entry) of every service of one application."""
-    out = []
+def _services(
+    dump: Dump, app_id: str, app_name: str, skipped: dict[str, str], report: Report
+) -> list[tuple[str, dict | None]]:
+    """(service Id, state Services entry, or None if left out) of every service of one application."""
+    out: list[tuple[str, dict | None]] = []
     for where, item in dump.items(f"services/{app_id}.json", f"application {app_name!r}"):
         report.walk("services/*.json", item, fields.SERVICE, "Items[]")
-        service_id, name = need(item, "Id", where), need(item, "Name", where)
+        service_id, name = need_name(item, "Id", where), need_name(item, "Name", where)
         rel = f"service-descriptions/{service_id}.json"
         desc = dump.object(rel, f"service {name!r}")
         report.walk("service-descriptions/*.json", desc, fields.DESCRIPTION)
         report.count("service-descriptions/*.json")
+        if service_kind(desc, f"{rel}:") is None:
+            why = f"service {name} left out: its ServiceKind is Invalid"
+            report.note(f"{rel}: {why}")
+            _skip_partitions(dump, service_id, why, skipped, report)
+            out.append((service_id, None))
+            continue
         service = service_entry(desc, f"{rel}:", report)
         if service["ServiceName"] != name:
             raise BadInput(f"{rel}: ServiceName: {service['ServiceName']!r}, but {at(where, 'Name')} is {name!r}")
         service.setdefault("ApplicationName", app_name)
-        if item.get("TypeName") and "ServiceTypeName" not in service:
+        if isinstance(item.get("TypeName"), str) and item["TypeName"] and "ServiceTypeName" not in service:
             service["ServiceTypeName"] = item["TypeName"]
         out.append((service_id, service))
     report.count("services/*.json")
     return out
 
 
-def _check_files(dump: Dump, service_ids: set[str]) -> None:
-    """BadInput for a per-service file of a service that no services/*.json lists."""
+def _skip_partitions(dump: Dump, service_id: str, why: str, skipped: dict[str, str], report: Report) -> None:
+    """Note the partitions file of a service that is left out; its partitions' files are not carried."""
+    rel = f"partitions/{service_id}.json"
+    if dump.exists(rel):
+        skipped |= {pid: why for _, pid in partition_ids(dump, rel, why)}
+        report.note(f"{rel}: not carried: {why}")
+
+
+def _check_files(dump: Dump, app_ids: set[str], service_ids: set[str], skipped: dict[str, str], report: Report) -> None:
+    """BadInput for a per-application file of an application applications.json does not list, and for
+    a per-service file of a service that no services/*.json lists; files of SF's system application
+    (not part of a dump) are noted and not carried."""
+    system = "system services are not part of a dump"
+    for rel in dump.files("services"):
+        app_id = rel.split("/", 1)[1].removesuffix(".json")
+        if app_id == SYSTEM_ID:
+            report.note(f"{rel}: not carried: {system}")
+        elif app_id not in app_ids:
+            raise BadInput(f"{rel}: no application with Id {app_id!r} in applications.json")
     for folder in ("service-descriptions", "partitions"):
         for rel in dump.files(folder):
             service_id = rel.split("/", 1)[1].removesuffix(".json")
-            if service_id not in service_ids:
+            if service_id in service_ids:
+                continue
+            if service_id.split("~", 1)[0] != SYSTEM_ID:
                 raise BadInput(f"{rel}: no service with Id {service_id!r} in services/*.json")
+            report.note(f"{rel}: not carried: {system}")
+            if folder == "partitions":
+                skipped |= {pid: system for _, pid in partition_ids(dump, rel, system)}
+
+
+def _check_correlations(services: list[dict], report: Report) -> None:
+    """Leave out (reported) each correlation the state cannot hold: with a service the dump does not
+    hold, with the service itself, a second one of a service, or one that would chain affinities."""
+    names = {s["ServiceName"] for s in services}
+    for service in services:
+        kept = []
+        for c in service.get("Correlations", []):
+            why = (
+                "a second correlation of the service (SF keeps one)"
+                if kept
+                else "the service itself"
+                if c["ServiceName"] == service["ServiceName"]
+                else "a service the dump does not hold"
+                if c["ServiceName"] not in names
+                else None
+            )
+            if why:
+                report.note(f"{service['ServiceName']}: correlation {c} not carried: {why}")
+            else:
+                kept.append(c)
+        service.pop("Correlations", None)
+        if kept:
+            service["Correlations"] = kept
+    parent = {s["ServiceName"]: s["Correlations"][0]["ServiceName"] for s in services if s.get("Correlations")}
+    for service in services:
+        other = parent.get(service["ServiceName"])
+        if other is not None and other in parent:
+            report.note(
+                f"{service['ServiceName']}: correlation {service['Correlations'][0]} not carried: "
+                f"{other} is itself correlated with {parent[other]} (SF does not support affinity chains)"
+            )
+            del service["Correlations"]
 
 
 def _unique_replica_ids(partitions: list[dict], report: Report) -> None:

@@ -114,10 +114,16 @@ def _node_type(element: ET.Element, report: Report) -> dict:
     for child in element:
         part = _local(child.tag)
         pairs = {p.get("Name", ""): p.get("Value", "") for p in child}
-        if part == "Capacities":
-            entry["Capacities"] = {k: _value(v, float) for k, v in pairs.items()}
-        elif part == "PlacementProperties":
-            entry["PlacementProperties"] = pairs
+        if part in ("Capacities", "PlacementProperties"):
+            values = {k: _value(v, float) if part == "Capacities" else v for k, v in pairs.items()}
+            kept = {}
+            for key, value in values.items():
+                why = _refused({"NodeTypes": [{"Name": name or "_", part: {key: value}}]})
+                if why is None:
+                    kept[key] = value
+                else:
+                    report.drop(WHERE, f"NodeTypes/NodeType[{name}]/{part}/{key}", why)
+            entry[part] = kept
         elif part == "PlacementAndLoadBalancingOverrides":
             entry["PlacementAndLoadBalancingOverrides"] = _overrides(child, f"NodeTypes/NodeType[{name}]", report)
         else:
@@ -133,10 +139,22 @@ def _overrides(element: ET.Element, where: str, report: Report) -> dict:
     out: dict = {}
     for child in element:
         part = _local(child.tag)
+        spot = f"{where}/PlacementAndLoadBalancingOverrides/{part}"
         if part in OVERRIDES:
-            out[part] = {p.get("Name", ""): _value(p.get("Value", ""), OVERRIDES[part]) for p in child}
+            values = {p.get("Name", ""): _value(p.get("Value", ""), OVERRIDES[part]) for p in child}
+            out[part] = {k: v for k, v in values.items() if _override_ok({part: {k: v}}, f"{spot}/{k}", report)}
         elif part == "MinLoadBalancingIntervalPerNodeType":
-            out[part] = _value((child.text or "").strip(), float)
+            value = _value((child.text or "").strip(), float)
+            if _override_ok({part: value}, spot, report):
+                out[part] = value
         else:
-            report.drop(WHERE, f"{where}/PlacementAndLoadBalancingOverrides/{part}", "not modelled by plbjax")
-    return out
+            report.drop(WHERE, spot, "not modelled by plbjax")
+    return {k: v for k, v in out.items() if v != {}}
+
+
+def _override_ok(override: dict, spot: str, report: Report) -> bool:
+    """Whether plbjax accepts this override (reported if not)."""
+    why = _refused({"NodeTypes": [{"Name": "_", "PlacementAndLoadBalancingOverrides": override}]})
+    if why is not None:
+        report.drop(WHERE, spot, why)
+    return why is None

@@ -4,14 +4,17 @@ NodeStatus values (Invalid, Up, Down, Enabling, Disabling, Disabled, Unknown, Re
 NodeDeactivationInfo (NodeDeactivationIntent: Invalid, Pause, Restart, RemoveData, RemoveNode;
 NodeDeactivationStatus: None, SafetyCheckInProgress, SafetyCheckComplete, Completed) as in SF's REST API
 reference (NodeInfo); NodeLoadMetricInformation.NodeCapacity is an int64 written as a string, 0 when
-the metric has no capacity on the node (Service Fabric Explorer reads it so: hasCapacity = NodeCapacity > 0).
+the metric has no capacity on the node (Service Fabric Explorer reads it so: hasCapacity = NodeCapacity > 0;
+SF's PlacementAndLoadBalancing.cpp fills it from the node's total capacity, 0 or less when it has none).
+Enum values are compared without regard to case, as SF's clients read them; a capacity beyond what
+plbjax can search with is treated as no capacity (and reported).
 """
 
 from __future__ import annotations
 
 from plbjax.errors import BadInput
 from plbjax.sf.live import fields
-from plbjax.sf.live.dumpdir import Dump, at, need
+from plbjax.sf.live.dumpdir import Dump, at, enum, flag, need, need_name, number
 from plbjax.sf.live.report import Report
 
 STATUS = {
@@ -27,6 +30,7 @@ STATUS = {
 # SF's resource governance metrics: their node capacity is derived (AvailableResources and
 # CpuPercentageNodeCapacity / MemoryPercentageNodeCapacity), never given directly.
 RESOURCE_METRICS = ("servicefabric:/_CpuCores", "servicefabric:/_MemoryInMB")
+LARGEST_CAPACITY = 1e15  # plbjax.sf._state.LARGEST
 
 
 def read_nodes(dump: Dump, node_types: list[dict], report: Report) -> list[dict]:
@@ -49,14 +53,21 @@ def read_nodes(dump: Dump, node_types: list[dict], report: Report) -> list[dict]
 
 
 def _node(item: dict, where: str, types: dict, report: Report) -> dict:
-    name = need(item, "Name", where)
+    name = need_name(item, "Name", where)
+    upgrade_domain = item.get("UpgradeDomain")
+    if isinstance(upgrade_domain, int) and not isinstance(upgrade_domain, bool):
+        upgrade_domain = str(upgrade_domain)  # PowerShell's ConvertTo-Json may write a number
+    else:
+        upgrade_domain = need_name(item, "UpgradeDomain", where)
     node = {
         "NodeName": name,
-        "FaultDomain": need(item, "FaultDomain", where),
-        "UpgradeDomain": need(item, "UpgradeDomain", where),
+        "FaultDomain": _fault_domain(item, where),
+        "UpgradeDomain": upgrade_domain,
         "NodeStatus": _status(item, where, report),
     }
     if item.get("Type"):
+        if not isinstance(item["Type"], str):
+            raise BadInput(f"{at(where, 'Type')}: {item['Type']!r} is not a str")
         if types and item["Type"] not in types:
             raise BadInput(
                 f"{at(where, 'Type')}: node type {item['Type']!r} is not in the cluster manifest's NodeTypes"
@@ -65,18 +76,27 @@ def _node(item: dict, where: str, types: dict, report: Report) -> dict:
     return node
 
 
+def _fault_domain(item: dict, where: str) -> str:
+    """The node's FaultDomain, which must be a fault domain path (SF writes fd:/dc0/r0)."""
+    value = need_name(item, "FaultDomain", where).strip()
+    path = value[3:] if value.startswith("fd:") else value
+    if not path.startswith("/") or "" in path.split("/")[1:]:
+        raise BadInput(f"{at(where, 'FaultDomain')}: {value!r} is not a fault domain like 'fd:/dc0/r0'")
+    return value
+
+
 def _status(item: dict, where: str, report: Report) -> str:
     """Up / Down / Disabled: SF's NodeStatus, a stopped node Down, a deactivating Up node Disabled."""
-    raw = need(item, "NodeStatus", where)
-    if raw not in STATUS:
-        raise BadInput(f"{at(where, 'NodeStatus')}: {raw!r} is not an SF node status")
+    raw = enum(need(item, "NodeStatus", where), tuple(STATUS))
+    if raw is None:
+        raise BadInput(f"{at(where, 'NodeStatus')}: {item['NodeStatus']!r} is not an SF node status")
     status = STATUS[raw]
-    info = item.get("NodeDeactivationInfo") or {}
-    deactivating = (
-        info.get("NodeDeactivationIntent", "Invalid") not in ("Invalid", "")
-        and info.get("NodeDeactivationStatus", "None") != "None"
-    )
-    if item.get("IsStopped"):
+    info = item.get("NodeDeactivationInfo")
+    info = info if isinstance(info, dict) else {}
+    intent = enum(info.get("NodeDeactivationIntent"), ("Pause", "Restart", "RemoveData", "RemoveNode"))
+    progress = enum(info.get("NodeDeactivationStatus"), ("SafetyCheckInProgress", "SafetyCheckComplete", "Completed"))
+    deactivating = intent is not None and progress is not None
+    if flag(item.get("IsStopped")):
         status = "Down"
     elif status == "Up" and deactivating:
         status = "Disabled"
@@ -93,14 +113,20 @@ def _node_load(load: dict, rel: str, node: dict, node_type: dict, report: Report
     report.walk("node-load/*.json", load, fields.NODE_LOAD)
     report.count("node-load/*.json")
     typed = node_type.get("Capacities", {})
-    for i, metric in enumerate(load.get("NodeLoadMetricInformation") or []):
+    metrics = load.get("NodeLoadMetricInformation") or []
+    if not isinstance(metrics, list):
+        raise BadInput(f"{rel}: NodeLoadMetricInformation: expected a list")
+    for i, metric in enumerate(metrics):
         where = f"{rel}: NodeLoadMetricInformation[{i}]"
-        name = need(metric, "Name", where)
-        try:
-            capacity = float(metric.get("NodeCapacity", 0))
-        except (TypeError, ValueError):
-            raise BadInput(f"{where}.NodeCapacity: {metric.get('NodeCapacity')!r} is not a number") from None
+        if not isinstance(metric, dict):
+            raise BadInput(f"{where}: expected a JSON object")
+        name = need_name(metric, "Name", where)
+        raw = metric.get("NodeCapacity")
+        capacity = 0.0 if raw is None or raw == "" else number(raw, f"{where}.NodeCapacity")
         if capacity <= 0 or typed.get(name) == capacity:
+            continue
+        if capacity > LARGEST_CAPACITY:
+            report.note(f"{where}: capacity {capacity:g} of {name} not carried: read as no capacity")
             continue
         if name in RESOURCE_METRICS:
             report.note(

@@ -9,18 +9,38 @@ as secondaries), a replica's own report (``LoadMetricReports`` of Get-ServiceFab
 or ``ReportedLoad`` of Get Deployed Service Replica Detail Info) wins over both; ``CurrentValue``
 (a double) is read where present, else ``Value``. Where nothing was reported the service's default
 loads apply, as in SF.
+
+Ids are read as SF writes them (int64 replica and instance ids as strings) or as JSON numbers; enum
+values without regard to case. A replica that placement does not count (Standby, Dropped, Invalid, a
+role None/Unknown or auxiliary) is left out and reported whatever node it names; a counted one on a node
+that nodes.json does not list stops the import. What SF shows but the state cannot hold is reported and
+resolved as SF's placement sees it: a second replica of a partition on one node (stateless services with
+AllowMultipleStatelessInstancesOnNode) is left out, and of two replicas reported Primary (an old Down
+primary beside the new one) the one that is up stays Primary, the other is counted as a Secondary.
 """
 
 from __future__ import annotations
 
 from plbjax.errors import BadInput
 from plbjax.sf.live import fields
-from plbjax.sf.live.dumpdir import Dump, at, need
+from plbjax.sf.live.dumpdir import Dump, at, enum, need, need_id, number
 from plbjax.sf.live.report import Report
 from plbjax.sf.live.services import BUILTIN_METRICS
 
 ROLES = {"Primary": "Primary", "ActiveSecondary": "Secondary", "IdleSecondary": "Secondary"}
+ALL_ROLES = (*ROLES, "Unknown", "None", "IdleAuxiliary", "ActiveAuxiliary", "PrimaryAuxiliary")
 PLACED = ("Ready", "InBuild", "Down")
+STATUSES = (*PLACED, "Invalid", "Standby", "Dropped")
+LARGEST_LOAD = 1e15  # plbjax.sf._state.LARGEST
+
+
+def partition_ids(dump: Dump, rel: str, needed_for: str) -> list[tuple[str, str]]:
+    """(where, partition id) of every partition of a Get Partition Info List file."""
+    out = []
+    for where, item in dump.items(rel, needed_for):
+        info = need(item, "PartitionInformation", where, dict)
+        out.append((where, need_id(info, "Id", at(where, "PartitionInformation"))))
+    return out
 
 
 def read_partitions(dump: Dump, service: dict, service_id: str, nodes: set[str], report: Report) -> list[dict]:
@@ -30,7 +50,7 @@ def read_partitions(dump: Dump, service: dict, service_id: str, nodes: set[str],
     for where, item in dump.items(rel, f"service {service['ServiceName']!r}"):
         report.walk("partitions/*.json", item, fields.PARTITION, "Items[]")
         info = need(item, "PartitionInformation", where, dict)
-        pid = need(info, "Id", at(where, "PartitionInformation"))
+        pid = need_id(info, "Id", at(where, "PartitionInformation"))
         replicas = _replicas(dump, service, pid, nodes, report)
         _apply_loads(dump, service, pid, replicas, report)
         out.append({"ServiceName": service["ServiceName"], "PartitionId": pid, "Replicas": [r for r, _ in replicas]})
@@ -38,44 +58,99 @@ def read_partitions(dump: Dump, service: dict, service_id: str, nodes: set[str],
     return out
 
 
+def _replica_id(item: dict, stateful: bool, where: str) -> str:
+    """ReplicaId of a stateful replica, InstanceId of a stateless instance (either, if only one is there)."""
+    key = "ReplicaId" if stateful else "InstanceId"
+    if key not in item:
+        other = "InstanceId" if stateful else "ReplicaId"
+        key = other if other in item else key
+    return need_id(item, key, where)
+
+
 def _replicas(dump: Dump, service: dict, pid: str, nodes: set[str], report: Report) -> list[tuple[dict, str]]:
     """(state replica, where) for each replica of the partition that SF counts as placed."""
     rel = f"replicas/{pid}.json"
     stateful = service["ServiceKind"] == "Stateful"
-    out = []
+    out: list[tuple[dict, str, str]] = []
     for where, item in dump.items(rel, f"partition {pid} of {service['ServiceName']!r}"):
         report.walk("replicas/*.json", item, fields.REPLICA, "Items[]")
-        rid = need(item, "ReplicaId" if stateful else "InstanceId", where)
-        node = need(item, "NodeName", where)
-        if node not in nodes:
-            raise BadInput(f"{at(where, 'NodeName')}: unknown node {node!r} (not in nodes.json)")
-        role = ROLES.get(item.get("ReplicaRole", "")) if stateful else "Instance"
-        status = need(item, "ReplicaStatus", where)
+        rid = _replica_id(item, stateful, where)
+        status = enum(need(item, "ReplicaStatus", where), STATUSES)
+        if status is None:
+            raise BadInput(f"{at(where, 'ReplicaStatus')}: {item['ReplicaStatus']!r} is not an SF replica status")
+        raw_role = item.get("ReplicaRole")
+        if stateful:
+            sf_role = enum(raw_role, ALL_ROLES)
+            if sf_role is None and raw_role is not None:
+                raise BadInput(f"{at(where, 'ReplicaRole')}: {raw_role!r} is not an SF replica role")
+            role = ROLES.get(sf_role or "")
+        else:
+            sf_role, role = "instance", "Instance"
+        node = item.get("NodeName")
         if role is None or status not in PLACED:
             report.note(
-                f"{where}: replica {rid} ({item.get('ReplicaRole', 'instance')}, {status}) on {node} "
+                f"{where}: replica {rid} ({sf_role or 'no role'}, {status}) on {node} "
                 "left out: placement counts only Primary/Secondary replicas and instances "
                 "that are Ready, InBuild or Down"
             )
             continue
-        out.append(({"ReplicaId": rid, "Role": role, "NodeName": node}, where))
+        node = need(item, "NodeName", where)
+        if node not in nodes:
+            raise BadInput(f"{at(where, 'NodeName')}: unknown node {node!r} (not in nodes.json)")
+        out.append(({"ReplicaId": rid, "Role": role, "NodeName": node}, where, status))
     report.count("replicas/*.json")
-    return out
+    return _resolve(out, pid, report)
 
 
-def _reports(entries: list | None, where: str) -> dict[str, float]:
-    """{metric: value} of a list of LoadMetricReport(Info)."""
+def _resolve(replicas: list[tuple[dict, str, str]], pid: str, report: Report) -> list[tuple[dict, str]]:
+    """One replica per node (the first that is up), one Primary (the first that is up)."""
+    rank = {"Ready": 0, "InBuild": 1, "Down": 2}
+    ordered = sorted(replicas, key=lambda r: rank[r[2]])  # stable: the file's order within a status
+    kept: dict[str, tuple[dict, str, str]] = {}
+    primary = None
+    for replica, where, status in ordered:
+        node = replica["NodeName"]
+        if node in kept:
+            report.note(
+                f"{where}: replica {replica['ReplicaId']} ({status}) on {node} left out: replica "
+                f"{kept[node][0]['ReplicaId']} of partition {pid} is on that node too, and the state "
+                "holds one replica of a partition per node"
+            )
+            continue
+        if replica["Role"] == "Primary":
+            if primary is not None:
+                report.note(
+                    f"{where}: replica {replica['ReplicaId']} ({status}) is counted as a Secondary: "
+                    f"replica {primary} of partition {pid} is its Primary"
+                )
+                replica["Role"] = "Secondary"
+            else:
+                primary = replica["ReplicaId"]
+        kept[node] = (replica, where, status)
+    return [(r, w) for r, w, _ in replicas if kept.get(r["NodeName"], (None,))[0] is r]
+
+
+def _reports(entries: object, where: str, report: Report) -> dict[str, float]:
+    """{metric: value} of a list of LoadMetricReport(Info): CurrentValue where SF wrote one, else Value."""
+    if entries is None:
+        return {}
+    if not isinstance(entries, list):
+        raise BadInput(f"{where}: expected a list")
     out = {}
-    for i, entry in enumerate(entries or []):
+    for i, entry in enumerate(entries):
         spot = f"{where}[{i}]"
+        if not isinstance(entry, dict):
+            raise BadInput(f"{spot}: expected a JSON object")
         name = need(entry, "Name", spot)
-        raw = entry.get("CurrentValue", entry.get("Value"))
-        try:
-            value = float(raw)
-        except (TypeError, ValueError):
-            raise BadInput(f"{spot}.CurrentValue: {raw!r} is not a number") from None
+        key = "CurrentValue" if entry.get("CurrentValue") not in (None, "") else "Value"
+        if entry.get(key) in (None, ""):
+            raise BadInput(f"{spot}.Value: missing")
+        value = number(entry[key], f"{spot}.{key}")
         if value < 0:
             raise BadInput(f"{spot}: negative load {value:g}")
+        if value > LARGEST_LOAD:
+            report.note(f"{spot}: load {value:g} of {name} not carried: beyond what plbjax can search with")
+            continue
         out[name] = value
     return out
 
@@ -88,8 +163,8 @@ def _apply_loads(dump: Dump, service: dict, pid: str, replicas: list[tuple[dict,
         load = dump.object(rel)
         report.walk("partition-load/*.json", load, fields.PARTITION_LOAD)
         report.count("partition-load/*.json")
-        primary = _reports(load.get("PrimaryLoadMetricReports"), f"{rel}: PrimaryLoadMetricReports")
-        secondary = _reports(load.get("SecondaryLoadMetricReports"), f"{rel}: SecondaryLoadMetricReports")
+        primary = _reports(load.get("PrimaryLoadMetricReports"), f"{rel}: PrimaryLoadMetricReports", report)
+        secondary = _reports(load.get("SecondaryLoadMetricReports"), f"{rel}: SecondaryLoadMetricReports", report)
         by_role = {"Primary": primary, "Secondary": secondary, "Instance": secondary or primary}
     metrics = {m["Name"] for m in service.get("Metrics", [])} - BUILTIN_METRICS
     for replica, where in replicas:
@@ -110,26 +185,36 @@ def _replica_load(load: dict, rel: str, report: Report) -> dict[str, float]:
     report.walk("replica-load/*/*.json", load, fields.REPLICA_LOAD)
     report.count("replica-load/*/*.json")
     key = "LoadMetricReports" if "LoadMetricReports" in load else "ReportedLoad"
-    return _reports(load.get(key), f"{rel}: {key}")
+    return _reports(load.get(key), f"{rel}: {key}", report)
 
 
-def check_orphans(dump: Dump, partitions: list[dict], report: Report) -> None:
+def check_orphans(dump: Dump, partitions: list[dict], report: Report, skipped: dict[str, str] | None = None) -> None:
     """BadInput for a file of a partition or replica that the dump does not hold; the load of a
-    replica that was left out is reported."""
+    replica that was left out is reported, and so is every file of a partition in `skipped`
+    (partition id -> why its service was left out)."""
+    skipped = skipped or {}
     placed = {str(p["PartitionId"]): {str(r["ReplicaId"]) for r in p["Replicas"]} for p in partitions}
-    for rel in dump.files("partition-load") + dump.files("replicas"):
-        pid = rel.split("/", 1)[1].removesuffix(".json")
-        if pid not in placed:
-            raise BadInput(f"{rel}: no partition {pid} in partitions/*.json")
-    for rel in dump.files("replica-load"):
+    for rel in dump.files("partition-load") + dump.files("replicas") + dump.files("replica-load"):
         parts = rel.removesuffix(".json").split("/")
-        if len(parts) != 3 or parts[1] not in placed:
-            raise BadInput(f"{rel}: no partition {'/'.join(parts[1:-1])} in partitions/*.json")
-        if parts[2] in placed[parts[1]]:
+        pid = parts[1] if len(parts) >= 2 else ""
+        if pid in skipped and pid not in placed:
+            report.note(f"{rel}: not carried: {skipped[pid]}")
             continue
-        ids = {
-            str(item.get("ReplicaId", item.get("InstanceId"))) for _, item in dump.items(f"replicas/{parts[1]}.json")
-        }
-        if parts[2] not in ids:
-            raise BadInput(f"{rel}: no replica {parts[2]} in replicas/{parts[1]}.json")
-        report.note(f"{rel}: not carried: its replica was left out")
+        if rel.startswith("replica-load/"):
+            _check_replica_load(dump, rel, parts, placed, report)
+        elif pid not in placed or len(parts) != 2:
+            raise BadInput(f"{rel}: no partition {'/'.join(parts[1:])} in partitions/*.json")
+
+
+def _check_replica_load(dump: Dump, rel: str, parts: list[str], placed: dict[str, set[str]], report: Report) -> None:
+    if len(parts) != 3 or parts[1] not in placed:
+        raise BadInput(f"{rel}: no partition {'/'.join(parts[1:-1])} in partitions/*.json")
+    if parts[2] in placed[parts[1]]:
+        return
+    ids = set()
+    for _, item in dump.items(f"replicas/{parts[1]}.json"):
+        rid = item.get("ReplicaId", item.get("InstanceId"))
+        ids.add(str(rid).strip() if isinstance(rid, (str, int)) else rid)
+    if parts[2] not in ids:
+        raise BadInput(f"{rel}: no replica {parts[2]} in replicas/{parts[1]}.json")
+    report.note(f"{rel}: not carried: its replica was left out")

@@ -250,7 +250,14 @@ def _node_down(doc: dict, f: Mapping) -> dict:
 
 
 def _node_up(doc: dict, f: Mapping) -> dict:
+    """A down node runs again (a deactivated node that never went down stays Disabled)."""
+    if _status(doc, f["NodeName"]) == "Disabled":
+        return doc
     return _set_node(doc, f["NodeName"], NodeStatus="Up")
+
+
+def _status(doc: dict, name: object) -> str:
+    return doc["Nodes"][_node_index(doc, name)].get("NodeStatus", "Up")
 
 
 def _node_added(doc: dict, f: Mapping) -> dict:
@@ -279,10 +286,13 @@ def _node_removed(doc: dict, f: Mapping) -> dict:
 
 def _node_disabled(doc: dict, f: Mapping) -> dict:
     """SF's deactivation: no new replicas (Disabled); Restart also swaps its primaries out (a
-    secondary elsewhere is promoted); RemoveData also loses its replicas, to be built elsewhere."""
+    secondary elsewhere is promoted); RemoveData also loses its replicas, to be built elsewhere.
+    A Down node stays Down (it holds no replica; the state has one status per node)."""
     name, intent = f["NodeName"], f.get("Intent", "Pause")
     if intent not in INTENTS:
         raise BadInput(f"Intent: {intent!r} is not one of {', '.join(INTENTS)}")
+    if _status(doc, name) == "Down":
+        return doc
     doc = _set_node(doc, name, NodeStatus="Disabled")
     if intent == "RemoveData":
         return _lose(doc, _on_node(name))
@@ -306,8 +316,11 @@ def _swap_out(doc: dict, name: str) -> dict:
 
 
 def _node_enabled(doc: dict, f: Mapping) -> dict:
+    """SF's activation: a Disabled node takes replicas again; a Down node stays down."""
     if f.get("Intent") is not None and f["Intent"] not in INTENTS:
         raise BadInput(f"Intent: {f['Intent']!r} is not one of {', '.join(INTENTS)}")
+    if _status(doc, f["NodeName"]) == "Down":
+        return doc
     return _set_node(doc, f["NodeName"], NodeStatus="Up")
 
 
@@ -539,10 +552,16 @@ def _upgrade_completed(doc: dict, f: Mapping) -> dict:
 
 
 def _settings_changed(doc: dict, f: Mapping) -> dict:
+    """Each mapping merged key by key into the current one; a Settings name replaces the current
+    value whatever its spelling (SF's setting names are case-insensitive)."""
     for key, values in f.items():
         if not isinstance(values, Mapping):
             raise BadInput(f"{key}: a mapping is required")
-        doc[key] = {**doc.get(key, {}), **values}
+        current = doc.get(key) or {}
+        if key == "Settings":
+            given = {str(k).lower() for k in values}
+            current = {k: v for k, v in current.items() if str(k).lower() not in given}
+        doc[key] = {**current, **values}
     return doc
 
 

@@ -166,8 +166,9 @@ def action_kind(action: str) -> str:
 
 
 def tick_at_or_after(t: float, gap: float) -> float:
-    """The first refresh time (a multiple of `gap`) at or after `t`."""
-    return math.ceil(t / gap - _EPS) * gap
+    """The first refresh time (a multiple of `gap`) at or after `t`, to the nanosecond (101 x 0.1
+    is 10.100000000000001 in floating point)."""
+    return round(math.ceil(t / gap - _EPS) * gap, 9)
 
 
 def last_check_before(last: float, interval: float, gap: float, since: float, until: float) -> float:
@@ -219,6 +220,11 @@ def with_settings(state_doc: dict, overrides: Mapping) -> dict:
     return {**state_doc, "Settings": {**settings, **overrides}}
 
 
+def _block_key(fields: Mapping) -> tuple[str, str]:
+    """A block-list entry's (NodeName, ServiceTypeName): the same entry added again replaces its Until."""
+    return fields["NodeName"], fields["ServiceTypeName"]
+
+
 def partition_key(action_or_partition: Mapping) -> PartitionKey:
     return action_or_partition["ServiceName"], str(action_or_partition["PartitionId"])
 
@@ -233,6 +239,7 @@ class _Sim:
         self.doc, self.version = timeline.state, 0
         self.next_event = 0  # the timeline's events are in order: the next one not applied yet
         self.expiries: list[tuple[float, int, Event]] = []  # BlockListExpired events to come
+        self.block_until: dict[tuple[str, str], float] = {}  # the latest Until of each entry added
         self.in_flight: list[_InFlight] = []
         self.busy: dict[PartitionKey, float] = {}
         self.flying: dict[PartitionKey, int] = {}  # actions in flight per partition
@@ -548,16 +555,21 @@ class _Sim:
                 due += events[n:end]
                 self.next_event = end
             else:
-                due.append(heapq.heappop(self.expiries)[2])
+                expiry = heapq.heappop(self.expiries)[2]
+                if self.block_until.get(_block_key(expiry.fields)) == expiry.time:  # not extended since
+                    due.append(expiry)
         return due
 
     def _apply_due(self, now: float) -> None:
         self.doc, applied = apply_events(self.doc, self._due(now), now, skip_gone=True)
         for event in applied:
-            if event.kind == "BlockListAdded" and "Until" in event.fields:
-                expiry = Event(float(event.fields["Until"]), BLOCK_LIST_EXPIRED, event.fields, event.index)
-                heapq.heappush(self.expiries, (expiry.time, len(self.timeline.events) + self.seq, expiry))
-                self.seq += 1
+            if event.kind == "BlockListAdded":
+                until = float(event.fields.get("Until", math.inf))
+                self.block_until[_block_key(event.fields)] = until
+                if math.isfinite(until):
+                    expiry = Event(until, BLOCK_LIST_EXPIRED, event.fields, event.index)
+                    heapq.heappush(self.expiries, (until, len(self.timeline.events) + self.seq, expiry))
+                    self.seq += 1
             self.node_down = now if event.kind in _NODE_DOWN else self.node_down
             self.new_node = now if event.kind in _NEW_NODE else self.new_node
             if event.kind == "LoadReport":

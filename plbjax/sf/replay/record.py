@@ -54,7 +54,7 @@ def series(replay: Replay) -> list[dict]:
 def _columns(row: Row) -> dict:
     imbalanced = sorted({metric for metric, _ in row.needs.imbalanced})
     return {
-        "Time": row.time,
+        "Time": simulated_time(row.time),
         "Trigger": row.trigger,
         "Phase": row.phase,
         "NodeType": row.node_type or "",
@@ -67,13 +67,35 @@ def _columns(row: Row) -> dict:
     }
 
 
+def simulated_time(t: float) -> float:
+    """A simulated time as written: refresh times are multiples of PLBRefreshGap computed in
+    floating point (101 × 0.1 = 10.100000000000001), written to the nanosecond (10.1)."""
+    return round(float(t), 9)
+
+
 def _number(value: float | None) -> float | None:
     """JSON has no infinity (a ratio with a zero minimum): such a value is written as null."""
     return None if value is None or not math.isfinite(value) else float(value)
 
 
+SUMMARY_KEYS = (
+    "Rounds",
+    "Actions",
+    "CumulativeMovements",
+    "TimeAveragedAvgStdDev",
+    "MaxViolations",
+    "FinalUnplaced",
+    "Seconds",
+    "SimulatedSeconds",
+    "CancelledActions",  # beyond §3: in-flight actions that no longer fitted when they completed
+)
+
+
 def summary(replay: Replay) -> dict:
-    """Rounds and actions by kind, churn, time-averaged imbalance, worst violations, wall time."""
+    """Rounds and actions by kind, churn, time-averaged imbalance, worst violations, wall time:
+    the keys of timeline.md §3 in that order, then `CancelledActions` (`SUMMARY_KEYS`). Actions by
+    kind are the plan's action names (`MoveSecondary`, `AddInstance`, ...), as issued;
+    `CancelledActions` counts those that no longer fitted when they completed."""
     actions: dict[str, int] = {}
     for action in replay.actions:
         actions[action["Action"]] = actions.get(action["Action"], 0) + 1
@@ -85,9 +107,9 @@ def summary(replay: Replay) -> dict:
         "TimeAveragedAvgStdDev": time_average([(r.time, r.needs.avg_std_dev) for r in rows], replay.duration),
         "MaxViolations": max((r.needs.violations for r in rows), default=0),
         "FinalUnplaced": rows[-1].needs.unplaced if rows else 0,
-        "CancelledActions": replay.cancelled,
         "Seconds": round(replay.seconds, 3),
         "SimulatedSeconds": replay.duration,
+        "CancelledActions": replay.cancelled,
     }
 
 
@@ -112,7 +134,10 @@ def write_outputs(replay: Replay, out: str | Path) -> Path:
     writer.writerows(rows)
     write_text(out / "series.csv", buffer.getvalue())
     write_text(out / "series.json", json.dumps(rows, indent=1) + "\n")
-    write_text(out / "actions.jsonl", "".join(json.dumps(a) + "\n" for a in replay.actions))
+    write_text(
+        out / "actions.jsonl",
+        "".join(json.dumps({**a, "Time": simulated_time(a["Time"])}) + "\n" for a in replay.actions),
+    )
     write_text(out / "final-state.json", json.dumps(replay.final_state, indent=1) + "\n")
     write_text(out / "summary.json", json.dumps(summary(replay), indent=1) + "\n")
     for name, plot in zip(PLOTS, (plot_imbalance, plot_node_loads)):

@@ -10,6 +10,8 @@ from __future__ import annotations
 import math
 import random
 
+from plbjax.errors import BadInput
+
 DAY = 86400.0
 
 
@@ -78,15 +80,26 @@ def fault_domain_failure(
 
 
 def rolling_upgrade(
-    state: dict, seed: int = 0, at: float = 60.0, per_domain: float = 300.0, state_ref: str | None = None
+    state: dict,
+    seed: int = 0,
+    at: float = 60.0,
+    per_domain: float = 300.0,
+    restart: bool = True,
+    state_ref: str | None = None,
 ) -> dict:
-    """A cluster upgrade walking the upgrade domains in sorted order, `per_domain` seconds each."""
+    """A cluster upgrade walking the upgrade domains in sorted order, `per_domain` seconds each.
+    With `restart`, as SF upgrades a domain: its running nodes are deactivated with Intent Restart
+    when the domain starts (their primaries are swapped out, nothing new is placed there) and
+    activated again just before the domain completes (its replicas return to the snapshot)."""
     domains = sorted({str(n["UpgradeDomain"]) for n in state["Nodes"]})
-    events = [{"Time": at, "Kind": "UpgradeStarted", "Scope": "Cluster", "UpgradeDomains": domains}]
-    events += [
-        {"Time": at + (i + 1) * per_domain, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": ud}
-        for i, ud in enumerate(domains)
-    ]
+    running = [n for n in state["Nodes"] if n.get("NodeStatus", "Up") == "Up"]
+    events: list[dict] = [{"Time": at, "Kind": "UpgradeStarted", "Scope": "Cluster", "UpgradeDomains": domains}]
+    for i, ud in enumerate(domains):
+        start, done = at + i * per_domain, at + (i + 1) * per_domain
+        names = [n["NodeName"] for n in running if str(n["UpgradeDomain"]) == ud] if restart else []
+        events += [{"Time": start, "Kind": "NodeDisabled", "NodeName": n, "Intent": "Restart"} for n in names]
+        events += [{"Time": done, "Kind": "NodeEnabled", "NodeName": n} for n in names]
+        events.append({"Time": done, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": ud})
     end = at + len(domains) * per_domain
     events.append({"Time": end, "Kind": "UpgradeCompleted"})
     return _timeline(state, state_ref, events, end + 300.0)
@@ -105,6 +118,9 @@ def scale_out(
     spread round-robin over the existing fault and upgrade domains."""
     rng = random.Random(seed)
     types = sorted({n.get("NodeType") for n in state["Nodes"] if n.get("NodeType")})
+    types = sorted(set(types) | {t["Name"] for t in state.get("NodeTypes", [])})
+    if node_type is not None and node_type not in types:
+        raise BadInput(f"node_type: {node_type!r} is not a node type (node types: {', '.join(types)})")
     node_type = node_type or (rng.choice(types) if types else None)
     fds = sorted({n["FaultDomain"] for n in state["Nodes"]})
     uds = sorted({str(n["UpgradeDomain"]) for n in state["Nodes"]})
@@ -136,6 +152,8 @@ def hot_service(
     """One service (default: picked by `seed` among those with load metrics) reports `factor` times
     its default loads at `at`, and its defaults again `lasts` seconds later."""
     candidates = sorted(s["ServiceName"] for s in state["Services"] if _custom_metrics(s))
+    if not candidates or (service is not None and service not in candidates):
+        raise BadInput(f"service: {service!r} is not a service with load metrics (candidates: {', '.join(candidates)})")
     name = service or random.Random(seed).choice(candidates)
     svc = next(s for s in state["Services"] if s["ServiceName"] == name)
     events = []

@@ -85,14 +85,18 @@ def parse_timeline(doc: object, base: str | Path = ".", source: str = "<timeline
     for key in doc:
         if key not in TOP_KEYS:
             raise BadInput(f"{key}: unknown key (known: {', '.join(sorted(TOP_KEYS))})")
-    if doc.get("SchemaVersion", 1) != 1:
+    version = doc.get("SchemaVersion", 1)
+    if isinstance(version, bool) or version != 1:
         raise BadInput(f"SchemaVersion: {doc['SchemaVersion']!r} is not 1")
     if "State" not in doc or "Events" not in doc:
         raise BadInput(f"{'State' if 'State' not in doc else 'Events'}: required")
     state = _state(doc["State"], Path(base))
     events = _events(doc["Events"])
-    duration = _duration(doc.get("Duration"), events, state)
-    _play(state, events)
+    duration = _duration(doc.get("Duration"), events)
+    final = _play(state, events)
+    if duration is None:  # the MinLoadBalancingInterval in effect after the last event
+        last = events[-1].time if events else 0.0
+        duration = last + float(settings_of(final)["MinLoadBalancingInterval"])
     return Timeline(state, duration, _action_seconds(doc.get("ActionSeconds")), events, source)
 
 
@@ -154,10 +158,10 @@ def _events(value: object) -> tuple[Event, ...]:
     return tuple(events)
 
 
-def _duration(value: object, events: tuple[Event, ...], state: dict) -> float:
+def _duration(value: object, events: tuple[Event, ...]) -> float | None:
+    """The Duration given (no event after it), or None for the default."""
     if value is None:
-        last = events[-1].time if events else 0.0
-        return last + float(settings_of(state)["MinLoadBalancingInterval"])
+        return None
     duration = _number(value, "Duration")
     late = next((e for e in events if e.time > duration), None)
     if late is not None:
@@ -165,9 +169,10 @@ def _duration(value: object, events: tuple[Event, ...], state: dict) -> float:
     return duration
 
 
-def _play(state: dict, events: tuple[Event, ...]) -> None:
+def _play(state: dict, events: tuple[Event, ...]) -> dict:
     """Apply every event in order to check its references; revalidate the state where an event
-    brings new objects (a node, a service, changes, an application, settings)."""
+    brings new objects (a node, a service, changes, an application, settings). The state after
+    the last event."""
     doc, i = state, 0
     while i < len(events):
         j = i + 1  # a run of events up to one that needs revalidating, applied as one batch
@@ -178,3 +183,4 @@ def _play(state: dict, events: tuple[Event, ...]) -> None:
         if last.kind in _REVALIDATE:
             parse_state(doc, f"Events[{last.index}].{_REVALIDATE[last.kind] or next(iter(last.fields), 'Settings')}")
         i = j
+    return doc
