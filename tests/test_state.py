@@ -655,3 +655,60 @@ def test_metric_descriptions_with_all_three_loads_are_read_as_sf_reads_them():
     assert (orders.primary_load, orders.secondary_load) == (10.0, 4.0)
     assert any("Services[1].Metrics[0].PrimaryDefaultLoad = 20 ignored" in n for n in state.notes), state.notes
     assert any("Services[0].Metrics[0].DefaultLoad = 11 ignored" in n for n in state.notes), state.notes
+
+
+def _replayed(doc: dict) -> dict:
+    """`doc` as the replay derives the next document: loads reported, a replica moved, a History
+    entry, a setting; every other top-level value the same object."""
+    parts = list(doc["Partitions"])  # the other partitions: the same objects
+    for k in (0, 1):
+        parts[k] = dict(parts[k], Replicas=[dict(r) for r in parts[k]["Replicas"]])
+    first = parts[0]["Replicas"][0]
+    first["Loads"] = {k: v * 2 + 1 for k, v in first.get("Loads", {}).items()}
+    nodes = [n["NodeName"] for n in doc["Nodes"]]
+    moved = parts[1]["Replicas"][0]
+    taken = {r["NodeName"] for r in parts[1]["Replicas"]}
+    free = next(n for n in nodes if n not in taken)
+    history = {str(moved["ReplicaId"]): [moved["NodeName"]]}
+    moved["NodeName"] = free
+    return {**doc, "Partitions": parts, "History": history, "Settings": {"MinLoadBalancingInterval": 7}}
+
+
+def test_reparse_reads_again_what_the_replay_changes_and_equals_a_full_parse():
+    from plbjax.sf import ClusterSpec, generate
+    from plbjax.sf._state import reparse
+
+    doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
+    state = parse_state(doc)
+    after = _replayed(doc)
+    assert reparse(state, after) == parse_state(after)
+    assert reparse(state, after, doc["Partitions"]) == parse_state(after)  # only the changed partitions read
+    assert reparse(state, after).document is not after  # the state keeps copies
+
+
+def test_reparse_of_a_bad_document_names_the_problem_as_a_full_parse_does():
+    from plbjax.sf import ClusterSpec, generate
+    from plbjax.sf._state import reparse
+
+    doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
+    state = parse_state(doc)
+    bad = _replayed(doc)
+    third = bad["Partitions"][2]
+    bad["Partitions"][2] = dict(
+        third, Replicas=[dict(third["Replicas"][0], NodeName="nowhere"), *third["Replicas"][1:]]
+    )
+    with pytest.raises(BadInput) as full:
+        parse_state(bad, "state")
+    with pytest.raises(BadInput) as again:
+        reparse(state, bad)
+    assert str(again.value) == str(full.value)
+    with pytest.raises(BadInput) as few:
+        reparse(state, bad, doc["Partitions"])
+    assert str(few.value) == str(full.value)
+    twice = _replayed(doc)  # a changed partition reusing an unchanged one's ReplicaId
+    twice["Partitions"][1]["Replicas"][0]["ReplicaId"] = doc["Partitions"][5]["Replicas"][0]["ReplicaId"]  # a copy
+    with pytest.raises(BadInput) as full:
+        parse_state(twice, "state")
+    with pytest.raises(BadInput) as few:
+        reparse(state, twice, doc["Partitions"])
+    assert str(few.value) == str(full.value)

@@ -51,12 +51,33 @@ def _cycles(moved: dict[int, tuple[int, int]]) -> set[int]:
     return cyclic
 
 
+def touched(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> np.ndarray:
+    """The partitions (in order) that have actions or rotations: a replica on another node than the
+    one it runs on in the input (or on none there), a different primary, or a primary whose node is
+    down. The others are left as they are, however many there are."""
+    n, rows = index.n_partitions, index.partition_rows
+    flat = np.fromiter((r for row in rows for r in row), np.int64)
+    partition = np.repeat(np.arange(n), [len(row) for row in rows])
+    down = np.array([status == "Down" for status in index.node_status] + [True], bool)
+    given = np.asarray(index.input_node)[flat]
+    present = np.where(given >= 0, given, -1)
+    present[down[present]] = -1
+    final = np.asarray(node_of)[flat]
+    moved = np.zeros(n, bool)
+    moved[partition[(final >= 0) & (final != present)]] = True
+    primary = np.asarray(index.primary_of)[:n]
+    running = np.full(np.asarray(node_of).shape[0], -1)
+    running[flat] = present
+    lost = (primary >= 0) & (running[np.maximum(primary, 0)] < 0)
+    return np.flatnonzero(moved | (np.asarray(primary_of)[:n] != primary) | lost)
+
+
 def settle(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(node_of, primary_of) with every rotation of replicas among a partition's own nodes undone; a
     primary that rotated hands its role to the replica that stays on the node it rotated to, so each
     node keeps the role (and so the load) the search gave it."""
     node_of, primary_of = np.array(node_of, copy=True), np.array(primary_of, copy=True)
-    for p in range(index.n_partitions):
+    for p in touched(index, node_of, primary_of).tolist():
         cyclic = _cycles(_moved(index, node_of, p))
         if int(primary_of[p]) in cyclic:
             primary_of[p] = next(r for r in cyclic if _present(index, r) == node_of[primary_of[p]])
@@ -115,7 +136,11 @@ def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.
 
 def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> list[dict]:
     """Every partition's actions, partition by partition."""
-    return [a for p in range(index.n_partitions) for a in partition_actions(index, p, node_of, primary_of)]
+    return [
+        a
+        for p in touched(index, node_of, primary_of).tolist()
+        for a in partition_actions(index, p, node_of, primary_of)
+    ]
 
 
 def apply_actions(document: dict, actions: list[dict]) -> dict:

@@ -9,6 +9,7 @@ input order. The input is never modified.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import math
@@ -274,6 +275,71 @@ def _parse(doc: object, source: str, owned: bool) -> ClusterState:
         return _build(doc)
     except BadInput as exc:
         raise BadInput(f"{source}: {exc}") from None
+
+
+# The top-level keys `reparse` reads again; every other one it takes from the state it is given.
+REREAD = ("Partitions", "History", "Settings")
+
+
+def reparse(state: ClusterState, doc: dict, before: list | None = None) -> ClusterState:
+    """The state of `doc`, a document whose top-level values other than `REREAD` are those `state`
+    was parsed from (the same objects, unchanged): only Partitions, History and Settings are read
+    and checked again (the replay between rounds: loads reported, actions completed, throttles).
+    `before`: the Partitions list `state` was parsed from; then only the partitions of `doc` that
+    are not the same objects are read (a round's completed actions touch a few). Whatever the
+    column check cannot take is parsed in full, which names any problem."""
+    with gc_paused():
+        try:
+            partitions, replica_ids, copies = _reread_partitions(state, doc.get("Partitions"), before)
+            node_names = {n.name for n in state.nodes}
+            history = cast(dict, _plain_copy(doc.get("History", {}), "History"))
+            if not _conforms(_schema()["properties"]["History"], history):
+                raise BadInput("the general path names it")
+            fresh = {"Partitions": copies, "History": history, "Settings": _plain_copy(doc.get("Settings"), "")}
+            return dataclasses.replace(
+                state,
+                settings=resolve_settings(doc.get("Settings")),
+                partitions=tuple(partitions),
+                upgrade=_upgrade(state.document.get("Upgrade"), list(state.services), list(state.nodes), replica_ids),
+                block_list=_block_list(state.document.get("BlockList", []), list(state.services), node_names),
+                history=_history(history, replica_ids, node_names),
+                document={k: fresh[k] if k in fresh else state.document[k] for k in doc},
+            )
+        except (BadInput, TypeError, ValueError, KeyError):
+            return _parse(doc, "state", owned=False)
+
+
+def _reread_partitions(state: ClusterState, parts: object, before: list | None) -> tuple[list, set[str], list]:
+    """(Partition objects, every str(ReplicaId), copies for the state's document) of `parts`, read
+    by column: all of them, or with `before` only those changed since (a few, keeping their service
+    and id). BadInput when the general path must decide."""
+    wrong = BadInput("the general path names it")
+    if type(parts) is not list:
+        raise wrong
+    changed = None
+    if before is not None and len(before) == len(parts) == len(state.partitions):
+        changed = [k for k, (now, then) in enumerate(zip(parts, before)) if now is not then]
+        if len(changed) * 4 > len(parts) or any(
+            type(parts[k]) is not dict
+            or parts[k].get("ServiceName") != before[k]["ServiceName"]
+            or parts[k].get("PartitionId") != before[k]["PartitionId"]
+            for k in changed
+        ):
+            changed = None
+    columns = _Columns.read(parts if changed is None else [parts[k] for k in changed])
+    if columns is None:
+        raise wrong
+    read, replica_ids = columns.partitions(state._by_name, list(state.nodes))
+    if changed is None:
+        return read, replica_ids, columns.copy()
+    partitions, copies = list(state.partitions), list(state.document["Partitions"])
+    for k, partition, copied in zip(changed, read, columns.copy()):
+        partitions[k], copies[k] = partition, copied
+    ids = [str(r.replica_id) for p in partitions for r in p.replicas]
+    replica_ids = set(ids)
+    if len(replica_ids) != len(ids):
+        raise wrong
+    return partitions, replica_ids, copies
 
 
 @cache

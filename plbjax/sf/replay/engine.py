@@ -1,13 +1,14 @@
 """The replay's planner and probe: the same phases `plbjax` runs (`plbjax.sf.plan`, `findings`), one
 PLB round at a time.
 
-Both parse the state document they are given (`parse_state`), which at tens of thousands of
-replicas costs more than the probe's findings. The replay hands the planner the document the probe
-last saw with only its Settings changed (the throttle allowance, `loop.with_settings`), and the
-probe the same document again when only the frozen partitions changed: the last document parsed
-is kept, and a document whose every other top-level value is the same object is not parsed again
-(its Settings, when they differ, are resolved on their own, as parsing would resolve them). The
-replay never changes a document in place, so the same object is the same content.
+Both are handed state documents the replay derived from the last one, and parsing a whole document
+(`parse_state`) at tens of thousands of replicas costs more than the probe's findings. So the last
+document parsed is kept with its state: a document whose top-level values are the same objects
+except Partitions, History and Settings (load reports, completed actions, the throttle allowance)
+has just those read again (`reparse`; of the Partitions, those that are other objects); one that
+differs from it only in Settings has just its Settings resolved (the planner's view of the probe's
+document); any other is parsed in full. The replay never changes a document in place, so the same
+object is the same content.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import dataclasses
 
 from plbjax.sf import ClusterState, SearchConfig, findings, parse_state, plan
 from plbjax.sf._settings import resolve_settings
+from plbjax.sf._state import REREAD, reparse
 from plbjax.sf.replay.loop import Needs, PartitionKey
 
 
@@ -34,29 +36,26 @@ class _LastParsed:
 _LAST = _LastParsed()
 
 
+def _same_except(doc: dict, last: dict, keys: tuple[str, ...]) -> bool:
+    """Whether `doc` and `last` have the same top-level values (the same objects) but for `keys`."""
+    return doc.keys() - set(keys) == last.keys() - set(keys) and all(doc[k] is last[k] for k in doc if k not in keys)
+
+
 def parsed(state_doc: dict) -> ClusterState:
-    """`parse_state(state_doc)`, reusing the last parse when `state_doc` differs from that
-    document at most in its Settings (every other top-level value the same object)."""
-    last = _LAST.doc
-    if (
-        last is not None
-        and _LAST.state is not None
-        and (
-            state_doc is last
-            or (
-                state_doc.keys() - {"Settings"} == last.keys() - {"Settings"}
-                and all(state_doc[k] is last[k] for k in state_doc if k != "Settings")
-            )
-        )
-    ):
+    """`parse_state(state_doc)`, reading again only what differs from the last document parsed."""
+    last, state = _LAST.doc, _LAST.state
+    if last is None or state is None or not _same_except(state_doc, last, REREAD):
+        state = parse_state(state_doc, "state")
+    elif _same_except(state_doc, last, ("Settings",)):
         settings = state_doc.get("Settings")
         if settings is last.get("Settings") or settings == last.get("Settings"):
-            return _LAST.state
-        document = {**_LAST.state.document, "Settings": copy.deepcopy(settings)}
+            return state
+        document = {**state.document, "Settings": copy.deepcopy(settings)}
         if settings is None:
             document.pop("Settings")
-        return dataclasses.replace(_LAST.state, settings=resolve_settings(settings), document=document)
-    state = parse_state(state_doc, "state")
+        return dataclasses.replace(state, settings=resolve_settings(settings), document=document)
+    else:
+        state = reparse(state, state_doc, last.get("Partitions"))
     _LAST.doc, _LAST.state = state_doc, state
     return state
 
