@@ -173,13 +173,32 @@ def _job(cfg: DictConfig, required: str, work: Callable[[Any, Path], float], pro
         return math.nan
 
 
+def _with_overrides(timeline, cfg: ReplayConfig):
+    """`timeline` with its initial state's Settings and metric thresholds replaced where the config
+    sets them (`settings.<SF name>`, `balancing.*`: what sweeps vary); checked as a state is."""
+    from plbjax.sf import parse_state
+    from plbjax.sf.replay.loop import with_settings
+
+    doc = with_settings(timeline.state, cfg.settings) if cfg.settings else timeline.state
+    metrics = parse_state(doc, "state").metric_names()
+    for key, value in (
+        ("MetricBalancingThresholds", cfg.balancing.threshold),
+        ("MetricActivityThresholds", cfg.balancing.activity_threshold),
+    ):
+        if value is not None:
+            doc = {**doc, key: dict.fromkeys(metrics, value)}
+    if doc is not timeline.state:
+        parse_state(doc, "state")  # a bad setting exits 2 naming it
+    return dataclasses.replace(timeline, state=doc)
+
+
 def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     """Load the timeline, play it, write the record (to `cfg.out`, else the run directory); its summary."""
     from plbjax.sf.replay import load_timeline, replay, summary, write_outputs
     from plbjax.sf.replay.engine import EnginePlanner, EngineProbe
 
     anneal.enable_compilation_cache()
-    timeline = load_timeline(cfg.timeline)
+    timeline = _with_overrides(load_timeline(cfg.timeline), cfg)
     outs = [Path(cfg.out)] if cfg.out else [run_dir]
     if cfg.out and HydraConfig.get().mode == RunMode.MULTIRUN:  # every job its own folder; the summary reads the jobs'
         outs = [run_dir, Path(cfg.out) / run_dir.name]
@@ -232,7 +251,8 @@ class _HeldStderr(io.TextIOBase):
         text, self.held = "".join(self.held), []
         unknown = re.search(r"Could not override '([^']+)'", text)
         if unknown:
-            return f"{unknown[1]}: unknown config key"
+            hint = f" (a PLB setting is added: +{unknown[1]}=VALUE)" if unknown[1].startswith("settings.") else ""
+            return f"{unknown[1]}: unknown config key{hint}"
         typed = re.search(r"Error merging override ([^=\s]+)=.*?\n(.+)", text)
         if typed:
             return f"{typed[1]}: {typed[2].strip()}"

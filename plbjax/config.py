@@ -5,6 +5,7 @@ defaults are the defaults, checked by OmegaConf (types) and by their own `__post
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
@@ -61,6 +62,10 @@ class ReplayConfig:
     out: str | None = None  # output directory (default: the run directory)
     search: SearchConfig = dataclasses.field(default_factory=_replay_search)  # each round's search
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
+    balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)  # the initial state's thresholds
+    settings: dict[str, Any] = dataclasses.field(
+        default_factory=dict
+    )  # PLB settings by SF name, over the initial state's
 
 
 def register() -> None:

@@ -6,7 +6,7 @@ default timers: PLBRefreshGap 1 s, MinPlacementInterval 1 s, MinConstraintCheckI
 MinLoadBalancingInterval 5 s) gets a diurnal timeline (`scenarios.diurnal`): every 5 minutes every
 partition's replicas of each role report loads following a daily sine with noise (about 18,000
 LoadReport events per period, 5.2 million over 24 hours). The replay runs as `plbjax-replay` runs
-it: the engine's planner with the replay's default per-round search (`ReplayConfig`, 1 s a round)
+it: the engine's planner with the replay's default per-round search (`ReplayConfig`, 2,000 steps a phase)
 and the engine's probe.
 
 Measured: wall seconds to generate the timeline, to load it (validate: every event played on the
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--round-seconds", type=float, default=None, help="each round's search seconds (default: ReplayConfig's search)"
     )
+    ap.add_argument("--round-steps", type=int, default=None, help="each phase's search steps (default: ReplayConfig's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "results" / "replay_cpu"), help="results path without suffix")
     ap.add_argument("--record", default=None, help="write the replay's record here (default: a temp folder)")
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> int:
     search = ReplayConfig().search
     if args.round_seconds is not None:
         search = dataclasses.replace(search, seconds=args.round_seconds)
+    if args.round_steps is not None:
+        search = dataclasses.replace(search, steps=args.round_steps)
     out = Path(args.out)
     spec = spec_for(args.nodes, args.replicas, args.services, args.metrics)
     result: dict = {

@@ -271,3 +271,24 @@ def test_plbjax_generate_sets_a_scenarios_options_and_refuses_unknown_ones(tmp_p
     with pytest.raises(SystemExit) as exited:
         main(["timeline", "hot-service", "--state", state, "-p", "service=fabric:/Nope"])
     assert exited.value.code == 2 and "service: 'fabric:/Nope'" in capsys.readouterr().err
+
+
+def test_replay_config_overrides_the_initial_settings_and_thresholds_for_sweeps():
+    """`+settings.<SF name>=V` and `balancing.threshold=V` (what replay sweeps vary) replace the
+    timeline's initial Settings and every metric's threshold; a bad setting is bad input naming it."""
+    from plbjax.cli import _with_overrides
+    from plbjax.config import BalancingConfig, ReplayConfig
+    from plbjax.errors import BadInput
+    from plbjax.sf.replay import load_timeline
+
+    timeline = load_timeline(EXAMPLES / "timelines" / "small-fd-failure.yaml")
+    config = ReplayConfig(
+        timeline="x", settings={"minloadbalancinginterval": 10}, balancing=BalancingConfig(threshold=1.5)
+    )
+    state = _with_overrides(timeline, config).state
+    assert state["Settings"]["minloadbalancinginterval"] == 10
+    assert not {k for k in state["Settings"] if k.lower() == "minloadbalancinginterval"} - {"minloadbalancinginterval"}
+    assert set(state["MetricBalancingThresholds"].values()) == {1.5}
+    assert _with_overrides(timeline, ReplayConfig(timeline="x")).state is timeline.state
+    with pytest.raises(BadInput, match="Settings.Bogus"):
+        _with_overrides(timeline, ReplayConfig(timeline="x", settings={"Bogus": 1}))
