@@ -102,14 +102,20 @@ def _stop_on_signals():
             signal.signal(sig, handler)
 
 
+def _threshold_overrides(metrics, balancing: BalancingConfig) -> dict[str, dict[str, float]]:
+    """{state document key: {metric: value}} for each threshold the config sets (what sweeps vary)."""
+    given = (
+        ("MetricBalancingThresholds", balancing.threshold),
+        ("MetricActivityThresholds", balancing.activity_threshold),
+    )
+    return {key: dict.fromkeys(metrics, value) for key, value in given if value is not None}
+
+
 def _with_thresholds(state, balancing: BalancingConfig):
     """`state` with every metric's balancing or activity threshold replaced, where the config sets one."""
-    metrics = state.metric_names()
-    if balancing.threshold is not None:
-        state = dataclasses.replace(state, balancing_thresholds={m: balancing.threshold for m in metrics})
-    if balancing.activity_threshold is not None:
-        state = dataclasses.replace(state, activity_thresholds={m: balancing.activity_threshold for m in metrics})
-    return state
+    fields = {"MetricBalancingThresholds": "balancing_thresholds", "MetricActivityThresholds": "activity_thresholds"}
+    changes = _threshold_overrides(state.metric_names(), balancing)
+    return dataclasses.replace(state, **{fields[key]: values for key, values in changes.items()})
 
 
 def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
@@ -175,21 +181,16 @@ def _job(cfg: DictConfig, required: str, work: Callable[[Any, Path], float], pro
 
 def _with_overrides(timeline, cfg: ReplayConfig):
     """`timeline` with its initial state's Settings and metric thresholds replaced where the config
-    sets them (`settings.<SF name>`, `balancing.*`: what sweeps vary); checked as a state is."""
+    sets them (`settings.<SF name>`, `balancing.*`: what sweeps vary); a bad setting exits 2 naming it."""
     from plbjax.sf import parse_state
     from plbjax.sf.replay.loop import with_settings
 
+    balancing = cfg.balancing
+    if not cfg.settings and balancing.threshold is None and balancing.activity_threshold is None:
+        return timeline
     doc = with_settings(timeline.state, cfg.settings) if cfg.settings else timeline.state
     metrics = parse_state(doc, "state").metric_names()
-    for key, value in (
-        ("MetricBalancingThresholds", cfg.balancing.threshold),
-        ("MetricActivityThresholds", cfg.balancing.activity_threshold),
-    ):
-        if value is not None:
-            doc = {**doc, key: dict.fromkeys(metrics, value)}
-    if doc is not timeline.state:
-        parse_state(doc, "state")  # a bad setting exits 2 naming it
-    return dataclasses.replace(timeline, state=doc)
+    return dataclasses.replace(timeline, state={**doc, **_threshold_overrides(metrics, balancing)})
 
 
 def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:

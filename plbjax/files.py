@@ -27,3 +27,13 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
 def write_text(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+def write_figure(path: str | Path, fig, dpi: int = 110) -> None:
+    """A matplotlib figure, laid out, saved as `path` (its suffix names the format), then closed."""
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, dpi=dpi)
+    plt.close(fig)

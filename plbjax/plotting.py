@@ -8,7 +8,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from plbjax.files import atomic_path
+from plbjax.files import write_figure
 
 
 def plot_node_loads(plan: dict, path: str) -> None:
@@ -29,7 +29,4 @@ def plot_node_loads(plan: dict, path: str) -> None:
         ax.set_xticks(x, [n["NodeName"] for n in nodes], rotation=90, fontsize=6)
     axes[0, 0].legend(fontsize=7)
     axes[0, 0].set_title(f"node loads: AvgStdDev {plan['Score']['Before']:.3f} -> {plan['Score']['After']:.3f}")
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
+    write_figure(path, fig, dpi=120)

@@ -10,7 +10,7 @@ import yaml
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
-from plbjax.files import atomic_path, write_text
+from plbjax.files import atomic_path, write_figure, write_text
 
 FAILED = "failed.txt"  # a sweep job that refused its input says why here
 REPLAY_SUMMARY = "summary.json"  # a replay job's summary (plbjax-replay writes its record to the job directory)
@@ -110,10 +110,7 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     ax.set_title("plbjax sweep: churn vs imbalance")
     if not replays:
         ax.legend()
-    fig.tight_layout()
-    with atomic_path(sweep_dir / "summary.png") as tmp:
-        fig.savefig(tmp, dpi=120)
-    plt.close(fig)
+    write_figure(sweep_dir / "summary.png", fig, dpi=120)
     print("\n".join(lines))
     return rows
 

@@ -78,7 +78,7 @@ def plot(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from plbjax.files import atomic_path
+    from plbjax.files import write_figure
 
     names = list(result["Runs"])
     walls = [result["Runs"][n]["Wall"] for n in names]
@@ -91,10 +91,7 @@ def plot(result: dict, path: Path) -> None:
     ax.invert_yaxis()
     ax.set_xlabel("wall seconds")
     ax.set_title(f"plbjax defaults, {result['Replicas']} replicas; before = {result['Before']}", fontsize=9)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    write_figure(path, fig)
 
 
 if __name__ == "__main__":

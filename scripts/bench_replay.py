@@ -234,7 +234,7 @@ def plot(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from plbjax.files import atomic_path
+    from plbjax.files import write_figure
 
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2), gridspec_kw={"width_ratios": [3, 2]})
     points = [(0.0, 0.0)] + [(p["Wall"], p["Simulated"] / 3600) for p in result["Progress"]]
@@ -260,10 +260,7 @@ def plot(result: dict, path: Path) -> None:
     right.invert_yaxis()
     right.set_xlabel("wall seconds")
     right.set_title(f"where the wall time went (rounds: {result.get('Rounds', {})})", fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    write_figure(path, fig)
 
 
 if __name__ == "__main__":

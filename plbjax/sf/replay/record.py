@@ -18,7 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
-from plbjax.files import atomic_path, write_text
+from plbjax.files import write_figure, write_text
 from plbjax.sf.replay.loop import Replay, Row
 
 COLUMNS = (
@@ -153,7 +153,7 @@ def _nothing(path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 2))
     ax.text(0.5, 0.5, "no event and no PLB round in the simulated time", ha="center", va="center")
     ax.set_axis_off()
-    _save(fig, path)
+    write_figure(path, fig)
 
 
 def plot_imbalance(replay: Replay, path: Path) -> None:
@@ -180,7 +180,7 @@ def plot_imbalance(replay: Replay, path: Path) -> None:
     bottom.set_xlabel("simulated seconds")
     bottom.legend(fontsize=7)
     top.set_title("imbalance and movements over time")
-    _save(fig, path)
+    write_figure(path, fig)
 
 
 def plot_node_loads(replay: Replay, path: Path) -> None:
@@ -204,11 +204,4 @@ def plot_node_loads(replay: Replay, path: Path) -> None:
         fig.colorbar(image, ax=ax)
     axes[-1, 0].set_xlabel("simulated seconds")
     axes[0, 0].set_title("node loads over time")
-    _save(fig, path)
-
-
-def _save(fig, path: Path) -> None:
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, dpi=110)
-    plt.close(fig)
+    write_figure(path, fig)
