@@ -27,6 +27,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from plbjax.anneal._config import KernelConfig, Schedule
 from plbjax.anneal._kernel import Chain, init, resample, run_block
 from plbjax.anneal._model import Model
+from plbjax.anneal._store import stored
 
 STOP = threading.Event()  # set (e.g. by a signal handler): running searches end after their block
 
@@ -50,8 +51,12 @@ def _run_blocks(kept, chains: Chain, model: Model, config: KernelConfig, layout=
     return resample(chains, temperatures[0], temperatures[1], layout) if config.population else chains
 
 
-def enable_compilation_cache() -> None:
-    """Keep compiled searches on disk so repeated runs on similar clusters skip XLA compilation."""
+def enable_compilation_cache(only_if_unset: bool = False) -> None:
+    """Keep compiled searches on disk (`PLBJAX_CACHE_DIR`, by default ~/.cache/plbjax/xla) so
+    repeated runs on similar clusters skip tracing (`_store`) and XLA compilation. `only_if_unset`:
+    leave a cache directory the caller chose for JAX alone."""
+    if only_if_unset and jax.config.values["jax_compilation_cache_dir"]:
+        return
     logging.getLogger("jax").setLevel(logging.WARNING)  # not Hydra's INFO lines about absent TPUs
     path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
     jax.config.update("jax_compilation_cache_dir", path)
@@ -104,8 +109,13 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig)
     )
     if key not in _executables:
         start = time.perf_counter()
-        compiled = _run_blocks.lower((problem, jnp.ones(2, jnp.float32)), chains, model, config, layout).compile()
-        _executables[key] = lambda kept, chains: compiled(kept, chains, model, config, layout)
+        kept = (problem, jnp.ones(2, jnp.float32))
+        if layout is None and jax.process_count() == 1:
+            blocks = lambda kept, chains: _run_blocks(kept, chains, model, config)
+            _executables[key] = stored(blocks, kept, chains, (model, config))
+        else:
+            compiled = _run_blocks.lower(kept, chains, model, config, layout).compile()
+            _executables[key] = lambda kept, chains: compiled(kept, chains, model, config, layout)
         return _executables[key], time.perf_counter() - start
     return _executables[key], 0.0
 

@@ -37,6 +37,7 @@ PRIORITY_SETTINGS = (
 PRIORITY_WEIGHT = {0: 100.0, 1: 10.0, 2: 1.0}  # violation penalty per priority, in AvgStdDev units
 UNPLACED_WEIGHT = 1000.0  # a replica left unplaced, in AvgStdDev units
 SWAP_COST = 0.1  # SF's SwapCost, used with UseMoveCostReports
+HISTORY_WIDTH = 8  # nodes a replica's History holds before its array widens (and the search recompiles)
 MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
 
 
@@ -903,10 +904,11 @@ def _upgrade_homes(state: ClusterState, cluster: _Entities, rows: _Rows) -> _Upg
 
 
 def _history(state: ClusterState, cluster: _Entities, rows: _Rows, R: int) -> np.ndarray:
-    """[R, H] anti-ping-pong: the nodes each replica left in earlier balancing runs, -1 padded."""
+    """[R, H] anti-ping-pong: the nodes each replica left in earlier balancing runs, -1 padded; at
+    least `HISTORY_WIDTH` wide, so a History that grows between rounds keeps the search's shapes."""
     node_ix = cluster.node_ix
     left = {ri: [node_ix[n] for n in state.history[str(rid)] if n in node_ix] for ri, rid in rows.named(state.history)}
-    history = np.full((R, bucket(max([len(h) for h in left.values()] + [1]))), -1, np.int32)
+    history = np.full((R, bucket(max([len(h) for h in left.values()] + [1]), HISTORY_WIDTH)), -1, np.int32)
     for ri, nodes_left in left.items():
         history[ri, : len(nodes_left)] = nodes_left
     return history

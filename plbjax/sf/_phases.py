@@ -9,16 +9,18 @@ constraint that held is never broken, a soft one may give way to fix a hard one.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Collection
+import time
+from collections.abc import Callable, Collection, Iterator
 from typing import NamedTuple
 
 import equinox as eqx
 import jax
 import numpy as np
 
-from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal
+from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal, enable_compilation_cache
 from plbjax.sf import _energy as E
 from plbjax.sf._balance import MetricBalance, metric_balance, service_domains
 from plbjax.sf._constraints import measures, violations
@@ -627,6 +629,21 @@ def _prepare(state: ClusterState, priorities: np.ndarray) -> _Prepared:
     return _Prepared(state, problem, index, original, start, drops, governance_health)
 
 
+class _Clock:
+    """Wall seconds by part of a plan (the plan's `Search.PhaseSeconds`)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextlib.contextmanager
+    def __call__(self, part: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[part] = round(self.seconds.get(part, 0.0) + time.perf_counter() - start, 3)
+
+
 class _Outcome(NamedTuple):
     """The phases' results, in SF's order, and the minimal-movement pass's."""
 
@@ -643,44 +660,48 @@ def _skipped(name: str, now: Placement) -> _Phase:
     return _Phase(now, {"Phase": name, "Ran": False, "Reason": "not this round (one phase was asked for)"}, None)
 
 
-def _run_phases(run: _Run, start: Placement, schedule: Schedule, only: str | None = None) -> _Outcome:
+def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, only: str | None = None) -> _Outcome:
     """Placement, constraint check, balancing (or `only` one of them) and the minimal-movement pass,
     each from where the last left off, sharing `search.seconds`; an interrupted run stops after the
-    current phase."""
+    current phase. `clock` times each."""
     budget = _Budget(schedule)
     wanted = lambda name: only is None or only == name
-    placement = (
-        _placement_phase(run, start, budget.next(1 / 3)) if wanted("Placement") else _skipped("Placement", start)
-    )
-    budget.spend(placement.search)
-    placed = elect_primaries(run.problem, run.index, placement.placement, run.priorities)
+    with clock("Placement"):
+        placement = (
+            _placement_phase(run, start, budget.next(1 / 3)) if wanted("Placement") else _skipped("Placement", start)
+        )
+        budget.spend(placement.search)
+        placed = elect_primaries(run.problem, run.index, placement.placement, run.priorities)
     check = _Phase(placed, _interrupted("ConstraintCheck"), None)
     if not STOP.is_set():
-        check = (
-            _constraint_phase(run, placed, budget.next(1 / 2))
-            if wanted("ConstraintCheck")
-            else _skipped("ConstraintCheck", placed)
-        )
+        with clock("ConstraintCheck"):
+            check = (
+                _constraint_phase(run, placed, budget.next(1 / 2))
+                if wanted("ConstraintCheck")
+                else _skipped("ConstraintCheck", placed)
+            )
         budget.spend(check.search)
     balance_before = _balances(run.state, run.problem, run.index, check.placement.report)
     balancing = _Phase(check.placement, _interrupted("Balancing"), None)
     if not STOP.is_set():
-        balancing = (
-            _balancing_phase(
-                run, check.placement, budget.next(0.9), balance_before, _movements(run.index, start, placed)
+        with clock("Balancing"):
+            balancing = (
+                _balancing_phase(
+                    run, check.placement, budget.next(0.9), balance_before, _movements(run.index, start, placed)
+                )
+                if wanted("Balancing")
+                else _skipped("Balancing", check.placement)
             )
-            if wanted("Balancing")
-            else _skipped("Balancing", check.placement)
-        )
         budget.spend(balancing.search)
     final, removed, tidy = balancing.placement, 0, None
     if not STOP.is_set():
-        final, removed, tidy = _tidy(run, final, budget.next(1.0))
+        with clock("FewestMovements"):
+            final, removed, tidy = _tidy(run, final, budget.next(1.0))
     searches = [s for s in (placement.search, check.search, balancing.search, tidy) if s is not None]
     return _Outcome(placement, check, balancing, balance_before, final, removed, searches)
 
 
-def _search_entry(searches: list[AnnealResult], seed: int, removed: int) -> dict:
+def _search_entry(searches: list[AnnealResult], seed: int, removed: int, clock: _Clock) -> dict:
     """The plan's `Search`."""
     entry = {
         "Backend": jax.default_backend(),
@@ -690,6 +711,8 @@ def _search_entry(searches: list[AnnealResult], seed: int, removed: int) -> dict
         "Seed": seed,
         "Interrupted": STOP.is_set(),
         "MovementsRemoved": removed,
+        "CompileSeconds": round(sum(s.compile_seconds for s in searches), 3),
+        "PhaseSeconds": clock.seconds,
     }
     shrunk = [s.shrunk for s in searches if s.shrunk]
     if shrunk:
@@ -733,9 +756,12 @@ def plan(
     for this backend and cluster size. One PLB round (the replay): `phase` runs only that phase,
     `node_type` balances only that node type's nodes, nothing in the `frozen` (ServiceName,
     PartitionId) partitions moves, swaps or is placed."""
+    enable_compilation_cache(only_if_unset=True)
     search = (search or SearchConfig()).resolved(jax.default_backend(), state.replica_count())
     priorities = _priorities(state)
-    ready = _prepare(state, priorities)
+    clock = _Clock()
+    with clock("Prepare"):
+        ready = _prepare(state, priorities)
     problem, index = ready.problem, ready.index
     free, free_partitions = _frozen_masks(index, problem, frozen)
     run = _Run(
@@ -750,7 +776,16 @@ def plan(
         free_partitions,
         node_type,
     )
-    out = _run_phases(run, ready.start, search.schedule, phase)
+    out = _run_phases(run, ready.start, search.schedule, clock, phase)
+    with clock("Decode"):
+        document = _document(run, ready, out)
+    document["Search"] = _search_entry(out.searches, search.seed, out.removed, clock)
+    return document
+
+
+def _document(run: _Run, ready: _Prepared, out: _Outcome) -> dict:
+    """The plan document but its `Search`."""
+    problem, index = run.problem, run.index
     placement = out.placement.entry
     if ready.drops:
         dropped = sum(a["Action"].startswith("Drop") for a in ready.drops)
@@ -766,7 +801,6 @@ def plan(
         "Health": ready.health + health_reports(index, problem, final.node_of, final.report),
         "Unplaced": _unplaced(index, problem, final),
         "History": _history(run.state, index, out.check.placement, final),
-        "Search": _search_entry(out.searches, search.seed, out.removed),
     }
 
 

@@ -1,9 +1,8 @@
 """How a plan searches: the `search` settings (the Hydra `search` group's schema) and their defaults.
 
 `auto` values are chosen for the backend and the cluster's size (`resolved`): what the benchmarks
-found best (docs/benchmarks.md), one deep chain with parallel tries, and steps for about 500
-proposals per replica on a CPU (at least 20,000 steps), or a step per ten replicas (at least 2,000)
-of 65,536 tries on a GPU.
+found best (docs/benchmarks.md), one deep chain with parallel tries, and steps that grow with the
+cluster (`auto_search`), so a tiny cluster is not searched as long as a large one.
 """
 
 from __future__ import annotations
@@ -17,13 +16,18 @@ from plbjax.errors import BadInput
 
 AUTO = "auto"
 _AUTO_KEYS = ("chains", "steps", "tries", "parallel")
+_MIN_STEPS = 2_000  # two blocks: the probe (greedy) and one that cools
 
 
 def auto_search(backend: str, replicas: int) -> dict:
-    """The `auto` values for a backend and a cluster of `replicas` replicas."""
+    """The `auto` values for a backend and a cluster of `replicas` replicas. Steps grow with the
+    cluster: on a CPU 20 a replica (at least 2,000: a probe block and one cooling block) up to
+    20,000 at 1,000 replicas, then 500 proposals a replica beyond 10,000 replicas; on a GPU a step
+    per ten replicas, at least 2,000 (docs/benchmarks.md: "Default search length")."""
     if backend == "cpu":
-        return dict(chains=1, tries=256, parallel=True, steps=max(20_000, math.ceil(500 * replicas / 256)))
-    return dict(chains=1, tries=65_536, parallel=True, steps=max(2_000, math.ceil(replicas / 10)))
+        steps = max(_MIN_STEPS, min(20 * replicas, max(20_000, math.ceil(500 * replicas / 256))))
+        return dict(chains=1, tries=256, parallel=True, steps=steps)
+    return dict(chains=1, tries=65_536, parallel=True, steps=max(_MIN_STEPS, math.ceil(replicas / 10)))
 
 
 def _check_number(name: str, value, kind: type, minimum: float | None = None, allow_none: bool = False) -> None:
