@@ -22,6 +22,7 @@ def test_first_balancing_one_interval_after_the_start_placement_at_once():
     state = cluster({"N0": 4, "N1": 0}, {"MinLoadBalancingInterval": 7})
     result = play(state, [FAILED_R0], duration=8)
     assert ran(result) == [(0, "Placement", None), (7, "Balancing", None)]
+    assert ran(play(state, duration=7)) == [(7, "Balancing", None)]  # no event: the initial state changed at 0
 
 
 def test_first_balancing_per_node_type_after_its_own_interval():
