@@ -3,12 +3,20 @@
 The scheduler is SF's PLBScheduler::RefreshAction: at a refresh (every PLBRefreshGap) the timers
 whose interval has passed are visited from the one that waited longest (ties: Placement,
 ConstraintCheck, Balancing); a visited timer restarts, and the first visited phase that has work
-runs, so a round runs at most one phase. Balancing is not visited while an upgrade is in progress,
-is skipped without restarting its timer within BalancingDelayAfterNodeDown/NewNode of a node
-event or when a global throttle is reached, and is skipped (timer restarted) when nothing changed
-since the last balancing. Under SeparateBalancingStrategyPerNodeType each node type has its own
-timer (MinLoadBalancingIntervalPerNodeType, default MinLoadBalancingInterval); the planner is
-called once per imbalanced node type whose timer has passed.
+runs, so a round runs at most one phase. The placement and constraint-check timers start expired,
+the balancing timers at t = 0 (ServiceDomain creates its scheduler with lastBalancing = now), and
+the initial state is a change at t = 0. Balancing is not visited when LoadBalancingEnabled is
+false, during a cluster upgrade, or during an application upgrade without
+AllowBalancingDuringApplicationUpgrade (the constraint check not when ConstraintCheckEnabled is
+false); it is skipped without restarting its timer within BalancingDelayAfterNodeDown/NewNode of a
+node event, when a global throttle is reached or too many imbalanced partitions are at the
+per-partition throttle (ThrottleBalancingForPerFUMovements), and is skipped (timer restarted) when
+nothing changed since the last balancing. Under SeparateBalancingStrategyPerNodeType each node
+type has its own timer (MinLoadBalancingIntervalPerNodeType, default MinLoadBalancingInterval); the
+planner is called once per imbalanced node type whose timer has passed. Placement searches without
+moving existing replicas PLBActionRetryTimes times, then once with moves (`_next_placement`); a
+constraint check with only fault/upgrade domain violations waits out ConstraintFixPartialDelay-
+AfterNodeDown/NewNode.
 
 The clock jumps: from one round to the next event, action completion, throttle-window or delay
 expiry, or the next tick at which a timer with work is due; timers that would have restarted at
