@@ -146,15 +146,15 @@ def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> list[dict
 def _hand_over(replicas: list[dict], primary: dict, secondary: dict) -> None:
     """`secondary` becomes the primary, `primary` a secondary, and the load follows the role (SF's
     FailoverUnit: one primary load per partition, whichever replica is primary; a replica new to
-    the secondary role gets the average of the secondaries' loads, UpdateSecondaryLoadMap): the new
-    primary takes the old primary's reported loads, the old primary the secondaries' average."""
-    secondaries = [
-        {m: v for m, v in (r.get("Loads") or {}).items() if v is not None} for r in replicas if r["Role"] == "Secondary"
-    ]
-    metrics = {m for loads in secondaries for m in loads}
+    the secondary role gets the average of the other secondaries' loads, or the partition's
+    secondary load when there is no other, UpdateSecondaryLoadMap): the new primary takes the old
+    primary's reported loads, the old primary the other secondaries' average (the new primary's
+    own loads when it was the only secondary)."""
+    others = [r for r in replicas if r["Role"] == "Secondary" and r is not secondary] or [secondary]
+    reported = [{m: v for m, v in (r.get("Loads") or {}).items() if v is not None} for r in others]
+    metrics = sorted({m for loads in reported for m in loads})
     average = {
-        m: sum(loads[m] for loads in secondaries if m in loads) / sum(m in loads for loads in secondaries)
-        for m in sorted(metrics)
+        m: sum(loads[m] for loads in reported if m in loads) / sum(m in loads for loads in reported) for m in metrics
     }
     primary_loads = primary.get("Loads")
     for replica, role, loads in ((primary, "Secondary", average), (secondary, "Primary", primary_loads)):
