@@ -76,27 +76,26 @@ def _check_writable(path: str | None, key: str) -> None:
 
 
 @contextmanager
-def _stop_on_signals():
+def _stop_on_signals(message: str = "plbjax: {}: stopping the search; writing the best plan found"):
     """SIGTERM (batch schedulers at a job's time limit) and SIGINT end the search at its next block;
-    the best plan found so far is written. A second SIGINT stops at once."""
+    the best plan found so far is written. A second SIGINT stops at once. Yields the list of
+    signals received."""
+    received: list[int] = []
 
     def stop(signum, frame):
         if signum == signal.SIGINT and anneal.STOP.is_set():
             raise KeyboardInterrupt
-        print(
-            f"plbjax: {signal.Signals(signum).name}: stopping the search; writing the best plan found",
-            file=sys.stderr,
-            flush=True,
-        )
+        print(message.format(signal.Signals(signum).name), file=sys.stderr, flush=True)
+        received.append(signum)
         anneal.STOP.set()
 
     anneal.STOP.clear()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield received
         return
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield
+        yield received
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
@@ -194,17 +193,29 @@ def _with_overrides(timeline, cfg: ReplayConfig):
 
 
 def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
-    """Load the timeline, play it, write the record (to `cfg.out`, else the run directory); its summary."""
+    """Load the timeline, play it, write the record (to `cfg.out`, else the run directory); its summary.
+    Progress goes to stderr every few seconds. A SIGINT or SIGTERM stops the simulated clock: the
+    record up to there is written (summary `Interrupted`), then the run exits 128 + the signal's
+    number (130, 143; a sweep's job just ends with its record)."""
     from plbjax.sf.replay import load_timeline, replay, summary, write_outputs
     from plbjax.sf.replay.engine import EnginePlanner, EngineProbe
+    from plbjax.sf.replay.progress import ReplayProgress
 
     anneal.enable_compilation_cache()
     timeline = _with_overrides(load_timeline(cfg.timeline), cfg)
     outs = [Path(cfg.out)] if cfg.out else [run_dir]
     if cfg.out and HydraConfig.get().mode == RunMode.MULTIRUN:  # every job its own folder; the summary reads the jobs'
         outs = [run_dir, Path(cfg.out) / run_dir.name]
-    with _stop_on_signals():
-        record = replay(timeline, EnginePlanner(cfg.search), EngineProbe(), seed=cfg.search.seed)
+    stopping = "plbjax-replay: {}: stopping the simulated clock; writing the record up to there"
+    with _stop_on_signals(stopping) as received:
+        record = replay(
+            timeline,
+            EnginePlanner(cfg.search),
+            EngineProbe(),
+            seed=cfg.search.seed,
+            progress=ReplayProgress(timeline.duration),
+            stop=anneal.STOP.is_set,
+        )
     for out in outs:
         write_outputs(record, out)
     result = summary(record)
@@ -212,7 +223,10 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
         f"plbjax-replay: {record.duration:g} simulated s in {record.seconds:.1f} s; rounds "
         f"{dict(record.rounds)}; {result['CumulativeMovements']} movement(s); time-averaged AvgStdDev "
         f"{result['TimeAveragedAvgStdDev']:.4f}; written to {', '.join(map(str, outs))}"
+        + (" (interrupted: the record ends there)" if record.interrupted else "")
     )
+    if received and HydraConfig.get().mode != RunMode.MULTIRUN:
+        sys.exit(128 + received[0])
     return result
 
 

@@ -143,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     del doc
     last = [time.perf_counter()]
 
-    def progress(now: float, timings, rounds) -> None:
+    def progress(now: float, timings, rounds, movements) -> None:
         wall = time.perf_counter() - started
         if time.perf_counter() - last[0] < 15.0:
             return
@@ -154,6 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 "Simulated": now,
                 "Timings": {k: round(v, 2) for k, v in timings.items()},
                 "Rounds": dict(rounds),
+                "Movements": movements,
                 "Calls": dict(calls),
                 "Compilations": compilations.count,
             }

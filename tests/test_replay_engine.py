@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import json
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -30,14 +31,15 @@ def _play(timeline: dict, seed: int = 0):
 
 
 def test_a_single_event_timeline_plans_what_plbjax_plans():
-    """The first round's actions are `plbjax`'s plan on that state (same search, same seed)."""
+    """The first round's actions (balancing, one MinLoadBalancingInterval after the start) are
+    `plbjax`'s plan on that state (same search, same seed)."""
     state = _small()
     record = _play(
-        {"State": state, "Duration": 1, "Events": [{"Time": 0, "Kind": "SettingsChanged", "Settings": {}}]}, seed=4
+        {"State": state, "Duration": 5, "Events": [{"Time": 0, "Kind": "SettingsChanged", "Settings": {}}]}, seed=4
     )
     expected = plan(load_state(EXAMPLES / "small.yaml"), SearchConfig(**{**SEARCH.__dict__, "seed": 4}))
     first = [
-        {k: v for k, v in a.items() if k not in ("Time", "Phase", "NodeType")} for a in record.actions if a["Time"] == 0
+        {k: v for k, v in a.items() if k not in ("Time", "Phase", "NodeType")} for a in record.actions if a["Time"] == 5
     ]
     assert expected["Actions"] and first == expected["Actions"]
 
@@ -292,3 +294,49 @@ def test_replay_config_overrides_the_initial_settings_and_thresholds_for_sweeps(
     assert _with_overrides(timeline, ReplayConfig(timeline="x")).state is timeline.state
     with pytest.raises(BadInput, match="Settings.Bogus"):
         _with_overrides(timeline, ReplayConfig(timeline="x", settings={"Bogus": 1}))
+
+
+@pytest.mark.slow
+def test_an_interrupted_replay_command_writes_its_record_up_to_there_and_exits_130(tmp_path):
+    """SIGINT once progress shows: the simulated clock stops, every output is written up to the time
+    reached, summary.json says Interrupted, the exit status is 128 + SIGINT."""
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "from plbjax.cli import replay_main; replay_main()",
+            f"timeline={EXAMPLES / 'timelines' / 'small-diurnal.yaml'}",
+            f"out={tmp_path / 'r'}",
+            "search.steps=300",
+            "search.seconds=null",
+            f"hydra.run.dir={tmp_path / 'run'}",
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stderr is not None
+    progress = process.stderr.readline()
+    while progress and "plbjax-replay: simulated" not in progress:
+        progress = process.stderr.readline()
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=300)
+    assert process.returncode == 130, err
+    assert "simulated h per wall minute" in progress and "rounds:" in progress
+    result = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert result["Interrupted"] is True and 0 < result["SimulatedSeconds"] < 86400
+    times = [float(r["Time"]) for r in csv.DictReader(open(tmp_path / "r" / "series.csv"))]
+    assert times and max(times) <= result["SimulatedSeconds"]
+    assert "interrupted" in out
+
+
+def test_max_min_ratio_is_per_metric_over_the_whole_cluster_also_when_balancing_per_node_type():
+    """timeline.md §3: a MaxMinRatio.<metric> column for every metric, over the whole cluster,
+    whether or not SeparateBalancingStrategyPerNodeType splits the balance per node type."""
+    from plbjax.sf.replay.loop import with_settings
+
+    doc = _small()
+    whole = EngineProbe()(doc, frozenset()).max_min_ratio
+    separate = EngineProbe()(with_settings(doc, {"SeparateBalancingStrategyPerNodeType": True}), frozenset())
+    assert {m for m, t in separate.imbalanced} and all(t is not None for _, t in separate.imbalanced)
+    assert separate.max_min_ratio == whole and set(whole) == set(load_state(EXAMPLES / "small.yaml").metric_names())

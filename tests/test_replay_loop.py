@@ -185,15 +185,16 @@ def test_timer_helpers():
 
 def test_placement_and_balancing_timers_run_in_sfs_order():
     """A 1-s placement timer and a 5-s balancing timer: balancing runs every 5 s while the cluster
-    is imbalanced; a failed instance is placed at the first refresh after it failed; rounds never
-    run two phases."""
+    is imbalanced, the first one interval after the start (SF's ServiceDomain starts its scheduler's
+    lastBalancing at its creation); a failed instance is placed at the first refresh after it
+    failed; rounds never run two phases."""
     state = cluster({"N0": 6, "N1": 0, "N2": 0, "N3": 0}, {})
     result = play(state, [{"Time": 7.5, "Kind": "ReplicaFailed", "ReplicaId": "r5"}], duration=40)
     assert ran(result) == [
-        (0, "Balancing", None),
         (5, "Balancing", None),
         (8, "Placement", None),
         (10, "Balancing", None),
+        (15, "Balancing", None),
     ]
     assert [r.time for r in result.rows if r.trigger == "Event"] == [7.5]
     assert result.rounds == {"Balancing": 3, "Placement": 1}
@@ -210,7 +211,6 @@ def test_balancing_waits_for_placement_on_the_same_tick_then_takes_its_turn():
     ]
     result = play(state, events, duration=7)
     assert ran(result) == [
-        (0, "Balancing", None),
         (5, "Placement", None),
         (6, "Balancing", None),
         (7, "Placement", None),
@@ -225,11 +225,10 @@ def test_node_type_whose_interval_has_not_passed_is_not_balanced():
         intervals={"A": 5, "B": 20},
     )
     result = play(state, duration=45)
-    assert ran(result) == [
-        (0, "Balancing", "A"),
-        (0, "Balancing", "B"),
+    assert ran(result) == [  # each timer starts at 0: A's first balancing at 5, B's at 20
         (5, "Balancing", "A"),
         (10, "Balancing", "A"),
+        (15, "Balancing", "A"),
         (20, "Balancing", "B"),
         (40, "Balancing", "B"),
     ]
@@ -243,8 +242,8 @@ def test_throttle_window_admits_movements_again_once_it_slides_past_them():
         {"GlobalMovementThrottleThresholdForBalancing": 2, "GlobalMovementThrottleCountingInterval": 12},
     )
     planner = OneMove()
-    result = play(state, planner=planner, duration=40)
-    assert ran(result, "Balancing") == [(t, "Balancing", None) for t in (0, 5, 12, 17, 24, 29)]
+    result = play(state, planner=planner, duration=45)
+    assert ran(result, "Balancing") == [(t, "Balancing", None) for t in (5, 10, 17, 22, 29, 34)]
     for _, _, doc, _ in planner.calls:
         parse_state(doc)
     allowance = [doc["Settings"]["GlobalMovementThrottleThresholdForBalancing"] for _, _, doc, _ in planner.calls]
@@ -283,7 +282,7 @@ def test_no_balancing_during_an_upgrade_and_domains_return_to_their_snapshot():
         {"Time": 30, "Kind": "UpgradeCompleted"},
     ]
     upgrading = play(state, events[:-1], planner=MovesForPlacement(), duration=29)
-    assert ran(upgrading) == [(0, "Balancing", None), (3, "Placement", None)]
+    assert ran(upgrading) == [(3, "Placement", None)]
     where = {r["ReplicaId"]: r["NodeName"] for p in upgrading.final_state["Partitions"] for r in p["Replicas"]}
     assert where["r1"] == "N0"  # back on its snapshot node when UD0 completed
     assert upgrading.final_state["Upgrade"]["UpgradeDomainsDone"] == ["UD1", "UD0"]
@@ -317,28 +316,28 @@ def test_history_blocks_a_return_until_a_new_trigger():
             else Needs(imbalanced=frozenset({("Count", None)}))
         )
 
-    events = [{"Time": 12, "Kind": "LoadReport", "ServiceName": SERVICE, "ReplicaId": "r0", "Loads": {"CPU": 90}}]
+    events = [{"Time": 17, "Kind": "LoadReport", "ServiceName": SERVICE, "ReplicaId": "r0", "Loads": {"CPU": 90}}]
     planner = PingPong()
-    result = replay(parse_timeline({"State": state, "Events": events, "Duration": 16}), planner, always, 0)
+    result = replay(parse_timeline({"State": state, "Events": events, "Duration": 21}), planner, always, 0)
     assert [(a["Time"], a["SourceNode"], a["TargetNode"]) for a in result.actions] == [
-        (0, "N0", "N1"),
-        (15, "N1", "N0"),
+        (5, "N0", "N1"),
+        (20, "N1", "N0"),
     ]
     assert [doc.get("History", {}) for _, _, doc, _ in planner.calls] == [{}, {"r0": ["N0"]}, {}]
-    assert ran(result) == [(0, "Balancing", None), (5, "Balancing", None), (15, "Balancing", None)]  # 10: no change
+    assert ran(result) == [(5, "Balancing", None), (10, "Balancing", None), (20, "Balancing", None)]  # 15: no change
 
 
 def test_actions_in_flight_freeze_their_partition_and_land_when_done():
     state = cluster({"N0": 3, "N1": 0}, {})
     planner = OneMove()
-    events = [{"Time": 1.5, "Kind": "ReplicaFailed", "ReplicaId": "r1"}]
-    result = play(state, events, planner=planner, duration=4, ActionSeconds={"Move": 3})
+    events = [{"Time": 6.5, "Kind": "ReplicaFailed", "ReplicaId": "r1"}]
+    result = play(state, events, planner=planner, duration=9, ActionSeconds={"Move": 3})
     assert [(c[0], c[3]) for c in planner.calls] == [
         ("Balancing", frozenset()),
         ("Placement", frozenset({(SERVICE, "p0")})),
     ]
-    assert planner.calls[1][2]["Partitions"][0]["Replicas"][0]["NodeName"] == "N0"  # not moved before 3
-    assert result.rows[0].needs.node_loads["N0"]["Count"] == 3  # load still on N0 at 0
+    assert planner.calls[1][2]["Partitions"][0]["Replicas"][0]["NodeName"] == "N0"  # not moved before 8
+    assert result.rows[0].needs.node_loads["N0"]["Count"] == 3  # load still on N0 at 5
     where = {r["ReplicaId"]: r["NodeName"] for p in result.final_state["Partitions"] for r in p["Replicas"]}
     assert where["r0"] == "N1" and len(where) == 3 and "replay-1" in where  # the add got an id
     parse_state(result.final_state)
@@ -346,8 +345,8 @@ def test_actions_in_flight_freeze_their_partition_and_land_when_done():
 
 def test_cancelled_when_its_target_went_down():
     state = cluster({"N0": 3, "N1": 0}, {})
-    events = [{"Time": 1, "Kind": "NodeDown", "NodeName": "N1"}]
-    result = play(state, events, duration=4, ActionSeconds={"Move": 3})
+    events = [{"Time": 6, "Kind": "NodeDown", "NodeName": "N1"}]
+    result = play(state, events, duration=9, ActionSeconds={"Move": 3})
     assert result.cancelled == 1 and counts(result.final_state) == {"N0": 3}
 
 
@@ -406,7 +405,7 @@ def test_timings_and_progress():
         OneMove(),
         probe,
         0,
-        progress=lambda now, timings, rounds: reported.append((now, dict(timings), dict(rounds))),
+        progress=lambda now, timings, rounds, moved: reported.append((now, dict(timings), dict(rounds))),
     )
     assert set(result.timings) == set(PARTS) and all(v >= 0 for v in result.timings.values())
     assert sum(result.timings.values()) <= result.seconds + 1e-3
@@ -428,7 +427,6 @@ def test_with_sfs_default_timers_phases_run_at_the_refresh_their_timer_expires()
     ]
     result = play(state, events, duration=16)
     assert ran(result) == [
-        (0, "Balancing", None),
         (5, "Balancing", None),
         (8, "Placement", None),
         (10, "Placement", None),

@@ -18,10 +18,10 @@ from plbjax.sf.replay.timeline import parse_timeline
 def played():
     state = cluster({"N0": 5, "N1": 0, "N2": 0}, {})
     events = [
-        {"Time": 2.5, "Kind": "ReplicaFailed", "ReplicaId": "r4"},
-        {"Time": 12, "Kind": "NodeDown", "NodeName": "N2"},
+        {"Time": 7.5, "Kind": "ReplicaFailed", "ReplicaId": "r4"},
+        {"Time": 17, "Kind": "NodeDown", "NodeName": "N2"},
     ]
-    return replay(parse_timeline({"State": state, "Events": events, "Duration": 20}), OneMove(), probe, 1)
+    return replay(parse_timeline({"State": state, "Events": events, "Duration": 25}), OneMove(), probe, 1)
 
 
 def test_output_files(played, tmp_path):
@@ -44,16 +44,16 @@ def test_output_files(played, tmp_path):
     assert series[0]["ImbalancedMetrics"] == "Count" and series[-1]["CumulativeMovements"] == 2
     actions = [json.loads(line) for line in (out / "actions.jsonl").read_text().splitlines()]
     assert [(a["Time"], a["Phase"], a["Action"]) for a in actions] == [
-        (0, "Balancing", "MoveInstance"),
-        (3, "Placement", "AddInstance"),
         (5, "Balancing", "MoveInstance"),
-        (12, "Placement", "AddInstance"),
+        (8, "Placement", "AddInstance"),
+        (10, "Balancing", "MoveInstance"),
+        (17, "Placement", "AddInstance"),
     ]
     parse_state(json.loads((out / "final-state.json").read_text()))
     summary = json.loads((out / "summary.json").read_text())
     assert summary["Rounds"] == {"Balancing": 2, "Placement": 2}
     assert summary["Actions"] == {"MoveInstance": 2, "AddInstance": 2}
-    assert summary["CumulativeMovements"] == 2 and summary["SimulatedSeconds"] == 20
+    assert summary["CumulativeMovements"] == 2 and summary["SimulatedSeconds"] == 25
     assert summary["MaxViolations"] == 0 and summary["FinalUnplaced"] == 0  # N2's instance placed again
     assert list(summary) == list(SUMMARY_KEYS)
     for name in PLOTS:
@@ -104,6 +104,7 @@ SECTION_3_SUMMARY = [
     "FinalUnplaced",
     "Seconds",
     "SimulatedSeconds",
+    "Interrupted",
 ]
 SECTION_3_FILES = {"series.csv", "series.json", "actions.jsonl", "final-state.json", "summary.json"}
 

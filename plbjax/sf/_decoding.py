@@ -143,6 +143,28 @@ def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> list[dict
     ]
 
 
+def _hand_over(replicas: list[dict], primary: dict, secondary: dict) -> None:
+    """`secondary` becomes the primary, `primary` a secondary, and the load follows the role (SF's
+    FailoverUnit: one primary load per partition, whichever replica is primary; a replica new to
+    the secondary role gets the average of the other secondaries' loads, or the partition's
+    secondary load when there is no other, UpdateSecondaryLoadMap): the new primary takes the old
+    primary's reported loads, the old primary the other secondaries' average (the new primary's
+    own loads when it was the only secondary)."""
+    others = [r for r in replicas if r["Role"] == "Secondary" and r is not secondary] or [secondary]
+    reported = [{m: v for m, v in (r.get("Loads") or {}).items() if v is not None} for r in others]
+    metrics = sorted({m for loads in reported for m in loads})
+    average = {
+        m: sum(loads[m] for loads in reported if m in loads) / sum(m in loads for loads in reported) for m in metrics
+    }
+    primary_loads = primary.get("Loads")
+    for replica, role, loads in ((primary, "Secondary", average), (secondary, "Primary", primary_loads)):
+        replica["Role"] = role
+        if loads:
+            replica["Loads"] = dict(loads)
+        else:
+            replica.pop("Loads", None)
+
+
 def apply_actions(document: dict, actions: list[dict]) -> dict:
     """The state document after `actions`, applied in order (a new dict; the input is not changed);
     a Drop action removes its replica.
@@ -168,15 +190,15 @@ def apply_actions(document: dict, actions: list[dict]) -> dict:
             other = next(r for r in replicas if r.get("NodeName") == target)
             if replica["Role"] != "Primary" or other["Role"] != "Secondary":
                 raise ValueError(f"action {act}: not a primary/secondary pair")
-            replica["Role"], other["Role"] = "Secondary", "Primary"
+            _hand_over(replicas, replica, other)
         elif kind == PROMOTE:
             if replica["Role"] != "Secondary" or any(
                 r["Role"] == "Primary" and r is not replica and r.get("NodeName") == target for r in replicas
             ):
                 raise ValueError(f"action {act}: cannot promote")
-            for r in replicas:
-                if r["Role"] == "Primary":
-                    r["Role"] = "Secondary"
+            old = next((r for r in replicas if r["Role"] == "Primary"), None)
+            if old is not None:
+                _hand_over(replicas, old, replica)
             replica["Role"] = "Primary"
         else:
             if any(r.get("NodeName") == target for r in replicas if r is not replica):

@@ -60,6 +60,20 @@ def parsed(state_doc: dict) -> ClusterState:
     return state
 
 
+def _cluster_ratios(balance) -> dict[str, float]:
+    """Max/min node load per metric over the whole cluster (timeline.md §3), also when balance is
+    per node type (SeparateBalancingStrategyPerNodeType): the largest maximum over the smallest
+    minimum of the node types that count the metric."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for b in balance:
+        spans.setdefault(b.metric, []).append((b.max_load, b.min_load))
+    ratios = {}
+    for metric, pairs in spans.items():
+        counted = [p for p in pairs if p != (0.0, 0.0)] or pairs  # (0, 0): no node of that type counts it
+        ratios[metric] = _ratio(max(hi for hi, _ in counted), min(lo for _, lo in counted))
+    return ratios
+
+
 @dataclasses.dataclass(frozen=True)
 class EngineProbe:
     """What a state needs, from `plbjax.sf.findings`."""
@@ -67,7 +81,7 @@ class EngineProbe:
     def __call__(self, state_doc: dict, frozen: frozenset[PartitionKey]) -> Needs:
         found = findings(parsed(state_doc), frozen)
         imbalanced = frozenset((b.metric, b.node_type) for b in found.balance if not b.balanced)
-        ratios = {b.metric: _ratio(b.max_load, b.min_load) for b in found.balance if b.node_type is None}
+        ratios = _cluster_ratios(found.balance)
         return Needs(
             unplaced=found.unplaced,
             violations=found.violations,

@@ -3,12 +3,20 @@
 The scheduler is SF's PLBScheduler::RefreshAction: at a refresh (every PLBRefreshGap) the timers
 whose interval has passed are visited from the one that waited longest (ties: Placement,
 ConstraintCheck, Balancing); a visited timer restarts, and the first visited phase that has work
-runs, so a round runs at most one phase. Balancing is not visited while an upgrade is in progress,
-is skipped without restarting its timer within BalancingDelayAfterNodeDown/NewNode of a node
-event or when a global throttle is reached, and is skipped (timer restarted) when nothing changed
-since the last balancing. Under SeparateBalancingStrategyPerNodeType each node type has its own
-timer (MinLoadBalancingIntervalPerNodeType, default MinLoadBalancingInterval); the planner is
-called once per imbalanced node type whose timer has passed.
+runs, so a round runs at most one phase. The placement and constraint-check timers start expired,
+the balancing timers at t = 0 (ServiceDomain creates its scheduler with lastBalancing = now), and
+the initial state is a change at t = 0. Balancing is not visited when LoadBalancingEnabled is
+false, during a cluster upgrade, or during an application upgrade without
+AllowBalancingDuringApplicationUpgrade (the constraint check not when ConstraintCheckEnabled is
+false); it is skipped without restarting its timer within BalancingDelayAfterNodeDown/NewNode of a
+node event, when a global throttle is reached or too many imbalanced partitions are at the
+per-partition throttle (ThrottleBalancingForPerFUMovements), and is skipped (timer restarted) when
+nothing changed since the last balancing. Under SeparateBalancingStrategyPerNodeType each node
+type has its own timer (MinLoadBalancingIntervalPerNodeType, default MinLoadBalancingInterval); the
+planner is called once per imbalanced node type whose timer has passed. Placement searches without
+moving existing replicas PLBActionRetryTimes times, then once with moves (`_next_placement`); a
+constraint check with only fault/upgrade domain violations waits out ConstraintFixPartialDelay-
+AfterNodeDown/NewNode.
 
 The clock jumps: from one round to the next event, action completion, throttle-window or delay
 expiry, or the next tick at which a timer with work is due; timers that would have restarted at
@@ -51,6 +59,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from plbjax.sf import apply_actions
+from plbjax.sf._state import DEFAULT_METRICS
 from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event, apply_events
 from plbjax.sf.replay.timeline import Timeline, settings_of
 
@@ -113,6 +122,7 @@ class Replay:
     duration: float
     seconds: float
     timings: Mapping[str, float] = field(default_factory=dict)  # wall seconds by part (see `PARTS`)
+    interrupted: bool = False  # stopped early: `duration` is the simulated time reached
 
 
 @dataclass(frozen=True, order=True)
@@ -131,21 +141,33 @@ class _Movement:
 # Where a replay's wall time goes (Replay.timings): applying events, the probe, the planner, and
 # the rest (the scheduler, throttles, applying completed actions: "loop").
 PARTS = ("events", "probe", "planner", "loop")
-Progress = Callable[[float, Mapping[str, float], Mapping[str, int]], None]
+Progress = Callable[[float, Mapping[str, float], Mapping[str, int], int], None]
+
+
+class _Stopped(Exception):
+    """`stop()` held after a planner call: its plan is dropped and the clock stops."""
 
 
 def replay(
-    timeline: Timeline, planner: Planner, probe: Probe, seed: int = 0, progress: Progress | None = None
+    timeline: Timeline,
+    planner: Planner,
+    probe: Probe,
+    seed: int = 0,
+    progress: Progress | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> Replay:
     """Play `timeline`: events, PLB rounds and action completions up to its Duration. `progress`,
-    if given, is called after every processed time with (simulated time, timings so far, rounds).
+    if given, is called after every processed time with (simulated time, timings so far, rounds,
+    cumulative movements). `stop`, if given, is asked before every processed time and after every
+    planner call: once it holds, the clock stops there (a round whose search it cut short is
+    not issued) and the record, valid up to that time, is `interrupted`.
 
     The objects alive when it starts (the timeline: millions of events on a large cluster) are
     exempt from the garbage collector while it plays (`gc.freeze`), so that the collections the
     rounds trigger do not traverse them again and again."""
     gc.freeze()
     try:
-        return _Sim(timeline, planner, probe, seed, progress).run()
+        return _Sim(timeline, planner, probe, seed, progress, stop).run()
     finally:
         gc.unfreeze()
 
@@ -232,9 +254,17 @@ def partition_key(action_or_partition: Mapping) -> PartitionKey:
 class _Sim:
     """The mutable state of one replay: the document, the scheduler's timers, windows, in-flight actions."""
 
-    def __init__(self, timeline: Timeline, planner: Planner, probe: Probe, seed: int, progress: Progress | None = None):
+    def __init__(
+        self,
+        timeline: Timeline,
+        planner: Planner,
+        probe: Probe,
+        seed: int,
+        progress: Progress | None = None,
+        stop: Callable[[], bool] | None = None,
+    ):
         self.timeline, self.planner, self.probe, self.seed = timeline, planner, probe, seed
-        self.progress = progress
+        self.progress, self.stop = progress, stop or (lambda: False)
         self.timings: dict[str, float] = dict.fromkeys(PARTS, 0.0)
         self.doc, self.version = timeline.state, 0
         self.next_event = 0  # the timeline's events are in order: the next one not applied yet
@@ -247,10 +277,12 @@ class _Sim:
         self.partition_moves: list[tuple[float, PartitionKey]] = []
         self.last: dict[str, float] = {"Placement": -math.inf, "ConstraintCheck": -math.inf}
         self.last_balancing: dict[str | None, float] = {}
-        self.node_down = self.new_node = self.state_change = self.load_change = -math.inf
+        self.node_down = self.new_node = self.load_change = -math.inf
+        self.state_change = 0.0  # SF's AddService: the initial state is a change at t = 0
         self.now, self.last_round, self.wake = 0.0, -math.inf, 0.0
         self.last_avg: float | None = None
         self.fruitless: dict[str, int] = {}
+        self.placement, self.with_move = ("New", 0), False  # SF's placementAction_: mode, iteration
         self.cache: dict[tuple, Any] = {}
         self.imbalanced_before: frozenset | None = None  # None: not probed yet
         self.rows: list[Row] = []
@@ -261,10 +293,13 @@ class _Sim:
     # ---------------------------------------------------------------- driving
 
     def run(self) -> Replay:
-        start, end = wallclock.perf_counter(), self.timeline.duration
+        start, end, interrupted = wallclock.perf_counter(), self.timeline.duration, False
         while True:
             t = min([*self._wakes(), self._next_round()], default=math.inf)
             if t > end + _EPS:
+                break
+            if self.stop():
+                end, interrupted = self.now, True
                 break
             self._catch_up(t)
             self.now = t
@@ -272,9 +307,13 @@ class _Sim:
             if self._next_pending() <= t + _EPS:
                 self._apply_events(t)
             if t > self.last_round + _EPS and abs(t - tick_at_or_after(t, self._gap())) < _EPS:
-                self._round(t)
+                try:
+                    self._round(t)
+                except _Stopped:
+                    end, interrupted = t, True
+                    break
             if self.progress is not None:
-                self.progress(t, self._timings(start), dict(self.rounds))
+                self.progress(t, self._timings(start), dict(self.rounds), self.cumulative)
         return Replay(
             tuple(self.rows),
             tuple(self.actions),
@@ -284,6 +323,7 @@ class _Sim:
             end,
             wallclock.perf_counter() - start,
             self._timings(start),
+            interrupted,
         )
 
     def _timings(self, start: float) -> dict[str, float]:
@@ -333,13 +373,15 @@ class _Sim:
     def _live_dues(self, at: float) -> list[float]:
         """When each timer that has work to do expires."""
         s, needs, dues = self._settings(), self._needs(), []
-        for phase, need in (("Placement", needs.unplaced), ("ConstraintCheck", needs.violations)):
-            if need and self.fruitless.get(phase) != self.version:
+        for phase in self._phases_on():
+            if (needs.unplaced if phase == "Placement" else needs.violations) and self.fruitless.get(
+                phase
+            ) != self.version:
                 dues.append(self.last[phase] + self._interval(phase))
         if self._balancing_enabled() and not self._balancing_throttled(at):
             imbalanced = self._imbalanced_types(needs)
             dues += [
-                self.last_balancing.get(t, -math.inf) + iv
+                self._last_balancing(t) + iv
                 for t, iv in self._balancing_timers(s).items()
                 if t in imbalanced and not self._small_change(t, needs)
             ]
@@ -370,18 +412,18 @@ class _Sim:
             self.last[phase] = last_check_before(self.last[phase], self._interval(phase), gap, since, now)
         if self._balancing_enabled() and not self._balancing_throttled(since):
             for t, iv in self._balancing_timers(self._settings()).items():
-                self.last_balancing[t] = last_check_before(self.last_balancing.get(t, -math.inf), iv, gap, since, now)
+                self.last_balancing[t] = last_check_before(self._last_balancing(t), iv, gap, since, now)
 
     def _decide(self, now: float) -> tuple[str, tuple[str | None, ...]] | None:
         """SF's RefreshAction: the phase to run now (and the node types to balance), or None."""
         needs, expired = self._needs(), []
-        for order, phase in enumerate(("Placement", "ConstraintCheck")):
+        for order, phase in enumerate(self._phases_on()):
             due = self.last[phase] + self._interval(phase)
             if now >= due - _EPS:
                 expired.append((due, order, phase))
         if self._balancing_enabled():
             timers = self._balancing_timers(self._settings())
-            due = min(self.last_balancing.get(t, -math.inf) + iv for t, iv in timers.items())
+            due = min(self._last_balancing(t) + iv for t, iv in timers.items())
             if now >= due - _EPS:
                 expired.append((due, 2, "Balancing"))
         for _, _, phase in sorted(expired):
@@ -391,25 +433,94 @@ class _Sim:
                     return phase, types
                 continue
             self.last[phase] = now
-            if (needs.unplaced if phase == "Placement" else needs.violations) and self.fruitless.get(
-                phase
-            ) != self.version:
+            if (
+                not (needs.unplaced if phase == "Placement" else needs.violations)
+                or self.fruitless.get(phase) == self.version
+            ):
+                self.placement = self.placement if phase != "Placement" else ("New", 0)  # SF: "not needed"
+            elif phase == "ConstraintCheck" and not self._constraint_check_skipped(now):
                 return phase, (None,)
+            elif phase == "Placement":
+                self.with_move = self._next_placement(now)
+                if self.with_move or self.fruitless.get("Placement-New") != self.version:
+                    return phase, (None,)
         return None
+
+    def _phases_on(self) -> tuple[str, ...]:
+        """Placement, and the constraint check unless ConstraintCheckEnabled is false (SF's RefreshAction)."""
+        return ("Placement", "ConstraintCheck") if self._settings()["ConstraintCheckEnabled"] else ("Placement",)
+
+    def _constraint_check_skipped(self, now: float) -> bool:
+        """SF's RefreshAction with IsConstraintCheckThrottled: within ConstraintFixPartialDelayAfter-
+        NodeDown/NewNode of a node event, a check whose violations are all fault or upgrade domain
+        ones (AllViolationsSkippable) is skipped, its timer restarted. (SF runs the others "light",
+        with a fifth of its search; the replay runs them in full.)"""
+        s = self._settings()
+        throttled = (
+            now < self.node_down + s["ConstraintFixPartialDelayAfterNodeDown"] - _EPS
+            or now < self.new_node + s["ConstraintFixPartialDelayAfterNewNode"] - _EPS
+        )
+        return throttled and self._domain_violations_only()
+
+    def _domain_violations_only(self) -> bool:
+        """Whether every violation is a fault or upgrade domain one: none is left with both off."""
+        frozen = frozenset(self.busy)
+        key = ("domainless", frozen, self.version)
+        if key not in self.cache:
+            off = with_settings(self.doc, {"FaultDomainConstraintPriority": -1, "UpgradeDomainConstraintPriority": -1})
+            self.cache[key] = self._timed("probe", self.probe, off, frozen).violations == 0
+        return self.cache[key]
+
+    def _next_placement(self, now: float) -> bool:
+        """SF's placementAction_ (RefreshAction's Placement stage, PLBSchedulerAction::CanRetry): this
+        round places with moves or not; PLBActionRetryTimes placements without, then one with moves
+        when MoveExistingReplicaForPlacement allows (and IsCreationWithMoveThrottled does not hold),
+        then without again. A state change starts over (SystemStateChanged)."""
+        s, (mode, iteration) = self._settings(), self.placement
+        if mode == "WithMove" and self._creation_with_move_throttled(now):
+            mode, iteration = "New", 0
+        current, iteration = mode, iteration + 1
+        if not (iteration < s["PLBActionRetryTimes"] if mode == "New" else iteration == 0):
+            mode = "WithMove" if mode == "New" and s["MoveExistingReplicaForPlacement"] else "New"
+            iteration = 0
+        self.placement = (mode, iteration)
+        return current == "WithMove"
+
+    def _creation_with_move_throttled(self, now: float) -> bool:
+        """SF's IsCreationWithMoveThrottled: a global or placement movement throttle reached, or
+        MaxPercentageToMoveForPlacement 0."""
+        s = self._settings()
+        left = throttle_allowance(s, self.movements, now, self._existing())
+        reached = any(
+            left.get(k, 1) <= 0
+            for k in ("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdForPlacement")
+        )
+        return reached or s["MaxPercentageToMoveForPlacement"] == 0
 
     def _balancing_types(self, now: float, needs: Needs) -> tuple[str | None, ...]:
         """Node types to balance now (None: the whole cluster); restarts the expired timers."""
         if self._balancing_throttled(now):
             return ()
         imbalanced, timers = self._imbalanced_types(needs), self._balancing_timers(self._settings())
-        expired = [t for t, iv in timers.items() if now >= self.last_balancing.get(t, -math.inf) + iv - _EPS]
+        expired = [t for t, iv in timers.items() if now >= self._last_balancing(t) + iv - _EPS]
         chosen = tuple(t for t in expired if t in imbalanced and not self._small_change(t, needs))
         for t in expired:
             self.last_balancing[t] = now
         return chosen
 
+    def _last_balancing(self, node_type: str | None) -> float:
+        """A balancing timer's last restart: SF's ServiceDomain creates its scheduler with
+        lastBalancing = now (the start), so the first balancing comes one interval later."""
+        return self.last_balancing.get(node_type, 0.0)
+
     def _balancing_enabled(self) -> bool:
-        return not (self.doc.get("Upgrade") or {}).get("InProgress", False)
+        """SF's RefreshAction: isBalancingEnabled = LoadBalancingEnabled, not paused (a cluster upgrade
+        pauses it), and canBalanceDueToAppUpgrade (no application upgrade, or
+        AllowBalancingDuringApplicationUpgrade)."""
+        s, upgrade = self._settings(), self.doc.get("Upgrade") or {}
+        if not s["LoadBalancingEnabled"] or not upgrade.get("InProgress", False):
+            return bool(s["LoadBalancingEnabled"])
+        return upgrade.get("Scope", "Cluster") != "Cluster" and bool(s["AllowBalancingDuringApplicationUpgrade"])
 
     def _balancing_throttled(self, now: float) -> bool:
         """SF's IsBalancingThrottled: soon after a node event, a global throttle reached, or nothing to move."""
@@ -423,11 +534,39 @@ class _Sim:
                 for k in ("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdForBalancing")
             )
             or s["MaxPercentageToMove"] == 0
+            or self._per_partition_throttled()
         )
+
+    def _throttled_partitions(self) -> set[PartitionKey]:
+        """SF's GetMovementThrottledFailoverUnits: partitions balancing moved as many times as
+        MovementPerPartitionThrottleThreshold within MovementPerPartitionThrottleCountingInterval."""
+        threshold = self._settings()["MovementPerPartitionThrottleThreshold"]
+        counts: dict[PartitionKey, int] = {}
+        for _, key in self.partition_moves:
+            counts[key] = counts.get(key, 0) + 1
+        return {k for k, c in counts.items() if c >= threshold}
+
+    def _per_partition_throttled(self) -> bool:
+        """SF's ThrottleBalancingForPerFUMovements: more of the imbalanced partitions (those of a
+        service with an imbalanced metric: SystemState::GetImbalancedFailoverUnits) throttled than
+        MovementThrottledPartitionsPercentageThreshold of them."""
+        throttled = self._throttled_partitions()
+        if not throttled:
+            return False
+        metrics = {m for m, _ in self._needs().imbalanced}
+        of_service = {
+            s["ServiceName"]: {m["Name"] for m in s.get("Metrics") or []} or {m for m, _ in DEFAULT_METRICS}
+            for s in self.doc["Services"]
+        }
+        imbalanced = {
+            partition_key(p) for p in self.doc["Partitions"] if of_service.get(p["ServiceName"], set()) & metrics
+        }
+        share = self._settings()["MovementThrottledPartitionsPercentageThreshold"]
+        return len(throttled & imbalanced) > len(imbalanced) * share
 
     def _small_change(self, node_type: str | None, needs: Needs) -> bool:
         """SF's ThrottleBalancingForSmallStdDevChange for the timer of `node_type`."""
-        last = self.last_balancing.get(node_type, -math.inf)
+        last = self._last_balancing(node_type)
         if self.state_change > last:
             return False
         if self.state_change < last and self.load_change < last:
@@ -460,7 +599,6 @@ class _Sim:
     # ---------------------------------------------------------------- phases and actions
 
     def _run_phase(self, now: float, phase: str, node_types: tuple[str | None, ...]) -> None:
-        self.rounds[phase] = self.rounds.get(phase, 0) + 1
         issued = 0
         for node_type in node_types:
             plan = self._timed(
@@ -472,6 +610,8 @@ class _Sim:
                 self.seed + self.calls,
                 self._frozen(phase, now),
             )
+            if self.stop():  # the search was cut short: its plan is not issued
+                raise _Stopped
             self.calls += 1
             counts = self._issue(now, phase, node_type, plan["Actions"])
             if "History" in plan:
@@ -480,8 +620,16 @@ class _Sim:
             self.doc = _clean_history(self.doc)
             issued += counts["Actions"]
             self._row(now, phase, phase, node_type, counts)
+        self.rounds[phase] = self.rounds.get(phase, 0) + 1
         if phase == "Balancing":
             self.last_avg = self._needs().avg_std_dev
+        elif (
+            not issued
+            and phase == "Placement"
+            and not self.with_move
+            and self._settings()["MoveExistingReplicaForPlacement"]
+        ):
+            self.fruitless["Placement-New"] = self.version  # not searched again; the retries still count
         elif not issued:
             self.fruitless[phase] = self.version
 
@@ -525,7 +673,7 @@ class _Sim:
             if not batch.apply(done.action):
                 self.cancelled += 1
                 continue
-            self.state_change = now
+            self._state_changed(now)
             self._changed(now)
         if batch is not None:
             self.doc = batch.document()
@@ -575,10 +723,15 @@ class _Sim:
             if event.kind == "LoadReport":
                 self.load_change = now
             else:
-                self.state_change = now
+                self._state_changed(now)
         if applied:
             self._changed(now)
         self.doc = _clean_history(self.doc)
+
+    def _state_changed(self, now: float) -> None:
+        """SF's SystemStateChanged: a change other than a load report; placement starts over without moves."""
+        self.state_change = now
+        self.placement = ("New", 0)
 
     def _changed(self, now: float) -> None:
         self.version += 1
@@ -621,11 +774,7 @@ class _Sim:
         """Partitions with an action in flight; for Balancing also those at the per-partition throttle."""
         frozen = set(self.busy)
         if phase == "Balancing":
-            threshold = self._settings()["MovementPerPartitionThrottleThreshold"]
-            counts: dict[PartitionKey, int] = {}
-            for _, key in self.partition_moves:
-                counts[key] = counts.get(key, 0) + 1
-            frozen |= {k for k, c in counts.items() if c >= threshold}
+            frozen |= self._throttled_partitions()
         return frozenset(frozen)
 
     def _view(self, phase: str, now: float) -> dict:
@@ -637,6 +786,8 @@ class _Sim:
                 overrides |= {absolute: left[absolute], percentage: 0}
             elif absolute in left and phase == "Placement" and phase in phases:
                 overrides["MaxPercentageToMoveForPlacement"] = 0
+        if phase == "Placement" and not self.with_move:
+            overrides["MoveExistingReplicaForPlacement"] = False
         return with_settings(self.doc, overrides) if overrides else self.doc
 
     def _row(self, now: float, trigger: str, phase: str, node_type: str | None, counts: dict[str, int]) -> None:

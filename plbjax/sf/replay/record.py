@@ -87,6 +87,7 @@ SUMMARY_KEYS = (
     "FinalUnplaced",
     "Seconds",
     "SimulatedSeconds",
+    "Interrupted",
     "CancelledActions",  # beyond §3: in-flight actions that no longer fitted when they completed
 )
 
@@ -94,7 +95,8 @@ SUMMARY_KEYS = (
 def summary(replay: Replay) -> dict:
     """Rounds and actions by kind, churn, time-averaged imbalance, worst violations, wall time:
     the keys of timeline.md §3 in that order, then `CancelledActions` (`SUMMARY_KEYS`). Actions by
-    kind are the plan's action names (`MoveSecondary`, `AddInstance`, ...), as issued;
+    kind are the plan's action names (`MoveSecondary`, `AddInstance`, ...), as issued; a replay
+    stopped early has `Interrupted` true and `SimulatedSeconds` the time it reached;
     `CancelledActions` counts those that no longer fitted when they completed."""
     actions: dict[str, int] = {}
     for action in replay.actions:
@@ -109,6 +111,7 @@ def summary(replay: Replay) -> dict:
         "FinalUnplaced": rows[-1].needs.unplaced if rows else 0,
         "Seconds": round(replay.seconds, 3),
         "SimulatedSeconds": replay.duration,
+        "Interrupted": replay.interrupted,
         "CancelledActions": replay.cancelled,
     }
 

@@ -1,0 +1,35 @@
+"""A long replay's progress on stderr: where the simulated clock is, every few wall seconds."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Mapping
+from typing import TextIO
+
+
+class ReplayProgress:
+    """A `replay` progress callback printing, every `every` wall seconds (the first after
+    `quiet_for`), the simulated time reached, rounds by phase, movements and simulated hours per
+    wall minute."""
+
+    def __init__(self, duration: float, quiet_for: float = 5.0, every: float = 5.0, stream: TextIO | None = None):
+        self.duration, self.every, self.stream = duration, every, stream
+        self.start = time.perf_counter()
+        self.next = self.start + quiet_for
+
+    def __call__(self, now: float, timings: Mapping[str, float], rounds: Mapping[str, int], movements: int) -> None:
+        wall = time.perf_counter()
+        if wall < self.next:
+            return
+        self.next = wall + self.every
+        print(self.line(now, rounds, movements, wall - self.start), file=self.stream or sys.stderr, flush=True)
+
+    def line(self, now: float, rounds: Mapping[str, int], movements: int, wall: float) -> str:
+        share = f" ({100 * now / self.duration:.0f}%)" if self.duration > 0 else ""
+        phases = ", ".join(f"{phase} {count}" for phase, count in rounds.items()) or "none"
+        rate = (now / 3600) / (wall / 60) if wall > 0 else 0.0
+        return (
+            f"plbjax-replay: simulated {now:,.0f} s of {self.duration:,.0f}{share}; rounds: {phases}; "
+            f"{movements} movement(s); {rate:.2f} simulated h per wall minute"
+        )
