@@ -124,20 +124,33 @@ def no_new_violations(before: dict, after: dict) -> list[str]:
 
 
 def node_loads(state: ClusterState, document: dict) -> dict[str, Counter]:
-    """{node: {metric: load}} of a document's placement, by SF's rules: a replica's reported load
-    holds in the role it was reported in, else its service's default load for its role. Replicas on
-    Down nodes are not running and carry no load."""
+    """{node: {metric: load}} of a document's placement, by SF's rules: the load follows the role
+    (SF's FailoverUnit): a primary carries the load its partition's primary reported, a secondary
+    its own reported secondary load, a former primary the average of the partition's reported
+    secondaries; what nobody reported is its service's default load for the role. Replicas on Down
+    nodes are not running and carry no load."""
     services = {s.name: s for s in state.services}
     down = {n.name for n in state.nodes if n.status == "Down"}
-    reported = {str(r.replica_id): r for p in state.partitions for r in p.replicas}
+    partitions = {(p.service, str(p.partition_id)): p for p in state.partitions}
     loads: dict[str, Counter] = defaultdict(Counter)
     for part in document["Partitions"]:
+        given = partitions.get((part["ServiceName"], str(part["PartitionId"])))
+        reported = {str(r.replica_id): r for r in given.replicas} if given is not None else {}
+        primary = [r for r in reported.values() if r.role == "Primary"]
+        secondaries = [r for r in reported.values() if r.role == "Secondary"]
         for rep in part["Replicas"]:
             if rep.get("NodeName") is None or rep["NodeName"] in down:
                 continue
             own = reported.get(str(rep["ReplicaId"])) if rep["ReplicaId"] is not None else None
             for metric in services[part["ServiceName"]].metrics:
-                value = own.loads.get(metric.name) if own is not None and own.role == rep["Role"] else None
+                value = None
+                if rep["Role"] == "Primary" and primary:
+                    value = primary[0].loads.get(metric.name)
+                elif own is not None and own.role == rep["Role"]:
+                    value = own.loads.get(metric.name)
+                elif rep["Role"] == "Secondary" and own is not None and own.role == "Primary" and secondaries:
+                    values = [r.loads.get(metric.name, metric.secondary_load) for r in secondaries]
+                    value = sum(values) / len(values)
                 if value is None:
                     value = metric.secondary_load if rep["Role"] == "Secondary" else metric.primary_load
                 loads[rep["NodeName"]][metric.name] += value

@@ -84,12 +84,6 @@ def steady():
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="needs the encoding to price a swap as the replay applies it: a secondary's load as primary "
-    "is its primary's, the primary's as secondary its secondaries' average (SF's FailoverUnit); "
-    "plbjax/sf/_encoding.py is not this branch's to change (issue 31 report)",
-)
 def test_every_plan_predicts_the_loads_the_replay_then_holds(steady):
     """Each round's plan (its Nodes' LoadsAfter) against the probe's node loads once its actions are
     applied (ActionSeconds 0: at once): swaps included, the load follows the role."""

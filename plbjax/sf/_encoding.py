@@ -795,10 +795,32 @@ def _replica_loads(
         as_secondary = reported & (code[row] == 1)
         load_primary[row[as_primary], metric[as_primary]] = value[as_primary]
         load_secondary[row[as_secondary], metric[as_secondary]] = value[as_secondary]
+    _loads_follow_role(layout, code, load_primary, load_secondary)
     instance = code == 2
     load_secondary[instance] = load_primary[instance]
     shape = (layout.n_rep, cluster.n_metrics)
     return load_primary.reshape(shape), load_secondary.reshape(shape)
+
+
+def _loads_follow_role(layout: _Layout, code: np.ndarray, load_primary: np.ndarray, load_secondary: np.ndarray) -> None:
+    """The load follows the role (SF's FailoverUnit: one primary load per partition, whichever
+    replica is primary; a replica new to the secondary role gets the average of the secondaries'
+    loads, UpdateSecondaryLoadMap): each replica's load as primary is its primary's, the primary's
+    load as secondary the average of the partition's listed secondaries (in place)."""
+    n_part = layout.sizes.size
+    partition = np.repeat(np.arange(n_part), layout.sizes)
+    primary_row = np.full(n_part, -1, np.int64)
+    primary_row[partition[code == 0]] = np.flatnonzero(code == 0)
+    led = (code != 0) & (primary_row[partition] >= 0)
+    load_primary[led] = load_primary[primary_row[partition[led]]]
+    listed = np.zeros(code.shape[0], bool)
+    listed[layout.given_rows] = True
+    secondary = listed & (code == 1)
+    count = np.bincount(partition[secondary], minlength=n_part)
+    sums = np.zeros((n_part, load_secondary.shape[1]), np.float64)
+    np.add.at(sums, partition[secondary], load_secondary[secondary])
+    primary = (code == 0) & (count[partition] > 0)
+    load_secondary[primary] = sums[partition[primary]] / count[partition[primary], None]
 
 
 def _default_loads(cluster: _Entities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
