@@ -75,7 +75,7 @@ def targets(result: dict) -> dict:
     """Issue 30's targets, met or not, for what was measured."""
     out = {}
     example = result["Cases"].get("example", {})
-    if "after" in example:
+    if "warm" in example.get("after", {}):
         out["example warm <= 5 s"] = example["after"]["warm"]["Wall"] <= 5
         out["example cold <= 12 s"] = example["after"]["cold"]["Wall"] <= 12
     ten = result["Cases"].get("10000", {}).get("after")

@@ -599,11 +599,34 @@ class _Prepared(NamedTuple):
     health: list[dict]  # resource governance's reports
 
 
+class _Encoded(NamedTuple):
+    """A state under resource governance, its reports and its encoding."""
+
+    state: ClusterState
+    health: list[dict]
+    problem: Problem
+    index: Index
+
+
+_last_encoded: list[tuple[ClusterState, _Encoded]] = []  # the last state encoded, and its encoding
+
+
+def _governed_encoding(state: ClusterState) -> _Encoded:
+    """Resource governance and the encoding of `state`, reused for the same state object (a replay
+    round probes a state, then plans it; states are immutable, and the slot keeps the one it names
+    alive, so identity cannot be mistaken)."""
+    if _last_encoded and _last_encoded[0][0] is state:
+        return _last_encoded[0][1]
+    governed, health = apply_resource_governance(state)
+    encoded = _Encoded(governed, health, *encode(governed))
+    _last_encoded[:] = [(state, encoded)]
+    return encoded
+
+
 def _prepare(state: ClusterState, priorities: np.ndarray) -> _Prepared:
     """Resource governance, surplus drops (the phases plan partitions without them), children of
     one-per-node parents confined to where a parent instance will be, and elected primaries."""
-    state, governance_health = apply_resource_governance(state)
-    problem, index = encode(state)
+    state, governance_health, problem, index = _governed_encoding(state)
     running = np.array([n >= 0 and index.node_status[n] == "Up" for n in index.input_node])
     input_node = np.where(running, index.input_node, -1)
     original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
@@ -817,8 +840,7 @@ class Findings:
 
 def findings(state: ClusterState, frozen: Collection[tuple[str, str]] = ()) -> Findings:
     """What placement, the constraint check and balancing would find to do in `state` now."""
-    state, _ = apply_resource_governance(state)
-    problem, index = encode(state)
+    state, _, problem, index = _governed_encoding(state)
     priorities = _priorities(state)
     now = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
     free, free_partitions = _frozen_masks(index, problem, frozen)
