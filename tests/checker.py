@@ -85,7 +85,7 @@ def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[
         "fault_domain": set(),
         "upgrade_domain": set(),
     }
-    replicas = {str(r.replica_id): r for p in state.partitions for r in p.replicas}
+    partitions = {(p.service, str(p.partition_id)): p for p in state.partitions}
     for (service, pid), reps in placement.items():
         svc = services[service]
         placed = [(rid, role, node) for rid, role, node in reps if node is not None]
@@ -95,12 +95,8 @@ def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[
         for rid, role, node in placed:
             if node not in allowed:
                 out["placement"].add((service, pid, rid))
-            own = replicas[rid]
             for metric in svc.metrics:
-                value = own.loads.get(metric.name) if own.role == role else None
-                if value is None:
-                    value = metric.secondary_load if role == "Secondary" else metric.primary_load
-                loads[node][metric.name] += value
+                loads[node][metric.name] += role_load(metric, partitions.get((service, str(pid))), rid, role)
         usable = [nodes[n] for n in allowed]
         if not _domain_ok([nodes[n].fault_domain for _, _, n in placed], [n.fault_domain for n in usable]):
             out["fault_domain"].add((service, pid))
@@ -123,37 +119,43 @@ def no_new_violations(before: dict, after: dict) -> list[str]:
     return [f"{k}: {sorted(after[k] - before[k])}" for k in after if after[k] - before[k]]
 
 
+def role_load(metric, given, replica_id, role: str) -> float:
+    """A replica's load of `metric` in `role`, by SF's rules: the load follows the role (SF's
+    FailoverUnit): a primary carries the load its partition's primary reported, a secondary its own
+    reported secondary load, a former primary the average of the partition's secondaries (their
+    reported or default loads); what nobody reported is the service's default load for the role.
+    `given`: the partition as the state gives it (None: a partition new to it)."""
+    reported = {str(r.replica_id): r for r in given.replicas} if given is not None else {}
+    own = reported.get(str(replica_id)) if replica_id is not None else None
+    primary = [r for r in reported.values() if r.role == "Primary"]
+    secondaries = [r for r in reported.values() if r.role == "Secondary"]
+    value = None
+    if role == "Primary" and primary:
+        value = primary[0].loads.get(metric.name)
+    elif own is not None and own.role == role:
+        value = own.loads.get(metric.name)
+    elif role == "Secondary" and own is not None and own.role == "Primary" and secondaries:
+        values = [r.loads.get(metric.name, metric.secondary_load) for r in secondaries]
+        value = sum(values) / len(values)
+    if value is None:
+        value = metric.secondary_load if role == "Secondary" else metric.primary_load
+    return value
+
+
 def node_loads(state: ClusterState, document: dict) -> dict[str, Counter]:
-    """{node: {metric: load}} of a document's placement, by SF's rules: the load follows the role
-    (SF's FailoverUnit): a primary carries the load its partition's primary reported, a secondary
-    its own reported secondary load, a former primary the average of the partition's reported
-    secondaries; what nobody reported is its service's default load for the role. Replicas on Down
-    nodes are not running and carry no load."""
+    """{node: {metric: load}} of a document's placement (`role_load`). Replicas on Down nodes are
+    not running and carry no load."""
     services = {s.name: s for s in state.services}
     down = {n.name for n in state.nodes if n.status == "Down"}
     partitions = {(p.service, str(p.partition_id)): p for p in state.partitions}
     loads: dict[str, Counter] = defaultdict(Counter)
     for part in document["Partitions"]:
         given = partitions.get((part["ServiceName"], str(part["PartitionId"])))
-        reported = {str(r.replica_id): r for r in given.replicas} if given is not None else {}
-        primary = [r for r in reported.values() if r.role == "Primary"]
-        secondaries = [r for r in reported.values() if r.role == "Secondary"]
         for rep in part["Replicas"]:
             if rep.get("NodeName") is None or rep["NodeName"] in down:
                 continue
-            own = reported.get(str(rep["ReplicaId"])) if rep["ReplicaId"] is not None else None
             for metric in services[part["ServiceName"]].metrics:
-                value = None
-                if rep["Role"] == "Primary" and primary:
-                    value = primary[0].loads.get(metric.name)
-                elif own is not None and own.role == rep["Role"]:
-                    value = own.loads.get(metric.name)
-                elif rep["Role"] == "Secondary" and own is not None and own.role == "Primary" and secondaries:
-                    values = [r.loads.get(metric.name, metric.secondary_load) for r in secondaries]
-                    value = sum(values) / len(values)
-                if value is None:
-                    value = metric.secondary_load if rep["Role"] == "Secondary" else metric.primary_load
-                loads[rep["NodeName"]][metric.name] += value
+                loads[rep["NodeName"]][metric.name] += role_load(metric, given, rep["ReplicaId"], rep["Role"])
     return loads
 
 

@@ -333,6 +333,13 @@ class _Cluster:
         self.reported = {
             str(r["ReplicaId"]): (r["Role"], r.get("Loads", {})) for p in doc["Partitions"] for r in p["Replicas"]
         }
+        self.by_role = {  # the loads each partition's replicas reported, by their role
+            (p["ServiceName"], str(p["PartitionId"])): {
+                role: [r.get("Loads", {}) for r in p["Replicas"] if r["Role"] == role]
+                for role in ("Primary", "Secondary")
+            }
+            for p in doc["Partitions"]
+        }
 
     def target(self, service: str) -> int:
         svc = self.services[service]
@@ -342,8 +349,10 @@ class _Cluster:
         """Up nodes the service may use: where its domain spread is counted."""
         return [n for n in self.allowed[service] if self.status[n] == "Up"]
 
-    def load(self, service: str, replica: dict) -> dict[str, float]:
-        """SF's load of a replica in its role: its report in that role, else the service's default."""
+    def load(self, service: str, replica: dict, partition_id=None) -> dict[str, float]:
+        """SF's load of a replica in its role; the load follows the role (SF's FailoverUnit): a
+        primary carries its partition's reported primary load, a former primary the average of the
+        secondaries' loads; else its own report in that role, else the service's default."""
         svc = self.services[service]
         role = replica["Role"]
         own_role, own = (
@@ -354,8 +363,15 @@ class _Cluster:
         if not metrics:  # SF's default metrics, loads by role
             count = {"Primary": (1.0, 1.0, 1.0), "Secondary": (0.0, 1.0, 1.0), "Instance": (0.0, 0.0, 1.0)}[role]
             out.update(zip(("PrimaryCount", "ReplicaCount", "Count"), count))
+        reported = self.by_role.get((service, str(partition_id)), {"Primary": [], "Secondary": []})
         for m in metrics:
-            if m["Name"] in own and own_role == role:
+            default = float(m.get("SecondaryDefaultLoad", m.get("DefaultLoad", 0)))
+            if role == "Primary" and reported["Primary"] and m["Name"] in reported["Primary"][0]:
+                out[m["Name"]] = float(reported["Primary"][0][m["Name"]])
+            elif role == "Secondary" and own_role == "Primary" and reported["Secondary"]:
+                values = [float(r.get(m["Name"], default)) for r in reported["Secondary"]]
+                out[m["Name"]] = sum(values) / len(values)
+            elif m["Name"] in own and own_role == role:
                 out[m["Name"]] = float(own[m["Name"]])
             elif role == "Instance":
                 out[m["Name"]] = float(m.get("DefaultLoad", 0))
@@ -376,7 +392,7 @@ class _Cluster:
             for rep in part["Replicas"]:
                 node = rep.get("NodeName")
                 if node is not None and self.status[node] == "Up":
-                    loads[node].update(self.load(part["ServiceName"], rep))
+                    loads[node].update(self.load(part["ServiceName"], rep, part["PartitionId"]))
         return loads
 
 

@@ -55,9 +55,8 @@ def touched(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> np.nda
     """The partitions (in order) that have actions or rotations: a replica on another node than the
     one it runs on in the input (or on none there), a different primary, or a primary whose node is
     down. The others are left as they are, however many there are."""
-    n, rows = index.n_partitions, index.partition_rows
-    flat = np.fromiter((r for row in rows for r in row), np.int64)
-    partition = np.repeat(np.arange(n), [len(row) for row in rows])
+    n = index.n_partitions
+    flat, partition = index.row_partition
     down = np.array([status == "Down" for status in index.node_status] + [True], bool)
     given = np.asarray(index.input_node)[flat]
     present = np.where(given >= 0, given, -1)

@@ -8,6 +8,7 @@ Entities are sorted by name, so the encoding does not depend on the order of inp
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Iterator
 from itertools import chain, repeat
@@ -170,6 +171,14 @@ class Index:
     n_nodes: int
     n_replicas: int
     n_partitions: int
+
+    @functools.cached_property
+    def row_partition(self) -> tuple[np.ndarray, np.ndarray]:
+        """(rows, partition): every partition's replica rows, flat in partition order, and the
+        partition of each, so that per-replica work on the host is vectorised."""
+        sizes = np.fromiter(map(len, self.partition_rows), np.int64, len(self.partition_rows))
+        rows = np.fromiter(chain.from_iterable(self.partition_rows), np.int64, int(sizes.sum()))
+        return rows, np.repeat(np.arange(len(sizes)), sizes)
 
 
 def _domain_tree(paths: list[tuple[str, ...]], n_pad: int) -> np.ndarray:
