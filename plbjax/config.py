@@ -63,9 +63,7 @@ class ReplayConfig:
     search: SearchConfig = dataclasses.field(default_factory=_replay_search)  # each round's search
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)  # the initial state's thresholds
-    settings: dict[str, Any] = dataclasses.field(
-        default_factory=dict
-    )  # PLB settings by SF name, over the initial state's
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # PLB settings by SF name (+settings.NAME=V)
 
 
 def register() -> None:
