@@ -63,6 +63,11 @@ def configure_devices(device: DeviceConfig) -> None:
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(device.memory_fraction)
     if device.distributed:
         jax.distributed.initialize()  # coordinator and process ids from SLURM / Open MPI / the environment
+        print(
+            f"plbjax: process {jax.process_index()} of {jax.process_count()}; the chains are split over "
+            f"{jax.device_count()} devices in all ({jax.local_device_count()} here)",
+            flush=True,
+        )
 
 
 def _check_writable(path: str | None, key: str) -> None:
