@@ -35,7 +35,10 @@ register()
 help.register()
 _job_started = False
 REQUIRED = {"plbjax": "state", "plbjax-replay": "timeline"}  # the key a bare path on the command line names
-_VALUE_FLAGS = ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir", "-p", "--package", "--info")
+_VALUE_FLAGS = (  # Hydra's flags that take the next word as their value
+    *("-c", "--cfg", "-p", "--package", "-i", "--info", "--experimental-rerun"),
+    *("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir"),
+)
 
 
 class Progress:

@@ -339,3 +339,16 @@ def test_a_run_refusing_its_input_leaves_no_run_directory(tmp_path):
     done = plbjax("state=does-not-exist.yaml", cwd=tmp_path)
     assert done.returncode == 2, done.stderr
     assert not (tmp_path / "outputs").exists(), list(tmp_path.rglob("*"))
+
+
+def test_plain_forms_become_hydras():
+    from plbjax.cli import _plain_forms
+
+    assert _plain_forms(["day.yaml", "out=r"], "timeline") == ["timeline=day.yaml", "out=r"]
+    assert _plain_forms(["-m", "s.yaml", "preset=cpu,gpu"], "state") == ["-m", "state=s.yaml", "+preset=cpu,gpu"]
+    assert _plain_forms(["--cfg", "job", "state=s.yaml", "+preset=gpu"], "state") == [
+        "--cfg",
+        "job",
+        "state=s.yaml",
+        "+preset=gpu",
+    ]
