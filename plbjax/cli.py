@@ -24,15 +24,17 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from plbjax import anneal, help
+from plbjax import anneal
 from plbjax.config import BalancingConfig, DeviceConfig, ReplayConfig, RunConfig, from_hydra, register
 from plbjax.errors import BadInput, did_you_mean
 from plbjax.files import write_text
+from plbjax.help import keys as config_keys
+from plbjax.help import register as register_help
 from plbjax.sweep import FAILED
 
 CONFIG_DIR = "pkg://plbjax.conf"  # the repository's conf/, shipped in the package (pyproject.toml)
 register()
-help.register()
+register_help()
 _job_started = False
 REQUIRED = {"plbjax": "state", "plbjax-replay": "timeline"}  # the key a bare path on the command line names
 _VALUE_FLAGS = (  # Hydra's flags that take the next word as their value
@@ -282,7 +284,7 @@ class _HeldStderr(io.TextIOBase):
             if unknown[1].startswith("settings."):
                 hint = f" (a PLB setting is added: +{unknown[1]}=VALUE)"
             else:
-                hint = did_you_mean(unknown[1], help.keys(prog))
+                hint = did_you_mean(unknown[1], config_keys(prog))
             return f"{unknown[1]}: unknown config key{hint}"
         typed = re.search(r"Error merging override ([^=\s]+)=.*?\n(.+)", text)
         if typed:
