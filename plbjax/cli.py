@@ -286,6 +286,11 @@ class _HeldStderr(io.TextIOBase):
             else:
                 hint = did_you_mean(unknown[1], config_keys(prog))
             return f"{unknown[1]}: unknown config key{hint}"
+        group = re.search(r"Could not find '([\w/]+)/([^']+)'\n\nAvailable options in '[^']+':\n((?:\t.*\n)*)", text)
+        if group:
+            options = group[3].split()
+            hint = did_you_mean(group[2], options)
+            return f"{group[1]}={group[2]}: no such {group[1]}{hint} (one of: {', '.join(options)})"
         typed = re.search(r"Error merging override ([^=\s]+)=.*?\n(.+)", text)
         if typed:
             return f"{typed[1]}: {typed[2].strip()}"

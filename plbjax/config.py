@@ -10,7 +10,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from plbjax.errors import BadInput
+from plbjax.errors import BadInput, did_you_mean
 from plbjax.sf import SearchConfig
 
 
@@ -72,10 +72,28 @@ def register() -> None:
     ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
 
 
+def _refuse_unknown_keys(cfg: DictConfig, schema: type, prefix: str = "") -> None:
+    """BadInput for a key the schema does not have, which Hydra lets through when it is added
+    (`+search.chainz=4`), with the nearest known key."""
+    fields = {f.name: f for f in dataclasses.fields(schema)}
+    for key in map(str, cfg.keys()):
+        field = fields.get(key)
+        if field is None:
+            hint = did_you_mean(prefix + key, [prefix + name for name in fields])
+            if key == "settings":  # plbjax-replay's key; a plan's settings are the state's
+                hint = " (plbjax reads PLB settings from the state document's Settings)"
+            raise BadInput(f"{prefix}{key}: unknown config key{hint}")
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        if dataclasses.is_dataclass(default):
+            _refuse_unknown_keys(cfg[key], type(default), f"{prefix}{key}.")
+
+
 def from_hydra(cfg: DictConfig, required: str = "state") -> RunConfig | ReplayConfig:
     """The composed config as dataclasses; every problem is a BadInput naming the key."""
     if OmegaConf.is_missing(cfg, required):
         raise BadInput(f"{required}: missing; run with {required}=PATH")
+    schema = RunConfig if required == "state" else ReplayConfig
+    _refuse_unknown_keys(cfg, schema)
     config = OmegaConf.to_object(cfg)
     assert isinstance(config, (RunConfig, ReplayConfig)), "a config must start from its schema"
     return config
