@@ -72,28 +72,39 @@ def register() -> None:
     ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
 
 
-def _refuse_unknown_keys(cfg: DictConfig, schema: type, prefix: str = "") -> None:
-    """BadInput for a key the schema does not have, which Hydra lets through when it is added
-    (`+search.chainz=4`), with the nearest known key."""
-    fields = {f.name: f for f in dataclasses.fields(schema)}
-    for key in map(str, cfg.keys()):
-        field = fields.get(key)
-        if field is None:
-            hint = did_you_mean(prefix + key, [prefix + name for name in fields])
-            if key == "settings":  # plbjax-replay's key; a plan's settings are the state's
-                hint = " (plbjax reads PLB settings from the state document's Settings)"
-            raise BadInput(f"{prefix}{key}: unknown config key{hint}")
+def schema_keys(schema: type, prefix: str = "") -> dict[str, type]:
+    """Every key of `schema`, dotted (nested dataclasses' keys included) -> the dataclass declaring it."""
+    out: dict[str, type] = {}
+    for field in dataclasses.fields(schema):
         default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
         if dataclasses.is_dataclass(default):
-            _refuse_unknown_keys(cfg[key], type(default), f"{prefix}{key}.")
+            out |= schema_keys(type(default), f"{prefix}{field.name}.")
+        else:
+            out[prefix + field.name] = schema
+    return out
+
+
+def _refuse_unknown_keys(cfg: DictConfig, known: dict[str, type], prefix: str = "") -> None:
+    """BadInput for a key the schema does not have, which Hydra lets through when it is added
+    (`+search.chainz=4`), with the nearest known key."""
+    for name in map(str, cfg.keys()):
+        key = prefix + name
+        if key in known:
+            continue
+        if not OmegaConf.is_missing(cfg, name) and isinstance(cfg[name], DictConfig):  # a group, or a typo of one
+            _refuse_unknown_keys(cfg[name], known, key + ".")
+            continue
+        hint = did_you_mean(key, known)
+        if key.startswith("settings"):  # plbjax-replay's key; a plan's settings are the state's
+            hint = " (plbjax reads PLB settings from the state document's Settings)"
+        raise BadInput(f"{key}: unknown config key{hint}")
 
 
 def from_hydra(cfg: DictConfig, required: str = "state") -> RunConfig | ReplayConfig:
     """The composed config as dataclasses; every problem is a BadInput naming the key."""
     if OmegaConf.is_missing(cfg, required):
         raise BadInput(f"{required}: missing; run with {required}=PATH")
-    schema = RunConfig if required == "state" else ReplayConfig
-    _refuse_unknown_keys(cfg, schema)
+    _refuse_unknown_keys(cfg, schema_keys(RunConfig if required == "state" else ReplayConfig))
     config = OmegaConf.to_object(cfg)
     assert isinstance(config, (RunConfig, ReplayConfig)), "a config must start from its schema"
     return config

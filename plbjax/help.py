@@ -5,14 +5,13 @@ as `${plbjax_keys:plbjax}`; a misspelled key gets its nearest spelling from `key
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import inspect
 import re
 
 from omegaconf import DictConfig, OmegaConf
 
-from plbjax.config import ReplayConfig, RunConfig
+from plbjax.config import ReplayConfig, RunConfig, schema_keys
 
 SCHEMAS = {"plbjax": RunConfig, "plbjax-replay": ReplayConfig}
 
@@ -24,17 +23,9 @@ def meanings(cls: type) -> dict[str, str]:
     return {m[1]: m[2] for m in found if m}
 
 
-def _fields(cls: type, prefix: str = "") -> list[tuple[str, str]]:
-    """(dotted key, meaning) of every leaf field of the dataclass `cls`, nested ones included."""
-    out = []
-    for field in dataclasses.fields(cls):
-        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
-        key = prefix + field.name
-        if dataclasses.is_dataclass(default):
-            out += _fields(type(default), key + ".")
-        else:
-            out.append((key, meanings(cls).get(field.name, "")))
-    return out
+def _fields(schema: type) -> list[tuple[str, str]]:
+    """(dotted key, meaning) of every key of `schema`."""
+    return [(key, meanings(owner).get(key.rsplit(".", 1)[-1], "")) for key, owner in schema_keys(schema).items()]
 
 
 def keys(command: str) -> list[str]:
