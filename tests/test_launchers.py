@@ -83,6 +83,7 @@ def test_two_processes_plan_one_cluster_with_jax_distributed(tmp_path):
             "SLURM_NTASKS": "2",
             "SLURM_PROCID": str(rank),
             "SLURM_LOCALID": str(rank),
+            "JAX_PLATFORMS": "cpu",
             "XLA_FLAGS": "--xla_force_host_platform_device_count=1",
         }
         args = [f"state={EXAMPLE}", "device.distributed=true", f"out={tmp_path / f'plan{rank}.json'}", *FAST]
