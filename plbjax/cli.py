@@ -9,6 +9,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import sys
 import threading
@@ -25,13 +26,21 @@ from omegaconf import DictConfig
 
 from plbjax import anneal
 from plbjax.config import BalancingConfig, DeviceConfig, ReplayConfig, RunConfig, from_hydra, register
-from plbjax.errors import BadInput
+from plbjax.errors import BadInput, did_you_mean
 from plbjax.files import write_text
+from plbjax.help import keys as config_keys
+from plbjax.help import register as register_help
 from plbjax.sweep import FAILED
 
 CONFIG_DIR = "pkg://plbjax.conf"  # the repository's conf/, shipped in the package (pyproject.toml)
 register()
+register_help()
 _job_started = False
+REQUIRED = {"plbjax": "state", "plbjax-replay": "timeline"}  # the key a bare path on the command line names
+_VALUE_FLAGS = (  # Hydra's flags that take the next word as their value
+    *("-c", "--cfg", "-p", "--package", "-i", "--info", "--experimental-rerun"),
+    *("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir"),
+)
 
 
 class Progress:
@@ -59,6 +68,11 @@ def configure_devices(device: DeviceConfig) -> None:
         os.environ["XLA_PYTHON_CLIENT_MEM_FRACTION"] = str(device.memory_fraction)
     if device.distributed:
         jax.distributed.initialize()  # coordinator and process ids from SLURM / Open MPI / the environment
+        print(
+            f"plbjax: process {jax.process_index()} of {jax.process_count()}; the chains are split over "
+            f"{jax.device_count()} devices in all ({jax.local_device_count()} here)",
+            flush=True,
+        )
 
 
 def _check_writable(path: str | None, key: str) -> None:
@@ -173,9 +187,24 @@ def _job(cfg: DictConfig, required: str, work: Callable[[Any, Path], float], pro
     except BadInput as exc:
         print(f"{prog}: bad input: {exc}", file=sys.stderr)
         if hydra_config.mode != RunMode.MULTIRUN:
+            _drop_run_dir(run_dir)
             sys.exit(2)
         write_text(run_dir / FAILED, f"bad input: {exc}\n")  # a sweep goes on; its summary lists the job
         return math.nan
+
+
+def _drop_run_dir(run_dir: Path) -> None:
+    """A run that refused its input leaves no run directory: what Hydra wrote there (.hydra, the job's
+    log) is removed, then the folders above it (outputs/DATE) that this leaves empty, inside the
+    working directory."""
+    if not run_dir.is_dir() or any(p.name != ".hydra" and p.suffix != ".log" for p in run_dir.iterdir()):
+        return
+    shutil.rmtree(run_dir)
+    cwd = Path.cwd().resolve()
+    for parent in run_dir.resolve().parents:
+        if parent == cwd or cwd not in parent.parents or any(parent.iterdir()):
+            break
+        parent.rmdir()
 
 
 def _with_overrides(timeline, cfg: ReplayConfig):
@@ -261,13 +290,21 @@ class _HeldStderr(io.TextIOBase):
     def flush(self) -> None:
         self.stream.flush()
 
-    def one_line(self) -> str:
+    def one_line(self, prog: str) -> str:
         """What was held, as one line (and nothing held any more)."""
         text, self.held = "".join(self.held), []
         unknown = re.search(r"Could not override '([^']+)'", text)
         if unknown:
-            hint = f" (a PLB setting is added: +{unknown[1]}=VALUE)" if unknown[1].startswith("settings.") else ""
+            if unknown[1].startswith("settings."):
+                hint = f" (a PLB setting is added: +{unknown[1]}=VALUE)"
+            else:
+                hint = did_you_mean(unknown[1], config_keys(prog))
             return f"{unknown[1]}: unknown config key{hint}"
+        group = re.search(r"Could not find '([\w/]+)/([^']+)'\n\nAvailable options in '[^']+':\n((?:\t.*\n)*)", text)
+        if group:
+            options = group[3].split()
+            hint = did_you_mean(group[2], options)
+            return f"{group[1]}={group[2]}: no such {group[1]}{hint} (one of: {', '.join(options)})"
         typed = re.search(r"Error merging override ([^=\s]+)=.*?\n(.+)", text)
         if typed:
             return f"{typed[1]}: {typed[2].strip()}"
@@ -279,17 +316,37 @@ class _HeldStderr(io.TextIOBase):
         return "; ".join(lines[:2]) if lines else "bad command line"
 
 
+def _plain_forms(argv: list[str], required: str) -> list[str]:
+    """`argv` with the forms a person tries first made Hydra's: a bare path (`plbjax STATE`) as
+    `state=STATE`, `preset=NAME` as `+preset=NAME`; BadInput for a word that is neither."""
+    out: list[str] = []
+    for i, arg in enumerate(argv):
+        if arg.startswith("preset="):
+            arg = "+" + arg
+        elif not (arg.startswith(("-", "+", "~")) or "=" in arg or (i and argv[i - 1] in _VALUE_FLAGS)):
+            if any(a.startswith(f"{required}=") for a in out + argv):
+                raise BadInput(f"{arg}: not key=value (the {required} is named once, as {required}=PATH)")
+            arg = f"{required}={arg}"
+        out.append(arg)
+    return out
+
+
 def _main(app: Callable[[], Any], prog: str) -> None:
     """A console entry point; configuration errors Hydra reports before the job starts exit with 2
     and one line."""
     held = _HeldStderr(sys.stderr)
     multirun = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])  # sweep workers inherit no redirect
     try:
+        sys.argv[1:] = _plain_forms(sys.argv[1:], REQUIRED[prog])
+    except BadInput as exc:
+        print(f"{prog}: bad config: {exc}", file=sys.stderr)
+        sys.exit(2)
+    try:
         with redirect_stderr(sys.stderr if multirun else held):
             app()
     except SystemExit as exc:
         if exc.code not in (0, None) and not _job_started:
-            print(f"{prog}: bad config: {held.one_line()}", file=sys.stderr)
+            print(f"{prog}: bad config: {held.one_line(prog)}", file=sys.stderr)
             sys.exit(2)
         raise
     finally:

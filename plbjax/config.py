@@ -10,7 +10,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
-from plbjax.errors import BadInput
+from plbjax.errors import BadInput, did_you_mean
 from plbjax.sf import SearchConfig
 
 
@@ -63,9 +63,7 @@ class ReplayConfig:
     search: SearchConfig = dataclasses.field(default_factory=_replay_search)  # each round's search
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)  # the initial state's thresholds
-    settings: dict[str, Any] = dataclasses.field(
-        default_factory=dict
-    )  # PLB settings by SF name, over the initial state's
+    settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # PLB settings by SF name (+settings.NAME=V)
 
 
 def register() -> None:
@@ -74,10 +72,39 @@ def register() -> None:
     ConfigStore.instance().store(name="replay_schema", node=ReplayConfig)
 
 
+def schema_keys(schema: type, prefix: str = "") -> dict[str, type]:
+    """Every key of `schema`, dotted (nested dataclasses' keys included) -> the dataclass declaring it."""
+    out: dict[str, type] = {}
+    for field in dataclasses.fields(schema):
+        default = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+        if dataclasses.is_dataclass(default):
+            out |= schema_keys(type(default), f"{prefix}{field.name}.")
+        else:
+            out[prefix + field.name] = schema
+    return out
+
+
+def _refuse_unknown_keys(cfg: DictConfig, known: dict[str, type], prefix: str = "") -> None:
+    """BadInput for a key the schema does not have, which Hydra lets through when it is added
+    (`+search.chainz=4`), with the nearest known key."""
+    for name in map(str, cfg.keys()):
+        key = prefix + name
+        if key in known:
+            continue
+        if not OmegaConf.is_missing(cfg, name) and isinstance(cfg[name], DictConfig):  # a group, or a typo of one
+            _refuse_unknown_keys(cfg[name], known, key + ".")
+            continue
+        hint = did_you_mean(key, known)
+        if key.startswith("settings"):  # plbjax-replay's key; a plan's settings are the state's
+            hint = " (plbjax reads PLB settings from the state document's Settings)"
+        raise BadInput(f"{key}: unknown config key{hint}")
+
+
 def from_hydra(cfg: DictConfig, required: str = "state") -> RunConfig | ReplayConfig:
     """The composed config as dataclasses; every problem is a BadInput naming the key."""
     if OmegaConf.is_missing(cfg, required):
         raise BadInput(f"{required}: missing; run with {required}=PATH")
+    _refuse_unknown_keys(cfg, schema_keys(RunConfig if required == "state" else ReplayConfig))
     config = OmegaConf.to_object(cfg)
     assert isinstance(config, (RunConfig, ReplayConfig)), "a config must start from its schema"
     return config

@@ -1,4 +1,5 @@
-"""Output files written atomically: a reader sees the old file or the whole new one, never a part."""
+"""Output files written atomically: a reader sees the old file or the whole new one, never a part;
+the new file gets the mode an ordinary write would (0666 less the user's umask), not mkstemp's 0600."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 
 
 @contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
+def atomic_path(path: str | Path, executable: bool = False) -> Iterator[Path]:
     """A temporary path beside `path` (same suffix) to write to; renamed onto `path` on success."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -18,14 +19,22 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     os.close(fd)
     try:
         yield Path(tmp)
+        os.chmod(tmp, (0o777 if executable else 0o666) & ~_umask())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
 
 
-def write_text(path: str | Path, text: str) -> None:
-    with atomic_path(path) as tmp:
+def _umask() -> int:
+    """The process's umask (reading it means setting it: set back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def write_text(path: str | Path, text: str, executable: bool = False) -> None:
+    with atomic_path(path, executable) as tmp:
         tmp.write_text(text)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import textwrap
 from pathlib import Path
 
 import yaml
@@ -30,6 +31,8 @@ def collect(sweep_dir: Path) -> list[dict]:
             "score_before": None,
             "score_after": None,
             "seconds": None,
+            "imbalanced_before": None,
+            "imbalanced_after": None,
         }
         if (job / "plan.json").exists():
             plan = json.loads((job / "plan.json").read_text())
@@ -38,6 +41,8 @@ def collect(sweep_dir: Path) -> list[dict]:
                 score_before=plan["Score"]["Before"],
                 score_after=plan["Score"]["After"],
                 seconds=plan["Search"]["Seconds"],
+                imbalanced_before=_imbalanced(plan, "IsBalancedBefore"),
+                imbalanced_after=_imbalanced(plan, "IsBalancedAfter"),
             )
             if plan["Search"].get("Interrupted"):
                 row["status"] = "interrupted"
@@ -58,6 +63,11 @@ def collect(sweep_dir: Path) -> list[dict]:
     return [{"job": r["job"], "overrides": r["overrides"], **r} for r in rows]
 
 
+def _imbalanced(plan: dict, when: str) -> str:
+    """The metrics the plan's Balance calls imbalanced (over both thresholds) `when`, or '-'."""
+    return ", ".join(dict.fromkeys(b["Metric"] for b in plan["Balance"] if not b[when])) or "-"
+
+
 def _number(value, digits: str) -> str:
     return "-" if value is None else format(value, digits)
 
@@ -72,47 +82,71 @@ def write_summary(sweep_dir: Path) -> list[dict]:
         writer.writeheader()
         writer.writerows(rows)
     lines = [
-        "| job | overrides | status | actions | AvgStdDev before | AvgStdDev after | search s |",
-        "|---|---|---|---|---|---|---|",
+        "| job | overrides | status | actions | AvgStdDev before | AvgStdDev after | imbalanced before | "
+        "imbalanced after | search s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     lines += [
         f"| {r['job']} | {r['overrides']} | {r['status']} | {_number(r['actions'], 'd')} | "
         f"{_number(r['score_before'], '.4f')} | {_number(r['score_after'], '.4f')} | "
-        f"{_number(r['seconds'], '.2f')} |"
+        f"{r['imbalanced_before'] or '-'} | {r['imbalanced_after'] or '-'} | {_number(r['seconds'], '.2f')} |"
         for r in rows
     ]
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
+    write_figure(sweep_dir / "summary.png", figure(rows), dpi=120)
+    print("\n".join(lines))
+    print(f"sweep summary written to {sweep_dir / 'summary.md'} (and summary.csv, summary.png)")
+    return rows
 
+
+def figure(rows: list[dict]):
+    """Churn against imbalance, a point per outcome labelled with its jobs' numbers (jobs that end
+    alike share a point and a label); beside it, what each job varied."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     planned = [r for r in rows if r["actions"] is not None]
-    fig, ax = plt.subplots(figsize=(6, 4))
-    ax.scatter([r["actions"] for r in planned], [r["score_after"] for r in planned])
+    points: dict[tuple, list[str]] = {}
     for r in planned:
-        ax.annotate(r["overrides"], (r["actions"], r["score_after"]), fontsize=6)
+        points.setdefault((r["actions"], round(r["score_after"], 4)), []).append(r["job"])
+    fig, (ax, key) = plt.subplots(1, 2, figsize=(10, 4), gridspec_kw={"width_ratios": [3, 2]})
+    ax.scatter([x for x, _ in points], [y for _, y in points])
     if planned and planned[0]["score_before"] is not None:
         ax.axhline(planned[0]["score_before"], color="grey", linestyle="--", label="before")
-    if len(planned) < len(rows):
-        ax.text(
-            0.02,
-            0.02,
-            f"{len(rows) - len(planned)} job(s) without a plan: see summary.md",
-            transform=ax.transAxes,
-            fontsize=7,
-            color="tab:red",
-        )
+        ax.legend(fontsize=7, loc="lower left")
+    labels = [
+        ax.annotate(", ".join(jobs), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7)
+        for (x, y), jobs in points.items()
+    ]
     replays = any(r["score_before"] is None for r in planned)
     ax.set_xlabel("movements over the replay" if replays else "actions in the plan")
     ax.set_ylabel("time-averaged AvgStdDev" if replays else "AvgStdDev after the plan")
-    ax.set_title("plbjax sweep: churn vs imbalance")
-    if not replays:
-        ax.legend()
-    write_figure(sweep_dir / "summary.png", fig, dpi=120)
-    print("\n".join(lines))
-    return rows
+    ax.set_title("plbjax sweep: churn vs imbalance", fontsize=10)
+    ax.margins(0.15)
+    key.axis("off")
+    listed = [
+        f"{r['job']}: {r['overrides'] or '(defaults)'}" + ("" if r["status"] == "ok" else f" ({r['status']})")
+        for r in rows
+    ]
+    _apart(fig, labels + ([ax.get_legend()] if ax.get_legend() else []))
+    key.text(0, 1, "\n".join(textwrap.shorten(line, 60) for line in listed), va="top", fontsize=7, family="monospace")
+    return fig
+
+
+def _apart(fig, artists: list) -> None:
+    """Move each point label up, a few points at a time, until it overlaps no artist before it."""
+    fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    placed = [a.get_window_extent(renderer) for a in artists if not hasattr(a, "xyann")]  # the legend
+    for label in (a for a in artists if hasattr(a, "xyann")):
+        for _ in range(40):
+            box = label.get_window_extent(renderer)
+            if not any(box.overlaps(other) for other in placed):
+                break
+            label.xyann = (label.xyann[0], label.xyann[1] + 6)
+        placed.append(label.get_window_extent(renderer))
 
 
 class SweepSummary(Callback):

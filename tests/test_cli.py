@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -246,3 +247,111 @@ def test_an_output_file_is_replaced_whole_or_not_at_all(tmp_path):
     assert target.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["plan.json"]
     write_text(target, "new")
     assert target.read_text() == "new" and [p.name for p in tmp_path.iterdir()] == ["plan.json"]
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_outputs_keep_the_users_umask(tmp_path):
+    """plan.json (run directory and out=), the plot: mode 0666 less the umask, as any write would give."""
+    out, png, run = tmp_path / "plan.json", tmp_path / "loads.png", tmp_path / "run"
+    done = plbjax(f"state={EXAMPLE}", f"out={out}", f"plot={png}", f"hydra.run.dir={run}", *FAST, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    for path in (out, png, run / "plan.json"):
+        assert path.stat().st_mode & 0o777 == 0o666 & ~_umask(), path
+
+
+def test_atomic_writes_follow_the_umask(tmp_path):
+    from plbjax.files import write_text
+
+    previous = os.umask(0o027)
+    try:
+        write_text(tmp_path / "a.txt", "x")
+        write_text(tmp_path / "b.sh", "x", executable=True)
+    finally:
+        os.umask(previous)
+    assert (tmp_path / "a.txt").stat().st_mode & 0o777 == 0o640
+    assert (tmp_path / "b.sh").stat().st_mode & 0o777 == 0o750
+
+
+def test_help_names_every_key_with_its_default_and_meaning(tmp_path):
+    from plbjax.help import keys
+
+    done = plbjax("--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for key in keys("plbjax"):
+        line = next((line for line in lines if line.strip().startswith(f"{key}=")), None)
+        assert line is not None, key
+        assert len(line.split(maxsplit=1)) == 2, f"{key} has no meaning: {line!r}"
+    assert "search.seconds=60.0" in done.stdout and "state=???" in done.stdout
+    examples = lines[lines.index("== Examples ==") + 1 :]
+    assert sum(line.strip().startswith("plbjax ") for line in examples) == 3
+    assert "is powered by Hydra" not in done.stdout
+
+
+def test_replay_help_names_every_key(tmp_path):
+    from plbjax.help import keys
+
+    done = subprocess.run(
+        [sys.executable, "-c", "from plbjax.cli import replay_main; replay_main()", "--help"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    for key in keys("plbjax-replay"):
+        assert f"  {key}=" in done.stdout, key
+    assert "search.steps=2000" in done.stdout and "plbjax-replay -m timeline=" in done.stdout
+
+
+def test_a_bare_path_is_the_state_and_preset_needs_no_plus(tmp_path):
+    out = tmp_path / "plan.json"
+    done = plbjax(
+        str(EXAMPLE), "preset=cpu", f"out={out}", "search.seconds=1", f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path
+    )
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(out.read_text())
+    assert plan["Search"]["Chains"] == 1  # preset cpu: one chain
+    overrides = yaml.safe_load((tmp_path / "run" / ".hydra" / "overrides.yaml").read_text())
+    assert f"state={EXAMPLE}" in overrides and "+preset=cpu" in overrides
+
+
+@pytest.mark.parametrize(
+    "args, line",
+    [
+        ([f"state={EXAMPLE}", "search.secnds=3"], "search.secnds: unknown config key (did you mean 'search.seconds'?)"),
+        ([f"state={EXAMPLE}", "balancing.treshold=2"], "did you mean 'balancing.threshold'?"),
+        ([str(EXAMPLE), "other.yaml"], "other.yaml: not key=value (the state is named once, as state=PATH)"),
+        ([str(EXAMPLE), "+search.chainz=4"], "search.chainz: unknown config key (did you mean 'search.chains'?)"),
+        ([str(EXAMPLE), "preset=cpuu"], "preset=cpuu: no such preset (did you mean 'cpu'?) (one of: cpu, gpu)"),
+        ([str(EXAMPLE), "+settings.MaxPercentageToMove=0.1"], "the state document's Settings"),
+    ],
+)
+def test_a_misspelled_key_or_a_second_path_gets_a_one_line_hint(tmp_path, args, line):
+    done = plbjax(*args, cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert line in done.stderr
+
+
+def test_a_run_refusing_its_input_leaves_no_run_directory(tmp_path):
+    done = plbjax("state=does-not-exist.yaml", cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert not (tmp_path / "outputs").exists(), list(tmp_path.rglob("*"))
+
+
+def test_plain_forms_become_hydras():
+    from plbjax.cli import _plain_forms
+
+    assert _plain_forms(["day.yaml", "out=r"], "timeline") == ["timeline=day.yaml", "out=r"]
+    assert _plain_forms(["-m", "s.yaml", "preset=cpu,gpu"], "state") == ["-m", "state=s.yaml", "+preset=cpu,gpu"]
+    assert _plain_forms(["--cfg", "job", "state=s.yaml", "+preset=gpu"], "state") == [
+        "--cfg",
+        "job",
+        "state=s.yaml",
+        "+preset=gpu",
+    ]

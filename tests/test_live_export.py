@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import subprocess
@@ -71,7 +72,8 @@ PARSERS = {"sfctl": _parse_sfctl, "powershell": _parse_powershell, "rest": _pars
 
 
 def _commands(text: str) -> list[str]:
-    return [line for line in text.splitlines() if line and not line.startswith("#")]
+    """The command lines: neither comments nor the script's preamble (interpreter line, stop on error)."""
+    return [line for line in text.splitlines() if line and not line.startswith(("#", "set -e", "$ErrorAction"))]
 
 
 @pytest.fixture(scope="module")
@@ -104,7 +106,7 @@ def test_round_trip_gives_exactly_the_plans_movements(plan_path, fmt, tmp_path):
     expected = [_movement(a) for a in plan["Actions"] if a["Action"] in MOVES]
     assert expected, "the fixture's plan should move something"
     assert [PARSERS[fmt](line) for line in _commands(text)] == expected
-    header = [line for line in text.splitlines() if line.startswith("#")]
+    header = [line for line in text.splitlines() if line.startswith("# ")]
     assert str(plan_path) in header[0] and "Nothing has run" in "\n".join(header)
     assert f"{plan['Score']['Before']:.6g} -> {plan['Score']['After']:.6g}" in header[1]
     others = [a for a in plan["Actions"] if a["Action"] not in MOVES]
@@ -155,6 +157,8 @@ def test_sfctl_names_the_service_by_its_id():
     [
         ("{", "invalid JSON"),
         ("{}", "Actions: missing"),
+        ('{"SchemaVersion": 1, "Nodes": []}', "a state document, not a plan"),
+        ("Nodes: []", "not a plan"),
         ('{"Actions": [{"Action": "MovePrimary"}]}', "Actions[0].ServiceName"),
     ],
 )
@@ -174,3 +178,52 @@ def test_stdout_by_default(tmp_path, capsys):
     assert _commands(capsys.readouterr().out) == [
         f"Move-ServiceFabricPrimaryReplica -PartitionId '{PID}' -ServiceName 'fabric:/Shop/Orders' -NodeName 'N2'"
     ]
+
+
+@pytest.mark.parametrize(
+    "fmt, first, stop",
+    [("sfctl", "#!/bin/sh", "set -e"), ("powershell", "#!/usr/bin/env pwsh", "$ErrorActionPreference = 'Stop'")],
+)
+def test_a_script_starts_with_its_interpreter_and_stops_at_the_first_failure(tmp_path, fmt, first, stop):
+    out = tmp_path / "moves"
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_plan(_action("MovePrimary", "N0", "N2"))))
+    main([str(path), "--format", fmt, "-o", str(out)])
+    lines = out.read_text().splitlines()
+    assert lines[0] == first and lines[1].startswith(stop)
+    assert out.stat().st_mode & 0o777 == 0o777 & ~_umask()  # executable, as the user's umask allows
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_a_failing_command_stops_the_sfctl_script(tmp_path):
+    """set -e: the command after a failed one does not run (sfctl replaced by a stub that fails once)."""
+    bin_dir, log = tmp_path / "bin", tmp_path / "calls.txt"
+    bin_dir.mkdir()
+    stub = bin_dir / "sfctl"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\ncase "$*" in *N2*) exit 1;; esac\n')
+    stub.chmod(0o755)
+    script = tmp_path / "moves.sh"
+    script.write_text(
+        export_plan(_plan(_action("MovePrimary", "N0", "N2"), _action("MovePrimary", "N1", "N3")), "sfctl")
+    )
+    done = subprocess.run(["sh", str(script)], env={"PATH": f"{bin_dir}:/usr/bin:/bin"}, capture_output=True)
+    assert done.returncode != 0 and log.read_text().count("\n") == 1
+
+
+def test_a_move_onto_a_node_an_earlier_move_leaves_waits_for_it():
+    actions = [
+        _action("MoveSecondary", "N1", "N2"),
+        _action("MoveInstance", "N3", "N4", "fabric:/Shop/Web"),
+        _action("MoveSecondary", "N5", "N1"),  # onto N1, which the first move leaves
+        _action("AddSecondary", None, "N3"),  # the Failover Manager's: no command, no wait
+    ]
+    lines = export_plan(_plan(*actions), "sfctl").splitlines()
+    waits = [i for i, line in enumerate(lines) if line.startswith("# wait:")]
+    assert len(waits) == 1
+    assert "off N1" in lines[waits[0]] and "onto N1" in lines[waits[0]]
+    assert "--new-node-name N1" in lines[waits[0] + 1] and "--new-node-name N2" in lines[waits[0] - 2]

@@ -171,7 +171,7 @@ def _accounted(field: str, text: str) -> bool:
 @pytest.mark.parametrize("name", ["small", "paged"])
 def test_every_fixture_field_is_carried_or_reported(name):
     _, report = import_dump(str(DUMPS / name))
-    text = "\n".join(report.lines())
+    text = "\n".join(report.lines(every_field=True))
     missing = [
         f"{path.relative_to(DUMPS)}: {field}"
         for path in sorted((DUMPS / name).rglob("*.json"))
@@ -276,7 +276,7 @@ def test_module_runs_as_a_script(tmp_path):
         text=True,
         check=True,
     )
-    assert "not carried:" in done.stderr and out.exists()
+    assert "not carried, may change placement or balancing" in done.stderr and out.exists()
 
 
 # ---- real tools' output: encodings, numbers, key case, paging variants (a variant of the small dump) ----
@@ -582,3 +582,23 @@ def test_refused_node_type_values_are_reported_not_fatal(tmp_path):
     (root / "cluster-manifest.json").write_text(json.dumps({"Manifest": xml}))
     _, report = import_dump(str(root))
     assert "Capacities/Disk" in "\n".join(report.lines())
+
+
+def test_import_report_puts_what_changes_placement_first_and_ends_with_one_summary_line(tmp_path, capsys):
+    """stderr: the fields and values that may change placement a line each, informational fields one
+    count per kind of file, then what the state holds; -r REPORT names every field too."""
+    report = tmp_path / "report.txt"
+    main([str(DUMPS / "small"), "-o", str(tmp_path / "state.json"), "-r", str(report)])
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1] == "imported: 6 nodes (1 Down), 2 applications, 5 services, 7 partitions, 20 replicas, 2 metrics"
+    matter = lines.index(next(line for line in lines if line.startswith("not carried, may change placement")))
+    info = lines.index(next(line for line in lines if line.startswith("not carried, no bearing on placement")))
+    assert matter < info
+    assert any("Parameter[EnableNodeLoadBasedPlacement]" in line for line in lines[matter:info])
+    assert any("ScalingPolicies" in line for line in lines[matter:info])
+    assert not any("IpAddressOrFQDN" in line for line in lines[matter:info])
+    assert any(line.startswith("  nodes.json: 13 field(s): IpAddressOrFQDN, CodeVersion") for line in lines[info:])
+    assert len(lines) < 30
+    full = report.read_text()
+    assert "nodes.json: Items[].IpAddressOrFQDN: no bearing on placement (6 times)" in full
+    assert full.splitlines()[-1] == lines[-1]

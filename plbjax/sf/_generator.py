@@ -715,9 +715,33 @@ def _partition_docs(
 # command line
 
 
+def _epilog() -> str:
+    """The `timeline` kinds with their options, and examples."""
+    from plbjax.sf.replay.generate import KINDS, options
+
+    kinds = [
+        f"  {kind}: " + ", ".join(f"{name}={value}" for name, value in options(kind).items()) for kind in sorted(KINDS)
+    ]
+    return "\n".join(
+        [
+            "plbjax-generate timeline KIND --state PATH [-p NAME=VALUE ...] [-o FILE]: a replay timeline over a",
+            "state (plbjax-generate timeline --help). KIND, with its options (-p) and their defaults:",
+            *kinds,
+            "",
+            "examples:",
+            "  plbjax-generate --nodes 40 --services 20 --metrics 3 -o cluster.yaml",
+            "  plbjax-generate --nodes 100 --skew 0.9 --placement-constraint-fraction 0.2 --seed 7 -o skewed.json",
+            "  plbjax-generate timeline diurnal --state cluster.yaml -p days=0.5 -o diurnal.yaml",
+        ]
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="plbjax-generate", description="Generate a synthetic Service Fabric cluster state document (JSON or YAML)."
+        prog="plbjax-generate",
+        description="Generate a synthetic Service Fabric cluster state document (JSON or YAML).",
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     for f in dataclasses.fields(ClusterSpec):
         typ = type(f.default)

@@ -43,7 +43,7 @@ def _check_number(name: str, value, kind: type, minimum: float | None = None, al
 class SearchConfig:
     """The search of every phase of a plan. `chains`, `steps`, `tries` and `parallel` may be `auto`."""
 
-    seed: int = 0
+    seed: int = 0  # random seed: the same state, seed and steps give the same plan
     seconds: float | None = 60.0  # wall-time budget of all phases' searches, compilation excluded
     chains: Any = AUTO  # independent annealing chains (vmapped)
     steps: Any = AUTO  # steps per chain; None: as many as `seconds` allows

@@ -10,12 +10,11 @@ type of its default: TimeSpan settings are seconds (float), uint settings are li
 
 from __future__ import annotations
 
-import difflib
 import math
 from collections.abc import Mapping
 from typing import cast
 
-from plbjax.errors import BadInput
+from plbjax.errors import BadInput, did_you_mean
 
 PLB_SETTINGS: dict[str, bool | int | float | str] = {
     # ---- health reporting and tracing
@@ -252,8 +251,7 @@ def resolve_settings(given: Mapping | None = None) -> dict[str, bool | int | flo
     for key, value in given.items():
         name = _BY_LOWER.get(str(key).lower())
         if name is None:
-            close = difflib.get_close_matches(str(key), PLB_SETTINGS, n=1)
-            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            hint = did_you_mean(str(key), PLB_SETTINGS)
             raise BadInput(f"Settings.{key}: unknown PlacementAndLoadBalancing setting{hint}")
         if name in seen:
             raise BadInput(f"Settings.{key}: given twice (also as '{seen[name]}')")

@@ -166,7 +166,16 @@ class _Writer:
 
 def main(argv: list[str] | None = None) -> None:
     assert __doc__ is not None  # the module's docstring
-    parser = argparse.ArgumentParser(prog="plbjax-dump", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="plbjax-dump",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  plbjax-dump --endpoint https://mycluster:19080 --cert client.pem --key client.key -o dump/\n"
+        "  plbjax-dump --endpoint http://localhost:19080 --insecure -o dump/\n"
+        "  plbjax-dump --endpoint https://mycluster:19080 --cert client.pem --replica-loads -o dump/\n"
+        "then: plbjax-import dump/ -o state.json (docs/live-cluster.md)",
+    )
     parser.add_argument("--endpoint", required=True, help="the cluster's HTTP gateway, e.g. https://host:19080")
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="the dump directory to write")
     parser.add_argument("--cert", help="client certificate (PEM) for https")

@@ -21,6 +21,11 @@ parameters as Service Fabric documents them:
   ``/Services/{serviceId}/$/GetPartitions/{partitionId}/$/MoveInstance?api-version=8.0&CurrentNodeName=&NewNodeName=``
   (serviceId: the name without ``fabric:`` and with ``~`` for ``/``, as the 6.0+ API writes it).
 
+A shell script (sfctl, powershell) starts with its interpreter's line and stops at the first
+command that fails (``set -e``; ``$ErrorActionPreference = 'Stop'``). A move onto a node that an
+earlier move of the plan leaves gets a comment before it: the earlier one must have finished, or the
+later may find no room (each line is one request, which may be answered before the move is done).
+
 A SwapPrimarySecondary is the move of the primary onto its secondary's node, which SF carries out
 as a swap. Adds, drops and promotions have no command: the Failover Manager makes them (to restore
 the target replica count), so they are written as comments.
@@ -42,6 +47,11 @@ from plbjax.files import write_text
 FORMATS = ("sfctl", "powershell", "rest")
 PRIMARY = ("MovePrimary", "SwapPrimarySecondary")
 FIELDS = ("ServiceName", "PartitionId", "Action", "SourceNode", "TargetNode")
+PREAMBLE = {
+    "sfctl": ["#!/bin/sh", "set -e  # stop at the first command that fails"],
+    "powershell": ["#!/usr/bin/env pwsh", "$ErrorActionPreference = 'Stop'  # stop at the first command that fails"],
+    "rest": [],
+}
 
 
 def service_id(service_name: str) -> str:
@@ -148,14 +158,37 @@ def export_plan(plan: dict, fmt: str, source: str = "<plan>", when: str = "") ->
     ]
     if fmt == "rest":
         header.append("# Each line is a request to the cluster's HTTP endpoint (https://host:19080), body empty.")
-    return "\n".join(header + [command(a, fmt) for a in actions]) + "\n"
+    lines = []
+    for action, waits in zip(actions, _waits(actions)):
+        lines += [_wait_comment(actions[i], action) for i in waits] + [command(action, fmt)]
+    return "\n".join(PREAMBLE[fmt] + header + lines) + "\n"
+
+
+def _waits(actions: list[dict]) -> list[list[int]]:
+    """Per movement, the earlier movements that leave its target node (they must finish first)."""
+    left: dict[str, list[int]] = {}  # node -> movements so far that leave it
+    out = []
+    for i, action in enumerate(actions):
+        moves = action["Action"] in (*PRIMARY, "MoveSecondary", "MoveInstance")
+        out.append(left.get(action["TargetNode"], []) if moves else [])
+        if moves and action["SourceNode"]:
+            left.setdefault(action["SourceNode"], []).append(i)
+    return out
+
+
+def _wait_comment(earlier: dict, action: dict) -> str:
+    return (
+        f"# wait: the {earlier['Action']} of partition {earlier['PartitionId']} off {earlier['SourceNode']} (above) "
+        f"must have finished before this move onto {action['TargetNode']} starts"
+    )
 
 
 def _actions(plan: object, source: str) -> list[dict]:
     """The plan's Actions; BadInput naming the key if it is not a plan."""
     actions = plan.get("Actions") if isinstance(plan, dict) else None
     if not isinstance(actions, list):
-        raise BadInput(f"{source}: Actions: missing; not a plbjax plan")
+        what = "a state document" if isinstance(plan, dict) and "Nodes" in plan else "not a plbjax plan"
+        raise BadInput(f"{source}: Actions: missing; {what}, not a plan (plbjax state=STATE out=plan.json writes one)")
     for i, action in enumerate(actions):
         missing = [k for k in FIELDS if not isinstance(action, dict) or k not in action]
         if missing:
@@ -165,7 +198,16 @@ def _actions(plan: object, source: str) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> None:
     assert __doc__ is not None  # the module's docstring
-    parser = argparse.ArgumentParser(prog="plbjax-export", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="plbjax-export",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  plbjax-export plan.json --format sfctl -o moves.sh        (then review, and: ./moves.sh)\n"
+        "  plbjax-export plan.json --format powershell -o moves.ps1\n"
+        "  plbjax-export outputs/2026-01-01/12-00-00/plan.json --format rest\n"
+        "a script stops at the first failed command; '# wait:' lines mark a move that needs an earlier one done",
+    )
     parser.add_argument("plan", metavar="PLAN", help="a plan written by plbjax")
     parser.add_argument("--format", required=True, choices=FORMATS)
     parser.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
@@ -178,13 +220,16 @@ def main(argv: list[str] | None = None) -> None:
         except OSError as exc:
             raise BadInput(f"{args.plan}: cannot read: {exc.strerror}") from None
         except json.JSONDecodeError as exc:
-            raise BadInput(f"{args.plan}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+            raise BadInput(
+                f"{args.plan}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}; "
+                "not a plan (plbjax writes plans as JSON)"
+            ) from None
         text = export_plan(plan, args.format, args.plan, when)
     except BadInput as exc:
         print(f"plbjax-export: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     if args.output:
-        write_text(args.output, text)
+        write_text(args.output, text, executable=bool(PREAMBLE[args.format]))
     else:
         sys.stdout.write(text)
 

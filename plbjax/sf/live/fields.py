@@ -13,13 +13,23 @@ ReplicaLoadInformationQueryResult (microsoft/service-fabric, src/prod/src/Servic
 
 from __future__ import annotations
 
-HEALTH = "health state is not a placement input"
-TIMING = "failover timing, not a placement input"
-NOT_PLACEMENT = "no bearing on placement"
-DERIVED = "derived: plbjax computes it from the replicas' loads"
+
+class Info(str):
+    """Why a field is not carried, for a field that has no bearing on placement or balancing (an
+    address, a version, a health state, a value plbjax derives): the report counts these per kind of
+    file; every other reason (a setting, a policy plbjax does not model) gets a line of its own."""
+
+
+HEALTH = Info("health state is not a placement input")
+TIMING = Info("failover timing, not a placement input")
+NOT_PLACEMENT = Info("no bearing on placement")
+DERIVED = Info("derived: plbjax computes it from the replicas' loads")
+QUORUM = Info("quorum size, not a placement input")
+AVAILABILITY = Info("availability minimum, not a placement input")
+COUNT = Info("the service description's count is used")
 AUX = "auxiliary replicas are not modelled by plbjax"
 TAGS = "node tags (TagsRequiredToPlace/Run) are not modelled by plbjax"
-TIME = "report time is not modelled"
+TIME = Info("report time is not modelled")
 
 NODE = {
     "Name": True,
@@ -31,8 +41,8 @@ NODE = {
     "NodeDeactivationInfo": {
         "NodeDeactivationIntent": True,
         "NodeDeactivationStatus": True,
-        "NodeDeactivationTask": "deactivation tasks: only the resulting node status is used",
-        "PendingSafetyChecks": "safety checks: only the resulting node status is used",
+        "NodeDeactivationTask": Info("deactivation tasks: only the resulting node status is used"),
+        "PendingSafetyChecks": Info("safety checks: only the resulting node status is used"),
     },
     "IpAddressOrFQDN": NOT_PLACEMENT,
     "CodeVersion": NOT_PLACEMENT,
@@ -42,9 +52,9 @@ NODE = {
     "NodeUpAt": NOT_PLACEMENT,
     "NodeDownAt": NOT_PLACEMENT,
     "HealthState": HEALTH,
-    "Id": "SF's internal node id; plbjax names nodes by Name",
+    "Id": Info("SF's internal node id; plbjax names nodes by Name"),
     "InstanceId": NOT_PLACEMENT,
-    "IsSeedNode": "seed nodes matter to the cluster's quorum, not to placement",
+    "IsSeedNode": Info("seed nodes matter to the cluster's quorum, not to placement"),
     "NodeTags": TAGS,
     "IsNodeByNodeUpgradeInProgress": "upgrade progress is not read from a dump",
     "InfrastructurePlacementID": NOT_PLACEMENT,
@@ -57,7 +67,7 @@ NODE_LOAD = {
         "NodeLoad": DERIVED,
         "NodeRemainingCapacity": DERIVED,
         "IsCapacityViolation": DERIVED,
-        "NodeBufferedCapacity": "derived from NodeBufferPercentage",
+        "NodeBufferedCapacity": Info("derived from NodeBufferPercentage"),
         "NodeRemainingBufferedCapacity": DERIVED,
         "CurrentNodeLoad": DERIVED,
         "NodeCapacityRemaining": DERIVED,
@@ -71,7 +81,7 @@ APPLICATION = {
     "TypeName": NOT_PLACEMENT,
     "TypeVersion": NOT_PLACEMENT,
     "Status": NOT_PLACEMENT,
-    "Parameters": "already applied by SF in the service descriptions",
+    "Parameters": Info("already applied by SF in the service descriptions"),
     "HealthState": HEALTH,
     "ApplicationDefinitionKind": NOT_PLACEMENT,
     "ManagedApplicationIdentity": NOT_PLACEMENT,
@@ -111,26 +121,26 @@ DESCRIPTION = {
     "IsDefaultMoveCostSpecified": True,
     "TargetReplicaSetSize": True,
     "InstanceCount": True,
-    "PartitionDescription": "the partitioning scheme: the partitions themselves come from partitions/",
+    "PartitionDescription": Info("the partitioning scheme: the partitions themselves come from partitions/"),
     "InitializationData": NOT_PLACEMENT,
     "ServicePackageActivationMode": "activation mode is not modelled",
     "ServiceDnsName": NOT_PLACEMENT,
     "ScalingPolicies": "auto-scaling is not modelled; the current counts are planned for",
     "TagsRequiredToPlace": TAGS,
     "TagsRequiredToRun": TAGS,
-    "MinReplicaSetSize": "quorum size, not a placement input",
+    "MinReplicaSetSize": QUORUM,
     "HasPersistedState": NOT_PLACEMENT,
-    "Flags": "says which optional fields were set; read from the fields",
+    "Flags": Info("says which optional fields were set; read from the fields"),
     "ReplicaRestartWaitDurationSeconds": TIMING,
     "QuorumLossWaitDurationSeconds": TIMING,
     "StandByReplicaKeepDurationSeconds": TIMING,
     "ServicePlacementTimeLimitSeconds": TIMING,
-    "DropSourceReplicaOnMove": "how SF carries out a move, not where replicas go",
+    "DropSourceReplicaOnMove": Info("how SF carries out a move, not where replicas go"),
     "ReplicaLifecycleDescription": TIMING,
     "AuxiliaryReplicaCount": AUX,
     "ServiceSensitivityDescription": "service sensitivity is not modelled",
-    "MinInstanceCount": "availability minimum, not a placement input",
-    "MinInstancePercentage": "availability minimum, not a placement input",
+    "MinInstanceCount": AVAILABILITY,
+    "MinInstancePercentage": AVAILABILITY,
     "InstanceCloseDelayDurationSeconds": TIMING,
     "InstanceLifecycleDescription": TIMING,
     "InstanceRestartWaitDurationSeconds": TIMING,
@@ -139,22 +149,22 @@ PARTITION = {
     "ServiceKind": True,
     "PartitionInformation": {
         "Id": True,
-        "ServicePartitionKind": "plbjax keys partitions by Id only",
-        "LowKey": "partition key range, no bearing on placement",
-        "HighKey": "partition key range, no bearing on placement",
-        "Name": "partition name, no bearing on placement",
+        "ServicePartitionKind": Info("plbjax keys partitions by Id only"),
+        "LowKey": Info("partition key range, no bearing on placement"),
+        "HighKey": Info("partition key range, no bearing on placement"),
+        "Name": Info("partition name, no bearing on placement"),
     },
     "HealthState": HEALTH,
     "PartitionStatus": NOT_PLACEMENT,
-    "TargetReplicaSetSize": "the service description's count is used",
-    "InstanceCount": "the service description's count is used",
-    "MinReplicaSetSize": "quorum size, not a placement input",
+    "TargetReplicaSetSize": COUNT,
+    "InstanceCount": COUNT,
+    "MinReplicaSetSize": QUORUM,
     "AuxiliaryReplicaCount": AUX,
     "LastQuorumLossDuration": NOT_PLACEMENT,
     "PrimaryEpoch": NOT_PLACEMENT,
     "CurrentConfigurationEpoch": NOT_PLACEMENT,
-    "MinInstanceCount": "availability minimum, not a placement input",
-    "MinInstancePercentage": "availability minimum, not a placement input",
+    "MinInstanceCount": AVAILABILITY,
+    "MinInstancePercentage": AVAILABILITY,
 }
 REPLICA = {
     "ServiceKind": True,

@@ -55,10 +55,21 @@ def import_dump(root: str) -> tuple[dict, Report]:
     check_orphans(dump, doc["Partitions"], report, skipped)
     _unique_replica_ids(doc["Partitions"], report)
     try:
-        parse_state(doc, "imported state")
+        state = parse_state(doc, "imported state")
     except BadInput as exc:
         raise BadInput(f"{root}: the imported state does not validate: {exc}") from None
+    report.summary = _summary(doc, len(applications), len(state.metric_names()))
     return doc, report
+
+
+def _summary(doc: dict, applications: int, metrics: int) -> str:
+    """One line: what the state holds."""
+    down = sum(n.get("NodeStatus") == "Down" for n in doc["Nodes"])
+    replicas = sum(len(p["Replicas"]) for p in doc["Partitions"])
+    return (
+        f"imported: {len(doc['Nodes'])} nodes ({down} Down), {applications} applications, "
+        f"{len(doc['Services'])} services, {len(doc['Partitions'])} partitions, {replicas} replicas, {metrics} metrics"
+    )
 
 
 def _manifest(dump: Dump, report: Report) -> dict:
@@ -201,7 +212,16 @@ def _unique_replica_ids(partitions: list[dict], report: Report) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     assert __doc__ is not None  # the module's docstring
-    parser = argparse.ArgumentParser(prog="plbjax-import", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="plbjax-import",
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n"
+        "  plbjax-import dump/ -o state.json\n"
+        "  plbjax-import dump/ -o state.json -r import-report.txt   (the report with every field not carried)\n"
+        "  plbjax-import tests/data/sf-dump/small -o state.json    (the bundled sample dump)\n"
+        "then: plbjax state=state.json out=plan.json",
+    )
     parser.add_argument("dump", metavar="DIR", help="a dump directory (plbjax-dump, sfctl or curl)")
     parser.add_argument("-o", "--output", required=True, metavar="STATE", help="the state document to write")
     parser.add_argument("-r", "--report", metavar="REPORT", help="also write the import report here")
@@ -211,11 +231,10 @@ def main(argv: list[str] | None = None) -> None:
     except BadInput as exc:
         print(f"plbjax-import: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
-    text = "\n".join(report.lines()) + "\n"
     write_text(args.output, json.dumps(doc, indent=2) + "\n")
     if args.report:
-        write_text(args.report, text)
-    sys.stderr.write(text)
+        write_text(args.report, "\n".join(report.lines(every_field=True)) + "\n")
+    sys.stderr.write("\n".join(report.lines()) + "\n")
 
 
 if __name__ == "__main__":

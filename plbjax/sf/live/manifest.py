@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 
 from plbjax.errors import BadInput
 from plbjax.sf import parse_state
+from plbjax.sf.live.fields import Info
 from plbjax.sf.live.report import Report
 
 WHERE = "cluster-manifest"
@@ -74,7 +75,7 @@ def parse_manifest(xml: str, source: str, report: Report) -> dict:
         elif name == "NodeTypes":
             doc["NodeTypes"] = [_node_type(n, report) for n in _children(child, "NodeType")]
         else:
-            report.drop(WHERE, f"ClusterManifest/{name}", "not a placement input (nodes come from nodes.json)")
+            report.drop(WHERE, f"ClusterManifest/{name}", Info("not a placement input (nodes come from nodes.json)"))
     return doc
 
 
@@ -91,7 +92,7 @@ def _fabric_settings(element: ET.Element, report: Report) -> dict:
             values = {k: _value(v, METRIC_SECTIONS[name]) for k, v in params}
             doc[name] = _accepted(name, values, where, report)
         else:
-            report.drop(WHERE, where, f"{len(params)} parameter(s); not a placement setting plbjax models")
+            report.drop(WHERE, where, Info(f"{len(params)} parameter(s); not a placement setting plbjax models"))
     return {k: v for k, v in doc.items() if v}
 
 
@@ -127,7 +128,7 @@ def _node_type(element: ET.Element, report: Report) -> dict:
         elif part == "PlacementAndLoadBalancingOverrides":
             entry["PlacementAndLoadBalancingOverrides"] = _overrides(child, f"NodeTypes/NodeType[{name}]", report)
         else:
-            report.drop(WHERE, f"NodeTypes/NodeType[{name}]/{part}", "not a placement input")
+            report.drop(WHERE, f"NodeTypes/NodeType[{name}]/{part}", Info("not a placement input"))
     why = _refused({"NodeTypes": [entry]})
     if why is not None:
         raise BadInput(f"{WHERE}: NodeTypes/NodeType[{name}]: {why}")

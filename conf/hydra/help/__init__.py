@@ -1,0 +1,1 @@
+"""Hydra help templates of plbjax and plbjax-replay."""

@@ -1,0 +1,61 @@
+"""Every console script teaches itself: --help with examples; plbjax-generate lists its timeline
+kinds; plbjax-roadef says where its time limit went."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ROADEF = ROOT / "tests" / "data" / "roadef"
+SCRIPTS = {  # console script -> the module whose main() it runs
+    "plbjax-generate": "plbjax.sf._generator",
+    "plbjax-roadef": "plbjax.roadef.cli",
+    "plbjax-import": "plbjax.sf.live.importer",
+    "plbjax-dump": "plbjax.sf.live.dump",
+    "plbjax-export": "plbjax.sf.live.export",
+}
+
+
+def _run(module: str, *args: str) -> subprocess.CompletedProcess:
+    code = f"import sys; from {module} import main; sys.exit(main())"
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_every_argparse_script_help_gives_three_examples(script):
+    done = _run(SCRIPTS[script], "--help")
+    assert done.returncode == 0, done.stderr
+    examples = done.stdout.split("examples:\n", 1)[1].splitlines()
+    assert sum(line.startswith(f"  {script} ") for line in examples) == 3, done.stdout
+
+
+def test_generate_help_lists_the_timeline_kinds_with_their_options():
+    from plbjax.sf.replay.generate import KINDS, options
+
+    done = _run("plbjax.sf._generator", "--help")
+    for kind in KINDS:
+        line = next(line for line in done.stdout.splitlines() if line.startswith(f"  {kind}: "))
+        assert all(f"{name}=" in line for name in options(kind)), line
+
+
+def test_roadef_reports_where_the_time_limit_went(tmp_path):
+    """Start-up, compilation and search, and their total within the limit."""
+    done = _run(
+        "plbjax.roadef.cli",
+        *("-t", "20", "-p", str(ROADEF / "model_example.txt"), "-i", str(ROADEF / "initial_solution_example.txt")),
+        *("-o", str(tmp_path / "new.txt")),
+    )
+    assert done.returncode == 0, done.stderr
+    split = re.search(
+        r"time: start-up ([\d.]+) s, compilation ([\d.]+) s, search ([\d.]+) s; total ([\d.]+) s of the 20 s limit",
+        done.stderr,
+    )
+    assert split, done.stderr
+    start, compiled, searched, total = map(float, split.groups())
+    assert start + compiled + searched <= total + 0.5 and total <= 20
+    assert searched > compiled  # the limit goes mostly to the search
