@@ -154,42 +154,37 @@ def _first_change(stages: list[np.ndarray]) -> np.ndarray:
     return out
 
 
-def _global_terms(problem: Problem, loads: np.ndarray, m: int) -> np.ndarray:
-    """[..., M] each metric's weighted term of AvgStdDev's global domain for node loads [..., N, M]."""
-    mask = np.asarray(problem.metric_nodes)[:m].T  # [N, M]
-    count = np.maximum(mask.sum(0), 1)
-    x = np.where(mask, loads[..., :m], 0.0)
-    mean = x.sum(-2) / count
-    var = np.maximum((np.where(mask, (loads[..., :m] - mean[..., None, :]) ** 2, 0.0)).sum(-2) / count, 0.0)
-    dev = np.where(mean > 0, np.sqrt(var) / np.where(mean > 0, mean, 1.0), 0.0)
+def _global_terms(problem: Problem, total: np.ndarray, squares: np.ndarray, count: np.ndarray) -> np.ndarray:
+    """[..., M] each metric's weighted term of AvgStdDev's global domain from its node loads' sum
+    and sum of squares over the `count` nodes it counts."""
+    m = total.shape[-1]
+    mean = total / count
+    spread = np.sqrt(np.maximum(squares / count - mean**2, 0.0))
+    dev = np.where(mean > 0, spread / np.where(mean > 0, mean, 1.0), 0.0)
     dev = np.where(np.asarray(problem.metric_defrag)[:m], 1.0 - dev, dev)
     return np.asarray(problem.global_weight)[:m] * dev
 
 
-def _balancing_gains(index: Index, problem: Problem, final: Where, undo: list[tuple[int, np.ndarray]]) -> np.ndarray:
-    """[K, M] how much each metric's global term would rise were each action undone; `undo` holds,
-    per action, the [N, M] load change undoing it (one node pair each, so K small copies)."""
-    m = len(index.metrics)
-    loads = np.asarray(final.report["loads"], np.float64)
-    now = _global_terms(problem, loads, m)
-    if not undo:
-        return np.zeros((0, m))
-    changed = np.stack([loads + delta for _, delta in undo])
-    return _global_terms(problem, changed, m) - now
+def undo_gains(problem: Problem, loads: np.ndarray, gain: tuple, lose: tuple) -> np.ndarray:
+    """[K, M] how much each metric's global term would rise were each of K actions undone: undoing
+    one adds `gain` = (nodes [K], loads [K, M]) to one node and `lose` to another."""
+    m = loads.shape[1]
+    counted = np.asarray(problem.metric_nodes)[:m].T.astype(np.float64)  # [N, M]
+    count = np.maximum(counted.sum(0), 1.0)
+    total, squares = (counted * loads).sum(0), (counted * loads**2).sum(0)
+    new_total, new_squares = total.copy(), squares.copy()
+    for nodes, delta in (gain, lose):
+        new_total = new_total + counted[nodes] * delta
+        new_squares = new_squares + counted[nodes] * ((loads[nodes] + delta) ** 2 - loads[nodes] ** 2)
+    now = _global_terms(problem, total, squares, count)
+    return _global_terms(problem, new_total, new_squares, count) - now
 
 
 class Explainer:
     """Phase and reason of each action `_decoding.diff` builds (its `why` hook)."""
 
-    def __init__(
-        self,
-        state: ClusterState,
-        index: Index,
-        problem: Problem,
-        stages: Stages,
-        balance_before: list[MetricBalance],
-    ):
-        self.state, self.index, self.problem, self.stages = state, index, problem, stages
+    def __init__(self, index: Index, problem: Problem, stages: Stages, balance_before: list[MetricBalance]):
+        self.index, self.problem, self.stages = index, problem, stages
         s = stages
         self.row_phase = _first_change([s.start.node_of, s.placed.node_of, s.checked.node_of, s.balanced.node_of])
         self.part_phase = _first_change(
@@ -198,40 +193,34 @@ class Explainer:
         self.ratio = {b.metric: (b.max_load, b.min_load, b.threshold) for b in balance_before if not b.balanced}
         self.added_to = set(s.placed.node_of[(s.start.node_of < 0) & (s.placed.node_of >= 0)].tolist())
         self.gains = self._gains()
-
-    def _role_load(self, r: int, primary: bool) -> np.ndarray:
-        loads = self.problem.load_primary if primary else self.problem.load_secondary
-        return np.asarray(loads[r], np.float64)
+        self.total = sum(float(g.sum()) for g in self.gains.values())
 
     def _gains(self) -> dict[tuple[str, int], np.ndarray]:
         """{("move", r) or ("swap", p): [M] per-metric gain} for balancing's movements."""
-        index, final, start = self.index, self.stages.final, self.stages.start
-        shape = np.asarray(final.report["loads"]).shape
-        undo: list[tuple[tuple[str, int], np.ndarray]] = []
-        rows = (final.node_of != start.node_of) & (start.node_of >= 0) & (final.node_of >= 0)
-        rows &= self.row_phase == 2
-        replica_partition = np.asarray(self.problem.replica_partition)
-        for r in np.flatnonzero(rows[: index.n_replicas]).tolist():
-            x = self._role_load(r, final.primary_of[replica_partition[r]] == r)
-            delta = np.zeros(shape)
-            delta[final.node_of[r]] -= x
-            delta[start.node_of[r]] += x
-            undo.append((("move", r), delta))
-        swaps = (final.primary_of != start.primary_of) & (start.primary_of >= 0) & (self.part_phase == 2)
-        for p in np.flatnonzero(swaps[: index.n_partitions]).tolist():
-            new, old = int(final.primary_of[p]), int(start.primary_of[p])
-            if new < 0 or final.node_of[new] < 0 or final.node_of[old] < 0:
-                continue
-            delta = np.zeros(shape)
-            delta[final.node_of[new]] -= self._role_load(new, True) - self._role_load(new, False)
-            delta[final.node_of[old]] += self._role_load(old, True) - self._role_load(old, False)
-            undo.append((("swap", p), delta))
-        gains = _balancing_gains(index, self.problem, final, [(0, d) for _, d in undo])
-        return {key: gains[k] for k, (key, _) in enumerate(undo)}
+        index, problem, final, start = self.index, self.problem, self.stages.final, self.stages.start
+        m = len(index.metrics)
+        primary, secondary = (np.asarray(x, np.float64)[:, :m] for x in (problem.load_primary, problem.load_secondary))
+        moved = (final.node_of != start.node_of) & (start.node_of >= 0) & (final.node_of >= 0) & (self.row_phase == 2)
+        rows = np.flatnonzero(moved[: index.n_replicas])
+        is_primary = final.primary_of[np.asarray(problem.replica_partition)[rows]] == rows
+        load = np.where(is_primary[:, None], primary[rows], secondary[rows])
+        swapped = (final.primary_of != start.primary_of) & (start.primary_of >= 0) & (self.part_phase == 2)
+        parts = np.flatnonzero(swapped[: index.n_partitions])
+        new, old = final.primary_of[parts], start.primary_of[parts]
+        ok = (new >= 0) & (final.node_of[np.maximum(new, 0)] >= 0) & (final.node_of[old] >= 0)
+        parts, new, old = parts[ok], new[ok], old[ok]
+        extra = primary - secondary  # what a primary carries beyond a secondary
+        gains = undo_gains(
+            problem,
+            np.asarray(final.report["loads"], np.float64)[:, :m],
+            (np.concatenate([start.node_of[rows], final.node_of[old]]), np.concatenate([load, extra[old]])),
+            (np.concatenate([final.node_of[rows], final.node_of[new]]), -np.concatenate([load, extra[new]])),
+        )
+        keys = [("move", int(r)) for r in rows] + [("swap", int(p)) for p in parts]
+        return dict(zip(keys, gains))
 
     def share(self, gain: np.ndarray) -> float | None:
-        total = sum(float(g.sum()) for g in self.gains.values())
-        return round(float(gain.sum()) / total, 4) if total > 0 else None
+        return round(float(gain.sum()) / self.total, 4) if self.total > 0 else None
 
     def __call__(self, r: int, kind: str, source: int, target: int) -> dict:
         p = int(self.problem.replica_partition[r])
@@ -247,10 +236,8 @@ class Explainer:
         given = int(index.input_node[r])
         if kind.startswith("Add"):
             lost = given >= 0 and index.node_status[given] == "Down"
-            why = (
-                f"replaces the replica lost with Down node {index.nodes[given]}" if lost else "places a missing replica"
-            )
-            return {"Reason": f"{why} (on {index.nodes[target]})"}
+            lost_on = f", in place of the one lost with Down node {index.nodes[given]}" if lost else ""
+            return {"Reason": f"places a missing replica on {index.nodes[target]}{lost_on}"}
         if kind == "PromoteSecondary":
             return {"Reason": f"the partition's primary is gone: the secondary on {index.nodes[target]} takes over"}
         if source in self.added_to:
@@ -467,5 +454,5 @@ def explain(
     before, after = balances
     still = [b.metric for b in after if not b.balanced]
     phases = phase_entries(state, index, stages, entries, priorities, placeable, still)
-    why = Explainer(state, index, problem, stages, before)
+    why = Explainer(index, problem, stages, before)
     return Told(phases, why, remaining(index, problem, stages.final, after, phases[2], priorities))
