@@ -134,9 +134,10 @@ def _largest_actions(actions: list[dict]) -> list[str]:
             (a.get("Phase", ""), a["Action"], replica, f"{a['SourceNode']} -> {a['TargetNode']}", a.get("Reason", ""))
         )
     widths = [max(len(str(r[k])) for r in rows) for k in range(4)]
-    lines = ["  " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
+    lines = ["  largest actions:"]
+    lines += ["    " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
     if len(actions) > TABLE_ROWS:
-        lines.append(f"  ... and {len(actions) - TABLE_ROWS} more (the plan's Actions)")
+        lines.append(f"    ... and {len(actions) - TABLE_ROWS} more (the plan's Actions)")
     return lines
 
 

@@ -261,12 +261,12 @@ class Explainer:
         m = max(candidates, key=lambda k: gain[k])
         metric = self.index.metrics[m]
         share = self.share(gain)
-        text = f"reduces the imbalance of {metric}"
+        text = f"reduces {metric}'s imbalance"
         if metric in self.ratio:
             hi, lo, threshold = self.ratio[metric]
-            text += f" (max/min {ratio_text(hi, lo)} before, threshold {threshold:g})"
+            text += f" (max/min {ratio_text(hi, lo)} > {threshold:g} before)"
         if share is not None:
-            text += f"; {share:.0%} of the phase's gain"
+            text += f"; {share:.0%} of balancing's gain"
         return {"Reason": text, "Metric": metric, "EnergyShare": share}
 
 
@@ -291,52 +291,64 @@ def drop_reasons(state: ClusterState, drops: list[dict]) -> list[dict]:
 # what is left
 
 
+def _phase_causes(balancing: dict) -> list[str]:
+    """What in the balancing phase kept a metric imbalanced: it did not run, or a throttle stopped it."""
+    causes = [] if balancing.get("Ran") else [f"balancing did not run: {balancing['Reason']}"]
+    if "Throttle" in balancing:
+        t = balancing["Throttle"]
+        causes.append(f"balancing stopped at {t['Setting']} ({t['Used']} of {t['Allowed']} movements allowed)")
+    return causes
+
+
+def _load_causes(index: Index, problem: Problem, final: Where, metric: int, hi_n: int, lo_n: int) -> list[str]:
+    """What in the loads keeps a metric's most loaded node `hi_n` apart from its least loaded `lo_n`:
+    nothing at all on `lo_n`, load placement constraints keep off it, replicas too large to move."""
+    loads = np.asarray(final.report["loads"])[:, metric]
+    hi, lo, name, high, low = (
+        float(loads[hi_n]),
+        float(loads[lo_n]),
+        index.metrics[metric],
+        index.nodes[hi_n],
+        index.nodes[lo_n],
+    )
+    r = np.arange(index.n_replicas)
+    primary, secondary = np.asarray(problem.load_primary)[r, metric], np.asarray(problem.load_secondary)[r, metric]
+    classes = np.asarray(problem.service_class)[np.asarray(problem.replica_service)[r]]
+    reaches = np.asarray(problem.class_allowed)[classes, lo_n]  # [R] replicas that may go to lo_n
+    on = np.flatnonzero(final.node_of[r] == hi_n)
+    load = np.where(final.primary_of[np.asarray(problem.replica_partition)[on]] == on, primary[on], secondary[on])
+    causes = []
+    if lo <= 0:
+        unreachable = not (reaches & ((primary > 0) | (secondary > 0))).any()
+        causes.append(
+            f"{low} carries no {name}, so max/min is infinite"
+            + (f": no replica carrying {name} may be placed there" if unreachable else "")
+        )
+    confined = float(load[~reaches[on]].sum())
+    if confined > 0 and confined >= (hi - lo) / 2:
+        causes.append(
+            f"{confined:g} of {high}'s {hi:g} {name} is on replicas whose placement constraints keep them off {low}"
+        )
+    movable = load[(load > 0) & reaches[on]]
+    if movable.size and movable.min() >= hi - lo:
+        causes.append(
+            f"every replica on {high} that may go to {low} carries at least {movable.min():g} {name}: "
+            f"no single move narrows the gap of {hi - lo:g}"
+        )
+    return causes
+
+
 def _metric_causes(
     index: Index, problem: Problem, final: Where, metric: int, members: np.ndarray, balancing: dict
 ) -> tuple[dict, list[str]]:
     """(the most and least loaded node, what keeps one metric imbalanced) as far as the engine can tell."""
     loads = np.asarray(final.report["loads"])[: index.n_nodes, metric]
-    counted = np.asarray(problem.metric_nodes)[metric, : index.n_nodes] & members
-    nodes = np.flatnonzero(counted)
+    nodes = np.flatnonzero(np.asarray(problem.metric_nodes)[metric, : index.n_nodes] & members)
     hi_n, lo_n = int(nodes[np.argmax(loads[nodes])]), int(nodes[np.argmin(loads[nodes])])
-    hi, lo, name = float(loads[hi_n]), float(loads[lo_n]), index.metrics[metric]
-    where = {"MostLoadedNode": index.nodes[hi_n], "LeastLoadedNode": index.nodes[lo_n]}
-    causes = []
-    if not balancing.get("Ran"):
-        causes.append(f"balancing did not run: {balancing['Reason']}")
-    if "Throttle" in balancing:
-        t = balancing["Throttle"]
-        causes.append(f"balancing stopped at {t['Setting']} ({t['Used']} of {t['Allowed']} movements allowed)")
-    r = np.arange(index.n_replicas)
-    on = np.flatnonzero(final.node_of[r] == hi_n)
-    is_primary = final.primary_of[np.asarray(problem.replica_partition)[on]] == on
-    load = np.where(
-        is_primary, np.asarray(problem.load_primary)[on, metric], np.asarray(problem.load_secondary)[on, metric]
-    )
-    allowed = np.asarray(problem.class_allowed)[np.asarray(problem.service_class)[np.asarray(problem.replica_service)]]
-    if lo <= 0:
-        carriers = (np.asarray(problem.load_primary)[r, metric] > 0) | (
-            np.asarray(problem.load_secondary)[r, metric] > 0
-        )
-        text = f"{index.nodes[lo_n]} carries no {name}, so max/min is infinite"
-        if not (allowed[r, lo_n] & carriers).any():
-            text += f": no replica carrying {name} may be placed there"
-        causes.append(text)
-    confined = float(load[~allowed[on, lo_n]].sum())
-    if confined > 0 and confined >= (hi - lo) / 2:
-        causes.append(
-            f"{confined:g} of {index.nodes[hi_n]}'s {hi:g} {name} is on replicas whose placement "
-            f"constraints keep them off {index.nodes[lo_n]}"
-        )
-    movable = load[(load > 0) & allowed[on, lo_n]]
-    if movable.size and movable.min() >= hi - lo:
-        causes.append(
-            f"every replica on {index.nodes[hi_n]} that may go to {index.nodes[lo_n]} carries at least "
-            f"{movable.min():g} {name}: no single move narrows the gap of {hi - lo:g}"
-        )
-    if not causes and balancing.get("Ran"):
+    causes = _phase_causes(balancing) + _load_causes(index, problem, final, metric, hi_n, lo_n)
+    if not causes:
         causes.append("the search found no placement that balances it further within the constraints and throttles")
-    return where, causes
+    return {"MostLoadedNode": index.nodes[hi_n], "LeastLoadedNode": index.nodes[lo_n]}, causes
 
 
 def imbalanced_after(
