@@ -146,6 +146,11 @@ def test_every_metric_still_imbalanced_has_its_ratio_threshold_and_causes(thrott
         assert m["Ratio"] == pytest.approx(m["MaxLoad"] / m["MinLoad"]) and m["Ratio"] > m["BalancingThreshold"]
         assert loads[m["MostLoadedNode"]][m["Metric"]] == pytest.approx(m["MaxLoad"])
         assert loads[m["LeastLoadedNode"]][m["Metric"]] == pytest.approx(m["MinLoad"])
+        if m["BalancingThreshold"] <= 1:  # SF's rule: a threshold of 1 holds only for a gap of at most 1
+            assert (
+                f"its BalancingThreshold {m['BalancingThreshold']:g} holds only where max - min <= 1 (SF's rule)"
+                in m["Causes"]
+            )
 
 
 def test_a_node_at_load_zero_makes_the_ratio_infinite_and_says_why():

@@ -362,7 +362,10 @@ def imbalanced_after(
         if b.balanced:
             continue
         members = np.ones(index.n_nodes, bool) if b.node_type is None else types == b.node_type
-        where, causes = _metric_causes(index, problem, final, index.metrics.index(b.metric), members, balancing)
+        m = index.metrics.index(b.metric)
+        where, causes = _metric_causes(index, problem, final, m, members, balancing)
+        if 0 < b.threshold <= 1 and not np.asarray(problem.metric_defrag)[m]:
+            causes.append(f"its BalancingThreshold {b.threshold:g} holds only where max - min <= 1 (SF's rule)")
         out.append(
             {
                 "Metric": b.metric,
