@@ -122,10 +122,9 @@ def counts_text(counts: list[dict]) -> str:
     return ", ".join(f"{c['Constraint']} {c['Count']} {c['Of'].lower()}" for c in counts) or "none"
 
 
-def _replica_violations(index: Index, problem: Problem, report: dict, r: int, node: int, primary: bool) -> list[str]:
-    """The violations replica r (on `node`, the node it leaves) takes part in, as `Kind on Node`."""
+def _replica_violations(index: Index, report: dict, r: int, p: int, node: int, primary: bool) -> list[str]:
+    """The violations replica r of partition p (on `node`, the node it leaves) takes part in, as `Kind on Node`."""
     v = report["violations"]
-    p = int(problem.replica_partition[r])
     name = index.nodes[node] if node >= 0 else "no node"
     out = []
     over = np.flatnonzero(np.asarray(v["capacity"])[node, : len(index.metrics)] > 0) if node >= 0 else []
@@ -185,6 +184,7 @@ class Explainer:
 
     def __init__(self, index: Index, problem: Problem, stages: Stages, balance_before: list[MetricBalance]):
         self.index, self.problem, self.stages = index, problem, stages
+        self.partition_of = np.asarray(problem.replica_partition)
         s = stages
         self.row_phase = _first_change([s.start.node_of, s.placed.node_of, s.checked.node_of, s.balanced.node_of])
         self.part_phase = _first_change(
@@ -223,7 +223,7 @@ class Explainer:
         return round(float(gain.sum()) / self.total, 4) if self.total > 0 else None
 
     def __call__(self, r: int, kind: str, source: int, target: int) -> dict:
-        p = int(self.problem.replica_partition[r])
+        p = int(self.partition_of[r])
         swap = kind in ("SwapPrimarySecondary", "PromoteSecondary")
         phase = PHASES[int(self.part_phase[p] if swap else self.row_phase[r])]
         if kind.startswith("Add") or kind == "PromoteSecondary":
@@ -245,15 +245,15 @@ class Explainer:
         return {"Reason": "moved by placement to make room (MoveExistingReplicaForPlacement)"}
 
     def _check(self, r: int, kind: str, source: int, target: int) -> dict:
-        p = int(self.problem.replica_partition[r])
+        p = int(self.partition_of[r])
         primary = kind == "SwapPrimarySecondary" or self.stages.placed.primary_of[p] == r
-        fixes = _replica_violations(self.index, self.problem, self.stages.placed.report, r, source, primary)
+        fixes = _replica_violations(self.index, self.stages.placed.report, r, p, source, primary)
         if not fixes:
             return {"Reason": f"makes room for a replica in violation (leaves {self.index.nodes[source]})"}
         return {"Reason": "fixes " + "; ".join(fixes), "Constraint": fixes[0].split(" ")[0]}
 
     def _balancing(self, r: int, kind: str, source: int, target: int) -> dict:
-        p = int(self.problem.replica_partition[r])
+        p = int(self.partition_of[r])
         gain = self.gains.get(("swap", p) if kind == "SwapPrimarySecondary" else ("move", r))
         if gain is None:
             return {"Reason": "part of the balancing move set"}
