@@ -165,20 +165,29 @@ def test_a_node_at_load_zero_makes_the_ratio_infinite_and_says_why():
     assert "balancing stopped at MaxPercentageToMove (1 of 1 movements allowed)" in cpu["Causes"]
 
 
-def test_violations_left_are_counted_by_kind_and_an_idle_check_says_why():
-    """A service whose placement constraint no node meets: its replicas stay in violation."""
+def test_violations_left_are_counted_by_kind_and_idle_phases_say_why():
+    """A service whose placement constraint no node meets, one of its replicas missing: the others
+    stay in violation, the missing one fits no node."""
     doc = cluster(0)
+    name = doc["Services"][0]["ServiceName"]
     doc["Services"][0]["PlacementConstraints"] = "NodeType == Nowhere"
+    next(p for p in doc["Partitions"] if p["ServiceName"] == name)["Replicas"].pop()
     result = _plan(doc, MaxPercentageToMove=0)
-    replicas = sum(
-        len(p["Replicas"]) for p in doc["Partitions"] if p["ServiceName"] == doc["Services"][0]["ServiceName"]
-    )
-    left = {"Constraint": "PlacementConstraint", "Count": replicas, "Of": "Replicas"}
-    assert left in result["Remaining"]["Violations"]
+    replicas = sum(len(p["Replicas"]) for p in doc["Partitions"] if p["ServiceName"] == name)
+    left = [
+        {"Constraint": "ReplicaUnplaced", "Count": 1, "Of": "Replicas"},
+        {"Constraint": "PlacementConstraint", "Count": replicas, "Of": "Replicas"},
+    ]
+    assert result["Remaining"]["Violations"] == left
+    placement = _phase(result, "Placement")
+    assert placement["Stopped"] == "moved nothing: 1 replica(s) fit no node (see Unplaced)"
     check = _phase(result, "ConstraintCheck")
-    assert check["Ran"] and left in check["ViolationsAfter"] and check["Movements"] == {"Allowed": None, "Used": 0}
-    assert check["Stopped"].startswith("moved nothing: no movement found that reduces the violations")
-    assert f"PlacementConstraint {replicas} replicas" in check["Stopped"]
+    assert check["Ran"] and check["ViolationsAfter"] == left and check["Movements"] == {"Allowed": None, "Used": 0}
+    assert check["Stopped"] == (
+        "moved nothing: no movement found that reduces the violations "
+        f"(ReplicaUnplaced 1 replicas, PlacementConstraint {replicas} replicas)"
+    )
+    assert f"violations left: ReplicaUnplaced 1 replicas, PlacementConstraint {replicas} replicas" in summary(result, 1)
 
 
 def test_a_balancing_phase_that_moved_nothing_says_why():

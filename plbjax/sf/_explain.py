@@ -421,7 +421,8 @@ def phase_entries(
         used = movements(s.placed, s.checked, n)
         check.update(movements_entry({}, 0, used), ViolationsBefore=before, ViolationsAfter=after)
         idle = f"no movement found that reduces the violations ({counts_text(before)})"
-        check["Stopped"] = _stopped(check, used, idle, f"{used} movement(s); violations left: {counts_text(after)}")
+        done = f"{used} movement(s); violations {counts_text(before)} -> left: {counts_text(after)}"
+        check["Stopped"] = _stopped(check, used, idle, done)
     if balancing["Ran"]:
         limits = throttle_limits(state.settings, "Balancing", int((s.checked.node_of >= 0).sum()))
         used = movements(s.checked, s.balanced, n)
