@@ -28,7 +28,6 @@ from plbjax.sf._encoding import (
 from plbjax.sf._state import ClusterState
 
 PHASES = ("Placement", "ConstraintCheck", "Balancing")
-UNLIMITED = 2**31 - 1
 
 
 class Where(Protocol):
