@@ -131,6 +131,59 @@ def _with_thresholds(state, balancing: BalancingConfig):
     return dataclasses.replace(state, **{fields[key]: values for key, values in changes.items()})
 
 
+TABLE_ROWS = 5  # the largest actions the console summary lists
+
+
+def _largest_actions(actions: list[dict]) -> list[str]:
+    """The summary's table: the actions that fix or place first, then balancing's by share."""
+    order = sorted(
+        range(len(actions)),
+        key=lambda i: (actions[i].get("Phase") == "Balancing", -(actions[i].get("EnergyShare") or 0), i),
+    )
+    rows = [("Phase", "Action", "Replica", "From -> To", "Reason")]
+    for a in (actions[i] for i in order[:TABLE_ROWS]):
+        replica = f"{a['ServiceName']}/{a['PartitionId']}/{a['ReplicaId'] if a['ReplicaId'] is not None else 'new'}"
+        rows.append(
+            (a.get("Phase", ""), a["Action"], replica, f"{a['SourceNode']} -> {a['TargetNode']}", a.get("Reason", ""))
+        )
+    widths = [max(len(str(r[k])) for r in rows) for k in range(4)]
+    lines = ["  largest actions:"]
+    lines += ["    " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
+    if len(actions) > TABLE_ROWS:
+        lines.append(f"    ... and {len(actions) - TABLE_ROWS} more (the plan's Actions)")
+    return lines
+
+
+def summary(plan: dict, seconds: float) -> str:
+    """The console summary of a plan: what ran and why, where each phase stopped, the largest
+    actions, and what is left (metrics still imbalanced, violations by kind)."""
+    ran = [p["Phase"] for p in plan["Phases"] if p["Ran"]]
+    lines = [
+        f"plbjax: phases run: {', '.join(ran) or 'none'}; {len(plan['Actions'])} action(s); "
+        f"AvgStdDev {plan['Score']['Before']:.4f} -> {plan['Score']['After']:.4f}; {seconds:.1f} s"
+    ]
+    for phase in plan["Phases"]:
+        lines.append(f"  {phase['Phase']}: {phase['Reason']}")
+        if phase.get("Stopped"):
+            lines.append(f"    -> {phase['Stopped']}")
+    if plan["Actions"]:
+        lines += _largest_actions(plan["Actions"])
+    left = plan.get("Remaining", {})
+    for metric in left.get("Imbalanced", []):
+        ratio = "inf" if metric["Ratio"] is None else f"{metric['Ratio']:.2f}"
+        where = f" on {metric['NodeType']}" if metric["NodeType"] else ""
+        lines.append(
+            f"  still imbalanced: {metric['Metric']}{where}, max/min {ratio} against threshold "
+            f"{metric['BalancingThreshold']:g} ({metric['MostLoadedNode']} {metric['MaxLoad']:g}, "
+            f"{metric['LeastLoadedNode']} {metric['MinLoad']:g})"
+        )
+        lines += [f"    - {cause}" for cause in metric["Causes"]]
+    violations = left.get("Violations", [])
+    counts = ", ".join(f"{v['Constraint']} {v['Count']} {v['Of'].lower()}" for v in violations)
+    lines.append(f"  violations left: {counts or 'none'}")
+    return "\n".join(lines)
+
+
 def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     """Load, plan, write. Raises BadInput for bad input."""
     import jax
@@ -155,14 +208,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
         from plbjax.plotting import plot_node_loads
 
         plot_node_loads(plan, cfg.plot)
-    ran = [p["Phase"] for p in plan["Phases"] if p["Ran"]]
-    print(
-        f"plbjax: phases run: {', '.join(ran) or 'none'}; {len(plan['Actions'])} action(s); "
-        f"AvgStdDev {plan['Score']['Before']:.4f} -> {plan['Score']['After']:.4f}; "
-        f"{time.perf_counter() - start:.1f} s"
-    )
-    for phase in plan["Phases"]:
-        print(f"  {phase['Phase']}: {phase['Reason']}")
+    print(summary(plan, time.perf_counter() - start))
     if state.notes:
         more = f" (and {len(state.notes) - 3} more)" if len(state.notes) > 3 else ""
         print("plbjax: note: " + "; ".join(state.notes[:3]) + more)

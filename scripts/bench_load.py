@@ -10,10 +10,11 @@ what `plbjax state=DOC out=PLAN` does, stage by stage:
   read      the file into a Python document (JSON parsing, duplicate keys refused);
   validate  the document into a `ClusterState`: the JSON Schema and every semantic rule checked,
             Service Fabric's defaults filled in (plbjax.sf._state);
-  encode    resource governance and the encoding into the dense `Problem` (plbjax.sf._encoding);
+  encode    resource governance and the encoding into the dense `Problem` (plbjax.sf._encoding), as
+            the plan's first step (`_phases._governed_encoding`, which the plan then reuses);
   compile   the annealer's compilation (`AnnealResult.compile_seconds`, summed over the phases);
   search    the phases' searches, a token 1,000 steps x 2 chains each (`AnnealResult.seconds`);
-  decode    the rest of `phases.plan`: the re-encodings it does (also shown on their own as
+  decode    the rest of `phases.plan`: re-encodings it does (also shown on their own as
             `encode_in_plan`), assessments, surplus drops, the decoding into actions and reports;
   write     the plan as indented JSON to a file.
 
@@ -120,9 +121,8 @@ def run_once(path: Path, load_only: bool) -> dict:
     jnp.zeros(1).block_until_ready()
     jax_init = time.perf_counter() - start
 
+    from plbjax.sf import _phases as phases
     from plbjax.sf import _state as S
-    from plbjax.sf import encode
-    from plbjax.sf._governance import apply_resource_governance
 
     out: dict = {
         "stages": {},
@@ -157,9 +157,8 @@ def run_once(path: Path, load_only: bool) -> dict:
 
     state = timed("validate", validate)
 
-    def encoded():
-        governed, _ = apply_resource_governance(state)
-        return encode(governed)
+    def encoded():  # the plan's own first encoding, which it then reuses (as `plbjax` runs it)
+        return phases._governed_encoding(state)[2:]
 
     problem, index = timed("encode", encoded)
     out["replicas"], out["nodes"] = index.n_replicas, index.n_nodes
@@ -171,9 +170,6 @@ def run_once(path: Path, load_only: bool) -> dict:
 
     from plbjax.files import write_text
     from plbjax.sf import SearchConfig
-    from plbjax.sf import (
-        _phases as phases,  # its anneal and encode, wrapped to count them
-    )
 
     searches, in_plan = [], []
     anneal, encode_in_plan = phases.anneal, phases.encode

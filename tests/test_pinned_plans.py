@@ -28,10 +28,19 @@ CASES = {
 }
 
 
+EXPLAINED = {"Phase", "Reason", "Constraint", "Metric", "EnergyShare"}  # action fields the pins predate
+EXPLAINED_PHASE = {"Movements", "Throttle", "ViolationsBefore", "ViolationsAfter", "Stopped"}
+
+
 def _canonical(document: dict) -> str:
-    """The plan without its wall-clock seconds, as sorted JSON."""
+    """The plan without its wall-clock seconds, as sorted JSON; the pins predate the explanations
+    (the actions' Phase and Reason, the phases' Movements, Throttle, violations and Stopped, the
+    plan's Remaining), which tests/test_explain.py checks."""
     clocks = ("Seconds", "CompileSeconds", "PhaseSeconds")
     document = dict(document, Search={k: v for k, v in document["Search"].items() if k not in clocks})
+    document.pop("Remaining", None)
+    document["Actions"] = [{k: v for k, v in a.items() if k not in EXPLAINED} for a in document["Actions"]]
+    document["Phases"] = [{k: v for k, v in p.items() if k not in EXPLAINED_PHASE} for p in document["Phases"]]
     return json.dumps(document, sort_keys=True, indent=1) + "\n"
 
 

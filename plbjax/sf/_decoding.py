@@ -13,6 +13,7 @@ own nodes cannot be executed that way; `settle` undoes them first.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 
 import numpy as np
 
@@ -85,11 +86,17 @@ def settle(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> tuple[n
     return node_of, primary_of
 
 
-def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.ndarray) -> list[dict]:
+Why = Callable[[int, str, int, int], dict]  # (replica row, action, source node, target node) -> extra fields
+
+
+def partition_actions(
+    index: Index, p: int, node_of: np.ndarray, primary_of: np.ndarray, why: Why | None = None
+) -> list[dict]:
     """Actions taking partition p from the input to (node_of, primary_of), in executable order.
 
     A running primary (Up or Disabled node) hands over by a swap; without one, a running secondary
-    is promoted, and a replica the plan adds is added in the role it ends with."""
+    is promoted, and a replica the plan adds is added in the role it ends with. `why` adds fields
+    to each action (its phase and reason)."""
     rows = index.partition_rows[p]
     if _cycles(_moved(index, node_of, p)):
         raise ValueError(f"partition {index.partitions[p]}: replicas rotate among its nodes; settle() first")
@@ -112,6 +119,7 @@ def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.
                 "Action": kind,
                 "SourceNode": index.nodes[source] if source >= 0 else None,
                 "TargetNode": index.nodes[target],
+                **(why(r, kind, source, target) if why else {}),
             }
         )
 
@@ -133,12 +141,12 @@ def partition_actions(index: Index, p: int, node_of: np.ndarray, primary_of: np.
     return actions
 
 
-def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> list[dict]:
+def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray, why: Why | None = None) -> list[dict]:
     """Every partition's actions, partition by partition."""
     return [
         a
         for p in touched(index, node_of, primary_of).tolist()
-        for a in partition_actions(index, p, node_of, primary_of)
+        for a in partition_actions(index, p, node_of, primary_of, why)
     ]
 
 

@@ -43,6 +43,7 @@ from plbjax.sf._encoding import (
     encode,
     scope,
 )
+from plbjax.sf._explain import Stages, drop_reasons, explain, throttle_limits
 from plbjax.sf._governance import apply_resource_governance
 from plbjax.sf._model import model
 from plbjax.sf._search import SearchConfig
@@ -140,21 +141,7 @@ def movement_budget(state: ClusterState, phase: str, replicas: int) -> int:
     ...For{phase} pair (0: no limit; a percentage counts existing replicas, rounded up) and against
     MaxPercentageToMove / MaxPercentageToMoveForPlacement (0: no movement at all). The constraint
     check is not throttled (SF's GetAllowedMovements)."""
-    if phase == "ConstraintCheck":
-        return UNLIMITED
-    s = state.settings
-    limits = [
-        math.ceil(s["MaxPercentageToMove" if phase == "Balancing" else "MaxPercentageToMoveForPlacement"] * replicas)
-    ]
-    for absolute, percentage in (
-        ("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage"),
-        (f"GlobalMovementThrottleThresholdFor{phase}", f"GlobalMovementThrottleThresholdPercentageFor{phase}"),
-    ):
-        if s[absolute] > 0:
-            limits.append(int(s[absolute]))
-        if s[percentage] > 0:
-            limits.append(math.ceil(s[percentage] * replicas))
-    return min(limits + [UNLIMITED])
+    return min(throttle_limits(state.settings, phase, replicas).values(), default=UNLIMITED)
 
 
 def _movements(index: Index, before: Placement, after: Placement) -> int:
@@ -671,6 +658,7 @@ class _Outcome(NamedTuple):
     """The phases' results, in SF's order, and the minimal-movement pass's."""
 
     placement: _Phase
+    placed: Placement  # after placement, lost primaries replaced by promotions
     check: _Phase
     balancing: _Phase
     balance_before: list[MetricBalance]
@@ -721,7 +709,7 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
         with clock("FewestMovements"):
             final, removed, tidy = _tidy(run, final, budget.next(1.0))
     searches = [s for s in (placement.search, check.search, balancing.search, tidy) if s is not None]
-    return _Outcome(placement, check, balancing, balance_before, final, removed, searches)
+    return _Outcome(placement, placed, check, balancing, balance_before, final, removed, searches)
 
 
 def _search_entry(searches: list[AnnealResult], seed: int, removed: int, clock: _Clock) -> dict:
@@ -814,16 +802,28 @@ def _document(run: _Run, ready: _Prepared, out: _Outcome) -> dict:
         dropped = sum(a["Action"].startswith("Drop") for a in ready.drops)
         placement = dict(placement, Ran=True, Reason=f"{dropped} surplus replica(s) dropped; {placement['Reason']}")
     final = out.final
+    balance_after = _balances(run.state, problem, index, final.report)
+    told = explain(
+        run.state,
+        index,
+        problem,
+        Stages(ready.start, out.placed, out.check.placement, out.balancing.placement, final),
+        [placement, out.check.entry, out.balancing.entry],
+        (out.balance_before, balance_after),
+        run.priorities,
+        int(((ready.start.node_of >= 0) & ~_everywhere(run.state, index)).sum()),
+    )
     return {
         "SchemaVersion": SCHEMA_VERSION,
-        "Phases": [placement, out.check.entry, out.balancing.entry],
-        "Balance": _balance_entries(out.balance_before, _balances(run.state, problem, index, final.report)),
+        "Phases": told.phases,
+        "Balance": _balance_entries(out.balance_before, balance_after),
         "Score": {"Before": float(ready.original.report["avg"]), "After": float(final.report["avg"])},
-        "Actions": ready.drops + diff(index, final.node_of, final.primary_of),
+        "Actions": drop_reasons(run.state, ready.drops) + diff(index, final.node_of, final.primary_of, told.why),
         "Nodes": _node_entries(index, problem, ready.original, final),
         "Health": ready.health + health_reports(index, problem, final.node_of, final.report),
         "Unplaced": _unplaced(index, problem, final),
         "History": _history(run.state, index, out.check.placement, final),
+        "Remaining": told.remaining,
     }
 
 
