@@ -640,8 +640,9 @@ class _Sim:
         for action in actions:
             kind, key = action_kind(action["Action"]), partition_key(action)
             counts[kind] += 1
+            fields = {k: v for k, v in action.items() if k != "Phase"}  # the round's phase names it (timeline.md)
             self.actions.append(
-                {"Time": now, "Phase": phase, **({"NodeType": node_type} if node_type else {}), **action}
+                {"Time": now, "Phase": phase, **({"NodeType": node_type} if node_type else {}), **fields}
             )
             if kind in ("Moves", "Swaps"):
                 self.cumulative += 1
