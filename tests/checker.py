@@ -96,7 +96,8 @@ def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[
             if node not in allowed:
                 out["placement"].add((service, pid, rid))
             for metric in svc.metrics:
-                loads[node][metric.name] += role_load(metric, partitions.get((service, str(pid))), rid, role)
+                given = partitions.get((service, str(pid)))
+                loads[node][metric.name] += role_load(state, metric, given, rid, role, {r for r, _, _ in reps})
         usable = [nodes[n] for n in allowed]
         if not _domain_ok([nodes[n].fault_domain for _, _, n in placed], [n.fault_domain for n in usable]):
             out["fault_domain"].add((service, pid))
@@ -119,22 +120,24 @@ def no_new_violations(before: dict, after: dict) -> list[str]:
     return [f"{k}: {sorted(after[k] - before[k])}" for k in after if after[k] - before[k]]
 
 
-def role_load(metric, given, replica_id, role: str) -> float:
+def role_load(state: ClusterState, metric, given, replica_id, role: str, present: set[str]) -> float:
     """A replica's load of `metric` in `role`, by SF's rules: the load follows the role (SF's
-    FailoverUnit): a primary carries the load its partition's primary reported, a secondary its own
-    reported secondary load, a former primary the average of the partition's secondaries (their
-    reported or default loads); what nobody reported is the service's default load for the role.
-    `given`: the partition as the state gives it (None: a partition new to it)."""
+    FailoverUnit): a primary carries the load its partition's primary reported while that replica is
+    still one of the partition's (`present` ids), a secondary its own reported secondary load, a
+    former primary that was running the average of the partition's secondaries (their reported or
+    default loads); what nobody reported is the service's default load for the role. `given`: the
+    partition as the state gives it (None: a partition new to it)."""
+    up = {n.name for n in state.nodes if n.status == "Up"}
     reported = {str(r.replica_id): r for r in given.replicas} if given is not None else {}
     own = reported.get(str(replica_id)) if replica_id is not None else None
-    primary = [r for r in reported.values() if r.role == "Primary"]
+    primary = [r for rid, r in reported.items() if r.role == "Primary" and rid in present]
     secondaries = [r for r in reported.values() if r.role == "Secondary"]
     value = None
     if role == "Primary" and primary:
         value = primary[0].loads.get(metric.name)
     elif own is not None and own.role == role:
         value = own.loads.get(metric.name)
-    elif role == "Secondary" and own is not None and own.role == "Primary" and secondaries:
+    elif role == "Secondary" and own is not None and own.role == "Primary" and own.node in up and secondaries:
         values = [r.loads.get(metric.name, metric.secondary_load) for r in secondaries]
         value = sum(values) / len(values)
     if value is None:
@@ -151,11 +154,13 @@ def node_loads(state: ClusterState, document: dict) -> dict[str, Counter]:
     loads: dict[str, Counter] = defaultdict(Counter)
     for part in document["Partitions"]:
         given = partitions.get((part["ServiceName"], str(part["PartitionId"])))
+        present = {str(r["ReplicaId"]) for r in part["Replicas"]}
         for rep in part["Replicas"]:
             if rep.get("NodeName") is None or rep["NodeName"] in down:
                 continue
             for metric in services[part["ServiceName"]].metrics:
-                loads[rep["NodeName"]][metric.name] += role_load(metric, given, rep["ReplicaId"], rep["Role"])
+                load = role_load(state, metric, given, rep["ReplicaId"], rep["Role"], present)
+                loads[rep["NodeName"]][metric.name] += load
     return loads
 
 

@@ -333,9 +333,13 @@ class _Cluster:
         self.reported = {
             str(r["ReplicaId"]): (r["Role"], r.get("Loads", {})) for p in doc["Partitions"] for r in p["Replicas"]
         }
-        self.by_role = {  # the loads each partition's replicas reported, by their role
+        self.by_role = {  # each partition's reported replicas (id, loads, running), by their role
             (p["ServiceName"], str(p["PartitionId"])): {
-                role: [r.get("Loads", {}) for r in p["Replicas"] if r["Role"] == role]
+                role: [
+                    (str(r["ReplicaId"]), r.get("Loads", {}), self.status.get(r.get("NodeName")) == "Up")
+                    for r in p["Replicas"]
+                    if r["Role"] == role
+                ]
                 for role in ("Primary", "Secondary")
             }
             for p in doc["Partitions"]
@@ -349,9 +353,10 @@ class _Cluster:
         """Up nodes the service may use: where its domain spread is counted."""
         return [n for n in self.allowed[service] if self.status[n] == "Up"]
 
-    def load(self, service: str, replica: dict, partition_id=None) -> dict[str, float]:
+    def load(self, service: str, replica: dict, partition_id=None, present=frozenset()) -> dict[str, float]:
         """SF's load of a replica in its role; the load follows the role (SF's FailoverUnit): a
-        primary carries its partition's reported primary load, a former primary the average of the
+        primary carries its partition's reported primary load while that replica is still one of
+        the partition's (`present` ids), a former primary that was running the average of the
         secondaries' loads; else its own report in that role, else the service's default."""
         svc = self.services[service]
         role = replica["Role"]
@@ -364,12 +369,14 @@ class _Cluster:
             count = {"Primary": (1.0, 1.0, 1.0), "Secondary": (0.0, 1.0, 1.0), "Instance": (0.0, 0.0, 1.0)}[role]
             out.update(zip(("PrimaryCount", "ReplicaCount", "Count"), count))
         reported = self.by_role.get((service, str(partition_id)), {"Primary": [], "Secondary": []})
+        primary = [loads for rid, loads, _ in reported["Primary"] if rid in present]
+        was_running = any(rid == str(replica["ReplicaId"]) and up for rid, _, up in reported["Primary"])
         for m in metrics:
             default = float(m.get("SecondaryDefaultLoad", m.get("DefaultLoad", 0)))
-            if role == "Primary" and reported["Primary"] and m["Name"] in reported["Primary"][0]:
-                out[m["Name"]] = float(reported["Primary"][0][m["Name"]])
-            elif role == "Secondary" and own_role == "Primary" and reported["Secondary"]:
-                values = [float(r.get(m["Name"], default)) for r in reported["Secondary"]]
+            if role == "Primary" and primary and m["Name"] in primary[0]:
+                out[m["Name"]] = float(primary[0][m["Name"]])
+            elif role == "Secondary" and own_role == "Primary" and was_running and reported["Secondary"]:
+                values = [float(loads.get(m["Name"], default)) for _, loads, _ in reported["Secondary"]]
                 out[m["Name"]] = sum(values) / len(values)
             elif m["Name"] in own and own_role == role:
                 out[m["Name"]] = float(own[m["Name"]])
@@ -392,7 +399,8 @@ class _Cluster:
             for rep in part["Replicas"]:
                 node = rep.get("NodeName")
                 if node is not None and self.status[node] == "Up":
-                    loads[node].update(self.load(part["ServiceName"], rep, part["PartitionId"]))
+                    present = frozenset(str(r["ReplicaId"]) for r in part["Replicas"])
+                    loads[node].update(self.load(part["ServiceName"], rep, part["PartitionId"], present))
         return loads
 
 

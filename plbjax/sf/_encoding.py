@@ -680,7 +680,7 @@ def _replica_rows(cluster: _Entities, allowed: list[np.ndarray], up: np.ndarray,
     partition = np.repeat(np.arange(n_part), layout.sizes).astype(np.int32)
     service = part_service[partition].astype(np.int32)
     node, start = _replica_nodes(given, layout, cluster.node_ix, up)
-    load_primary, load_secondary = _replica_loads(given, layout, code, service, cluster)
+    load_primary, load_secondary = _replica_loads(given, layout, code, service, cluster, start >= 0)
     primaries = np.flatnonzero(code == 0)
     primary_of = np.full(n_part, -1, np.int64)
     np.maximum.at(primary_of, partition[primaries], primaries)
@@ -782,10 +782,11 @@ def _move_costs(given: _Given, layout: _Layout, services: list, service: np.ndar
 
 
 def _replica_loads(
-    given: _Given, layout: _Layout, code: np.ndarray, service: np.ndarray, cluster: _Entities
+    given: _Given, layout: _Layout, code: np.ndarray, service: np.ndarray, cluster: _Entities, running: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
     """Loads as primary and as secondary [rows, metrics]: the service's default loads, then the loads
-    replicas report for the service's metrics. An instance's load is both."""
+    replicas report for the service's metrics, the load following the role (`_loads_follow_role`;
+    `running` [rows]: on an Up node in the input). An instance's load is both."""
     default_primary, default_secondary, has_metric = _default_loads(cluster)
     load_primary, load_secondary = default_primary[service], default_secondary[service]
     loads = list(map(attrgetter("loads"), given.replicas))
@@ -804,18 +805,21 @@ def _replica_loads(
         as_secondary = reported & (code[row] == 1)
         load_primary[row[as_primary], metric[as_primary]] = value[as_primary]
         load_secondary[row[as_secondary], metric[as_secondary]] = value[as_secondary]
-    _loads_follow_role(layout, code, load_primary, load_secondary)
+    _loads_follow_role(layout, code, running, load_primary, load_secondary)
     instance = code == 2
     load_secondary[instance] = load_primary[instance]
     shape = (layout.n_rep, cluster.n_metrics)
     return load_primary.reshape(shape), load_secondary.reshape(shape)
 
 
-def _loads_follow_role(layout: _Layout, code: np.ndarray, load_primary: np.ndarray, load_secondary: np.ndarray) -> None:
+def _loads_follow_role(
+    layout: _Layout, code: np.ndarray, running: np.ndarray, load_primary: np.ndarray, load_secondary: np.ndarray
+) -> None:
     """The load follows the role (SF's FailoverUnit: one primary load per partition, whichever
-    replica is primary; a replica new to the secondary role gets the average of the secondaries'
-    loads, UpdateSecondaryLoadMap): each replica's load as primary is its primary's, the primary's
-    load as secondary the average of the partition's listed secondaries (in place)."""
+    replica is primary; a primary handing its role over gets the average of the secondaries' loads,
+    UpdateSecondaryLoadMap): each replica's load as primary is its primary's, a running primary's
+    load as secondary the average of the partition's listed secondaries (in place). A primary lost
+    with its node comes back as a new replica, with the defaults of new replicas."""
     n_part = layout.sizes.size
     partition = np.repeat(np.arange(n_part), layout.sizes)
     primary_row = np.full(n_part, -1, np.int64)
@@ -828,7 +832,7 @@ def _loads_follow_role(layout: _Layout, code: np.ndarray, load_primary: np.ndarr
     count = np.bincount(partition[secondary], minlength=n_part)
     sums = np.zeros((n_part, load_secondary.shape[1]), np.float64)
     np.add.at(sums, partition[secondary], load_secondary[secondary])
-    primary = (code == 0) & (count[partition] > 0)
+    primary = (code == 0) & running & (count[partition] > 0)
     load_secondary[primary] = sums[partition[primary]] / count[partition[primary], None]
 
 
