@@ -327,6 +327,7 @@ def _relatives(problem: Problem, index: Index, p: int) -> set[int]:
     return {p, *parents[parents >= 0].tolist(), *children.tolist()}
 
 
+TRIAL_BATCH = 64  # promotion trials per compiled call (one size per problem shape: one compilation)
 TRIAL_ROWS = 1 << 22  # replica rows one batch of promotion trials may cover
 
 
@@ -338,7 +339,7 @@ def _promotion_trials(
     if not trials or not keys:
         return {t: False for t in trials}
     rows = problem.load_primary.shape[0]
-    batch = min(1 << (len(trials) - 1).bit_length(), max(TRIAL_ROWS // rows, 1))
+    batch = min(TRIAL_BATCH, max(TRIAL_ROWS // rows, 1))
     padded = np.array(trials + trials[:1] * (-len(trials) % batch), np.int32)
     before = {k: now.report["violations"][k] for k in keys}
     worse = [
