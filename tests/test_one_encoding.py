@@ -58,6 +58,21 @@ def _with_everywhere_parent(seed: int) -> dict:
     return doc
 
 
+def _with_everywhere_child(seed: int) -> dict:
+    """`_with_everywhere_parent` with a one-per-node child of the one-per-node parent as well (its
+    instance count follows the parent's hosts)."""
+    doc = _with_everywhere_parent(seed)
+    doc["Services"].append(
+        dict(
+            doc["Services"][-1],
+            ServiceName="fabric:/App/Sidecar",
+            Correlations=[{"ServiceName": "fabric:/App/Host", "Scheme": "Affinity"}],
+        )
+    )
+    doc["Partitions"].append({"ServiceName": "fabric:/App/Sidecar", "PartitionId": "sidecar", "Replicas": []})
+    return doc
+
+
 def _down(doc: dict, count: int) -> None:
     """Mark Down the nodes of the first `count` primaries."""
     primaries = [r["NodeName"] for p in doc["Partitions"] for r in p["Replicas"] if r["Role"] == "Primary"]
@@ -91,7 +106,7 @@ def _without_timings(document: dict) -> str:
     return json.dumps({k: v for k, v in document.items() if k != "Search"}, sort_keys=True, default=str)
 
 
-@pytest.mark.parametrize("build", [_with_surplus, _with_everywhere_parent])
+@pytest.mark.parametrize("build", [_with_surplus, _with_everywhere_parent, _with_everywhere_child])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_updated_encoding_equals_encoding_again(build, seed, monkeypatch):
     state = parse_state(build(seed))
