@@ -171,6 +171,7 @@ class Index:
     n_nodes: int
     n_replicas: int
     n_partitions: int
+    stages: _Stages | None = dataclasses.field(default=None, compare=False, repr=False)  # for updates
 
     @functools.cached_property
     def row_partition(self) -> tuple[np.ndarray, np.ndarray]:
@@ -311,11 +312,30 @@ def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tu
     cluster = _entities(state)
     nodes = _nodes(state, cluster)
     classes = _placement_classes(state, cluster, nodes, parent_hosts)
-    weights = _energy_weights(state, cluster, classes)
+    return _assemble(state, _Stages(cluster, nodes, classes, _energy_weights(state, cluster, classes)))
+
+
+@dataclasses.dataclass(frozen=True)
+class _Stages:
+    """The stages that do not depend on the replicas (entities, nodes, placement classes, energy
+    weights): an update of the replicas reuses them."""
+
+    cluster: _Entities
+    nodes: _Nodes
+    classes: _Classes
+    weights: _Weights
+
+    def allowed(self) -> list[np.ndarray]:
+        """[S] the node mask of each service's placement class."""
+        classes = self.classes
+        return [classes.masks[c] for c in classes.service_class[: len(self.cluster.services)]]
+
+
+def _assemble(state: ClusterState, stages: _Stages) -> tuple[Problem, Index]:
+    """The replica stages (rows, loads, policies, upgrade homes, history) on top of `stages`."""
+    cluster, nodes, classes, weights = stages.cluster, stages.nodes, stages.classes, stages.weights
     use_costs = bool(state.settings.get("UseMoveCostReports", False))
-    rows = _replica_rows(
-        cluster, [classes.masks[c] for c in classes.service_class[: len(cluster.services)]], nodes.up, use_costs
-    )
+    rows = _replica_rows(cluster, stages.allowed(), nodes.up, use_costs)
     policies = _service_policies(cluster)
     upgrade = _upgrade_homes(state, cluster, rows)
     R, P = bucket(rows.n_replicas, 8), bucket(len(cluster.partitions), 8)
@@ -336,7 +356,39 @@ def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tu
         **_constraint_fields(state.settings, rows.n_replicas, use_costs),
         **_unscoped_fields(R, P),
     )
-    return problem, _index(cluster, rows, R, P)
+    return problem, dataclasses.replace(_index(cluster, rows, R, P), stages=stages)
+
+
+def without_dropped(state: ClusterState, index: Index) -> tuple[Problem, Index]:
+    """The encoding of `state`, the encoded state less some replicas (surplus drops): only the
+    replica stages run again, on the encoded cluster's entities, nodes, classes and weights."""
+    stages = _staged(index)
+    cluster = dataclasses.replace(stages.cluster, partitions=_sorted_partitions(state, stages.cluster.service_ix))
+    with gc_paused():
+        return _assemble(state, dataclasses.replace(stages, cluster=cluster))
+
+
+def with_parent_hosts(
+    state: ClusterState, problem: Problem, index: Index, parent_hosts: dict[str, set[str]]
+) -> tuple[Problem, Index]:
+    """The encoding of `state` with `parent_hosts` (see `encode`): only the placement classes, and
+    the energy weights' node sets they scope, are derived again and replaced; the replica rows only
+    when a one-per-node service's class, and so its instance count, changed."""
+    stages = _staged(index)
+    classes = _placement_classes(state, stages.cluster, stages.nodes, parent_hosts)
+    updated = dataclasses.replace(stages, classes=classes, weights=_energy_weights(state, stages.cluster, classes))
+    everywhere = np.array([s.target < 0 for s in stages.cluster.services], bool)
+    counts = lambda s: np.array([int(m.sum()) for m in s.allowed()])[everywhere]
+    if not np.array_equal(counts(stages), counts(updated)):
+        return _assemble(state, updated)
+    fields = classes.fields(stages.cluster.N) | updated.weights.fields()
+    return dataclasses.replace(problem, **fields), dataclasses.replace(index, stages=updated)
+
+
+def _staged(index: Index) -> _Stages:
+    if index.stages is None:
+        raise ValueError("the index carries no encoding stages (it was not made by `encode`)")
+    return index.stages
 
 
 def _pad(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
@@ -388,13 +440,7 @@ def _entities(state: ClusterState) -> _Entities:
     nodes = sorted(state.nodes, key=lambda n: (-n.priority, n.name))
     services = sorted(state.services, key=lambda s: (-s.priority, s.name))
     service_ix = {s.name: i for i, s in enumerate(services)}
-    keys = list(
-        zip(
-            map(service_ix.__getitem__, map(attrgetter("service"), state.partitions)),
-            map(str, map(attrgetter("partition_id"), state.partitions)),
-        )
-    )
-    partitions = list(map(state.partitions.__getitem__, sorted(range(len(keys)), key=keys.__getitem__)))
+    partitions = _sorted_partitions(state, service_ix)
     metrics = list(state.metric_names())
     return _Entities(
         nodes=nodes,
@@ -406,6 +452,17 @@ def _entities(state: ClusterState) -> _Entities:
         metric_ix={m: i for i, m in enumerate(metrics)},
         everywhere=frozenset(s.name for s in services if s.target < 0),
     )
+
+
+def _sorted_partitions(state: ClusterState, service_ix: dict[str, int]) -> list:
+    """The state's partitions by service (in encoding order), then str(PartitionId)."""
+    keys = list(
+        zip(
+            map(service_ix.__getitem__, map(attrgetter("service"), state.partitions)),
+            map(str, map(attrgetter("partition_id"), state.partitions)),
+        )
+    )
+    return list(map(state.partitions.__getitem__, sorted(range(len(keys)), key=keys.__getitem__)))
 
 
 # ---------------------------------------------------------------------------------- nodes

@@ -18,6 +18,7 @@ from typing import NamedTuple
 
 import equinox as eqx
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal, enable_compilation_cache
@@ -42,6 +43,8 @@ from plbjax.sf._encoding import (
     Scope,
     encode,
     scope,
+    with_parent_hosts,
+    without_dropped,
 )
 from plbjax.sf._explain import Stages, drop_reasons, explain, throttle_limits
 from plbjax.sf._governance import apply_resource_governance
@@ -258,21 +261,91 @@ def _parent_hosts(
 def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: np.ndarray) -> Placement:
     """`now` with a placed secondary promoted in every stateful partition whose primary has no node
     (SF's Failover Manager promotes rather than builds a new primary): the one on the least loaded node
-    that has room for the primary's load and breaks no hard constraint that held; none if none can."""
-    hard = priorities == 0
-    for p in range(index.n_partitions):
-        primary = int(now.primary_of[p])
-        if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0):
-            continue
-        placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0]
-        for r in sorted(placed, key=lambda r: (now.report["loads"][now.node_of[r]].sum(), r)):
-            primary_of = now.primary_of.copy()
-            primary_of[p] = r
-            trial = Placement(now.node_of, primary_of, assess(problem, now.node_of, primary_of))
-            if _no_worse(now.report["violations"], trial.report["violations"], np.where(hard, 0, -1)):
-                now = trial
-                break
+    that has room for the primary's load and breaks no hard constraint that held; none if none can.
+
+    Partitions are decided in order, as one at a time, but in rounds: every candidate of a round is
+    tried in one batch (`_promotion_trials`) from the round's placement, and a partition whose
+    reading (its candidates' node loads, its own and its affinity relatives' primaries) an earlier
+    partition of the round may have changed waits for the next round."""
+    enforced = [k for k in _PROMOTION_KEYS if priorities[_KEYS[k]] == 0]
+    waiting = [p for p in range(index.n_partitions) if _candidates(index, now, p)]
+    while waiting:
+        order = {p: _candidates(index, now, p) for p in waiting}
+        worse = _promotion_trials(problem, now, [(p, r) for p in waiting for r in order[p]], enforced)
+        primary_of, later = now.primary_of.copy(), []
+        busy_nodes: set[int] = set()
+        busy_partitions: set[int] = set()
+        for p in waiting:
+            nodes, relatives = {int(now.node_of[r]) for r in order[p]}, _relatives(problem, index, p)
+            if nodes & busy_nodes or p in busy_partitions:
+                later.append(p)
+                busy_nodes |= nodes
+                busy_partitions |= relatives
+                continue
+            chosen = next((r for r in order[p] if not worse[p, r]), None)
+            if chosen is not None:
+                primary_of[p] = chosen
+                busy_nodes.add(int(now.node_of[chosen]))
+                busy_partitions |= relatives
+        if not np.array_equal(primary_of, now.primary_of):
+            now = Placement(now.node_of, primary_of, assess(problem, now.node_of, primary_of))
+        waiting = later
     return now
+
+
+_PROMOTION_KEYS = ("capacity", "affinity", "preferred", "threshold")  # the constraints a role change can alter
+
+
+def _candidates(index: Index, now: Placement, p: int) -> list[int]:
+    """The placed secondaries that may take over partition p's primary, least loaded node first;
+    none when p needs no promotion."""
+    primary = int(now.primary_of[p])
+    if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0):
+        return []
+    placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0]
+    return sorted(placed, key=lambda r: (now.report["loads"][now.node_of[r]].sum(), r))
+
+
+def _relatives(problem: Problem, index: Index, p: int) -> set[int]:
+    """Partition p, its affinity parent and its children: those whose affinity reads p's primary."""
+    parents = np.asarray(problem.replica_parent)[list(index.partition_rows[p])]
+    children = np.asarray(problem.children_of)[p]
+    children = np.asarray(problem.replica_partition)[children[children >= 0]]
+    return {p, *parents[parents >= 0].tolist(), *children.tolist()}
+
+
+TRIAL_BATCH = 64  # promotion trials per compiled call (one size per problem shape: one compilation)
+TRIAL_ROWS = 1 << 22  # replica rows one batch of promotion trials may cover
+
+
+def _promotion_trials(
+    problem: Problem, now: Placement, trials: list[tuple[int, int]], keys: list[str]
+) -> dict[tuple[int, int], bool]:
+    """{(partition, replica): whether promoting the replica from `now` makes one of `keys` worse
+    somewhere}, as `assess` and `_no_worse` would find, in batches of one compiled call."""
+    if not trials or not keys:
+        return {t: False for t in trials}
+    rows = problem.load_primary.shape[0]
+    batch = min(TRIAL_BATCH, max(TRIAL_ROWS // rows, 1))
+    padded = np.array(trials + trials[:1] * (-len(trials) % batch), np.int32)
+    before = {k: now.report["violations"][k] for k in keys}
+    worse = [
+        np.asarray(_worse(problem, now.node_of, now.primary_of, before, padded[i : i + batch]))
+        for i in range(0, len(padded), batch)
+    ]
+    return dict(zip(trials, np.concatenate(worse)[: len(trials)].tolist()))
+
+
+@eqx.filter_jit
+def _worse(problem: Problem, node_of, primary_of, before: dict, trials):
+    """[B] whether each (partition, replica) promotion in `trials` [B, 2] makes a `before` measure worse."""
+
+    def one(trial):
+        promoted = primary_of.at[trial[0]].set(trial[1])
+        after = violations(problem, node_of, promoted, E.node_loads(problem, node_of, promoted))
+        return jnp.any(jnp.stack([jnp.any(~(after[k] <= v + 1e-6)) for k, v in before.items()]))
+
+    return jax.vmap(one)(trials)
 
 
 def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
@@ -629,11 +702,11 @@ def _prepare(state: ClusterState, priorities: np.ndarray) -> _Prepared:
         (priorities[FAULT_DOMAIN] >= 0, priorities[UPGRADE_DOMAIN] >= 0),
     )
     if drops:
-        problem, index = encode(state)
+        problem, index = without_dropped(state, index)
     start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
     hosts = _parent_hosts(problem, index, state, start, priorities)
     if hosts:
-        problem, index = encode(state, hosts)
+        problem, index = with_parent_hosts(state, problem, index, hosts)
         start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
     start = elect_primaries(problem, index, start, priorities)
     return _Prepared(state, problem, index, original, start, drops, governance_health)
