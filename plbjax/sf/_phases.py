@@ -683,15 +683,28 @@ def _governed_encoding(state: ClusterState) -> _Encoded:
     return encoded
 
 
+class _UsableNodes(dict):
+    """Each service's Up allowed nodes by name, found when first asked for (surplus drops ask for
+    few services, and a million-replica cluster has thousands)."""
+
+    def __init__(self, index: Index, allowed: np.ndarray):
+        super().__init__()
+        self.index, self.allowed = index, allowed
+
+    def __missing__(self, service: str) -> list[str]:
+        s = self.index.services.index(service)
+        self[service] = [self.index.nodes[n] for n in np.flatnonzero(self.allowed[s])]
+        return self[service]
+
+
 def _prepare(state: ClusterState, priorities: np.ndarray) -> _Prepared:
     """Resource governance, surplus drops (the phases plan partitions without them), children of
     one-per-node parents confined to where a parent instance will be, and elected primaries."""
     state, governance_health, problem, index = _governed_encoding(state)
-    running = np.array([n >= 0 and index.node_status[n] == "Up" for n in index.input_node])
-    input_node = np.where(running, index.input_node, -1)
+    up = np.array([status == "Up" for status in index.node_status] + [False], bool)
+    input_node = np.where(up[index.input_node], index.input_node, -1)  # -1 indexes the last, False
     original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
-    allowed = _service_nodes(problem)[:, : index.n_nodes]
-    usable = {name: [index.nodes[n] for n in np.flatnonzero(allowed[s])] for s, name in enumerate(index.services)}
+    usable = _UsableNodes(index, _service_nodes(problem)[:, : index.n_nodes])
     state, drops = drop_surplus(
         state,
         index,
@@ -703,7 +716,9 @@ def _prepare(state: ClusterState, priorities: np.ndarray) -> _Prepared:
     )
     if drops:
         problem, index = without_dropped(state, index)
-    start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
+    start = original
+    if drops or not np.array_equal(index.node_of, input_node):
+        start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
     hosts = _parent_hosts(problem, index, state, start, priorities)
     if hosts:
         problem, index = with_parent_hosts(state, problem, index, hosts)
