@@ -124,14 +124,14 @@ def role_load(state: ClusterState, metric, given, replica_id, role: str, present
     """A replica's load of `metric` in `role`, by SF's rules: the load follows the role (SF's
     FailoverUnit): a primary carries the load its partition's primary reported while that replica is
     still one of the partition's (`present` ids), a secondary its own reported secondary load, a
-    former primary that was running the average of the partition's secondaries (their reported or
-    default loads); what nobody reported is the service's default load for the role. `given`: the
+    former primary that was running the average of the partition's reported secondaries still
+    present (their reported or default loads); what nobody reported is the service's default load for the role. `given`: the
     partition as the state gives it (None: a partition new to it)."""
     up = {n.name for n in state.nodes if n.status == "Up"}
     reported = {str(r.replica_id): r for r in given.replicas} if given is not None else {}
     own = reported.get(str(replica_id)) if replica_id is not None else None
     primary = [r for rid, r in reported.items() if r.role == "Primary" and rid in present]
-    secondaries = [r for r in reported.values() if r.role == "Secondary"]
+    secondaries = [r for rid, r in reported.items() if r.role == "Secondary" and rid in present]
     value = None
     if role == "Primary" and primary:
         value = primary[0].loads.get(metric.name)

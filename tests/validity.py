@@ -357,7 +357,7 @@ class _Cluster:
         """SF's load of a replica in its role; the load follows the role (SF's FailoverUnit): a
         primary carries its partition's reported primary load while that replica is still one of
         the partition's (`present` ids), a former primary that was running the average of the
-        secondaries' loads; else its own report in that role, else the service's default."""
+        loads of the reported secondaries still present; else its own report in that role, else the service's default."""
         svc = self.services[service]
         role = replica["Role"]
         own_role, own = (
@@ -370,13 +370,14 @@ class _Cluster:
             out.update(zip(("PrimaryCount", "ReplicaCount", "Count"), count))
         reported = self.by_role.get((service, str(partition_id)), {"Primary": [], "Secondary": []})
         primary = [loads for rid, loads, _ in reported["Primary"] if rid in present]
+        secondaries = [(rid, loads, up) for rid, loads, up in reported["Secondary"] if rid in present]
         was_running = any(rid == str(replica["ReplicaId"]) and up for rid, _, up in reported["Primary"])
         for m in metrics:
             default = float(m.get("SecondaryDefaultLoad", m.get("DefaultLoad", 0)))
             if role == "Primary" and primary and m["Name"] in primary[0]:
                 out[m["Name"]] = float(primary[0][m["Name"]])
-            elif role == "Secondary" and own_role == "Primary" and was_running and reported["Secondary"]:
-                values = [float(loads.get(m["Name"], default)) for _, loads, _ in reported["Secondary"]]
+            elif role == "Secondary" and own_role == "Primary" and was_running and secondaries:
+                values = [float(loads.get(m["Name"], default)) for _, loads, _ in secondaries]
                 out[m["Name"]] = sum(values) / len(values)
             elif m["Name"] in own and own_role == role:
                 out[m["Name"]] = float(own[m["Name"]])
