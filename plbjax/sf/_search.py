@@ -3,7 +3,9 @@
 `auto` values are chosen for the backend and the cluster's size (`resolved`): what the benchmarks
 found best (docs/benchmarks.md), one deep chain with parallel tries, and steps for about 500
 proposals per replica on a CPU (at least 20,000 steps), or a step per ten replicas (at least 2,000)
-of 65,536 tries on a GPU.
+of 65,536 tries on a GPU. On a CPU a small cluster (1,024 replicas or fewer) shares the 256 tries
+among up to 8 independent chains: one wide chain settles in whichever local optimum it reaches
+first (a movement too many, a costlier fix), where SF's few, tiny clusters need the best of several.
 """
 
 from __future__ import annotations
@@ -17,12 +19,15 @@ from plbjax.errors import BadInput
 
 AUTO = "auto"
 _AUTO_KEYS = ("chains", "steps", "tries", "parallel")
+SMALL_CLUSTER = 2048  # on a CPU, fewer replicas than this share a step's tries among several chains
 
 
 def auto_search(backend: str, replicas: int) -> dict:
     """The `auto` values for a backend and a cluster of `replicas` replicas."""
     if backend == "cpu":
-        return dict(chains=1, tries=256, parallel=True, steps=max(20_000, math.ceil(500 * replicas / 256)))
+        chains = min(8, 2 ** max(0, math.floor(math.log2(SMALL_CLUSTER / max(replicas, 1)))))
+        steps = max(20_000, math.ceil(500 * replicas / 256))
+        return dict(chains=chains, tries=256 // chains, parallel=True, steps=steps)
     return dict(chains=1, tries=65_536, parallel=True, steps=max(2_000, math.ceil(replicas / 10)))
 
 
