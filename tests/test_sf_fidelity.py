@@ -345,7 +345,7 @@ def test_aligned_parent_and_child_primaries_swap_together():
     result, after = run(document(services, partitions, _sf_nodes(3), None, False), DEFAULT)
     swaps = [(a["PartitionId"][1], a["TargetNode"]) for a in result["Actions"] if a["Action"] == "SwapPrimarySecondary"]
     assert len(result["Actions"]) == 4 and len(swaps) == 4, result["Actions"]
-    assert sorted(i for i, node in swaps if node == "N2") == sorted(set(i for i, _ in swaps)) * 2
+    assert {node for _, node in swaps} == {"N2"} and sorted(i for i, _ in swaps) == sorted([*{i for i, _ in swaps}] * 2)
     primary = {
         p["PartitionId"]: r["NodeName"] for p in after["Partitions"] for r in p["Replicas"] if r["Role"] == "Primary"
     }
