@@ -76,10 +76,10 @@ def test_plans_on_tiny_clusters_are_optimal():
 # The short search's misses (issue 33.5), planned with the default search: all but two are optimal.
 SHORT_MISSES = (16, 30, 50, 84, 86, 117, 132, 152, 162, 180, 210, 228, 254, 264, 289, 296)
 DEFAULT_MISSES = {
-    # the constraint check ends with (3, 1) (hard, soft) violations where (1, 1) is reachable only
-    # through a placement that breaks a further hard constraint on the way: the search never makes an
-    # enforced constraint worse in one step (SF's Checker::MoveSolutionRandomly asserts the same in
-    # test mode), so neither finds it by single moves
+    # the constraint check ends with (3, 1) (hard, soft) violations where (1, 1) is reachable: the
+    # fix moves a node's capacity excess onto another node on the way (r5 off the Blue node N0 onto
+    # N2, then S0's second dc2 instance onto N1); SF's check, which ranks violations by priority
+    # totals, may take that path: open (not a rule SF shares)
     296,
     # balancing: the optimum moves two replicas of one partition, the second onto the node the first
     # left (replica exclusion forbids either order in one step, and the first step alone costs more
