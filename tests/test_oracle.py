@@ -81,9 +81,9 @@ DEFAULT_MISSES = {
     # N2, then S0's second dc2 instance onto N1); SF's check, which ranks violations by priority
     # totals, may take that path: open (not a rule SF shares)
     296,
-    # balancing: the optimum moves two replicas of one partition, the second onto the node the first
-    # left (replica exclusion forbids either order in one step, and the first step alone costs more
-    # energy than it gains); SF's single-replica moves face the same two-step barrier
+    # balancing: the optimum sends S0's r1 N2 -> N0 and r3 (own load 1) N3 -> N2; every path of single
+    # moves passes a fault-domain violation (N0 and N3 share dc0) or two replicas on one node, which
+    # SF's balancing moves never make either (Checker::MoveSolutionRandomly: no violation worse)
     162,
 }
 
