@@ -180,7 +180,7 @@ def _search(run: _Run, now: Placement, what: Scope, schedule: Schedule) -> tuple
     return Placement(node_of, primary_of, assess(run.problem, node_of, primary_of)), result
 
 
-QUENCH_BLOCKS = 2  # blocks of the zero-temperature descent after each phase's search
+QUENCH_BLOCKS = 1  # blocks of the zero-temperature descent after each phase's search
 
 
 def _quench(run: _Run, now: Placement, what: Scope, result: AnnealResult, schedule: Schedule) -> AnnealResult:
