@@ -244,6 +244,23 @@ def test_basic_balancing_makes_sfs_three_movements(seed):
     ]
 
 
+def test_balancing_with_a_blocklist_makes_sfs_twelve_movements():
+    """SF's BalancingWithServiceTypeBlockListTest: six nodes, both service types blocklisted on N4
+    and N5, eight two-replica partitions and four two-instance ones all on N0 and N1; SF spreads them
+    over N0-N3 in 12 movements, none to a blocklisted node."""
+    services = [
+        {"ServiceName": "S0", "ServiceTypeName": "T1", "ServiceKind": "Stateful", "TargetReplicaSetSize": 2},
+        {"ServiceName": "S1", "ServiceTypeName": "T2", "ServiceKind": "Stateless", "InstanceCount": 2},
+    ]
+    partitions = [_fu("S0", f"p{i}", "P/0, S/1" if i % 2 == 0 else "S/0, P/1") for i in range(8)]
+    partitions += [_fu("S1", f"q{i}", "I/0, I/1") for i in range(4)]
+    doc = document(services, partitions, _sf_nodes(6), None, False, Settings={"MaxPercentageToMove": 1.0})
+    doc["BlockList"] = [{"NodeName": f"N{n}", "ServiceTypeName": t} for n in (4, 5) for t in ("T1", "T2")]
+    result, _ = run(doc, DEFAULT)
+    assert len(movements(result)) == 12 and result["Score"]["After"] < 1e-6, result["Actions"]
+    assert {a["TargetNode"] for a in movements(result)} <= {"N2", "N3"}
+
+
 def _move_costs(low: int) -> dict:
     """SF's ConstraintCheckRespectMoveCostMedium*: `low` one-load primaries of Low move cost and one
     30-load primary of Medium cost (15) on N0 of capacity 50; CPU's weight is 0 (no balancing)."""
