@@ -55,7 +55,8 @@ def _allowed(state: ClusterState, service) -> set[str]:
 
 
 def _domain_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
-    """SF's '+1' rule at every level: each usable child holds floor(n/d) or floor(n/d)+1 replicas."""
+    """SF's '+1' rule at every level (FaultDomainConstraint::HasDomainViolation): each usable child
+    holds floor(n/d) or floor(n/d)+1 replicas, n not counting those in children without usable nodes."""
     depth = max([len(p) for p in usable + paths] + [0])
     pad = lambda p: tuple(p) + ("",) * (depth - len(p))
     paths, usable = [pad(p) for p in paths], [pad(p) for p in usable]
@@ -67,7 +68,7 @@ def _domain_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> b
             if len(inside) <= 1 or not children:
                 continue
             counts = Counter(p[: level + 1] for p in inside)
-            base = math.floor(len(inside) / len(children))
+            base = math.floor(sum(counts[c] for c in children) / len(children))
             if any(not (base <= counts.get(c, 0) <= base + 1) for c in children):
                 return False
     return True

@@ -87,15 +87,24 @@ def test_domain_violation_matches_plbjax():
         sets.append(rng.permutation(nodes))
     sets = np.array(sets)
     cls = jnp.zeros((), jnp.int32)
-    for tree, children, nonpacking in (
-        (fd_tree, fd_children, False),
-        (ud_tree, ud_children, False),
-        (fd_tree, fd_children, True),
+    fd_usable, ud_usable = np.asarray(problem.fd_usable), np.asarray(problem.ud_usable)
+    for tree, children, usable, nonpacking in (
+        (fd_tree, fd_children, fd_usable, False),
+        (ud_tree, ud_children, ud_usable, False),
+        (fd_tree, fd_children, fd_usable, True),
     ):
-        want = jax.vmap(domain_violation, in_axes=(None, None, 0, None, None))(
-            jnp.asarray(tree), jnp.asarray(children), jnp.asarray(sets, jnp.int32), cls, jnp.asarray(nonpacking)
+        want = jax.vmap(domain_violation, in_axes=(None, None, None, 0, None, None))(
+            jnp.asarray(tree),
+            jnp.asarray(children),
+            jnp.asarray(usable),
+            jnp.asarray(sets, jnp.int32),
+            cls,
+            jnp.asarray(nonpacking),
         )
-        got = [nb_domain_violation(tree.astype(np.int64), children.astype(np.int64), s, 0, nonpacking) for s in sets]
+        got = [
+            nb_domain_violation(tree.astype(np.int64), children.astype(np.int64), usable, s, 0, nonpacking)
+            for s in sets
+        ]
         assert got == np.asarray(want).tolist()
         assert max(got) > 0
 

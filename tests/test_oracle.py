@@ -38,11 +38,11 @@ MOST_MISSED = 16
 WRONG = ("score", "apply", "the plan adds", "violations: the plan breaks", "needless moves")
 
 
-def mismatches(seeds) -> dict[int, str]:
+def mismatches(seeds, config: SearchConfig = CONFIG) -> dict[int, str]:
     found = {}
     for seed in seeds:
         doc = tiny_cluster(seed)
-        result = plan(parse_state(doc), CONFIG)
+        result = plan(parse_state(doc), config)
         oracle = Oracle(doc)
         before = float(oracle.avg_std_dev(oracle.node0[None], oracle.primary0[None])[0])
         if abs(before - result["Score"]["Before"]) > 1e-4 * max(1.0, abs(before)):
@@ -71,3 +71,24 @@ def test_plans_on_tiny_clusters_are_optimal():
     assert len(found) <= MOST_MISSED, "\n".join(f"seed {s}: {m}" for s, m in sorted(found.items()))
     if found:
         pytest.xfail(f"{len(found)} plans of {CLUSTERS} not optimal with the short search (seeds {sorted(found)})")
+
+
+# The short search's misses (issue 33.5), planned with the default search: all but two are optimal.
+SHORT_MISSES = (16, 30, 50, 84, 86, 117, 132, 152, 162, 180, 210, 228, 254, 264, 289, 296)
+DEFAULT_MISSES = {
+    # the constraint check ends with (3, 1) (hard, soft) violations where (1, 1) is reachable: the
+    # fix moves a node's capacity excess onto another node on the way (r5 off the Blue node N0 onto
+    # N2, then S0's second dc2 instance onto N1); SF's check, which ranks violations by priority
+    # totals, may take that path: open (not a rule SF shares)
+    296,
+    # balancing: the optimum sends S0's r1 N2 -> N0 and r3 (own load 1) N3 -> N2; every path of single
+    # moves passes a fault-domain violation (N0 and N3 share dc0) or two replicas on one node, which
+    # SF's balancing moves never make either (Checker::MoveSolutionRandomly: no violation worse)
+    162,
+}
+
+
+def test_the_default_search_finds_what_the_short_search_misses():
+    found = mismatches(SHORT_MISSES, SearchConfig(seconds=None))
+    assert not any(msg.startswith(WRONG) for msg in found.values()), found
+    assert set(found) <= DEFAULT_MISSES, "\n".join(f"seed {s}: {m}" for s, m in sorted(found.items()))

@@ -13,8 +13,12 @@ as SF's PLB reads them (PLBScheduler.cpp, Searcher.cpp, PlacementAndLoadBalancin
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from test_policies import NODES, _stacked, document, movements, node_of, nodes, part, phase, run, service
+
+from plbjax.sf import SearchConfig
 
 
 def _overloaded(**settings) -> dict:
@@ -195,3 +199,171 @@ def test_new_parent_replicas_go_beside_their_children():
     result, _ = run(doc)
     adds = sorted((a["Action"], a["TargetNode"]) for a in result["Actions"])
     assert adds == [("AddPrimary", "N1"), ("AddSecondary", "N2"), ("AddSecondary", "N3")], result["Actions"]
+
+
+# ------------------------------------------- issue 33: SF's unit-test situations, default search
+
+DEFAULT = SearchConfig(seconds=None)  # the default search (`auto` for this backend and size)
+
+
+def _sf_nodes(n: int, domains: list[int] | None = None) -> list[dict]:
+    """SF's CreateNodeDescription(i): node i alone in its fault and upgrade domain (or `domains`[i])."""
+    return [
+        {"NodeName": f"N{i}", "FaultDomain": f"fd:/dc{i if domains is None else domains[i]}", "UpgradeDomain": f"UD{i}"}
+        for i in range(n)
+    ]
+
+
+def _fu(svc: str, pid: str, replicas: str) -> dict:
+    """SF's CreateReplicas("P/0, S/3"): role/node pairs."""
+    roles = {"P": "Primary", "S": "Secondary", "I": "Instance"}
+    placed = [spec.strip().split("/") for spec in replicas.split(",")]
+    return {
+        "ServiceName": svc,
+        "PartitionId": pid,
+        "Replicas": [
+            {"ReplicaId": f"{pid}.{k}", "Role": roles[role], "NodeName": f"N{node}"}
+            for k, (role, node) in enumerate(placed)
+        ],
+    }
+
+
+@pytest.mark.parametrize("seed", [0, 2])
+def test_basic_balancing_makes_sfs_three_movements(seed):
+    """SF's BalancingBasicTest (PLBBalancing.Test.cpp): five nodes, five two-replica partitions with
+    SF's default metrics; SF moves two primaries (to N2 and N4) and a secondary (to N0), a perfect
+    spread in three movements. One wide chain used to stop at a swap and two moves short of it."""
+    layout = ["P/0, S/3", "P/1, S/2", "P/3, S/1", "P/3, S/1", "P/1, S/4"]
+    svc = {"ServiceName": "TestService", "ServiceKind": "Stateful", "TargetReplicaSetSize": 2}
+    doc = document([svc], [_fu("TestService", f"p{i}", r) for i, r in enumerate(layout)], _sf_nodes(5), None, False)
+    result, _ = run(doc, dataclasses.replace(DEFAULT, seed=seed))
+    assert len(movements(result)) == 3 and result["Score"]["After"] < 1e-6, result["Actions"]
+    assert sorted((a["Action"], a["TargetNode"]) for a in movements(result) if a["Action"] == "MovePrimary") == [
+        ("MovePrimary", "N2"),
+        ("MovePrimary", "N4"),
+    ]
+
+
+def test_balancing_with_a_blocklist_makes_sfs_twelve_movements():
+    """SF's BalancingWithServiceTypeBlockListTest: six nodes, both service types blocklisted on N4
+    and N5, eight two-replica partitions and four two-instance ones all on N0 and N1; SF spreads them
+    over N0-N3 in 12 movements, none to a blocklisted node."""
+    services = [
+        {"ServiceName": "S0", "ServiceTypeName": "T1", "ServiceKind": "Stateful", "TargetReplicaSetSize": 2},
+        {"ServiceName": "S1", "ServiceTypeName": "T2", "ServiceKind": "Stateless", "InstanceCount": 2},
+    ]
+    partitions = [_fu("S0", f"p{i}", "P/0, S/1" if i % 2 == 0 else "S/0, P/1") for i in range(8)]
+    partitions += [_fu("S1", f"q{i}", "I/0, I/1") for i in range(4)]
+    doc = document(services, partitions, _sf_nodes(6), None, False, Settings={"MaxPercentageToMove": 1.0})
+    doc["BlockList"] = [{"NodeName": f"N{n}", "ServiceTypeName": t} for n in (4, 5) for t in ("T1", "T2")]
+    result, _ = run(doc, DEFAULT)
+    assert len(movements(result)) == 12 and result["Score"]["After"] < 1e-6, result["Actions"]
+    assert {a["TargetNode"] for a in movements(result)} <= {"N2", "N3"}
+
+
+def _move_costs(low: int) -> dict:
+    """SF's ConstraintCheckRespectMoveCostMedium*: `low` one-load primaries of Low move cost and one
+    30-load primary of Medium cost (15) on N0 of capacity 50; CPU's weight is 0 (no balancing)."""
+    two = [dict(n, Capacities={"CPU": 50}) for n in _sf_nodes(2)]
+    services, partitions = [], []
+    for i in range(low + 1):
+        large = i == low
+        name = "Large" if large else f"S{i}"
+        load = 30 if large else 1
+        services.append(
+            {
+                "ServiceName": name,
+                "ServiceKind": "Stateful",
+                "TargetReplicaSetSize": 1,
+                "Metrics": [
+                    {"Name": "CPU", "Weight": "Zero", "PrimaryDefaultLoad": load, "SecondaryDefaultLoad": load}
+                ],
+                "DefaultMoveCost": "Medium" if large else "Low",
+            }
+        )
+        partitions.append(_fu(name, f"p{i}", "P/0"))
+    doc = document(services, partitions, two, None, False, GlobalMetricWeights={"CPU": 0.0})
+    doc["Settings"] = {"UseMoveCostReports": True}
+    return doc
+
+
+@pytest.mark.parametrize("low, moved", [(30, 10), (40, 1)])
+def test_constraint_check_minimises_the_cost_of_its_fix(low, moved):
+    """SF's ConstraintCheckRespectMoveCostMediumPositive / Negative (PLBConstraintCheck.Test.cpp):
+    10 Low moves (cost 10) beat the Medium one (15); the Medium one beats 20 Low moves (20)."""
+    result, _ = run(_move_costs(low), dataclasses.replace(DEFAULT, seed=1))  # seed 1: one wide chain moved 20
+    ids = {a["PartitionId"] for a in movements(result)}
+    assert len(ids) == moved and ((f"p{low}" in ids) == (moved == 1)), result["Actions"]
+
+
+def test_new_primaries_go_to_the_preferred_primary_domain():
+    """PreferPrimaryDomain (SF's PreferredLocation constraint for primaries, optimization priority):
+    ten new three-replica partitions over three fault domains of two nodes each; every primary is
+    added in fd:/dc0, which always holds one of the partition's replicas. Choosing which new replica
+    is the primary is no movement (SF's adds), so placement may hand the role to the one in dc0."""
+    svc = {
+        "ServiceName": "S",
+        "ServiceKind": "Stateful",
+        "TargetReplicaSetSize": 3,
+        "PlacementPolicies": [{"Type": "PreferPrimaryDomain", "DomainName": "fd:/dc0"}],
+    }
+    empty = [{"ServiceName": "S", "PartitionId": f"p{i}", "Replicas": []} for i in range(10)]
+    result, _ = run(document([svc], empty, _sf_nodes(6, [0, 0, 1, 1, 2, 2]), None, False), DEFAULT)
+    primaries = [a["TargetNode"] for a in result["Actions"] if a["Action"] == "AddPrimary"]
+    assert len(primaries) == 10 and set(primaries) <= {"N0", "N1"}, result["Actions"]
+
+
+def test_fault_domain_spread_counts_a_misplaced_replica_in_a_usable_domain():
+    """SF's FaultDomainConstraint::HasDomainViolation leaves out of the spread only replicas in
+    domains with no node the service may use. Four fault domains of two nodes; a four-replica
+    partition has one replica in each, its primary on N0, which its placement constraint excludes
+    (N1 in the same domain is allowed): the spread holds, and the fix moves the primary to N1 rather
+    than emptying a domain into another."""
+    eight = [
+        dict(n, FaultDomain=f"fd:/dc{i // 2}", PlacementProperties={"Home": "Bad" if i == 0 else "Ok"})
+        for i, n in enumerate(nodes())
+    ]
+    svc = {
+        "ServiceName": "fabric:/App/S",
+        "ServiceKind": "Stateful",
+        "TargetReplicaSetSize": 4,
+        "PlacementConstraints": "Home != Bad",
+        "Metrics": [{"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 1, "SecondaryDefaultLoad": 1}],
+    }
+    doc = document([svc], [_fu("fabric:/App/S", "s", "P/0, S/2, S/4, S/6")], eight, frame=False)
+    result, after = run(doc)
+    assert "violations reduced" in phase(result, "ConstraintCheck")["Reason"]
+    assert node_of(after) == {"s.0": "N1", "s.1": "N2", "s.2": "N4", "s.3": "N6"}, result["Actions"]
+
+
+def test_aligned_parent_and_child_primaries_swap_together():
+    """SF's BalancingWithAffinityTest2 (PLBBalancing.Test.cpp): six parent/child pairs on three
+    nodes, parents weighted by PrimaryCount and SecondaryCount, three pairs with their primaries on
+    N0 and three on N1: SF swaps two parents' primaries to N2, each child's with its parent's (four
+    swaps), so every aligned child keeps its primary beside its parent's."""
+    services, partitions = [], []
+    for i in range(6):
+        parent, child = f"fabric:/App/P{i}", f"fabric:/App/C{i}"
+        counts = [{"Name": "PrimaryCount", "Weight": "High"}, {"Name": "SecondaryCount", "Weight": "High"}]
+        services.append(
+            {"ServiceName": parent, "ServiceKind": "Stateful", "TargetReplicaSetSize": 3, "Metrics": counts}
+        )
+        services.append(
+            {
+                "ServiceName": child,
+                "ServiceKind": "Stateful",
+                "TargetReplicaSetSize": 3,
+                "Metrics": [{"Name": "Count", "Weight": "Zero"}],
+                "Correlations": [{"ServiceName": parent, "Scheme": "AlignedAffinity"}],
+            }
+        )
+        layout = "P/0, S/1, S/2" if i < 3 else "P/1, S/0, S/2"
+        partitions += [_fu(parent, f"p{i}", layout), _fu(child, f"c{i}", layout)]
+    result, after = run(document(services, partitions, _sf_nodes(3), None, False), DEFAULT)
+    swaps = [(a["PartitionId"][1], a["TargetNode"]) for a in result["Actions"] if a["Action"] == "SwapPrimarySecondary"]
+    assert len(result["Actions"]) == 4 and len(swaps) == 4, result["Actions"]
+    assert {node for _, node in swaps} == {"N2"} and sorted(i for i, _ in swaps) == sorted([*{i for i, _ in swaps}] * 2)
+    primary = {
+        p["PartitionId"]: r["NodeName"] for p in after["Partitions"] for r in p["Replicas"] if r["Role"] == "Primary"
+    }
+    assert all(primary[f"p{i}"] == primary[f"c{i}"] for i in range(6))

@@ -470,7 +470,8 @@ def apply(doc: dict, actions: list[dict]) -> dict:
 
 def _domain_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
     """At every level, each child domain with usable nodes holds floor(n/d) or floor(n/d) + 1 of the
-    replicas (all on usable nodes)."""
+    replicas, n not counting those in children without usable nodes (SF's
+    FaultDomainConstraint::HasDomainViolation: a replica out of place in a usable domain counts)."""
     depth = max([len(p) for p in usable + paths] + [0])
     paths = [tuple(p) + ("",) * (depth - len(p)) for p in paths]
     usable = [tuple(p) + ("",) * (depth - len(p)) for p in usable]
@@ -481,7 +482,7 @@ def _domain_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> b
             if len(inside) <= 1 or not children:
                 continue
             counts = Counter(p[: level + 1] for p in inside)
-            base = len(inside) // len(children)
+            base = sum(counts[c] for c in children) // len(children)
             if any(not base <= counts.get(c, 0) <= base + 1 for c in children):
                 return False
     return True
@@ -511,7 +512,6 @@ def _partition_rules(cluster: _Cluster, doc: dict) -> dict[str, set]:
         if len(set(nodes)) < len(nodes):
             out["exclusion"].add(key)
         usable = cluster.usable(part["ServiceName"])
-        nodes = [n for n in nodes if n in usable]  # out of place: breaks placement, not the spread
         spread = cluster.target(part["ServiceName"]) >= 0  # one instance per node: no domain spread
         if (
             spread

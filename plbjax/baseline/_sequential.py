@@ -78,6 +78,8 @@ Arrays = namedtuple(
         "class_allowed",
         "fd_children",
         "ud_children",
+        "fd_usable",
+        "ud_usable",
         "global_weight",
         "local_weight",
         "initial_node",
@@ -296,8 +298,10 @@ def _penalty(A, node_of, loads):
             rr = A.partition_replicas[p, k]
             nodes[k] = node_of[rr] if rr >= 0 else -1
         cls = A.service_class[A.partition_service[p]]
-        fd += domain_violation(A.fd_tree, A.fd_children, nodes, cls, A.service_nonpacking[A.partition_service[p]])
-        ud += domain_violation(A.ud_tree, A.ud_children, nodes, cls, False)
+        fd += domain_violation(
+            A.fd_tree, A.fd_children, A.fd_usable, nodes, cls, A.service_nonpacking[A.partition_service[p]]
+        )
+        ud += domain_violation(A.ud_tree, A.ud_children, A.ud_usable, nodes, cls, False)
     return (
         pen[CAPACITY] * excess
         + pen[PLACEMENT] * misplaced
@@ -329,12 +333,17 @@ def _excess_change(capacity, loads, node, delta):
 
 
 @nb.njit(cache=True)
-def domain_violation(tree, children, nodes, cls, nonpacking=False):
+def domain_violation(tree, children, usable, nodes_in, cls, nonpacking=False):
     """plbjax.sf._constraints.domain_violation: sum over levels and parents of max(0, max - min - 1);
-    with `nonpacking` (RequireDomainDistribution) the top level counts replicas beyond one per domain."""
-    K = nodes.shape[0]
+    with `nonpacking` (RequireDomainDistribution) the top level counts replicas beyond one per domain;
+    at each level a replica in a domain without a node of the class is left out."""
+    K = nodes_in.shape[0]
     total = 0
+    nodes = np.empty(K, np.int64)
     for level in range(1, tree.shape[1]):
+        for q in range(K):
+            n = nodes_in[q]
+            nodes[q] = n if n >= 0 and usable[cls, tree[n, level]] else -1
         if nonpacking and level == 1:
             for i in range(K):
                 if nodes[i] < 0:
@@ -434,6 +443,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
     log_cap = log_kind.shape[0]
     node_up, capacity, metric_nodes, metric_node_count = (A.node_up, A.capacity, A.metric_nodes, A.metric_node_count)
     fd_tree, ud_tree, fd_children, ud_children = A.fd_tree, A.ud_tree, A.fd_children, A.ud_children
+    fd_usable, ud_usable = A.fd_usable, A.ud_usable
     replica_partition, replica_service = A.replica_partition, A.replica_service
     load_primary, load_secondary, move_cost = A.load_primary, A.load_secondary, A.move_cost
     partition_replicas, partition_service = A.partition_replicas, A.partition_service
@@ -533,15 +543,15 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
                 continue
             fd = 0
             if domains_fd:
-                fd = domain_violation(fd_tree, fd_children, after, cls, nonpacking[s]) - domain_violation(
-                    fd_tree, fd_children, before, cls, nonpacking[s]
+                fd = domain_violation(fd_tree, fd_children, fd_usable, after, cls, nonpacking[s]) - domain_violation(
+                    fd_tree, fd_children, fd_usable, before, cls, nonpacking[s]
                 )
                 if check_fd and fd > 0:
                     continue
             ud = 0
             if domains_ud:
-                ud = domain_violation(ud_tree, ud_children, after, cls, False) - domain_violation(
-                    ud_tree, ud_children, before, cls, False
+                ud = domain_violation(ud_tree, ud_children, ud_usable, after, cls, False) - domain_violation(
+                    ud_tree, ud_children, ud_usable, before, cls, False
                 )
                 if check_ud and ud > 0:
                     continue

@@ -25,22 +25,30 @@ from plbjax.sf._encoding import (
 
 
 def domain_violation(
-    tree: jax.Array, children: jax.Array, nodes: jax.Array, cls: jax.Array, nonpacking: jax.Array | bool = False
+    tree: jax.Array,
+    children: jax.Array,
+    usable: jax.Array,
+    nodes: jax.Array,
+    cls: jax.Array,
+    nonpacking: jax.Array | bool = False,
 ) -> jax.Array:
     """How far one partition's replicas on `nodes` ([K], -1 = none) are from an even spread.
 
     Sum over levels and parent domains of max(0, max - min - 1), where min is 0 when the parent has
     usable child domains (for placement class `cls`) holding none of the replicas. With `nonpacking`
-    (RequireDomainDistribution) the top level instead allows one replica per domain.
+    (RequireDomainDistribution) the top level instead allows one replica per domain. At each level a
+    replica counts unless its domain there holds no node of the class, `usable` [C, D] (SF's
+    FaultDomainConstraint::HasDomainViolation leaves out only those: a replica out of place on a
+    node of a usable domain counts in the spread).
     """
-    valid = nodes >= 0
     paths = tree[jnp.maximum(nodes, 0)]  # [K, L+1]
     k = nodes.shape[0]
     earlier = jnp.tril(jnp.ones((k, k), bool), -1)  # earlier[i, j]: j < i
-    pair = valid[:, None] & valid[None, :]
     total = jnp.zeros((), jnp.int32)
     for level in range(1, tree.shape[1]):
         child, parent = paths[:, level], paths[:, level - 1]
+        valid = (nodes >= 0) & usable[cls, child]
+        pair = valid[:, None] & valid[None, :]
         same_child = (child[:, None] == child[None, :]) & pair
         same_parent = (parent[:, None] == parent[None, :]) & pair
         count = same_child.sum(axis=1)
@@ -58,14 +66,20 @@ def domain_violation(
 
 def partition_domain_violations(problem: Problem, nodes: jax.Array, service: jax.Array) -> jax.Array:
     """[2] (fault domain, upgrade domain) `domain_violation` of one partition of `service` whose
-    replicas are on `nodes` [K]; a replica on a node the service may not use breaks its placement
-    constraint instead and is left out of the spread."""
+    replicas are on `nodes` [K]; a replica in a domain without a node the service may use is left
+    out of the spread there (it breaks its placement constraint instead)."""
     cls = problem.service_class[service]
-    nodes = jnp.where(problem.class_allowed[cls, jnp.maximum(nodes, 0)], nodes, -1)  # out of place: not counted
     return jnp.stack(
         [
-            domain_violation(problem.fd_tree, problem.fd_children, nodes, cls, problem.service_nonpacking[service]),
-            domain_violation(problem.ud_tree, problem.ud_children, nodes, cls),
+            domain_violation(
+                problem.fd_tree,
+                problem.fd_children,
+                problem.fd_usable,
+                nodes,
+                cls,
+                problem.service_nonpacking[service],
+            ),
+            domain_violation(problem.ud_tree, problem.ud_children, problem.ud_usable, nodes, cls),
         ]
     )
 

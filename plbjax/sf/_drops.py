@@ -24,8 +24,9 @@ from plbjax.sf._state import ClusterState, Partition
 
 
 def _spread_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
-    """SF's '+1' rule at every level of the domain tree: each child domain with usable nodes holds
-    floor(n/d) or floor(n/d) + 1 of the replicas (on usable nodes)."""
+    """SF's '+1' rule at every level of the domain tree (FaultDomainConstraint::HasDomainViolation):
+    each child domain with usable nodes holds floor(n/d) or floor(n/d) + 1 of the replicas, n not
+    counting those in child domains without usable nodes."""
     depth = max([len(p) for p in paths + usable] + [0])
     paths = [tuple(p) + ("",) * (depth - len(p)) for p in paths]
     usable = [tuple(u) + ("",) * (depth - len(u)) for u in usable]
@@ -33,7 +34,7 @@ def _spread_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> b
         for parent in {p[:level] for p in paths}:
             inside = [p[: level + 1] for p in paths if p[:level] == parent]
             children = {u[: level + 1] for u in usable if u[:level] == parent}
-            base = len(inside) // max(len(children), 1)
+            base = sum(inside.count(c) for c in children) // max(len(children), 1)
             if len(inside) > 1 and children and any(not base <= inside.count(c) <= base + 1 for c in children):
                 return False
     return True
@@ -167,7 +168,7 @@ class _DropView:
     def spread_broken(self, service_name: str, reps) -> int:
         """Enforced domain rules (fault, upgrade) the running `reps` break."""
         allowed = set(self.usable[service_name])
-        nodes = [self.node[r.node] for r in reps if self.running(r) and r.node in allowed]  # as the search counts
+        nodes = [self.node[r.node] for r in reps if self.running(r)]  # as the search counts
         usable_nodes = [self.node[n] for n in allowed]
         return sum(
             on and not _spread_ok([key(n) for n in nodes], [key(n) for n in usable_nodes])

@@ -107,6 +107,8 @@ class Problem(eqx.Module):
     class_allowed: Bool[Array, "C N"]  # the same set as a mask: nodes counted in a service's local deviation
     fd_children: Int[Array, "C Df"]  # eligible child domains under each fault domain, per class
     ud_children: Int[Array, "C Du"]
+    fd_usable: Bool[Array, "C Df"]  # fault domains (any level) holding a node of the class
+    ud_usable: Bool[Array, "C Du"]
     # energy weights: AvgStdDev = sum(global_weight * dev) + sum(local_weight * dev)
     global_weight: Float[Array, " M"]
     local_weight: Float[Array, "S Ms"]
@@ -535,6 +537,8 @@ class _Classes:
     count: np.ndarray  # int32[C]
     fd_children: np.ndarray  # int32[C, Df]
     ud_children: np.ndarray  # int32[C, Du]
+    fd_usable: np.ndarray  # bool[C, Df]
+    ud_usable: np.ndarray  # bool[C, Du]
 
     def fields(self, N: int) -> dict:
         padding = [np.zeros(N, bool)] * (self.nodes.shape[0] - len(self.masks))
@@ -545,6 +549,8 @@ class _Classes:
             class_allowed=jnp.asarray(np.stack([_pad(m, (N,), False) for m in self.masks] + padding)),
             fd_children=jnp.asarray(self.fd_children),
             ud_children=jnp.asarray(self.ud_children),
+            fd_usable=jnp.asarray(self.fd_usable),
+            ud_usable=jnp.asarray(self.ud_usable),
         )
 
 
@@ -558,12 +564,15 @@ def _placement_classes(
     class_count = np.zeros(C, np.int32)
     fd_children = np.zeros((C, int(nodes.fd_tree.max()) + 1), np.int32)
     ud_children = np.zeros((C, int(nodes.ud_tree.max()) + 1), np.int32)
+    fd_usable, ud_usable = np.zeros(fd_children.shape, bool), np.zeros(ud_children.shape, bool)
     for c, mask in enumerate(masks):
         allowed = np.flatnonzero(mask)
         class_nodes[c, : len(allowed)] = allowed
         class_count[c] = len(allowed)
         fd_children[c] = _eligible_children(nodes.fd_tree[:n], mask)
         ud_children[c] = _eligible_children(nodes.ud_tree[:n], mask)
+        fd_usable[c, nodes.fd_tree[:n][mask[:n]]] = True
+        ud_usable[c, nodes.ud_tree[:n][mask[:n]]] = True
     return _Classes(
         service_class=service_class,
         masks=masks,
@@ -571,6 +580,8 @@ def _placement_classes(
         count=class_count,
         fd_children=fd_children,
         ud_children=ud_children,
+        fd_usable=fd_usable,
+        ud_usable=ud_usable,
     )
 
 

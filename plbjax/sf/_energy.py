@@ -78,9 +78,16 @@ def energy(avg_std_dev: jax.Array, cost: jax.Array, problem: Problem) -> jax.Arr
     return score * (sign * cost + problem.replica_count + MOVE_COST_OFFSET) + problem.move_penalty * cost
 
 
+def running_primary(problem: Problem, partition) -> jax.Array:
+    """Whether `partition`'s primary was on a node when the phase started: only then is a change of
+    primary a movement (SF's adds choose freely which new replica is the primary)."""
+    init = problem.initial_primary[partition]
+    return (init >= 0) & (problem.initial_node[jnp.maximum(init, 0)] >= 0)
+
+
 def _changed(problem: Problem, node_of: jax.Array, primary_of: jax.Array):
     moved = (node_of != problem.initial_node) & (problem.initial_node >= 0)
-    swapped = (primary_of != problem.initial_primary) & (problem.initial_primary >= 0)
+    swapped = (primary_of != problem.initial_primary) & running_primary(problem, jnp.arange(primary_of.shape[0]))
     return moved, swapped
 
 

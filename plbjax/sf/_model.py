@@ -263,7 +263,7 @@ def evaluate(problem: Problem, state: SearchState, move: Move, paired: bool = Tr
     if paired:
         local2_a, local2_b, l2_total, l2_sq, local2_score = jax.tree.map(
             lambda x: jnp.where(move.service2 >= 0, x, 0.0),
-            local(jnp.maximum(move.service2, 0), move.load2, -move.load2),
+            local(jnp.maximum(move.service2, 0), move.load2, move.load2_b),
         )
     else:
         local2_a = local2_b = l2_total = l2_sq = jnp.zeros_like(local_a)
@@ -385,7 +385,9 @@ def apply(
             jnp.concatenate([changes.domains, changes.domains2]), mode="drop"
         ),
         node_of=state.node_of.at[replicas].set(jnp.concatenate([moves.target, moves.target2]), mode="drop"),
-        primary_of=state.primary_of.at[parts].set(moves.new_primary, mode="drop"),
+        primary_of=state.primary_of.at[
+            jnp.concatenate([parts, jnp.where(keep & (moves.new_primary2 >= 0), moves.partition2, n_parts)])
+        ].set(jnp.concatenate([moves.new_primary, moves.new_primary2]), mode="drop"),
         loads=state.loads.at[jnp.concatenate([a, b])].add(jnp.concatenate([moves.delta_a, moves.delta_b]), mode="drop"),
         local=local.reshape(state.local.shape),
         l_total=l_total,

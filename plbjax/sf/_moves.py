@@ -29,6 +29,7 @@ from plbjax.sf._constraints import (
     partition_nodes,
 )
 from plbjax.sf._encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
+from plbjax.sf._energy import running_primary
 
 
 class Move(eqx.Module):
@@ -47,7 +48,9 @@ class Move(eqx.Module):
     delta_b: jax.Array  # [M]
     local_a: jax.Array  # [M] of delta_a and delta_b, what `service`'s replicas bring
     local_b: jax.Array
-    load2: jax.Array  # [M] load `service2`'s replica takes from node_b to node_a
+    load2: jax.Array  # [M] change of `service2`'s load on node_a
+    load2_b: jax.Array  # [M] and on node_b
+    new_primary2: jax.Array  # `partition2`'s primary after the move (-1: unchanged)
     cost_delta: jax.Array  # change in movement cost against the initial placement
     moves_delta: jax.Array  # change in the number of movements (moved replicas, swapped primaries)
     penalty_delta: jax.Array  # change in the violations' energy (domain distribution: see `_model.finish`)
@@ -145,7 +148,9 @@ def _single(**fields) -> Move:
         target2=none,
         partition2=none,
         service2=none,
+        new_primary2=none,
         load2=jnp.zeros_like(fields["delta_a"]),
+        load2_b=jnp.zeros_like(fields["delta_a"]),
         local_a=fields["delta_a"],
         local_b=fields["delta_b"],
         **fields,
@@ -226,6 +231,8 @@ def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
         local_a=-load,
         local_b=load,
         load2=-load2,
+        load2_b=load2,
+        new_primary2=none,
         cost_delta=cost + gone(cost2),
         moves_delta=moved + gone(moved2),
         penalty_delta=jnp.sum(problem.penalty * changes),
@@ -308,6 +315,8 @@ def propose_exchange(problem: Problem, node_of, primary_of, loads, words) -> Mov
         local_a=jnp.where(same, delta_a, -load),
         local_b=jnp.where(same, delta_b, load),
         load2=jnp.where(same, 0.0, load2),
+        load2_b=jnp.where(same, 0.0, -load2),
+        new_primary2=jnp.asarray(-1, jnp.int32),
         cost_delta=cost + cost2,
         moves_delta=moved + moved2,
         penalty_delta=jnp.sum(problem.penalty * changes),
@@ -315,9 +324,25 @@ def propose_exchange(problem: Problem, node_of, primary_of, loads, words) -> Mov
     )
 
 
+def _child_swap(problem: Problem, node_of, primary_of, old, a, b):
+    """The aligned child partition whose primary is beside the parent's primary `old` (on node a) and
+    that has a replica on node b, swapping along with its parent (SF moves an aligned child's
+    primary with its parent's): whether it does, its old and new primary, and whether the parent
+    may swap at all (not when an aligned child would be left behind)."""
+    kids = problem.children_of[problem.replica_partition[old]]
+    aligned_kids = jnp.any((kids >= 0) & problem.replica_aligned[jnp.maximum(kids, 0)])
+    kid, beside = _children_on(problem, node_of, old, a)
+    kp = problem.replica_partition[kid]
+    rows = problem.partition_replicas[kp]
+    on_b = (rows >= 0) & (node_of[jnp.maximum(rows, 0)] == b)
+    along = aligned_kids & (beside == 1) & (a >= 0) & (primary_of[kp] == kid) & jnp.any(on_b)
+    along &= problem.replica_aligned[kid]
+    return along, kp, kid, rows[jnp.argmax(on_b)], ~aligned_kids | along
+
+
 def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     """Swap the primary of a random partition with one of its placed secondaries (a promotion when
-    the primary has no node)."""
+    the primary has no node); a parent's aligned child swaps along on the same two nodes."""
     p = problem.swappable[draw(words[2], problem.n_swappable)]
     row = problem.partition_replicas[p]
     size = jnp.sum(row >= 0)
@@ -328,34 +353,57 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     delta_a = problem.load_secondary[old] - problem.load_primary[old]
     delta_b = problem.load_primary[q] - problem.load_secondary[q]
     s = problem.partition_service[p]
+    init = problem.initial_primary[p]
+    swapped = (_f32(q != init) - _f32(old != init)) * _f32(running_primary(problem, p))
+    none = jnp.asarray(-1, jnp.int32)
+    zero = jnp.zeros_like(delta_a)
+    along, kp, kid, kid_b, may = jnp.asarray(False), none, none, none, jnp.asarray(True)
+    load2, load2_b = zero, zero
+    if problem.features.affinity:
+        along, kp, kid, kid_b, may = _child_swap(problem, node_of, primary_of, old, a, b)
+        load2 = jnp.where(along, problem.load_secondary[kid] - problem.load_primary[kid], 0.0)
+        load2_b = jnp.where(along, problem.load_primary[kid_b] - problem.load_secondary[kid_b], 0.0)
+        k_init = problem.initial_primary[kp]
+        k_swapped = (_f32(kid_b != k_init) - _f32(kid != k_init)) * _f32(running_primary(problem, kp))
+        swapped = swapped + jnp.where(along, k_swapped, 0.0)
     aff = lambda r, n, prim: _f32(affinity_violated(problem, node_of, primary_of, r, n, prim))
-    changes = _with_capacity(problem, jnp.zeros(CONSTRAINTS), loads, a, delta_a, b, delta_b)
+    changes = _with_capacity(problem, jnp.zeros(CONSTRAINTS), loads, a, delta_a + load2, b, delta_b + load2_b)
     if problem.features.affinity:
         changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True) - aff(q, b, False))
     if problem.features.preferred:
-        changes = changes.at[PREFERRED].set(_f32(off_preferred(problem, s, b)) - _f32(off_preferred(problem, s, a)))
+        off = lambda svc, n: _f32(off_preferred(problem, svc, n))
+        s2 = problem.partition_service[jnp.maximum(kp, 0)]
+        changes = changes.at[PREFERRED].set(off(s, b) - off(s, a) + jnp.where(along, off(s2, b) - off(s2, a), 0.0))
     changes = changes.at[UNPLACED].set(-_f32(a < 0))  # a promotion gives the partition a placed primary
     valid = (
         (problem.n_swappable > 0)
         & (size >= 2)
         & (b >= 0)
         & problem.node_up[jnp.maximum(b, 0)]
-        & fits(problem, loads, a, delta_a)
-        & fits(problem, loads, b, delta_b)
+        & may
+        & fits(problem, loads, a, delta_a + load2)
+        & fits(problem, loads, b, delta_b + load2_b)
         & _enforced(problem, changes)
     )
-    init = problem.initial_primary[p]
-    swapped = _f32(q != init) - _f32(old != init)
-    return _single(
+    return Move(
         replica=q,
         target=b,
+        replica2=jnp.where(along, kid_b, none),
+        target2=b,
         partition=p,
         new_primary=q,
+        partition2=jnp.where(along, kp, none),
         service=s,
+        service2=jnp.where(along, problem.partition_service[jnp.maximum(kp, 0)], none),
         node_a=a,
         node_b=b,
-        delta_a=delta_a,
-        delta_b=delta_b,
+        delta_a=delta_a + load2,
+        delta_b=delta_b + load2_b,
+        local_a=delta_a,
+        local_b=delta_b,
+        load2=load2,
+        load2_b=load2_b,
+        new_primary2=jnp.where(along, kid_b, none),
         cost_delta=problem.swap_cost * swapped,
         moves_delta=swapped,
         penalty_delta=jnp.sum(problem.penalty * changes),
@@ -402,7 +450,7 @@ def _slots(tries: int, mix: tuple[float, ...]) -> tuple[tuple[float, ...], np.nd
 
 def two_services(problem: Problem, kind) -> bool:
     """Whether moves of `kind` (None: any) may change two services' loads (static)."""
-    return kind in (None, propose_exchange) or (kind is propose_move and problem.features.affinity)
+    return kind in (None, propose_exchange) or (kind in (propose_move, propose_swap) and problem.features.affinity)
 
 
 def propose_batch(problem: Problem, node_of, primary_of, loads, words, mix: tuple[float, ...]):

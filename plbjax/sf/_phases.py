@@ -149,27 +149,52 @@ def movement_budget(state: ClusterState, phase: str, replicas: int) -> int:
 
 def _movements(index: Index, before: Placement, after: Placement) -> int:
     """Movements from `before` to `after` as the search and SF's throttles count them: replicas
-    placed before that moved, and changed primaries (`energy.movements`; adds are free)."""
+    placed before that moved, and changed primaries that were running (`energy.movements`; adds,
+    and which of them is the primary, are free)."""
     n = index.n_partitions
+    running = (before.primary_of >= 0) & (before.node_of[np.maximum(before.primary_of, 0)] >= 0)
     return int(
         ((after.node_of != before.node_of) & (before.node_of >= 0)).sum()
-        + ((after.primary_of != before.primary_of) & (before.primary_of >= 0))[:n].sum()
+        + ((after.primary_of != before.primary_of) & running)[:n].sum()
     )
 
 
 def _search(run: _Run, now: Placement, what: Scope, schedule: Schedule) -> tuple[Placement, AnnealResult]:
     """Anneal one phase from `now` within `what`; returns the best placement found (rotations
-    settled) and the search. An affinity parent's replica moves with the child replica beside it
-    (`moves`); its primary does not swap."""
-    parent_partitions = np.unique(np.asarray(run.problem.replica_parent))
+    settled) and the search. An affinity parent's replica moves with the child replica beside it,
+    its primary swaps with its aligned child's (`moves`)."""
     swappable = what.swappable & run.free_partitions
-    swappable[parent_partitions[parent_partitions >= 0]] = False
     partners = None if what.partners is None else what.partners & run.free
     what = dataclasses.replace(what, movable=what.movable & run.free, swappable=swappable, partners=partners)
     scoped = scope(run.problem, now.node_of, now.primary_of, what)
-    result = anneal(run.model, scoped, run.kernel, schedule, run.progress)
+    result = _quench(run, now, what, anneal(run.model, scoped, run.kernel, schedule, run.progress), schedule)
     node_of, primary_of = settle(run.index, *result.solution)
     return Placement(node_of, primary_of, assess(run.problem, node_of, primary_of)), result
+
+
+QUENCH_BLOCKS = 1  # blocks of the zero-temperature descent after each phase's search
+
+
+def _quench(run: _Run, now: Placement, what: Scope, result: AnnealResult, schedule: Schedule) -> AnnealResult:
+    """`result` continued by a descent at zero temperature (SF's search ends accepting only moves
+    that lower the energy): the annealing's last temperature follows its largest energy changes (a
+    replica placed), too hot to settle what an optimization-priority violation or a movement is
+    worth; the descent takes every move, swap or undo that still lowers the energy."""
+    start = tuple(np.asarray(x) for x in result.solution)
+    scoped = scope(run.problem, now.node_of, now.primary_of, dataclasses.replace(what, start=start))
+    cold = dataclasses.replace(
+        schedule, steps=QUENCH_BLOCKS * run.kernel.block_steps, seconds=None, initial_temperature=1e-9, final_ratio=1.0
+    )
+    descent = anneal(run.model, scoped, run.kernel, cold, run.progress)
+    better = descent.energy < result.energy
+    return dataclasses.replace(
+        result,
+        solution=descent.solution if better else result.solution,
+        energy=min(descent.energy, result.energy),
+        steps=result.steps + descent.steps,
+        seconds=result.seconds + descent.seconds,
+        accepted=result.accepted + descent.accepted,
+    )
 
 
 def _swappable(index: Index, now: Placement, partitions: np.ndarray) -> np.ndarray:

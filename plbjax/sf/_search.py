@@ -1,8 +1,11 @@
 """How a plan searches: the `search` settings (the Hydra `search` group's schema) and their defaults.
 
 `auto` values are chosen for the backend and the cluster's size (`resolved`): what the benchmarks
-found best (docs/benchmarks.md), one deep chain with parallel tries, and steps that grow with the
-cluster (`auto_search`), so a tiny cluster is not searched as long as a large one.
+found best (docs/benchmarks.md), parallel tries, and steps that grow with the cluster
+(`auto_search`), so a tiny cluster is not searched as long as a large one. On a CPU a small cluster
+(1,024 replicas or fewer) shares the 256 tries among up to 8 independent chains: one wide chain
+settles in whichever local optimum it reaches first (a movement too many, a costlier fix), where SF's
+few, tiny clusters need the best of several.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from plbjax.errors import BadInput
 AUTO = "auto"
 _AUTO_KEYS = ("chains", "steps", "tries", "parallel")
 _MIN_STEPS = 2_000  # two blocks: the probe (greedy) and one that cools
+SMALL_CLUSTER = 2048  # on a CPU, fewer replicas than this share a step's tries among several chains
 
 
 def auto_search(backend: str, replicas: int) -> dict:
@@ -25,8 +29,9 @@ def auto_search(backend: str, replicas: int) -> dict:
     20,000 at 1,000 replicas, then 500 proposals a replica beyond 10,000 replicas; on a GPU a step
     per ten replicas, at least 2,000 (docs/benchmarks.md: "Default search length")."""
     if backend == "cpu":
+        chains = min(8, 2 ** max(0, math.floor(math.log2(SMALL_CLUSTER / max(replicas, 1)))))
         steps = max(_MIN_STEPS, min(20 * replicas, max(20_000, math.ceil(500 * replicas / 256))))
-        return dict(chains=1, tries=256, parallel=True, steps=steps)
+        return dict(chains=chains, tries=256 // chains, parallel=True, steps=steps)
     return dict(chains=1, tries=65_536, parallel=True, steps=max(_MIN_STEPS, math.ceil(replicas / 10)))
 
 
