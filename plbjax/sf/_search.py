@@ -27,7 +27,7 @@ def auto_search(backend: str, replicas: int) -> dict:
     """The `auto` values for a backend and a cluster of `replicas` replicas. Steps grow with the
     cluster: on a CPU 20 a replica (at least 2,000: a probe block and one cooling block) up to
     20,000 at 1,000 replicas, then 500 proposals a replica beyond 10,000 replicas; on a GPU a step
-    per ten replicas, at least 2,000 (docs/benchmarks.md: "Default search length")."""
+    per ten replicas, at least 2,000 (docs/benchmarks.md, "Default search length")."""
     if backend == "cpu":
         chains = min(8, 2 ** max(0, math.floor(math.log2(SMALL_CLUSTER / max(replicas, 1)))))
         steps = max(_MIN_STEPS, min(20 * replicas, max(20_000, math.ceil(500 * replicas / 256))))
