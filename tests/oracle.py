@@ -297,6 +297,12 @@ class Oracle:
                 cost.append(MOVE_COSTS[rep.get("MoveCost", svc.get("DefaultMoveCost", "Low"))] if use_costs else 1.0)
                 if rep["Role"] == "Primary":
                     primary = r
+            if primary >= 0:  # the load follows the role (SF's FailoverUnit)
+                for r in rows:
+                    lp[r] = lp[primary]
+                secondaries = [r for r, rep in zip(rows, part["Replicas"]) if rep["Role"] == "Secondary"]
+                if secondaries and self.up[node0[primary]]:
+                    ls[primary] = np.mean([ls[r] for r in secondaries], axis=0)
             self.parts.append((si, rows, stateful))
             primary0.append(primary)
         self.R = len(self.rep_id)

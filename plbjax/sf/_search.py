@@ -20,17 +20,18 @@ from plbjax.errors import BadInput
 AUTO = "auto"
 _AUTO_KEYS = ("chains", "steps", "tries", "parallel")
 _MIN_STEPS = 2_000  # two blocks: the probe (greedy) and one that cools
+_MIN_CPU_STEPS = 10_000  # a CPU chain's floor: tiny clusters' optima need a few cooling blocks (tests/test_oracle.py)
 SMALL_CLUSTER = 2048  # on a CPU, fewer replicas than this share a step's tries among several chains
 
 
 def auto_search(backend: str, replicas: int) -> dict:
     """The `auto` values for a backend and a cluster of `replicas` replicas. Steps grow with the
-    cluster: on a CPU 20 a replica (at least 2,000: a probe block and one cooling block) up to
-    20,000 at 1,000 replicas, then 500 proposals a replica beyond 10,000 replicas; on a GPU a step
-    per ten replicas, at least 2,000 (docs/benchmarks.md, "Default search length")."""
+    cluster: on a CPU 20 a replica (at least 10,000) up to 20,000 at 1,000 replicas, then 500
+    proposals a replica beyond 10,000 replicas; on a GPU a step per ten replicas, at least 2,000 (a
+    probe block and one cooling block; docs/benchmarks.md, "Default search length")."""
     if backend == "cpu":
         chains = min(8, 2 ** max(0, math.floor(math.log2(SMALL_CLUSTER / max(replicas, 1)))))
-        steps = max(_MIN_STEPS, min(20 * replicas, max(20_000, math.ceil(500 * replicas / 256))))
+        steps = max(_MIN_CPU_STEPS, min(20 * replicas, max(20_000, math.ceil(500 * replicas / 256))))
         return dict(chains=chains, tries=256 // chains, parallel=True, steps=steps)
     return dict(chains=1, tries=65_536, parallel=True, steps=max(_MIN_STEPS, math.ceil(replicas / 10)))
 
