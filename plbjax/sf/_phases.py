@@ -193,6 +193,7 @@ def _quench(run: _Run, now: Placement, what: Scope, result: AnnealResult, schedu
         energy=min(descent.energy, result.energy),
         steps=result.steps + descent.steps,
         seconds=result.seconds + descent.seconds,
+        compile_seconds=result.compile_seconds + descent.compile_seconds,
         accepted=result.accepted + descent.accepted,
     )
 
