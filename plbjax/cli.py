@@ -273,7 +273,7 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     record up to there is written (summary `Interrupted`), then the run exits 128 + the signal's
     number (130, 143; a sweep's job just ends with its record)."""
     from plbjax.sf.replay import load_timeline, replay, summary, write_outputs
-    from plbjax.sf.replay.engine import EnginePlanner, EngineProbe
+    from plbjax.sf.replay.engine import engine
     from plbjax.sf.replay.progress import ReplayProgress
 
     anneal.enable_compilation_cache()
@@ -285,8 +285,7 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     with _stop_on_signals(stopping) as received:
         record = replay(
             timeline,
-            EnginePlanner(cfg.search),
-            EngineProbe(),
+            *engine(cfg.search),
             seed=cfg.search.seed,
             progress=ReplayProgress(timeline.duration),
             stop=anneal.STOP.is_set,

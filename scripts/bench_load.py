@@ -11,7 +11,7 @@ what `plbjax state=DOC out=PLAN` does, stage by stage:
   validate  the document into a `ClusterState`: the JSON Schema and every semantic rule checked,
             Service Fabric's defaults filled in (plbjax.sf._state);
   encode    resource governance and the encoding into the dense `Problem` (plbjax.sf._encoding), as
-            the plan's first step (`_phases._governed_encoding`, which the plan then reuses);
+            the plan's first step (`_phases.governed_encoding`, which `plan_encoded` then takes);
   compile   the annealer's compilation (`AnnealResult.compile_seconds`, summed over the phases);
   search    the phases' searches, a token 1,000 steps x 2 chains each (`AnnealResult.seconds`);
   decode    the rest of `phases.plan`: re-encodings it does (also shown on their own as
@@ -157,10 +157,8 @@ def run_once(path: Path, load_only: bool) -> dict:
 
     state = timed("validate", validate)
 
-    def encoded():  # the plan's own first encoding, which it then reuses (as `plbjax` runs it)
-        return phases._governed_encoding(state)[2:]
-
-    problem, index = timed("encode", encoded)
+    encoded = timed("encode", lambda: phases.governed_encoding(state))  # the plan's first step, as `plan` runs it
+    problem, index = encoded.problem, encoded.index
     out["replicas"], out["nodes"] = index.n_replicas, index.n_nodes
     out["partitions"], out["metrics"] = index.n_partitions, len(index.metrics)
     out["shape"] = problem.shape
@@ -188,7 +186,7 @@ def run_once(path: Path, load_only: bool) -> dict:
     phases.anneal, phases.encode = counting_anneal, counting_encode
     config = SearchConfig(chains=2, steps=1_000, seconds=None, block_steps=1_000, seed=0, tries=1, parallel=False)
     try:
-        plan = timed("plan", lambda: phases.plan(state, config))
+        plan = timed("plan", lambda: phases.plan_encoded(encoded, config))
     finally:
         phases.anneal, phases.encode = anneal, encode_in_plan
     whole, cpu_whole = out["stages"].pop("plan"), out["cpu"].pop("plan")

@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     from plbjax.files import write_text
     from plbjax.sf import generate
     from plbjax.sf.replay import parse_timeline, replay, summary, write_outputs
-    from plbjax.sf.replay.engine import EnginePlanner, EngineProbe
+    from plbjax.sf.replay.engine import engine
     from plbjax.sf.replay.scenarios import diurnal
 
     anneal.enable_compilation_cache()
@@ -180,12 +180,13 @@ def main(argv: list[str] | None = None) -> int:
 
         return call
 
+    planner, probe = engine(search)
     started = time.perf_counter()
     with Contention() as contention:
         record = replay(
             timeline,
-            counted("planner", EnginePlanner(search)),
-            counted("probe", EngineProbe()),
+            counted("planner", planner),
+            counted("probe", probe),
             seed=args.seed,
             progress=progress,
         )

@@ -20,7 +20,7 @@ from plbjax.sf._explain import PHASES, movements_entry, throttle_limits
 from plbjax.sf._phases import movement_budget
 from plbjax.sf._settings import PLB_SETTINGS
 from plbjax.sf.replay import parse_timeline, replay, write_outputs
-from plbjax.sf.replay.engine import EnginePlanner, EngineProbe
+from plbjax.sf.replay.engine import engine
 
 ROOT = Path(__file__).parent.parent
 SCHEMA = json.loads((ROOT / "plbjax" / "schemas" / "plan.schema.json").read_text())
@@ -100,7 +100,7 @@ def test_the_replay_records_each_action_with_its_phase_and_reason(tmp_path):
     state = load_state(EXAMPLE).document
     # SF's first balancing comes one MinLoadBalancingInterval (5 s) after the start
     timeline = {"State": state, "Duration": 6, "Events": [{"Time": 0, "Kind": "SettingsChanged", "Settings": {}}]}
-    record = replay(parse_timeline(timeline), EnginePlanner(QUICK), EngineProbe(), seed=0)
+    record = replay(parse_timeline(timeline), *engine(QUICK), seed=0)
     out = write_outputs(record, tmp_path / "replay")
     actions = [json.loads(line) for line in (out / "actions.jsonl").read_text().splitlines()]
     assert actions and all(a["Phase"] == "Balancing" and "'s imbalance" in a["Reason"] for a in actions)

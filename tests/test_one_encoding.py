@@ -14,7 +14,16 @@ from conftest import QUICK, cluster
 
 from plbjax.sf import _phases
 from plbjax.sf._encoding import encode
-from plbjax.sf._phases import Placement, _no_worse, _prepare, _priorities, assess, elect_primaries, plan
+from plbjax.sf._phases import (
+    Placement,
+    _no_worse,
+    _prepare,
+    _priorities,
+    assess,
+    elect_primaries,
+    governed_encoding,
+    plan,
+)
 from plbjax.sf._state import load_state, parse_state
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "small.yaml"
@@ -111,9 +120,9 @@ def _without_timings(document: dict) -> str:
 def test_updated_encoding_equals_encoding_again(build, seed, monkeypatch):
     state = parse_state(build(seed))
     priorities = _priorities(state)
-    updated = _prepare(state, priorities)
+    updated = _prepare(governed_encoding(state), priorities)
     _old_encodings(monkeypatch)
-    _same_prepared(updated, _prepare(state, priorities))
+    _same_prepared(updated, _prepare(governed_encoding(state), priorities))
 
 
 @pytest.mark.parametrize("build", [_with_surplus, _with_everywhere_parent])

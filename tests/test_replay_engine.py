@@ -15,7 +15,7 @@ import yaml
 
 from plbjax import SearchConfig, load_state, plan
 from plbjax.sf.replay import load_timeline, parse_timeline, replay, summary, write_outputs
-from plbjax.sf.replay.engine import EnginePlanner, EngineProbe
+from plbjax.sf.replay.engine import EngineProbe, engine
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 SEARCH = SearchConfig(chains=1, tries=16, parallel=True, steps=500, seconds=None, block_steps=250)
@@ -27,7 +27,7 @@ def _small() -> dict:
 
 def _play(timeline: dict, seed: int = 0):
     """Play a timeline whose State is inline or relative to examples/timelines."""
-    return replay(parse_timeline(timeline, EXAMPLES / "timelines"), EnginePlanner(SEARCH), EngineProbe(), seed=seed)
+    return replay(parse_timeline(timeline, EXAMPLES / "timelines"), *engine(SEARCH), seed=seed)
 
 
 def test_a_single_event_timeline_plans_what_plbjax_plans():
@@ -143,24 +143,25 @@ def test_replay_command_bad_timeline_exits_2_naming_the_event_and_changes_nothin
     assert not (tmp_path / "out").exists()
 
 
-def test_a_document_differing_only_in_settings_is_not_parsed_again():
-    """The planner's view (the probe's document with throttle Settings) reuses the probe's parse:
-    the state is the one parsing the view gives, and so is the plan."""
+def test_a_document_differing_only_in_throttles_keeps_the_sessions_encoding():
+    """The planner's view (the probe's document with throttle Settings) reuses the probe's encoding
+    with those settings, without replacing it; the plan is the one of the view parsed afresh."""
     from plbjax import parse_state
-    from plbjax.sf.replay import engine
+    from plbjax.sf import Session
     from plbjax.sf.replay.loop import with_settings
 
-    doc = _small()
-    first = engine.parsed(doc)
-    assert engine.parsed(doc) is first and engine.parsed(dict(doc)) is first
+    doc, session = _small(), Session()
+    first = session.encoded(doc)
+    assert session.encoded(doc) is first and session.encoded(dict(doc)) is first
     view = with_settings(doc, {"GlobalMovementThrottleThreshold": 1, "GlobalMovementThrottleThresholdPercentage": 0})
-    assert engine.parsed(view) == parse_state(view) and engine.parsed(view) != first
-    assert engine._LAST.doc is doc  # the view did not replace the parsed document
-    ours = EnginePlanner(SEARCH)(view, "Balancing", None, 2, frozenset())["Actions"]
+    seen = session.encoded(view)
+    assert seen.problem is first.problem and seen.state.settings == parse_state(view).settings
+    assert session.encodings == 1 and session.encoded(doc) is first  # the view did not replace the held one
+    ours = session.plan(view, SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing")["Actions"]
     theirs = plan(parse_state(view), SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing")["Actions"]
     assert ours == theirs and len(ours) <= 1
-    other = dict(doc, Partitions=list(doc["Partitions"]))  # equal, but not the same object: parsed again
-    assert engine.parsed(other) is not first and engine._LAST.doc is other
+    other = dict(doc, Nodes=list(doc["Nodes"]))  # equal, but not the same object: a structural change
+    assert session.encoded(other) is not first and session.encodings == 2
 
 
 def test_plbjax_generate_makes_a_timeline_that_plays(tmp_path):

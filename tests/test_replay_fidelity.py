@@ -33,7 +33,8 @@ class Recording(EnginePlanner):
 
 def _play(timeline: dict):
     planner = Recording(SEARCH)
-    return replay(parse_timeline(timeline, EXAMPLES / "timelines"), planner, EngineProbe(), seed=0), planner.plans
+    probe = EngineProbe(planner.session)
+    return replay(parse_timeline(timeline, EXAMPLES / "timelines"), planner, probe, seed=0), planner.plans
 
 
 def ping_pong(record) -> list[tuple]:

@@ -682,7 +682,7 @@ def test_reparse_reads_again_what_the_replay_changes_and_equals_a_full_parse():
     state = parse_state(doc)
     after = _replayed(doc)
     assert reparse(state, after) == parse_state(after)
-    assert reparse(state, after, doc["Partitions"]) == parse_state(after)  # only the changed partitions read
+    assert reparse(state, after, doc) == parse_state(after)  # only the changed partitions read
     assert reparse(state, after).document is not after  # the state keeps copies
 
 
@@ -703,12 +703,31 @@ def test_reparse_of_a_bad_document_names_the_problem_as_a_full_parse_does():
         reparse(state, bad)
     assert str(again.value) == str(full.value)
     with pytest.raises(BadInput) as few:
-        reparse(state, bad, doc["Partitions"])
+        reparse(state, bad, doc)
     assert str(few.value) == str(full.value)
     twice = _replayed(doc)  # a changed partition reusing an unchanged one's ReplicaId
     twice["Partitions"][1]["Replicas"][0]["ReplicaId"] = doc["Partitions"][5]["Replicas"][0]["ReplicaId"]  # a copy
     with pytest.raises(BadInput) as full:
         parse_state(twice, "state")
     with pytest.raises(BadInput) as few:
-        reparse(state, twice, doc["Partitions"])
+        reparse(state, twice, doc)
+    assert str(few.value) == str(full.value)
+
+
+def test_reparse_checks_a_history_it_does_not_read_again_against_the_replicas():
+    from plbjax.sf import ClusterSpec, generate
+    from plbjax.sf._state import reparse
+
+    doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
+    lost = doc["Partitions"][1]["Replicas"][0]
+    doc["History"] = {str(lost["ReplicaId"]): [doc["Nodes"][0]["NodeName"]]}
+    state = parse_state(doc)
+    kept = {**doc, "Partitions": list(doc["Partitions"]), "Settings": {"MinLoadBalancingInterval": 7}}
+    assert reparse(state, kept, doc) == parse_state(kept)  # the same History object: not copied again
+    part = doc["Partitions"][1]
+    kept["Partitions"][1] = dict(part, Replicas=part["Replicas"][1:])
+    with pytest.raises(BadInput) as full:
+        parse_state(kept, "state")
+    with pytest.raises(BadInput) as few:
+        reparse(state, kept, doc)
     assert str(few.value) == str(full.value)

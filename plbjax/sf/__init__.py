@@ -4,7 +4,8 @@ The state document (`load_state`, `parse_state`) is encoded into arrays (`encode
 the host-side `Index` of names); `model` is the search the annealer runs (SF's energy, constraints
 and moves); `plan` runs SF's phases (placement, constraint check, balancing) and returns the plan
 document, whose `Actions` `apply_actions` applies to a state document. `generate` makes random
-clusters from a `ClusterSpec`.
+clusters from a `ClusterSpec`. A `Session` holds a cluster encoded across PLB rounds (the replay's)
+and takes each round's document as an update.
 """
 
 from plbjax.sf._decoding import apply_actions, diff
@@ -14,6 +15,7 @@ from plbjax.sf._model import model
 from plbjax.sf._phases import Findings, findings, plan
 from plbjax.sf._scopes import full_scope
 from plbjax.sf._search import SearchConfig
+from plbjax.sf._session import Session
 from plbjax.sf._state import ClusterState, load_state, parse_state
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "Problem",
     "Scope",
     "SearchConfig",
+    "Session",
     "apply_actions",
     "diff",
     "encode",

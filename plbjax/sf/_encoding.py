@@ -174,6 +174,7 @@ class Index:
     n_replicas: int
     n_partitions: int
     stages: _Stages | None = dataclasses.field(default=None, compare=False, repr=False)  # for updates
+    rows: _Rows | None = dataclasses.field(default=None, compare=False, repr=False)  # for updates
 
     @functools.cached_property
     def row_partition(self) -> tuple[np.ndarray, np.ndarray]:
@@ -333,11 +334,12 @@ class _Stages:
         return [classes.masks[c] for c in classes.service_class[: len(self.cluster.services)]]
 
 
-def _assemble(state: ClusterState, stages: _Stages) -> tuple[Problem, Index]:
-    """The replica stages (rows, loads, policies, upgrade homes, history) on top of `stages`."""
+def _assemble(state: ClusterState, stages: _Stages, rows: _Rows | None = None) -> tuple[Problem, Index]:
+    """The replica stages (rows, loads, policies, upgrade homes, history) on top of `stages`; the
+    rows given, or derived from the partitions."""
     cluster, nodes, classes, weights = stages.cluster, stages.nodes, stages.classes, stages.weights
     use_costs = bool(state.settings.get("UseMoveCostReports", False))
-    rows = _replica_rows(cluster, stages.allowed(), nodes.up, use_costs)
+    rows = rows or _replica_rows(cluster, stages.allowed(), nodes.up, use_costs)
     policies = _service_policies(cluster)
     upgrade = _upgrade_homes(state, cluster, rows)
     R, P = bucket(rows.n_replicas, 8), bucket(len(cluster.partitions), 8)
@@ -358,16 +360,75 @@ def _assemble(state: ClusterState, stages: _Stages) -> tuple[Problem, Index]:
         **_constraint_fields(state.settings, rows.n_replicas, use_costs),
         **_unscoped_fields(R, P),
     )
-    return problem, dataclasses.replace(_index(cluster, rows, R, P), stages=stages)
+    return problem, dataclasses.replace(_index(cluster, rows, R, P), stages=stages, rows=rows)
 
 
 def without_dropped(state: ClusterState, index: Index) -> tuple[Problem, Index]:
     """The encoding of `state`, the encoded state less some replicas (surplus drops): only the
     replica stages run again, on the encoded cluster's entities, nodes, classes and weights."""
     stages = _staged(index)
-    cluster = dataclasses.replace(stages.cluster, partitions=_sorted_partitions(state, stages.cluster.service_ix))
+    order = _partition_order(state, stages.cluster.service_ix)
+    cluster = dataclasses.replace(stages.cluster, partitions=_in_order(state, order), order=order)
     with gc_paused():
         return _assemble(state, dataclasses.replace(stages, cluster=cluster))
+
+
+def with_partitions(state: ClusterState, index: Index, changed: list[int]) -> tuple[Problem, Index] | None:
+    """The encoding of `state`, a state whose nodes, services and settings are those encoded in
+    `index` and whose partitions are the encoded ones, in the same order, but for those at positions
+    `changed` of `state.partitions` (loads reported, actions completed; History may differ too):
+    only those partitions' replica rows are derived again, and the replica stages that read the
+    rows (policies, upgrade homes, history) run on them. None when a changed partition is another
+    one or its number of rows changed (a drop below a surplus): then `without_dropped`."""
+    stages, rows = _staged(index), index.rows
+    if rows is None:
+        raise ValueError("the index carries no replica rows (it was not made by `encode`)")
+    order = stages.cluster.order
+    if len(state.partitions) != order.size:
+        return None
+    rank = np.empty_like(order)
+    rank[order] = np.arange(order.size)
+    at = np.sort(rank[np.asarray(changed, np.int64)])
+    partitions = _in_order(state, order)
+    before = stages.cluster.partitions
+    if any((partitions[k].service, partitions[k].partition_id) != (before[k].service, before[k].partition_id) for k in at):
+        return None
+    cluster = dataclasses.replace(stages.cluster, partitions=partitions)
+    if at.size:
+        use_costs = bool(state.settings.get("UseMoveCostReports", False))
+        sub = dataclasses.replace(cluster, partitions=[partitions[k] for k in at.tolist()])
+        fresh = _replica_rows(sub, stages.allowed(), stages.nodes.up, use_costs)
+        if not np.array_equal(fresh.sizes, rows.sizes[at]):
+            return None
+        rows = _spliced(rows, fresh, at)
+    with gc_paused():
+        return _assemble(state, dataclasses.replace(stages, cluster=cluster), rows)
+
+
+def _spliced(rows: _Rows, fresh: _Rows, at: np.ndarray) -> _Rows:
+    """`rows` with the rows of partitions `at` (as many rows each) taken from `fresh`, their rows."""
+    dest = (np.cumsum(rows.sizes) - rows.sizes)[at][fresh.partition] + fresh.slot
+    ids, roles = list(rows.ids), list(rows.roles)
+    for row, rid, role in zip(dest.tolist(), fresh.ids, fresh.roles):
+        ids[row], roles[row] = rid, role
+
+    def put(column: np.ndarray, values: np.ndarray, where: np.ndarray = dest) -> np.ndarray:
+        column = column.copy()
+        column[where] = values
+        return column
+
+    primary = np.where(fresh.primary_of >= 0, dest[fresh.primary_of], -1)
+    return dataclasses.replace(
+        rows,
+        ids=ids,
+        roles=roles,
+        node=put(rows.node, fresh.node),
+        start=put(rows.start, fresh.start),
+        move_cost=put(rows.move_cost, fresh.move_cost),
+        load_primary=put(rows.load_primary, fresh.load_primary),
+        load_secondary=put(rows.load_secondary, fresh.load_secondary),
+        primary_of=put(rows.primary_of, primary.astype(rows.primary_of.dtype), at),
+    )
 
 
 def with_parent_hosts(
@@ -414,6 +475,7 @@ class _Entities:
     service_ix: dict[str, int]
     metric_ix: dict[str, int]
     everywhere: frozenset[str]  # services with one instance per node
+    order: np.ndarray  # int64[partitions] the position in state.partitions of each partition
 
     @property
     def n_nodes(self) -> int:
@@ -442,29 +504,35 @@ def _entities(state: ClusterState) -> _Entities:
     nodes = sorted(state.nodes, key=lambda n: (-n.priority, n.name))
     services = sorted(state.services, key=lambda s: (-s.priority, s.name))
     service_ix = {s.name: i for i, s in enumerate(services)}
-    partitions = _sorted_partitions(state, service_ix)
+    order = _partition_order(state, service_ix)
     metrics = list(state.metric_names())
     return _Entities(
         nodes=nodes,
         services=services,
-        partitions=partitions,
+        partitions=_in_order(state, order),
         metrics=metrics,
         node_ix={n.name: i for i, n in enumerate(nodes)},
         service_ix=service_ix,
         metric_ix={m: i for i, m in enumerate(metrics)},
         everywhere=frozenset(s.name for s in services if s.target < 0),
+        order=order,
     )
 
 
-def _sorted_partitions(state: ClusterState, service_ix: dict[str, int]) -> list:
-    """The state's partitions by service (in encoding order), then str(PartitionId)."""
+def _partition_order(state: ClusterState, service_ix: dict[str, int]) -> np.ndarray:
+    """The positions in `state.partitions` of its partitions by service (in encoding order), then
+    str(PartitionId)."""
     keys = list(
         zip(
             map(service_ix.__getitem__, map(attrgetter("service"), state.partitions)),
             map(str, map(attrgetter("partition_id"), state.partitions)),
         )
     )
-    return list(map(state.partitions.__getitem__, sorted(range(len(keys)), key=keys.__getitem__)))
+    return np.array(sorted(range(len(keys)), key=keys.__getitem__), np.int64).reshape(-1)
+
+
+def _in_order(state: ClusterState, order: np.ndarray) -> list:
+    return list(map(state.partitions.__getitem__, order.tolist()))
 
 
 # ---------------------------------------------------------------------------------- nodes

@@ -41,7 +41,7 @@ def apply_resource_governance(state: ClusterState) -> tuple[ClusterState, list[d
 
     Nodes get capacities for the resource metrics (`_node_capacities`), governed services get the
     metrics (`_govern_service`), the per-metric maps get SF's defaults for them
-    (`_metric_defaults`) and replica load reports for them are dropped (`_drop_reported_loads`).
+    (`_metric_defaults`) and replica load reports for them are dropped (`drop_reported_loads`).
     The input is not modified; the returned state's `document` is the input's document.
     """
     _check_settings(state.settings)
@@ -51,7 +51,7 @@ def apply_resource_governance(state: ClusterState) -> tuple[ClusterState, list[d
         state,
         nodes=nodes,
         services=services,
-        partitions=tuple(_drop_reported_loads(p) for p in state.partitions),
+        partitions=tuple(drop_reported_loads(p) for p in state.partitions),
         **_metric_defaults(state, sorted({m.name for s in services for m in s.metrics})),
     )
     return result, health
@@ -218,7 +218,7 @@ def _node_capacities(node: Node, settings: dict, governed: bool) -> tuple[dict[s
     return capacities, reasons
 
 
-def _drop_reported_loads(partition: Partition) -> Partition:
+def drop_reported_loads(partition: Partition) -> Partition:
     """Replica load reports for the resource metrics are ignored: SF does not support dynamic load
     reporting for them (their loads are fixed when the service is created)."""
     if not any(m in r.loads for r in partition.replicas for m in RG_METRICS):

@@ -14,6 +14,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Callable, Collection, Iterator
+from itertools import repeat
 from typing import NamedTuple
 
 import equinox as eqx
@@ -200,13 +201,11 @@ def _quench(run: _Run, now: Placement, what: Scope, result: AnnealResult, schedu
 
 def _swappable(index: Index, now: Placement, partitions: np.ndarray) -> np.ndarray:
     """Stateful partitions among `partitions` [P] whose primary can hand over to a placed secondary."""
-    out = np.zeros_like(partitions)
-    node_of = now.node_of
-    for p in np.flatnonzero(partitions[: index.n_partitions]):
-        primary = now.primary_of[p]
-        others = [r for r in index.partition_rows[p] if node_of[r] >= 0 and r != primary]
-        out[p] = bool(index.stateful[p] and primary >= 0 and others)
-    return out
+    rows, partition = index.row_partition
+    primary = now.primary_of
+    handing = (now.node_of[rows] >= 0) & (rows != primary[partition])
+    others = np.bincount(partition[handing], minlength=primary.shape[0])
+    return (partitions & index.stateful & (primary >= 0) & (others > 0)).astype(partitions.dtype)
 
 
 def _everywhere_partitions(state: ClusterState, index: Index) -> np.ndarray:
@@ -294,7 +293,9 @@ def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: 
     reading (its candidates' node loads, its own and its affinity relatives' primaries) an earlier
     partition of the round may have changed waits for the next round."""
     enforced = [k for k in _PROMOTION_KEYS if priorities[_KEYS[k]] == 0]
-    waiting = [p for p in range(index.n_partitions) if _candidates(index, now, p)]
+    primary = now.primary_of[: index.n_partitions]
+    headless = index.stateful[: index.n_partitions] & ((primary < 0) | (now.node_of[primary] < 0))
+    waiting = [p for p in np.flatnonzero(headless).tolist() if _candidates(index, now, p)]
     while waiting:
         order = {p: _candidates(index, now, p) for p in waiting}
         worse = _promotion_trials(problem, now, [(p, r) for p in waiting for r in order[p]], enforced)
@@ -504,9 +505,9 @@ def _throttled_partitions(state: ClusterState, index: Index, problem: Problem) -
     counts = np.zeros(problem.partition_service.shape[0], int)
     if not state.history:
         return counts > 0
-    partition_of = np.asarray(problem.replica_partition)
-    for r in range(index.n_replicas):
-        counts[partition_of[r]] += len(state.history.get(str(index.replica_ids[r]), ()))
+    n = index.n_replicas
+    moved = np.fromiter(map(len, map(state.history.get, map(str, index.replica_ids), repeat(()))), np.int64, n)
+    np.add.at(counts, np.asarray(problem.replica_partition)[:n], moved)
     return (counts > 0) & (counts >= state.settings["MovementPerPartitionThrottleThreshold"])
 
 
@@ -685,7 +686,7 @@ class _Prepared(NamedTuple):
     health: list[dict]  # resource governance's reports
 
 
-class _Encoded(NamedTuple):
+class Encoded(NamedTuple):
     """A state under resource governance, its reports and its encoding."""
 
     state: ClusterState
@@ -694,19 +695,10 @@ class _Encoded(NamedTuple):
     index: Index
 
 
-_last_encoded: list[tuple[ClusterState, _Encoded]] = []  # the last state encoded, and its encoding
-
-
-def _governed_encoding(state: ClusterState) -> _Encoded:
-    """Resource governance and the encoding of `state`, reused for the same state object (a replay
-    round probes a state, then plans it; states are immutable, and the slot keeps the one it names
-    alive, so identity cannot be mistaken)."""
-    if _last_encoded and _last_encoded[0][0] is state:
-        return _last_encoded[0][1]
+def governed_encoding(state: ClusterState) -> Encoded:
+    """Resource governance and the encoding of `state`."""
     governed, health = apply_resource_governance(state)
-    encoded = _Encoded(governed, health, *encode(governed))
-    _last_encoded[:] = [(state, encoded)]
-    return encoded
+    return Encoded(governed, health, *encode(governed))
 
 
 class _UsableNodes(dict):
@@ -723,10 +715,10 @@ class _UsableNodes(dict):
         return self[service]
 
 
-def _prepare(state: ClusterState, priorities: np.ndarray) -> _Prepared:
-    """Resource governance, surplus drops (the phases plan partitions without them), children of
-    one-per-node parents confined to where a parent instance will be, and elected primaries."""
-    state, governance_health, problem, index = _governed_encoding(state)
+def _prepare(encoded: Encoded, priorities: np.ndarray) -> _Prepared:
+    """Surplus drops (the phases plan partitions without them), children of one-per-node parents
+    confined to where a parent instance will be, and elected primaries."""
+    state, governance_health, problem, index = encoded
     up = np.array([status == "Up" for status in index.node_status] + [False], bool)
     input_node = np.where(up[index.input_node], index.input_node, -1)  # -1 indexes the last, False
     original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
@@ -881,12 +873,29 @@ def plan(
     for this backend and cluster size. One PLB round (the replay): `phase` runs only that phase,
     `node_type` balances only that node type's nodes, nothing in the `frozen` (ServiceName,
     PartitionId) partitions moves, swaps or is placed."""
-    enable_compilation_cache(only_if_unset=True)
-    search = (search or SearchConfig()).resolved(jax.default_backend(), state.replica_count())
-    priorities = _priorities(state)
     clock = _Clock()
     with clock("Prepare"):
-        ready = _prepare(state, priorities)
+        encoded = governed_encoding(state)
+    return plan_encoded(encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, clock=clock)
+
+
+def plan_encoded(
+    encoded: Encoded,
+    search: SearchConfig | None = None,
+    progress: Callable[[int, int, float, float], None] | None = None,
+    *,
+    phase: str | None = None,
+    node_type: str | None = None,
+    frozen: Collection[tuple[str, str]] = (),
+    clock: _Clock | None = None,
+) -> dict:
+    """`plan` of a state already governed and encoded (a `Session`'s)."""
+    enable_compilation_cache(only_if_unset=True)
+    clock = clock or _Clock()
+    search = (search or SearchConfig()).resolved(jax.default_backend(), encoded.state.replica_count())
+    priorities = _priorities(encoded.state)
+    with clock("Prepare"):
+        ready = _prepare(encoded, priorities)
     problem, index = ready.problem, ready.index
     free, free_partitions = _frozen_masks(index, problem, frozen)
     run = _Run(
@@ -954,7 +963,12 @@ class Findings:
 
 def findings(state: ClusterState, frozen: Collection[tuple[str, str]] = ()) -> Findings:
     """What placement, the constraint check and balancing would find to do in `state` now."""
-    state, _, problem, index = _governed_encoding(state)
+    return findings_encoded(governed_encoding(state), frozen)
+
+
+def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ()) -> Findings:
+    """`findings` of a state already governed and encoded (a `Session`'s)."""
+    state, _, problem, index = encoded
     priorities = _priorities(state)
     now = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
     free, free_partitions = _frozen_masks(index, problem, frozen)

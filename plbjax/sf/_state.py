@@ -281,20 +281,24 @@ def _parse(doc: object, source: str, owned: bool) -> ClusterState:
 REREAD = ("Partitions", "History", "Settings")
 
 
-def reparse(state: ClusterState, doc: dict, before: list | None = None) -> ClusterState:
+def reparse(state: ClusterState, doc: dict, before: Mapping | None = None) -> ClusterState:
     """The state of `doc`, a document whose top-level values other than `REREAD` are those `state`
     was parsed from (the same objects, unchanged): only Partitions, History and Settings are read
     and checked again (the replay between rounds: loads reported, actions completed, throttles).
-    `before`: the Partitions list `state` was parsed from; then only the partitions of `doc` that
-    are not the same objects are read (a round's completed actions touch a few). Whatever the
-    column check cannot take is parsed in full, which names any problem."""
+    `before`: the document `state` was parsed from; then only the partitions of `doc` that are not
+    the same objects are read (a round's completed actions touch a few), and a History that is the
+    same object is only checked against the replicas. Whatever the column check cannot take is
+    parsed in full, which names any problem."""
+    before = before or {}
     with gc_paused():
         try:
-            partitions, replica_ids, copies = _reread_partitions(state, doc.get("Partitions"), before)
+            partitions, replica_ids, copies = _reread_partitions(state, doc.get("Partitions"), before.get("Partitions"))
             node_names = {n.name for n in state.nodes}
-            history = cast(dict, _plain_copy(doc.get("History", {}), "History"))
-            if not _conforms(_schema()["properties"]["History"], history):
-                raise BadInput("the general path names it")
+            history = state.document.get("History", {})
+            if "History" not in doc or doc["History"] is not before.get("History"):
+                history = cast(dict, _plain_copy(doc.get("History", {}), "History"))
+                if not _conforms(_schema()["properties"]["History"], history):
+                    raise BadInput("the general path names it")
             fresh = {"Partitions": copies, "History": history, "Settings": _plain_copy(doc.get("Settings"), "")}
             return dataclasses.replace(
                 state,

@@ -284,6 +284,8 @@ class _Sim:
         self.fruitless: dict[str, int] = {}
         self.placement, self.with_move = ("New", 0), False  # SF's placementAction_: mode, iteration
         self.cache: dict[tuple, Any] = {}
+        self.replicas_of: tuple[list, set[str], int] | None = None  # (Partitions, their ReplicaIds, placed)
+        self.cleaned: tuple | None = None  # (History, Partitions, Nodes) last cleaned
         self.imbalanced_before: frozenset | None = None  # None: not probed yet
         self.rows: list[Row] = []
         self.actions: list[dict] = []
@@ -617,7 +619,7 @@ class _Sim:
             if "History" in plan:
                 self.doc = {**self.doc, "History": plan["History"]}
             self._complete(now)
-            self.doc = _clean_history(self.doc)
+            self._clean_history()
             issued += counts["Actions"]
             self._row(now, phase, phase, node_type, counts)
         self.rounds[phase] = self.rounds.get(phase, 0) + 1
@@ -727,7 +729,7 @@ class _Sim:
                 self._state_changed(now)
         if applied:
             self._changed(now)
-        self.doc = _clean_history(self.doc)
+        self._clean_history()
 
     def _state_changed(self, now: float) -> None:
         """SF's SystemStateChanged: a change other than a load report; placement starts over without moves."""
@@ -765,11 +767,31 @@ class _Sim:
         return self.cache[key]
 
     def _existing(self) -> int:
-        key = ("existing", None, self.version)
-        if key not in self.cache:
-            self._settings()  # drops the other versions' entries
-            self.cache[key] = sum(r.get("NodeName") is not None for p in self.doc["Partitions"] for r in p["Replicas"])
-        return self.cache[key]
+        return self._replicas()[1]
+
+    def _replicas(self) -> tuple[set[str], int]:
+        """Every str(ReplicaId) of the document and how many replicas are placed (read once per
+        Partitions list: the loop replaces it, never changes it)."""
+        parts = self.doc["Partitions"]
+        if self.replicas_of is None or self.replicas_of[0] is not parts:
+            replicas = [r for p in parts for r in p["Replicas"]]
+            ids = {str(r["ReplicaId"]) for r in replicas}
+            self.replicas_of = (parts, ids, sum(r.get("NodeName") is not None for r in replicas))
+        return self.replicas_of[1], self.replicas_of[2]
+
+    def _clean_history(self) -> None:
+        """The document's History without entries of replicas and nodes it no longer has."""
+        doc = self.doc
+        history = doc.get("History")
+        now = (history, doc["Partitions"], doc["Nodes"])
+        if not history or (self.cleaned is not None and all(a is b for a, b in zip(self.cleaned, now))):
+            return
+        replicas, nodes = self._replicas()[0], {n["NodeName"] for n in doc["Nodes"]}
+        cleaned = {k: [n for n in v if n in nodes] for k, v in history.items() if k in replicas}
+        cleaned = {k: v for k, v in cleaned.items() if v}
+        if cleaned != history:
+            self.doc = doc = {**doc, "History": cleaned}
+        self.cleaned = (doc["History"], doc["Partitions"], doc["Nodes"])
 
     def _frozen(self, phase: str, now: float) -> frozenset[PartitionKey]:
         """Partitions with an action in flight; for Balancing also those at the per-partition throttle."""
@@ -837,15 +859,3 @@ class _Completions:
 
     def document(self) -> dict:
         return {**self.doc, "Partitions": self.parts}
-
-
-def _clean_history(doc: dict) -> dict:
-    """`doc` with History entries of replicas and nodes it no longer has removed."""
-    history = doc.get("History")
-    if not history:
-        return doc
-    replicas = {str(r["ReplicaId"]) for p in doc["Partitions"] for r in p["Replicas"]}
-    nodes = {n["NodeName"] for n in doc["Nodes"]}
-    cleaned = {k: [n for n in v if n in nodes] for k, v in history.items() if k in replicas}
-    cleaned = {k: v for k, v in cleaned.items() if v}
-    return doc if cleaned == history else {**doc, "History": cleaned}

@@ -1,0 +1,148 @@
+"""A `Session` holds a cluster encoded across PLB rounds and takes each round's document as an
+update: the encoding it holds is the one parsing, governing and encoding the document afresh gives
+(issue 30), a replay through it plays as one through the document path, and a replay without
+structural events encodes the cluster once."""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import cluster
+
+from plbjax import SearchConfig, load_state
+from plbjax.sf import Session, parse_state
+from plbjax.sf._phases import Encoded, governed_encoding
+from plbjax.sf.replay import Timeline, load_timeline, parse_timeline, replay
+from plbjax.sf.replay.engine import engine
+from plbjax.sf.replay.scenarios import diurnal
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+SEARCH = SearchConfig(chains=1, tries=16, parallel=True, steps=500, seconds=None, block_steps=250)
+
+
+def assert_same_encoding(ours: Encoded, fresh: Encoded) -> None:
+    """Every array of the problems and every field of the indexes and governed states equal."""
+    assert ours.problem.features == fresh.problem.features
+    leaves, theirs = jax.tree.leaves(ours.problem), jax.tree.leaves(fresh.problem)
+    assert len(leaves) == len(theirs)
+    names = [".".join(map(str, path)) for path, _ in jax.tree_util.tree_flatten_with_path(fresh.problem)[0]]
+    for name, a, b in zip(names, leaves, theirs):
+        assert np.shape(a) == np.shape(b) and np.array_equal(a, b, equal_nan=True), name
+    for field in dataclasses.fields(fresh.index):
+        if field.compare:
+            a, b = getattr(ours.index, field.name), getattr(fresh.index, field.name)
+            assert np.array_equal(a, b) if isinstance(b, np.ndarray) else a == b, field.name
+    assert ours.state == fresh.state and ours.health == fresh.health
+
+
+def _changed(doc: dict, rng: random.Random) -> dict:
+    """`doc` (unchanged) after one random round's worth of what a replay changes between rounds:
+    loads reported, replicas moved, roles swapped, replicas lost or added, History, throttles."""
+    doc = dict(doc, Partitions=list(doc["Partitions"]))
+    nodes = [n["NodeName"] for n in doc["Nodes"]]
+    for _ in range(rng.randint(1, 4)):
+        k = rng.randrange(len(doc["Partitions"]))
+        part = dict(doc["Partitions"][k])
+        replicas = [dict(r) for r in part["Replicas"]]
+        free = [n for n in nodes if n not in {r.get("NodeName") for r in replicas}]
+        kind = rng.choice(["loads", "move", "swap", "lose", "add", "surplus"])
+        if kind == "loads" and replicas:
+            r = rng.choice(replicas)
+            r["Loads"] = {m: round(rng.uniform(0, 30), 1) for m in r.get("Loads", {}) or {"Metric0": 0}}
+        elif kind == "move" and replicas:
+            rng.choice(replicas)["NodeName"] = rng.choice(free)
+        elif kind == "swap":
+            roles = [r["Role"] for r in replicas]
+            if "Primary" in roles and "Secondary" in roles:
+                p, s = roles.index("Primary"), roles.index("Secondary")
+                replicas[p]["Role"], replicas[s]["Role"] = "Secondary", "Primary"
+        elif kind == "lose" and len(replicas) > 1:
+            replicas.pop(rng.randrange(len(replicas)))
+        elif kind in ("add", "surplus") and (kind == "surplus" or len(replicas) < 3):
+            role = "Instance" if replicas and replicas[0]["Role"] == "Instance" else "Secondary"
+            replicas.append({"ReplicaId": f"new-{rng.randrange(10**9)}", "Role": role, "NodeName": rng.choice(free)})
+        part["Replicas"] = replicas
+        doc["Partitions"][k] = part
+    ids = [str(r["ReplicaId"]) for p in doc["Partitions"] for r in p["Replicas"]]
+    doc["History"] = {k: v for k, v in doc.get("History", {}).items() if k in ids}
+    if rng.random() < 0.4:
+        doc["History"] = {rid: rng.sample(nodes, rng.randint(1, 3)) for rid in rng.sample(ids, 5)}
+    if rng.random() < 0.4:
+        doc["Settings"] = dict(doc.get("Settings") or {}, GlobalMovementThrottleThreshold=rng.randint(1, 50))
+    return doc
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_an_updated_encoding_is_the_encoding_of_the_document_afresh(seed):
+    rng = random.Random(seed)
+    doc = cluster(seed, **({"stateless_fraction": 0.5} if seed % 2 else {}))
+    if seed % 3 == 0:
+        doc["Settings"] = {"UseMoveCostReports": True}
+    session = Session()
+    assert_same_encoding(session.encoded(doc), governed_encoding(parse_state(doc)))
+    for _ in range(8):
+        doc = _changed(doc, rng)
+        view = dict(doc, Settings={**(doc.get("Settings") or {}), "MaxPercentageToMoveForPlacement": 0})
+        assert_same_encoding(session.encoded(view), governed_encoding(parse_state(view)))
+        assert_same_encoding(session.encoded(doc), governed_encoding(parse_state(doc)))
+    assert session.encodings == 1 and session.updates == 8  # the views kept the held encoding
+
+
+def test_a_structural_change_encodes_afresh():
+    doc = cluster(3)
+    session = Session()
+    session.encoded(doc)
+    nodes = [dict(n) for n in doc["Nodes"]]
+    nodes[0]["NodeStatus"] = "Down"
+    for changed in (dict(doc, Nodes=nodes), dict(doc, Settings={"LocalDomainWeight": 0.25})):
+        assert_same_encoding(session.encoded(changed), governed_encoding(parse_state(changed)))
+    assert session.encodings == 3 and session.updates == 0
+
+
+def _series(timeline: Timeline, session: Session):
+    record = replay(timeline, *engine(SEARCH, session), seed=0)
+    return [(r.time, r.trigger, r.phase, r.node_type, dict(r.counts), r.needs) for r in record.rows], record
+
+
+@pytest.mark.parametrize("name", ["small-diurnal.yaml", "small-fd-failure.yaml"])
+def test_a_replay_through_the_session_plays_as_through_the_document_path(name):
+    timeline = load_timeline(EXAMPLES / "timelines" / name)
+    resident, document_path = Session(), Session(resident=False)
+    ours, ours_record = _series(timeline, resident)
+    theirs, theirs_record = _series(timeline, document_path)
+    assert ours == theirs
+    assert ours_record.actions == theirs_record.actions and ours_record.final_state == theirs_record.final_state
+    assert resident.encodings < document_path.encodings
+
+
+def test_a_replay_of_load_reports_encodes_the_cluster_once():
+    """Load reports, completed actions, History and throttles are updates: no round encodes."""
+    state = load_state(EXAMPLES / "small.yaml").document
+    timeline = diurnal(state, seed=0, days=2 / 24, every_minutes=5)
+    session = Session()
+    record = replay(parse_timeline(timeline), *engine(SEARCH, session), seed=0)
+    assert sum(record.rounds.values()) >= 3 and any(a["Action"].startswith("Move") for a in record.actions)
+    assert session.encodings == 1 and session.updates >= 24
+
+
+def test_a_replay_compiles_each_program_once():
+    """No shape grows with History, loads or completed actions: no program compiles twice."""
+    from collections import Counter
+
+    compiled: Counter = Counter()
+
+    def heard(event: str, duration: float, fun_name: str = "?", **_) -> None:
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled[fun_name] += 1
+
+    jax.monitoring.register_event_duration_secs_listener(heard)
+    try:
+        replay(load_timeline(EXAMPLES / "timelines" / "small-diurnal.yaml"), *engine(SEARCH), seed=3)
+    finally:
+        jax.monitoring.unregister_event_duration_listener(heard)
+    assert all(n == 1 for n in compiled.values()), compiled
