@@ -86,7 +86,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "results" / "replay_cpu"), help="results path without suffix")
     ap.add_argument("--record", default=None, help="write the replay's record here (default: a temp folder)")
+    ap.add_argument("--compare", nargs="+", metavar="JSON", help="only plot these results' progress together (--out.png)")
     args = ap.parse_args(argv)
+    if args.compare:
+        compare([Path(p) for p in args.compare], Path(args.out).with_suffix(".png"))
+        return 0
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 PID: where it is now, on stderr
 
     from plbjax import anneal
@@ -157,6 +161,7 @@ def main(argv: list[str] | None = None) -> int:
                 "Movements": movements,
                 "Calls": dict(calls),
                 "Compilations": compilations.count,
+                "Session": held(),
             }
         )
         result["SimulatedSeconds"], result["Seconds"]["replay"] = now, round(wall, 3)
@@ -172,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
         save()
 
     calls = {"probe": 0, "planner": 0}
+    planner, probe = engine(search)
+    held = lambda: {"Encodings": planner.session.encodings, "Updates": planner.session.updates}
 
     def counted(part: str, work):
         def call(*a):
@@ -180,7 +187,6 @@ def main(argv: list[str] | None = None) -> int:
 
         return call
 
-    planner, probe = engine(search)
     started = time.perf_counter()
     with Contention() as contention:
         record = replay(
@@ -201,6 +207,7 @@ def main(argv: list[str] | None = None) -> int:
             "Rounds": dict(record.rounds),
             "Calls": dict(calls),
             "Compilations": compilations.count,
+            "Session": held(),
         }
     )
     with tempfile.TemporaryDirectory() as tmp:
@@ -214,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         ReplayTimings={k: round(v, 3) for k, v in record.timings.items()},
         Rounds=dict(record.rounds),
         Calls=calls,
+        Session=held(),
         Compilations={"Count": compilations.count, "Seconds": round(compilations.seconds, 2)},
         Summary={k: v for k, v in summary(record).items() if k != "Seconds"},
         GoalMet=record.duration >= GOAL_SIMULATED_HOURS * 3600 - 1e-6 and wall <= GOAL_WALL_SECONDS,
@@ -262,6 +270,29 @@ def plot(result: dict, path: Path) -> None:
     right.invert_yaxis()
     right.set_xlabel("wall seconds")
     right.set_title(f"where the wall time went (rounds: {result.get('Rounds', {})})", fontsize=8)
+    write_figure(path, fig)
+
+
+def compare(paths: list[Path], path: Path) -> None:
+    """Simulated hours against wall seconds of several results (runs stopped early included)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from plbjax.files import write_figure
+
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    for p in paths:
+        result = json.loads(p.read_text())
+        points = [(0.0, 0.0)] + [(x["Wall"], x["Simulated"] / 3600) for x in result["Progress"]]
+        commit = result["Machine"].get("git_commit", "?")[:7]
+        ax.plot([w for w, _ in points], [h for _, h in points], marker=".", ms=3, label=f"{p.stem} ({commit})")
+    ax.plot([0, GOAL_WALL_SECONDS], [0, GOAL_SIMULATED_HOURS], "k--", lw=1, label="goal: 24 h in 10 min")
+    ax.set_xlabel("wall seconds (replay)")
+    ax.set_ylabel("simulated hours")
+    ax.set_title(f"plbjax-replay, {result['Nodes']} nodes, {result['Replicas']} replicas, {result['Machine']['cpu_model']}", fontsize=9)
+    ax.legend(fontsize=8)
     write_figure(path, fig)
 
 

@@ -296,9 +296,7 @@ def reparse(state: ClusterState, doc: dict, before: Mapping | None = None) -> Cl
             node_names = {n.name for n in state.nodes}
             history = state.document.get("History", {})
             if "History" not in doc or doc["History"] is not before.get("History"):
-                history = cast(dict, _plain_copy(doc.get("History", {}), "History"))
-                if not _conforms(_schema()["properties"]["History"], history):
-                    raise BadInput("the general path names it")
+                history = _history_copy(doc.get("History", {}))
             fresh = {"Partitions": copies, "History": history, "Settings": _plain_copy(doc.get("Settings"), "")}
             return dataclasses.replace(
                 state,
@@ -311,6 +309,16 @@ def reparse(state: ClusterState, doc: dict, before: Mapping | None = None) -> Cl
             )
         except (BadInput, TypeError, ValueError, KeyError):
             return _parse(doc, "state", owned=False)
+
+
+def _history_copy(history: object) -> dict:
+    """A copy of a History that is plainly valid ({ReplicaId text: [node name, ...]}); BadInput
+    when it is anything else (the general path names the problem)."""
+    if type(history) is dict and all(
+        type(k) is str and type(v) is list and all(type(n) is str and n for n in v) for k, v in history.items()
+    ):
+        return {k: list(v) for k, v in history.items()}
+    raise BadInput("the general path names it")
 
 
 def _reread_partitions(state: ClusterState, parts: object, before: list | None) -> tuple[list, set[str], list]:
