@@ -86,7 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "results" / "replay_cpu"), help="results path without suffix")
     ap.add_argument("--record", default=None, help="write the replay's record here (default: a temp folder)")
-    ap.add_argument("--compare", nargs="+", metavar="JSON", help="only plot these results' progress together (--out.png)")
+    ap.add_argument(
+        "--compare", nargs="+", metavar="JSON", help="only plot these results' progress together (--out.png)"
+    )
     args = ap.parse_args(argv)
     if args.compare:
         compare([Path(p) for p in args.compare], Path(args.out).with_suffix(".png"))
@@ -291,7 +293,10 @@ def compare(paths: list[Path], path: Path) -> None:
     ax.plot([0, GOAL_WALL_SECONDS], [0, GOAL_SIMULATED_HOURS], "k--", lw=1, label="goal: 24 h in 10 min")
     ax.set_xlabel("wall seconds (replay)")
     ax.set_ylabel("simulated hours")
-    ax.set_title(f"plbjax-replay, {result['Nodes']} nodes, {result['Replicas']} replicas, {result['Machine']['cpu_model']}", fontsize=9)
+    ax.set_title(
+        f"plbjax-replay, {result['Nodes']} nodes, {result['Replicas']} replicas, {result['Machine']['cpu_model']}",
+        fontsize=9,
+    )
     ax.legend(fontsize=8)
     write_figure(path, fig)
 

@@ -391,7 +391,9 @@ def with_partitions(state: ClusterState, index: Index, changed: list[int]) -> tu
     at = np.sort(rank[np.asarray(changed, np.int64)])
     partitions = _in_order(state, order)
     before = stages.cluster.partitions
-    if any((partitions[k].service, partitions[k].partition_id) != (before[k].service, before[k].partition_id) for k in at):
+    if any(
+        (partitions[k].service, partitions[k].partition_id) != (before[k].service, before[k].partition_id) for k in at
+    ):
         return None
     cluster = dataclasses.replace(stages.cluster, partitions=partitions)
     if at.size:

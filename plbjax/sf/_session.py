@@ -51,7 +51,8 @@ PHASE_SETTINGS = frozenset(
 
 class Session:
     """The resident cluster of a run of PLB rounds (see the module): `findings` and `plan` of a
-    document, as `plbjax.sf.findings` and `plan` of its parsed state give them."""
+    document, as `plbjax.sf.findings` and `plan` of its parsed state give them. A document it has
+    seen must not be changed in place: a new round hands it new objects for what changed."""
 
     def __init__(self, resident: bool = True):
         self.resident = resident
