@@ -339,7 +339,8 @@ def _assemble(state: ClusterState, stages: _Stages, rows: _Rows | None = None) -
     rows given, or derived from the partitions."""
     cluster, nodes, classes, weights = stages.cluster, stages.nodes, stages.classes, stages.weights
     use_costs = bool(state.settings.get("UseMoveCostReports", False))
-    rows = rows or _replica_rows(cluster, stages.allowed(), nodes.up, use_costs)
+    if rows is None:
+        rows = _replica_rows(cluster, stages.allowed(), nodes.up, use_costs)
     policies = _service_policies(cluster)
     upgrade = _upgrade_homes(state, cluster, rows)
     R, P = bucket(rows.n_replicas, 8), bucket(len(cluster.partitions), 8)

@@ -783,8 +783,8 @@ class _Sim:
         """The document's History without entries of replicas and nodes it no longer has."""
         doc = self.doc
         history = doc.get("History")
-        now = (history, doc["Partitions"], doc["Nodes"])
-        if not history or (self.cleaned is not None and all(a is b for a, b in zip(self.cleaned, now))):
+        seen = (history, doc["Partitions"], doc["Nodes"])
+        if not history or (self.cleaned is not None and all(a is b for a, b in zip(self.cleaned, seen))):
             return
         replicas, nodes = self._replicas()[0], {n["NodeName"] for n in doc["Nodes"]}
         cleaned = {k: [n for n in v if n in nodes] for k, v in history.items() if k in replicas}
