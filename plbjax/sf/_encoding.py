@@ -16,7 +16,7 @@ from operator import attrgetter
 from typing import NamedTuple, cast
 
 import equinox as eqx
-import jax.numpy as jnp
+import jax
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
@@ -269,16 +269,16 @@ class _Rows:
 
     def fields(self, R: int, P: int, M: int) -> dict:
         return dict(
-            replica_partition=jnp.asarray(_pad(self.partition, (R,), 0)),
-            replica_service=jnp.asarray(_pad(self.service, (R,), 0)),
-            load_primary=jnp.asarray(_pad(self.load_primary, (R, M), np.float32(0))),
-            load_secondary=jnp.asarray(_pad(self.load_secondary, (R, M), np.float32(0))),
-            move_cost=jnp.asarray(_pad(self.move_cost, (R,), np.float32(0))),
-            partition_replicas=jnp.asarray(_partition_table(self, P)),
-            partition_service=jnp.asarray(_pad(self.partition_service, (P,), 0)),
-            initial_node=jnp.asarray(_pad(self.start, (R,), -1)),
-            initial_primary=jnp.asarray(_pad(self.primary_of, (P,), -1)),
-            replica_count=jnp.asarray(float(self.n_replicas), jnp.float32),
+            replica_partition=_on_device(_pad(self.partition, (R,), 0)),
+            replica_service=_on_device(_pad(self.service, (R,), 0)),
+            load_primary=_on_device(_pad(self.load_primary, (R, M), np.float32(0))),
+            load_secondary=_on_device(_pad(self.load_secondary, (R, M), np.float32(0))),
+            move_cost=_on_device(_pad(self.move_cost, (R,), np.float32(0))),
+            partition_replicas=_on_device(_partition_table(self, P)),
+            partition_service=_on_device(_pad(self.partition_service, (P,), 0)),
+            initial_node=_on_device(_pad(self.start, (R,), -1)),
+            initial_primary=_on_device(_pad(self.primary_of, (P,), -1)),
+            replica_count=_on_device(float(self.n_replicas), np.float32),
         )
 
 
@@ -357,7 +357,7 @@ def _assemble(state: ClusterState, stages: _Stages, rows: _Rows | None = None) -
         **rows.fields(R, P, cluster.M),
         **policies.fields(rows, R, P),
         **upgrade.fields(R, cluster.N),
-        history=jnp.asarray(_history(state, cluster, rows, R)),
+        history=_on_device(_history(state, cluster, rows, R)),
         **_constraint_fields(state.settings, rows.n_replicas, use_costs),
         **_unscoped_fields(R, P),
     )
@@ -457,6 +457,14 @@ def _staged(index: Index) -> _Stages:
     return index.stages
 
 
+def _on_device(value, dtype=None) -> jax.Array:
+    """`value` on the device, as `jnp.asarray` puts it, but without compiling a conversion program
+    for every new shape (about 10 ms each, every process)."""
+    if isinstance(value, jax.Array):
+        return value if dtype is None else value.astype(dtype)
+    return jax.device_put(np.asarray(value, dtype))
+
+
 def _pad(a: np.ndarray, shape: tuple[int, ...], fill) -> np.ndarray:
     out = np.full(shape, fill, dtype=a.dtype)
     out[tuple(slice(0, s) for s in a.shape)] = a
@@ -554,15 +562,15 @@ class _Nodes:
     def fields(self, cluster: _Entities) -> dict:
         N, M, n = cluster.N, cluster.M, cluster.n_nodes
         return dict(
-            node_up=jnp.asarray(_pad(self.up, (N,), False)),
-            node_open=jnp.asarray(_pad(self.up, (N,), False)),
-            capacity=jnp.asarray(_pad(self.capacity, (N, M), np.float32(np.inf))),
-            threshold_load=jnp.asarray(_pad(self.threshold_load, (N, M), np.float32(np.inf))),
-            fd_leaf_up=jnp.asarray(np.isin(np.arange(int(self.fd_tree.max()) + 1), self.fd_tree[:n][self.up, -1])),
-            ud_up=jnp.asarray(np.isin(np.arange(int(self.ud_tree.max()) + 1), self.ud_tree[:n][self.up, -1])),
-            fd_tree=jnp.asarray(self.fd_tree),
-            ud_tree=jnp.asarray(self.ud_tree),
-            node_move_factor=jnp.asarray(
+            node_up=_on_device(_pad(self.up, (N,), False)),
+            node_open=_on_device(_pad(self.up, (N,), False)),
+            capacity=_on_device(_pad(self.capacity, (N, M), np.float32(np.inf))),
+            threshold_load=_on_device(_pad(self.threshold_load, (N, M), np.float32(np.inf))),
+            fd_leaf_up=_on_device(np.isin(np.arange(int(self.fd_tree.max()) + 1), self.fd_tree[:n][self.up, -1])),
+            ud_up=_on_device(np.isin(np.arange(int(self.ud_tree.max()) + 1), self.ud_tree[:n][self.up, -1])),
+            fd_tree=_on_device(self.fd_tree),
+            ud_tree=_on_device(self.ud_tree),
+            node_move_factor=_on_device(
                 _pad(_priority_factor([n.priority for n in cluster.nodes]), (N,), np.float32(1))
             ),
         )
@@ -614,14 +622,14 @@ class _Classes:
     def fields(self, N: int) -> dict:
         padding = [np.zeros(N, bool)] * (self.nodes.shape[0] - len(self.masks))
         return dict(
-            service_class=jnp.asarray(self.service_class),
-            class_nodes=jnp.asarray(self.nodes),
-            class_node_count=jnp.asarray(self.count),
-            class_allowed=jnp.asarray(np.stack([_pad(m, (N,), False) for m in self.masks] + padding)),
-            fd_children=jnp.asarray(self.fd_children),
-            ud_children=jnp.asarray(self.ud_children),
-            fd_usable=jnp.asarray(self.fd_usable),
-            ud_usable=jnp.asarray(self.ud_usable),
+            service_class=_on_device(self.service_class),
+            class_nodes=_on_device(self.nodes),
+            class_node_count=_on_device(self.count),
+            class_allowed=_on_device(np.stack([_pad(m, (N,), False) for m in self.masks] + padding)),
+            fd_children=_on_device(self.fd_children),
+            ud_children=_on_device(self.ud_children),
+            fd_usable=_on_device(self.fd_usable),
+            ud_usable=_on_device(self.ud_usable),
         )
 
 
@@ -725,12 +733,12 @@ class _Weights:
 
     def fields(self) -> dict:
         return dict(
-            service_metrics=jnp.asarray(self.service_metrics),
-            local_weight=jnp.asarray(self.local.astype(np.float32)),
-            global_weight=jnp.asarray(self.global_.astype(np.float32)),
-            metric_nodes=jnp.asarray(self.metric_nodes),
-            metric_node_count=jnp.asarray(self.metric_nodes.sum(axis=1).astype(np.float32)),
-            metric_defrag=jnp.asarray(self.defrag),
+            service_metrics=_on_device(self.service_metrics),
+            local_weight=_on_device(self.local.astype(np.float32)),
+            global_weight=_on_device(self.global_.astype(np.float32)),
+            metric_nodes=_on_device(self.metric_nodes),
+            metric_node_count=_on_device(self.metric_nodes.sum(axis=1).astype(np.float32)),
+            metric_defrag=_on_device(self.defrag),
         )
 
 
@@ -1013,11 +1021,11 @@ class _Policies:
     def fields(self, rows: _Rows, R: int, P: int) -> dict:
         parent = self.parent[rows.service]
         return dict(
-            replica_parent=jnp.asarray(_pad(parent, (R,), -1)),
-            children_of=jnp.asarray(_children_of(parent, P)),
-            replica_aligned=jnp.asarray(_pad(self.aligned[rows.service], (R,), False)),
-            service_nonpacking=jnp.asarray(self.nonpacking),
-            primary_preferred=jnp.asarray(self.preferred),
+            replica_parent=_on_device(_pad(parent, (R,), -1)),
+            children_of=_on_device(_children_of(parent, P)),
+            replica_aligned=_on_device(_pad(self.aligned[rows.service], (R,), False)),
+            service_nonpacking=_on_device(self.nonpacking),
+            primary_preferred=_on_device(self.preferred),
         )
 
 
@@ -1057,9 +1065,9 @@ class _Upgrade:
 
     def fields(self, R: int, N: int) -> dict:
         return dict(
-            replica_home=jnp.asarray(_pad(self.home, (R,), -1)),
-            replica_upgraded=jnp.asarray(_pad(self.prefers, (R,), False)),
-            node_upgraded=jnp.asarray(_pad(self.upgraded, (N,), False)),
+            replica_home=_on_device(_pad(self.home, (R,), -1)),
+            replica_upgraded=_on_device(_pad(self.prefers, (R,), False)),
+            node_upgraded=_on_device(_pad(self.upgraded, (N,), False)),
         )
 
 
@@ -1098,9 +1106,9 @@ def _constraint_fields(settings: dict, n_rep: int, use_costs: bool) -> dict:
     scale = n_rep + 1000.0
     penalty = [PRIORITY_WEIGHT.get(p, 0.0) * scale for p in priorities] + [UNPLACED_WEIGHT * scale]
     return dict(
-        enforce=jnp.asarray([p >= 0 for p in priorities] + [False]),
-        penalty=jnp.asarray(penalty, jnp.float32),
-        swap_cost=jnp.asarray(SWAP_COST if use_costs else 1.0, jnp.float32),
+        enforce=_on_device([p >= 0 for p in priorities] + [False]),
+        penalty=_on_device(penalty, np.float32),
+        swap_cost=_on_device(SWAP_COST if use_costs else 1.0, np.float32),
     )
 
 
@@ -1108,13 +1116,13 @@ def _unscoped_fields(R: int, P: int) -> dict:
     """Until `scope` says otherwise: nothing may move, with no movement limits."""
     unlimited = np.iinfo(np.int32).max
     return dict(
-        movable=jnp.zeros(R, jnp.int32),
-        n_movable=jnp.asarray(0, jnp.int32),
-        swappable=jnp.zeros(P, jnp.int32),
-        n_swappable=jnp.asarray(0, jnp.int32),
-        move_penalty=jnp.asarray(0.0, jnp.float32),
-        move_budget=jnp.asarray(unlimited, jnp.int32),
-        partition_budget=jnp.asarray(unlimited, jnp.int32),
+        movable=_on_device(np.zeros(R, np.int32)),
+        n_movable=_on_device(0, np.int32),
+        swappable=_on_device(np.zeros(P, np.int32)),
+        n_swappable=_on_device(0, np.int32),
+        move_penalty=_on_device(0.0, np.float32),
+        move_budget=_on_device(unlimited, np.int32),
+        partition_budget=_on_device(unlimited, np.int32),
     )
 
 
@@ -1178,22 +1186,22 @@ def scope(problem: Problem, node_of: np.ndarray, primary_of: np.ndarray, what: S
     unlimited = 2**31 - 1
     return dataclasses.replace(
         problem,
-        initial_node=jnp.asarray(node_of, jnp.int32),
-        initial_primary=jnp.asarray(primary_of, jnp.int32),
-        start_node=jnp.asarray(start_node, jnp.int32),
-        start_primary=jnp.asarray(start_primary, jnp.int32),
-        by_node=jnp.asarray(_pad(by_node.astype(np.int32), (r,), 0)),
-        node_first=jnp.asarray(node_first),
-        undo_share=jnp.asarray(what.undo_share, jnp.float32),
-        movable=jnp.asarray(_pad(moving, (r,), 0)),
-        n_movable=jnp.asarray(len(moving), jnp.int32),
-        swappable=jnp.asarray(_pad(swapping, (p,), 0)),
-        n_swappable=jnp.asarray(len(swapping), jnp.int32),
-        enforce=jnp.asarray(what.enforce, bool),
-        node_open=problem.node_up if what.open_nodes is None else problem.node_up & jnp.asarray(what.open_nodes),
-        move_budget=jnp.asarray(min(what.budget if what.budget is not None else unlimited, unlimited), jnp.int32),
-        partition_budget=jnp.asarray(min(what.partition_budget or unlimited, unlimited), jnp.int32),
-        history=problem.history if what.history else jnp.full_like(problem.history, -1),
+        initial_node=_on_device(node_of, np.int32),
+        initial_primary=_on_device(primary_of, np.int32),
+        start_node=_on_device(start_node, np.int32),
+        start_primary=_on_device(start_primary, np.int32),
+        by_node=_on_device(_pad(by_node.astype(np.int32), (r,), 0)),
+        node_first=_on_device(node_first),
+        undo_share=_on_device(what.undo_share, np.float32),
+        movable=_on_device(_pad(moving, (r,), 0)),
+        n_movable=_on_device(len(moving), np.int32),
+        swappable=_on_device(_pad(swapping, (p,), 0)),
+        n_swappable=_on_device(len(swapping), np.int32),
+        enforce=_on_device(what.enforce, bool),
+        node_open=problem.node_up if what.open_nodes is None else problem.node_up & _on_device(what.open_nodes),
+        move_budget=_on_device(min(what.budget if what.budget is not None else unlimited, unlimited), np.int32),
+        partition_budget=_on_device(min(what.partition_budget or unlimited, unlimited), np.int32),
+        history=problem.history if what.history else _on_device(np.full(problem.history.shape, -1, np.int32)),
         features=dataclasses.replace(problem.features, history=what.history and bool((problem.history >= 0).any())),
-        move_penalty=jnp.asarray(what.move_weight * float(problem.replica_count + 1000.0), jnp.float32),
+        move_penalty=_on_device(what.move_weight * float(problem.replica_count + 1000.0), np.float32),
     )
