@@ -83,6 +83,8 @@ def test_an_updated_encoding_is_the_encoding_of_the_document_afresh(seed):
     doc = cluster(seed, **({"stateless_fraction": 0.5} if seed % 2 else {}))
     if seed % 3 == 0:
         doc["Settings"] = {"UseMoveCostReports": True}
+    if seed % 3 == 1:  # resource governance: governed nodes, services and metric maps held
+        doc["Services"][0]["ResourceGovernance"] = {"CpuCores": 1, "CodePackages": [{"Name": "A", "MemoryInMB": 100}]}
     session = Session()
     assert_same_encoding(session.encoded(doc), governed_encoding(parse_state(doc)))
     for _ in range(8):

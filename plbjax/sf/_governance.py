@@ -41,7 +41,7 @@ def apply_resource_governance(state: ClusterState) -> tuple[ClusterState, list[d
 
     Nodes get capacities for the resource metrics (`_node_capacities`), governed services get the
     metrics (`_govern_service`), the per-metric maps get SF's defaults for them
-    (`_metric_defaults`) and replica load reports for them are dropped (`drop_reported_loads`).
+    (`_metric_defaults`) and replica load reports for them are dropped (`_drop_reported_loads`).
     The input is not modified; the returned state's `document` is the input's document.
     """
     _check_settings(state.settings)
@@ -51,10 +51,23 @@ def apply_resource_governance(state: ClusterState) -> tuple[ClusterState, list[d
         state,
         nodes=nodes,
         services=services,
-        partitions=tuple(drop_reported_loads(p) for p in state.partitions),
+        partitions=tuple(_drop_reported_loads(p) for p in state.partitions),
         **_metric_defaults(state, sorted({m.name for s in services for m in s.metrics})),
     )
     return result, health
+
+
+def governed_again(state: ClusterState, before: ClusterState, governed: ClusterState) -> ClusterState:
+    """`apply_resource_governance(state)[0]` for a state with `before`'s nodes, services, per-metric
+    maps and settings that governance reads, `governed` being `before`'s: the governed nodes,
+    services and maps are kept, and only the partitions that are not `before`'s objects are
+    governed again (a replay round's loads and completed actions)."""
+    partitions = tuple(
+        mine if now is then else _drop_reported_loads(now)
+        for now, then, mine in zip(state.partitions, before.partitions, governed.partitions, strict=True)
+    )
+    maps = _metric_defaults(governed, [])  # the governed per-metric maps, as they are
+    return dataclasses.replace(state, nodes=governed.nodes, services=governed.services, partitions=partitions, **maps)
 
 
 def _check_settings(settings: dict) -> None:
@@ -218,7 +231,7 @@ def _node_capacities(node: Node, settings: dict, governed: bool) -> tuple[dict[s
     return capacities, reasons
 
 
-def drop_reported_loads(partition: Partition) -> Partition:
+def _drop_reported_loads(partition: Partition) -> Partition:
     """Replica load reports for the resource metrics are ignored: SF does not support dynamic load
     reporting for them (their loads are fixed when the service is created)."""
     if not any(m in r.loads for r in partition.replicas for m in RG_METRICS):

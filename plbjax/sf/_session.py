@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Callable, Collection
 
 from plbjax.sf._encoding import with_partitions, without_dropped
-from plbjax.sf._governance import drop_reported_loads
+from plbjax.sf._governance import governed_again
 from plbjax.sf._phases import Encoded, Findings, findings_encoded, governed_encoding, plan_encoded
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._settings import resolve_settings
@@ -152,17 +152,6 @@ def _updated(encoded: Encoded, held: ClusterState, state: ClusterState) -> Encod
     """The encoding of `state`, which has `held`'s nodes, services and settings that count, from
     `held`'s: the partitions that are other objects governed and encoded again."""
     changed = [k for k, (now, then) in enumerate(zip(state.partitions, held.partitions)) if now is not then]
-    partitions = list(encoded.state.partitions)
-    for k in changed:
-        partitions[k] = drop_reported_loads(state.partitions[k])
-    governed = dataclasses.replace(
-        encoded.state,
-        settings=state.settings,
-        partitions=tuple(partitions),
-        upgrade=state.upgrade,
-        block_list=state.block_list,
-        history=state.history,
-        document=state.document,
-    )
+    governed = governed_again(state, held, encoded.state)
     problem_index = with_partitions(governed, encoded.index, changed) or without_dropped(governed, encoded.index)
     return Encoded(governed, encoded.health, *problem_index)
