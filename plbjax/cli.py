@@ -275,6 +275,7 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     from plbjax.sf.replay import load_timeline, replay, summary, write_outputs
     from plbjax.sf.replay.engine import engine
     from plbjax.sf.replay.progress import ReplayProgress
+    from plbjax.sf.replay.record import story
 
     anneal.enable_compilation_cache()
     timeline = _with_overrides(load_timeline(cfg.timeline), cfg)
@@ -293,12 +294,7 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     for out in outs:
         write_outputs(record, out)
     result = summary(record)
-    print(
-        f"plbjax-replay: {record.duration:g} simulated s in {record.seconds:.1f} s; rounds "
-        f"{dict(record.rounds)}; {result['CumulativeMovements']} movement(s); time-averaged AvgStdDev "
-        f"{result['TimeAveragedAvgStdDev']:.4f}; written to {', '.join(map(str, outs))}"
-        + (" (interrupted: the record ends there)" if record.interrupted else "")
-    )
+    print("plbjax-replay: " + "\n  ".join([*story(record), f"Written to {', '.join(map(str, outs))}."]))
     if received and HydraConfig.get().mode != RunMode.MULTIRUN:
         sys.exit(128 + received[0])
     return result

@@ -121,6 +121,39 @@ def apply_events(
     return doc, applied
 
 
+NAMED = 3  # more events of a kind at one time are counted, not named
+
+
+def describe(events: Sequence[Event]) -> tuple[tuple[str, str], ...]:
+    """(kind, what happened) per kind of `events`, in order of first appearance, for the record:
+    `NodeDown N0, N3` (their subjects, up to `NAMED`), else `18000 LoadReport events`."""
+    subjects: dict[str, list[str]] = {}
+    for event in events:
+        subjects.setdefault(event.kind, []).append(_subject(event))
+    return tuple(
+        (kind, f"{kind} {', '.join(dict.fromkeys(s for s in named if s))}".rstrip())
+        if len(named) <= NAMED
+        else (kind, f"{len(named)} {kind} events")
+        for kind, named in subjects.items()
+    )
+
+
+def _subject(event: Event) -> str:
+    """What an event is about: its node, service, replica, upgrade domain or block-list entry."""
+    f = event.fields
+    if event.kind in ("BlockListAdded", BLOCK_LIST_EXPIRED):
+        return f"{f['NodeName']}/{f['ServiceTypeName']}"
+    if event.kind == "UpgradeStarted":
+        return " ".join(str(x) for x in (f.get("Scope"), f.get("ApplicationName")) if x)
+    if event.kind == "SettingsChanged":
+        return "+".join(sorted(f))
+    for key in ("NodeName", "ServiceName", "ReplicaId", "UpgradeDomain"):
+        if key in f:
+            return str(f[key])
+    nested = f.get("Node") or f.get("Service") or {}
+    return str(nested.get("NodeName") or nested.get("ServiceName") or "") if isinstance(nested, Mapping) else ""
+
+
 def _batched(event: Event) -> bool:
     return event.kind == "LoadReport" and ("PartitionId" in event.fields or "ReplicaId" in event.fields)
 
