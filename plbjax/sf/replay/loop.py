@@ -688,7 +688,7 @@ class _Sim:
     def _apply_events(self, now: float) -> None:
         """Every event due by `now`, in order (one batch: `apply_events`), then one Event row naming them."""
         applied = self._timed("events", self._apply_due, now)
-        counts = dict.fromkeys(("Actions", "Moves", "Swaps", "Adds", "Drops", "Promotions"), 0)
+        counts: dict[str, int] = dict.fromkeys(("Actions", "Moves", "Swaps", "Adds", "Drops", "Promotions"), 0)
         self._row(now, "Event", "", None, counts, describe(applied))
 
     def _due(self, now: float) -> list[Event]:
