@@ -70,3 +70,14 @@ def test_roadef_reports_where_the_time_limit_went(tmp_path):
         assert searched >= total - start - compiled - MARGINS, done.stderr  # the rest of the limit searched
     else:
         assert start + compiled >= limit / 2, done.stderr  # only a slow start leaves the search running
+
+
+def test_generate_help_gives_every_option_a_meaning():
+    """Issue 38: --skew, --capacity-headroom, --load-scale (and every other cluster option) say what
+    they mean, not only their default."""
+    from plbjax.sf._generator import _parser
+
+    for action in _parser()._actions:
+        if action.option_strings and action.dest != "help":
+            meaning = (action.help or "").split("(default:")[0].strip()
+            assert len(meaning.split()) >= 2, (action.option_strings, action.help)
