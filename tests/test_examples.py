@@ -224,3 +224,26 @@ def test_results_readme_indexes_every_file():
     named = set(re.findall(r"`([\w.-]+\.(?:json|png|csv))`", index))
     held = {p.name for p in (ROOT / "results").iterdir() if p.name != "README.md"}
     assert named == held, (held - named, named - held)
+
+
+@pytest.mark.slow
+def test_the_replay_help_sweep_rows_differ(tmp_path):
+    """plbjax-replay --help's sweep (a shorter search a round): one row per value, no two alike."""
+    import csv
+
+    command = next(c for s, c in EXAMPLES if s == "plbjax-replay --help" and " -m " in c)
+    args = shlex.split(command.replace("examples/", f"{ROOT}/examples/"))[1:]
+    fast = ["search.steps=300", "search.block_steps=150", "search.chains=1", "search.tries=16"]
+    sweep = tmp_path / "sweep"
+    code = "from plbjax.cli import replay_main; replay_main()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *args, *fast, f"hydra.sweep.dir={sweep}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+    )
+    assert done.returncode == 0, done.stderr
+    rows = list(csv.DictReader(open(sweep / "summary.csv")))
+    outcomes = [(r["movements"], r["rounds"], r["time_averaged_avg_std_dev"]) for r in rows]
+    assert len(rows) >= 2 and len(set(outcomes)) == len(rows), outcomes
