@@ -92,6 +92,8 @@ def test_event_rows_name_their_events():
         ("LoadReport", "5 LoadReport events"),
     )
     assert describe([Event(1, "UpgradeCompleted")]) == (("UpgradeCompleted", "UpgradeCompleted"),)
+    same = [Event(1, "LoadReport", {"ServiceName": "s", "Loads": {}})] * 2
+    assert describe(same) == (("LoadReport", "2 LoadReport events (s)"),)
 
 
 def test_a_quiet_replay_still_writes_every_file(tmp_path):

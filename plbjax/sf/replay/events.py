@@ -126,16 +126,20 @@ NAMED = 3  # more events of a kind at one time are counted, not named
 
 def describe(events: Sequence[Event]) -> tuple[tuple[str, str], ...]:
     """(kind, what happened) per kind of `events`, in order of first appearance, for the record:
-    `NodeDown N0, N3` (their subjects, up to `NAMED`), else `18000 LoadReport events`."""
+    `NodeDown N0, N3` (each event's subject, up to `NAMED`), else counted, with their subjects while
+    they are few: `12 LoadReport events (fabric:/Shop/Orders, fabric:/Shop/Web)`, `18000 LoadReport events`."""
     subjects: dict[str, list[str]] = {}
     for event in events:
         subjects.setdefault(event.kind, []).append(_subject(event))
-    return tuple(
-        (kind, f"{kind} {', '.join(dict.fromkeys(s for s in named if s))}".rstrip())
-        if len(named) <= NAMED
-        else (kind, f"{len(named)} {kind} events")
-        for kind, named in subjects.items()
-    )
+    out = []
+    for kind, named in subjects.items():
+        distinct = [s for s in dict.fromkeys(named) if s]
+        if len(named) == 1 or (len(named) <= NAMED and len(distinct) == len(named)):
+            out.append((kind, " ".join([kind, ", ".join(distinct)]).rstrip()))
+        else:
+            listed = f" ({', '.join(distinct)})" if distinct and len(distinct) <= NAMED else ""
+            out.append((kind, f"{len(named)} {kind} events{listed}"))
+    return tuple(out)
 
 
 def _subject(event: Event) -> str:
