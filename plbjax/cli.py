@@ -135,13 +135,22 @@ TABLE_ROWS = 5  # the largest actions the console summary lists
 
 
 def _largest_actions(actions: list[dict]) -> list[str]:
-    """The summary's table: the actions that fix or place first, then balancing's by share."""
+    """The summary's table: the actions that fix or place first, then balancing's by share; each
+    listed right after the plan's earlier actions on the same replica (a swap before its move)."""
     order = sorted(
         range(len(actions)),
         key=lambda i: (actions[i].get("Phase") == "Balancing", -(actions[i].get("EnergyShare") or 0), i),
     )
+
+    def replica_of(i: int) -> tuple:
+        return actions[i]["ServiceName"], str(actions[i]["PartitionId"]), actions[i]["ReplicaId"]
+
+    listed: list[int] = []
+    for i in order[:TABLE_ROWS]:
+        earlier = [j for j in range(i) if replica_of(i)[2] is not None and replica_of(j) == replica_of(i)]
+        listed += [j for j in [*earlier, i] if j not in listed]
     rows = [("Phase", "Action", "Replica", "From -> To", "Reason")]
-    for a in (actions[i] for i in order[:TABLE_ROWS]):
+    for a in (actions[i] for i in listed):
         replica = f"{a['ServiceName']}/{a['PartitionId']}/{a['ReplicaId'] if a['ReplicaId'] is not None else 'new'}"
         rows.append(
             (a.get("Phase", ""), a["Action"], replica, f"{a['SourceNode']} -> {a['TargetNode']}", a.get("Reason", ""))
@@ -149,8 +158,8 @@ def _largest_actions(actions: list[dict]) -> list[str]:
     widths = [max(len(str(r[k])) for r in rows) for k in range(4)]
     lines = ["  largest actions:"]
     lines += ["    " + "  ".join(str(c).ljust(w) for c, w in zip(r, widths)) + "  " + r[4] for r in rows]
-    if len(actions) > TABLE_ROWS:
-        lines.append(f"    ... and {len(actions) - TABLE_ROWS} more (the plan's Actions)")
+    if len(actions) > len(listed):
+        lines.append(f"    ... and {len(actions) - len(listed)} more (the plan's Actions)")
     return lines
 
 
@@ -275,6 +284,7 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     from plbjax.sf.replay import load_timeline, replay, summary, write_outputs
     from plbjax.sf.replay.engine import engine
     from plbjax.sf.replay.progress import ReplayProgress
+    from plbjax.sf.replay.record import story
 
     anneal.enable_compilation_cache()
     timeline = _with_overrides(load_timeline(cfg.timeline), cfg)
@@ -293,12 +303,7 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     for out in outs:
         write_outputs(record, out)
     result = summary(record)
-    print(
-        f"plbjax-replay: {record.duration:g} simulated s in {record.seconds:.1f} s; rounds "
-        f"{dict(record.rounds)}; {result['CumulativeMovements']} movement(s); time-averaged AvgStdDev "
-        f"{result['TimeAveragedAvgStdDev']:.4f}; written to {', '.join(map(str, outs))}"
-        + (" (interrupted: the record ends there)" if record.interrupted else "")
-    )
+    print("plbjax-replay: " + "\n  ".join([*story(record), f"Written to {', '.join(map(str, outs))}."]))
     if received and HydraConfig.get().mode != RunMode.MULTIRUN:
         sys.exit(128 + received[0])
     return result

@@ -12,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 ROADEF = ROOT / "tests" / "data" / "roadef"
+MARGINS = 2.5  # plbjax-roadef's MARGIN and SEARCH_MARGIN, and the time to print
 SCRIPTS = {  # console script -> the module whose main() it runs
     "plbjax-generate": "plbjax.sf._generator",
     "plbjax-roadef": "plbjax.roadef.cli",
@@ -44,18 +45,39 @@ def test_generate_help_lists_the_timeline_kinds_with_their_options():
 
 
 def test_roadef_reports_where_the_time_limit_went(tmp_path):
-    """Start-up, compilation and search, and their total within the limit."""
+    """Start-up, compilation and search, and their total within the limit; the search has what
+    start-up and compilation leave, less the margins kept for writing and exiting. On a machine so
+    slow that start-up and compilation take most of the limit, the search is still running at the
+    limit and the line says so (no assertion on how long anything took)."""
+    limit = 20
     done = _run(
         "plbjax.roadef.cli",
-        *("-t", "20", "-p", str(ROADEF / "model_example.txt"), "-i", str(ROADEF / "initial_solution_example.txt")),
-        *("-o", str(tmp_path / "new.txt")),
+        *("-t", str(limit), "-p", str(ROADEF / "model_example.txt")),
+        *("-i", str(ROADEF / "initial_solution_example.txt"), "-o", str(tmp_path / "new.txt")),
     )
     assert done.returncode == 0, done.stderr
     split = re.search(
-        r"time: start-up ([\d.]+) s, compilation ([\d.]+) s, search ([\d.]+) s; total ([\d.]+) s of the 20 s limit",
+        r"time: start-up ([\d.]+) s, compilation ([\d.]+) s, search ([\d.]+ s|still running at the limit); "
+        rf"total ([\d.]+) s of the {limit} s limit",
         done.stderr,
     )
     assert split, done.stderr
-    start, compiled, searched, total = map(float, split.groups())
-    assert start + compiled + searched <= total + 0.5 and total <= 20
-    assert searched > compiled  # the limit goes mostly to the search
+    start, compiled, total = float(split[1]), float(split[2]), float(split[4])
+    assert total <= limit, done.stderr  # the command's own clock: it ends within its limit
+    if split[3].endswith(" s"):
+        searched = float(split[3][:-2])
+        assert start + compiled + searched <= total + 0.5, done.stderr
+        assert searched >= total - start - compiled - MARGINS, done.stderr  # the rest of the limit searched
+    else:
+        assert start + compiled >= limit / 2, done.stderr  # only a slow start leaves the search running
+
+
+def test_generate_help_gives_every_option_a_meaning():
+    """Issue 38: --skew, --capacity-headroom, --load-scale (and every other cluster option) say what
+    they mean, not only their default."""
+    from plbjax.sf._generator import _parser
+
+    for action in _parser()._actions:
+        if action.option_strings and action.dest != "help":
+            meaning = (action.help or "").split("(default:")[0].strip()
+            assert len(meaning.split()) >= 2, (action.option_strings, action.help)

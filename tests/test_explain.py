@@ -215,3 +215,32 @@ def test_the_console_summary_shows_the_largest_actions_the_throttle_and_what_is_
     first = throttled["Remaining"]["Imbalanced"][0]
     assert f"still imbalanced: {first['Metric']}, max/min {first['Ratio']:.2f}" in text
     assert "violations left: none" in text
+
+
+def test_the_console_lists_a_swap_before_the_move_of_the_replica_it_demoted():
+    """Issue 38: a primary swapped (SwapPrimarySecondary N0 -> N5) then moved as a secondary has two
+    actions; the console's table shows both, the swap first, not the move alone."""
+    from plbjax.cli import _largest_actions
+
+    def action(replica, kind, source, target, share):
+        return {
+            "ServiceName": "fabric:/S",
+            "PartitionId": "2",
+            "ReplicaId": replica,
+            "Action": kind,
+            "SourceNode": source,
+            "TargetNode": target,
+            "Phase": "Balancing",
+            "EnergyShare": share,
+        }
+
+    actions = [
+        action("120", "SwapPrimarySecondary", "N0", "N5", 0.0),
+        action("120", "MoveSecondary", "N0", "N3", 0.5),
+        *(action(f"r{k}", "MoveSecondary", "N1", "N2", 0.1 - 0.01 * k) for k in range(6)),
+    ]
+    lines = _largest_actions(actions)
+    swap = next(i for i, line in enumerate(lines) if "SwapPrimarySecondary" in line)
+    assert "fabric:/S/2/120" in lines[swap] and "N0 -> N5" in lines[swap]
+    assert "MoveSecondary" in lines[swap + 1] and "fabric:/S/2/120" in lines[swap + 1]
+    assert lines[-1] == "    ... and 2 more (the plan's Actions)"  # 6 listed of 8

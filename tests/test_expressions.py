@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -207,3 +209,22 @@ def test_bad_input_is_a_value_error_and_non_strings_rejected():
         parse(42)  # type: ignore[arg-type]
     with pytest.raises(BadInput):
         node_mask("NodeColor ==", NODES)
+
+
+def test_a_bad_constraint_in_a_state_names_the_file_and_the_service(tmp_path):
+    """Issue 38: the error of a state with a bad placement constraint names the file, the service
+    and its key, at load time (exit 2 before any search)."""
+    import yaml
+
+    from plbjax import load_state
+
+    doc = yaml.safe_load((Path(__file__).parent.parent / "examples" / "small.yaml").read_text())
+    doc["Services"][0]["PlacementConstraints"] = "NodeType == == FrontEnd"
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with pytest.raises(BadInput) as info:
+        load_state(path)
+    name = doc["Services"][0]["ServiceName"]
+    assert str(info.value).startswith(
+        f"{path}: Services[0].PlacementConstraints of service {name!r}: 'NodeType == == FrontEnd': unexpected '=='"
+    )

@@ -355,12 +355,14 @@ def test_impossible_specs_raise(kw):
 
 
 def test_large_cluster_is_fast():
+    """100,000 replicas in under 10 s of this process's CPU time (1.6 s on a 2-core EPYC; CPU time,
+    not wall time, so that other processes' load does not count)."""
     spec = ClusterSpec(
         nodes=1000, services=50, partitions_per_service=667, replicas_per_partition=3, metrics=2, skew=0.7
     )
-    t = time.perf_counter()
+    t = time.process_time()
     doc = generate(3, spec)
-    elapsed = time.perf_counter() - t
+    elapsed = time.process_time() - t
     assert spec.total_replicas >= 100_000
     assert sum(len(p["Replicas"]) for p in doc["Partitions"]) == spec.total_replicas
     assert len(doc["Nodes"]) == 1000

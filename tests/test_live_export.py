@@ -86,7 +86,8 @@ def plan_path(tmp_path_factory) -> Path:
             "plbjax",
             f"state={work / 'state.json'}",
             f"out={work / 'plan.json'}",
-            "search.seconds=2",
+            "search.seconds=null",  # steps, not a clock, bound the search: the same on a loaded machine
+            "search.steps=2000",
             f"hydra.run.dir={work / 'run'}",
         ],
         check=True,

@@ -602,3 +602,16 @@ def test_import_report_puts_what_changes_placement_first_and_ends_with_one_summa
     full = report.read_text()
     assert "nodes.json: Items[].IpAddressOrFQDN: no bearing on placement (6 times)" in full
     assert full.splitlines()[-1] == lines[-1]
+
+
+def test_a_folder_that_is_not_a_dump_is_named_so(tmp_path, capsys):
+    """Issue 38: importing a folder without any of a dump's files (here the repository's examples/)
+    says it is not a Service Fabric dump and what one is, not just that a file is missing."""
+    (tmp_path / "notes.txt").write_text("not a dump")
+    with pytest.raises(SystemExit) as exit_info:
+        main([str(tmp_path), "-o", str(tmp_path / "state.json")])
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"plbjax-import: {tmp_path}: not a Service Fabric dump: it has none of cluster-manifest.json")
+    assert "plbjax-dump writes" in err and len(err.splitlines()) == 1
+    assert not (tmp_path / "state.json").exists()

@@ -203,8 +203,9 @@ def test_replay_sweep_ends_with_a_churn_vs_imbalance_summary_and_plot(tmp_path):
     assert [r["overrides"] for r in rows] == ["search.seed=0", "search.seed=1"]
     for job, row in zip(("0", "1"), rows):
         record = json.loads((sweep / job / "summary.json").read_text())
-        assert int(row["actions"]) == record["CumulativeMovements"] and row["status"] == "ok"
-        assert float(row["score_after"]) == pytest.approx(record["TimeAveragedAvgStdDev"])
+        assert int(row["movements"]) == record["CumulativeMovements"] and row["status"] == "ok"
+        assert float(row["time_averaged_avg_std_dev"]) == pytest.approx(record["TimeAveragedAvgStdDev"])
+        assert float(row["wall_seconds"]) == record["Seconds"] and int(row["max_violations"]) == record["MaxViolations"]
         assert (sweep / job / "series.csv").exists()
     assert (sweep / "summary.png").read_bytes()[:4] == b"\x89PNG" and (sweep / "summary.md").exists()
 

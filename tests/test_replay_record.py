@@ -10,7 +10,7 @@ from test_replay_loop import OneMove, cluster, probe
 
 from plbjax import parse_state
 from plbjax.sf.replay.loop import replay
-from plbjax.sf.replay.record import COLUMNS, PLOTS, SUMMARY_KEYS, time_average, write_outputs
+from plbjax.sf.replay.record import COLUMNS, PLOTS, SUMMARY_KEYS, story, time_average, write_outputs
 from plbjax.sf.replay.timeline import parse_timeline
 
 
@@ -29,7 +29,7 @@ def test_output_files(played, tmp_path):
     with open(out / "series.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     header = list(rows[0])
-    assert header == [*COLUMNS, "MaxMinRatio.Count"]
+    assert header == [*COLUMNS, "MaxMinRatio.Count", "What"]
     series = json.loads((out / "series.json").read_text())
     assert [r["Time"] for r in series] == [float(r["Time"]) for r in rows]
     assert [(r["Trigger"], r["Phase"]) for r in series] == [
@@ -42,6 +42,15 @@ def test_output_files(played, tmp_path):
     ]
     assert series[1]["Unplaced"] == 1 and series[2]["Adds"] == 1 and series[-1]["MaxMinRatio.Count"] == 1.5
     assert series[0]["ImbalancedMetrics"] == "Count" and series[-1]["CumulativeMovements"] == 2
+    assert [r["What"] for r in series] == [
+        "Balancing: 1 move",
+        "ReplicaFailed r4",
+        "Placement: 1 add",
+        "Balancing: 1 move",
+        "NodeDown N2",
+        "Placement: 1 add",
+    ]
+    assert series[0]["MaxMinRatio.Count"] == "inf" and rows[0]["MaxMinRatio.Count"] == "inf"  # N2 empty: infinite
     actions = [json.loads(line) for line in (out / "actions.jsonl").read_text().splitlines()]
     assert [(a["Time"], a["Phase"], a["Action"]) for a in actions] == [
         (5, "Balancing", "MoveInstance"),
@@ -58,6 +67,33 @@ def test_output_files(played, tmp_path):
     assert list(summary) == list(SUMMARY_KEYS)
     for name in PLOTS:
         assert (out / name).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_the_story_is_told_in_sentences(played):
+    """The end of a run (plbjax-replay's last lines): rounds, actions, imbalance, violations, unplaced."""
+    assert story(played) == [
+        f"Replayed 25 simulated s in {played.seconds:.1f} s.",
+        "The PLB ran 4 rounds: 2 Balancing, 2 Placement.",
+        "They issued 4 actions (2 MoveInstance, 2 AddInstance); 2 of them were movements (moves and swaps).",
+        "AvgStdDev went from 1.6997 at 5 s to 0.5000 at the end, 0.7029 on average over time.",
+        "No replica broke a hard constraint.",
+        "Every replica placed at the end.",
+    ]
+
+
+def test_event_rows_name_their_events():
+    """`describe`: up to NAMED events of a kind by subject, more counted; kinds in order of appearance."""
+    from plbjax.sf.replay.events import Event, describe
+
+    loads = [Event(1, "LoadReport", {"ServiceName": f"s{i}", "Loads": {}}) for i in range(5)]
+    downs = [Event(1, "NodeDown", {"NodeName": n}) for n in ("N0", "N3")]
+    assert describe([downs[0], *loads, downs[1]]) == (
+        ("NodeDown", "NodeDown N0, N3"),
+        ("LoadReport", "5 LoadReport events"),
+    )
+    assert describe([Event(1, "UpgradeCompleted")]) == (("UpgradeCompleted", "UpgradeCompleted"),)
+    same = [Event(1, "LoadReport", {"ServiceName": "s", "Loads": {}})] * 2
+    assert describe(same) == (("LoadReport", "2 LoadReport events (s)"),)
 
 
 def test_a_quiet_replay_still_writes_every_file(tmp_path):
@@ -124,7 +160,7 @@ def test_output_files_and_columns_are_exactly_timeline_md_section_3(tmp_path):
     assert SECTION_3_FILES | set(PLOTS) <= {p.name for p in out.iterdir()}
     assert all(name.endswith(".png") for name in PLOTS)
     header = (out / "series.csv").read_text().splitlines()[0].split(",")
-    assert header == [*SECTION_3_COLUMNS, "MaxMinRatio.Count"] and list(COLUMNS) == SECTION_3_COLUMNS
+    assert header == [*SECTION_3_COLUMNS, "MaxMinRatio.Count", "What"] and list(COLUMNS) == SECTION_3_COLUMNS
     rows = json.loads((out / "series.json").read_text())
     assert all(list(r) == header for r in rows)
     with open(out / "series.csv", newline="") as f:

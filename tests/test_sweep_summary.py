@@ -66,3 +66,49 @@ def test_the_sweep_plots_labels_do_not_overlap():
         assert not a.overlaps(b), (a, b)
     key = fig.axes[1].texts[0].get_text()
     assert all(re.search(rf"^{i}: balancing", key, re.M) for i in range(12))  # what each job varied
+
+
+def test_a_replay_sweep_has_its_own_columns(tmp_path):
+    """A replay sweep's table: time-averaged AvgStdDev, movements, rounds, violations, unplaced and
+    wall time from each job's summary.json; a job without a record is still listed as a replay's."""
+    import json
+
+    import yaml
+
+    from plbjax.sweep import write_summary
+
+    for job, threshold in (("0", 1.1), ("1", 2)):
+        (tmp_path / job / ".hydra").mkdir(parents=True)
+        overrides = [f"balancing.threshold={threshold}", "timeline=day.yaml"]
+        (tmp_path / job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+        (tmp_path / job / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"timeline": "day.yaml"}))
+    summary = {
+        "Rounds": {"Balancing": 8, "Placement": 1},
+        "Actions": {"MovePrimary": 4},
+        "CumulativeMovements": 16,
+        "TimeAveragedAvgStdDev": 0.95158,
+        "MaxViolations": 15,
+        "FinalUnplaced": 0,
+        "Seconds": 43.162,
+        "SimulatedSeconds": 630.0,
+        "Interrupted": False,
+        "CancelledActions": 0,
+    }
+    (tmp_path / "0" / "summary.json").write_text(json.dumps(summary))
+    rows = write_summary(tmp_path)
+    assert list(rows[0]) == [
+        "job",
+        "overrides",
+        "status",
+        "time_averaged_avg_std_dev",
+        "movements",
+        "rounds",
+        "max_violations",
+        "final_unplaced",
+        "wall_seconds",
+    ]
+    table = (tmp_path / "summary.md").read_text().splitlines()
+    assert table[0].startswith("| job | overrides | status | time-averaged AvgStdDev | movements | rounds |")
+    assert table[2] == "| 0 | balancing.threshold=1.1 | ok | 0.9516 | 16 | Balancing 8, Placement 1 | 15 | 0 | 43.16 |"
+    assert table[3] == "| 1 | balancing.threshold=2 | no record (killed or crashed) | - | - | - | - | - | - |"
+    assert (tmp_path / "summary.png").read_bytes()[:4] == b"\x89PNG"

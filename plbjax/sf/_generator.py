@@ -736,6 +736,27 @@ def _epilog() -> str:
     )
 
 
+OPTION_HELP = {  # ClusterSpec field -> what its option means (plbjax-generate --help)
+    "nodes": "nodes in the cluster",
+    "node_types": "node types NodeType0.. (the nodes split among them)",
+    "fault_domains": "top-level fault domains",
+    "racks_per_fault_domain": "racks per fault domain; above 1, fault domains are fd:/dcK/rJ",
+    "upgrade_domains": "upgrade domains",
+    "metrics": "custom metrics Metric0..; 0: SF's default metrics",
+    "services": "services fabric:/App/Svc0..",
+    "partitions_per_service": "partitions of each service",
+    "replicas_per_partition": "TargetReplicaSetSize (stateful) or InstanceCount (stateless)",
+    "stateless_fraction": "share of the services that are stateless",
+    "skew": "how unevenly replicas are placed: 0 spreads them evenly, 1 piles them on a few nodes "
+    "(Zipf-like node weights, exponent 3 x skew)",
+    "load_scale": "typical load of a replica per metric (log-normal around it, primaries heavier; "
+    "5 and above: integer loads)",
+    "capacity_headroom": "node capacity per custom metric: headroom x the metric's total load / nodes "
+    "(at least the largest replica's load); 0: no capacities",
+    "placement_constraint_fraction": "share of the services constrained to one node type (NodeType == NodeTypeK)",
+}
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
         prog="plbjax-generate",
@@ -751,9 +772,11 @@ def _parser() -> argparse.ArgumentParser:
             type=typ,
             default=f.default,
             metavar=typ.__name__.upper(),
-            help=f"(default: {f.default})",
+            help=f"{OPTION_HELP[f.name]} (default: {f.default})",
         )
-    ap.add_argument("--seed", type=int, default=0, metavar="INT", help="(default: 0)")
+    ap.add_argument(
+        "--seed", type=int, default=0, metavar="INT", help="random seed: the same seed, the same cluster (default: 0)"
+    )
     ap.add_argument(
         "-o", "--out", metavar="PATH", default=None, help="output file, .json or .yaml/.yml (default: JSON on stdout)"
     )

@@ -425,19 +425,36 @@ def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
 
 def _violating(index: Index, problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:
     """[R] replicas involved in a violation of an enabled constraint."""
-    v = now.report["violations"]
     bad = np.zeros(now.node_of.shape[0], bool)
+    for replicas in _violating_by_kind(index, now, priorities).values():
+        bad |= replicas
+    return bad
+
+
+def _violating_by_kind(index: Index, now: Placement, priorities: np.ndarray) -> dict[str, np.ndarray]:
+    """{constraint kind (the plan's names): [R] placed replicas involved in a violation of it}, for
+    each enabled constraint."""
+    v, placed = now.report["violations"], now.node_of >= 0
+    kinds = {}
     if priorities[CAPACITY] >= 0:
-        over = np.flatnonzero(v["capacity"].sum(axis=1) > 0)
-        bad |= np.isin(now.node_of, over) & (now.node_of >= 0)
-    for key, c in (("placement", PLACEMENT), ("affinity", AFFINITY), ("away", PREFERRED)):
+        kinds["NodeCapacity"] = np.isin(now.node_of, np.flatnonzero(v["capacity"].sum(axis=1) > 0)) & placed
+    for key, c, kind in (
+        ("placement", PLACEMENT, "PlacementConstraint"),
+        ("affinity", AFFINITY, "Affinity"),
+        ("away", PREFERRED, "PreferredLocation"),
+    ):
         if priorities[c] >= 0:
-            bad |= v[key]
-    for key, c in (("fault_domain", FAULT_DOMAIN), ("upgrade_domain", UPGRADE_DOMAIN)):
+            kinds[kind] = np.asarray(v[key], bool) & placed
+    for key, c, kind in (
+        ("fault_domain", FAULT_DOMAIN, "FaultDomain"),
+        ("upgrade_domain", UPGRADE_DOMAIN, "UpgradeDomain"),
+    ):
         if priorities[c] >= 0:
+            bad = np.zeros(now.node_of.shape[0], bool)
             for p in np.flatnonzero(v[key][: index.n_partitions]):
                 bad[list(index.partition_rows[p])] = True
-    return bad & (now.node_of >= 0)
+            kinds[kind] = bad & placed
+    return kinds
 
 
 def _constraint_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
@@ -959,6 +976,7 @@ class Findings:
     balance: list[MetricBalance]  # per metric (and node type when balancing per node type)
     avg_std_dev: float
     node_loads: dict[str, dict[str, float]]
+    violations_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)  # replicas per constraint kind
 
 
 def findings(state: ClusterState, frozen: Collection[tuple[str, str]] = ()) -> Findings:
@@ -980,7 +998,11 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
         if free_partitions[p] and targets[service] >= 0
     )
     hard = np.where(priorities == 0, 0, -1)
-    violating = _violating(index, problem, now, hard) & free & ~_everywhere(state, index)
+    counted = free & ~_everywhere(state, index)
+    by_kind = {kind: replicas & counted for kind, replicas in _violating_by_kind(index, now, hard).items()}
+    violating = np.zeros(counted.shape[0], bool)
+    for replicas in by_kind.values():
+        violating |= replicas
     loads = now.report["loads"]
     return Findings(
         unplaced + surplus,
@@ -988,4 +1010,5 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
         _balances(state, problem, index, now.report),
         float(now.report["avg"]),
         {name: {m: float(loads[n, k]) for k, m in enumerate(index.metrics)} for n, name in enumerate(index.nodes)},
+        {kind: int(replicas.sum()) for kind, replicas in by_kind.items() if replicas.any()},
     )

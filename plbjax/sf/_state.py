@@ -26,6 +26,7 @@ import numpy as np
 import yaml
 
 from plbjax.errors import BadInput
+from plbjax.sf._expressions import parse as parse_constraint
 from plbjax.sf._settings import resolve_settings
 
 # LoadBalancing/Constants.cpp: MetricWeightZero/Low/Medium/High.
@@ -916,6 +917,12 @@ def _services(entries: list[dict]) -> list[Service]:
                 raise BadInput(f"{policy_where}: {policy['Type']} needs DomainName")
             _fault_domain(policy["DomainName"], f"{policy_where}.DomainName")
         constraints = entry.get("PlacementConstraints", "").strip()
+        try:
+            parse_constraint(constraints)
+        except BadInput as exc:
+            raise BadInput(
+                f"{where}.PlacementConstraints of service {name!r}: {str(exc).removeprefix('PlacementConstraints ')}"
+            ) from None
         services.append(
             Service(
                 name=name,

@@ -30,6 +30,7 @@ from plbjax.sf.live.replicas import check_orphans, partition_ids, read_partition
 from plbjax.sf.live.report import Report
 from plbjax.sf.live.services import service_entry, service_kind
 
+DUMP_FILES = ("cluster-manifest.json", "cluster-manifest.xml", "nodes.json", "applications.json")  # one at least
 SYSTEM_APPLICATION = "fabric:/System"
 SYSTEM_ID = "System"
 
@@ -37,6 +38,11 @@ SYSTEM_ID = "System"
 def import_dump(root: str) -> tuple[dict, Report]:
     """(state document, report) for the dump in directory `root`; BadInput if it is inconsistent."""
     dump, report = Dump(root), Report()
+    if not any(dump.exists(name) for name in DUMP_FILES):
+        raise BadInput(
+            f"{root}: not a Service Fabric dump: it has none of {', '.join(DUMP_FILES)}; a dump is the folder "
+            "plbjax-dump writes (one JSON file per REST response: docs/live-cluster.md)"
+        )
     doc: dict = {"SchemaVersion": 1} | _manifest(dump, report)
     doc["Nodes"] = read_nodes(dump, doc.get("NodeTypes", []), report)
     node_names = {n["NodeName"] for n in doc["Nodes"]}

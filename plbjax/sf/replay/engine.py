@@ -40,6 +40,7 @@ class EngineProbe:
         return Needs(
             unplaced=found.unplaced,
             violations=found.violations,
+            violations_by_kind=found.violations_by_kind,
             imbalanced=imbalanced,
             avg_std_dev=found.avg_std_dev,
             max_min_ratio=_cluster_ratios(found.balance),

@@ -121,6 +121,43 @@ def apply_events(
     return doc, applied
 
 
+NAMED = 3  # more events of a kind at one time are counted, not named
+
+
+def describe(events: Sequence[Event]) -> tuple[tuple[str, str], ...]:
+    """(kind, what happened) per kind of `events`, in order of first appearance, for the record:
+    `NodeDown N0, N3` (each event's subject, up to `NAMED`), else counted, with their subjects while
+    they are few: `12 LoadReport events (fabric:/Shop/Orders, fabric:/Shop/Web)`, `18000 LoadReport events`."""
+    subjects: dict[str, list[str]] = {}
+    for event in events:
+        subjects.setdefault(event.kind, []).append(_subject(event))
+    out = []
+    for kind, named in subjects.items():
+        distinct = [s for s in dict.fromkeys(named) if s]
+        if len(named) == 1 or (len(named) <= NAMED and len(distinct) == len(named)):
+            out.append((kind, " ".join([kind, ", ".join(distinct)]).rstrip()))
+        else:
+            listed = f" ({', '.join(distinct)})" if distinct and len(distinct) <= NAMED else ""
+            out.append((kind, f"{len(named)} {kind} events{listed}"))
+    return tuple(out)
+
+
+def _subject(event: Event) -> str:
+    """What an event is about: its node, service, replica, upgrade domain or block-list entry."""
+    f = event.fields
+    if event.kind in ("BlockListAdded", BLOCK_LIST_EXPIRED):
+        return f"{f['NodeName']}/{f['ServiceTypeName']}"
+    if event.kind == "UpgradeStarted":
+        return " ".join(str(x) for x in (f.get("Scope"), f.get("ApplicationName")) if x)
+    if event.kind == "SettingsChanged":
+        return "+".join(sorted(f))
+    for key in ("NodeName", "ServiceName", "ReplicaId", "UpgradeDomain"):
+        if key in f:
+            return str(f[key])
+    nested = f.get("Node") or f.get("Service") or {}
+    return str(nested.get("NodeName") or nested.get("ServiceName") or "") if isinstance(nested, Mapping) else ""
+
+
 def _batched(event: Event) -> bool:
     return event.kind == "LoadReport" and ("PartitionId" in event.fields or "ReplicaId" in event.fields)
 

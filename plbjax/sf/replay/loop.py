@@ -60,7 +60,7 @@ from typing import Any, Protocol
 
 from plbjax.sf import apply_actions
 from plbjax.sf._state import DEFAULT_METRICS
-from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event, apply_events
+from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event, apply_events, describe
 from plbjax.sf.replay.timeline import Timeline, settings_of
 
 PartitionKey = tuple[str, str]  # (ServiceName, str(PartitionId))
@@ -80,6 +80,7 @@ class Needs:
     avg_std_dev: float = 0.0
     max_min_ratio: Mapping[str, float] = field(default_factory=dict)
     node_loads: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # node -> metric -> load
+    violations_by_kind: Mapping[str, int] = field(default_factory=dict)  # the violating replicas by constraint kind
 
 
 class Probe(Protocol):
@@ -108,6 +109,7 @@ class Row:
     counts: Mapping[str, int]  # Actions, Moves, Swaps, Adds, Drops, Promotions of this round
     cumulative_movements: int
     needs: Needs
+    events: tuple[tuple[str, str], ...] = ()  # an event row's (kind, what happened): `events.describe`
 
 
 @dataclass(frozen=True)
@@ -684,11 +686,10 @@ class _Sim:
     # ---------------------------------------------------------------- events
 
     def _apply_events(self, now: float) -> None:
-        """Every event due by `now`, in order (one batch: `apply_events`), then one Event row."""
-        self._timed("events", self._apply_due, now)
-        self._row(
-            now, "Event", "", None, dict.fromkeys(("Actions", "Moves", "Swaps", "Adds", "Drops", "Promotions"), 0)
-        )
+        """Every event due by `now`, in order (one batch: `apply_events`), then one Event row naming them."""
+        applied = self._timed("events", self._apply_due, now)
+        counts: dict[str, int] = dict.fromkeys(("Actions", "Moves", "Swaps", "Adds", "Drops", "Promotions"), 0)
+        self._row(now, "Event", "", None, counts, describe(applied))
 
     def _due(self, now: float) -> list[Event]:
         """The events due by `now`, taken from the timeline and the expiries, in (time, order)."""
@@ -711,7 +712,7 @@ class _Sim:
                     due.append(expiry)
         return due
 
-    def _apply_due(self, now: float) -> None:
+    def _apply_due(self, now: float) -> list[Event]:
         self.doc, applied = apply_events(self.doc, self._due(now), now, skip_gone=True)
         for event in applied:
             if event.kind == "BlockListAdded":
@@ -730,6 +731,7 @@ class _Sim:
         if applied:
             self._changed(now)
         self._clean_history()
+        return applied
 
     def _state_changed(self, now: float) -> None:
         """SF's SystemStateChanged: a change other than a load report; placement starts over without moves."""
@@ -813,8 +815,16 @@ class _Sim:
             overrides["MoveExistingReplicaForPlacement"] = False
         return with_settings(self.doc, overrides) if overrides else self.doc
 
-    def _row(self, now: float, trigger: str, phase: str, node_type: str | None, counts: dict[str, int]) -> None:
-        self.rows.append(Row(now, trigger, phase, node_type, counts, self.cumulative, self._needs()))
+    def _row(
+        self,
+        now: float,
+        trigger: str,
+        phase: str,
+        node_type: str | None,
+        counts: dict[str, int],
+        events: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        self.rows.append(Row(now, trigger, phase, node_type, counts, self.cumulative, self._needs(), events))
 
 
 class _Completions:

@@ -1,7 +1,9 @@
 """A replay's output directory (timeline.md §3): series, actions, final state, summary and plots.
 
-Every file is written atomically (`plbjax.files`). The series has one column per metric that
-any row reports (`MaxMinRatio.<metric>`, sorted; empty where a row lacks it).
+Every file is written atomically (`plbjax.files`). The series has §3's columns, then one per metric
+that any row reports (`MaxMinRatio.<metric>`, sorted; empty where a row lacks it, `inf` where the
+smallest load is 0), then `What` (the row's story: `NodeDown N0, N3`, `Balancing: 6 moves, 1 swap`)
+and one `Violations.<kind>` per constraint kind any row breaks (replicas; the plan's kind names).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ import csv
 import io
 import json
 import math
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -39,16 +42,35 @@ COLUMNS = (
     "Unplaced",
 )
 PLOTS = ("imbalance-movements.png", "node-loads.png")
+LABELLED_EVENTS = 20  # more marked event times: their lines are not labelled
 MAX_LABELLED_NODES = 60  # more nodes: the heatmap's rows are not labelled, its height is capped
 
 
 def series(replay: Replay) -> list[dict]:
-    """The series rows as {column: value}, metrics' MaxMinRatio columns last (None where absent)."""
+    """The series rows as {column: value}: §3's, MaxMinRatio per metric (None where absent, "inf"
+    where infinite), What, then Violations per kind."""
     metrics = sorted({m for row in replay.rows for m in row.needs.max_min_ratio})
+    kinds = sorted({k for row in replay.rows for k in row.needs.violations_by_kind})
     return [
-        _columns(row) | {f"MaxMinRatio.{m}": _number(row.needs.max_min_ratio.get(m)) for m in metrics}
+        _columns(row)
+        | {f"MaxMinRatio.{m}": _ratio(row.needs.max_min_ratio.get(m)) for m in metrics}
+        | {"What": what(row)}
+        | {f"Violations.{k}": row.needs.violations_by_kind.get(k, 0) for k in kinds}
         for row in replay.rows
     ]
+
+
+def what(row: Row) -> str:
+    """What a row records: its events (`NodeDown N0, N3; 18000 LoadReport events`), or its phase
+    (and node type) and the actions it issued (`Balancing: 6 moves, 1 swap`, `Placement: no action`)."""
+    if row.trigger == "Event":
+        return "; ".join(text for _, text in row.events) or "events of replicas no longer there"
+    done = ", ".join(_counted(row.counts[k], k[:-1].lower()) for k in COLUMNS[5:10] if row.counts[k])
+    return f"{row.phase}{' ' + row.node_type if row.node_type else ''}: {done or 'no action'}"
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def _columns(row: Row) -> dict:
@@ -74,8 +96,13 @@ def simulated_time(t: float) -> float:
 
 
 def _number(value: float | None) -> float | None:
-    """JSON has no infinity (a ratio with a zero minimum): such a value is written as null."""
+    """JSON has no infinity: such a value is written as null."""
     return None if value is None or not math.isfinite(value) else float(value)
+
+
+def _ratio(value: float | None) -> float | str | None:
+    """A max/min ratio as written: "inf" where the smallest load is 0 (JSON has no infinity)."""
+    return "inf" if value is not None and math.isinf(value) else _number(value)
 
 
 SUMMARY_KEYS = (
@@ -114,6 +141,44 @@ def summary(replay: Replay) -> dict:
         "Interrupted": replay.interrupted,
         "CancelledActions": replay.cancelled,
     }
+
+
+def story(replay: Replay) -> list[str]:
+    """The end of a run in sentences: what was replayed, the rounds, the actions, the imbalance,
+    the violations and what is left unplaced."""
+    result, rows = summary(replay), replay.rows
+    rounds = ", ".join(f"{n} {phase}" for phase, n in result["Rounds"].items())
+    actions = ", ".join(f"{n} {kind}" for kind, n in result["Actions"].items())
+    cancelled = result["CancelledActions"]
+    lines = [
+        f"Replayed {replay.duration:g} simulated s in {replay.seconds:.1f} s"
+        + (" (interrupted: the record ends there)." if replay.interrupted else "."),
+        f"The PLB ran {_counted(sum(result['Rounds'].values()), 'round')}" + (f": {rounds}." if rounds else "."),
+        f"They issued {_counted(len(replay.actions), 'action')}"
+        + (f" ({actions}); {result['CumulativeMovements']} of them were movements (moves and swaps)" if actions else "")
+        + (f"; {cancelled} no longer fitted when due and were cancelled." if cancelled else "."),
+    ]
+    if rows:
+        lines.append(
+            f"AvgStdDev went from {rows[0].needs.avg_std_dev:.4f} at {rows[0].time:g} s to "
+            f"{rows[-1].needs.avg_std_dev:.4f} at the end, {result['TimeAveragedAvgStdDev']:.4f} on average over time."
+        )
+    worst = max(rows, key=lambda r: r.needs.violations, default=None)
+    if worst is None or not worst.needs.violations:
+        lines.append("No replica broke a hard constraint.")
+    else:
+        kinds = ", ".join(f"{k} {n}" for k, n in sorted(worst.needs.violations_by_kind.items()))
+        lines.append(
+            f"At worst {_counted(worst.needs.violations, 'replica')} broke a hard constraint "
+            f"(from {worst.time:g} s{', ' + kinds if kinds else ''}); {rows[-1].needs.violations} at the end."
+        )
+    unplaced = result["FinalUnplaced"]
+    lines.append(
+        f"{_counted(unplaced, 'replica')} left to place or drop at the end."
+        if unplaced
+        else "Every replica placed at the end."
+    )
+    return lines
 
 
 def time_average(samples: list[tuple[float, float]], duration: float) -> float:
@@ -160,7 +225,9 @@ def _nothing(path: Path) -> None:
 
 
 def plot_imbalance(replay: Replay, path: Path) -> None:
-    """AvgStdDev and MaxMinRatio per metric over time; actions per round and cumulative movements."""
+    """AvgStdDev and MaxMinRatio per metric over time, with a dotted line at each event time other
+    than load reports (labelled with its events while there are at most `LABELLED_EVENTS`); actions
+    per round and cumulative movements. One legend names every line."""
     rows = replay.rows
     times = [r.time for r in rows] + [max(replay.duration, rows[-1].time)]  # the last values hold to the end
 
@@ -172,16 +239,41 @@ def plot_imbalance(replay: Replay, path: Path) -> None:
     ratio = top.twinx()
     for metric in sorted({m for r in rows for m in r.needs.max_min_ratio}):
         values = [_number(r.needs.max_min_ratio.get(metric)) for r in rows]
-        ratio.step(times, held([np.nan if v is None else v for v in values]), where="post", label=metric, alpha=0.6)
+        ratio.step(
+            times,
+            held([np.nan if v is None else v for v in values]),
+            where="post",
+            label=f"{metric} max/min",
+            alpha=0.6,
+        )
+    marked = [r for r in rows if any(kind != "LoadReport" for kind, _ in r.events)]
+    for r in marked:
+        for ax in (top, bottom):
+            ax.axvline(r.time, color="grey", linestyle=":", linewidth=1, label="events" if ax is bottom else None)
+        if len(marked) <= LABELLED_EVENTS:
+            top.annotate(
+                textwrap.shorten(what(r), 40),
+                (r.time, 1),
+                xycoords=("data", "axes fraction"),
+                xytext=(2, -2),
+                textcoords="offset points",
+                rotation=90,
+                va="top",
+                fontsize=6,
+                color="dimgrey",
+            )
     top.set_ylabel("AvgStdDev")
-    ratio.set_ylabel("max/min load")
-    ratio.legend(fontsize=7, loc="upper right")
+    ratio.set_ylabel("max/min load (gap: a node without load)")
+    handles = [h for ax in (top, ratio) for h in ax.get_legend_handles_labels()[0]]
+    ratio.legend(handles, [str(h.get_label()) for h in handles], fontsize=7, loc="upper right")
     bottom.bar(times[:-1], [r.counts["Actions"] for r in rows], width=max(replay.duration / 400, 1e-3), label="actions")
     bottom.step(
         times, held([r.cumulative_movements for r in rows]), where="post", color="C3", label="cumulative movements"
     )
     bottom.set_xlabel("simulated seconds")
-    bottom.legend(fontsize=7)
+    handles, labels = bottom.get_legend_handles_labels()
+    shown = dict(zip(labels, handles))  # one "events" entry for every marker
+    bottom.legend(list(shown.values()), list(shown), fontsize=7)
     top.set_title("imbalance and movements over time")
     write_figure(path, fig)
 
