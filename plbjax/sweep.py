@@ -33,6 +33,7 @@ def collect(sweep_dir: Path) -> list[dict]:
             "seconds": None,
             "imbalanced_before": None,
             "imbalanced_after": None,
+            "version": None,  # the plbjax that made the job's plan or record
         }
         if (job / "plan.json").exists():
             plan = json.loads((job / "plan.json").read_text())
@@ -43,6 +44,7 @@ def collect(sweep_dir: Path) -> list[dict]:
                 seconds=plan["Search"]["Seconds"],
                 imbalanced_before=_imbalanced(plan, "IsBalancedBefore"),
                 imbalanced_after=_imbalanced(plan, "IsBalancedAfter"),
+                version=plan["Search"].get("Version"),
             )
             if plan["Search"].get("Interrupted"):
                 row["status"] = "interrupted"
@@ -52,6 +54,7 @@ def collect(sweep_dir: Path) -> list[dict]:
                 actions=replayed["CumulativeMovements"],
                 score_after=replayed["TimeAveragedAvgStdDev"],
                 seconds=replayed["Seconds"],
+                version=replayed.get("Version"),
             )
         else:
             failed = job / FAILED
@@ -81,7 +84,10 @@ def write_summary(sweep_dir: Path) -> list[dict]:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+    made = ", ".join(sorted({r["version"] for r in rows if r["version"]})) or "unknown"
     lines = [
+        f"{len(rows)} job(s) by plbjax {made}",
+        "",
         "| job | overrides | status | actions | AvgStdDev before | AvgStdDev after | imbalanced before | "
         "imbalanced after | search s |",
         "|---|---|---|---|---|---|---|---|---|",
