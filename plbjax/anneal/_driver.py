@@ -97,10 +97,9 @@ def clear_compiled() -> None:
     jax.clear_caches()
 
 
-def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig, progress=None):
+def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig):
     """The compiled block runner for this model, these shapes and this kernel config, and the seconds
-    compiling took. A `progress` with a `compiling(seconds)` method hears when a compilation starts
-    (None) and ends (its seconds)."""
+    compiling took."""
     layout = chains.key.sharding if isinstance(chains.key.sharding, NamedSharding) else None
     key = (
         model,
@@ -111,9 +110,6 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig,
     )
     if key not in _executables:
         start = time.perf_counter()
-        notice = getattr(progress, "compiling", None)
-        if notice is not None:
-            notice(None)
         kept = (problem, jnp.ones(2, jnp.float32))
         if layout is None and jax.process_count() == 1:
             blocks = lambda kept, chains: _run_blocks(kept, chains, model, config)
@@ -121,10 +117,7 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig,
         else:
             compiled = _run_blocks.lower(kept, chains, model, config, layout).compile()
             _executables[key] = lambda kept, chains: compiled(kept, chains, model, config, layout)
-        seconds = time.perf_counter() - start
-        if notice is not None:
-            notice(seconds)
-        return _executables[key], seconds
+        return _executables[key], time.perf_counter() - start
     return _executables[key], 0.0
 
 
@@ -169,6 +162,8 @@ def anneal(
 ) -> AnnealResult:
     """Run `schedule.chains` chains; return the best solution found (or the initial one).
 
+    A `progress` with a `compiling(seconds)` method hears when setting up and compiling the search
+    starts (None) and ends (its seconds).
     `deadline` (a `time.perf_counter()` instant) also bounds the search, compilation included;
     `STOP.set()` ends it after the current block (the best so far is returned); a search that should
     `finish` (a last pass over a result) goes on for `AFTER_STOP_SECONDS` more at most. The last
@@ -219,10 +214,16 @@ def _anneal(
     finish: bool,
 ) -> AnnealResult:
     """`anneal` with these configs."""
+    notice = getattr(progress, "compiling", None)  # hears when the chains' setup and compilation start and end
+    ready_at = time.perf_counter()
+    if notice is not None:
+        notice(None)
     keys = jax.random.split(jax.random.PRNGKey(schedule.seed), schedule.chains)
     problem, chains = shard(problem, init_chains(model, problem, keys))
     initial_energy = float(_host(chains.state.energy)[0])
-    compiled, compile_seconds = _compiled_blocks(model, problem, chains, kernel, progress)
+    compiled, compile_seconds = _compiled_blocks(model, problem, chains, kernel)
+    if notice is not None:
+        notice(time.perf_counter() - ready_at)
 
     # Without a given temperature the first block is the probe (SF: T0 from the largest |dE| of random
     # valid moves): it runs greedy, so chains stay near the input, and sets T0 for the rest.

@@ -891,15 +891,20 @@ def plan(
     phase: str | None = None,
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
+    unsearched: Callable[[Callable[[], dict] | None], None] | None = None,
 ) -> dict:
     """Run the phases on `state` and return the plan document. `search`'s `auto` values are chosen
     for this backend and cluster size. One PLB round (the replay): `phase` runs only that phase,
     `node_type` balances only that node type's nodes, nothing in the `frozen` (ServiceName,
-    PartitionId) partitions moves, swaps or is placed."""
+    PartitionId) partitions moves, swaps or is placed. `unsearched`, for a caller that may have to
+    stop before the search ends (a compilation cannot be interrupted), receives a function that
+    builds the plan of the prepared state with nothing searched, then None once the search is over."""
     clock = _Clock()
     with clock("Prepare"):
         encoded = governed_encoding(state)
-    return plan_encoded(encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, clock=clock)
+    return plan_encoded(
+        encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, clock=clock, unsearched=unsearched
+    )
 
 
 def plan_encoded(
@@ -911,6 +916,7 @@ def plan_encoded(
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
     clock: _Clock | None = None,
+    unsearched: Callable[[Callable[[], dict] | None], None] | None = None,
 ) -> dict:
     """`plan` of a state already governed and encoded (a `Session`'s)."""
     enable_compilation_cache(only_if_unset=True)
@@ -933,11 +939,24 @@ def plan_encoded(
         free_partitions,
         node_type,
     )
+    if unsearched is not None:
+        unsearched(lambda: _unsearched_plan(run, ready, search))
     out = _run_phases(run, ready.start, search.schedule, clock, phase)
+    if unsearched is not None:
+        unsearched(None)
     with clock("Decode"):
         document = _document(run, ready, out)
     document["Search"] = _search_entry(search, out, clock)
     return document
+
+
+def _unsearched_plan(run: _Run, ready: _Prepared, search: SearchConfig) -> dict:
+    """The plan of a run stopped before its first search: the prepared state as it is."""
+    start = ready.start
+    phases = [_Phase(start, _interrupted(name), None) for name in ("Placement", "ConstraintCheck", "Balancing")]
+    balance = _balances(run.state, run.problem, run.index, start.report)
+    out = _Outcome(phases[0], start, phases[1], phases[2], balance, start, 0, [], True)
+    return {**_document(run, ready, out), "Search": _search_entry(search, out, _Clock())}
 
 
 def _document(run: _Run, ready: _Prepared, out: _Outcome) -> dict:
