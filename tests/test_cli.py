@@ -291,6 +291,7 @@ def test_help_names_every_key_with_its_default_and_meaning(tmp_path):
         assert line is not None, key
         assert len(line.split(maxsplit=1)) == 2, f"{key} has no meaning: {line!r}"
     assert "search.seconds=null" in done.stdout and "state=???" in done.stdout
+    assert "Search.Budget" in done.stdout  # which rule bounds the search
     examples = lines[lines.index("== Examples ==") + 1 :]
     assert sum(line.strip().startswith("plbjax ") for line in examples) == 3
     assert "is powered by Hydra" not in done.stdout

@@ -596,14 +596,13 @@ def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, i
     )
     scoped = scope(problem, index.node_of, index.primary_of, what)
     blocks = math.ceil(TIDY_PROPOSALS * count / (run.kernel.tries * run.kernel.block_steps))
-    schedule = dataclasses.replace(
-        schedule, steps=blocks * run.kernel.block_steps, initial_temperature=1e-9, final_ratio=1.0
-    )
+    steps = blocks * run.kernel.block_steps
+    schedule = dataclasses.replace(schedule, steps=steps, initial_temperature=1e-9, final_ratio=1.0)
     result = anneal(run.model, scoped, run.kernel, schedule, run.progress, finish=True)
     node_of, primary_of = settle(index, *result.solution)
     tidied = Placement(node_of, primary_of, assess(problem, node_of, primary_of))
     removed = before - _movements(index, origin, tidied)
-    finished = result.steps >= schedule.steps
+    finished = result.steps >= steps
     if removed > 0 and _no_worse(final.report["violations"], tidied.report["violations"], priorities):
         return tidied, removed, result, finished
     return final, 0, result, finished

@@ -50,9 +50,9 @@ class SearchConfig:
     """The search of every phase of a plan. `chains`, `steps`, `tries` and `parallel` may be `auto`."""
 
     seed: int = 0  # random seed: the same state, seed and steps give the same plan
-    seconds: float | None = None  # wall-time budget of all phases' searches, compilation excluded (`budget`)
+    seconds: float | None = None  # null: steps bound the search (deterministic); N: its budget in s, compile excluded
     chains: Any = AUTO  # independent annealing chains (vmapped)
-    steps: Any = AUTO  # steps per chain; None: as many as `seconds` allows (`budget`)
+    steps: Any = AUTO  # steps per chain (auto: unbound when seconds are given); null: as many as seconds allow
     tries: Any = AUTO  # proposals evaluated together per step
     parallel: Any = AUTO  # apply every accepted proposal independent of earlier ones
     room: int | None = None  # most proposals a step finishes; None: tries / 16, at least 32
