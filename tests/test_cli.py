@@ -210,6 +210,7 @@ def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert process.stderr is not None
     for line in process.stderr:  # progress lines start after a few seconds of search
         if line.startswith("plbjax: search"):
             break

@@ -662,8 +662,8 @@ def _spent(schedule: Schedule, seconds: float) -> Schedule:
 
 class _Budget:
     """`search.seconds` bounds the whole run: a phase that searches gets a share of the time left
-    (placement a third, the constraint check half of what is left, balancing 90% of the rest, the
-    minimal-movement pass what remains; a phase with nothing to do takes nothing). Each phase's
+    (placement a third, the constraint check half of what is left, balancing the rest but a block,
+    the minimal-movement pass what remains; a phase with nothing to do takes nothing). Each phase's
     search leaves time for its zero-temperature block, balancing's also for the minimal-movement
     pass's first block (a search runs one block at least), so the run does not overrun its budget by
     more than a block's misestimate. Compilation is not counted."""
@@ -822,7 +822,7 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
                 _balancing_phase(
                     run,
                     check.placement,
-                    budget.next(0.9, QUENCH_BLOCKS + 1),
+                    budget.next(1.0, QUENCH_BLOCKS + 1),
                     balance_before,
                     _movements(run.index, start, placed),
                 )
