@@ -79,3 +79,48 @@ def test_a_cold_run_says_when_it_compiles_and_how_long_it_took(tmp_path):
     compiled = [line for line in stderr.splitlines() if line.startswith("plbjax: compiled in ")]
     assert compiled and compiled[0].endswith(" s; searching")
     assert json.loads(out.read_text())["Search"]["Steps"] > 0
+
+
+def _example():
+    import yaml
+
+    from plbjax import parse_state
+
+    return parse_state(yaml.safe_load(EXAMPLE.read_text()))
+
+
+FAST = dict(chains=4, steps=3000, block_steps=250)
+
+
+def test_a_stop_before_the_search_writes_the_prepared_state_and_says_so():
+    from plbjax import SearchConfig, anneal, plan
+
+    anneal.STOP.set()
+    try:
+        result = plan(_example(), SearchConfig(**FAST))
+    finally:
+        anneal.STOP.clear()
+    jsonschema.validate(result, SCHEMA)
+    assert result["Search"]["Interrupted"] and result["Search"]["Steps"] == 0 and result["Actions"] == []
+    assert not any(p["Ran"] for p in result["Phases"])
+
+
+def test_a_stop_mid_search_still_gets_the_fewest_movements_pass():
+    """STOP at the first block: balancing ends there, then the minimal-movement pass runs to its end
+    (`Search.Minimal`); `unsearched` gets the plan of nothing searched first, None once searched."""
+    from plbjax import SearchConfig, anneal, plan
+
+    fallbacks = []
+    stop = lambda done, total, elapsed, best: anneal.STOP.set()
+    try:
+        result = plan(_example(), SearchConfig(**FAST), stop, unsearched=fallbacks.append)
+    finally:
+        anneal.STOP.clear()
+    jsonschema.validate(result, SCHEMA)
+    search = result["Search"]
+    assert search["Interrupted"] and search["Minimal"] and search["Steps"] < 3 * FAST["steps"]
+    assert result["Actions"] and result["Score"]["After"] < result["Score"]["Before"]
+    assert len(fallbacks) == 2 and fallbacks[1] is None
+    nothing = fallbacks[0]()
+    jsonschema.validate(nothing, SCHEMA)
+    assert nothing["Actions"] == [] and nothing["Search"]["Steps"] == 0
