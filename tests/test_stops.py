@@ -89,15 +89,21 @@ def _example():
     return parse_state(yaml.safe_load(EXAMPLE.read_text()))
 
 
-FAST = dict(chains=4, steps=3000, block_steps=250)
+STEPS = 3000
+
+
+def _fast():
+    from plbjax import SearchConfig
+
+    return SearchConfig(chains=4, steps=STEPS, block_steps=250)
 
 
 def test_a_stop_before_the_search_writes_the_prepared_state_and_says_so():
-    from plbjax import SearchConfig, anneal, plan
+    from plbjax import anneal, plan
 
     anneal.STOP.set()
     try:
-        result = plan(_example(), SearchConfig(**FAST))
+        result = plan(_example(), _fast())
     finally:
         anneal.STOP.clear()
     jsonschema.validate(result, SCHEMA)
@@ -108,17 +114,17 @@ def test_a_stop_before_the_search_writes_the_prepared_state_and_says_so():
 def test_a_stop_mid_search_still_gets_the_fewest_movements_pass():
     """STOP at the first block: balancing ends there, then the minimal-movement pass runs to its end
     (`Search.Minimal`); `unsearched` gets the plan of nothing searched first, None once searched."""
-    from plbjax import SearchConfig, anneal, plan
+    from plbjax import anneal, plan
 
     fallbacks = []
     stop = lambda done, total, elapsed, best: anneal.STOP.set()
     try:
-        result = plan(_example(), SearchConfig(**FAST), stop, unsearched=fallbacks.append)
+        result = plan(_example(), _fast(), stop, unsearched=fallbacks.append)
     finally:
         anneal.STOP.clear()
     jsonschema.validate(result, SCHEMA)
     search = result["Search"]
-    assert search["Interrupted"] and search["Minimal"] and search["Steps"] < 3 * FAST["steps"]
+    assert search["Interrupted"] and search["Minimal"] and search["Steps"] < 3 * STEPS
     assert result["Actions"] and result["Score"]["After"] < result["Score"]["Before"]
     assert len(fallbacks) == 2 and fallbacks[1] is None
     nothing = fallbacks[0]()
