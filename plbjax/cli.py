@@ -160,11 +160,12 @@ def _stop_on_signals(prog: str, message: str, run_dir: Path | None = None):
 AFTER_STOP_WAIT = 3.0  # seconds a stopped run waits for its search to end before writing what it has
 
 
-def _plan_in_worker(work: Callable[[Callable], dict], signals: _Signals) -> tuple[dict, bool]:
+def _plan_in_worker(work: Callable[[Callable], dict], signals: _Signals, wait: bool) -> tuple[dict, bool]:
     """`work(unsearched)` (a plan) in a worker thread, so that the main thread takes signals at
     once even while the worker compiles, which cannot be interrupted: a stop the search has not
     answered within AFTER_STOP_WAIT seconds gets the plan of the prepared state, nothing searched
-    (`unsearched`'s). Returns the plan and whether the worker is still running."""
+    (`unsearched`'s), unless the caller must `wait` (a sweep's job: the sweep goes on after it).
+    Returns the plan and whether the worker is still running."""
     box: dict[str, Any] = {}
     fallback: list[Callable[[], dict] | None] = [None]
 
@@ -179,7 +180,7 @@ def _plan_in_worker(work: Callable[[Callable], dict], signals: _Signals) -> tupl
     while worker.is_alive():
         worker.join(0.1)
         build = fallback[0]
-        if build is not None and signals.at is not None and time.monotonic() - signals.at > AFTER_STOP_WAIT:
+        if build and not wait and signals.at is not None and time.monotonic() - signals.at > AFTER_STOP_WAIT:
             return build(), worker.is_alive()
     if "error" in box:
         raise box["error"]
@@ -271,7 +272,9 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     with _stop_on_signals("plbjax", stopping, run_dir) as signals:
         progress = Progress() if cfg.progress else None
         plan, running = _plan_in_worker(
-            lambda unsearched: make_plan(state, cfg.search, progress, unsearched=unsearched), signals
+            lambda unsearched: make_plan(state, cfg.search, progress, unsearched=unsearched),
+            signals,
+            wait=run_dir is not None and HydraConfig.get().mode == RunMode.MULTIRUN,
         )
     text = json.dumps(plan, indent=2, allow_nan=False)
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]

@@ -75,6 +75,8 @@ def test_sweep_writes_summary(tmp_path):
     assert [r["overrides"] for r in rows] == ["balancing.activity_threshold=0", "balancing.activity_threshold=100000"]
     assert int(rows[0]["actions"]) > 0 and int(rows[1]["actions"]) == 0
     assert (sweep / "summary.png").exists() and (sweep / "0" / "plan.json").exists()
+    assert all(r["version"] == VERSION for r in rows)  # the plbjax that made each job's plan
+    assert (sweep / "summary.md").read_text().startswith(f"2 job(s) by plbjax {VERSION}\n")
 
 
 def test_a_sweep_job_with_bad_input_is_listed_and_the_others_run(tmp_path):
