@@ -221,7 +221,7 @@ def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
     stdout, _ = process.communicate(timeout=120)
     assert process.returncode == 0 and time.perf_counter() - started < 30, stdout
     plan = json.loads(out.read_text())
-    assert plan["Search"]["Interrupted"] and "interrupted" in stdout
+    assert plan["Search"]["Interrupted"] and plan["Search"]["Minimal"] and "interrupted" in stdout
     doc = json.loads(state.read_text())
     assert breaks(doc, {s["ServiceName"]: (lambda n: True) for s in doc["Services"]}, plan) == []
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".plan.json")]
