@@ -292,8 +292,8 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
         print("plbjax: note: " + "; ".join(state.notes[:3]) + more)
     if plan["Search"]["Interrupted"]:
         print("plbjax: the run was interrupted; the plan is the best found until then (Search.Interrupted)")
-        if not plan["Search"]["Minimal"]:
-            print("plbjax: the minimal-movement pass had no time to finish: some movements may be unneeded")
+    if not plan["Search"]["Minimal"]:
+        print("plbjax: the minimal-movement pass had no time to finish: some movements may be unneeded")
     if targets:
         print("plan written to " + ", ".join(str(t) for t in targets))
     if running:  # the search is still compiling: the process ends without waiting for it
