@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import logging
 import math
 import os
 import re
@@ -27,10 +28,11 @@ from omegaconf import DictConfig
 from plbjax import anneal
 from plbjax.config import BalancingConfig, DeviceConfig, ReplayConfig, RunConfig, from_hydra, register
 from plbjax.errors import BadInput, did_you_mean
-from plbjax.files import write_text
+from plbjax.files import discard_partial_files, write_text
 from plbjax.help import keys as config_keys
 from plbjax.help import register as register_help
 from plbjax.sweep import FAILED
+from plbjax.version import VERSION
 
 CONFIG_DIR = "pkg://plbjax.conf"  # the repository's conf/, shipped in the package (pyproject.toml)
 register()
@@ -44,10 +46,34 @@ _VALUE_FLAGS = (  # Hydra's flags that take the next word as their value
 
 
 class Progress:
-    """Prints a line to stderr every couple of seconds once a search has run for a few seconds."""
+    """Prints a line to stderr every couple of seconds once a search has run for a few seconds, and
+    when a compilation that takes more than a second (a cold run) starts and ends."""
 
-    def __init__(self, quiet_for: float = 3.0, every: float = 2.0):
+    def __init__(self, quiet_for: float = 3.0, every: float = 2.0, compile_quiet_for: float = 1.0):
         self.quiet_for, self.every, self.last = quiet_for, every, 0.0
+        self.compile_quiet_for, self.told = compile_quiet_for, threading.Event()
+        self.timer: threading.Timer | None = None
+
+    def compiling(self, seconds: float | None) -> None:
+        """A compilation starts (None) or ended after `seconds`."""
+        if seconds is None:
+            self.told.clear()
+            self.timer = threading.Timer(self.compile_quiet_for, self._tell)
+            self.timer.daemon = True
+            self.timer.start()
+            return
+        if self.timer is not None:
+            self.timer.cancel()
+        if self.told.is_set():
+            print(f"plbjax: compiled in {seconds:.1f} s; searching", file=sys.stderr, flush=True)
+
+    def _tell(self) -> None:
+        self.told.set()
+        print(
+            "plbjax: compiling the search for this cluster's shape (once: later runs load it from the cache)",
+            file=sys.stderr,
+            flush=True,
+        )
 
     def __call__(self, done: int, total: int, elapsed: float, best_energy: float) -> None:
         if elapsed >= self.quiet_for and (elapsed - self.last >= self.every or done == total):
@@ -89,30 +115,76 @@ def _check_writable(path: str | None, key: str) -> None:
         raise BadInput(f"{key}: {path} cannot be written ({parent} is not writable)")
 
 
-@contextmanager
-def _stop_on_signals(message: str = "plbjax: {}: stopping the search; writing the best plan found"):
-    """SIGTERM (batch schedulers at a job's time limit) and SIGINT end the search at its next block;
-    the best plan found so far is written. A second SIGINT stops at once. Yields the list of
-    signals received."""
-    received: list[int] = []
+class _Signals:
+    """SIGTERM (batch schedulers at a job's time limit) and SIGINT: the first ends the search at its
+    next block (`anneal.STOP`) and the best plan found is written; the second exits at once with one
+    line and status 128 + its number, leaving no output half-written and no run directory without
+    its output. `received`: the signals, `at`: when the first came (time.monotonic)."""
 
-    def stop(signum, frame):
-        if signum == signal.SIGINT and anneal.STOP.is_set():
-            raise KeyboardInterrupt
-        print(message.format(signal.Signals(signum).name), file=sys.stderr, flush=True)
-        received.append(signum)
+    def __init__(self, prog: str, message: str, run_dir: Path | None):
+        self.prog, self.message, self.run_dir = prog, message, run_dir
+        self.received: list[int] = []
+        self.at: float | None = None
+
+    def __call__(self, signum, frame) -> None:
+        name = signal.Signals(signum).name
+        if self.received:
+            print(f"{self.prog}: {name} again: exiting now", file=sys.stderr, flush=True)
+            discard_partial_files()
+            if self.run_dir is not None:
+                _drop_run_dir(self.run_dir)
+            os._exit(128 + signum)
+        print(f"{self.prog}: {name}: {self.message}", file=sys.stderr, flush=True)
+        self.received.append(signum)
+        self.at = time.monotonic()
         anneal.STOP.set()
 
+
+@contextmanager
+def _stop_on_signals(prog: str, message: str, run_dir: Path | None = None):
+    """`_Signals` handle SIGTERM and SIGINT in this block (in the main thread; elsewhere nothing
+    is installed). Yields them."""
+    signals = _Signals(prog, message, run_dir)
     anneal.STOP.clear()
     if threading.current_thread() is not threading.main_thread():
-        yield received
+        yield signals
         return
-    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    previous = {sig: signal.signal(sig, signals) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        yield received
+        yield signals
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+
+
+AFTER_STOP_WAIT = 3.0  # seconds a stopped run waits for its search to end before writing what it has
+
+
+def _plan_in_worker(work: Callable[[Callable], dict], signals: _Signals, wait: bool) -> tuple[dict, bool]:
+    """`work(unsearched)` (a plan) in a worker thread, so that the main thread takes signals at
+    once even while the worker compiles, which cannot be interrupted: a stop the search has not
+    answered within AFTER_STOP_WAIT seconds gets the plan of the prepared state, nothing searched
+    (`unsearched`'s), unless the caller must `wait` (a sweep's job: the sweep goes on after it).
+    Returns the plan and whether the worker is still running."""
+    box: dict[str, Any] = {}
+    fallback: list[Callable[[], dict] | None] = [None]
+
+    def target() -> None:
+        try:
+            box["plan"] = work(lambda build: fallback.__setitem__(0, build))
+        except BaseException as exc:  # handed to the main thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="plbjax-plan", daemon=True)
+    worker.start()
+    while worker.is_alive():
+        worker.join(0.1)
+        build = fallback[0]
+        if build and not wait and signals.at is not None and time.monotonic() - signals.at > AFTER_STOP_WAIT:
+            return build(), worker.is_alive()
+    if "error" in box:
+        raise box["error"]
+    return box["plan"], False
 
 
 def _threshold_overrides(metrics, balancing: BalancingConfig) -> dict[str, dict[str, float]]:
@@ -205,8 +277,14 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     _check_writable(cfg.plot, "plot")
     state = _with_thresholds(load_state(cfg.state), cfg.balancing)
     start = time.perf_counter()
-    with _stop_on_signals():
-        plan = make_plan(state, cfg.search, Progress() if cfg.progress else None)
+    stopping = "stopping the search; writing the best plan found (a second signal exits at once)"
+    with _stop_on_signals("plbjax", stopping, run_dir) as signals:
+        progress = Progress() if cfg.progress else None
+        plan, running = _plan_in_worker(
+            lambda unsearched: make_plan(state, cfg.search, progress, unsearched=unsearched),
+            signals,
+            wait=run_dir is not None and HydraConfig.get().mode == RunMode.MULTIRUN,
+        )
     text = json.dumps(plan, indent=2, allow_nan=False)
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]
     if jax.process_index() != 0:  # in a multi-host run one process writes
@@ -223,8 +301,14 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
         print("plbjax: note: " + "; ".join(state.notes[:3]) + more)
     if plan["Search"]["Interrupted"]:
         print("plbjax: the run was interrupted; the plan is the best found until then (Search.Interrupted)")
+    if not plan["Search"]["Minimal"]:
+        print("plbjax: the minimal-movement pass had no time to finish: some movements may be unneeded")
     if targets:
         print("plan written to " + ", ".join(str(t) for t in targets))
+    if running:  # the search is still compiling: the process ends without waiting for it
+        sys.stdout.flush()
+        logging.shutdown()
+        os._exit(0)
     return plan
 
 
@@ -291,8 +375,8 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     outs = [Path(cfg.out)] if cfg.out else [run_dir]
     if cfg.out and HydraConfig.get().mode == RunMode.MULTIRUN:  # every job its own folder; the summary reads the jobs'
         outs = [run_dir, Path(cfg.out) / run_dir.name]
-    stopping = "plbjax-replay: {}: stopping the simulated clock; writing the record up to there"
-    with _stop_on_signals(stopping) as received:
+    stopping = "stopping the simulated clock; writing the record up to there (a second signal exits at once)"
+    with _stop_on_signals("plbjax-replay", stopping, None if cfg.out else run_dir) as signals:
         record = replay(
             timeline,
             *engine(cfg.search),
@@ -304,8 +388,8 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
         write_outputs(record, out)
     result = summary(record)
     print("plbjax-replay: " + "\n  ".join([*story(record), f"Written to {', '.join(map(str, outs))}."]))
-    if received and HydraConfig.get().mode != RunMode.MULTIRUN:
-        sys.exit(128 + received[0])
+    if signals.received and HydraConfig.get().mode != RunMode.MULTIRUN:
+        sys.exit(128 + signals.received[0])
     return result
 
 
@@ -383,7 +467,18 @@ def _plain_forms(argv: list[str], required: str) -> list[str]:
 
 def _main(app: Callable[[], Any], prog: str) -> None:
     """A console entry point; configuration errors Hydra reports before the job starts exit with 2
-    and one line."""
+    and one line; a signal outside the job's search exits at once with one line."""
+
+    def quit_now(signum, frame) -> None:
+        print(f"{prog}: {signal.Signals(signum).name}: exiting now", file=sys.stderr, flush=True)
+        discard_partial_files()
+        os._exit(128 + signum)
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, quit_now)
+    if "--version" in sys.argv[1:]:
+        print(f"{prog} {VERSION}")
+        sys.exit(0)
     held = _HeldStderr(sys.stderr)
     multirun = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])  # sweep workers inherit no redirect
     try:

@@ -9,6 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+_partial: set[str] = set()  # temporary files being written now
+
 
 @contextmanager
 def atomic_path(path: str | Path, executable: bool = False) -> Iterator[Path]:
@@ -17,11 +19,20 @@ def atomic_path(path: str | Path, executable: bool = False) -> Iterator[Path]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix, dir=path.parent)
     os.close(fd)
+    _partial.add(tmp)
     try:
         yield Path(tmp)
         os.chmod(tmp, (0o777 if executable else 0o666) & ~_umask())
         os.replace(tmp, path)
     finally:
+        _partial.discard(tmp)
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def discard_partial_files() -> None:
+    """Remove the temporary files being written now (a process about to exit at once)."""
+    for tmp in list(_partial):
         if os.path.exists(tmp):
             os.unlink(tmp)
 

@@ -36,6 +36,7 @@ def collect(sweep_dir: Path) -> list[dict]:
                 seconds=plan["Search"]["Seconds"],
                 imbalanced_before=_imbalanced(plan, "IsBalancedBefore"),
                 imbalanced_after=_imbalanced(plan, "IsBalancedAfter"),
+                version=plan["Search"].get("Version"),
             )
             if plan["Search"].get("Interrupted"):
                 row["status"] = "interrupted"
@@ -48,6 +49,7 @@ def collect(sweep_dir: Path) -> list[dict]:
                 max_violations=replayed["MaxViolations"],
                 final_unplaced=replayed["FinalUnplaced"],
                 wall_seconds=replayed["Seconds"],
+                version=replayed.get("Version"),
             )
             if replayed.get("Interrupted"):
                 row["status"] = f"interrupted at {replayed['SimulatedSeconds']:g} simulated s"
@@ -62,7 +64,7 @@ def collect(sweep_dir: Path) -> list[dict]:
     return [{"job": r["job"], "overrides": r["overrides"], **r} for r in rows]
 
 
-PLAN_COLUMNS = ("actions", "score_before", "score_after", "seconds", "imbalanced_before", "imbalanced_after")
+PLAN_COLUMNS = ("actions", "score_before", "score_after", "seconds", "imbalanced_before", "imbalanced_after", "version")
 REPLAY_COLUMNS = (
     "time_averaged_avg_std_dev",
     "movements",
@@ -70,6 +72,7 @@ REPLAY_COLUMNS = (
     "max_violations",
     "final_unplaced",
     "wall_seconds",
+    "version",  # the plbjax that made the job's plan or record
 )
 
 
@@ -99,7 +102,8 @@ def write_summary(sweep_dir: Path) -> list[dict]:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
-    lines = _table(rows)
+    made = ", ".join(sorted({r["version"] for r in rows if r["version"]})) or "unknown"
+    lines = [f"{len(rows)} job(s) by plbjax {made}", "", *_table(rows)]
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
     write_figure(sweep_dir / "summary.png", figure(rows), dpi=120)
     print("\n".join(lines))

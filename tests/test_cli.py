@@ -15,6 +15,8 @@ import jsonschema
 import pytest
 import yaml
 
+from plbjax.version import VERSION
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "small.yaml"
 FAST = ["search.chains=4", "search.steps=1000", "search.block_steps=250"]
@@ -37,6 +39,7 @@ def test_plan_from_example(tmp_path):
     jsonschema.validate(plan, schema)
     assert plan == json.loads((tmp_path / "run" / "plan.json").read_text())
     assert plan["Actions"] and plan["Score"]["After"] < plan["Score"]["Before"]
+    assert plan["Search"]["Budget"] == "steps" and plan["Search"]["Minimal"] and plan["Search"]["Version"] == VERSION
     assert png.stat().st_size > 1000
     assert "AvgStdDev" in done.stdout
 
@@ -73,6 +76,8 @@ def test_sweep_writes_summary(tmp_path):
     assert [r["overrides"] for r in rows] == ["balancing.activity_threshold=0", "balancing.activity_threshold=100000"]
     assert int(rows[0]["actions"]) > 0 and int(rows[1]["actions"]) == 0
     assert (sweep / "summary.png").exists() and (sweep / "0" / "plan.json").exists()
+    assert all(r["version"] == VERSION for r in rows)  # the plbjax that made each job's plan
+    assert (sweep / "summary.md").read_text().startswith(f"2 job(s) by plbjax {VERSION}\n")
 
 
 def test_a_sweep_job_with_bad_input_is_listed_and_the_others_run(tmp_path):
@@ -208,6 +213,7 @@ def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
         stderr=subprocess.PIPE,
         text=True,
     )
+    assert process.stderr is not None
     for line in process.stderr:  # progress lines start after a few seconds of search
         if line.startswith("plbjax: search"):
             break
@@ -216,7 +222,7 @@ def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
     stdout, _ = process.communicate(timeout=120)
     assert process.returncode == 0 and time.perf_counter() - started < 30, stdout
     plan = json.loads(out.read_text())
-    assert plan["Search"]["Interrupted"] and "interrupted" in stdout
+    assert plan["Search"]["Interrupted"] and plan["Search"]["Minimal"] and "interrupted" in stdout
     doc = json.loads(state.read_text())
     assert breaks(doc, {s["ServiceName"]: (lambda n: True) for s in doc["Services"]}, plan) == []
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".plan.json")]
@@ -288,7 +294,8 @@ def test_help_names_every_key_with_its_default_and_meaning(tmp_path):
         line = next((line for line in lines if line.strip().startswith(f"{key}=")), None)
         assert line is not None, key
         assert len(line.split(maxsplit=1)) == 2, f"{key} has no meaning: {line!r}"
-    assert "search.seconds=60.0" in done.stdout and "state=???" in done.stdout
+    assert "search.seconds=null" in done.stdout and "state=???" in done.stdout
+    assert "Search.Budget" in done.stdout  # which rule bounds the search
     examples = lines[lines.index("== Examples ==") + 1 :]
     assert sum(line.strip().startswith("plbjax ") for line in examples) == 3
     assert "is powered by Hydra" not in done.stdout

@@ -79,7 +79,7 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
     run = _Run(
         state, problem, index, _priorities(state), model(), CONFIG.kernel, None, *_frozen_masks(index, problem, ())
     )
-    tidied, removed, _ = _tidy(run, final, CONFIG.schedule)
+    tidied, removed, *_ = _tidy(run, final, CONFIG.schedule)
     assert removed == 7
     assert int(((tidied.node_of != index.node_of) & (index.node_of >= 0)).sum()) == 30
     np.testing.assert_allclose(tidied.report["loads"], final.report["loads"])

@@ -33,11 +33,12 @@ EXPLAINED_PHASE = {"Movements", "Throttle", "ViolationsBefore", "ViolationsAfter
 
 
 def _canonical(document: dict) -> str:
-    """The plan without its wall-clock seconds, as sorted JSON; the pins predate the explanations
+    """The plan without its wall-clock seconds and version, as sorted JSON; the pins predate the explanations
     (the actions' Phase and Reason, the phases' Movements, Throttle, violations and Stopped, the
     plan's Remaining), which tests/test_explain.py checks."""
-    clocks = ("Seconds", "CompileSeconds", "PhaseSeconds")
-    document = dict(document, Search={k: v for k, v in document["Search"].items() if k not in clocks})
+    clocks = ("Seconds", "CompileSeconds", "PhaseSeconds", "Version")  # and the release that made it
+    newer = ("Budget", "Minimal")  # Search fields the pins predate (tests/test_budget_and_version.py)
+    document = dict(document, Search={k: v for k, v in document["Search"].items() if k not in clocks + newer})
     document.pop("Remaining", None)
     document["Actions"] = [{k: v for k, v in a.items() if k not in EXPLAINED} for a in document["Actions"]]
     document["Phases"] = [{k: v for k, v in p.items() if k not in EXPLAINED_PHASE} for p in document["Phases"]]

@@ -172,5 +172,5 @@ def test_output_files_and_columns_are_exactly_timeline_md_section_3(tmp_path):
     assert actions and all(list(a)[:2] == ["Time", "Phase"] for a in actions)
     assert all(a.get("NodeType") == "A" for a in actions if a["Phase"] == "Balancing")
     assert all("NodeType" not in a for a in actions if a["Phase"] != "Balancing")
-    assert list(json.loads((out / "summary.json").read_text())) == [*SECTION_3_SUMMARY, "CancelledActions"]
+    assert list(json.loads((out / "summary.json").read_text())) == [*SECTION_3_SUMMARY, "CancelledActions", "Version"]
     assert json.loads((out / "summary.json").read_text())["SimulatedSeconds"] == 10.15

@@ -106,8 +106,9 @@ def test_a_replay_sweep_has_its_own_columns(tmp_path):
         "max_violations",
         "final_unplaced",
         "wall_seconds",
+        "version",
     ]
-    table = (tmp_path / "summary.md").read_text().splitlines()
+    table = (tmp_path / "summary.md").read_text().splitlines()[2:]  # below "N job(s) by plbjax V"
     assert table[0].startswith("| job | overrides | status | time-averaged AvgStdDev | movements | rounds |")
     assert table[2] == "| 0 | balancing.threshold=1.1 | ok | 0.9516 | 16 | Balancing 8, Placement 1 | 15 | 0 | 43.16 |"
     assert table[3] == "| 1 | balancing.threshold=2 | no record (killed or crashed) | - | - | - | - | - | - |"

@@ -43,3 +43,4 @@ class Schedule:
     initial_temperature: float | None = None  # None: probe, probe_factor x the largest |dE| seen
     probe_factor: float = 50.0  # SF: 50 x the largest |dE| of its probe moves
     final_ratio: float = 1e-4  # final temperature / initial temperature
+    reserve_blocks: int = 0  # blocks the caller runs after this search within `seconds` (left time for)

@@ -30,6 +30,7 @@ from plbjax.anneal._model import Model
 from plbjax.anneal._store import stored
 
 STOP = threading.Event()  # set (e.g. by a signal handler): running searches end after their block
+AFTER_STOP_SECONDS = 1.5  # how long a search that must finish (`finish=True`) goes on after STOP
 
 
 @eqx.filter_jit
@@ -157,11 +158,16 @@ def anneal(
     deadline: float | None = None,
     checkpoint: Callable[[Any, float], None] | None = None,
     checkpoint_seconds: float = 5.0,
+    finish: bool = False,
 ) -> AnnealResult:
     """Run `schedule.chains` chains; return the best solution found (or the initial one).
 
+    A `progress` with a `compiling(seconds)` method hears when setting up and compiling the search
+    starts (None) and ends (its seconds).
     `deadline` (a `time.perf_counter()` instant) also bounds the search, compilation included;
-    `STOP.set()` ends it after the current block (the best so far is returned).
+    `STOP.set()` ends it after the current block (the best so far is returned); a search that should
+    `finish` (a last pass over a result) goes on for `AFTER_STOP_SECONDS` more at most. The last
+    blocks are fitted to leave `schedule.reserve_blocks` blocks' time of `schedule.seconds`.
     `checkpoint(solution, energy)` receives the best solution so far (host arrays) when it has
     improved, at most every `checkpoint_seconds`, for callers that must hold a result at any time.
     When the device runs out of memory the search starts again with half the chains (with one chain,
@@ -170,7 +176,9 @@ def anneal(
     asked = (kernel, schedule)
     while True:
         try:
-            result = _anneal(model, problem, kernel, schedule, progress, deadline, checkpoint, checkpoint_seconds)
+            result = _anneal(
+                model, problem, kernel, schedule, progress, deadline, checkpoint, checkpoint_seconds, finish
+            )
         except jax.errors.JaxRuntimeError as error:
             smaller = _smaller(kernel, schedule)
             if not _out_of_memory(error) or smaller is None:
@@ -203,12 +211,19 @@ def _anneal(
     deadline,
     checkpoint,
     checkpoint_seconds: float,
+    finish: bool,
 ) -> AnnealResult:
     """`anneal` with these configs."""
+    notice = getattr(progress, "compiling", None)  # hears when the chains' setup and compilation start and end
+    ready_at = time.perf_counter()
+    if notice is not None:
+        notice(None)
     keys = jax.random.split(jax.random.PRNGKey(schedule.seed), schedule.chains)
     problem, chains = shard(problem, init_chains(model, problem, keys))
     initial_energy = float(_host(chains.state.energy)[0])
     compiled, compile_seconds = _compiled_blocks(model, problem, chains, kernel)
+    if notice is not None:
+        notice(time.perf_counter() - ready_at)
 
     # Without a given temperature the first block is the probe (SF: T0 from the largest |dE| of random
     # valid moves): it runs greedy, so chains stay near the input, and sets T0 for the rest.
@@ -220,7 +235,7 @@ def _anneal(
     budget = min(schedule.seconds or math.inf, deadline - start if deadline is not None else math.inf)
     first_seconds = 0.0
     saved_energy, saved_at = initial_energy, start
-    while done < blocks and not (done and STOP.is_set()):
+    while done < blocks and not (done and STOP.is_set() and not finish):
         if t0 is None:
             t_a = t_b = 0.0
         else:
@@ -235,9 +250,11 @@ def _anneal(
             t0 = schedule.probe_factor * found if found > 0 else max(initial_energy, 1.0)
         if done == 1:
             first_seconds = elapsed
+        if finish and STOP.is_set():  # from the first block after the stop: AFTER_STOP_SECONDS more at most
+            budget = min(budget, elapsed + AFTER_STOP_SECONDS)
         if math.isfinite(budget):  # fit the schedule to the budget from the blocks run so far
             per_block = (elapsed - first_seconds) / (done - 1) if done > 1 else first_seconds
-            fit = done + max(0, int((budget - elapsed) / max(per_block, 1e-9)))
+            fit = done + max(0, int((budget - elapsed) / max(per_block, 1e-9)) - schedule.reserve_blocks)
             blocks = max(done, min(planned, fit) if planned else fit)
         if progress is not None:
             progress(done, blocks, elapsed, float(best_energy.min()))

@@ -16,6 +16,8 @@ import sys
 import threading
 import time
 
+from plbjax.version import add_flag as add_version_flag
+
 MARGIN = 1.0  # seconds kept back from the limit for writing the solution and exiting
 SEARCH_MARGIN = 1.0  # the search aims to end this much earlier still (its last block may run over)
 
@@ -85,6 +87,7 @@ def _parser() -> _Parser:
         "  plbjax-roadef -t 30 -p model.txt -i original.txt -o new.txt --probe-factor 0.01 --no-parallel\n"
         "the last line says where the time went: start-up, compilation, search",
     )
+    add_version_flag(parser)
     parser.add_argument("-t", dest="seconds", type=float, required=True, help="time limit in seconds")
     parser.add_argument("-p", dest="model", required=True, help="instance (model) file")
     parser.add_argument("-i", dest="original", required=True, help="original assignment file")

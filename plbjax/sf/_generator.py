@@ -67,6 +67,7 @@ from typing import NamedTuple
 import numpy as np
 
 from plbjax.errors import BadInput
+from plbjax.version import add_flag as add_version_flag
 
 __all__ = ["ClusterSpec", "generate", "main"]
 
@@ -764,6 +765,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    add_version_flag(ap)
     for f in dataclasses.fields(ClusterSpec):
         typ = type(f.default)
         ap.add_argument(

@@ -52,6 +52,7 @@ from plbjax.sf._governance import apply_resource_governance
 from plbjax.sf._model import model
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._state import ClusterState
+from plbjax.version import VERSION
 
 SCHEMA_VERSION = 1
 CHECK_MOVE_WEIGHT = 0.5  # placement and constraint check: a move costs half an optimization-priority violation
@@ -409,8 +410,9 @@ def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
     spent = _movements(index, now, result)
     if left and state.settings["MoveExistingReplicaForPlacement"] and budget > spent:
         still = todo & (result.node_of < 0)
+        rest = schedule if schedule.seconds is None else _spent(schedule, search.seconds)
         moved, more = _search(
-            run, result, dataclasses.replace(what, movable=still | placed, budget=budget - spent), schedule
+            run, result, dataclasses.replace(what, movable=still | placed, budget=budget - spent), rest
         )
         search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
         if int(moved.report["violations"]["unplaced"].sum()) < left and _no_worse(
@@ -582,11 +584,12 @@ def _balancing_phase(run: _Run, now: Placement, schedule: Schedule, balance: lis
 TIDY_PROPOSALS = 64  # proposals per movement the minimal-movement pass makes
 
 
-def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, int, AnnealResult | None]:
+def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, int, AnnealResult | None, bool]:
     """The fewest movements for the result: from the final placement, undo movements and collapse
     chains of moves (an exchange of two moved replicas sends one home) while neither SF's energy,
     which charges every movement, nor any constraint gets worse. Returns the placement, how many
-    movements went, and the search."""
+    movements went, the search, and whether it ran to its end. It runs after a stop too, for
+    `AFTER_STOP_SECONDS` at most."""
     problem, index, priorities = run.problem, run.index, run.priorities
     n = index.n_partitions
     moved = (final.node_of != index.node_of) & (index.node_of >= 0) & (final.node_of >= 0)
@@ -596,7 +599,7 @@ def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, i
     swapped[:n] &= index.node_of[np.maximum(head, 0)] >= 0
     count = int(moved.sum() + swapped.sum())
     if not count:
-        return final, 0, None
+        return final, 0, None, True
     origin = Placement(index.node_of, index.primary_of, {})
     before = _movements(index, origin, final)
     what = Scope(
@@ -610,16 +613,16 @@ def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, i
     )
     scoped = scope(problem, index.node_of, index.primary_of, what)
     blocks = math.ceil(TIDY_PROPOSALS * count / (run.kernel.tries * run.kernel.block_steps))
-    schedule = dataclasses.replace(
-        schedule, steps=blocks * run.kernel.block_steps, initial_temperature=1e-9, final_ratio=1.0
-    )
-    result = anneal(run.model, scoped, run.kernel, schedule, run.progress)
+    steps = blocks * run.kernel.block_steps
+    schedule = dataclasses.replace(schedule, steps=steps, initial_temperature=1e-9, final_ratio=1.0)
+    result = anneal(run.model, scoped, run.kernel, schedule, run.progress, finish=True)
     node_of, primary_of = settle(index, *result.solution)
     tidied = Placement(node_of, primary_of, assess(problem, node_of, primary_of))
     removed = before - _movements(index, origin, tidied)
+    finished = result.steps >= steps
     if removed > 0 and _no_worse(final.report["violations"], tidied.report["violations"], priorities):
-        return tidied, removed, result
-    return final, 0, result
+        return tidied, removed, result, finished
+    return final, 0, result, finished
 
 
 def _history(state: ClusterState, index: Index, before: Placement, after: Placement) -> dict:
@@ -668,19 +671,27 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
     return out
 
 
+def _spent(schedule: Schedule, seconds: float) -> Schedule:
+    """`schedule` with `seconds` of its time budget gone."""
+    assert schedule.seconds is not None
+    return dataclasses.replace(schedule, seconds=max(schedule.seconds - seconds, 1e-3))
+
+
 class _Budget:
     """`search.seconds` bounds the whole run: a phase that searches gets a share of the time left
-    (placement a third, the constraint check half of what is left, balancing 90% of the rest, the
-    minimal-movement pass what remains; a phase with nothing to do takes nothing). Compilation is
-    not counted."""
+    (placement a third, the constraint check half of what is left, balancing the rest but a block,
+    the minimal-movement pass what remains; a phase with nothing to do takes nothing). Each phase's
+    search leaves time for its zero-temperature block, balancing's also for the minimal-movement
+    pass's first block (a search runs one block at least), so the run does not overrun its budget by
+    more than a block's misestimate. Compilation is not counted."""
 
     def __init__(self, schedule: Schedule):
         self.schedule, self.left = schedule, schedule.seconds
 
-    def next(self, share: float) -> Schedule:
+    def next(self, share: float, reserve_blocks: int = QUENCH_BLOCKS) -> Schedule:
         if self.left is None:
             return self.schedule
-        return dataclasses.replace(self.schedule, seconds=max(self.left * share, 1e-3))
+        return dataclasses.replace(self.schedule, seconds=max(self.left * share, 1e-3), reserve_blocks=reserve_blocks)
 
     def spend(self, search) -> None:
         if search is not None and self.left is not None:
@@ -788,6 +799,7 @@ class _Outcome(NamedTuple):
     final: Placement
     removed: int
     searches: list[AnnealResult]
+    minimal: bool  # the minimal-movement pass ran to its end (or had nothing to do)
 
 
 def _skipped(name: str, now: Placement) -> _Phase:
@@ -797,13 +809,17 @@ def _skipped(name: str, now: Placement) -> _Phase:
 def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, only: str | None = None) -> _Outcome:
     """Placement, constraint check, balancing (or `only` one of them) and the minimal-movement pass,
     each from where the last left off, sharing `search.seconds`; an interrupted run stops after the
-    current phase. `clock` times each."""
+    current phase, then the minimal-movement pass runs on what it has. `clock` times each."""
     budget = _Budget(schedule)
     wanted = lambda name: only is None or only == name
     with clock("Placement"):
-        placement = (
-            _placement_phase(run, start, budget.next(1 / 3)) if wanted("Placement") else _skipped("Placement", start)
-        )
+        placement = _Phase(start, _interrupted("Placement"), None)
+        if not STOP.is_set():
+            placement = (
+                _placement_phase(run, start, budget.next(1 / 3))
+                if wanted("Placement")
+                else _skipped("Placement", start)
+            )
         budget.spend(placement.search)
         placed = elect_primaries(run.problem, run.index, placement.placement, run.priorities)
     check = _Phase(placed, _interrupted("ConstraintCheck"), None)
@@ -821,30 +837,36 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
         with clock("Balancing"):
             balancing = (
                 _balancing_phase(
-                    run, check.placement, budget.next(0.9), balance_before, _movements(run.index, start, placed)
+                    run,
+                    check.placement,
+                    budget.next(1.0, QUENCH_BLOCKS + 1),
+                    balance_before,
+                    _movements(run.index, start, placed),
                 )
                 if wanted("Balancing")
                 else _skipped("Balancing", check.placement)
             )
         budget.spend(balancing.search)
-    final, removed, tidy = balancing.placement, 0, None
-    if not STOP.is_set():
-        with clock("FewestMovements"):
-            final, removed, tidy = _tidy(run, final, budget.next(1.0))
+    with clock("FewestMovements"):
+        final, removed, tidy, minimal = _tidy(run, balancing.placement, budget.next(1.0, 0))
     searches = [s for s in (placement.search, check.search, balancing.search, tidy) if s is not None]
-    return _Outcome(placement, placed, check, balancing, balance_before, final, removed, searches)
+    return _Outcome(placement, placed, check, balancing, balance_before, final, removed, searches, minimal)
 
 
-def _search_entry(searches: list[AnnealResult], seed: int, removed: int, clock: _Clock) -> dict:
+def _search_entry(search: SearchConfig, out: _Outcome, clock: _Clock) -> dict:
     """The plan's `Search`."""
+    searches = out.searches
     entry = {
+        "Version": VERSION,
         "Backend": jax.default_backend(),
         "Chains": min((s.chains for s in searches), default=0),
         "Steps": sum(s.steps for s in searches),
         "Seconds": round(sum(s.seconds for s in searches), 3),
-        "Seed": seed,
+        "Seed": search.seed,
+        "Budget": search.budget,
         "Interrupted": STOP.is_set(),
-        "MovementsRemoved": removed,
+        "Minimal": out.minimal,
+        "MovementsRemoved": out.removed,
         "CompileSeconds": round(sum(s.compile_seconds for s in searches), 3),
         "PhaseSeconds": clock.seconds,
     }
@@ -885,15 +907,20 @@ def plan(
     phase: str | None = None,
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
+    unsearched: Callable[[Callable[[], dict] | None], None] | None = None,
 ) -> dict:
     """Run the phases on `state` and return the plan document. `search`'s `auto` values are chosen
     for this backend and cluster size. One PLB round (the replay): `phase` runs only that phase,
     `node_type` balances only that node type's nodes, nothing in the `frozen` (ServiceName,
-    PartitionId) partitions moves, swaps or is placed."""
+    PartitionId) partitions moves, swaps or is placed. `unsearched`, for a caller that may have to
+    stop before the search ends (a compilation cannot be interrupted), receives a function that
+    builds the plan of the prepared state with nothing searched, then None once the search is over."""
     clock = _Clock()
     with clock("Prepare"):
         encoded = governed_encoding(state)
-    return plan_encoded(encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, clock=clock)
+    return plan_encoded(
+        encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, clock=clock, unsearched=unsearched
+    )
 
 
 def plan_encoded(
@@ -905,6 +932,7 @@ def plan_encoded(
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
     clock: _Clock | None = None,
+    unsearched: Callable[[Callable[[], dict] | None], None] | None = None,
 ) -> dict:
     """`plan` of a state already governed and encoded (a `Session`'s)."""
     enable_compilation_cache(only_if_unset=True)
@@ -927,11 +955,24 @@ def plan_encoded(
         free_partitions,
         node_type,
     )
+    if unsearched is not None:
+        unsearched(lambda: _unsearched_plan(run, ready, search))
     out = _run_phases(run, ready.start, search.schedule, clock, phase)
+    if unsearched is not None:
+        unsearched(None)
     with clock("Decode"):
         document = _document(run, ready, out)
-    document["Search"] = _search_entry(out.searches, search.seed, out.removed, clock)
+    document["Search"] = _search_entry(search, out, clock)
     return document
+
+
+def _unsearched_plan(run: _Run, ready: _Prepared, search: SearchConfig) -> dict:
+    """The plan of a run stopped before its first search: the prepared state as it is."""
+    start = ready.start
+    phases = [_Phase(start, _interrupted(name), None) for name in ("Placement", "ConstraintCheck", "Balancing")]
+    balance = _balances(run.state, run.problem, run.index, start.report)
+    out = _Outcome(phases[0], start, phases[1], phases[2], balance, start, 0, [], True)
+    return {**_document(run, ready, out), "Search": _search_entry(search, out, _Clock())}
 
 
 def _document(run: _Run, ready: _Prepared, out: _Outcome) -> dict:

@@ -50,9 +50,9 @@ class SearchConfig:
     """The search of every phase of a plan. `chains`, `steps`, `tries` and `parallel` may be `auto`."""
 
     seed: int = 0  # random seed: the same state, seed and steps give the same plan
-    seconds: float | None = 60.0  # wall-time budget of all phases' searches, compilation excluded
+    seconds: float | None = None  # null: steps bound the search (deterministic); N: its budget in s, compile excluded
     chains: Any = AUTO  # independent annealing chains (vmapped)
-    steps: Any = AUTO  # steps per chain; None: as many as `seconds` allows
+    steps: Any = AUTO  # steps per chain (auto: unbound when seconds are given); null: as many as seconds allow
     tries: Any = AUTO  # proposals evaluated together per step
     parallel: Any = AUTO  # apply every accepted proposal independent of earlier ones
     room: int | None = None  # most proposals a step finishes; None: tries / 16, at least 32
@@ -84,9 +84,21 @@ class SearchConfig:
         if self.steps is None and not self.seconds:
             raise BadInput("search.steps: null needs search.seconds to bound the search")
 
+    @property
+    def budget(self) -> str:
+        """What bounds the search (the plan's `Search.Budget`): `steps` (the default: deterministic,
+        whatever the machine's load), `seconds` (seconds given, steps not: the search takes the time
+        it is given), or `steps or seconds` (both given: whichever comes first)."""
+        if self.seconds is None:
+            return "steps"
+        return "seconds" if self.steps in (None, AUTO) else "steps or seconds"
+
     def resolved(self, backend: str, replicas: int) -> SearchConfig:
-        """This search with its `auto` values chosen for the backend and cluster size."""
+        """This search with its `auto` values chosen for the backend and cluster size; `auto` steps
+        with `seconds` given are unbounded (the seconds are the budget)."""
         chosen = auto_search(backend, replicas)
+        if self.seconds is not None:
+            chosen["steps"] = None
         return dataclasses.replace(self, **{k: chosen[k] for k in _AUTO_KEYS if getattr(self, k) == AUTO})
 
     @property

@@ -29,6 +29,7 @@ from urllib.parse import quote, urlencode
 
 from plbjax.errors import BadInput
 from plbjax.files import write_text
+from plbjax.version import add_flag as add_version_flag
 
 PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
 
@@ -176,6 +177,7 @@ def main(argv: list[str] | None = None) -> None:
         "  plbjax-dump --endpoint https://mycluster:19080 --cert client.pem --replica-loads -o dump/\n"
         "then: plbjax-import dump/ -o state.json (docs/live-cluster.md)",
     )
+    add_version_flag(parser)
     parser.add_argument("--endpoint", required=True, help="the cluster's HTTP gateway, e.g. https://host:19080")
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="the dump directory to write")
     parser.add_argument("--cert", help="client certificate (PEM) for https")

@@ -43,6 +43,7 @@ from urllib.parse import quote, urlencode
 
 from plbjax.errors import BadInput
 from plbjax.files import write_text
+from plbjax.version import add_flag as add_version_flag
 
 FORMATS = ("sfctl", "powershell", "rest")
 PRIMARY = ("MovePrimary", "SwapPrimarySecondary")
@@ -208,6 +209,7 @@ def main(argv: list[str] | None = None) -> None:
         "  plbjax-export outputs/2026-01-01/12-00-00/plan.json --format rest\n"
         "a script stops at the first failed command; '# wait:' lines mark a move that needs an earlier one done",
     )
+    add_version_flag(parser)
     parser.add_argument("plan", metavar="PLAN", help="a plan written by plbjax")
     parser.add_argument("--format", required=True, choices=FORMATS)
     parser.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")

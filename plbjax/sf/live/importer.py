@@ -29,6 +29,7 @@ from plbjax.sf.live.nodes import read_nodes
 from plbjax.sf.live.replicas import check_orphans, partition_ids, read_partitions
 from plbjax.sf.live.report import Report
 from plbjax.sf.live.services import service_entry, service_kind
+from plbjax.version import add_flag as add_version_flag
 
 DUMP_FILES = ("cluster-manifest.json", "cluster-manifest.xml", "nodes.json", "applications.json")  # one at least
 SYSTEM_APPLICATION = "fabric:/System"
@@ -228,6 +229,7 @@ def main(argv: list[str] | None = None) -> None:
         "  plbjax-import tests/data/sf-dump/small -o state.json    (the bundled sample dump)\n"
         "then: plbjax state=state.json out=plan.json",
     )
+    add_version_flag(parser)
     parser.add_argument("dump", metavar="DIR", help="a dump directory (plbjax-dump, sfctl or curl)")
     parser.add_argument("-o", "--output", required=True, metavar="STATE", help="the state document to write")
     parser.add_argument("-r", "--report", metavar="REPORT", help="also write the import report here")

@@ -23,6 +23,7 @@ import numpy as np
 
 from plbjax.files import write_figure, write_text
 from plbjax.sf.replay.loop import Replay, Row
+from plbjax.version import VERSION
 
 COLUMNS = (
     "Time",
@@ -116,6 +117,7 @@ SUMMARY_KEYS = (
     "SimulatedSeconds",
     "Interrupted",
     "CancelledActions",  # beyond §3: in-flight actions that no longer fitted when they completed
+    "Version",  # the plbjax that played it
 )
 
 
@@ -140,6 +142,7 @@ def summary(replay: Replay) -> dict:
         "SimulatedSeconds": replay.duration,
         "Interrupted": replay.interrupted,
         "CancelledActions": replay.cancelled,
+        "Version": VERSION,
     }
 
 
