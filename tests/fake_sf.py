@@ -108,12 +108,11 @@ def _advance(world: dict, pid: str) -> None:
 
 def _apply(replicas: list[dict], action: dict) -> None:
     kind, rid, dst = action["Action"], str(action["ReplicaId"]), action["TargetNode"]
-    replica = next((r for r in replicas if str(r["ReplicaId"]) == rid), None)
+    replica = next((r for r in replicas if str(r["ReplicaId"]) == rid), {"ReplicaId": rid})
     if kind.startswith("Drop"):
         replicas.remove(replica)
     elif kind.startswith("Add"):
-        if replica is None:
-            replica = {"ReplicaId": rid}
+        if replica not in replicas:
             replicas.append(replica)
         replica.update(NodeName=dst, Role=kind.removeprefix("Add"))
     elif kind in ("SwapPrimarySecondary", "PromoteSecondary"):

@@ -531,3 +531,13 @@ def test_powershell_defines_what_it_calls_and_quotes_every_value():
         "@('N''5=Primary', 'N0=Secondary')"
     ) in text
     assert text.count("{") == text.count("}") and text.count("(") == text.count(")")
+
+
+def test_the_wait_timeout_is_the_scripts_default_and_must_be_positive(tmp_path):
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(_plan(_action("MovePrimary", "N0", "N2"))))
+    main([str(path), "--format", "sfctl", "--wait-timeout", "60", "-o", str(tmp_path / "moves.sh")])
+    assert "wait_timeout=${PLBJAX_WAIT_TIMEOUT:-60}" in (tmp_path / "moves.sh").read_text()
+    with pytest.raises(SystemExit) as stop:
+        main([str(path), "--format", "sfctl", "--wait-timeout", "0"])
+    assert stop.value.code == 2

@@ -20,6 +20,7 @@ says that it may find no room.
 from __future__ import annotations
 
 import dataclasses
+import heapq
 from collections import defaultdict
 from pathlib import Path
 
@@ -55,18 +56,33 @@ def order(actions: list[dict], nodes: list[dict], loads: list[Loads] | None = No
     for i, a in enumerate(actions):
         if a["Action"] not in COMMANDS:
             ordering.start(i, {})  # the Failover Manager's: whenever it makes them
+    ready = [i for i in ordering.left if i not in ordering.previous or ordering.previous[i] in ordering.position]
+    heapq.heapify(ready)
+    waiting: dict[str, set[int]] = defaultdict(set)  # node -> steps waiting for a step off it to start
+    waits: dict[int, list[str]] = {}  # and back
     while ordering.left:
-        ready = [i for i in ordering.left if ordering.previous_started(i)]
-        for i in ready:
-            needs, fits = ordering.needs(i)
-            if fits or not ordering.more_to_leave(i):
-                ordering.start(
-                    i, needs, "" if fits else "may find no room: the plan's moves off its node free too little"
-                )
-                break
+        if ready:
+            i = heapq.heappop(ready)
+            needs, short = ordering.needs(i)
+            later = [n for n in short if ordering.more_to_leave(i, n)]
+            if later:  # wait for a step off that node to start
+                for n in later:
+                    waiting[n].add(i)
+                waits[i] = later
+                continue
+            note = "may find no room: the moves off its node free too little" if short else ""
         else:  # a cycle: the first that may run runs, with the room the started steps give
-            needs, _ = ordering.needs(ready[0])
-            ordering.start(ready[0], needs, "may find no room: it needs room that only later steps free (a cycle)")
+            i = min(waits)
+            needs, short = ordering.needs(i)
+            note = "may find no room: it needs room that only later steps free (a cycle)" if short else ""
+        for n in waits.pop(i, ()):
+            waiting[n].discard(i)
+        ordering.start(i, needs, note)
+        woken = {j for n in ordering.changes(i) if i in ordering.leaving[n] for j in waiting[n]}
+        if ordering.following.get(i) in ordering.left:
+            woken.add(ordering.following[i])
+        for j in woken - set(ready):
+            heapq.heappush(ready, j)
     return ordering.steps
 
 
@@ -76,24 +92,23 @@ class _Ordering:
     def __init__(self, actions: list[dict], nodes: list[dict], loads: list[Loads] | None):
         self.actions, self.loads = actions, loads
         self.capacity = {n["NodeName"]: n.get("Capacities") or {} for n in nodes}
-        self.before = {n["NodeName"]: n.get("LoadsBefore") or {} for n in nodes}
+        self.held = {n["NodeName"]: dict(n.get("LoadsBefore") or {}) for n in nodes}  # before, + steps started
         self.previous: dict[int, int] = {}  # action -> the partition's previous action
+        self.following: dict[int, int] = {}  # and back
         last: dict[tuple[str, str], int] = {}
-        self.touching: dict[str, list[int]] = defaultdict(list)  # node -> actions changing its load
-        self.leaving: dict[str, list[int]] = defaultdict(list)  # node -> actions taking load off it
+        self.leaving: dict[str, set[int]] = defaultdict(set)  # node -> actions taking load off it
         for i, a in enumerate(actions):
             key = (a["ServiceName"], str(a["PartitionId"]))
             if key in last:
-                self.previous[i] = last[key]
+                self.previous[i], self.following[last[key]] = last[key], i
             last[key] = i
             for node, change in self.changes(i).items():
-                self.touching[node].append(i)
                 if any(v < -EPS for v in change.values()):
-                    self.leaving[node].append(i)
-        self.left = [i for i, a in enumerate(actions) if a["Action"] in COMMANDS]
+                    self.leaving[node].add(i)
+        self.left = {i for i, a in enumerate(actions) if a["Action"] in COMMANDS}
         self.steps: list[Step] = []
         self.position: dict[int, int] = {}  # action -> its step
-        self.done_before: dict[int, set[int]] = {}  # action -> the actions surely done when it starts
+        self.done_before: dict[int, int] = {}  # action -> the actions surely done when it starts (bits)
 
     def changes(self, i: int) -> Loads:
         """What action i changes of each node's load; loads unknown: a move or swap takes some off
@@ -110,63 +125,68 @@ class _Ordering:
 
     def start(self, i: int, needs: dict[int, str], note: str = "") -> None:
         self.done_before[i] = self._done(needs)
-        implied = set().union(*(self.done_before[d] for d in needs))
-        steps = {self.position[d]: why for d, why in needs.items() if d not in implied}
+        implied = 0
+        for d in needs:
+            implied |= self.done_before[d]
+        steps = {self.position[d]: why for d, why in needs.items() if not implied >> d & 1}
         self.position[i] = len(self.steps)
         self.steps.append(Step(i, self.actions[i], dict(sorted(steps.items())), note))
-        if i in self.left:
-            self.left.remove(i)
+        self.left.discard(i)
+        if self.loads is not None:  # a step started holds the room it takes until it is known done
+            for node, change in self.loads[i].items():
+                held = self.held.setdefault(node, {})
+                for m, v in change.items():
+                    held[m] = held.get(m, 0.0) + max(v, 0.0)
 
-    def previous_started(self, i: int) -> bool:
-        return i not in self.previous or self.previous[i] in self.position
-
-    def needs(self, i: int) -> tuple[dict[int, str], bool]:
+    def needs(self, i: int) -> tuple[dict[int, str], list[str]]:
         """The steps i waits for: the partition's previous ones (back to its previous command), then,
         on each node it adds load to, started steps off that node (earliest first) until it fits
-        there; and whether it fits."""
+        there; and the nodes where it does not fit even so."""
         needs, j = {}, i
         while j in self.previous:
             j = self.previous[j]
             needs[j] = "the partition's previous step"
             if self.actions[j]["Action"] in COMMANDS:
                 break
-        fits = True
+        done = self._done(needs)
+        short = []
         for node, change in self.changes(i).items():
             grows = [m for m, v in change.items() if v > EPS]
             if not grows:
                 continue
-            for j in sorted((j for j in self.leaving[node] if j in self.position), key=self.position.get):
-                if self._fits(i, node, grows, needs):
+            for j in sorted((j for j in self.leaving[node] if j in self.position), key=self.position.__getitem__):
+                if self._fits(i, node, grows, done):
                     break
-                if j not in self._done(needs):
+                if not done >> j & 1:
                     needs[j] = f"room on {node}"
-            fits &= self._fits(i, node, grows, needs)
-        return needs, fits
+                    done |= self.done_before[j] | 1 << j
+            if not self._fits(i, node, grows, done):
+                short.append(node)
+        return needs, short
 
-    def more_to_leave(self, i: int) -> bool:
-        """Whether a step not started yet takes load off a node i adds load to."""
-        grows = [n for n, change in self.changes(i).items() if any(v > EPS for v in change.values())]
-        return any(j not in self.position and j != i for n in grows for j in self.leaving[n])
+    def more_to_leave(self, i: int, node: str) -> bool:
+        """Whether a step not started yet takes load off `node`."""
+        return any(j not in self.position and j != i for j in self.leaving[node])
 
-    def _done(self, needs: dict[int, str]) -> set[int]:
-        return set(needs).union(*(self.done_before[d] for d in needs))
+    def _done(self, needs: dict[int, str]) -> int:
+        """The steps surely done once `needs` are, as bits (step j: bit j)."""
+        done = 0
+        for d in needs:
+            done |= self.done_before[d] | 1 << d
+        return done
 
-    def _fits(self, i: int, node: str, metrics: list[str], needs: dict[int, str]) -> bool:
+    def _fits(self, i: int, node: str, metrics: list[str], done: int) -> bool:
         """Whether i fits on `node` when every started step holds room there (on both of its nodes)
         and only the steps done before i have freed theirs."""
-        done = self._done(needs)
         if self.loads is None:  # unknown loads: once every step off the node is done
-            return all(j in done for j in self.leaving[node] if j != i)
-        capacity, before = self.capacity.get(node, {}), self.before.get(node, {})
+            return all(done >> j & 1 for j in self.leaving[node] if j != i)
+        capacity, held = self.capacity.get(node, {}), self.held.get(node, {})
+        freed = [self.loads[j][node] for j in self.leaving[node] if done >> j & 1]
         for m in metrics:
             cap = capacity.get(m)
             if cap is None or not np.isfinite(cap):
                 continue
-            load = float(before.get(m, 0.0)) + self.loads[i][node][m]
-            for j in self.touching[node]:
-                if j in self.position:
-                    v = self.loads[j][node].get(m, 0.0)
-                    load += v if j in done else max(v, 0.0)
+            load = held.get(m, 0.0) + self.loads[i][node][m] + sum(min(f.get(m, 0.0), 0.0) for f in freed)
             if load > cap + EPS:
                 return False
         return True
