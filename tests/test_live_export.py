@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from plbjax.sf.live.export import export_plan, main
+from plbjax.sf.live.export import SETTLED_PY, export_plan, main
 from plbjax.sf.live.importer import main as import_main
 from plbjax.sf.live.steps import action_loads, order
 
@@ -541,3 +541,27 @@ def test_the_wait_timeout_is_the_scripts_default_and_must_be_positive(tmp_path):
     with pytest.raises(SystemExit) as stop:
         main([str(path), "--format", "sfctl", "--wait-timeout", "0"])
     assert stop.value.code == 2
+
+
+@pytest.mark.parametrize(
+    "replicas, expected, settled",
+    [
+        (
+            {"Items": [{"NodeName": "N1", "ReplicaRole": "Primary", "ReplicaStatus": "Ready"}]},
+            ["N1=Primary", "N0=-"],
+            True,
+        ),
+        ({"items": [{"nodeName": "N1", "replicaRole": "Primary", "replicaStatus": "InBuild"}]}, ["N1=Primary"], False),
+        ({"items": [{"nodeName": "N1", "replicaRole": "Secondary", "replicaStatus": "Ready"}]}, ["N1=Primary"], False),
+        ({"Items": [{"NodeName": "N0", "ReplicaRole": "Secondary", "ReplicaStatus": "Ready"}]}, ["N0=-"], False),
+        ({"Items": [{"NodeName": "N0", "ReplicaRole": "Secondary", "ReplicaStatus": "Standby"}]}, ["N0=-"], True),
+        ({"Items": [{"NodeName": "N 2", "InstanceId": "9", "ReplicaStatus": "Ready"}]}, ["N 2=Instance"], True),
+        ([{"NodeName": "N=3", "ReplicaRole": "Secondary", "ReplicaStatus": "Ready"}], ["N=3=Secondary"], True),
+    ],
+)
+def test_what_the_script_takes_for_done(replicas, expected, settled):
+    """The scripts' reading of a partition's replicas (REST's PascalCase, sfctl's camelCase, a bare list)."""
+    done = subprocess.run(
+        [sys.executable, "-c", SETTLED_PY, *expected], input=json.dumps(replicas), capture_output=True, text=True
+    )
+    assert done.returncode == (0 if settled else 1), done.stderr

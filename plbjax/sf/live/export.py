@@ -248,7 +248,8 @@ PRELUDE_NOTE = {
     "powershell": ["# Needs the ServiceFabric module, connected to the cluster (Connect-ServiceFabricCluster)."],
 }
 # Reads the partition's replicas (sfctl's camelCase or REST's PascalCase JSON) on stdin; exit 0 when
-# every NODE=ROLE argument holds: NODE has a Ready replica in ROLE (Instance: any), or none ("-").
+# every NODE=ROLE argument holds: NODE has a Ready replica in ROLE (Instance: any), or none ("-";
+# a dropped, standby or down replica holds no room).
 SETTLED_PY = """\
 import json, sys
 doc = json.load(sys.stdin)
@@ -257,7 +258,7 @@ if isinstance(doc, dict):
 here = {}
 for item in doc:
     item = {k.lower(): v for k, v in item.items()}
-    if str(item.get("replicastatus")).lower() != "dropped":
+    if str(item.get("replicastatus")).lower() not in ("dropped", "standby", "down"):
         role = str(item.get("replicarole") or "Instance").lower()
         here.setdefault(item.get("nodename"), []).append((role, str(item.get("replicastatus")).lower()))
 def settled(node, role):
@@ -306,7 +307,7 @@ $PollSeconds = if ($env:PLBJAX_POLL_SECONDS) {{ [int]$env:PLBJAX_POLL_SECONDS }}
 function Test-PlbjaxSettled([string]$PartitionId, [string[]]$Expected) {{
     # each 'NODE=ROLE' holds: NODE has a Ready replica in ROLE (Instance: any role), or none ('-')
     $replicas = @(Get-ServiceFabricReplica -PartitionId $PartitionId |
-            Where-Object {{ "$($_.ReplicaStatus)" -ne 'Dropped' }})
+            Where-Object {{ "$($_.ReplicaStatus)" -notin 'Dropped', 'Standby', 'Down' }})
     foreach ($pair in $Expected) {{
         $at = $pair.LastIndexOf('=')
         $node, $role = $pair.Substring(0, $at), $pair.Substring($at + 1)
