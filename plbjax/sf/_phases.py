@@ -24,7 +24,7 @@ import numpy as np
 
 from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal, enable_compilation_cache
 from plbjax.sf import _energy as E
-from plbjax.sf._balance import MetricBalance, metric_balance, service_domains
+from plbjax.sf._balance import LocalLoads, MetricBalance, metric_balance, service_domains
 from plbjax.sf._constraints import measures, violations
 from plbjax.sf._decoding import diff, settle
 from plbjax.sf._diagnostics import elimination_sequence, health_reports
@@ -468,11 +468,28 @@ def _constraint_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
     return _Phase(now, {"Phase": "ConstraintCheck", "Ran": True, "Reason": reason + "; no fix found"}, search)
 
 
-def _balances(state: ClusterState, problem: Problem, index: Index, report: dict) -> list[MetricBalance]:
+def _balances(state: ClusterState, problem: Problem, index: Index, now: Placement) -> list[MetricBalance]:
+    """Balance of each metric at `now`, each service's own loads included when LocalBalancingThreshold is on."""
     m = len(index.metrics)
     weights = np.asarray(problem.global_weight)[:m]
+    local = None
+    if float(state.settings["LocalBalancingThreshold"]) > 0:
+        loads = np.asarray(E.local_loads(problem, jnp.asarray(now.node_of), jnp.asarray(now.primary_of)))
+        local = LocalLoads(
+            tuple(index.services),
+            loads,
+            np.asarray(E.local_masks(problem)),
+            np.asarray(problem.service_metrics),
+            np.asarray(problem.local_weight),
+        )
     return metric_balance(
-        state, index.metrics, index.node_types, report["loads"][:, :m], np.asarray(problem.metric_nodes)[:m], weights
+        state,
+        index.metrics,
+        index.node_types,
+        now.report["loads"][:, :m],
+        np.asarray(problem.metric_nodes)[:m],
+        weights,
+        local,
     )
 
 
@@ -615,8 +632,10 @@ def _history(state: ClusterState, index: Index, before: Placement, after: Placem
 
 
 def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) -> list[dict]:
+    """The plan's `Balance`; `LocallyImbalanced` only where a service's own loads break LocalBalancingThreshold."""
     return [
-        {
+        _local_entry(b, a)
+        | {
             "Metric": b.metric,
             "NodeType": b.node_type,
             "MaxLoad": b.max_load,
@@ -630,6 +649,12 @@ def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) ->
         }
         for b, a in zip(before, after)
     ]
+
+
+def _local_entry(before: MetricBalance, after: MetricBalance) -> dict:
+    if not (before.local or after.local):
+        return {}
+    return {"LocallyImbalanced": {"Before": list(before.local), "After": list(after.local)}}
 
 
 def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
@@ -798,7 +823,7 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
                 else _skipped("ConstraintCheck", placed)
             )
         budget.spend(check.search)
-    balance_before = _balances(run.state, run.problem, run.index, check.placement.report)
+    balance_before = _balances(run.state, run.problem, run.index, check.placement)
     balancing = _Phase(check.placement, _interrupted("Balancing"), None)
     if not STOP.is_set():
         with clock("Balancing"):
@@ -925,7 +950,7 @@ def _document(run: _Run, ready: _Prepared, out: _Outcome) -> dict:
         dropped = sum(a["Action"].startswith("Drop") for a in ready.drops)
         placement = dict(placement, Ran=True, Reason=f"{dropped} surplus replica(s) dropped; {placement['Reason']}")
     final = out.final
-    balance_after = _balances(run.state, problem, index, final.report)
+    balance_after = _balances(run.state, problem, index, final)
     told = explain(
         run.state,
         index,
@@ -985,7 +1010,7 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
     return Findings(
         unplaced + surplus,
         int(violating.sum()),
-        _balances(state, problem, index, now.report),
+        _balances(state, problem, index, now),
         float(now.report["avg"]),
         {name: {m: float(loads[n, k]) for k, m in enumerate(index.metrics)} for n, name in enumerate(index.nodes)},
     )
