@@ -197,7 +197,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     state = _with_thresholds(load_state(cfg.state), cfg.balancing)
     start = time.perf_counter()
     with _stop_on_signals():
-        plan = make_plan(state, cfg.search, Progress() if cfg.progress else None)
+        plan = make_plan(state, cfg.search, Progress() if cfg.progress else None, refresh=cfg.refresh)
     text = json.dumps(plan, indent=2, allow_nan=False)
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]
     if jax.process_index() != 0:  # in a multi-host run one process writes

@@ -10,6 +10,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+
+from checker import checked_plan
 from test_policies import document, movements, phase, run
 from test_sf_fidelity import DEFAULT, _fu, _sf_nodes
 
@@ -31,3 +34,76 @@ def test_an_imbalanced_local_domain_triggers_balancing():
     assert entry["LocallyImbalanced"] == {"Before": ["S1", "S2"], "After": []} and not entry["IsBalancedBefore"]
     off, _ = run(dict(doc, Settings={}), DEFAULT)  # SF's default 0: local domains never trigger
     assert not movements(off) and not phase(off, "Balancing")["Ran"]
+
+
+# ----------------------------------------------- one refresh (refresh=True): SF's RefreshAction
+
+_ZERO = [{"Name": name, "Weight": "Zero"} for name in ("PrimaryCount", "ReplicaCount", "Count")]
+_ONES = {"PrimaryCount": 1.0, "ReplicaCount": 1.0, "Count": 1.0}
+
+
+def _stateful(name: str, target: int, parent: str | None = None) -> dict:
+    """SF's CreateServiceDescription(WithAffinity): stateful, the default metrics at weight 0 and
+    load 0 ("PrimaryCount/0.0/0/0, ..."), aligned affinity to `parent`."""
+    svc = {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": target, "Metrics": _ZERO}
+    if parent:
+        svc["Correlations"] = [{"ServiceName": parent, "Scheme": "AlignedAffinity"}]
+    return svc
+
+
+def _empty(svc: str, pid: str) -> dict:
+    return {"ServiceName": svc, "PartitionId": pid, "Replicas": []}
+
+
+def _refresh(doc: dict, seed: int = 0) -> dict:
+    return checked_plan(doc, dataclasses.replace(DEFAULT, seed=seed), refresh=True)[0]
+
+
+def test_one_refresh_places_parents_before_their_children():
+    """SF's PlacementWithAffinityTest (PLBPlacement.Test.cpp:1987), following RefreshAction and
+    AffinitySubspace::GetTargetNodes: PlaceChildWithoutParent false, two empty parents of three
+    replicas with an aligned child of two each; one refresh adds the parents' six replicas, the
+    children wait for a later one."""
+    services = [_stateful("S0", 3), _stateful("S1", 2, "S0"), _stateful("S2", 3), _stateful("S3", 2, "S2")]
+    partitions = [_empty(f"S{i}", f"p{i}") for i in range(4)]
+    settings = {"PlaceChildWithoutParent": False}
+    doc = document(services, partitions, _sf_nodes(5), None, False, GlobalMetricWeights=_ONES, Settings=settings)
+    result = _refresh(doc)
+    assert len(result["Actions"]) == 6 and {a["ServiceName"] for a in result["Actions"]} == {"S0", "S2"}
+    assert phase(result, "Placement")["Ran"] and not phase(result, "Balancing")["Ran"]
+    assert "wait for a later refresh" in phase(result, "Placement")["Reason"]
+    assert sorted({u["ServiceName"] for u in result["Unplaced"]}) == ["S1", "S3"]
+    whole, _ = run(doc, DEFAULT)  # the whole plan: later refreshes place the children too
+    assert len([a for a in whole["Actions"] if a["Action"].startswith("Add")]) == 10 and not whole["Unplaced"]
+
+
+def test_one_refresh_places_no_child_replica_it_cannot_align():
+    """SF's PlacementWithAffinityTest2 (PLBPlacement.Test.cpp:2025), following RefreshAction: the
+    parent P/0, S/1; its aligned child has its primary on N1 and a secondary to add, which must go
+    beside the parent's secondary on N1, where the child's primary is. Without moving existing
+    replicas (MoveExistingReplicaForPlacement false) one refresh does nothing."""
+    services = [_stateful("S0", 2), _stateful("S1", 2, "S0")]
+    partitions = [_fu("S0", "p0", "P/0, S/1"), _fu("S1", "p1", "P/1")]
+    settings = {"MoveExistingReplicaForPlacement": False}
+    doc = document(services, partitions, _sf_nodes(5), None, False, GlobalMetricWeights=_ONES, Settings=settings)
+    result = _refresh(doc)
+    assert result["Actions"] == [] and phase(result, "Placement")["Ran"]
+    assert not phase(result, "ConstraintCheck")["Ran"] and not phase(result, "Balancing")["Ran"]
+
+
+def test_one_refresh_fixes_affinity_without_balancing():
+    """SF's ConstraintCheckAffinityViolationsTest (PLBConstraintCheck.Test.cpp:1201), following
+    RefreshAction: two parents with an aligned child each, both children away from their parents;
+    one refresh is the constraint check alone, four moves (SF: child 1's primary 1=>0 and secondary
+    3=>1; parent 2's secondary 1=>4 and child 3's primary 0=>3), no balancing after them."""
+    services = [_stateful("S0", 2), _stateful("S1", 2, "S0"), _stateful("S2", 2), _stateful("S3", 2, "S2")]
+    layout = ["P/0, S/1", "P/1, S/3", "P/3, S/1", "P/0, S/4"]
+    partitions = [_fu(f"S{i}", f"p{i}", r) for i, r in enumerate(layout)]
+    settings = {"PreferredLocationConstraintPriority": -1}
+    doc = document(services, partitions, _sf_nodes(5), None, False, GlobalMetricWeights=_ONES, Settings=settings)
+    result, after, _ = checked_plan(doc, DEFAULT, refresh=True)
+    assert len(movements(result)) == 4, result["Actions"]
+    assert phase(result, "ConstraintCheck")["Ran"] and not phase(result, "Balancing")["Ran"]
+    assert not result["Remaining"]["Violations"]
+    child = next(p for p in after["Partitions"] if p["ServiceName"] == "S1")
+    assert sorted((r["Role"], r["NodeName"]) for r in child["Replicas"]) == [("Primary", "N0"), ("Secondary", "N1")]

@@ -105,6 +105,7 @@ class _Run:
     free: np.ndarray  # [R] replicas outside frozen partitions (what any search may touch)
     free_partitions: np.ndarray  # [P]
     node_type: str | None = None  # balancing moves only replicas on this node type's nodes
+    one_refresh: bool = False  # one SF refresh runs one stage: children wait for parents placed before it
 
 
 class _Phase(NamedTuple):
@@ -385,8 +386,12 @@ def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
     todo = np.zeros_like(now.node_of, dtype=bool)
     todo[: index.n_replicas] = now.node_of[: index.n_replicas] < 0
     todo &= ~_everywhere(state, index)
+    waiting = _waiting_children(run, now) & todo
+    todo &= ~waiting
     if not todo.any():
         reason = "no replica is missing" if not added else f"{added} instance(s) added on every node with room"
+        if waiting.any():
+            reason = f"{reason}; {_WAITING.format(int(waiting.sum()))}"
         return _Phase(now, {"Phase": "Placement", "Ran": bool(added), "Reason": reason}, None)
     # replicas of lower priority than one waiting for a node may be migrated to make room for it
     priority = {s.name: s.priority for s in state.services}
@@ -418,9 +423,30 @@ def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
         ):
             result, left = moved, int(moved.report["violations"]["unplaced"].sum())
             reason += "; existing replicas moved to make room"
+    left -= int(waiting.sum())
     if left:
         reason += f"; {left} could not be placed (see Unplaced)"
+    if waiting.any():
+        reason += "; " + _WAITING.format(int(waiting.sum()))
     return _Phase(result, {"Phase": "Placement", "Ran": True, "Reason": reason}, search)
+
+
+_WAITING = (
+    "{} replica(s) of affinity children wait for a later refresh"
+    " (their parent has no replica; PlaceChildWithoutParent is false)"
+)
+
+
+def _waiting_children(run: _Run, now: Placement) -> np.ndarray:
+    """[R] replicas one refresh does not place when PlaceChildWithoutParent is false: those of
+    affinity children whose parent partition has no replica yet (SF's AffinitySubspace::
+    GetTargetNodes: no candidate node while the parent's ExistingReplicaCount is 0)."""
+    parent = np.asarray(run.problem.replica_parent)
+    if not run.one_refresh or run.state.settings["PlaceChildWithoutParent"] or not (parent >= 0).any():
+        return np.zeros(parent.shape[0], bool)
+    partition = np.asarray(run.problem.replica_partition)
+    placed = np.bincount(partition[now.node_of >= 0], minlength=now.primary_of.shape[0])
+    return (parent >= 0) & (placed[np.maximum(parent, 0)] == 0)
 
 
 def _violating(index: Index, problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:
@@ -798,8 +824,9 @@ class _Outcome(NamedTuple):
     searches: list[AnnealResult]
 
 
-def _skipped(name: str, now: Placement) -> _Phase:
-    return _Phase(now, {"Phase": name, "Ran": False, "Reason": "not this round (one phase was asked for)"}, None)
+def _skipped(name: str, now: Placement, only: str) -> _Phase:
+    reason = "one refresh: no stage has work" if only == NO_STAGE else f"one refresh runs one stage: {only}"
+    return _Phase(now, {"Phase": name, "Ran": False, "Reason": reason}, None)
 
 
 def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, only: str | None = None) -> _Outcome:
@@ -810,7 +837,9 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
     wanted = lambda name: only is None or only == name
     with clock("Placement"):
         placement = (
-            _placement_phase(run, start, budget.next(1 / 3)) if wanted("Placement") else _skipped("Placement", start)
+            _placement_phase(run, start, budget.next(1 / 3))
+            if wanted("Placement")
+            else _skipped("Placement", start, str(only))
         )
         budget.spend(placement.search)
         placed = elect_primaries(run.problem, run.index, placement.placement, run.priorities)
@@ -820,7 +849,7 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
             check = (
                 _constraint_phase(run, placed, budget.next(1 / 2))
                 if wanted("ConstraintCheck")
-                else _skipped("ConstraintCheck", placed)
+                else _skipped("ConstraintCheck", placed, str(only))
             )
         budget.spend(check.search)
     balance_before = _balances(run.state, run.problem, run.index, check.placement)
@@ -832,7 +861,7 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
                     run, check.placement, budget.next(0.9), balance_before, _movements(run.index, start, placed)
                 )
                 if wanted("Balancing")
-                else _skipped("Balancing", check.placement)
+                else _skipped("Balancing", check.placement, str(only))
             )
         budget.spend(balancing.search)
     final, removed, tidy = balancing.placement, 0, None
@@ -893,15 +922,42 @@ def plan(
     phase: str | None = None,
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
+    refresh: bool = False,
 ) -> dict:
     """Run the phases on `state` and return the plan document. `search`'s `auto` values are chosen
     for this backend and cluster size. One PLB round (the replay): `phase` runs only that phase,
     `node_type` balances only that node type's nodes, nothing in the `frozen` (ServiceName,
-    PartitionId) partitions moves, swaps or is placed."""
+    PartitionId) partitions moves, swaps or is placed. `refresh`: one SF refresh, the first stage
+    that has work (`refresh_stage`)."""
     clock = _Clock()
     with clock("Prepare"):
         encoded = governed_encoding(state)
-    return plan_encoded(encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, clock=clock)
+    return plan_encoded(
+        encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, clock=clock, refresh=refresh
+    )
+
+
+NO_STAGE = "none"  # `refresh_stage` when no stage has work
+
+
+def refresh_stage(encoded: Encoded, frozen: Collection[tuple[str, str]] = ()) -> str:
+    """The stage one SF refresh runs (PLBScheduler::RefreshAction, every timer expired): the first
+    of placement (replicas to place or drop), the constraint check (a hard violation; unless
+    ConstraintCheckEnabled is false) and balancing (unless LoadBalancingEnabled is false; the
+    phase itself finds whether a metric is imbalanced), or NO_STAGE."""
+    found, settings = findings_encoded(encoded, frozen), encoded.state.settings
+    if found.unplaced:
+        return "Placement"
+    if found.violations and settings["ConstraintCheckEnabled"]:
+        return "ConstraintCheck"
+    return "Balancing" if settings["LoadBalancingEnabled"] else NO_STAGE
+
+
+def _first_refresh(encoded: Encoded) -> Encoded:
+    """`encoded` as SF's first refresh sees it: placement is NewReplicaPlacement, which moves no
+    existing replica (NewReplicaPlacementWithMove comes after PLBActionRetryTimes refreshes)."""
+    settings = dict(encoded.state.settings, MoveExistingReplicaForPlacement=False)
+    return encoded._replace(state=dataclasses.replace(encoded.state, settings=settings))
 
 
 def plan_encoded(
@@ -913,10 +969,15 @@ def plan_encoded(
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
     clock: _Clock | None = None,
+    refresh: bool = False,
 ) -> dict:
     """`plan` of a state already governed and encoded (a `Session`'s)."""
     enable_compilation_cache(only_if_unset=True)
     clock = clock or _Clock()
+    if refresh and phase is None:
+        with clock("Prepare"):
+            phase = refresh_stage(encoded, frozen)
+        encoded = _first_refresh(encoded)
     search = (search or SearchConfig()).resolved(jax.default_backend(), encoded.state.replica_count())
     priorities = _priorities(encoded.state)
     with clock("Prepare"):
@@ -934,6 +995,7 @@ def plan_encoded(
         free,
         free_partitions,
         node_type,
+        phase is not None,
     )
     out = _run_phases(run, ready.start, search.schedule, clock, phase)
     with clock("Decode"):
