@@ -11,10 +11,15 @@
 from __future__ import annotations
 
 import dataclasses
+import random
 
+import pytest
 from checker import checked_plan
 from test_policies import document, movements, phase, run
 from test_sf_fidelity import DEFAULT, _fu, _sf_nodes
+
+from plbjax.sf import SearchConfig
+from plbjax.sf._generator import ClusterSpec, generate
 
 
 def test_an_imbalanced_local_domain_triggers_balancing():
@@ -107,3 +112,51 @@ def test_one_refresh_fixes_affinity_without_balancing():
     assert not result["Remaining"]["Violations"]
     child = next(p for p in after["Partitions"] if p["ServiceName"] == "S1")
     assert sorted((r["Role"], r["NodeName"]) for r in child["Replicas"]) == [("Primary", "N0"), ("Secondary", "N1")]
+
+
+# ----------------------------------------- new partitions as the Failover Manager builds them
+
+_SMALL = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
+
+
+def _headless(doc: dict) -> set[str]:
+    """Stateful partitions with a live secondary and no live primary."""
+    stateful = {s["ServiceName"] for s in doc["Services"] if s["ServiceKind"] == "Stateful"}
+    out = set()
+    for p in doc["Partitions"]:
+        roles = {r["Role"] for r in p["Replicas"] if r.get("NodeName")}
+        if p["ServiceName"] in stateful and "Secondary" in roles and "Primary" not in roles:
+            out.add(p["PartitionId"])
+    return out
+
+
+def _with_new_partitions(seed: int) -> dict:
+    """A random cluster (plbjax-generate) with a few stateful partitions emptied (new partitions),
+    and some of their services' primaries too heavy for any node."""
+    spec = ClusterSpec(
+        nodes=6, services=3, partitions_per_service=3, replicas_per_partition=3, metrics=1, stateless_fraction=0.0
+    )
+    doc = generate(seed, spec)
+    emptied = random.Random(seed).sample(doc["Partitions"], 3)
+    for p in emptied:
+        p["Replicas"] = []
+    capacity = max(n["Capacities"]["Metric0"] for n in doc["Nodes"])
+    heavy = {p["ServiceName"] for p in emptied[:2]}
+    for svc in doc["Services"]:
+        if svc["ServiceName"] in heavy:
+            svc["Metrics"][0]["PrimaryDefaultLoad"] = capacity + 1
+    return doc
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_no_plan_leaves_secondaries_without_a_primary(seed):
+    """Property (issue 37.9), following SF's Failover Manager, which builds a partition from its
+    primary: on random clusters with new partitions, some of whose primaries fit nowhere, no plan
+    ends with a stateful partition that has live secondaries and no primary unless it began so;
+    such a partition is listed whole in Unplaced, its secondaries with the reason."""
+    doc = _with_new_partitions(seed)
+    result, after, _ = checked_plan(doc, dataclasses.replace(_SMALL, seed=seed))
+    assert _headless(after) <= _headless(doc), result["Actions"]
+    for entry in result["Unplaced"]:
+        if entry["Role"] == "Secondary" and "Reason" in entry:
+            assert any(u["PartitionId"] == entry["PartitionId"] and u["Role"] == "Primary" for u in result["Unplaced"])

@@ -321,6 +321,25 @@ def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: 
     return now
 
 
+def _headless(index: Index, now: Placement) -> np.ndarray:
+    """[P] stateful partitions whose primary has no node."""
+    primary = now.primary_of
+    on_node = (primary >= 0) & (now.node_of[np.maximum(primary, 0)] >= 0)
+    return _pad_to(index.stateful[: index.n_partitions], primary.shape[0]) & ~on_node
+
+
+def built_from_primaries(problem: Problem, index: Index, start: Placement, now: Placement) -> Placement:
+    """`now` without the replicas placed since `start` in stateful partitions left with no primary
+    (none fits, none can be promoted): SF's Failover Manager builds a partition from its primary
+    and places no secondary without one. They stay unplaced and are listed in `Unplaced`."""
+    partition = np.asarray(problem.replica_partition)
+    undo = (start.node_of < 0) & (now.node_of >= 0) & _headless(index, now)[partition]
+    if not undo.any():
+        return now
+    node_of = np.where(undo, -1, now.node_of)
+    return Placement(node_of, now.primary_of, assess(problem, node_of, now.primary_of))
+
+
 _PROMOTION_KEYS = ("capacity", "affinity", "preferred", "threshold")  # the constraints a role change can alter
 
 
@@ -683,8 +702,11 @@ def _local_entry(before: MetricBalance, after: MetricBalance) -> dict:
     return {"LocallyImbalanced": {"Before": list(before.local), "After": list(after.local)}}
 
 
+_NO_PRIMARY = "its partition's primary fits nowhere: secondaries are placed only with a primary (SF's Failover Manager)"
+
+
 def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
-    out = []
+    out, headless = [], _headless(index, final)
     for r in np.flatnonzero(final.report["violations"]["unplaced"]):
         p = int(problem.replica_partition[r])
         service, pid = index.partitions[p]
@@ -698,6 +720,7 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
                     index, problem, final.node_of, final.primary_of, final.report["loads"], int(r)
                 ),
             }
+            | ({"Reason": _NO_PRIMARY} if role == "Secondary" and headless[p] else {})
         )
     return out
 
@@ -843,6 +866,7 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
         )
         budget.spend(placement.search)
         placed = elect_primaries(run.problem, run.index, placement.placement, run.priorities)
+        placed = built_from_primaries(run.problem, run.index, start, placed)
     check = _Phase(placed, _interrupted("ConstraintCheck"), None)
     if not STOP.is_set():
         with clock("ConstraintCheck"):
