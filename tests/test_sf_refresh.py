@@ -160,3 +160,57 @@ def test_no_plan_leaves_secondaries_without_a_primary(seed):
     for entry in result["Unplaced"]:
         if entry["Role"] == "Secondary" and "Reason" in entry:
             assert any(u["PartitionId"] == entry["PartitionId"] and u["Role"] == "Primary" for u in result["Unplaced"])
+
+
+# ------------------------------------------------ defragmentation by swaps only (issue 37.8)
+
+
+def _defrag(layout: list[tuple[int, int, str]]) -> dict:
+    """SF's DefragShould(Not)SwapTest: four nodes of DefragMetric capacity 100, DefragMetric a
+    defragmentation metric with threshold 1, SwapPrimaryProbability 1 (the search only swaps
+    primaries), one stateful service per (primary load, secondary load, replicas)."""
+    four = [dict(n, FaultDomain=f"fd:/dc0/r{i}", Capacities={"DefragMetric": 100}) for i, n in enumerate(_sf_nodes(4))]
+    services, partitions = [], []
+    for i, (primary, secondary, replicas) in enumerate(layout):
+        metric = {
+            "Name": "DefragMetric",
+            "Weight": "High",
+            "PrimaryDefaultLoad": primary,
+            "SecondaryDefaultLoad": secondary,
+        }
+        target = len(replicas.split(","))
+        services.append(
+            {"ServiceName": f"S{i}", "ServiceKind": "Stateful", "TargetReplicaSetSize": target, "Metrics": [metric]}
+        )
+        partitions.append(_fu(f"S{i}", f"p{i}", replicas))
+    settings = {"PreventTransientOvercommit": True, "SwapPrimaryProbability": 1.0}
+    return document(
+        services,
+        partitions,
+        four,
+        None,
+        False,
+        Settings=settings,
+        DefragmentationMetrics={"DefragMetric": True},
+        MetricBalancingThresholds={"DefragMetric": 1},
+    )
+
+
+def test_defragmentation_swaps_primaries_to_pack_nodes():
+    """SF's DefragShouldSwapTest (PLBBalancing.Test.cpp:2646), following Searcher's move choice
+    (SwapPrimaryProbability 1: swaps only): loads 60, 50, 60, 50; swapping partition 1's primary
+    to N0 and partition 3's to N3 packs them to 100, 10, 100, 10 in SF's two swaps."""
+    doc = _defrag([(50, 50, "P/0"), (50, 10, "P/1, S/0"), (50, 50, "P/2"), (10, 50, "P/2, S/3")])
+    result, _ = run(doc, DEFAULT)
+    swaps = sorted((a["PartitionId"], a["TargetNode"]) for a in result["Actions"])
+    assert swaps == [("p1", "N0"), ("p3", "N3")], result["Actions"]
+    assert all(a["Action"] == "SwapPrimarySecondary" for a in result["Actions"])
+
+
+def test_defragmentation_that_needs_a_move_does_nothing_when_only_swaps_are_searched():
+    """SF's DefragShouldNotSwapTest (PLBBalancing.Test.cpp:2707), following Searcher's move choice:
+    loads 10, 100, 10, 100; only merging the two 10s (a move) would pack more, and
+    SwapPrimaryProbability 1 searches swaps only: SF makes no action."""
+    doc = _defrag([(50, 50, "P/1"), (50, 10, "P/1, S/0"), (50, 50, "P/3"), (10, 50, "P/2, S/3")])
+    result, _ = run(doc, DEFAULT)
+    assert result["Actions"] == []

@@ -51,6 +51,7 @@ from plbjax.sf._explain import Stages, drop_reasons, explain, throttle_limits
 from plbjax.sf._governance import apply_resource_governance
 from plbjax.sf._model import model
 from plbjax.sf._search import SearchConfig
+from plbjax.sf._settings import PLB_SETTINGS
 from plbjax.sf._state import ClusterState
 
 SCHEMA_VERSION = 1
@@ -106,6 +107,7 @@ class _Run:
     free_partitions: np.ndarray  # [P]
     node_type: str | None = None  # balancing moves only replicas on this node type's nodes
     one_refresh: bool = False  # one SF refresh runs one stage: children wait for parents placed before it
+    balancing_model: Model | None = None  # balancing's search when SwapPrimaryProbability is set (else `model`)
 
 
 class _Phase(NamedTuple):
@@ -573,10 +575,19 @@ def _throttled_partitions(state: ClusterState, index: Index, problem: Problem) -
     return (counts > 0) & (counts >= state.settings["MovementPerPartitionThrottleThreshold"])
 
 
+def _balancing_model(state: ClusterState, search: SearchConfig) -> Model | None:
+    """Balancing's search with the state's SwapPrimaryProbability (SF's Searcher: a primary swap with
+    that probability, else a move) when its Settings give one other than SF's default; None: the
+    search's `swap_probability`, which every other phase uses."""
+    given = float(state.settings["SwapPrimaryProbability"])
+    return None if given == PLB_SETTINGS["SwapPrimaryProbability"] else model(given)
+
+
 def _balancing_phase(run: _Run, now: Placement, schedule: Schedule, balance: list[MetricBalance], spent: int) -> _Phase:
     """Balance the imbalanced service domains; `spent`: movements placement made that count against
     the same throttles."""
     problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    run = dataclasses.replace(run, model=run.balancing_model or run.model)
     over = now.report["violations"]["threshold"][: index.n_nodes, : len(index.metrics)] > 0
     imbalanced = {b.metric for b in balance if not b.balanced} | {index.metrics[m] for m in np.flatnonzero(over.any(0))}
     services, reason = _balancing_scope(state, imbalanced)
@@ -1020,6 +1031,7 @@ def plan_encoded(
         free_partitions,
         node_type,
         phase is not None,
+        _balancing_model(ready.state, search),
     )
     out = _run_phases(run, ready.start, search.schedule, clock, phase)
     with clock("Decode"):
