@@ -281,7 +281,7 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     with _stop_on_signals("plbjax", stopping, run_dir) as signals:
         progress = Progress() if cfg.progress else None
         plan, running = _plan_in_worker(
-            lambda unsearched: make_plan(state, cfg.search, progress, unsearched=unsearched),
+            lambda unsearched: make_plan(state, cfg.search, progress, unsearched=unsearched, refresh=cfg.refresh),
             signals,
             wait=run_dir is not None and HydraConfig.get().mode == RunMode.MULTIRUN,
         )

@@ -42,6 +42,7 @@ class RunConfig:
     out: str | None = None  # also write the plan here (it is always written to the run directory)
     plot: str | None = None  # PNG of node loads per metric before and after the plan
     progress: bool = True  # progress lines on stderr for searches longer than a few seconds
+    refresh: bool = False  # one SF refresh: only the first stage with work (placement, constraint check, balancing)
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)

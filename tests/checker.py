@@ -165,12 +165,12 @@ def node_loads(state: ClusterState, document: dict) -> dict[str, Counter]:
     return loads
 
 
-def checked_plan(doc: dict, config) -> tuple[dict, dict, ClusterState]:
-    """plan(doc), checked against the schema and against its own Actions: they apply to the input,
+def checked_plan(doc: dict, config, **options) -> tuple[dict, dict, ClusterState]:
+    """plan(doc, config, **options), checked against the schema and against its own Actions: they apply to the input,
     reproduce LoadsBefore/LoadsAfter, form a net diff, and leave the input unchanged. Returns
     (plan, the document after the Actions, the parsed state)."""
     state = parse_state(doc)
-    result = plan(state, config)
+    result = plan(state, config, **options)
     jsonschema.Draft202012Validator(PLAN_SCHEMA).validate(result)
     after = apply_actions(doc, result["Actions"])
     for name, loads in (("LoadsBefore", node_loads(state, doc)), ("LoadsAfter", node_loads(state, after))):

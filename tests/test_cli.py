@@ -111,6 +111,7 @@ def _bad(tmp_path, doc) -> Path:
         ([f"state={EXAMPLE}", "search.chainz=4"], "chainz"),
         ([f"state={EXAMPLE}", "search.population=maybe"], "search.population"),
         ([f"state={EXAMPLE}", "search.room=0"], "search.room"),
+        ([f"state={EXAMPLE}", "refresh=maybe"], "refresh"),
         ([f"state={EXAMPLE}", "out=."], "out"),
         ([f"state={EXAMPLE}", "nonsense"], "nonsense"),
         ([], "state"),

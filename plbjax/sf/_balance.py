@@ -5,11 +5,18 @@ A metric is imbalanced when its largest node load exceeds the activity threshold
 largest to smallest load exceeds the balancing threshold — both strict, as in SF's source. A gap of
 at most one load unit is balanced; a smallest load of 0 with a larger gap is imbalanced. A threshold
 of 0 or a metric weight of 0 means the metric never triggers balancing.
+
+SF also checks each service with two or more partitions on its own (its local balancing domain,
+BalanceCheckerCreator::CreateLoadBalancingDomainEntries): the service's own node loads of each
+metric against LocalBalancingThreshold (default 0: never), the activity threshold against the
+cluster's largest load (LoadBalancingDomainEntry::RefreshIsBalanced). One imbalanced local domain
+makes its metric need balancing (BalanceChecker: any imbalanced domain).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,8 +50,33 @@ class MetricBalance:
     min_load: float
     threshold: float
     activity: float
-    balanced: bool
+    balanced: bool  # the metric's loads and every service's own (local) loads
     deviation: float
+    local: tuple[str, ...] = ()  # services whose own loads of the metric are imbalanced
+
+
+class LocalLoads(NamedTuple):
+    """Each service's own node loads, for SF's local balancing domains."""
+
+    services: tuple[str, ...]
+    loads: np.ndarray  # [S, N, Ms] load per service, node and metric slot
+    nodes: np.ndarray  # [S, N] nodes counted for each service
+    slots: np.ndarray  # [S, Ms] metric index of each slot, -1 padded
+    weights: np.ndarray  # [S, Ms] > 0 where the service has a local domain of that metric
+
+
+def _imbalanced_services(
+    local: LocalLoads | None, m: int, members: np.ndarray, threshold: float, activity: float, hi: float
+) -> tuple[str, ...]:
+    """Services whose own loads of metric `m` on `members` break LocalBalancingThreshold."""
+    if local is None or threshold <= 0 or (activity > 0 and hi <= activity):
+        return ()
+    out = []
+    for s, k in zip(*np.nonzero((local.slots == m) & (local.weights > 0))):
+        values = local.loads[s, : members.shape[0], k][local.nodes[s, : members.shape[0]] & members]
+        if values.size and not is_balanced(float(values.max()), float(values.min()), threshold, 0.0):
+            out.append(local.services[s])
+    return tuple(out)
 
 
 def thresholds(state: ClusterState, metric: str, node_type: str | None) -> tuple[float, float]:
@@ -70,9 +102,11 @@ def metric_balance(
     loads: np.ndarray,
     counted: np.ndarray,
     weights: np.ndarray,
+    local: LocalLoads | None = None,
 ) -> list[MetricBalance]:
     """Balance of every metric — and node type, with SeparateBalancingStrategyPerNodeType — from node
-    loads [N, M] over the nodes `counted` [M, N] for each metric."""
+    loads [N, M] over the nodes `counted` [M, N] for each metric, and each service's `local` loads
+    (None: LocalBalancingThreshold is off)."""
     n = len(node_types)
     kinds = np.array(node_types, dtype=object)
     groups: list[tuple[str | None, np.ndarray]] = [(None, np.ones(n, bool))]
@@ -85,10 +119,13 @@ def metric_balance(
             hi, lo = (float(values.max()), float(values.min())) if values.size else (0.0, 0.0)
             mean = float(values.mean()) if values.size else 0.0
             threshold, activity = thresholds(state, name, node_type)
+            services: tuple[str, ...] = ()
             if state.defragmentation_metrics.get(name):
                 balanced = not needs_defragmentation(hi, lo, threshold, float(weights[m]))
             else:
                 balanced = is_balanced(hi, lo, threshold, activity, float(weights[m]))
+                local_threshold = float(state.settings["LocalBalancingThreshold"])
+                services = _imbalanced_services(local, m, members & counted[m, :n], local_threshold, activity, hi)
             out.append(
                 MetricBalance(
                     name,
@@ -97,8 +134,9 @@ def metric_balance(
                     lo,
                     threshold,
                     activity,
-                    balanced,
+                    balanced and not services,
                     float(values.std() / mean) if mean > 0 else 0.0,
+                    services,
                 )
             )
     return out

@@ -415,7 +415,9 @@ KINDS = (propose_move, propose_swap, propose_exchange)
 
 
 def shares(swap: float, exchange: float) -> tuple[float, ...]:
-    """The probability of each of `KINDS` (replica moves take what the others leave)."""
+    """The probability of each of `KINDS` (replica moves take what the others leave; exchanges, which
+    move two replicas, no more than swaps leave: SwapPrimaryProbability 1 searches swaps only)."""
+    exchange = min(exchange, 1.0 - swap)
     return (max(1.0 - swap - exchange, 0.0), swap, exchange)
 
 

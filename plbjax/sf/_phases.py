@@ -24,7 +24,7 @@ import numpy as np
 
 from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal, enable_compilation_cache
 from plbjax.sf import _energy as E
-from plbjax.sf._balance import MetricBalance, metric_balance, service_domains
+from plbjax.sf._balance import LocalLoads, MetricBalance, metric_balance, service_domains
 from plbjax.sf._constraints import measures, violations
 from plbjax.sf._decoding import diff, settle
 from plbjax.sf._diagnostics import elimination_sequence, health_reports
@@ -51,6 +51,7 @@ from plbjax.sf._explain import Stages, drop_reasons, explain, throttle_limits
 from plbjax.sf._governance import apply_resource_governance
 from plbjax.sf._model import model
 from plbjax.sf._search import SearchConfig
+from plbjax.sf._settings import PLB_SETTINGS
 from plbjax.sf._state import ClusterState
 from plbjax.version import VERSION
 
@@ -106,6 +107,8 @@ class _Run:
     free: np.ndarray  # [R] replicas outside frozen partitions (what any search may touch)
     free_partitions: np.ndarray  # [P]
     node_type: str | None = None  # balancing moves only replicas on this node type's nodes
+    one_refresh: bool = False  # one SF refresh runs one stage: children wait for parents placed before it
+    balancing_model: Model | None = None  # balancing's search when SwapPrimaryProbability is set (else `model`)
 
 
 class _Phase(NamedTuple):
@@ -321,6 +324,25 @@ def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: 
     return now
 
 
+def _headless(index: Index, now: Placement) -> np.ndarray:
+    """[P] stateful partitions whose primary has no node."""
+    primary = now.primary_of
+    on_node = (primary >= 0) & (now.node_of[np.maximum(primary, 0)] >= 0)
+    return _pad_to(index.stateful[: index.n_partitions], primary.shape[0]) & ~on_node
+
+
+def built_from_primaries(problem: Problem, index: Index, start: Placement, now: Placement) -> Placement:
+    """`now` without the replicas placed since `start` in stateful partitions left with no primary
+    (none fits, none can be promoted): SF's Failover Manager builds a partition from its primary
+    and places no secondary without one. They stay unplaced and are listed in `Unplaced`."""
+    partition = np.asarray(problem.replica_partition)
+    undo = (start.node_of < 0) & (now.node_of >= 0) & _headless(index, now)[partition]
+    if not undo.any():
+        return now
+    node_of = np.where(undo, -1, now.node_of)
+    return Placement(node_of, now.primary_of, assess(problem, node_of, now.primary_of))
+
+
 _PROMOTION_KEYS = ("capacity", "affinity", "preferred", "threshold")  # the constraints a role change can alter
 
 
@@ -386,8 +408,12 @@ def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
     todo = np.zeros_like(now.node_of, dtype=bool)
     todo[: index.n_replicas] = now.node_of[: index.n_replicas] < 0
     todo &= ~_everywhere(state, index)
+    waiting = _waiting_children(run, now) & todo
+    todo &= ~waiting
     if not todo.any():
         reason = "no replica is missing" if not added else f"{added} instance(s) added on every node with room"
+        if waiting.any():
+            reason = f"{reason}; {_WAITING.format(int(waiting.sum()))}"
         return _Phase(now, {"Phase": "Placement", "Ran": bool(added), "Reason": reason}, None)
     # replicas of lower priority than one waiting for a node may be migrated to make room for it
     priority = {s.name: s.priority for s in state.services}
@@ -420,9 +446,30 @@ def _placement_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
         ):
             result, left = moved, int(moved.report["violations"]["unplaced"].sum())
             reason += "; existing replicas moved to make room"
+    left -= int(waiting.sum())
     if left:
         reason += f"; {left} could not be placed (see Unplaced)"
+    if waiting.any():
+        reason += "; " + _WAITING.format(int(waiting.sum()))
     return _Phase(result, {"Phase": "Placement", "Ran": True, "Reason": reason}, search)
+
+
+_WAITING = (
+    "{} replica(s) of affinity children wait for a later refresh"
+    " (their parent has no replica; PlaceChildWithoutParent is false)"
+)
+
+
+def _waiting_children(run: _Run, now: Placement) -> np.ndarray:
+    """[R] replicas one refresh does not place when PlaceChildWithoutParent is false: those of
+    affinity children whose parent partition has no replica yet (SF's AffinitySubspace::
+    GetTargetNodes: no candidate node while the parent's ExistingReplicaCount is 0)."""
+    parent = np.asarray(run.problem.replica_parent)
+    if not run.one_refresh or run.state.settings["PlaceChildWithoutParent"] or not (parent >= 0).any():
+        return np.zeros(parent.shape[0], bool)
+    partition = np.asarray(run.problem.replica_partition)
+    placed = np.bincount(partition[now.node_of >= 0], minlength=now.primary_of.shape[0])
+    return (parent >= 0) & (placed[np.maximum(parent, 0)] == 0)
 
 
 def _violating(index: Index, problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:
@@ -487,11 +534,28 @@ def _constraint_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
     return _Phase(now, {"Phase": "ConstraintCheck", "Ran": True, "Reason": reason + "; no fix found"}, search)
 
 
-def _balances(state: ClusterState, problem: Problem, index: Index, report: dict) -> list[MetricBalance]:
+def _balances(state: ClusterState, problem: Problem, index: Index, now: Placement) -> list[MetricBalance]:
+    """Balance of each metric at `now`, each service's own loads included when LocalBalancingThreshold is on."""
     m = len(index.metrics)
     weights = np.asarray(problem.global_weight)[:m]
+    local = None
+    if float(state.settings["LocalBalancingThreshold"]) > 0:
+        loads = np.asarray(E.local_loads(problem, jnp.asarray(now.node_of), jnp.asarray(now.primary_of)))
+        local = LocalLoads(
+            tuple(index.services),
+            loads,
+            np.asarray(E.local_masks(problem)),
+            np.asarray(problem.service_metrics),
+            np.asarray(problem.local_weight),
+        )
     return metric_balance(
-        state, index.metrics, index.node_types, report["loads"][:, :m], np.asarray(problem.metric_nodes)[:m], weights
+        state,
+        index.metrics,
+        index.node_types,
+        now.report["loads"][:, :m],
+        np.asarray(problem.metric_nodes)[:m],
+        weights,
+        local,
     )
 
 
@@ -530,10 +594,19 @@ def _throttled_partitions(state: ClusterState, index: Index, problem: Problem) -
     return (counts > 0) & (counts >= state.settings["MovementPerPartitionThrottleThreshold"])
 
 
+def _balancing_model(state: ClusterState, search: SearchConfig) -> Model | None:
+    """Balancing's search with the state's SwapPrimaryProbability (SF's Searcher: a primary swap with
+    that probability, else a move) when its Settings give one other than SF's default; None: the
+    search's `swap_probability`, which every other phase uses."""
+    given = float(state.settings["SwapPrimaryProbability"])
+    return None if given == PLB_SETTINGS["SwapPrimaryProbability"] else model(given)
+
+
 def _balancing_phase(run: _Run, now: Placement, schedule: Schedule, balance: list[MetricBalance], spent: int) -> _Phase:
     """Balance the imbalanced service domains; `spent`: movements placement made that count against
     the same throttles."""
     problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    run = dataclasses.replace(run, model=run.balancing_model or run.model)
     over = now.report["violations"]["threshold"][: index.n_nodes, : len(index.metrics)] > 0
     imbalanced = {b.metric for b in balance if not b.balanced} | {index.metrics[m] for m in np.flatnonzero(over.any(0))}
     services, reason = _balancing_scope(state, imbalanced)
@@ -635,8 +708,10 @@ def _history(state: ClusterState, index: Index, before: Placement, after: Placem
 
 
 def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) -> list[dict]:
+    """The plan's `Balance`; `LocallyImbalanced` only where a service's own loads break LocalBalancingThreshold."""
     return [
-        {
+        _local_entry(b, a)
+        | {
             "Metric": b.metric,
             "NodeType": b.node_type,
             "MaxLoad": b.max_load,
@@ -652,8 +727,17 @@ def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) ->
     ]
 
 
+def _local_entry(before: MetricBalance, after: MetricBalance) -> dict:
+    if not (before.local or after.local):
+        return {}
+    return {"LocallyImbalanced": {"Before": list(before.local), "After": list(after.local)}}
+
+
+_NO_PRIMARY = "its partition's primary fits nowhere: secondaries are placed only with a primary (SF's Failover Manager)"
+
+
 def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
-    out = []
+    out, headless = [], _headless(index, final)
     for r in np.flatnonzero(final.report["violations"]["unplaced"]):
         p = int(problem.replica_partition[r])
         service, pid = index.partitions[p]
@@ -667,6 +751,7 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
                     index, problem, final.node_of, final.primary_of, final.report["loads"], int(r)
                 ),
             }
+            | ({"Reason": _NO_PRIMARY} if role == "Secondary" and headless[p] else {})
         )
     return out
 
@@ -802,8 +887,9 @@ class _Outcome(NamedTuple):
     minimal: bool  # the minimal-movement pass ran to its end (or had nothing to do)
 
 
-def _skipped(name: str, now: Placement) -> _Phase:
-    return _Phase(now, {"Phase": name, "Ran": False, "Reason": "not this round (one phase was asked for)"}, None)
+def _skipped(name: str, now: Placement, only: str) -> _Phase:
+    reason = "one refresh: no stage has work" if only == NO_STAGE else f"one refresh runs one stage: {only}"
+    return _Phase(now, {"Phase": name, "Ran": False, "Reason": reason}, None)
 
 
 def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, only: str | None = None) -> _Outcome:
@@ -818,20 +904,21 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
             placement = (
                 _placement_phase(run, start, budget.next(1 / 3))
                 if wanted("Placement")
-                else _skipped("Placement", start)
+                else _skipped("Placement", start, str(only))
             )
         budget.spend(placement.search)
         placed = elect_primaries(run.problem, run.index, placement.placement, run.priorities)
+        placed = built_from_primaries(run.problem, run.index, start, placed)
     check = _Phase(placed, _interrupted("ConstraintCheck"), None)
     if not STOP.is_set():
         with clock("ConstraintCheck"):
             check = (
                 _constraint_phase(run, placed, budget.next(1 / 2))
                 if wanted("ConstraintCheck")
-                else _skipped("ConstraintCheck", placed)
+                else _skipped("ConstraintCheck", placed, str(only))
             )
         budget.spend(check.search)
-    balance_before = _balances(run.state, run.problem, run.index, check.placement.report)
+    balance_before = _balances(run.state, run.problem, run.index, check.placement)
     balancing = _Phase(check.placement, _interrupted("Balancing"), None)
     if not STOP.is_set():
         with clock("Balancing"):
@@ -844,7 +931,7 @@ def _run_phases(run: _Run, start: Placement, schedule: Schedule, clock: _Clock, 
                     _movements(run.index, start, placed),
                 )
                 if wanted("Balancing")
-                else _skipped("Balancing", check.placement)
+                else _skipped("Balancing", check.placement, str(only))
             )
         budget.spend(balancing.search)
     with clock("FewestMovements"):
@@ -908,19 +995,52 @@ def plan(
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
     unsearched: Callable[[Callable[[], dict] | None], None] | None = None,
+    refresh: bool = False,
 ) -> dict:
     """Run the phases on `state` and return the plan document. `search`'s `auto` values are chosen
     for this backend and cluster size. One PLB round (the replay): `phase` runs only that phase,
     `node_type` balances only that node type's nodes, nothing in the `frozen` (ServiceName,
     PartitionId) partitions moves, swaps or is placed. `unsearched`, for a caller that may have to
     stop before the search ends (a compilation cannot be interrupted), receives a function that
-    builds the plan of the prepared state with nothing searched, then None once the search is over."""
+    builds the plan of the prepared state with nothing searched, then None once the search is over.
+    `refresh`: one SF refresh, the first stage that has work (`refresh_stage`)."""
     clock = _Clock()
     with clock("Prepare"):
         encoded = governed_encoding(state)
     return plan_encoded(
-        encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, clock=clock, unsearched=unsearched
+        encoded,
+        search,
+        progress,
+        phase=phase,
+        node_type=node_type,
+        frozen=frozen,
+        clock=clock,
+        unsearched=unsearched,
+        refresh=refresh,
     )
+
+
+NO_STAGE = "none"  # `refresh_stage` when no stage has work
+
+
+def refresh_stage(encoded: Encoded, frozen: Collection[tuple[str, str]] = ()) -> str:
+    """The stage one SF refresh runs (PLBScheduler::RefreshAction, every timer expired): the first
+    of placement (replicas to place or drop), the constraint check (a hard violation; unless
+    ConstraintCheckEnabled is false) and balancing (unless LoadBalancingEnabled is false; the
+    phase itself finds whether a metric is imbalanced), or NO_STAGE."""
+    found, settings = findings_encoded(encoded, frozen), encoded.state.settings
+    if found.unplaced:
+        return "Placement"
+    if found.violations and settings["ConstraintCheckEnabled"]:
+        return "ConstraintCheck"
+    return "Balancing" if settings["LoadBalancingEnabled"] else NO_STAGE
+
+
+def _first_refresh(encoded: Encoded) -> Encoded:
+    """`encoded` as SF's first refresh sees it: placement is NewReplicaPlacement, which moves no
+    existing replica (NewReplicaPlacementWithMove comes after PLBActionRetryTimes refreshes)."""
+    settings = dict(encoded.state.settings, MoveExistingReplicaForPlacement=False)
+    return encoded._replace(state=dataclasses.replace(encoded.state, settings=settings))
 
 
 def plan_encoded(
@@ -933,10 +1053,15 @@ def plan_encoded(
     frozen: Collection[tuple[str, str]] = (),
     clock: _Clock | None = None,
     unsearched: Callable[[Callable[[], dict] | None], None] | None = None,
+    refresh: bool = False,
 ) -> dict:
     """`plan` of a state already governed and encoded (a `Session`'s)."""
     enable_compilation_cache(only_if_unset=True)
     clock = clock or _Clock()
+    if refresh and phase is None:
+        with clock("Prepare"):
+            phase = refresh_stage(encoded, frozen)
+        encoded = _first_refresh(encoded)
     search = (search or SearchConfig()).resolved(jax.default_backend(), encoded.state.replica_count())
     priorities = _priorities(encoded.state)
     with clock("Prepare"):
@@ -954,6 +1079,8 @@ def plan_encoded(
         free,
         free_partitions,
         node_type,
+        phase is not None,
+        _balancing_model(ready.state, search),
     )
     if unsearched is not None:
         unsearched(lambda: _unsearched_plan(run, ready, search))
@@ -970,7 +1097,7 @@ def _unsearched_plan(run: _Run, ready: _Prepared, search: SearchConfig) -> dict:
     """The plan of a run stopped before its first search: the prepared state as it is."""
     start = ready.start
     phases = [_Phase(start, _interrupted(name), None) for name in ("Placement", "ConstraintCheck", "Balancing")]
-    balance = _balances(run.state, run.problem, run.index, start.report)
+    balance = _balances(run.state, run.problem, run.index, start)
     out = _Outcome(phases[0], start, phases[1], phases[2], balance, start, 0, [], True)
     return {**_document(run, ready, out), "Search": _search_entry(search, out, _Clock())}
 
@@ -983,7 +1110,7 @@ def _document(run: _Run, ready: _Prepared, out: _Outcome) -> dict:
         dropped = sum(a["Action"].startswith("Drop") for a in ready.drops)
         placement = dict(placement, Ran=True, Reason=f"{dropped} surplus replica(s) dropped; {placement['Reason']}")
     final = out.final
-    balance_after = _balances(run.state, problem, index, final.report)
+    balance_after = _balances(run.state, problem, index, final)
     told = explain(
         run.state,
         index,
@@ -1048,7 +1175,7 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
     return Findings(
         unplaced + surplus,
         int(violating.sum()),
-        _balances(state, problem, index, now.report),
+        _balances(state, problem, index, now),
         float(now.report["avg"]),
         {name: {m: float(loads[n, k]) for k, m in enumerate(index.metrics)} for n, name in enumerate(index.nodes)},
         {kind: int(replicas.sum()) for kind, replicas in by_kind.items() if replicas.any()},

@@ -75,10 +75,11 @@ class Session:
         phase: str | None = None,
         node_type: str | None = None,
         frozen: Collection[tuple[str, str]] = (),
+        refresh: bool = False,
     ) -> dict:
         """The plan of `doc` (`plbjax.sf.plan`, with the same round arguments)."""
         encoded = self.encoded(doc)
-        return plan_encoded(encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen)
+        return plan_encoded(encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, refresh=refresh)
 
     def encoded(self, doc: dict) -> Encoded:
         """`doc` parsed, governed and encoded."""
