@@ -28,7 +28,7 @@ def _nodes(n: int, capacity: float | None = None, **disabled: str) -> list[dict]
     """N0..N{n-1}, each alone in its fault (dc0/r{i}) and upgrade domain; `disabled` {node: intent}."""
     out = []
     for i in range(n):
-        node = {"NodeName": f"N{i}", "FaultDomain": f"fd:/dc0/r{i}", "UpgradeDomain": f"UD{i}"}
+        node: dict = {"NodeName": f"N{i}", "FaultDomain": f"fd:/dc0/r{i}", "UpgradeDomain": f"UD{i}"}
         if capacity is not None:
             node["Capacities"] = {METRIC: capacity}
         if f"N{i}" in disabled:
@@ -72,6 +72,30 @@ def test_balancing_leaves_a_paused_node_out(sf_test, load, layout, moves):
     assert sum(n == "N0" for n in node_of(after).values()) == on_n0, sf_test
     if not moves:
         assert not phase(result, "Balancing")["Ran"], sf_test
+
+
+@pytest.mark.parametrize(
+    "sf_test, layout, moves",
+    [
+        ("DefragNotNeededWithEmptyDeactivatedNodeTest (:3820)", [], 0),
+        ("DefragNotNeededWithNotEmptyDeactivatedNodeTest (:3847)", ["P/0"], 0),
+        ("DefragNeededWithEmptyDeactivatedNodeTest (:3878)", ["P/1"], 1),
+        ("DefragNeededWithNotEmptyDeactivatedNodeTest (:3910)", ["P/0", "P/1"], 1),
+    ],
+)
+def test_defragmentation_leaves_a_paused_node_out(sf_test, layout, moves):
+    """SF's PLBBalancing.Test.cpp tests named, on DefragWithDeactivatedNodeHelper (:10374): N0
+    paused, N1 and N2 (capacity 100, one fault and upgrade domain); four 10-load primaries on N2,
+    then `layout`; MyMetric defragmented with balancing threshold 10. The empty N1 keeps
+    defragmentation from triggering; once N1 holds one, SF moves it to N2 (1=>2), N0 left alone."""
+    nodes = [dict(n, FaultDomain="fd:/dc0/r0", UpgradeDomain="0") for n in _nodes(3, 100, N0="Pause")]
+    partitions = [_fu("S", f"p{k}", "P/2") for k in range(4)] + [_fu("S", f"q{k}", s) for k, s in enumerate(layout)]
+    doc = document([_stateful("S", 1, 10)], partitions, nodes, None, False)
+    doc |= {"DefragmentationMetrics": {METRIC: True}, "MetricBalancingThresholds": {METRIC: 10}}
+    result, _ = run(doc, DEFAULT)
+    assert [(a["Action"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]] == [
+        ("MovePrimary", "N1", "N2")
+    ] * moves, (sf_test, result["Actions"])
 
 
 def test_no_balancing_move_goes_to_a_deactivated_node():
