@@ -177,3 +177,26 @@ def test_absent_intent_is_pause_and_only_a_disabled_node_has_one():
     doc["Nodes"][0]["DeactivationIntent"] = "Restart"
     with pytest.raises(BadInput, match=r"Nodes\[0\].DeactivationIntent"):
         parse_state(doc)
+
+
+def test_a_paused_nodes_replica_is_neither_moved_nor_joined():
+    """SF's PlacementWithNodeDeactivationTest2 (PLBPlacement.Test.cpp:6896): N0-N4 in dc{i%2}/r{i/2},
+    N5 (dc1/r2) paused; a RequireDomainDistribution partition P/0,S/2,S/5 lacks a fourth replica with
+    FaultDomainConstraintPriority 0. SF makes no action: no new replica fits the spread, and the
+    paused N5's secondary stays."""
+    nodes = [dict(n, FaultDomain=f"fd:/dc{i % 2}/r{i // 2}") for i, n in enumerate(_nodes(6, 100, N5="Pause"))]
+    service = dict(_stateful("S", 4, 0), PlacementPolicies=[{"Type": "RequireDomainDistribution"}])
+    doc = document([service], [_fu("S", "p", "P/0, S/2, S/5")], nodes, None, False)
+    doc["Settings"] = {"FaultDomainConstraintPriority": 0}
+    result, _ = run(doc, DEFAULT)
+    assert not result["Actions"], result["Actions"]
+
+
+def test_instances_on_every_node_skip_a_paused_node():
+    """SF's PlacementWithNodeDeactivationTest3 (PLBPlacement.Test.cpp:6927): N3 paused, instances on
+    N0, N1 and N3 of a service on every node (SF's test writes them P/0, S/1, S/3 of a stateless
+    service with replica difference INT_MAX): SF adds one, "0 add instance 2"."""
+    service = {"ServiceName": "S", "ServiceKind": "Stateless", "InstanceCount": -1}
+    doc = document([service], [_fu("S", "0", "I/0, I/1, I/3")], _nodes(4, N3="Pause"), None, False)
+    result, _ = run(doc, DEFAULT)
+    assert [(a["Action"], a["TargetNode"]) for a in result["Actions"]] == [("AddInstance", "N2")], result["Actions"]
