@@ -121,7 +121,8 @@ def test_small_cluster_is_carried_over():
 def test_paged_dump_merges_pages_and_maps_values():
     doc, report = import_dump(str(DUMPS / "paged"))
     assert len(doc["Nodes"]) == 6 and len(doc["Services"]) == 5
-    assert {n["NodeName"]: n["NodeStatus"] for n in doc["Nodes"]}["_FrontEnd_2"] == "Disabled"
+    frontend2 = next(n for n in doc["Nodes"] if n["NodeName"] == "_FrontEnd_2")
+    assert (frontend2["NodeStatus"], frontend2["DeactivationIntent"]) == ("Disabled", "Restart")
     backend = doc["NodeTypes"][1]["PlacementAndLoadBalancingOverrides"]
     assert backend == {
         "MetricBalancingThresholdsPerNodeType": {"CPU": 1.2},
@@ -415,6 +416,8 @@ def test_every_documented_node_value_is_accepted(tmp_path):
                 if want == "Up" and intent != "Invalid" and deactivation != "None":
                     want = "Disabled"
                 assert got == want, (status, intent, deactivation)
+                carried = doc["Nodes"][1].get("DeactivationIntent")
+                assert carried == (intent if want == "Disabled" and intent != "Invalid" else None)
 
 
 ROLES = (

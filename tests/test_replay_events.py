@@ -69,17 +69,20 @@ def test_unknown_node_names_the_key(small):
 
 
 @pytest.mark.parametrize(
-    "intent, lost, primary_stays", [("Pause", False, True), ("Restart", False, False), ("RemoveData", True, False)]
+    "intent, lost, primary_stays",
+    [("Pause", False, True), ("Restart", False, False), ("RemoveData", True, False), ("RemoveNode", True, False)],
 )
 def test_node_deactivation_intents(small, intent, lost, primary_stays):
+    """NodeDisabled sets the node's DeactivationIntent (the state's, issue 37.6); NodeEnabled clears it."""
     doc = apply(small, "NodeDisabled", NodeName="N0", Intent=intent)
-    assert node(doc, "N0")["NodeStatus"] == "Disabled"
+    assert node(doc, "N0")["NodeStatus"] == "Disabled" and node(doc, "N0")["DeactivationIntent"] == intent
     reps = replicas(doc)
     assert ("100" not in reps) == lost
     if not lost:
         assert (reps["100"]["Role"] == "Primary") == primary_stays
     assert sum(r["Role"] == "Primary" for r in doc["Partitions"][0]["Replicas"]) == 1
-    assert node(apply(doc, "NodeEnabled", NodeName="N0"), "N0")["NodeStatus"] == "Up"
+    assert "DeactivationIntent" not in node(apply(doc, "NodeEnabled", NodeName="N0"), "N0")
+    assert "DeactivationIntent" not in node(apply(doc, "NodeDown", NodeName="N0"), "N0")
 
 
 def test_load_reports_replica_partition_role_and_service_defaults(small):
@@ -278,13 +281,13 @@ def test_node_up_and_enabled_change_only_their_own_status(small):
     disabled = apply(small, "NodeDisabled", NodeName="N1")
     assert node(apply(disabled, "NodeUp", NodeName="N1"), "N1")["NodeStatus"] == "Disabled"
     assert node(apply(disabled, "NodeEnabled", NodeName="N1", Intent="Pause"), "N1")["NodeStatus"] == "Up"
-    with pytest.raises(BadInput, match=r"^Intent: 'Reboot' is not one of Pause, Restart, RemoveData$"):
+    with pytest.raises(BadInput, match=r"^Intent: 'Reboot' is not one of Pause, Restart, RemoveData, RemoveNode$"):
         apply_event(small, Event(0, "NodeDisabled", {"NodeName": "N0", "Intent": "Reboot"}), 0)
 
 
 def test_node_disabled_pause_keeps_every_replica_where_it_is(small):
     doc = apply(small, "NodeDisabled", NodeName="N0")  # Intent defaults to Pause
-    assert doc["Partitions"] == small["Partitions"]
+    assert doc["Partitions"] == small["Partitions"] and node(doc, "N0")["DeactivationIntent"] == "Pause"
 
 
 def test_settings_changed_merges_key_by_key_whatever_the_spelling(small):

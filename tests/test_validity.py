@@ -121,13 +121,14 @@ def test_a_partition_placed_from_nothing_adds_its_primary_where_it_ends():
 
 
 def test_a_primary_on_a_disabled_node_hands_over_by_a_swap():
-    """A replica on a Disabled node is still running: its primary swaps with a secondary (a
-    promotion would leave two primaries) and then moves off as a secondary."""
+    """A replica on a node deactivated with RemoveData is still running: its primary swaps with a
+    secondary (a promotion would leave two primaries) and then moves off as a secondary."""
     doc = _document(
         [_stateful("fabric:/A/S", 3)],
         [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"), ("Secondary", "N2"))],
         _nodes({}, {"N0": "Disabled"}),
     )
+    doc["Nodes"][0]["DeactivationIntent"] = "RemoveData"
     result = _checked(doc)
     kinds = [a["Action"] for a in result["Actions"]]
     assert kinds == ["SwapPrimarySecondary", "MoveSecondary"], result["Actions"]

@@ -2,7 +2,7 @@
 with the engine (its own parsing, apply, loads and rules), for the random-validity suite.
 
 `random_cluster(seed)` draws a state document: 12-40 nodes of 1-3 node types in hierarchical fault
-domains, Down and Disabled nodes, node priorities and buffers; stateful and stateless services
+domains, Down and Disabled nodes (each deactivation intent), node priorities and buffers; stateful and stateless services
 (InstanceCount -1 too) with placement constraints, blocklists, Required/InvalidDomain and
 RequireDomainDistribution, affinity, priorities, move costs and resource governance; partitions with
 replicas missing, in surplus or on Down nodes; tight and loose capacities; throttles on and off; an
@@ -129,6 +129,9 @@ def _node(rng: random.Random, i: int, types: list, metrics: list, cap: dict, fds
         node["NodeStatus"] = "Down"
     elif r < 0.12:
         node["NodeStatus"] = "Disabled"
+        intent = (None, "Pause", "Restart", "RemoveData", "RemoveNode")[i % 5]  # None: Pause, the default
+        if intent:
+            node["DeactivationIntent"] = intent
     if rng.random() < 0.2:
         node["Capacities"] = {metrics[0]: cap[metrics[0]] * rng.choice([1, 3])}
     if rng.random() < 0.1:
@@ -294,6 +297,11 @@ class _Cluster:
         types = {t["Name"]: t for t in doc.get("NodeTypes", [])}
         self.nodes = {n["NodeName"]: n for n in doc["Nodes"]}
         self.status = {name: n.get("NodeStatus", "Up") for name, n in self.nodes.items()}
+        self.keeps = {  # its replicas run there: Up, or deactivated with Pause (the default) or Restart
+            name: self.status[name] == "Up"
+            or (self.status[name] == "Disabled" and n.get("DeactivationIntent", "Pause") in ("Pause", "Restart"))
+            for name, n in self.nodes.items()
+        }
         self.services = {s["ServiceName"]: s for s in doc["Services"]}
         governed = {name for name, s in self.services.items() if s.get("ResourceGovernance")}
         buffer = doc.get("NodeBufferPercentage", {})
@@ -336,7 +344,7 @@ class _Cluster:
         self.by_role = {  # each partition's reported replicas (id, loads, running), by their role
             (p["ServiceName"], str(p["PartitionId"])): {
                 role: [
-                    (str(r["ReplicaId"]), r.get("Loads", {}), self.status.get(r.get("NodeName")) == "Up")
+                    (str(r["ReplicaId"]), r.get("Loads", {}), self.keeps.get(r.get("NodeName"), False))
                     for r in p["Replicas"]
                     if r["Role"] == role
                 ]
@@ -399,7 +407,7 @@ class _Cluster:
         for part in doc["Partitions"]:
             for rep in part["Replicas"]:
                 node = rep.get("NodeName")
-                if node is not None and self.status[node] == "Up":
+                if node is not None and self.keeps[node]:
                     present = frozenset(str(r["ReplicaId"]) for r in part["Replicas"])
                     loads[node].update(self.load(part["ServiceName"], rep, part["PartitionId"], present))
         return loads
@@ -498,7 +506,7 @@ def _partition_rules(cluster: _Cluster, doc: dict) -> dict[str, set]:
     primary_node, replica_nodes, secondary_nodes = {}, defaultdict(set), defaultdict(set)
     for part in doc["Partitions"]:
         for r in part["Replicas"]:
-            if r.get("NodeName") and cluster.status[r["NodeName"]] == "Up":
+            if r.get("NodeName") and cluster.keeps[r["NodeName"]]:
                 replica_nodes[part["ServiceName"]].add(r["NodeName"])
                 if r["Role"] == "Primary":
                     primary_node[part["ServiceName"]] = r["NodeName"]
@@ -507,7 +515,7 @@ def _partition_rules(cluster: _Cluster, doc: dict) -> dict[str, set]:
     settings = cluster.doc.get("Settings", {})
     for part in doc["Partitions"]:
         key = (part["ServiceName"], str(part["PartitionId"]))
-        running = [r for r in part["Replicas"] if r.get("NodeName") and cluster.status[r["NodeName"]] == "Up"]
+        running = [r for r in part["Replicas"] if r.get("NodeName") and cluster.keeps[r["NodeName"]]]
         nodes = [r["NodeName"] for r in running]
         if len(set(nodes)) < len(nodes):
             out["exclusion"].add(key)
@@ -591,7 +599,7 @@ def _accounting(cluster: _Cluster, after: dict, plan: dict) -> list[str]:
     for part in after["Partitions"]:
         key = (part["ServiceName"], str(part["PartitionId"]))
         target = cluster.target(part["ServiceName"])
-        running = [r for r in part["Replicas"] if r.get("NodeName") and cluster.status[r["NodeName"]] == "Up"]
+        running = [r for r in part["Replicas"] if r.get("NodeName") and cluster.keeps[r["NodeName"]]]
         if target < 0:
             continue
         if len(running) > target:

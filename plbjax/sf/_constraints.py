@@ -120,11 +120,19 @@ def excess_change(limit: jax.Array, loads: jax.Array, node: jax.Array, delta: ja
     return jnp.where(node >= 0, jnp.sum(change), 0.0)
 
 
+def misplaced_on(problem: Problem, r, node) -> jax.Array:
+    """Replica r on `node` is where its placement constraint (or the block list) does not allow it:
+    not an allowed Up node, unless it is still on the node it ran on, deactivated with Pause or
+    Restart (SF keeps a deactivated node's replicas and places none there)."""
+    n = jnp.maximum(node, 0)
+    allowed = problem.class_allowed[problem.service_class[problem.replica_service[r]], n]
+    stays = problem.node_kept[n] & (node == problem.initial_node[r])
+    return (node >= 0) & ~allowed & ~stays
+
+
 def misplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
     """[R] replicas on a node their placement constraint (or the block list) does not allow."""
-    cls = problem.service_class[problem.replica_service]
-    allowed = problem.class_allowed[cls, jnp.maximum(node_of, 0)]
-    return (node_of >= 0) & ~allowed
+    return misplaced_on(problem, jnp.arange(node_of.shape[0]), node_of)
 
 
 def affinity_violated(problem: Problem, node_of, primary_of, r, node, as_primary) -> jax.Array:

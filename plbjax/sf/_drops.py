@@ -2,7 +2,8 @@
 
 SF keeps a partition at its TargetReplicaSetSize / InstanceCount; when it holds more (the target was
 lowered, or a replica thought lost came back), the PLB picks which ones go and the Failover Manager
-drops them (`DropSecondary`, `DropInstance`, `DropPrimary`). The pick, in this order: replicas that
+drops them (`DropSecondary`, `DropInstance`, `DropPrimary`). The pick, in this order: replicas not
+on a node deactivated with Pause (SF's PlacementCreator: those are not droppable), replicas that
 are not running (no node, or a node that is not Up), replicas whose going leaves the others' fault or
 upgrade domain spread no worse, replicas that break an enabled constraint, replicas beside fewer
 replicas of affinity children, secondaries before the primary, replicas sharing
@@ -121,6 +122,7 @@ class _DropView:
             part.service, others
         )
         return (
+            rep.node is not None and self.node[rep.node].deactivation_intent == "Pause",
             keeps_lead,
             self.running(rep),
             breaks,

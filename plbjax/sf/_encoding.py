@@ -70,6 +70,7 @@ class Problem(eqx.Module):
     # nodes
     node_up: Bool[Array, " N"]  # Up and real: counted in deviations, may receive replicas
     node_open: Bool[Array, " N"]  # may receive replicas in this phase
+    node_kept: Bool[Array, " N"]  # deactivated with Pause or Restart: its replicas may stay, none come
     capacity: Float[Array, "N M"]  # capacity in force (buffered unless told otherwise), inf if unlimited
     threshold_load: Float[Array, "N M"]  # ResourceThresholds x capacity, inf where none
     metric_nodes: Bool[Array, "M N"]  # nodes counted in a metric's global deviation
@@ -169,6 +170,7 @@ class Index:
     primary_of: np.ndarray  # int32[P] primary replica in the input (-1: none)
     stateful: np.ndarray  # bool[P]
     node_status: tuple[str, ...]  # Up / Down / Disabled
+    node_intent: tuple[str | None, ...]  # a Disabled node's DeactivationIntent
     node_types: tuple[str | None, ...]
     n_nodes: int
     n_replicas: int
@@ -340,7 +342,7 @@ def _assemble(state: ClusterState, stages: _Stages, rows: _Rows | None = None) -
     cluster, nodes, classes, weights = stages.cluster, stages.nodes, stages.classes, stages.weights
     use_costs = bool(state.settings.get("UseMoveCostReports", False))
     if rows is None:
-        rows = _replica_rows(cluster, stages.allowed(), nodes.up, use_costs)
+        rows = _replica_rows(cluster, stages.allowed(), nodes, use_costs)
     policies = _service_policies(cluster)
     upgrade = _upgrade_homes(state, cluster, rows)
     R, P = bucket(rows.n_replicas, 8), bucket(len(cluster.partitions), 8)
@@ -400,7 +402,7 @@ def with_partitions(state: ClusterState, index: Index, changed: list[int]) -> tu
     if at.size:
         use_costs = bool(state.settings.get("UseMoveCostReports", False))
         sub = dataclasses.replace(cluster, partitions=[partitions[k] for k in at.tolist()])
-        fresh = _replica_rows(sub, stages.allowed(), stages.nodes.up, use_costs)
+        fresh = _replica_rows(sub, stages.allowed(), stages.nodes, use_costs)
         if not np.array_equal(fresh.sizes, rows.sizes[at]):
             return None
         rows = _spliced(rows, fresh, at)
@@ -554,6 +556,7 @@ class _Nodes:
     """Node status, capacities [nodes, metrics] and domain trees (padded to N rows)."""
 
     up: np.ndarray  # bool[nodes]
+    kept: np.ndarray  # bool[nodes] deactivated with Pause or Restart: keeps its replicas, takes none
     capacity: np.ndarray  # float32[nodes, metrics] capacity in force, inf if unlimited
     threshold_load: np.ndarray  # float32[nodes, metrics] ResourceThresholds x capacity, inf where none
     fd_tree: np.ndarray  # int32[N, Lf]
@@ -564,6 +567,7 @@ class _Nodes:
         return dict(
             node_up=_on_device(_pad(self.up, (N,), False)),
             node_open=_on_device(_pad(self.up, (N,), False)),
+            node_kept=_on_device(_pad(self.kept, (N,), False)),
             capacity=_on_device(_pad(self.capacity, (N, M), np.float32(np.inf))),
             threshold_load=_on_device(_pad(self.threshold_load, (N, M), np.float32(np.inf))),
             fd_leaf_up=_on_device(np.isin(np.arange(int(self.fd_tree.max()) + 1), self.fd_tree[:n][self.up, -1])),
@@ -580,6 +584,7 @@ def _nodes(state: ClusterState, cluster: _Entities) -> _Nodes:
     capacity, threshold_load = _capacities(state, cluster)
     return _Nodes(
         up=np.array([n.status == "Up" for n in cluster.nodes], bool),
+        kept=np.array([n.keeps_replicas for n in cluster.nodes], bool),
         capacity=capacity,
         threshold_load=threshold_load,
         fd_tree=_domain_tree([n.fault_domain for n in cluster.nodes], cluster.N),
@@ -809,8 +814,10 @@ class _Layout(NamedTuple):
     n_rep: int
 
 
-def _replica_rows(cluster: _Entities, allowed: list[np.ndarray], up: np.ndarray, use_costs: bool) -> _Rows:
-    """The replica rows of the partitions, column by column. `allowed[s]`: nodes service s may use."""
+def _replica_rows(cluster: _Entities, allowed: list[np.ndarray], nodes: _Nodes, use_costs: bool) -> _Rows:
+    """The replica rows of the partitions, column by column. `allowed[s]`: nodes service s may use.
+    A replica stays on an Up node or on one deactivated with Pause or Restart (`nodes.kept`); a
+    service with one instance per node keeps, beyond its allowed nodes, its instances on kept ones."""
     services, n_part = cluster.services, len(cluster.partitions)
     part_service = np.fromiter(
         map(cluster.service_ix.__getitem__, map(attrgetter("service"), cluster.partitions)), np.int64, n_part
@@ -821,12 +828,17 @@ def _replica_rows(cluster: _Entities, allowed: list[np.ndarray], up: np.ndarray,
     )
     everywhere_of = np.array([s.target < 0 for s in services] + [False], bool)
     given = _given_replicas(cluster.partitions)
-    layout = _layout(given, target_of[part_service], stateful_of[part_service])
+    given_node = _given_nodes(given, cluster.node_ix)
+    on_kept = everywhere_of[part_service[given.partition]] & np.append(nodes.kept, False)[given_node]
+    target = target_of[part_service] + np.bincount(given.partition[on_kept], minlength=n_part)
+    layout = _layout(given, target, stateful_of[part_service])
     code = np.empty(layout.n_rep, np.int8)
     code[layout.given_rows], code[layout.new_rows] = given.code, layout.new_code
     partition = np.repeat(np.arange(n_part), layout.sizes).astype(np.int32)
     service = part_service[partition].astype(np.int32)
-    node, start = _replica_nodes(given, layout, cluster.node_ix, up)
+    node = np.full(layout.n_rep, -1, np.int32)
+    node[layout.given_rows] = given_node
+    start = np.where(np.append(nodes.up | nodes.kept, False)[node], node, -1).astype(np.int32)
     load_primary, load_secondary = _replica_loads(given, layout, code, service, cluster, start >= 0)
     primaries = np.flatnonzero(code == 0)
     primary_of = np.full(n_part, -1, np.int64)
@@ -905,17 +917,12 @@ def _scatter(layout: _Layout, given_values: list, new_values: list) -> list:
     return out
 
 
-def _replica_nodes(
-    given: _Given, layout: _Layout, node_ix: dict[str, int], up: np.ndarray
-) -> tuple[np.ndarray, np.ndarray]:
-    """Each row's node in the input, and the node the search starts from (-1: none, or not Up)."""
+def _given_nodes(given: _Given, node_ix: dict[str, int]) -> np.ndarray:
+    """Each given replica's node in the input (-1: none)."""
     position = cast("dict[str | None, int]", dict(node_ix))  # None: not placed
     position[None] = -1
-    node = np.full(layout.n_rep, -1, np.int32)
-    node[layout.given_rows] = np.fromiter(
-        map(position.__getitem__, map(attrgetter("node"), given.replicas)), np.int32, len(given.replicas)
-    )
-    return node, np.where(np.append(up, False)[node], node, -1).astype(np.int32)
+    nodes = map(position.__getitem__, map(attrgetter("node"), given.replicas))
+    return np.fromiter(nodes, np.int32, len(given.replicas))
 
 
 def _move_costs(given: _Given, layout: _Layout, services: list, service: np.ndarray, use_costs: bool) -> np.ndarray:
@@ -1141,6 +1148,7 @@ def _index(cluster: _Entities, rows: _Rows, R: int, P: int) -> Index:
         primary_of=_pad(rows.primary_of, (P,), -1),
         stateful=_pad(rows.stateful, (P,), False),
         node_status=tuple(n.status for n in cluster.nodes),
+        node_intent=tuple(n.deactivation_intent for n in cluster.nodes),
         node_types=tuple(n.node_type for n in cluster.nodes),
         n_nodes=cluster.n_nodes,
         n_replicas=rows.n_replicas,

@@ -178,6 +178,9 @@ def undo_gains(problem: Problem, loads: np.ndarray, gain: tuple, lose: tuple) ->
     return _global_terms(problem, new_total, new_squares, count) - now
 
 
+REMOVED = ("RemoveData", "RemoveNode")  # deactivation intents whose node's replicas are built elsewhere
+
+
 class Explainer:
     """Phase and reason of each action `_decoding.diff` builds (its `why` hook)."""
 
@@ -225,13 +228,23 @@ class Explainer:
         p = int(self.partition_of[r])
         swap = kind in ("SwapPrimarySecondary", "PromoteSecondary")
         phase = PHASES[int(self.part_phase[p] if swap else self.row_phase[r])]
-        if kind.startswith("Add") or kind == "PromoteSecondary":
+        if kind.startswith("Add") or kind == "PromoteSecondary" or self._leaves_deactivated(kind, source):
             phase = "Placement"
         explain = {"Placement": self._placement, "ConstraintCheck": self._check, "Balancing": self._balancing}
         return {"Phase": phase, **explain[phase](r, kind, source, target)}
 
+    def _leaves_deactivated(self, kind: str, source: int) -> bool:
+        """A primary swapped out of a node deactivated with Restart (`elect_primaries`), or a replica
+        leaving one deactivated with RemoveData or RemoveNode (placed elsewhere)."""
+        intent = self.index.node_intent[source] if source >= 0 else None
+        swap = kind == "SwapPrimarySecondary"
+        return (swap and intent == "Restart") or ((swap or kind.startswith("Move")) and intent in REMOVED)
+
     def _placement(self, r: int, kind: str, source: int, target: int) -> dict:
         index = self.index
+        if self._leaves_deactivated(kind, source):
+            what = "swaps the primary out of" if kind == "SwapPrimarySecondary" else "moves the replica off"
+            return {"Reason": f"{what} {index.nodes[source]}, deactivated with Intent {index.node_intent[source]}"}
         given = int(index.input_node[r])
         if kind.startswith("Add"):
             lost = given >= 0 and index.node_status[given] == "Down"

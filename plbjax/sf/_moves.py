@@ -25,6 +25,7 @@ from plbjax.sf._constraints import (
     away_from_home,
     excess_change,
     fits,
+    misplaced_on,
     off_preferred,
     partition_nodes,
 )
@@ -91,11 +92,7 @@ def _leg(problem: Problem, node_of, primary_of, r, dst):
     cls = problem.service_class[s]
     is_primary = primary_of[p] == r
     allowed = problem.class_allowed[cls, dst]
-    changes = (
-        jnp.zeros(CONSTRAINTS)
-        .at[PLACEMENT]
-        .set(_f32(~allowed) - _f32((src >= 0) & ~problem.class_allowed[cls, jnp.maximum(src, 0)]))
-    )
+    changes = jnp.zeros(CONSTRAINTS).at[PLACEMENT].set(_f32(~allowed) - _f32(misplaced_on(problem, r, src)))
     if problem.features.affinity:
         changes = changes.at[AFFINITY].set(
             _f32(affinity_violated(problem, node_of, primary_of, r, dst, is_primary))
@@ -380,6 +377,7 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
         & (size >= 2)
         & (b >= 0)
         & problem.node_up[jnp.maximum(b, 0)]
+        & ~((a >= 0) & problem.node_kept[jnp.maximum(a, 0)])  # a deactivated node's primary stays
         & may
         & fits(problem, loads, a, delta_a + load2)
         & fits(problem, loads, b, delta_b + load2_b)

@@ -289,8 +289,10 @@ def _parent_hosts(
 
 def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: np.ndarray) -> Placement:
     """`now` with a placed secondary promoted in every stateful partition whose primary has no node
-    (SF's Failover Manager promotes rather than builds a new primary): the one on the least loaded node
-    that has room for the primary's load and breaks no hard constraint that held; none if none can.
+    (SF's Failover Manager promotes rather than builds a new primary), or is on a node deactivated
+    with Intent Restart (swapped out, as SF's Failover Manager does before the restart): the one on
+    the least loaded node that has room for the primary's load and breaks no hard constraint that
+    held; none if none can.
 
     Partitions are decided in order, as one at a time, but in rounds: every candidate of a round is
     tried in one batch (`_promotion_trials`) from the round's placement, and a partition whose
@@ -298,8 +300,10 @@ def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: 
     partition of the round may have changed waits for the next round."""
     enforced = [k for k in _PROMOTION_KEYS if priorities[_KEYS[k]] == 0]
     primary = now.primary_of[: index.n_partitions]
-    headless = index.stateful[: index.n_partitions] & ((primary < 0) | (now.node_of[primary] < 0))
-    waiting = [p for p in np.flatnonzero(headless).tolist() if _candidates(index, now, p)]
+    node = np.where(primary >= 0, now.node_of[primary], -1)
+    restart = np.array([intent == "Restart" for intent in index.node_intent] + [False])  # [-1]: no node
+    due = index.stateful[: index.n_partitions] & ((node < 0) | restart[node])
+    waiting = [p for p in np.flatnonzero(due).tolist() if _candidates(index, now, p)]
     while waiting:
         order = {p: _candidates(index, now, p) for p in waiting}
         worse = _promotion_trials(problem, now, [(p, r) for p in waiting for r in order[p]], enforced)
@@ -347,12 +351,13 @@ _PROMOTION_KEYS = ("capacity", "affinity", "preferred", "threshold")  # the cons
 
 
 def _candidates(index: Index, now: Placement, p: int) -> list[int]:
-    """The placed secondaries that may take over partition p's primary, least loaded node first;
-    none when p needs no promotion."""
+    """The placed secondaries that may take over partition p's primary, least loaded node first,
+    none on a node deactivated with Restart; none when p needs no promotion."""
     primary = int(now.primary_of[p])
-    if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0):
+    restart = lambda r: now.node_of[r] >= 0 and index.node_intent[now.node_of[r]] == "Restart"
+    if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0 and not restart(primary)):
         return []
-    placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0]
+    placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0 and not restart(r)]
     return sorted(placed, key=lambda r: (now.report["loads"][now.node_of[r]].sum(), r))
 
 
@@ -793,7 +798,7 @@ class _Prepared(NamedTuple):
     state: ClusterState
     problem: Problem
     index: Index
-    original: Placement  # the input as it runs now (replicas on nodes that are not Up count as lost)
+    original: Placement  # the input as it runs now (replicas on Down nodes count as lost)
     start: Placement  # where placement starts
     drops: list[dict]
     health: list[dict]  # resource governance's reports
@@ -832,8 +837,8 @@ def _prepare(encoded: Encoded, priorities: np.ndarray) -> _Prepared:
     """Surplus drops (the phases plan partitions without them), children of one-per-node parents
     confined to where a parent instance will be, and elected primaries."""
     state, governance_health, problem, index = encoded
-    up = np.array([status == "Up" for status in index.node_status] + [False], bool)
-    input_node = np.where(up[index.input_node], index.input_node, -1)  # -1 indexes the last, False
+    running = np.array([status != "Down" for status in index.node_status] + [False], bool)
+    input_node = np.where(running[index.input_node], index.input_node, -1)  # -1 indexes the last, False
     original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
     usable = _UsableNodes(index, _service_nodes(problem)[:, : index.n_nodes])
     state, drops = drop_surplus(
@@ -978,12 +983,15 @@ def _node_entries(index: Index, problem: Problem, before: Placement, after: Plac
 
 
 def _frozen_masks(index: Index, problem: Problem, frozen: Collection[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
-    """[R] replicas and [P] partitions outside the `frozen` (ServiceName, PartitionId) partitions."""
+    """[R] replicas and [P] partitions outside the `frozen` (ServiceName, PartitionId) partitions,
+    less the replicas on a node deactivated with Pause or Restart (SF's PlacementCreator: a
+    deactivated node's replicas are in transition, not movable; nor may its primaries swap)."""
     free_partitions = np.ones(problem.partition_service.shape[0], bool)
     if frozen:
         keys = {(service, str(pid)) for service, pid in frozen}
         free_partitions[: index.n_partitions] = [(s, str(pid)) not in keys for s, pid in index.partitions]
-    return free_partitions[np.asarray(problem.replica_partition)], free_partitions
+    kept = np.append(np.asarray(problem.node_kept), False)[index.node_of]  # [R]; -1 (no node) -> False
+    return free_partitions[np.asarray(problem.replica_partition)] & ~kept, free_partitions
 
 
 def plan(

@@ -77,6 +77,13 @@ class Node:
     status: str  # "Up" | "Down" | "Disabled"
     priority: int
     available_resources: dict[str, float] | None
+    deactivation_intent: str | None = None  # a Disabled node's SF NodeDeactivationIntent (default Pause)
+
+    @property
+    def keeps_replicas(self) -> bool:
+        """Deactivated with Intent Pause or Restart: its replicas stay where they are (SF's PLB moves
+        none off a deactivated node; only RemoveData and RemoveNode have them built elsewhere)."""
+        return self.deactivation_intent in ("Pause", "Restart")
 
 
 @dataclass(frozen=True)
@@ -873,6 +880,9 @@ def _nodes(entries: list[dict], node_types: dict[str, dict]) -> list[Node]:
         if not upgrade_domain:
             raise BadInput(f"{where}.UpgradeDomain: must not be empty")
         available = entry.get("AvailableResources")
+        status = entry.get("NodeStatus", "Up")
+        if "DeactivationIntent" in entry and status != "Disabled":
+            raise BadInput(f"{where}.DeactivationIntent: only a Disabled node has one (NodeStatus {status})")
         nodes.append(
             Node(
                 name=name,
@@ -881,9 +891,10 @@ def _nodes(entries: list[dict], node_types: dict[str, dict]) -> list[Node]:
                 upgrade_domain=upgrade_domain,
                 capacities={k: float(v) for k, v in capacities.items()},
                 properties=properties,
-                status=entry.get("NodeStatus", "Up"),
+                status=status,
                 priority=entry.get("Priority", 0),
                 available_resources=None if available is None else {k: float(v) for k, v in available.items()},
+                deactivation_intent=entry.get("DeactivationIntent", "Pause") if status == "Disabled" else None,
             )
         )
     return nodes

@@ -1,5 +1,7 @@
 """Get Node Info List and Get Node Load Info -> the state document's ``Nodes``.
 
+A Disabled node carries its NodeDeactivationInfo.NodeDeactivationIntent as ``DeactivationIntent``.
+
 NodeStatus values (Invalid, Up, Down, Enabling, Disabling, Disabled, Unknown, Removed) and
 NodeDeactivationInfo (NodeDeactivationIntent: Invalid, Pause, Restart, RemoveData, RemoveNode;
 NodeDeactivationStatus: None, SafetyCheckInProgress, SafetyCheckComplete, Completed) as in SF's REST API
@@ -31,6 +33,7 @@ STATUS = {
 # CpuPercentageNodeCapacity / MemoryPercentageNodeCapacity), never given directly.
 RESOURCE_METRICS = ("servicefabric:/_CpuCores", "servicefabric:/_MemoryInMB")
 LARGEST_CAPACITY = 1e15  # plbjax.sf._state.LARGEST
+INTENTS = ("Pause", "Restart", "RemoveData", "RemoveNode")  # the state's DeactivationIntent
 
 
 def read_nodes(dump: Dump, node_types: list[dict], report: Report) -> list[dict]:
@@ -65,6 +68,9 @@ def _node(item: dict, where: str, types: dict, report: Report) -> dict:
         "UpgradeDomain": upgrade_domain,
         "NodeStatus": _status(item, where, report),
     }
+    intent = _intent(item)
+    if node["NodeStatus"] == "Disabled" and intent is not None:
+        node["DeactivationIntent"] = intent
     if item.get("Type"):
         if not isinstance(item["Type"], str):
             raise BadInput(f"{at(where, 'Type')}: {item['Type']!r} is not a str")
@@ -91,9 +97,8 @@ def _status(item: dict, where: str, report: Report) -> str:
     if raw is None:
         raise BadInput(f"{at(where, 'NodeStatus')}: {item['NodeStatus']!r} is not an SF node status")
     status = STATUS[raw]
-    info = item.get("NodeDeactivationInfo")
-    info = info if isinstance(info, dict) else {}
-    intent = enum(info.get("NodeDeactivationIntent"), ("Pause", "Restart", "RemoveData", "RemoveNode"))
+    info = _deactivation(item)
+    intent = _intent(item)
     progress = enum(info.get("NodeDeactivationStatus"), ("SafetyCheckInProgress", "SafetyCheckComplete", "Completed"))
     deactivating = intent is not None and progress is not None
     if flag(item.get("IsStopped")):
@@ -106,6 +111,17 @@ def _status(item: dict, where: str, report: Report) -> str:
             f"{item.get('IsStopped', False)}, deactivation {info.get('NodeDeactivationIntent', 'none')})"
         )
     return status
+
+
+def _deactivation(item: dict) -> dict:
+    info = item.get("NodeDeactivationInfo")
+    return info if isinstance(info, dict) else {}
+
+
+def _intent(item: dict) -> str | None:
+    """NodeDeactivationInfo.NodeDeactivationIntent, SF's spelling; None when Invalid or absent (a
+    Disabled node without one is read as Pause, the state's default)."""
+    return enum(_deactivation(item).get("NodeDeactivationIntent"), INTENTS)
 
 
 def _node_load(load: dict, rel: str, node: dict, node_type: dict, report: Report) -> None:

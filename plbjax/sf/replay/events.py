@@ -2,7 +2,7 @@
 
 `apply_event` is pure: it returns a new document and shares the parts it did not change with the
 input, which it never mutates. A replica that is lost (its node went down or was removed, it
-failed, its node was deactivated with Intent RemoveData) is removed from its partition: the
+failed, its node was deactivated with Intent RemoveData or RemoveNode) is removed from its partition: the
 partition is then below its target and the next placement round adds a replica. A lost primary
 hands its role to the first secondary left on a running node, as the Failover Manager promotes
 one. References that a timeline cannot get wrong at load time but that the loop may have changed
@@ -51,7 +51,7 @@ KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
 }
 # Not a timeline kind: the loop applies it at a BlockListAdded event's Until.
 BLOCK_LIST_EXPIRED = "BlockListExpired"
-INTENTS = ("Pause", "Restart", "RemoveData")
+INTENTS = ("Pause", "Restart", "RemoveData", "RemoveNode")
 SERVICE_CHANGES = frozenset(
     {
         "InstanceCount",
@@ -234,8 +234,10 @@ def _service_index(doc: dict, name: object, key: str = "ServiceName") -> int:
 
 
 def _set_node(doc: dict, name: str, **changes) -> dict:
+    """`doc` with node `name`'s keys changed (a None removes the key)."""
     i = _node_index(doc, name)
-    doc["Nodes"] = [*doc["Nodes"][:i], {**doc["Nodes"][i], **changes}, *doc["Nodes"][i + 1 :]]
+    node = {k: v for k, v in {**doc["Nodes"][i], **changes}.items() if v is not None}
+    doc["Nodes"] = [*doc["Nodes"][:i], node, *doc["Nodes"][i + 1 :]]
     return doc
 
 
@@ -283,7 +285,7 @@ def _on_node(name: str) -> Callable[[dict, dict], bool]:
 
 
 def _node_down(doc: dict, f: Mapping) -> dict:
-    return _lose(_set_node(doc, f["NodeName"], NodeStatus="Down"), _on_node(f["NodeName"]))
+    return _lose(_set_node(doc, f["NodeName"], NodeStatus="Down", DeactivationIntent=None), _on_node(f["NodeName"]))
 
 
 def _node_up(doc: dict, f: Mapping) -> dict:
@@ -322,16 +324,17 @@ def _node_removed(doc: dict, f: Mapping) -> dict:
 
 
 def _node_disabled(doc: dict, f: Mapping) -> dict:
-    """SF's deactivation: no new replicas (Disabled); Restart also swaps its primaries out (a
-    secondary elsewhere is promoted); RemoveData also loses its replicas, to be built elsewhere.
-    A Down node stays Down (it holds no replica; the state has one status per node)."""
+    """SF's deactivation: no new replicas (Disabled, with the event's DeactivationIntent); Restart
+    also swaps its primaries out (a secondary elsewhere is promoted); RemoveData and RemoveNode
+    also lose its replicas, to be built elsewhere. A Down node stays Down (it holds no replica; the
+    state has one status per node)."""
     name, intent = f["NodeName"], f.get("Intent", "Pause")
     if intent not in INTENTS:
         raise BadInput(f"Intent: {intent!r} is not one of {', '.join(INTENTS)}")
     if _status(doc, name) == "Down":
         return doc
-    doc = _set_node(doc, name, NodeStatus="Disabled")
-    if intent == "RemoveData":
+    doc = _set_node(doc, name, NodeStatus="Disabled", DeactivationIntent=intent)
+    if intent in ("RemoveData", "RemoveNode"):
         return _lose(doc, _on_node(name))
     if intent == "Restart":
         return _swap_out(doc, name)
@@ -353,12 +356,13 @@ def _swap_out(doc: dict, name: str) -> dict:
 
 
 def _node_enabled(doc: dict, f: Mapping) -> dict:
-    """SF's activation: a Disabled node takes replicas again; a Down node stays down."""
+    """SF's activation: a Disabled node takes replicas again (its intent cleared); a Down node
+    stays down."""
     if f.get("Intent") is not None and f["Intent"] not in INTENTS:
         raise BadInput(f"Intent: {f['Intent']!r} is not one of {', '.join(INTENTS)}")
     if _status(doc, f["NodeName"]) == "Down":
         return doc
-    return _set_node(doc, f["NodeName"], NodeStatus="Up")
+    return _set_node(doc, f["NodeName"], NodeStatus="Up", DeactivationIntent=None)
 
 
 # ------------------------------------------------------------------------------ loads
