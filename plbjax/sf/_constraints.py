@@ -121,10 +121,11 @@ def excess_change(limit: jax.Array, loads: jax.Array, node: jax.Array, delta: ja
 
 
 def misplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
-    """[R] replicas on a node their placement constraint (or the block list) does not allow."""
+    """[R] replicas on a node their placement constraint (or the block list) does not allow, but those
+    in transition on a node that blocks their type (they stay: `Problem.replica_stays`)."""
     cls = problem.service_class[problem.replica_service]
     allowed = problem.class_allowed[cls, jnp.maximum(node_of, 0)]
-    return (node_of >= 0) & ~allowed
+    return (node_of >= 0) & ~allowed & ~problem.replica_stays
 
 
 def affinity_violated(problem: Problem, node_of, primary_of, r, node, as_primary) -> jax.Array:
