@@ -67,7 +67,7 @@ def test_balancing_leaves_replicas_on_a_blocklisted_node():
     partitions += [_fu("S1", f"{i}", "I/0, I/1") for i in range(8, 12)]
     doc = document(services, partitions, _nodes([f"dc{i}" for i in range(6)]), None, False)
     doc["BlockList"] = _blocked([0], "T1") + _blocked([0], "T2")
-    result, after = run(doc, DEFAULT)
+    result, _ = run(doc, DEFAULT)
     ids = {str(i) for i in range(12)}
     assert _count(result["Actions"], ids, {0}, set(range(6))) == 0, result["Actions"]
     assert _count(result["Actions"], ids, {1}, set(range(6))) > 0, result["Actions"]
