@@ -116,6 +116,18 @@ def test_constraint_check_fixes_placement_but_not_blocklisted_replicas():
     assert _count(result["Actions"], {"8", "9"}, {3, 4}, {0, 1}) == 2, result["Actions"]
 
 
+def test_replicas_on_blocklisted_domains_leave_the_spread_and_stay():
+    """SF's ConstraintCheckDomainAndBlockListViolationsTest (PLBConstraintCheck.Test.cpp): the type
+    is blocklisted on all of dc1 (N6-N8); a six-replica partition has two replicas there and four
+    spread over dc0's two racks. dc1 has no node the service may use, so its replicas are out of the
+    spread (FaultDomainConstraint's filtered domain tree) and stay (in transition): no action."""
+    racks = ["dc0/rack0"] * 3 + ["dc0/rack1"] * 3 + ["dc1/rack0"] * 3
+    doc = document([_stateful("S", 6)], [_fu("S", "0", "P/0, S/2, S/3, S/5, S/6, S/8")], _nodes(racks), None, False)
+    doc["BlockList"] = _blocked([6, 7, 8], "T")
+    result, _ = run(doc, DEFAULT)
+    assert result["Actions"] == [], result["Actions"]
+
+
 # ------------------------------------------------------------------------------ surplus drops
 
 
