@@ -184,4 +184,33 @@ def checked_plan(doc: dict, config, **options) -> tuple[dict, dict, ClusterState
     handed = [(a["ServiceName"], a["PartitionId"]) for a in result["Actions"] if a["Action"] in HAND_OVERS]
     assert len(handed) == len(set(handed)), result["Actions"]
     assert doc == state.document
+    assert stayed_put(doc, after) == [], result["Actions"]
     return result, after, state
+
+
+def stayed_put(before: dict, after: dict) -> list[str]:
+    """SF's rule for a node that blocks a service type (PlacementCreator::CreatePlacement): a replica
+    running there is in transition and stays (or is dropped; a service on every node drops it), and
+    no replica moves or is added there."""
+    types = {s["ServiceName"]: s.get("ServiceTypeName") for s in before["Services"]}
+    blocked = {(b["NodeName"], b["ServiceTypeName"]) for b in before.get("BlockList", [])}
+    up = {n["NodeName"] for n in before["Nodes"] if n.get("NodeStatus", "Up") == "Up"}
+    was = {str(r["ReplicaId"]): r.get("NodeName") for p in before["Partitions"] for r in p["Replicas"]}
+    now = {
+        str(r["ReplicaId"]): r.get("NodeName")
+        for p in after["Partitions"]
+        for r in p["Replicas"]
+        if r["ReplicaId"] is not None
+    }
+    out = []
+    for part in after["Partitions"]:
+        for rep in part["Replicas"]:
+            node, rid = rep.get("NodeName"), rep["ReplicaId"]
+            if (node, types[part["ServiceName"]]) in blocked and (rid is None or was.get(str(rid)) != node):
+                out.append(f"{rid} moved or added onto {node}, which blocks its type")
+    for part in before["Partitions"]:
+        for rep in part["Replicas"]:
+            rid, node = str(rep["ReplicaId"]), rep.get("NodeName")
+            if node in up and (node, types[part["ServiceName"]]) in blocked and now.get(rid, node) != node:
+                out.append(f"{rid} left {node}, which blocks its type: it is in transition")
+    return out

@@ -8,7 +8,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "plbjax"
 # a module may import from its own layer and the layers below it
 LAYERS = [
-    {"plbjax.errors", "plbjax.files", "plbjax.generators"},
+    {"plbjax.errors", "plbjax.files", "plbjax.generators", "plbjax.version"},
     {"plbjax.anneal"},
     {"plbjax.sf", "plbjax.roadef"},
     {"plbjax.baseline", "plbjax.config", "plbjax.plotting", "plbjax.sweep", "plbjax.cli", "plbjax"},

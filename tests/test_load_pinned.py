@@ -196,7 +196,7 @@ def state_digest(state) -> str:
 
 
 # Problem fields added after the pins were recorded (their own tests cover them).
-ADDED_SINCE = {"children_of", "replica_upgraded", "node_upgraded", "fd_usable", "ud_usable"}
+ADDED_SINCE = {"children_of", "replica_upgraded", "node_upgraded", "fd_usable", "ud_usable", "replica_stays"}
 # Problem fields whose meaning changed on purpose since: loads follow the role (SF's FailoverUnit;
 # tests/test_replay_fidelity.py), History at least HISTORY_WIDTH wide (tests/test_store.py's shapes).
 CHANGED_SINCE = {"load_primary", "load_secondary", "history"}

@@ -11,9 +11,11 @@ predicate, so the checker never evaluates SF's expression language with the engi
 
 `breaks(doc, plan)` lists every hard rule the plan newly breaks: its Actions must apply to the input
 and reproduce the plan's LoadsAfter; no replica may land on a node that is not Up, outside its
-placement constraint or blocklisted; no node within capacity before may end above it; replica
-exclusion, fault/upgrade-domain spread and affinity that held must hold; every replica still missing
-is listed in `Unplaced` and no partition keeps more replicas than its target.
+placement constraint or blocklisted, and none running on a node that blocks its type may leave it
+(in transition); no node within capacity before may end above it; replica exclusion,
+fault/upgrade-domain spread and affinity that held must hold; every replica still missing is listed
+in `Unplaced`, no partition keeps more replicas than its target, and a service on every node keeps no
+instance where it may not go.
 """
 
 from __future__ import annotations
@@ -584,6 +586,7 @@ def breaks(doc: dict, predicates: dict, plan: dict) -> list[str]:
                 out.append(f"placement: {rep['ReplicaId']} onto {cluster.status[node]} node {node}")
             elif node not in cluster.allowed[part["ServiceName"]]:
                 out.append(f"placement: {part['ServiceName']} {rep['ReplicaId']} onto disallowed node {node}")
+    out += _in_transition(cluster, after)
     rules_before, rules_after = _partition_rules(cluster, doc), _partition_rules(cluster, after)
     for rule, bad in rules_after.items():
         for key in sorted(bad - rules_before[rule], key=str):
@@ -592,8 +595,24 @@ def breaks(doc: dict, predicates: dict, plan: dict) -> list[str]:
     return out
 
 
+def _in_transition(cluster: _Cluster, after: dict) -> list[str]:
+    """A replica running on a node that blocks its service type is in transition (SF's
+    PlacementCreator): it stays there unless dropped."""
+    blocked = {(b["NodeName"], b["ServiceTypeName"]) for b in cluster.doc.get("BlockList", [])}
+    now = {str(r["ReplicaId"]): r.get("NodeName") for p in after["Partitions"] for r in p["Replicas"]}
+    out = []
+    for part in cluster.doc["Partitions"]:
+        kind = cluster.services[part["ServiceName"]].get("ServiceTypeName")
+        for rep in part["Replicas"]:
+            node, rid = rep.get("NodeName"), str(rep["ReplicaId"])
+            if node and cluster.status[node] == "Up" and (node, kind) in blocked and now.get(rid, node) != node:
+                out.append(f"in transition: {rid} left {node}, which blocks its type")
+    return out
+
+
 def _accounting(cluster: _Cluster, after: dict, plan: dict) -> list[str]:
-    """Every replica still missing is in Unplaced; no partition keeps a surplus."""
+    """Every replica still missing is in Unplaced; no partition keeps a surplus; a service on every
+    node keeps no running instance on a node it may not use (SF drops those)."""
     out = []
     unplaced = Counter((u["ServiceName"], str(u["PartitionId"])) for u in plan["Unplaced"])
     for part in after["Partitions"]:
@@ -601,6 +620,11 @@ def _accounting(cluster: _Cluster, after: dict, plan: dict) -> list[str]:
         target = cluster.target(part["ServiceName"])
         running = [r for r in part["Replicas"] if r.get("NodeName") and cluster.keeps[r["NodeName"]]]
         if target < 0:
+            out += [
+                f"everywhere: {key} keeps {r['ReplicaId']} on {r['NodeName']}, which it may not use"
+                for r in running
+                if r["NodeName"] not in cluster.allowed[part["ServiceName"]]
+            ]
             continue
         if len(running) > target:
             out.append(f"surplus: {key} keeps {len(running)} replicas, target {target}")

@@ -123,15 +123,17 @@ def excess_change(limit: jax.Array, loads: jax.Array, node: jax.Array, delta: ja
 def misplaced_on(problem: Problem, r, node) -> jax.Array:
     """Replica r on `node` is where its placement constraint (or the block list) does not allow it:
     not an allowed Up node, unless it is still on the node it ran on, deactivated with Pause or
-    Restart (SF keeps a deactivated node's replicas and places none there)."""
+    Restart, or blocking its service type (SF keeps such replicas where they are, in transition, and
+    places none there: `Problem.node_kept`, `Problem.replica_stays`)."""
     n = jnp.maximum(node, 0)
     allowed = problem.class_allowed[problem.service_class[problem.replica_service[r]], n]
-    stays = problem.node_kept[n] & (node == problem.initial_node[r])
+    stays = (problem.node_kept[n] | problem.replica_stays[r]) & (node == problem.initial_node[r])
     return (node >= 0) & ~allowed & ~stays
 
 
 def misplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
-    """[R] replicas on a node their placement constraint (or the block list) does not allow."""
+    """[R] replicas on a node their placement constraint (or the block list) does not allow, but those
+    that stay where they are (`misplaced_on`)."""
     return misplaced_on(problem, jnp.arange(node_of.shape[0]), node_of)
 
 

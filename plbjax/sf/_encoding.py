@@ -88,6 +88,8 @@ class Problem(eqx.Module):
     children_of: Int[Array, "P Kc"]  # child replicas of each (parent) partition, -1 padded
     replica_home: Int[Array, " R"]  # upgrade snapshot node to return to (PreferredLocation; -1: none)
     replica_upgraded: Bool[Array, " R"]  # a new replica that prefers an upgraded domain (PreferUpgradedUDs)
+    replica_stays: Bool[Array, " R"]  # on a node that blocks its service type: in transition, it stays (no
+    # constraint counts it, it neither moves nor swaps; SF's PlacementCreator, IsInBlockList)
     node_upgraded: Bool[Array, " N"]  # in an upgrade domain the running upgrade is done with
     load_primary: Float[Array, "R M"]  # load of the replica when it is (or becomes) the primary
     load_secondary: Float[Array, "R M"]  # load as a secondary; instances use load_primary for both
@@ -360,6 +362,7 @@ def _assemble(state: ClusterState, stages: _Stages, rows: _Rows | None = None) -
         **policies.fields(rows, R, P),
         **upgrade.fields(R, cluster.N),
         history=_on_device(_history(state, cluster, rows, R)),
+        replica_stays=_on_device(_pad(_in_transition(state, cluster, rows), (R,), False)),
         **_constraint_fields(state.settings, rows.n_replicas, use_costs),
         **_unscoped_fields(R, P),
     )
@@ -1101,6 +1104,20 @@ def _history(state: ClusterState, cluster: _Entities, rows: _Rows, R: int) -> np
     for ri, nodes_left in left.items():
         history[ri, : len(nodes_left)] = nodes_left
     return history
+
+
+def _in_transition(state: ClusterState, cluster: _Entities, rows: _Rows) -> np.ndarray:
+    """[rows] replicas running on a node blocklisted for their service type: SF marks them in
+    transition (PlacementCreator::CreatePlacement), so they stay where they are; a service with one
+    instance per node drops them instead (`drops`)."""
+    if not state.block_list:
+        return np.zeros(rows.n_replicas, bool)
+    blocked = np.zeros((len(cluster.services) + 1, cluster.n_nodes + 1), bool)  # [S+1, N+1]: the last, none
+    for entry in state.block_list:
+        for si, svc in enumerate(cluster.services):
+            if svc.type_name == entry["ServiceTypeName"] and svc.target >= 0:
+                blocked[si, cluster.node_ix[entry["NodeName"]]] = True
+    return blocked[rows.service, rows.start]
 
 
 # ---------------------------------------------------------------------------------- penalties and the index

@@ -287,14 +287,17 @@ def ratio_text(hi: float, lo: float) -> str:
 
 
 def drop_reasons(state: ClusterState, drops: list[dict]) -> list[dict]:
-    """The surplus drops with their phase (the plan reports them under Placement) and reason."""
+    """The surplus drops (and a one-per-node service's instances where it may not go) with their
+    phase (the plan reports them under Placement) and reason."""
     targets = {s.name: s.target for s in state.services}
     out = []
     for a in drops:
         where = f"on {a['SourceNode']}" if a["SourceNode"] else "that has no node"
-        reason = (
-            f"drops a surplus replica {where}: the partition holds more than its target {targets[a['ServiceName']]}"
-        )
+        if targets[a["ServiceName"]] < 0:
+            reason = f"drops the instance {where}: its service, on every node it may use, may not use that node"
+        else:
+            target = targets[a["ServiceName"]]
+            reason = f"drops a surplus replica {where}: the partition holds more than its target {target}"
         out.append({**a, "Phase": "Placement", "Reason": reason})
     return out
 

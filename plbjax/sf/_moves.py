@@ -85,8 +85,9 @@ def _f32(x) -> jax.Array:
 def _leg(problem: Problem, node_of, primary_of, r, dst):
     """Replica r going from its node to `dst` (a node): the change of every constraint measure but
     capacity's, its movement cost and count changes, and whether the move is allowed on its own
-    (an Up node open to the phase that its service may use, no replica of its partition there, no
-    return to a node it was balanced away from, the partition's movement throttle kept)."""
+    (not a replica that stays, an Up node open to the phase that its service may use, no replica of
+    its partition there, no return to a node it was balanced away from, the partition's movement
+    throttle kept)."""
     src = node_of[r]
     p, s = problem.replica_partition[r], problem.replica_service[r]
     cls = problem.service_class[s]
@@ -112,6 +113,7 @@ def _leg(problem: Problem, node_of, primary_of, r, dst):
     returns = jnp.any(problem.history[r] == dst) if problem.features.history else jnp.zeros((), bool)
     ok = (
         allowed
+        & ~problem.replica_stays[r]
         & problem.node_open[dst]
         & ~jnp.any(before == dst)
         & ~returns
@@ -339,7 +341,8 @@ def _child_swap(problem: Problem, node_of, primary_of, old, a, b):
 
 def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     """Swap the primary of a random partition with one of its placed secondaries (a promotion when
-    the primary has no node); a parent's aligned child swaps along on the same two nodes."""
+    the primary has no node), neither of them one that stays (SF swaps only movable replicas); a
+    parent's aligned child swaps along on the same two nodes."""
     p = problem.swappable[draw(words[2], problem.n_swappable)]
     row = problem.partition_replicas[p]
     size = jnp.sum(row >= 0)
@@ -379,6 +382,9 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
         & problem.node_up[jnp.maximum(b, 0)]
         & ~((a >= 0) & problem.node_kept[jnp.maximum(a, 0)])  # a deactivated node's primary stays
         & may
+        & ~problem.replica_stays[old]
+        & ~problem.replica_stays[q]
+        & ~(along & (problem.replica_stays[kid] | problem.replica_stays[kid_b]))
         & fits(problem, loads, a, delta_a + load2)
         & fits(problem, loads, b, delta_b + load2_b)
         & _enforced(problem, changes)

@@ -104,7 +104,7 @@ class _Run:
     model: Model
     kernel: KernelConfig
     progress: Callable[[int, int, float, float], None] | None
-    free: np.ndarray  # [R] replicas outside frozen partitions (what any search may touch)
+    free: np.ndarray  # [R] replicas outside frozen partitions that may move (what any search may touch)
     free_partitions: np.ndarray  # [P]
     node_type: str | None = None  # balancing moves only replicas on this node type's nodes
     one_refresh: bool = False  # one SF refresh runs one stage: children wait for parents placed before it
@@ -511,6 +511,26 @@ def _violating_by_kind(index: Index, now: Placement, priorities: np.ndarray) -> 
     return kinds
 
 
+def _swaps_that_fix(problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:
+    """[P] the partitions whose primary the constraint check may swap: those whose primary is on a
+    node over capacity, those with an affinity violation and their parents. SF's constraint check
+    swaps a primary only to fix a violation a role change can fix; a swap moves no replica, so it
+    fixes no domain spread or placement constraint, and only lightens a node its primary leaves."""
+    v = now.report["violations"]
+    partitions = np.zeros(now.primary_of.shape[0], bool)
+    if priorities[CAPACITY] >= 0:
+        over = v["capacity"].sum(axis=1) > 0
+        primary = now.primary_of
+        where = np.where(primary >= 0, now.node_of[np.maximum(primary, 0)], -1)
+        partitions |= (where >= 0) & over[np.maximum(where, 0)]
+    if priorities[AFFINITY] >= 0:
+        replicas = np.flatnonzero(v["affinity"])
+        partitions[np.asarray(problem.replica_partition)[replicas]] = True
+        parents = np.asarray(problem.replica_parent)[replicas]
+        partitions[parents[parents >= 0]] = True
+    return partitions
+
+
 def _constraint_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
     """Fix violations: the replicas involved move (and trade with any replica, SF's repair), kept when
     violations, ranked by priority, went down."""
@@ -518,11 +538,9 @@ def _constraint_phase(run: _Run, now: Placement, schedule: Schedule) -> _Phase:
     bad = _violating(index, problem, now, priorities) & ~_everywhere(state, index)
     if not bad.any():
         return _Phase(now, {"Phase": "ConstraintCheck", "Ran": False, "Reason": "no constraint violation"}, None)
-    partitions = np.zeros(now.primary_of.shape[0], bool)
-    partitions[np.asarray(problem.replica_partition)[np.flatnonzero(bad)]] = True
     what = Scope(
         bad,
-        _swappable(index, now, partitions),
+        _swappable(index, now, _swaps_that_fix(problem, now, priorities)),
         priorities == 0,
         move_weight=CHECK_MOVE_WEIGHT,
         budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
@@ -848,7 +866,7 @@ def _prepare(encoded: Encoded, priorities: np.ndarray) -> _Prepared:
         _capacity(problem, priorities),
         _violating(index, problem, original, priorities),
         usable,
-        (priorities[FAULT_DOMAIN] >= 0, priorities[UPGRADE_DOMAIN] >= 0),
+        (int(priorities[FAULT_DOMAIN]), int(priorities[UPGRADE_DOMAIN]), int(priorities[AFFINITY])),
     )
     if drops:
         problem, index = without_dropped(state, index)
@@ -1076,6 +1094,7 @@ def plan_encoded(
         ready = _prepare(encoded, priorities)
     problem, index = ready.problem, ready.index
     free, free_partitions = _frozen_masks(index, problem, frozen)
+    free &= ~np.asarray(problem.replica_stays)  # in transition on a node that blocks its type
     run = _Run(
         ready.state,
         problem,
@@ -1173,6 +1192,7 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
         for p, ((service, _), rows) in enumerate(zip(index.partitions, index.partition_rows))
         if free_partitions[p] and targets[service] >= 0
     )
+    surplus += int((now.report["violations"]["placement"] & _everywhere(state, index) & free).sum())  # -1: dropped
     hard = np.where(priorities == 0, 0, -1)
     counted = free & ~_everywhere(state, index)
     by_kind = {kind: replicas & counted for kind, replicas in _violating_by_kind(index, now, hard).items()}
