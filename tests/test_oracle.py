@@ -85,6 +85,11 @@ DEFAULT_MISSES = {
     # moves passes a fault-domain violation (N0 and N3 share dc0) or two replicas on one node, which
     # SF's balancing moves never make either (Checker::MoveSolutionRandomly: no violation worse)
     162,
+    # the constraint check ends with (1, 1) where (1, 0) is reachable by swapping S0's and S1's
+    # primaries: since issue 37 item 4 the check swaps only in partitions whose primary is on a node
+    # over capacity or in an affinity violation (SF's ConstraintCheckDomainAndCapacityViolationsTest
+    # makes one move, no swap); this soft violation needs a swap outside that scope: open
+    117,
 }
 
 
