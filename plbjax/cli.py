@@ -350,7 +350,7 @@ def _with_overrides(timeline, cfg: ReplayConfig):
     """`timeline` with its initial state's Settings and metric thresholds replaced where the config
     sets them (`settings.<SF name>`, `balancing.*`: what sweeps vary); a bad setting exits 2 naming it."""
     from plbjax.sf import parse_state
-    from plbjax.sf.replay.loop import with_settings
+    from plbjax.sf.replay.settings import with_settings
 
     balancing = cfg.balancing
     if not cfg.settings and balancing.threshold is None and balancing.activity_threshold is None:

@@ -25,8 +25,8 @@ class Recording(EnginePlanner):
 
     plans: list = dataclasses.field(default_factory=list)
 
-    def __call__(self, state_doc, phase, node_type, seed, frozen):
-        plan = super().__call__(state_doc, phase, node_type, seed, frozen)
+    def plan(self, state_doc, phase, node_type, seed, frozen):
+        plan = super().plan(state_doc, phase, node_type, seed, frozen)
         self.plans.append(plan)
         return plan
 

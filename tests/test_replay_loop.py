@@ -10,8 +10,10 @@ from dataclasses import dataclass, field
 import pytest
 
 from plbjax import parse_state
-from plbjax.sf.replay.loop import PARTS, Needs, last_check_before, replay, tick_at_or_after
+from plbjax.sf.replay.loop import replay
+from plbjax.sf.replay.scheduler import last_check_before, tick_at_or_after
 from plbjax.sf.replay.timeline import parse_timeline, settings_of
+from plbjax.sf.replay.types import PARTS, Needs, PlannedRound
 
 SERVICE = "fabric:/App/Svc"
 
@@ -135,7 +137,7 @@ class OneMove:
                     target = min(load, key=lambda n: (load[n], n))
                     load[target] += 1
                     actions.append(action(p, None, "AddInstance", None, target))
-            return {"Actions": actions, "History": history}
+            return planned(actions, history)
         names = groups(state_doc)[node_type]
         order = sorted(names, key=lambda n: (load[n], n))
         if self.pick is not None:
@@ -148,8 +150,13 @@ class OneMove:
                 target = next((n for n in order if n not in history.get(r["ReplicaId"], []) and n != source), None)
                 if target is not None and load[target] + 1 < load[source]:
                     history.setdefault(r["ReplicaId"], []).append(source)
-                    return {"Actions": [action(p, r["ReplicaId"], "MoveInstance", source, target)], "History": history}
-        return {"Actions": [], "History": history}
+                    return planned([action(p, r["ReplicaId"], "MoveInstance", source, target)], history)
+        return planned([], history)
+
+
+def planned(actions: list[dict], history: dict[str, list[str]]) -> PlannedRound:
+    """A fake planner's round: its actions and History."""
+    return PlannedRound(tuple(actions), {k: tuple(v) for k, v in history.items()})
 
 
 def action(partition: dict, rid, kind: str, source, target) -> dict:
@@ -271,7 +278,8 @@ def test_no_balancing_during_an_upgrade_and_domains_return_to_their_snapshot():
         def __call__(self, state_doc, phase, node_type, seed, frozen):
             plan = super().__call__(state_doc, phase, node_type, seed, frozen)
             if phase == "Placement":
-                plan["Actions"].append(action({"PartitionId": "p1"}, "r1", "MoveInstance", "N0", "N3"))
+                moved = action({"PartitionId": "p1"}, "r1", "MoveInstance", "N0", "N3")
+                return plan._replace(actions=(*plan.actions, moved))
             return plan
 
     events = [
@@ -302,12 +310,9 @@ def test_history_blocks_a_return_until_a_new_trigger():
             history = {k: list(v) for k, v in state_doc.get("History", {}).items()}
             target = "N1" if r["NodeName"] == "N0" else "N0"
             if target in history.get("r0", []):
-                return {"Actions": [], "History": history}
+                return planned([], history)
             history.setdefault("r0", []).append(r["NodeName"])
-            return {
-                "Actions": [action(state_doc["Partitions"][0], "r0", "MoveInstance", r["NodeName"], target)],
-                "History": history,
-            }
+            return planned([action(state_doc["Partitions"][0], "r0", "MoveInstance", r["NodeName"], target)], history)
 
     def always(state_doc, frozen):
         return (
@@ -382,7 +387,7 @@ def test_block_list_expiry_is_applied_in_time_order_among_the_events():
 
     def planner(state_doc, phase, node_type, seed, frozen):
         seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
-        return {"Actions": [], "History": {}}
+        return planned([], {})
 
     events = [
         {"Time": 1, "Kind": "BlockListAdded", "NodeName": "N1", "ServiceTypeName": "SvcType", "Until": 4},
@@ -479,7 +484,7 @@ def test_a_block_list_entry_added_again_lasts_until_the_later_until():
 
     def planner(state_doc, phase, node_type, seed, frozen):
         seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
-        return {"Actions": [], "History": {}}
+        return planned([], {})
 
     entry = {"Kind": "BlockListAdded", "NodeName": "N1", "ServiceTypeName": "SvcType"}
     events = [

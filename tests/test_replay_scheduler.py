@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import io
 
-from test_replay_loop import OneMove, cluster, counts, play, probe, ran
+from test_replay_loop import OneMove, cluster, counts, planned, play, probe, ran
 
 from plbjax.sf.replay import parse_timeline, replay, summary
-from plbjax.sf.replay.loop import Needs
 from plbjax.sf.replay.progress import ReplayProgress
+from plbjax.sf.replay.types import Needs
 
 FAILED_R0 = {"Time": 0, "Kind": "ReplicaFailed", "ReplicaId": "r0"}
 
@@ -69,7 +69,7 @@ def test_domain_violations_wait_out_the_constraint_fix_partial_delay_after_a_nod
 
     def planner(state_doc, phase, node_type, seed, frozen):
         seen.append(phase)
-        return {"Actions": [], "History": {}}
+        return planned([], {})
 
     events = [{"Time": 0, "Kind": "NodeDown", "NodeName": "N2"}]
     result = replay(parse_timeline({"State": state, "Events": events, "Duration": 4.5}), planner, _violating, 0)
@@ -110,7 +110,7 @@ def test_placement_retries_without_moves_then_places_with_moves():
 
     def planner(state_doc, phase, node_type, seed, frozen):
         modes.append((phase, state_doc["Settings"].get("MoveExistingReplicaForPlacement", True)))
-        return {"Actions": [], "History": {}}
+        return planned([], {})
 
     replay(parse_timeline({"State": state, "Events": [FAILED_R0], "Duration": 10}), planner, probe, 0)
     assert modes == [("Placement", False), ("Placement", True)]

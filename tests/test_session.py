@@ -108,7 +108,7 @@ def test_a_structural_change_encodes_afresh():
 
 def _series(timeline: Timeline, session: Session):
     record = replay(timeline, *engine(SEARCH, session), seed=0)
-    return [(r.time, r.trigger, r.phase, r.node_type, dict(r.counts), r.needs) for r in record.rows], record
+    return [(r.time, r.trigger, r.phase, r.node_type, r.counts, r.needs) for r in record.rows], record
 
 
 @pytest.mark.parametrize("name", ["small-diurnal.yaml", "small-fd-failure.yaml"])

@@ -6,14 +6,16 @@ and its actions are applied (after their ActionSeconds). The record is written b
 """
 
 from plbjax.sf.replay.events import Event, apply_event
-from plbjax.sf.replay.loop import Needs, Planner, Probe, Replay, Row, replay
+from plbjax.sf.replay.loop import replay
 from plbjax.sf.replay.record import summary, write_outputs
 from plbjax.sf.replay.timeline import ActionSeconds, Timeline, load_timeline, parse_timeline
+from plbjax.sf.replay.types import Needs, PlannedRound, Planner, Probe, Replay, Row
 
 __all__ = [
     "ActionSeconds",
     "Event",
     "Needs",
+    "PlannedRound",
     "Planner",
     "Probe",
     "Replay",

@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from plbjax.sf import SearchConfig, Session
-from plbjax.sf.replay.loop import Needs, PartitionKey
+from plbjax.sf.replay.types import Needs, PartitionKey, PlannedRound
 
 
 def _ratio(max_load: float, min_load: float) -> float:
@@ -57,7 +57,14 @@ class EnginePlanner:
 
     def __call__(
         self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
+    ) -> PlannedRound:
+        plan = self.plan(state_doc, phase, node_type, seed, frozen)
+        return PlannedRound(tuple(plan["Actions"]), {k: tuple(v) for k, v in plan["History"].items()})
+
+    def plan(
+        self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
     ) -> dict:
+        """The round's plan document."""
         search = dataclasses.replace(self.search, seed=seed)
         return self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen)
 

@@ -22,7 +22,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from plbjax.files import write_figure, write_text
-from plbjax.sf.replay.loop import Replay, Row
+from plbjax.sf.replay.types import Counts, Replay, Row
 from plbjax.version import VERSION
 
 COLUMNS = (
@@ -66,7 +66,8 @@ def what(row: Row) -> str:
     (and node type) and the actions it issued (`Balancing: 6 moves, 1 swap`, `Placement: no action`)."""
     if row.trigger == "Event":
         return "; ".join(text for _, text in row.events) or "events of replicas no longer there"
-    done = ", ".join(_counted(row.counts[k], k[:-1].lower()) for k in COLUMNS[5:10] if row.counts[k])
+    kinds = zip(Counts._fields[1:], row.counts[1:])
+    done = ", ".join(_counted(n, kind[:-1]) for kind, n in kinds if n)
     return f"{row.phase}{' ' + row.node_type if row.node_type else ''}: {done or 'no action'}"
 
 
@@ -81,7 +82,7 @@ def _columns(row: Row) -> dict:
         "Trigger": row.trigger,
         "Phase": row.phase,
         "NodeType": row.node_type or "",
-        **{k: row.counts[k] for k in COLUMNS[4:10]},
+        **dict(zip(COLUMNS[4:10], row.counts)),
         "CumulativeMovements": row.cumulative_movements,
         "AvgStdDev": _number(row.needs.avg_std_dev),
         "ImbalancedMetrics": ";".join(imbalanced),
@@ -269,7 +270,7 @@ def plot_imbalance(replay: Replay, path: Path) -> None:
     ratio.set_ylabel("max/min load (gap: a node without load)")
     handles = [h for ax in (top, ratio) for h in ax.get_legend_handles_labels()[0]]
     ratio.legend(handles, [str(h.get_label()) for h in handles], fontsize=7, loc="upper right")
-    bottom.bar(times[:-1], [r.counts["Actions"] for r in rows], width=max(replay.duration / 400, 1e-3), label="actions")
+    bottom.bar(times[:-1], [r.counts.actions for r in rows], width=max(replay.duration / 400, 1e-3), label="actions")
     bottom.step(
         times, held([r.cumulative_movements for r in rows]), where="post", color="C3", label="cumulative movements"
     )

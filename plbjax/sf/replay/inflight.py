@@ -1,0 +1,115 @@
+"""Actions in flight: issued by a round, applied when their ActionSeconds have passed, one after the
+other per partition, as the Failover Manager completes them; one that no longer fits then is
+cancelled."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+from plbjax.sf import apply_actions
+from plbjax.sf.replay.types import EPS, PartitionKey, partition_key
+
+
+@dataclass(frozen=True, order=True)
+class _Flying:
+    done: float
+    seq: int
+    action: dict = field(compare=False)
+
+
+class InFlight:
+    """The actions issued and not completed yet: by completion time, and per partition when its last
+    one completes (`busy`: the partitions a search must not touch) and how many are flying."""
+
+    def __init__(self) -> None:
+        self.heap: list[_Flying] = []
+        self.busy: dict[PartitionKey, float] = {}
+        self.flying: dict[PartitionKey, int] = {}
+        self.seq = 0  # actions issued so far: completions at the same time go in that order
+        self.named = 0  # replicas named `replay-N` so far
+        self.cancelled = 0  # actions that no longer fitted when they completed
+
+    def frozen(self) -> frozenset[PartitionKey]:
+        """The partitions with an action in flight."""
+        return frozenset(self.busy)
+
+    def next_done(self) -> float | None:
+        """When the next action completes (None: none is in flight)."""
+        return self.heap[0].done if self.heap else None
+
+    def issue(self, action: dict, now: float, seconds: float) -> None:
+        """`action` completes `seconds` after `now`, or after its partition's last one in flight."""
+        key = partition_key(action)
+        done = max(now + seconds, self.busy.get(key, -math.inf))
+        self.busy[key] = done
+        self.seq += 1
+        heapq.heappush(self.heap, _Flying(done, self.seq, action))
+        self.flying[key] = self.flying.get(key, 0) + 1
+
+    def complete(self, doc: dict, now: float) -> tuple[dict, int]:
+        """`doc` with the actions due by `now` applied (one after the other, on one copy of it:
+        `_Completions`), and how many were applied; the others are cancelled."""
+        batch, applied = None, 0
+        while self.heap and self.heap[0].done <= now + EPS:
+            done = heapq.heappop(self.heap)
+            key = partition_key(done.action)
+            self.flying[key] -= 1
+            if not self.flying[key]:
+                del self.flying[key]
+                if self.busy.get(key) == done.done:
+                    del self.busy[key]
+            batch = batch or _Completions(doc, self)
+            if batch.apply(done.action):
+                applied += 1
+            else:
+                self.cancelled += 1
+        return (doc if batch is None else batch.document()), applied
+
+    def new_id(self, taken: set[str]) -> str:
+        """The next `replay-N` not in `taken` (which it joins)."""
+        self.named += 1
+        while f"replay-{self.named}" in taken:
+            self.named += 1
+        taken.add(f"replay-{self.named}")
+        return f"replay-{self.named}"
+
+
+class _Completions:
+    """Completed actions applied one after the other on one copy of the document: each action to a
+    copy of its partition only (`apply_actions` on that partition), so a round's actions cost what
+    they touch. An action that no longer fits (its target is not Up, its replica is gone, ...) is
+    not applied; a replica an Add creates is named `replay-N` (unused in the document)."""
+
+    def __init__(self, doc: dict, flight: InFlight) -> None:
+        self.doc, self.flight = doc, flight
+        self.parts = list(doc["Partitions"])
+        self.at = {partition_key(p): k for k, p in enumerate(self.parts)}
+        self.status = {n["NodeName"]: n.get("NodeStatus", "Up") for n in doc["Nodes"]}
+        self.taken: set[str] | None = None
+
+    def apply(self, action: dict) -> bool:
+        if action["Action"][:4] in ("Move", "Add") and self.status.get(action["TargetNode"]) != "Up":
+            return False
+        k = self.at.get(partition_key(action))
+        if k is None:
+            return False
+        try:
+            part = apply_actions({"Partitions": [self.parts[k]]}, [action])["Partitions"][0]
+        except (ValueError, KeyError, StopIteration):
+            return False
+        if action["ReplicaId"] is None:
+            part = dict(part, Replicas=[self._named(r) for r in part["Replicas"]])
+        self.parts[k] = part
+        return True
+
+    def _named(self, replica: dict) -> dict:
+        if replica["ReplicaId"] is not None:
+            return replica
+        if self.taken is None:
+            self.taken = {str(r["ReplicaId"]) for p in self.parts for r in p["Replicas"]}
+        return dict(replica, ReplicaId=self.flight.new_id(self.taken))
+
+    def document(self) -> dict:
+        return {**self.doc, "Partitions": self.parts}

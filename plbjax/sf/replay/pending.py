@@ -1,0 +1,66 @@
+"""The events still to apply: the timeline's, in order, and the block-list expiries that the entries
+added schedule (an entry added again lasts until its later Until)."""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Mapping, Sequence
+
+from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event
+from plbjax.sf.replay.types import EPS
+
+
+def _block_key(fields: Mapping) -> tuple[str, str]:
+    """A block-list entry's (NodeName, ServiceTypeName): the same entry added again replaces its Until."""
+    return fields["NodeName"], fields["ServiceTypeName"]
+
+
+class Pending:
+    """The timeline's events not applied yet and the block-list expiries to come."""
+
+    def __init__(self, events: Sequence[Event]) -> None:
+        self.events = events
+        self.next = 0  # the timeline's events are in order: the next one not applied yet
+        self.expiries: list[tuple[float, int, Event]] = []  # (time, after every timeline event, the expiry)
+        self.block_until: dict[tuple[str, str], float] = {}  # the latest Until of each entry added
+        self.seq = 0
+
+    def next_time(self) -> float:
+        """The time of the next event to apply (a timeline event or a block-list expiry)."""
+        return min(
+            self.events[self.next].time if self.next < len(self.events) else math.inf,
+            self.expiries[0][0] if self.expiries else math.inf,
+        )
+
+    def due(self, now: float) -> list[Event]:
+        """The events due by `now`, taken from the timeline and the expiries, in (time, order)."""
+        events, due = self.events, []
+        while self.next_time() <= now + EPS:
+            n = self.next
+            if n < len(events) and (not self.expiries or (events[n].time, n) < self.expiries[0][:2]):
+                end = n + 1
+                while (
+                    end < len(events)
+                    and events[end].time <= now + EPS
+                    and (not self.expiries or (events[end].time, end) < self.expiries[0][:2])
+                ):
+                    end += 1
+                due += events[n:end]
+                self.next = end
+            else:
+                expiry = heapq.heappop(self.expiries)[2]
+                if self.block_until.get(_block_key(expiry.fields)) == expiry.time:  # not extended since
+                    due.append(expiry)
+        return due
+
+    def applied(self, event: Event) -> None:
+        """An event was applied: a block-list entry added schedules its expiry."""
+        if event.kind != "BlockListAdded":
+            return
+        until = float(event.fields.get("Until", math.inf))
+        self.block_until[_block_key(event.fields)] = until
+        if math.isfinite(until):
+            expiry = Event(until, BLOCK_LIST_EXPIRED, event.fields, event.index)
+            heapq.heappush(self.expiries, (until, len(self.events) + self.seq, expiry))
+            self.seq += 1

@@ -1,0 +1,310 @@
+"""SF's scheduler (PLBScheduler::RefreshAction) on the replay's clock: the phase timers, the changes
+that gate them, placement's retries, and which phase a round runs (timeline.md §2).
+
+At a refresh (every PLBRefreshGap) the timers whose interval has passed are visited from the one
+that waited longest (ties: Placement, ConstraintCheck, Balancing); a visited timer restarts, and the
+first visited phase that has work runs, so a round runs at most one phase. The placement and
+constraint-check timers start expired, the balancing timers at t = 0 (ServiceDomain creates its
+scheduler with lastBalancing = now), and the initial state is a change at t = 0. The gates and
+throttles are SF's: see `_balancing_throttled`, `_constraint_check_skipped`, `_next_placement`,
+`_small_change`. A Placement or ConstraintCheck that changed nothing is not re-run until the state
+changes (SF would search the same state again)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from plbjax.sf.replay.document import StateDocument
+from plbjax.sf.replay.inflight import InFlight
+from plbjax.sf.replay.settings import Settings, with_settings
+from plbjax.sf.replay.throttles import Window, throttle_overrides
+from plbjax.sf.replay.types import EPS, Needs, PartitionKey
+
+
+def tick_at_or_after(t: float, gap: float) -> float:
+    """The first refresh time (a multiple of `gap`) at or after `t`, to the nanosecond (101 x 0.1
+    is 10.100000000000001 in floating point)."""
+    return round(math.ceil(t / gap - EPS) * gap, 9)
+
+
+def last_check_before(last: float, interval: float, gap: float, since: float, until: float) -> float:
+    """A timer restarted at `last` and again whenever it has expired at a refresh from `since` on:
+    its last restart before `until` (`last` itself if none)."""
+    first = max(since, tick_at_or_after(last + interval, gap)) if math.isfinite(last) else since
+    if first >= until - EPS:
+        return last
+    period = max(gap, tick_at_or_after(interval, gap))
+    return first + math.floor((until - first - EPS) / period) * period
+
+
+@dataclass
+class Timers:
+    """When each timer last restarted, and the last round."""
+
+    phases: dict[str, float] = field(default_factory=lambda: {"Placement": -math.inf, "ConstraintCheck": -math.inf})
+    balancing: dict[str | None, float] = field(default_factory=dict)  # per node type (None: the cluster)
+    round: float = -math.inf
+
+    def last_balancing(self, node_type: str | None) -> float:
+        """A balancing timer's last restart: SF's ServiceDomain creates its scheduler with
+        lastBalancing = now (the start), so the first balancing comes one interval later."""
+        return self.balancing.get(node_type, 0.0)
+
+
+@dataclass
+class Changes:
+    """When the cluster last changed, by kind, and the earliest change no round has seen yet."""
+
+    node_down: float = -math.inf
+    new_node: float = -math.inf
+    load_change: float = -math.inf
+    state_change: float = 0.0  # SF's AddService: the initial state is a change at t = 0
+    wake: float | None = 0.0
+
+
+class PlacementMode(NamedTuple):
+    """SF's placementAction_: placing without moves ("New") or with them ("WithMove"), and its iteration."""
+
+    mode: str = "New"
+    iteration: int = 0
+
+
+@dataclass
+class Fruitless:
+    """The document version at which a search found nothing: it is not run again on that version."""
+
+    phases: dict[str, int] = field(default_factory=dict)  # Placement, ConstraintCheck
+    placement_new: int | None = None  # placement without moves while moves may follow (its retries count)
+
+
+class Scheduler:
+    """Which phase each round runs, from the timers, the changes and the throttles."""
+
+    def __init__(self, state: StateDocument, flight: InFlight, window: Window) -> None:
+        self.state, self.flight, self.window = state, flight, window
+        self.timers, self.changes, self.fruitless = Timers(), Changes(), Fruitless()
+        self.placement, self.with_move = PlacementMode(), False
+        self.last_avg: float | None = None  # AvgStdDev after the last balancing
+
+    def _settings(self) -> Settings:
+        return self.state.settings()
+
+    def _needs(self) -> Needs:
+        return self.state.needs(self.flight.frozen())
+
+    def gap(self) -> float:
+        return float(self._settings().refresh_gap)
+
+    # ---------------------------------------------------------------- the clock
+
+    def next_round(self, now: float) -> float:
+        """The next refresh at which a round can do something (`now`: the time last processed)."""
+        gap, s, changes = self.gap(), self._settings(), self.changes
+        after = max(self.timers.round + gap if math.isfinite(self.timers.round) else 0.0, now)
+        delays = (
+            changes.node_down + s.balancing_delay_after_node_down,
+            changes.new_node + s.balancing_delay_after_new_node,
+        )
+        wakes = [w for w in delays if w >= after - EPS]
+        wakes += [changes.wake] if changes.wake is not None else []
+        wakes += self.window.wakes(s)
+        times = [tick_at_or_after(max(w, after), gap) for w in wakes + self._live_dues(after)]
+        return min(times, default=math.inf)
+
+    def _live_dues(self, at: float) -> list[float]:
+        """When each timer that has work to do expires."""
+        s, needs, dues = self._settings(), self._needs(), []
+        for phase in s.phases_on():
+            if self._has_work(phase, needs) and self.fruitless.phases.get(phase) != self.state.version:
+                dues.append(self.timers.phases[phase] + s.interval(phase))
+        if s.balancing_enabled and not self._balancing_throttled(at):
+            imbalanced = self._imbalanced_types(needs)
+            dues += [
+                self.timers.last_balancing(t) + iv
+                for t, iv in s.balancing_intervals.items()
+                if t in imbalanced and not self._small_change(t, needs)
+            ]
+        return dues
+
+    def catch_up(self, last: float, now: float) -> None:
+        """Restart the timers as the refreshes skipped over since `last`, the time last processed
+        (none of which ran a phase, the state unchanged), would have."""
+        timers = self.timers
+        if not math.isfinite(timers.round):
+            return
+        gap, s = self.gap(), self._settings()
+        since = max(timers.round + gap, tick_at_or_after(last + EPS, gap) if last > timers.round else 0)
+        for phase in timers.phases:
+            timers.phases[phase] = last_check_before(timers.phases[phase], s.interval(phase), gap, since, now)
+        if s.balancing_enabled and not self._balancing_throttled(since):
+            for t, iv in s.balancing_intervals.items():
+                timers.balancing[t] = last_check_before(timers.last_balancing(t), iv, gap, since, now)
+
+    def state_changed(self, now: float) -> None:
+        """SF's SystemStateChanged: a change other than a load report; placement starts over without moves."""
+        self.changes.state_change = now
+        self.placement = PlacementMode()
+
+    def woken(self, now: float) -> None:
+        """The document changed at `now`: the next round looks again."""
+        wake = self.changes.wake
+        self.changes.wake = now if wake is None else min(wake, now)
+
+    # ---------------------------------------------------------------- a round
+
+    def begin_round(self, now: float) -> tuple[str, tuple[str | None, ...]] | None:
+        """A round at `now`: the phase it runs (and the node types to balance), or None."""
+        self.timers.round = now
+        self.window.slide(now, self._settings())
+        return self._decide(now)
+
+    def end_round(self) -> None:
+        """The round has seen every change so far, its own included."""
+        self.changes.wake = None
+
+    def ran(self, phase: str, issued: int) -> None:
+        """`phase` ran and issued `issued` actions."""
+        version = self.state.version
+        if phase == "Balancing":
+            self.last_avg = self._needs().avg_std_dev
+        elif not issued and phase == "Placement" and not self.with_move and self._settings().move_for_placement:
+            self.fruitless.placement_new = version  # not searched again; the retries still count
+        elif not issued:
+            self.fruitless.phases[phase] = version
+
+    def _decide(self, now: float) -> tuple[str, tuple[str | None, ...]] | None:
+        """SF's RefreshAction: the phase to run now (and the node types to balance), or None."""
+        s, needs, expired = self._settings(), self._needs(), []
+        for order, phase in enumerate(s.phases_on()):
+            due = self.timers.phases[phase] + s.interval(phase)
+            if now >= due - EPS:
+                expired.append((due, order, phase))
+        if s.balancing_enabled:
+            due = min(self.timers.last_balancing(t) + iv for t, iv in s.balancing_intervals.items())
+            if now >= due - EPS:
+                expired.append((due, 2, "Balancing"))
+        for _, _, phase in sorted(expired):
+            if phase == "Balancing":
+                types = self._balancing_types(now, needs)
+                if types:
+                    return phase, types
+                continue
+            self.timers.phases[phase] = now
+            if not self._has_work(phase, needs) or self.fruitless.phases.get(phase) == self.state.version:
+                self.placement = self.placement if phase != "Placement" else PlacementMode()  # SF: "not needed"
+            elif phase == "ConstraintCheck" and not self._constraint_check_skipped(now):
+                return phase, (None,)
+            elif phase == "Placement":
+                self.with_move = self._next_placement(now)
+                if self.with_move or self.fruitless.placement_new != self.state.version:
+                    return phase, (None,)
+        return None
+
+    @staticmethod
+    def _has_work(phase: str, needs: Needs) -> bool:
+        return bool(needs.unplaced if phase == "Placement" else needs.violations)
+
+    # ---------------------------------------------------------------- what the planner receives
+
+    def view(self, phase: str, now: float) -> dict:
+        """The document handed to the planner: Settings carry the throttle allowance left."""
+        allowance = self.window.allowance(self._settings(), now, self.state.existing())
+        overrides = throttle_overrides(allowance, phase)
+        if phase == "Placement" and not self.with_move:
+            overrides["MoveExistingReplicaForPlacement"] = False
+        return with_settings(self.state.doc, overrides) if overrides else self.state.doc
+
+    def frozen(self, phase: str) -> frozenset[PartitionKey]:
+        """Partitions with an action in flight; for Balancing also those at the per-partition throttle."""
+        frozen = set(self.flight.busy)
+        if phase == "Balancing":
+            frozen |= self.window.throttled_partitions(self._settings().partition_threshold)
+        return frozenset(frozen)
+
+    # ---------------------------------------------------------------- placement and the constraint check
+
+    def _constraint_check_skipped(self, now: float) -> bool:
+        """SF's RefreshAction with IsConstraintCheckThrottled: within ConstraintFixPartialDelayAfter-
+        NodeDown/NewNode of a node event, a check whose violations are all fault or upgrade domain
+        ones (AllViolationsSkippable) is skipped, its timer restarted. (SF runs the others "light",
+        with a fifth of its search; the replay runs them in full.)"""
+        s, changes = self._settings(), self.changes
+        throttled = (
+            now < changes.node_down + s.fix_partial_delay_after_node_down - EPS
+            or now < changes.new_node + s.fix_partial_delay_after_new_node - EPS
+        )
+        return throttled and self.state.domain_violations_only(self.flight.frozen())
+
+    def _next_placement(self, now: float) -> bool:
+        """SF's placementAction_ (RefreshAction's Placement stage, PLBSchedulerAction::CanRetry): this
+        round places with moves or not; PLBActionRetryTimes placements without, then one with moves
+        when MoveExistingReplicaForPlacement allows (and IsCreationWithMoveThrottled does not hold),
+        then without again. A state change starts over (SystemStateChanged)."""
+        s, (mode, iteration) = self._settings(), self.placement
+        if mode == "WithMove" and self._creation_with_move_throttled(now):
+            mode, iteration = "New", 0
+        current, iteration = mode, iteration + 1
+        if not (iteration < s.retry_times if mode == "New" else iteration == 0):
+            mode = "WithMove" if mode == "New" and s.move_for_placement else "New"
+            iteration = 0
+        self.placement = PlacementMode(mode, iteration)
+        return current == "WithMove"
+
+    def _creation_with_move_throttled(self, now: float) -> bool:
+        """SF's IsCreationWithMoveThrottled: a global or placement movement throttle reached, or
+        MaxPercentageToMoveForPlacement 0."""
+        s = self._settings()
+        reached = self.window.allowance(s, now, self.state.existing()).reached("Placement")
+        return reached or s.max_percentage_to_move_for_placement == 0
+
+    # ---------------------------------------------------------------- balancing
+
+    def _balancing_types(self, now: float, needs: Needs) -> tuple[str | None, ...]:
+        """Node types to balance now (None: the whole cluster); restarts the expired timers."""
+        if self._balancing_throttled(now):
+            return ()
+        imbalanced, timers = self._imbalanced_types(needs), self._settings().balancing_intervals
+        expired = [t for t, iv in timers.items() if now >= self.timers.last_balancing(t) + iv - EPS]
+        chosen = tuple(t for t in expired if t in imbalanced and not self._small_change(t, needs))
+        for t in expired:
+            self.timers.balancing[t] = now
+        return chosen
+
+    def _balancing_throttled(self, now: float) -> bool:
+        """SF's IsBalancingThrottled: soon after a node event, a global throttle reached, or nothing to move."""
+        s, changes = self._settings(), self.changes
+        return (
+            now < changes.node_down + s.balancing_delay_after_node_down - EPS
+            or now < changes.new_node + s.balancing_delay_after_new_node - EPS
+            or self.window.allowance(s, now, self.state.existing()).reached("Balancing")
+            or s.max_percentage_to_move == 0
+            or self._per_partition_throttled()
+        )
+
+    def _per_partition_throttled(self) -> bool:
+        """SF's ThrottleBalancingForPerFUMovements: more of the imbalanced partitions (those of a
+        service with an imbalanced metric: SystemState::GetImbalancedFailoverUnits) throttled than
+        MovementThrottledPartitionsPercentageThreshold of them."""
+        s = self._settings()
+        throttled = self.window.throttled_partitions(s.partition_threshold)
+        if not throttled:
+            return False
+        imbalanced = self.state.partitions_of({m for m, _ in self._needs().imbalanced})
+        return len(throttled & imbalanced) > len(imbalanced) * s.throttled_partitions_share
+
+    def _small_change(self, node_type: str | None, needs: Needs) -> bool:
+        """SF's ThrottleBalancingForSmallStdDevChange for the timer of `node_type`."""
+        last, changes = self.timers.last_balancing(node_type), self.changes
+        if changes.state_change > last:
+            return False
+        if changes.state_change < last and changes.load_change < last:
+            return True
+        threshold = self._settings().avg_std_dev_delta
+        return threshold >= 0 and self.last_avg is not None and needs.avg_std_dev <= self.last_avg * (1 + threshold)
+
+    def _imbalanced_types(self, needs: Needs) -> set[str | None]:
+        if not self._settings().per_node_type:
+            return {None} if needs.imbalanced else set()
+        return {t for _, t in needs.imbalanced}

@@ -1,0 +1,142 @@
+"""The replay's types: what the probe and the planner answer (`Needs`, `PlannedRound`), a round's
+counts, the series' rows and the record (`Replay`), and where the wall time goes (`Stopwatch`)."""
+
+from __future__ import annotations
+
+import time as wallclock
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple, Protocol, TypeVar
+
+PartitionKey = tuple[str, str]  # (ServiceName, str(PartitionId))
+PHASES = ("Placement", "ConstraintCheck", "Balancing")
+EPS = 1e-9  # simulated times closer than this are the same time
+# Where a replay's wall time goes (Replay.timings): applying events, the probe, the planner, and
+# the rest (the scheduler, throttles, applying completed actions: "loop").
+PARTS = ("events", "probe", "planner", "loop")
+Progress = Callable[[float, Mapping[str, float], Mapping[str, int], int], None]
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What the cluster needs, and its statistics for the record (the probe's answer)."""
+
+    unplaced: int = 0  # replicas to place or drop outside frozen partitions
+    violations: int = 0  # replicas breaking a hard constraint outside frozen partitions
+    imbalanced: frozenset[tuple[str, str | None]] = frozenset()  # (metric, node type; None: cluster)
+    avg_std_dev: float = 0.0
+    max_min_ratio: Mapping[str, float] = field(default_factory=dict)
+    node_loads: Mapping[str, Mapping[str, float]] = field(default_factory=dict)  # node -> metric -> load
+    violations_by_kind: Mapping[str, int] = field(default_factory=dict)  # the violating replicas by constraint kind
+
+
+class PlannedRound(NamedTuple):
+    """What the planner plans for one phase of a round: its actions (the plan's action documents, in
+    order) and the History that replaces the document's."""
+
+    actions: tuple[dict, ...]
+    history: Mapping[str, tuple[str, ...]]  # str(ReplicaId) -> nodes it left
+
+
+class Probe(Protocol):
+    def __call__(self, state_doc: dict, frozen: frozenset[PartitionKey]) -> Needs:
+        """What `state_doc` needs, counting nothing in the `frozen` partitions."""
+        ...
+
+
+class Planner(Protocol):
+    def __call__(
+        self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
+    ) -> PlannedRound:
+        """One phase's round; Balancing moves only replicas on `node_type`'s nodes when it is given;
+        nothing in the `frozen` partitions changes."""
+        ...
+
+
+class Counts(NamedTuple):
+    """The actions a round issued, by kind (the series' columns Actions ... Promotions)."""
+
+    actions: int = 0
+    moves: int = 0
+    swaps: int = 0
+    adds: int = 0
+    drops: int = 0
+    promotions: int = 0
+
+    @classmethod
+    def of(cls, actions: Sequence[Mapping]) -> Counts:
+        kinds = Counter(action_kind(a["Action"]) for a in actions)
+        return cls(len(actions), *(kinds[kind] for kind in cls._fields[1:]))
+
+
+_KINDS = (("Move", "moves"), ("Swap", "swaps"), ("Add", "adds"), ("Drop", "drops"), ("Promote", "promotions"))
+
+
+def action_kind(action: str) -> str:
+    """The `Counts` field of a plan action: moves, swaps, adds, drops or promotions."""
+    return next(kind for prefix, kind in _KINDS if action.startswith(prefix))
+
+
+def is_movement(action: str) -> bool:
+    """Whether a plan action counts against the movement throttles: a move or a swap."""
+    return action_kind(action) in ("moves", "swaps")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One row of the series: a round that ran a phase (per node type), or an event time."""
+
+    time: float
+    trigger: str
+    phase: str
+    node_type: str | None
+    counts: Counts
+    cumulative_movements: int
+    needs: Needs
+    events: tuple[tuple[str, str], ...] = ()  # an event row's (kind, what happened): `events.describe`
+
+
+@dataclass(frozen=True)
+class Replay:
+    """The record of a replay."""
+
+    rows: tuple[Row, ...]
+    actions: tuple[dict, ...]  # {Time, Phase, NodeType?, ...the plan's action fields}
+    final_state: dict
+    rounds: Mapping[str, int]
+    cancelled: int  # in-flight actions that no longer fitted when they completed
+    duration: float
+    seconds: float
+    timings: Mapping[str, float] = field(default_factory=dict)  # wall seconds by part (see `PARTS`)
+    interrupted: bool = False  # stopped early: `duration` is the simulated time reached
+
+
+def partition_key(action_or_partition: Mapping) -> PartitionKey:
+    """The partition of a plan action or a state document's partition."""
+    return action_or_partition["ServiceName"], str(action_or_partition["PartitionId"])
+
+
+class Stopwatch:
+    """Wall seconds by part (`PARTS`) since it started; "loop" is the rest."""
+
+    def __init__(self) -> None:
+        self.start = wallclock.perf_counter()
+        self.spent: dict[str, float] = dict.fromkeys(PARTS, 0.0)
+
+    def timed(self, part: str, work: Callable[..., T], *args) -> T:
+        """`work(*args)`, its wall time counted in `part`."""
+        begin = wallclock.perf_counter()
+        try:
+            return work(*args)
+        finally:
+            self.spent[part] += wallclock.perf_counter() - begin
+
+    def elapsed(self) -> float:
+        return wallclock.perf_counter() - self.start
+
+    def timings(self) -> dict[str, float]:
+        """Wall seconds by part so far."""
+        rest = max(wallclock.perf_counter() - self.start - sum(self.spent.values()), 0.0)
+        return {**self.spent, "loop": rest}
