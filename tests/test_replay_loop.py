@@ -1,17 +1,18 @@
-"""The PLB loop on a simulated clock with fake planners and probes (plbjax.sf.replay.loop)."""
+"""The PLB loop on a simulated clock with fake planners and probes (plbjax.sf.replay.loop): the
+record, determinism, timings, progress and a stopped replay. Its fakes serve the other replay tests."""
 
 from __future__ import annotations
 
 import copy
+import io
 import random
 import statistics
 from dataclasses import dataclass, field
 
-import pytest
-
 from plbjax import parse_state
+from plbjax.sf.replay import summary
 from plbjax.sf.replay.loop import replay
-from plbjax.sf.replay.scheduler import last_check_before, tick_at_or_after
+from plbjax.sf.replay.progress import ReplayProgress
 from plbjax.sf.replay.timeline import parse_timeline, settings_of
 from plbjax.sf.replay.types import PARTS, Needs, PlannedRound
 
@@ -183,178 +184,6 @@ def play(state: dict, events=(), planner=None, duration=None, seed=0, **extra):
     return replay(parse_timeline(doc), planner or OneMove(), probe, seed)
 
 
-def test_timer_helpers():
-    assert tick_at_or_after(2.5, 1) == 3 and tick_at_or_after(3.0, 1) == 3 and tick_at_or_after(0.1, 0.1) == 0.1
-    assert last_check_before(0, 1, 1, since=1, until=8) == 7  # restarts at 1..7
-    assert last_check_before(0, 5, 1, since=1, until=12) == 10  # restarts at 5 and 10
-    assert last_check_before(0, 5, 1, since=1, until=5) == 0  # not expired before 5
-
-
-def test_placement_and_balancing_timers_run_in_sfs_order():
-    """A 1-s placement timer and a 5-s balancing timer: balancing runs every 5 s while the cluster
-    is imbalanced, the first one interval after the start (SF's ServiceDomain starts its scheduler's
-    lastBalancing at its creation); a failed instance is placed at the first refresh after it
-    failed; rounds never run two phases."""
-    state = cluster({"N0": 6, "N1": 0, "N2": 0, "N3": 0}, {})
-    result = play(state, [{"Time": 7.5, "Kind": "ReplicaFailed", "ReplicaId": "r5"}], duration=40)
-    assert ran(result) == [
-        (5, "Balancing", None),
-        (8, "Placement", None),
-        (10, "Balancing", None),
-        (15, "Balancing", None),
-    ]
-    assert [r.time for r in result.rows if r.trigger == "Event"] == [7.5]
-    assert result.rounds == {"Balancing": 3, "Placement": 1}
-    assert counts(result.final_state) == {"N0": 2, "N1": 2, "N2": 1, "N3": 1}
-
-
-def test_balancing_waits_for_placement_on_the_same_tick_then_takes_its_turn():
-    """SF visits expired timers from the one that waited longest: when both are due at 5,
-    placement (needed) runs; balancing, due since 5, goes before placement due at 6."""
-    state = cluster({"N0": 4, "N1": 0, "N2": 0}, {})
-    events = [
-        {"Time": 4.5, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
-        {"Time": 5.5, "Kind": "ReplicaFailed", "ReplicaId": "r1"},
-    ]
-    result = play(state, events, duration=7)
-    assert ran(result) == [
-        (5, "Placement", None),
-        (6, "Balancing", None),
-        (7, "Placement", None),
-    ]
-
-
-def test_node_type_whose_interval_has_not_passed_is_not_balanced():
-    state = cluster(
-        {"A0": 6, "A1": 0, "B0": 6, "B1": 0},
-        {"SeparateBalancingStrategyPerNodeType": True},
-        node_types={"A0": "A", "A1": "A", "B0": "B", "B1": "B"},
-        intervals={"A": 5, "B": 20},
-    )
-    result = play(state, duration=45)
-    assert ran(result) == [  # each timer starts at 0: A's first balancing at 5, B's at 20
-        (5, "Balancing", "A"),
-        (10, "Balancing", "A"),
-        (15, "Balancing", "A"),
-        (20, "Balancing", "B"),
-        (40, "Balancing", "B"),
-    ]
-    assert result.rounds == {"Balancing": 5}
-    assert {a["NodeType"] for a in result.actions} == {"A", "B"}
-
-
-def test_throttle_window_admits_movements_again_once_it_slides_past_them():
-    state = cluster(
-        {"N0": 8, "N1": 0, "N2": 0, "N3": 0},
-        {"GlobalMovementThrottleThresholdForBalancing": 2, "GlobalMovementThrottleCountingInterval": 12},
-    )
-    planner = OneMove()
-    result = play(state, planner=planner, duration=45)
-    assert ran(result, "Balancing") == [(t, "Balancing", None) for t in (5, 10, 17, 22, 29, 34)]
-    for _, _, doc, _ in planner.calls:
-        parse_state(doc)
-    allowance = [doc["Settings"]["GlobalMovementThrottleThresholdForBalancing"] for _, _, doc, _ in planner.calls]
-    assert allowance == [2, 1, 1, 1, 1, 1]
-    assert planner.calls[1][2]["Settings"]["GlobalMovementThrottleThreshold"] == 999  # SF's 1000, one used
-    assert result.rows[-1].cumulative_movements == 6
-
-
-def test_partitions_at_the_per_partition_throttle_are_frozen_for_balancing():
-    state = cluster(
-        {"N0": 4, "N1": 0, "N2": 0},
-        {"MovementPerPartitionThrottleThreshold": 1, "MovementPerPartitionThrottleCountingInterval": 7},
-    )
-    planner = OneMove()
-    play(state, planner=planner, duration=10)
-    assert [(c[0], sorted(c[3])) for c in planner.calls] == [("Balancing", []), ("Balancing", [(SERVICE, "p0")])]
-
-
-def test_no_balancing_during_an_upgrade_and_domains_return_to_their_snapshot():
-    state = cluster({"N0": 4, "N1": 0, "N2": 0, "N3": 0}, {})
-
-    class MovesForPlacement(OneMove):
-        """Placement also moves r1 from N0 to N3 (placement with move)."""
-
-        def __call__(self, state_doc, phase, node_type, seed, frozen):
-            plan = super().__call__(state_doc, phase, node_type, seed, frozen)
-            if phase == "Placement":
-                moved = action({"PartitionId": "p1"}, "r1", "MoveInstance", "N0", "N3")
-                return plan._replace(actions=(*plan.actions, moved))
-            return plan
-
-    events = [
-        {"Time": 2, "Kind": "UpgradeStarted", "Scope": "Cluster", "UpgradeDomains": ["UD0", "UD1"]},
-        {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r2"},
-        {"Time": 10, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD1"},
-        {"Time": 20, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD0"},
-        {"Time": 30, "Kind": "UpgradeCompleted"},
-    ]
-    upgrading = play(state, events[:-1], planner=MovesForPlacement(), duration=29)
-    assert ran(upgrading) == [(3, "Placement", None)]
-    where = {r["ReplicaId"]: r["NodeName"] for p in upgrading.final_state["Partitions"] for r in p["Replicas"]}
-    assert where["r1"] == "N0"  # back on its snapshot node when UD0 completed
-    assert upgrading.final_state["Upgrade"]["UpgradeDomainsDone"] == ["UD1", "UD0"]
-    done = play(state, events, planner=MovesForPlacement(), duration=31)
-    assert ran(done)[-1] == (30, "Balancing", None)  # balancing resumes when the upgrade completes
-
-
-def test_history_blocks_a_return_until_a_new_trigger():
-    state = cluster({"N0": 1, "N1": 0}, {})
-
-    class PingPong(OneMove):
-        """Moves the one instance to the other node, unless History forbids it; always 'imbalanced'."""
-
-        def __call__(self, state_doc, phase, node_type, seed, frozen):
-            self.calls.append((phase, node_type, state_doc, frozen))
-            r = state_doc["Partitions"][0]["Replicas"][0]
-            history = {k: list(v) for k, v in state_doc.get("History", {}).items()}
-            target = "N1" if r["NodeName"] == "N0" else "N0"
-            if target in history.get("r0", []):
-                return planned([], history)
-            history.setdefault("r0", []).append(r["NodeName"])
-            return planned([action(state_doc["Partitions"][0], "r0", "MoveInstance", r["NodeName"], target)], history)
-
-    def always(state_doc, frozen):
-        return (
-            probe(state_doc, frozen)
-            if probe(state_doc, frozen).imbalanced
-            else Needs(imbalanced=frozenset({("Count", None)}))
-        )
-
-    events = [{"Time": 17, "Kind": "LoadReport", "ServiceName": SERVICE, "ReplicaId": "r0", "Loads": {"CPU": 90}}]
-    planner = PingPong()
-    result = replay(parse_timeline({"State": state, "Events": events, "Duration": 21}), planner, always, 0)
-    assert [(a["Time"], a["SourceNode"], a["TargetNode"]) for a in result.actions] == [
-        (5, "N0", "N1"),
-        (20, "N1", "N0"),
-    ]
-    assert [doc.get("History", {}) for _, _, doc, _ in planner.calls] == [{}, {"r0": ["N0"]}, {}]
-    assert ran(result) == [(5, "Balancing", None), (10, "Balancing", None), (20, "Balancing", None)]  # 15: no change
-
-
-def test_actions_in_flight_freeze_their_partition_and_land_when_done():
-    state = cluster({"N0": 3, "N1": 0}, {})
-    planner = OneMove()
-    events = [{"Time": 6.5, "Kind": "ReplicaFailed", "ReplicaId": "r1"}]
-    result = play(state, events, planner=planner, duration=9, ActionSeconds={"Move": 3})
-    assert [(c[0], c[3]) for c in planner.calls] == [
-        ("Balancing", frozenset()),
-        ("Placement", frozenset({(SERVICE, "p0")})),
-    ]
-    assert planner.calls[1][2]["Partitions"][0]["Replicas"][0]["NodeName"] == "N0"  # not moved before 8
-    assert result.rows[0].needs.node_loads["N0"]["Count"] == 3  # load still on N0 at 5
-    where = {r["ReplicaId"]: r["NodeName"] for p in result.final_state["Partitions"] for r in p["Replicas"]}
-    assert where["r0"] == "N1" and len(where) == 3 and "replay-1" in where  # the add got an id
-    parse_state(result.final_state)
-
-
-def test_cancelled_when_its_target_went_down():
-    state = cluster({"N0": 3, "N1": 0}, {})
-    events = [{"Time": 6, "Kind": "NodeDown", "NodeName": "N1"}]
-    result = play(state, events, duration=9, ActionSeconds={"Move": 3})
-    assert result.cancelled == 1 and counts(result.final_state) == {"N0": 3}
-
-
 def test_same_timeline_and_seed_give_the_same_series():
     state = cluster({"N0": 9, "N1": 0, "N2": 1, "N3": 0}, {})
     events = [
@@ -364,41 +193,6 @@ def test_same_timeline_and_seed_give_the_same_series():
     first = play(state, events, planner=OneMove(pick=random.Random()), duration=30, seed=4)
     again = play(state, events, planner=OneMove(pick=random.Random()), duration=30, seed=4)
     assert first.rows == again.rows and first.actions == again.actions and first.final_state == again.final_state
-
-
-def test_a_rounds_adds_complete_together_with_distinct_new_ids():
-    state = cluster({"N0": 2, "N1": 2, "N2": 0}, {})
-    events = [
-        {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
-        {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r2"},
-    ]
-    result = play(state, events, duration=6)
-    placed = [a for a in result.actions if a["Phase"] == "Placement"]
-    assert len(placed) == 2 and {a["Time"] for a in placed} == {3}
-    ids = sorted(str(r["ReplicaId"]) for p in result.final_state["Partitions"] for r in p["Replicas"])
-    assert ids == ["r1", "r3", "replay-1", "replay-2"]
-    parse_state(result.final_state)
-
-
-def test_block_list_expiry_is_applied_in_time_order_among_the_events():
-    state = cluster({"N0": 2, "N1": 2}, {})
-    state["Services"][0]["ServiceTypeName"] = "SvcType"
-    seen = []
-
-    def planner(state_doc, phase, node_type, seed, frozen):
-        seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
-        return planned([], {})
-
-    events = [
-        {"Time": 1, "Kind": "BlockListAdded", "NodeName": "N1", "ServiceTypeName": "SvcType", "Until": 4},
-        {"Time": 2, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
-        {"Time": 4, "Kind": "ReplicaFailed", "ReplicaId": "r1"},
-        {"Time": 6, "Kind": "ReplicaFailed", "ReplicaId": "r2"},
-    ]
-    result = play(state, events, planner=planner, duration=7)
-    assert [s for s in seen if s[0] == "Placement"] == [("Placement", ["N1"]), ("Placement", []), ("Placement", [])]
-    assert [r.time for r in result.rows if r.trigger == "Event"] == [1, 2, 4, 6]
-    assert "BlockList" not in result.final_state or result.final_state["BlockList"] == []
 
 
 def test_timings_and_progress():
@@ -417,29 +211,6 @@ def test_timings_and_progress():
     times = [now for now, _, _ in reported]
     assert times == sorted(times) and times[-1] <= 12 and 2 in times
     assert reported[-1][2] == result.rounds and all(set(t) == set(PARTS) for _, t, _ in reported)
-
-
-def test_with_sfs_default_timers_phases_run_at_the_refresh_their_timer_expires():
-    """SF's defaults (PLBRefreshGap 0.1, MinPlacementInterval 1, MinLoadBalancingInterval 5): a
-    replica failing at 7.05 is placed when the placement timer next expires (8.0, not the next
-    refresh at 7.1); two failures within a second are placed in one round; balancing runs every 5 s
-    while imbalanced; one phase per round, placement first."""
-    state = cluster({"N0": 10, "N1": 0, "N2": 0, "N3": 0}, {"PLBRefreshGap": 0.1})
-    events = [
-        {"Time": 7.05, "Kind": "ReplicaFailed", "ReplicaId": "r9"},
-        {"Time": 9.5, "Kind": "ReplicaFailed", "ReplicaId": "r8"},
-        {"Time": 9.95, "Kind": "ReplicaFailed", "ReplicaId": "r7"},
-    ]
-    result = play(state, events, duration=16)
-    assert ran(result) == [
-        (5, "Balancing", None),
-        (8, "Placement", None),
-        (10, "Placement", None),
-        (pytest.approx(10.1), "Balancing", None),  # due at 10 too: placement went first, then its turn
-        (pytest.approx(15.1), "Balancing", None),
-    ]
-    assert [r.time for r in result.rows if r.trigger == "Event"] == [7.05, 9.5, 9.95]
-    assert [a["Action"] for a in result.actions if a["Time"] == 10] == ["AddInstance", "AddInstance"]
 
 
 def test_replay_does_not_change_its_timeline():
@@ -478,19 +249,26 @@ def test_a_fault_domain_that_fails_and_returns_gets_its_share_back_through_balan
     assert len(back) == 4  # exactly the share the domain lost
 
 
-def test_a_block_list_entry_added_again_lasts_until_the_later_until():
-    state = cluster({"N0": 2, "N1": 2}, {})
-    seen = []
+def test_a_stopped_replay_ends_where_it_stopped_and_says_so():
+    """The clock stops at the round whose search was cut short (its plan is not issued); the record
+    up to there is kept and the summary says Interrupted with the simulated time reached."""
+    state = cluster({"N0": 6, "N1": 0, "N2": 0}, {})
+    planner = OneMove()
+    stop = lambda: len(planner.calls) >= 2
+    result = replay(parse_timeline({"State": state, "Events": [], "Duration": 3600}), planner, probe, 0, stop=stop)
+    assert result.interrupted and result.duration == 10
+    assert [a["Time"] for a in result.actions] == [5]  # the plan of 10 was not issued
+    assert all(r.time <= 10 for r in result.rows)
+    assert summary(result)["Interrupted"] is True and summary(result)["SimulatedSeconds"] == 10
+    whole = replay(parse_timeline({"State": state, "Events": [], "Duration": 20}), OneMove(), probe, 0)
+    assert not whole.interrupted and summary(whole)["Interrupted"] is False
 
-    def planner(state_doc, phase, node_type, seed, frozen):
-        seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
-        return planned([], {})
 
-    entry = {"Kind": "BlockListAdded", "NodeName": "N1", "ServiceTypeName": "SvcType"}
-    events = [
-        {"Time": 1, **entry, "Until": 5},
-        {"Time": 3, **entry, "Until": 10},
-        {"Time": 7, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
-    ]
-    play(state, events, planner=planner, duration=9)
-    assert seen == [("Placement", ["N1"])]  # at 7 the entry added again at 3 still holds (until 10)
+def test_progress_line_says_time_rounds_movements_and_speed():
+    shown = io.StringIO()
+    progress = ReplayProgress(7200, quiet_for=0, every=0, stream=shown)
+    progress(3600, {}, {"Balancing": 12, "Placement": 3}, 5)
+    line = shown.getvalue()
+    assert "simulated 3,600 s of 7,200 (50%)" in line and "Balancing 12, Placement 3" in line
+    assert "5 movement(s)" in line and "simulated h per wall minute" in line
+    assert progress.line(3600, {}, 0, 60.0).endswith("1.00 simulated h per wall minute")

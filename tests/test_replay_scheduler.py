@@ -1,15 +1,14 @@
-"""SF's scheduler rules the replay follows (PLBScheduler.cpp, ServiceDomain.cpp), with fake planners
-and probes: the first balancing, the settings that gate or throttle phases, placement retries, a
-stopped replay, progress."""
+"""SF's scheduler rules the replay follows (plbjax.sf.replay.scheduler; PLBScheduler.cpp,
+ServiceDomain.cpp), with fake planners and probes: the timers and their order, the first balancing,
+the settings and upgrades that gate phases, placement retries."""
 
 from __future__ import annotations
 
-import io
+import pytest
+from test_replay_loop import OneMove, action, cluster, counts, planned, play, probe, ran
 
-from test_replay_loop import OneMove, cluster, counts, planned, play, probe, ran
-
-from plbjax.sf.replay import parse_timeline, replay, summary
-from plbjax.sf.replay.progress import ReplayProgress
+from plbjax.sf.replay import parse_timeline, replay
+from plbjax.sf.replay.scheduler import last_check_before, tick_at_or_after
 from plbjax.sf.replay.types import Needs
 
 FAILED_R0 = {"Time": 0, "Kind": "ReplicaFailed", "ReplicaId": "r0"}
@@ -76,31 +75,6 @@ def test_domain_violations_wait_out_the_constraint_fix_partial_delay_after_a_nod
     assert ran(result) == [(4, "ConstraintCheck", None)] and seen == ["ConstraintCheck"]
 
 
-def test_balancing_skipped_while_too_many_imbalanced_partitions_are_movement_throttled():
-    """PLBScheduler::IsBalancingThrottled -> ThrottleBalancingForPerFUMovements: more partitions of
-    imbalanced services at MovementPerPartitionThrottleThreshold than
-    MovementThrottledPartitionsPercentageThreshold of them: balancing is skipped without restarting
-    its timer, and runs at the first refresh after the counting window lets them go."""
-    settings = {
-        "MovementPerPartitionThrottleThreshold": 1,
-        "MovementPerPartitionThrottleCountingInterval": 12,
-        "MovementThrottledPartitionsPercentageThreshold": 0.2,
-    }
-    state = cluster({"N0": 8, "N1": 0, "N2": 0}, settings)
-
-    def cpu_probe(state_doc, frozen):  # the service's own metric (CPU) is the imbalanced one
-        needs = probe(state_doc, frozen)
-        return Needs(imbalanced=frozenset({("CPU", None)}) if needs.imbalanced else frozenset())
-
-    result = replay(parse_timeline({"State": state, "Events": [], "Duration": 23}), OneMove(), cpu_probe, 0)
-    # 5, 10: a partition moves each time; 15: two of 8 throttled (2 > 8 x 0.2): skipped until 17,
-    # when the first leaves the window; 22: the second has left it
-    assert [t for t, _, _ in ran(result)] == [5, 10, 17, 22]
-    loose = cluster({"N0": 8, "N1": 0, "N2": 0}, settings | {"MovementThrottledPartitionsPercentageThreshold": 1})
-    loose = replay(parse_timeline({"State": loose, "Events": [], "Duration": 23}), OneMove(), cpu_probe, 0)
-    assert [t for t, _, _ in ran(loose)][:3] == [5, 10, 15]
-
-
 def test_placement_retries_without_moves_then_places_with_moves():
     """PLBScheduler::RefreshAction's Placement stage and PLBSchedulerAction::CanRetry: NewReplicaPlacement
     PLBActionRetryTimes times, then NewReplicaPlacementWithMove (MoveExistingReplicaForPlacement);
@@ -136,26 +110,113 @@ def test_application_upgrade_stops_balancing_only_when_not_allowed_a_cluster_upg
     assert balancing("Cluster", True) == []
 
 
-def test_a_stopped_replay_ends_where_it_stopped_and_says_so():
-    """The clock stops at the round whose search was cut short (its plan is not issued); the record
-    up to there is kept and the summary says Interrupted with the simulated time reached."""
-    state = cluster({"N0": 6, "N1": 0, "N2": 0}, {})
-    planner = OneMove()
-    stop = lambda: len(planner.calls) >= 2
-    result = replay(parse_timeline({"State": state, "Events": [], "Duration": 3600}), planner, probe, 0, stop=stop)
-    assert result.interrupted and result.duration == 10
-    assert [a["Time"] for a in result.actions] == [5]  # the plan of 10 was not issued
-    assert all(r.time <= 10 for r in result.rows)
-    assert summary(result)["Interrupted"] is True and summary(result)["SimulatedSeconds"] == 10
-    whole = replay(parse_timeline({"State": state, "Events": [], "Duration": 20}), OneMove(), probe, 0)
-    assert not whole.interrupted and summary(whole)["Interrupted"] is False
+def test_timer_helpers():
+    assert tick_at_or_after(2.5, 1) == 3 and tick_at_or_after(3.0, 1) == 3 and tick_at_or_after(0.1, 0.1) == 0.1
+    assert last_check_before(0, 1, 1, since=1, until=8) == 7  # restarts at 1..7
+    assert last_check_before(0, 5, 1, since=1, until=12) == 10  # restarts at 5 and 10
+    assert last_check_before(0, 5, 1, since=1, until=5) == 0  # not expired before 5
 
 
-def test_progress_line_says_time_rounds_movements_and_speed():
-    shown = io.StringIO()
-    progress = ReplayProgress(7200, quiet_for=0, every=0, stream=shown)
-    progress(3600, {}, {"Balancing": 12, "Placement": 3}, 5)
-    line = shown.getvalue()
-    assert "simulated 3,600 s of 7,200 (50%)" in line and "Balancing 12, Placement 3" in line
-    assert "5 movement(s)" in line and "simulated h per wall minute" in line
-    assert progress.line(3600, {}, 0, 60.0).endswith("1.00 simulated h per wall minute")
+def test_placement_and_balancing_timers_run_in_sfs_order():
+    """A 1-s placement timer and a 5-s balancing timer: balancing runs every 5 s while the cluster
+    is imbalanced, the first one interval after the start (SF's ServiceDomain starts its scheduler's
+    lastBalancing at its creation); a failed instance is placed at the first refresh after it
+    failed; rounds never run two phases."""
+    state = cluster({"N0": 6, "N1": 0, "N2": 0, "N3": 0}, {})
+    result = play(state, [{"Time": 7.5, "Kind": "ReplicaFailed", "ReplicaId": "r5"}], duration=40)
+    assert ran(result) == [
+        (5, "Balancing", None),
+        (8, "Placement", None),
+        (10, "Balancing", None),
+        (15, "Balancing", None),
+    ]
+    assert [r.time for r in result.rows if r.trigger == "Event"] == [7.5]
+    assert result.rounds == {"Balancing": 3, "Placement": 1}
+    assert counts(result.final_state) == {"N0": 2, "N1": 2, "N2": 1, "N3": 1}
+
+
+def test_balancing_waits_for_placement_on_the_same_tick_then_takes_its_turn():
+    """SF visits expired timers from the one that waited longest: when both are due at 5,
+    placement (needed) runs; balancing, due since 5, goes before placement due at 6."""
+    state = cluster({"N0": 4, "N1": 0, "N2": 0}, {})
+    events = [
+        {"Time": 4.5, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
+        {"Time": 5.5, "Kind": "ReplicaFailed", "ReplicaId": "r1"},
+    ]
+    result = play(state, events, duration=7)
+    assert ran(result) == [
+        (5, "Placement", None),
+        (6, "Balancing", None),
+        (7, "Placement", None),
+    ]
+
+
+def test_node_type_whose_interval_has_not_passed_is_not_balanced():
+    state = cluster(
+        {"A0": 6, "A1": 0, "B0": 6, "B1": 0},
+        {"SeparateBalancingStrategyPerNodeType": True},
+        node_types={"A0": "A", "A1": "A", "B0": "B", "B1": "B"},
+        intervals={"A": 5, "B": 20},
+    )
+    result = play(state, duration=45)
+    assert ran(result) == [  # each timer starts at 0: A's first balancing at 5, B's at 20
+        (5, "Balancing", "A"),
+        (10, "Balancing", "A"),
+        (15, "Balancing", "A"),
+        (20, "Balancing", "B"),
+        (40, "Balancing", "B"),
+    ]
+    assert result.rounds == {"Balancing": 5}
+    assert {a["NodeType"] for a in result.actions} == {"A", "B"}
+
+
+def test_no_balancing_during_an_upgrade_and_domains_return_to_their_snapshot():
+    state = cluster({"N0": 4, "N1": 0, "N2": 0, "N3": 0}, {})
+
+    class MovesForPlacement(OneMove):
+        """Placement also moves r1 from N0 to N3 (placement with move)."""
+
+        def __call__(self, state_doc, phase, node_type, seed, frozen):
+            plan = super().__call__(state_doc, phase, node_type, seed, frozen)
+            if phase == "Placement":
+                moved = action({"PartitionId": "p1"}, "r1", "MoveInstance", "N0", "N3")
+                return plan._replace(actions=(*plan.actions, moved))
+            return plan
+
+    events = [
+        {"Time": 2, "Kind": "UpgradeStarted", "Scope": "Cluster", "UpgradeDomains": ["UD0", "UD1"]},
+        {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r2"},
+        {"Time": 10, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD1"},
+        {"Time": 20, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD0"},
+        {"Time": 30, "Kind": "UpgradeCompleted"},
+    ]
+    upgrading = play(state, events[:-1], planner=MovesForPlacement(), duration=29)
+    assert ran(upgrading) == [(3, "Placement", None)]
+    where = {r["ReplicaId"]: r["NodeName"] for p in upgrading.final_state["Partitions"] for r in p["Replicas"]}
+    assert where["r1"] == "N0"  # back on its snapshot node when UD0 completed
+    assert upgrading.final_state["Upgrade"]["UpgradeDomainsDone"] == ["UD1", "UD0"]
+    done = play(state, events, planner=MovesForPlacement(), duration=31)
+    assert ran(done)[-1] == (30, "Balancing", None)  # balancing resumes when the upgrade completes
+
+
+def test_with_sfs_default_timers_phases_run_at_the_refresh_their_timer_expires():
+    """SF's defaults (PLBRefreshGap 0.1, MinPlacementInterval 1, MinLoadBalancingInterval 5): a
+    replica failing at 7.05 is placed when the placement timer next expires (8.0, not the next
+    refresh at 7.1); two failures within a second are placed in one round; balancing runs every 5 s
+    while imbalanced; one phase per round, placement first."""
+    state = cluster({"N0": 10, "N1": 0, "N2": 0, "N3": 0}, {"PLBRefreshGap": 0.1})
+    events = [
+        {"Time": 7.05, "Kind": "ReplicaFailed", "ReplicaId": "r9"},
+        {"Time": 9.5, "Kind": "ReplicaFailed", "ReplicaId": "r8"},
+        {"Time": 9.95, "Kind": "ReplicaFailed", "ReplicaId": "r7"},
+    ]
+    result = play(state, events, duration=16)
+    assert ran(result) == [
+        (5, "Balancing", None),
+        (8, "Placement", None),
+        (10, "Placement", None),
+        (pytest.approx(10.1), "Balancing", None),  # due at 10 too: placement went first, then its turn
+        (pytest.approx(15.1), "Balancing", None),
+    ]
+    assert [r.time for r in result.rows if r.trigger == "Event"] == [7.05, 9.5, 9.95]
+    assert [a["Action"] for a in result.actions if a["Time"] == 10] == ["AddInstance", "AddInstance"]
