@@ -58,6 +58,7 @@ class EnginePlanner:
     def __call__(
         self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
     ) -> PlannedRound:
+        """The round's actions and History, from its plan."""
         plan = self.plan(state_doc, phase, node_type, seed, frozen)
         return PlannedRound(tuple(plan["Actions"]), {k: tuple(v) for k, v in plan["History"].items()})
 

@@ -5,10 +5,20 @@ At a refresh (every PLBRefreshGap) the timers whose interval has passed are visi
 that waited longest (ties: Placement, ConstraintCheck, Balancing); a visited timer restarts, and the
 first visited phase that has work runs, so a round runs at most one phase. The placement and
 constraint-check timers start expired, the balancing timers at t = 0 (ServiceDomain creates its
-scheduler with lastBalancing = now), and the initial state is a change at t = 0. The gates and
-throttles are SF's: see `_balancing_throttled`, `_constraint_check_skipped`, `_next_placement`,
-`_small_change`. A Placement or ConstraintCheck that changed nothing is not re-run until the state
-changes (SF would search the same state again)."""
+scheduler with lastBalancing = now), and the initial state is a change at t = 0. Balancing is not
+visited when LoadBalancingEnabled is false, during a cluster upgrade, or during an application
+upgrade without AllowBalancingDuringApplicationUpgrade (the constraint check not when
+ConstraintCheckEnabled is false); it is skipped without restarting its timer within
+BalancingDelayAfterNodeDown/NewNode of a node event, when a global throttle is reached or too many
+imbalanced partitions are at the per-partition throttle (ThrottleBalancingForPerFUMovements), and is
+skipped (timer restarted) when nothing changed since the last balancing. Under
+SeparateBalancingStrategyPerNodeType each node type has its own timer
+(MinLoadBalancingIntervalPerNodeType, default MinLoadBalancingInterval); the planner is called once
+per imbalanced node type whose timer has passed. Placement searches without moving existing replicas
+PLBActionRetryTimes times, then once with moves (`_next_placement`); a constraint check with only
+fault/upgrade domain violations waits out ConstraintFixPartialDelayAfterNodeDown/NewNode. A
+Placement or ConstraintCheck that changed nothing is not re-run until the state changes (SF would
+search the same state again)."""
 
 from __future__ import annotations
 
