@@ -122,7 +122,7 @@ def run_once(path: Path, load_only: bool) -> dict:
     jax_init = time.perf_counter() - start
 
     from plbjax.sf import _phases as phases
-    from plbjax.sf import _state as S
+    from plbjax.sf import _reading as S
 
     out: dict = {
         "stages": {},

@@ -420,5 +420,5 @@ def test_cli_bad_input(tmp_path, capsys):
 
 @pytest.mark.parametrize("seed, spec", SEEDED_SPECS, ids=SEEDED_IDS)
 def test_parse_state_accepts(seed, spec):
-    state = pytest.importorskip("plbjax.sf._state")
+    state = pytest.importorskip("plbjax.sf._reading")
     state.parse_state(generate(seed, spec))
