@@ -67,7 +67,7 @@ def state_for(case: str, work: Path) -> Path:
     state = work / f"cluster-{case}.json"
     partitions = max(1, round(int(case) / (3 * 40)))
     gen = ["--nodes", "200", "--services", "40", "--partitions-per-service", str(partitions), "--seed", "3"]
-    subprocess.run([sys.executable, "-m", "plbjax.sf._generator", *gen, "-o", str(state)], check=True)
+    subprocess.run([sys.executable, "-m", "plbjax.generate_cli", *gen, "-o", str(state)], check=True)
     return state
 
 

@@ -79,8 +79,8 @@ def spec_for(replicas: int):
 def document(replicas: int) -> tuple[Path, float | None]:
     """The cached document of this size (generated if missing) and the seconds generating took."""
     from plbjax.baseline import CLUSTER_SEED
+    from plbjax.generate_cli import _dump  # indented, as plbjax-generate writes it
     from plbjax.sf import generate
-    from plbjax.sf._generator import _dump  # indented, as plbjax-generate writes it
 
     spec = spec_for(replicas)
     digest = hashlib.sha256(json.dumps(dataclasses.asdict(spec), sort_keys=True).encode()).hexdigest()[:12]
@@ -122,7 +122,7 @@ def run_once(path: Path, load_only: bool) -> dict:
     jax_init = time.perf_counter() - start
 
     from plbjax.sf import _phases as phases
-    from plbjax.sf import _state as S
+    from plbjax.sf import _reading as S
 
     out: dict = {
         "stages": {},

@@ -14,10 +14,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from plbjax.sf import ClusterState, parse_state
 from plbjax.sf import _expressions as expressions
 from plbjax.sf._decoding import apply_actions
 from plbjax.sf._phases import plan
-from plbjax.sf._state import ClusterState, parse_state
 
 PLAN_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "plbjax" / "schemas" / "plan.schema.json").read_text())
 HAND_OVERS = ("SwapPrimarySecondary", "PromoteSecondary")

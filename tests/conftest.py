@@ -6,9 +6,7 @@ import dataclasses
 
 import pytest
 
-from plbjax.sf import SearchConfig, encode, full_scope, scope
-from plbjax.sf._generator import ClusterSpec, generate
-from plbjax.sf._state import parse_state
+from plbjax.sf import ClusterSpec, SearchConfig, encode, full_scope, generate, parse_state, scope
 
 # 20 nodes of two node types in 4 fault domains x 2 racks, 4 services (half of them constrained to a
 # node type) x 6 partitions x 3 replicas; every test cluster has this shape.

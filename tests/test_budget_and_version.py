@@ -49,7 +49,7 @@ def test_steps_null_without_seconds_is_refused():
 @pytest.mark.parametrize(
     "module, prog",
     [
-        ("plbjax.sf._generator", "plbjax-generate"),
+        ("plbjax.generate_cli", "plbjax-generate"),
         ("plbjax.roadef.cli", "plbjax-roadef"),
         ("plbjax.sf.live.dump", "plbjax-dump"),
         ("plbjax.sf.live.export", "plbjax-export"),

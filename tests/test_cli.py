@@ -182,7 +182,7 @@ def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
             [
                 sys.executable,
                 "-m",
-                "plbjax.sf._generator",
+                "plbjax.generate_cli",
                 "--nodes",
                 "200",
                 "--services",

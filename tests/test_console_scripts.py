@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 ROADEF = ROOT / "tests" / "data" / "roadef"
 MARGINS = 2.5  # plbjax-roadef's MARGIN and SEARCH_MARGIN, and the time to print
 SCRIPTS = {  # console script -> the module whose main() it runs
-    "plbjax-generate": "plbjax.sf._generator",
+    "plbjax-generate": "plbjax.generate_cli",
     "plbjax-roadef": "plbjax.roadef.cli",
     "plbjax-import": "plbjax.sf.live.importer",
     "plbjax-dump": "plbjax.sf.live.dump",
@@ -38,7 +38,7 @@ def test_every_argparse_script_help_gives_three_examples(script):
 def test_generate_help_lists_the_timeline_kinds_with_their_options():
     from plbjax.sf.replay.generate import KINDS, options
 
-    done = _run("plbjax.sf._generator", "--help")
+    done = _run("plbjax.generate_cli", "--help")
     for kind in KINDS:
         line = next(line for line in done.stdout.splitlines() if line.startswith(f"  {kind}: "))
         assert all(f"{name}=" in line for name in options(kind)), line
@@ -75,7 +75,7 @@ def test_roadef_reports_where_the_time_limit_went(tmp_path):
 def test_generate_help_gives_every_option_a_meaning():
     """Issue 38: --skew, --capacity-headroom, --load-scale (and every other cluster option) say what
     they mean, not only their default."""
-    from plbjax.sf._generator import _parser
+    from plbjax.generate_cli import _parser
 
     for action in _parser()._actions:
         if action.option_strings and action.dest != "help":

@@ -13,8 +13,7 @@ import pytest
 from conftest import QUICK, cluster, searchable
 
 from plbjax.anneal import anneal
-from plbjax.sf import model
-from plbjax.sf._state import parse_state
+from plbjax.sf import model, parse_state
 
 pytestmark = pytest.mark.slow  # subprocesses with four host devices
 
@@ -25,7 +24,7 @@ sys.path.insert(0, "tests")
 from conftest import QUICK, cluster, searchable
 from plbjax.anneal import anneal, init_chains, shard
 from plbjax.sf import model
-from plbjax.sf._state import parse_state
+from plbjax.sf import parse_state
 problem, _ = searchable(parse_state(cluster(0)))
 config = dataclasses.replace(QUICK, chains=8, steps=2000, seconds=None, population=POPULATION)
 _, chains = shard(problem, init_chains(model(), problem, jax.random.split(jax.random.PRNGKey(0), 8)))

@@ -17,11 +17,11 @@ from plbjax import anneal as A
 from plbjax.anneal import _driver, _kernel
 from plbjax.sf import _energy as E
 from plbjax.sf import _model as S
+from plbjax.sf import parse_state
 from plbjax.sf._constraints import domain_violations_of
 from plbjax.sf._decoding import apply_actions, diff, settle
 from plbjax.sf._moves import DRAWS
 from plbjax.sf._phases import plan
-from plbjax.sf._state import parse_state
 
 
 @eqx.filter_jit

@@ -24,7 +24,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 HYDRA_APPS = {"plbjax": "config", "plbjax-replay": "replay"}  # command -> its config name
 ARGPARSE = {  # command -> the module whose main(argv) it runs
-    "plbjax-generate": "plbjax.sf._generator",
+    "plbjax-generate": "plbjax.generate_cli",
     "plbjax-import": "plbjax.sf.live.importer",
     "plbjax-export": "plbjax.sf.live.export",
     "plbjax-dump": "plbjax.sf.live.dump",

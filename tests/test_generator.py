@@ -1,4 +1,4 @@
-"""Tests for plbjax.sf._generator: shape, determinism, hard rules of the initial placement, CLI."""
+"""Tests for plbjax.sf.generate and plbjax-generate (plbjax.generate_cli): shape, determinism, hard rules of the initial placement, CLI."""
 
 from __future__ import annotations
 
@@ -12,10 +12,11 @@ import numpy as np
 import pytest
 import yaml
 
+from plbjax.generate_cli import main
 from plbjax.generators import Generator, InstanceT, SpecT
 from plbjax.roadef._generator import InstanceSpec
 from plbjax.roadef._generator import generate as roadef_generate
-from plbjax.sf._generator import ClusterSpec, generate, main
+from plbjax.sf import ClusterSpec, generate
 
 # ---------------------------------------------------------------------------------------------
 # an independent checker of the state document against the spec and SF's hard rules
@@ -420,5 +421,5 @@ def test_cli_bad_input(tmp_path, capsys):
 
 @pytest.mark.parametrize("seed, spec", SEEDED_SPECS, ids=SEEDED_IDS)
 def test_parse_state_accepts(seed, spec):
-    state = pytest.importorskip("plbjax.sf._state")
+    state = pytest.importorskip("plbjax.sf._reading")
     state.parse_state(generate(seed, spec))

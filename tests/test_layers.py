@@ -1,4 +1,5 @@
-"""The package's layers: no lower layer imports a higher one, and no module imports itself back."""
+"""Who imports whom (docs/architecture.md, "What imports what"): every import in plbjax/ is checked
+against the rules below, the rules go one way up the layers, and no module imports itself back."""
 
 from __future__ import annotations
 
@@ -6,14 +7,61 @@ import ast
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "plbjax"
-# a module may import from its own layer and the layers below it
+# The groups, lowest layer first. A group is a module or a package with everything under it; the
+# package `plbjax` is only its own __init__.
 LAYERS = [
     {"plbjax.errors", "plbjax.files", "plbjax.generators", "plbjax.version"},
     {"plbjax.anneal"},
     {"plbjax.sf", "plbjax.roadef"},
-    {"plbjax.baseline", "plbjax.config", "plbjax.plotting", "plbjax.sweep", "plbjax.cli", "plbjax"},
+    {"plbjax.sf.live", "plbjax.sf.replay"},
+    {
+        "plbjax.baseline",
+        "plbjax.config",
+        "plbjax.help",
+        "plbjax.plotting",
+        "plbjax.sweep",
+        "plbjax.cli",
+        "plbjax.generate_cli",
+        "plbjax",
+    },
 ]
-APART = {"plbjax.sf": {"plbjax.roadef"}, "plbjax.roadef": {"plbjax.sf"}}  # the two problems never meet
+# What each group may import besides itself (docs/architecture.md states the same, group by group).
+ERRORS, FILES, VERSION, ANNEAL, SF = "plbjax.errors", "plbjax.files", "plbjax.version", "plbjax.anneal", "plbjax.sf"
+MAY_IMPORT: dict[str, set[str]] = {
+    ERRORS: set(),
+    FILES: set(),
+    "plbjax.generators": set(),
+    VERSION: set(),
+    ANNEAL: set(),
+    SF: {ANNEAL, ERRORS, VERSION},
+    "plbjax.roadef": {ANNEAL, ERRORS, VERSION},
+    "plbjax.sf.live": {SF, ERRORS, FILES, VERSION},
+    "plbjax.sf.replay": {SF, ERRORS, FILES, VERSION},
+    "plbjax.baseline": {SF, "plbjax"},
+    "plbjax.config": {SF, ERRORS},
+    "plbjax.help": {"plbjax.config"},
+    "plbjax.plotting": {FILES},
+    "plbjax.sweep": {FILES},
+    "plbjax.cli": {
+        ANNEAL,
+        "plbjax.config",
+        ERRORS,
+        FILES,
+        "plbjax.help",
+        "plbjax.plotting",
+        SF,
+        "plbjax.sf.replay",
+        "plbjax.sweep",
+        VERSION,
+    },
+    "plbjax.generate_cli": {SF, "plbjax.sf.replay", ERRORS, VERSION},
+    "plbjax": {ANNEAL, ERRORS, SF},
+}
+# Another group's internal modules (a name with a leading underscore) are imported only here.
+INTERNAL_ALLOWED = {
+    "plbjax.sf.replay": {"plbjax.sf._state", "plbjax.sf._settings"},  # DEFAULT_METRICS, resolve_settings
+    "plbjax.baseline": {"plbjax.sf._encoding"},  # the constraint indices of Problem.enforce / penalty
+}
 
 
 def _name(path: Path) -> str:
@@ -21,35 +69,122 @@ def _name(path: Path) -> str:
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def _imports(path: Path) -> set[str]:
+def _imports(module: str, is_package: bool, source: str, known: set[str]) -> set[str]:
+    """The plbjax modules `source` (module `module`) imports: `from X import y` counts as X.y where
+    X.y is a module, else as X; relative imports are resolved."""
     found = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".")[: len(module.split(".")) - node.level + (1 if is_package else 0)]
+                base = ".".join(package + ([base] if base else []))
+            for alias in node.names:
+                found.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base)
         elif isinstance(node, ast.Import):
             found |= {a.name for a in node.names}
     return {m for m in found if m == "plbjax" or m.startswith("plbjax.")}
 
 
-def _layer(module: str) -> tuple[int, str]:
-    """(layer, group) of a module: its longest matching group."""
-    best = max((g for layer in LAYERS for g in layer if module == g or module.startswith(g + ".")), key=len)
-    return next(i for i, layer in enumerate(LAYERS) if best in layer), best
-
-
 def _modules() -> dict[str, set[str]]:
-    return {_name(p): _imports(p) for p in PACKAGE.rglob("*.py")}
+    paths = sorted(PACKAGE.rglob("*.py"))
+    known = {_name(p) for p in paths}
+    return {_name(p): _imports(_name(p), p.name == "__init__.py", p.read_text(), known) for p in paths}
 
 
-def test_no_lower_layer_imports_a_higher_one():
+def _group(module: str) -> str | None:
+    """The group of `module` (its longest matching group), None if no rule names it."""
+    if module == "plbjax":
+        return "plbjax"
+    groups = [g for g in MAY_IMPORT if g != "plbjax" and (module == g or module.startswith(g + "."))]
+    return max(groups, key=len, default=None)
+
+
+def _internal(module: str, group: str) -> bool:
+    return any(part.startswith("_") and not part.startswith("__") for part in module[len(group) :].split("."))
+
+
+def wrong_imports(modules: dict[str, set[str]]) -> list[str]:
+    """Every import of `modules` ({module: modules it imports}) against the rules, one line each."""
     wrong = []
-    for module, imports in _modules().items():
-        level, group = _layer(module)
-        for target in imports:
-            to_level, to_group = _layer(target)
-            if to_level > level or to_group in APART.get(group, set()):
-                wrong.append(f"{module} imports {target}")
-    assert wrong == []
+    for module, imports in sorted(modules.items()):
+        group = _group(module)
+        if group is None:
+            wrong.append(f"{module}: in no group of the rules")
+            continue
+        for target in sorted(imports):
+            to = _group(target)
+            if to is None:
+                wrong.append(f"{module} imports {target}, which is in no group of the rules")
+            elif to != group and to not in MAY_IMPORT[group]:
+                wrong.append(f"{module} imports {target}: {group} may not import {to}")
+            elif to != group and _internal(target, to) and target not in INTERNAL_ALLOWED.get(group, set()):
+                wrong.append(f"{module} imports {target}: internal to {to}")
+    return wrong
+
+
+def test_every_import_keeps_the_rules():
+    assert wrong_imports(_modules()) == []
+
+
+def test_the_rules_go_one_way_up_the_layers():
+    """A group imports only its own layer and the layers below it; the groups are those of the layers."""
+    layer = {group: i for i, groups in enumerate(LAYERS) for group in groups}
+    assert set(layer) == set(MAY_IMPORT)
+    assert [(g, t) for g, targets in MAY_IMPORT.items() for t in targets if layer[t] > layer[g]] == []
+    assert "plbjax.sf.replay" not in MAY_IMPORT["plbjax.sf.live"] | MAY_IMPORT[SF]
+    assert "plbjax.sf.live" not in MAY_IMPORT["plbjax.sf.replay"] | MAY_IMPORT[SF]
+    assert "plbjax.roadef" not in MAY_IMPORT[SF] and SF not in MAY_IMPORT["plbjax.roadef"]
+    assert all("plbjax.baseline" not in targets for targets in MAY_IMPORT.values())
+
+
+def test_the_architecture_doc_names_every_group():
+    """docs/architecture.md's "What imports what" states these rules: it names every group."""
+    doc = (PACKAGE.parent / "docs" / "architecture.md").read_text()
+    section = doc.split("## What imports what", 1)[1].split("\n## ", 1)[0]
+    named = {g.removeprefix("plbjax.") for g in MAY_IMPORT}
+    assert {g for g in named if f"`{g}`" not in section} == set()
+
+
+def test_a_wrong_import_is_caught():
+    """The check bites: each of these breaks a rule (the first is the hole issue 39 found: the
+    generator's command line, then in sf, importing sf.replay)."""
+    wrong = {
+        "plbjax.sf._generator": {"plbjax.sf.replay.generate"},
+        "plbjax.sf._phases": {"plbjax.sf.live.steps"},
+        "plbjax.sf.live.importer": {"plbjax.sf.replay.timeline"},
+        "plbjax.sf.replay.loop": {"plbjax.sf.live"},
+        "plbjax.sf.live.nodes": {"plbjax.sf._state"},
+        "plbjax.anneal._kernel": {"plbjax.errors"},
+        "plbjax.roadef._model": {"plbjax.sf"},
+        "plbjax.config": {"plbjax.baseline"},
+        "plbjax.errors": {"plbjax.files"},
+        "plbjax.cli": {"plbjax.anneal._store"},
+        "plbjax.newcomer": set(),
+    }
+    for module, imports in wrong.items():
+        assert len(wrong_imports({module: imports})) == 1, (module, imports)
+    allowed = {
+        "plbjax.sf.replay.loop": {"plbjax.sf", "plbjax.sf._state", "plbjax.sf.replay.events"},
+        "plbjax.generate_cli": {"plbjax.sf", "plbjax.sf.replay.generate"},
+        "plbjax.baseline._arrays": {"plbjax.sf", "plbjax.sf._encoding"},
+        "plbjax.sf._phases": {"plbjax.sf._encoding", "plbjax.anneal", "plbjax.version"},
+    }
+    assert wrong_imports(allowed) == []
+
+
+def test_imports_are_read_as_the_modules_they_name():
+    known = {"plbjax", "plbjax.sf", "plbjax.sf._state", "plbjax.sf.replay", "plbjax.sf.replay.loop"}
+    source = (
+        "from plbjax.sf import _state, parse_state\nfrom . import loop\nfrom ..live import x\nimport plbjax.sf.replay"
+    )
+    assert _imports("plbjax.sf.replay.engine", False, source, known) == {
+        "plbjax.sf._state",
+        "plbjax.sf",
+        "plbjax.sf.replay.loop",
+        "plbjax.sf.live",
+        "plbjax.sf.replay",
+    }
 
 
 def test_no_import_cycles_between_modules():

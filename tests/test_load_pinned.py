@@ -17,11 +17,13 @@ import pytest
 import yaml
 
 from plbjax.errors import BadInput
-from plbjax.sf import _state as state_module
+from plbjax.sf import ClusterSpec, generate
+from plbjax.sf._building import _build
+from plbjax.sf._columns import _PARTITIONS_SCHEMA, _Columns
 from plbjax.sf._encoding import _order_within, encode
-from plbjax.sf._generator import ClusterSpec, generate
 from plbjax.sf._governance import apply_resource_governance
-from plbjax.sf._state import load_state, parse_state
+from plbjax.sf._reading import _parse_columns, load_state, parse_state
+from plbjax.sf._schema_check import _plain_copy, _schema
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "small.yaml"
 
@@ -251,9 +253,9 @@ def test_files_read_as_documents_parse(name, tmp_path):
 def test_documents_are_read_by_column_as_the_general_path_reads_them(name):
     doc = DOCUMENTS[name]()
     before = copy.deepcopy(doc)
-    fast = state_module._parse_columns(doc, owned=False)
+    fast = _parse_columns(doc, owned=False)
     assert fast is not None  # the column-wise path took it
-    general = state_module._build(state_module._plain_copy(doc, ""))
+    general = _build(_plain_copy(doc, ""))
     assert fast == general and fast.document == general.document
     assert doc == before  # the input is not changed
     fast.document["Partitions"][0]["Replicas"][0]["NodeName"] = "elsewhere"
@@ -311,8 +313,8 @@ def test_column_checks_refuse_what_the_schema_refuses(mutate):
     document, and the general path names the problem."""
     doc = _small()
     mutate(doc)
-    assert state_module._Columns.read(doc["Partitions"]) is None
-    assert state_module._parse_columns(doc, owned=False) is None
+    assert _Columns.read(doc["Partitions"]) is None
+    assert _parse_columns(doc, owned=False) is None
     with pytest.raises(BadInput):
         parse_state(doc)
 
@@ -320,8 +322,8 @@ def test_column_checks_refuse_what_the_schema_refuses(mutate):
 def test_semantic_errors_go_to_the_general_path():
     doc = _small()
     doc["Partitions"][3]["Replicas"][1]["NodeName"] = "N9"
-    assert state_module._Columns.read(doc["Partitions"]) is not None  # schema-valid
-    assert state_module._parse_columns(doc, owned=False) is None
+    assert _Columns.read(doc["Partitions"]) is not None  # schema-valid
+    assert _parse_columns(doc, owned=False) is None
     with pytest.raises(BadInput, match=r"Partitions\[3\]\.Replicas\[1\]\.NodeName: unknown node 'N9'"):
         parse_state(doc, "x.yaml")
 
@@ -329,7 +331,7 @@ def test_semantic_errors_go_to_the_general_path():
 def test_the_columns_check_the_schema_the_state_schema_states():
     """The column-wise reading implements this schema of Partitions; were it to change, the reading
     would step aside (and this test says so)."""
-    assert state_module._schema()["properties"]["Partitions"] == state_module._PARTITIONS_SCHEMA
+    assert _schema()["properties"]["Partitions"] == _PARTITIONS_SCHEMA
 
 
 def test_replica_order_within_partitions_does_not_change_the_encoding():

@@ -9,10 +9,9 @@ import numpy as np
 from conftest import QUICK
 
 from plbjax.sf import _energy as E
-from plbjax.sf import model
+from plbjax.sf import model, parse_state
 from plbjax.sf._encoding import encode
 from plbjax.sf._phases import Placement, _frozen_masks, _priorities, _Run, _tidy, assess, plan
-from plbjax.sf._state import parse_state
 
 LOADED, EMPTY = ("N0", "N1", "N2"), ("N3", "N4", "N5")
 CONFIG = dataclasses.replace(QUICK, chains=1, tries=64, parallel=True, steps=4000, block_steps=500)

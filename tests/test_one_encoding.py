@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from conftest import QUICK, cluster
 
-from plbjax.sf import _phases
+from plbjax.sf import _phases, load_state, parse_state
 from plbjax.sf._encoding import encode
 from plbjax.sf._phases import (
     Placement,
@@ -24,7 +24,6 @@ from plbjax.sf._phases import (
     governed_encoding,
     plan,
 )
-from plbjax.sf._state import load_state, parse_state
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "small.yaml"
 

@@ -165,7 +165,7 @@ def test_a_document_differing_only_in_throttles_keeps_the_sessions_encoding():
 
 
 def test_plbjax_generate_makes_a_timeline_that_plays(tmp_path):
-    from plbjax.sf._generator import main
+    from plbjax.generate_cli import main
 
     out = tmp_path / "fd.yaml"
     assert main(["timeline", "fault-domain-failure", "--state", str(EXAMPLES / "small.yaml"), "-o", str(out)]) == 0
@@ -214,7 +214,7 @@ def test_replay_sweep_ends_with_a_churn_vs_imbalance_summary_and_plot(tmp_path):
 def test_plbjax_generate_makes_each_kind_of_timeline(tmp_path, kind):
     """`plbjax-generate timeline KIND`: a diurnal load, a fault domain failing and returning, a
     rolling upgrade, a scale-out by a node type, a hot service; valid, its State relative to it."""
-    from plbjax.sf._generator import main
+    from plbjax.generate_cli import main
 
     out = tmp_path / "sub" / f"{kind}.json"
     out.parent.mkdir()
@@ -255,7 +255,7 @@ def test_readme_runs_a_bundled_example():
 
 
 def test_plbjax_generate_sets_a_scenarios_options_and_refuses_unknown_ones(tmp_path, capsys):
-    from plbjax.sf._generator import main
+    from plbjax.generate_cli import main
 
     out = tmp_path / "fd.yaml"
     state = str(EXAMPLES / "small.yaml")

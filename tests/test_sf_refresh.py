@@ -18,8 +18,7 @@ from checker import checked_plan
 from test_policies import document, movements, phase, run
 from test_sf_fidelity import DEFAULT, _fu, _sf_nodes
 
-from plbjax.sf import SearchConfig
-from plbjax.sf._generator import ClusterSpec, generate
+from plbjax.sf import ClusterSpec, SearchConfig, generate
 
 
 def test_an_imbalanced_local_domain_triggers_balancing():

@@ -17,6 +17,7 @@ The benchmark scripts' shared helpers (cluster sizes, machine description, conte
 an idle machine, timing) are here too.
 """
 
+from plbjax.baseline._arrays import Arrays, problem_arrays
 from plbjax.baseline._bench import (
     CLUSTER_SEED,
     SIZES,
@@ -25,14 +26,12 @@ from plbjax.baseline._bench import (
     timed,
     wait_idle,
 )
+from plbjax.baseline._energy import domain_violation
 from plbjax.baseline._sequential import (
-    Arrays,
     balancing_problem,
     compile_kernels,
-    domain_violation,
     energy,
     probe_temperature,
-    problem_arrays,
     run_baseline,
 )
 

@@ -21,7 +21,8 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 from plbjax.sf import _expressions as expressions
-from plbjax.sf._state import ClusterState, gc_paused
+from plbjax.sf._reading import gc_paused
+from plbjax.sf._state import ClusterState
 
 CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, AFFINITY, PREFERRED, THRESHOLD, UNPLACED = range(8)
 CONSTRAINTS = 8

@@ -29,9 +29,11 @@ from collections.abc import Callable, Collection
 from plbjax.sf._encoding import with_partitions, without_dropped
 from plbjax.sf._governance import governed_again
 from plbjax.sf._phases import Encoded, Findings, findings_encoded, governed_encoding, plan_encoded
+from plbjax.sf._reading import parse_state
+from plbjax.sf._reparse import REREAD, reparse
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._settings import resolve_settings
-from plbjax.sf._state import REREAD, ClusterState, parse_state, reparse
+from plbjax.sf._state import ClusterState
 
 # Settings only the phases read (movement throttles, placement's moves): no stage of the encoding
 # or of resource governance does, so a change in them keeps the encoding.

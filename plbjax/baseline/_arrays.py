@@ -1,0 +1,142 @@
+"""The arrays the baseline's kernels work on: the encoded `Problem` as numpy (`Arrays`, read) and a
+chain's state (`State`, written), with the baseline's own order of the constraint terms."""
+
+from __future__ import annotations
+
+from collections import namedtuple
+
+import numpy as np
+
+from plbjax.sf import Problem
+
+# The constraint indices of `Problem.enforce` / `Problem.penalty`: the one private import, read to map
+# plbjax's order onto the baseline's own (below) by name.
+from plbjax.sf._encoding import CAPACITY as SF_CAPACITY
+from plbjax.sf._encoding import FAULT_DOMAIN as SF_FAULT_DOMAIN
+from plbjax.sf._encoding import PLACEMENT as SF_PLACEMENT
+from plbjax.sf._encoding import UNPLACED as SF_UNPLACED
+from plbjax.sf._encoding import UPGRADE_DOMAIN as SF_UPGRADE_DOMAIN
+
+# The Problem's fields as numpy arrays: floats as float64, ints as int64, masks as bool.
+Arrays = namedtuple(
+    "Arrays",
+    [
+        "node_up",
+        "capacity",
+        "metric_nodes",
+        "metric_node_count",
+        "fd_tree",
+        "ud_tree",
+        "replica_partition",
+        "replica_service",
+        "load_primary",
+        "load_secondary",
+        "move_cost",
+        "partition_replicas",
+        "partition_service",
+        "service_class",
+        "service_metrics",
+        "class_nodes",
+        "class_node_count",
+        "class_allowed",
+        "fd_children",
+        "ud_children",
+        "fd_usable",
+        "ud_usable",
+        "global_weight",
+        "local_weight",
+        "initial_node",
+        "initial_primary",
+        "swap_cost",
+        "movable",
+        "n_movable",
+        "swappable",
+        "n_swappable",
+        "enforce",
+        "penalty",
+        "replica_count",
+        "move_penalty",
+        "service_nonpacking",
+        "node_move_factor",
+    ],
+)
+# The baseline's own order of the constraint terms it implements (problem_arrays maps plbjax's
+# `enforce` / `penalty` entries onto it by name, so the compiled kernels never depend on plbjax's order).
+CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED = range(5)
+_FROM_SF = (SF_CAPACITY, SF_PLACEMENT, SF_FAULT_DOMAIN, SF_UPGRADE_DOMAIN, SF_UNPLACED)  # in that order
+
+_SCALARS_F = ("swap_cost", "replica_count", "move_penalty")
+_SCALARS_I = ("n_movable", "n_swappable")
+
+
+def _unsupported(problem: Problem) -> list[str]:
+    """Energy terms or rules of `problem` that the baseline does not implement (in use)."""
+    out = [
+        f"feature {name}"
+        for name in ("affinity", "defrag", "thresholds", "preferred", "history")
+        if getattr(problem.features, name)
+    ]
+    if not np.array_equal(np.asarray(problem.node_open), np.asarray(problem.node_up)):
+        out.append("closed nodes (node_open)")
+    for name in ("move_budget", "partition_budget"):
+        if int(getattr(problem, name)) < 2**31 - 1:
+            out.append(f"throttle {name}")
+    if np.any(np.asarray(problem.replica_parent) >= 0):
+        out.append("affinity")
+    if not np.all(np.asarray(problem.primary_preferred)):
+        out.append("preferred primary domain")
+    return out
+
+
+def problem_arrays(problem: Problem) -> Arrays:
+    """The Problem as numpy arrays for numba (done once per problem).
+
+    Raises NotImplementedError for a problem that uses rules the baseline lacks (affinity,
+    preferred primary domains, defragmentation, resource thresholds, history, closed nodes,
+    throttles): the benchmark's generated clusters use none of them.
+    """
+    missing = _unsupported(problem)
+    if missing:
+        raise NotImplementedError("the numba baseline does not implement: " + ", ".join(missing))
+    out = {}
+    for name in Arrays._fields:
+        a = np.asarray(getattr(problem, name))
+        if name in ("enforce", "penalty"):  # in the baseline's order CAPACITY .. UNPLACED
+            a = a[list(_FROM_SF)]
+        if name in _SCALARS_F:
+            out[name] = float(a)
+        elif name in _SCALARS_I:
+            out[name] = int(a)
+        elif a.dtype == np.bool_:
+            out[name] = np.ascontiguousarray(a)
+        elif np.issubdtype(a.dtype, np.integer):
+            out[name] = np.ascontiguousarray(a, dtype=np.int64)
+        else:
+            out[name] = np.ascontiguousarray(a, dtype=np.float64)
+    return Arrays(**out)
+
+
+# Chain state. Scalars live in `sc`: [local_score, cost, energy, best_energy, accepted, log_len,
+# log_mode (1: best = current + undo log, 0: best = the explicit best arrays), penalty].
+State = namedtuple(
+    "State",
+    [
+        "node_of",
+        "primary_of",
+        "loads",
+        "local",
+        "g_total",
+        "g_sq",
+        "g_centre",
+        "l_total",
+        "l_sq",
+        "l_centre",
+        "sc",
+        "best_node_of",
+        "best_primary_of",
+        "log_kind",
+        "log_index",
+        "log_value",
+    ],
+)
+_LS, _COST, _E, _BEST, _ACC, _LOGN, _LOGMODE, _PEN = range(8)
