@@ -10,8 +10,12 @@ from conftest import QUICK
 
 from plbjax.sf import _energy as E
 from plbjax.sf import model
+from plbjax.sf._assessment import assessed
 from plbjax.sf._encoding import encode
-from plbjax.sf._phases import Placement, _frozen_masks, _priorities, _Run, _tidy, assess, plan
+from plbjax.sf._fewest_movements import tidy
+from plbjax.sf._phase import Run
+from plbjax.sf._plan import plan
+from plbjax.sf._preparation import frozen_masks, priorities_of
 from plbjax.sf._state import parse_state
 
 LOADED, EMPTY = ("N0", "N1", "N2"), ("N3", "N4", "N5")
@@ -52,7 +56,7 @@ def _spread_cluster() -> dict:
 
 
 def test_balancing_moves_only_from_overloaded_to_empty_nodes():
-    result = plan(parse_state(_spread_cluster()), CONFIG)
+    result = plan(parse_state(_spread_cluster()), CONFIG).document()
     assert result["Score"]["After"] < 1e-6
     assert len(result["Actions"]) == 30
     assert all(a["SourceNode"] in LOADED and a["TargetNode"] in EMPTY for a in result["Actions"])
@@ -74,15 +78,15 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
         node_of[x], node_of[y] = node["N6"], node_of[x]
     a, b = on("N7")[0], on("N8")[0]  # a needless trade
     node_of[a], node_of[b] = node["N8"], node["N7"]
-    final = Placement(node_of, index.primary_of, assess(problem, node_of, index.primary_of))
+    final = assessed(problem, node_of, index.primary_of)
     assert int(((node_of != index.node_of) & (index.node_of >= 0)).sum()) == 37
-    run = _Run(
-        state, problem, index, _priorities(state), model(), CONFIG.kernel, None, *_frozen_masks(index, problem, ())
+    run = Run(
+        state, problem, index, priorities_of(state), model(), CONFIG.kernel, None, *frozen_masks(index, problem, ())
     )
-    tidied, removed, *_ = _tidy(run, final, CONFIG.schedule)
+    tidied, removed, *_ = tidy(run, final, CONFIG.schedule)
     assert removed == 7
     assert int(((tidied.node_of != index.node_of) & (index.node_of >= 0)).sum()) == 30
-    np.testing.assert_allclose(tidied.report["loads"], final.report["loads"])
+    np.testing.assert_allclose(tidied.report.loads, final.report.loads)
     energy = jax.jit(E.energy_of)
     assert float(energy(problem, tidied.node_of, tidied.primary_of)) < float(energy(problem, node_of, index.primary_of))
 
@@ -119,7 +123,7 @@ def _tight_cluster() -> dict:
 
 
 def test_constraint_check_trades_two_replicas_under_tight_capacity():
-    result = plan(parse_state(_tight_cluster()), CONFIG)
+    result = plan(parse_state(_tight_cluster()), CONFIG).document()
     moves = {(a["ServiceName"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]}
     assert moves == {("X", "C", "A"), ("Y", "A", "C")}
     assert "violations reduced" in result["Phases"][1]["Reason"]

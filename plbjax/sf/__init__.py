@@ -10,9 +10,10 @@ and takes each round's document as an update.
 
 from plbjax.sf._decoding import apply_actions, diff
 from plbjax.sf._encoding import Index, Problem, Scope, encode, scope
+from plbjax.sf._findings import Findings, findings
 from plbjax.sf._generator import ClusterSpec, generate
 from plbjax.sf._model import model
-from plbjax.sf._phases import Findings, findings, plan
+from plbjax.sf._plan import Plan, plan
 from plbjax.sf._scopes import full_scope
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._session import Session
@@ -24,6 +25,7 @@ __all__ = [
     "findings",
     "ClusterState",
     "Index",
+    "Plan",
     "Problem",
     "Scope",
     "SearchConfig",

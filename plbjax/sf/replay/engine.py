@@ -59,7 +59,7 @@ class EnginePlanner:
         self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
     ) -> dict:
         search = dataclasses.replace(self.search, seed=seed)
-        return self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen)
+        return self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen).document()
 
 
 def engine(search: SearchConfig, session: Session | None = None) -> tuple[EnginePlanner, EngineProbe]:
