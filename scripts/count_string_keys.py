@@ -13,7 +13,26 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GROUPS = {"phases": ("plbjax/sf/_phases*.py", "plbjax/sf/_phases/**/*.py"), "replay": ("plbjax/sf/replay/*.py",)}
+PHASES = (  # the modules `_phases.py` was split into (issue 39), and the name it had
+    "assessment",
+    "balancing_phase",
+    "constraint_check",
+    "everywhere",
+    "fewest_movements",
+    "findings",
+    "phase",
+    "phases",
+    "placement_phase",
+    "plan",
+    "plan_document",
+    "preparation",
+    "primaries",
+    "violations",
+)
+GROUPS = {
+    "phases": tuple(f"plbjax/sf/_{name}.py" for name in PHASES) + ("plbjax/sf/_phases/**/*.py",),
+    "replay": ("plbjax/sf/replay/*.py",),
+}
 _METHODS = {"get", "pop", "setdefault"}
 
 
