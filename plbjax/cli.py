@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -33,6 +33,9 @@ from plbjax.help import keys as config_keys
 from plbjax.help import register as register_help
 from plbjax.sweep import FAILED
 from plbjax.version import VERSION
+
+if TYPE_CHECKING:
+    from plbjax.sf import Plan
 
 CONFIG_DIR = "pkg://plbjax.conf"  # the repository's conf/, shipped in the package (pyproject.toml)
 register()
@@ -160,14 +163,14 @@ def _stop_on_signals(prog: str, message: str, run_dir: Path | None = None):
 AFTER_STOP_WAIT = 3.0  # seconds a stopped run waits for its search to end before writing what it has
 
 
-def _plan_in_worker(work: Callable[[Callable], dict], signals: _Signals, wait: bool) -> tuple[dict, bool]:
+def _plan_in_worker(work: Callable[[Callable], Plan], signals: _Signals, wait: bool) -> tuple[Plan, bool]:
     """`work(unsearched)` (a plan) in a worker thread, so that the main thread takes signals at
     once even while the worker compiles, which cannot be interrupted: a stop the search has not
     answered within AFTER_STOP_WAIT seconds gets the plan of the prepared state, nothing searched
     (`unsearched`'s), unless the caller must `wait` (a sweep's job: the sweep goes on after it).
     Returns the plan and whether the worker is still running."""
     box: dict[str, Any] = {}
-    fallback: list[Callable[[], dict] | None] = [None]
+    fallback: list[Callable[[], Plan] | None] = [None]
 
     def target() -> None:
         try:
@@ -280,11 +283,12 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
     stopping = "stopping the search; writing the best plan found (a second signal exits at once)"
     with _stop_on_signals("plbjax", stopping, run_dir) as signals:
         progress = Progress() if cfg.progress else None
-        plan, running = _plan_in_worker(
+        found, running = _plan_in_worker(
             lambda unsearched: make_plan(state, cfg.search, progress, unsearched=unsearched, refresh=cfg.refresh),
             signals,
             wait=run_dir is not None and HydraConfig.get().mode == RunMode.MULTIRUN,
         )
+    plan = found.document()
     text = json.dumps(plan, indent=2, allow_nan=False)
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]
     if jax.process_index() != 0:  # in a multi-host run one process writes

@@ -54,14 +54,14 @@ from plbjax.sf import ClusterSpec, generate, parse_state
 from plbjax.sf import (
     _energy as E,  # the engine's AvgStdDev of a placement (not exported)
 )
-from plbjax.sf._phases import (
+from plbjax.sf._phase import (
     movement_budget,  # SF's throttles as plan applies them, to check they are lifted
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(tempfile.gettempdir()) / "plbjax_bench_cli"
 
-# SF's movement throttles lifted (phases.movement_budget: a threshold of 0 is off; MaxPercentageToMove
+# SF's movement throttles lifted (_phase.movement_budget: a threshold of 0 is off; MaxPercentageToMove
 # 0 would turn balancing off, so 1 = every replica may move).
 LIFTED = {"GlobalMovementThrottleThreshold": 0, "MaxPercentageToMove": 1.0, "MovementPerPartitionThrottleThreshold": 0}
 

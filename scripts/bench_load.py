@@ -11,10 +11,10 @@ what `plbjax state=DOC out=PLAN` does, stage by stage:
   validate  the document into a `ClusterState`: the JSON Schema and every semantic rule checked,
             Service Fabric's defaults filled in (plbjax.sf._state);
   encode    resource governance and the encoding into the dense `Problem` (plbjax.sf._encoding), as
-            the plan's first step (`_phases.governed_encoding`, which `plan_encoded` then takes);
+            the plan's first step (`_preparation.governed_encoding`, which `plan_encoded` then takes);
   compile   the annealer's compilation (`AnnealResult.compile_seconds`, summed over the phases);
   search    the phases' searches, a token 1,000 steps x 2 chains each (`AnnealResult.seconds`);
-  decode    the rest of `phases.plan`: re-encodings it does (also shown on their own as
+  decode    the rest of `plan` and its document: re-encodings it does (also shown on their own as
             `encode_in_plan`), assessments, surplus drops, the decoding into actions and reports;
   write     the plan as indented JSON to a file.
 
@@ -31,7 +31,7 @@ and `results/load_cpu.png`.
                                                          # the same stages with another plbjax
 
 The stages are timed one by one, so the script calls plbjax.sf's private stage functions (`_state`'s
-reader and parser, `_governance`, `_phases`): what `load_state` and `plan` do, split where they
+reader and parser, `_governance`, `_preparation`, `_plan`): what `load_state` and `plan` do, split where they
 split. It needs numba (plbjax.baseline's machine description and contention measure).
 """
 
@@ -121,7 +121,7 @@ def run_once(path: Path, load_only: bool) -> dict:
     jnp.zeros(1).block_until_ready()
     jax_init = time.perf_counter() - start
 
-    from plbjax.sf import _phases as phases
+    from plbjax.sf import _fewest_movements, _phase, _plan, _preparation
     from plbjax.sf import _reading as S
 
     out: dict = {
@@ -157,7 +157,7 @@ def run_once(path: Path, load_only: bool) -> dict:
 
     state = timed("validate", validate)
 
-    encoded = timed("encode", lambda: phases.governed_encoding(state))  # the plan's first step, as `plan` runs it
+    encoded = timed("encode", lambda: _preparation.governed_encoding(state))  # the plan's first step, as `plan` runs it
     problem, index = encoded.problem, encoded.index
     out["replicas"], out["nodes"] = index.n_replicas, index.n_nodes
     out["partitions"], out["metrics"] = index.n_partitions, len(index.metrics)
@@ -170,7 +170,7 @@ def run_once(path: Path, load_only: bool) -> dict:
     from plbjax.sf import SearchConfig
 
     searches, in_plan = [], []
-    anneal, encode_in_plan = phases.anneal, phases.encode
+    anneal, encode_in_plan = _phase.anneal, _preparation.encode
 
     def counting_anneal(*args, **kwargs):
         result = anneal(*args, **kwargs)
@@ -183,12 +183,14 @@ def run_once(path: Path, load_only: bool) -> dict:
         in_plan.append(time.perf_counter() - start)
         return result
 
-    phases.anneal, phases.encode = counting_anneal, counting_encode
+    _phase.anneal = _fewest_movements.anneal = counting_anneal
+    _preparation.encode = counting_encode
     config = SearchConfig(chains=2, steps=1_000, seconds=None, block_steps=1_000, seed=0, tries=1, parallel=False)
     try:
-        plan = timed("plan", lambda: phases.plan_encoded(encoded, config))
+        plan = timed("plan", lambda: _plan.plan_encoded(encoded, config).document())
     finally:
-        phases.anneal, phases.encode = anneal, encode_in_plan
+        _phase.anneal = _fewest_movements.anneal = anneal
+        _preparation.encode = encode_in_plan
     whole, cpu_whole = out["stages"].pop("plan"), out["cpu"].pop("plan")
     busy, peak, rss = out["other_cores"].pop("plan"), out["peak_rss_mb"].pop("plan"), out["rss_mb"].pop("plan")
     compile_s = sum(r.compile_seconds for r in searches)

@@ -135,7 +135,7 @@ def main() -> None:
             doc, predicates = random_cluster(seed, family)
             t = time.time()
             try:
-                result = plan(parse_state(doc), CONFIGS[config])
+                result = plan(parse_state(doc), CONFIGS[config]).document()
                 found = breaks(doc, predicates, result)
             except Exception as exc:  # a crash is a finding too; the sweep goes on
                 result, found = {"Actions": [], "Unplaced": []}, [f"crash: {type(exc).__name__}: {exc}"]

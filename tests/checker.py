@@ -17,7 +17,7 @@ import pytest
 from plbjax.sf import ClusterState, parse_state
 from plbjax.sf import _expressions as expressions
 from plbjax.sf._decoding import apply_actions
-from plbjax.sf._phases import plan
+from plbjax.sf._plan import plan
 
 PLAN_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "plbjax" / "schemas" / "plan.schema.json").read_text())
 HAND_OVERS = ("SwapPrimarySecondary", "PromoteSecondary")
@@ -170,7 +170,7 @@ def checked_plan(doc: dict, config, **options) -> tuple[dict, dict, ClusterState
     reproduce LoadsBefore/LoadsAfter, form a net diff, and leave the input unchanged. Returns
     (plan, the document after the Actions, the parsed state)."""
     state = parse_state(doc)
-    result = plan(state, config, **options)
+    result = plan(state, config, **options).document()
     jsonschema.Draft202012Validator(PLAN_SCHEMA).validate(result)
     after = apply_actions(doc, result["Actions"])
     for name, loads in (("LoadsBefore", node_loads(state, doc)), ("LoadsAfter", node_loads(state, after))):

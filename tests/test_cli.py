@@ -237,7 +237,7 @@ def test_search_seconds_bound_the_whole_run():
     doc["Partitions"][0]["Replicas"].pop()  # something to place
     result = plan(
         parse_state(doc), SearchConfig(chains=2, steps=None, seconds=3, block_steps=100, tries=1, parallel=False)
-    )
+    ).document()
     ran = [p["Phase"] for p in result["Phases"] if p["Ran"]]
     assert "Placement" in ran and "Balancing" in ran
     assert result["Search"]["Seconds"] <= 3.3 and not result["Search"]["Interrupted"]

@@ -21,7 +21,7 @@ from plbjax.sf import parse_state
 from plbjax.sf._constraints import domain_violations_of
 from plbjax.sf._decoding import apply_actions, diff, settle
 from plbjax.sf._moves import DRAWS
-from plbjax.sf._phases import plan
+from plbjax.sf._plan import plan
 
 
 @eqx.filter_jit
@@ -168,7 +168,7 @@ def test_diff_is_net_of_intermediate_steps(states):
 )
 def test_plans_on_random_clusters_improve_and_break_nothing(states, documents, config):
     for state, doc in zip(states, documents):
-        result = plan(state, config)
+        result = plan(state, config).document()
         assert result["Phases"][2]["Ran"]
         assert result["Score"]["After"] < result["Score"]["Before"]
         assert result["Actions"]
@@ -178,18 +178,18 @@ def test_plans_on_random_clusters_improve_and_break_nothing(states, documents, c
 
 
 def test_same_seed_same_plan_and_seed_matters(states):
-    a = plan(states[2], QUICK)
-    b = plan(states[2], QUICK)
+    a = plan(states[2], QUICK).document()
+    b = plan(states[2], QUICK).document()
     assert json.dumps(a["Actions"]) == json.dumps(b["Actions"])
     assert a["Score"] == b["Score"]
-    c = plan(states[2], dataclasses.replace(QUICK, seed=5))
+    c = plan(states[2], dataclasses.replace(QUICK, seed=5)).document()
     assert c["Search"]["Seed"] == 5
 
 
 def test_balanced_cluster_moves_nothing(documents):
     # skewed clusters have empty nodes (min 0: imbalanced at any ratio), so the activity threshold decides
     doc = dict(documents[0], MetricActivityThresholds={"Metric0": 10**6, "Metric1": 10**6})
-    result = plan(parse_state(doc), QUICK)
+    result = plan(parse_state(doc), QUICK).document()
     assert result["Actions"] == []
     assert result["Phases"][2] == {"Phase": "Balancing", "Ran": False, "Reason": "every metric is balanced"}
     assert all(b["IsBalancedBefore"] for b in result["Balance"])
@@ -199,7 +199,7 @@ def test_missing_replica_is_placed(documents):
     doc = json.loads(json.dumps(documents[0]))
     part = next(p for p in doc["Partitions"] if p["Replicas"][0]["Role"] == "Primary")
     gone = part["Replicas"].pop()  # one secondary short of the target
-    result = plan(parse_state(doc), QUICK)
+    result = plan(parse_state(doc), QUICK).document()
     adds = [a for a in result["Actions"] if a["Action"].startswith("Add")]
     assert [(a["Action"], a["PartitionId"], a["ReplicaId"]) for a in adds] == [
         ("AddSecondary", part["PartitionId"], None)
@@ -390,7 +390,7 @@ def test_out_of_device_memory_retries_with_fewer_chains_and_says_so(states, monk
         return compile_blocks(model, problem, chains, kernel)
 
     monkeypatch.setattr(_driver, "_compiled_blocks", tight)
-    result = plan(states[0], dataclasses.replace(QUICK, chains=4, tries=4, steps=500, block_steps=250))
+    result = plan(states[0], dataclasses.replace(QUICK, chains=4, tries=4, steps=500, block_steps=250)).document()
     assert calls[:4] == [(4, 4), (2, 4), (1, 4), (1, 2)]
     assert result["Search"]["Chains"] == 1
     assert result["Search"]["DeviceMemory"].startswith("out of device memory: 1 chain(s) x 2 tries")

@@ -17,7 +17,7 @@ from conftest import QUICK, cluster, packed_cluster
 from plbjax import load_state, parse_state, plan
 from plbjax.cli import summary
 from plbjax.sf._explain import PHASES, movements_entry, throttle_limits
-from plbjax.sf._phases import movement_budget
+from plbjax.sf._phase import movement_budget
 from plbjax.sf._settings import PLB_SETTINGS
 from plbjax.sf.replay import parse_timeline, replay, write_outputs
 from plbjax.sf.replay.engine import engine
@@ -30,7 +30,7 @@ EXAMPLE = ROOT / "examples" / "small.yaml"
 def _plan(doc: dict, **settings) -> dict:
     doc = copy.deepcopy(doc)
     doc.setdefault("Settings", {}).update(settings)
-    result = plan(parse_state(doc), QUICK)
+    result = plan(parse_state(doc), QUICK).document()
     jsonschema.Draft202012Validator(SCHEMA).validate(result)
     return result
 
@@ -159,7 +159,7 @@ def test_a_node_at_load_zero_makes_the_ratio_infinite_and_says_why():
     22): a node stays without CPU load."""
     doc = copy.deepcopy(load_state(EXAMPLE).document)
     doc["Settings"]["MaxPercentageToMove"] = 0.01
-    result = plan(parse_state(doc), QUICK)
+    result = plan(parse_state(doc), QUICK).document()
     cpu = next(m for m in result["Remaining"]["Imbalanced"] if m["Metric"] == "CPU")
     assert cpu["Ratio"] is None and cpu["MinLoad"] == 0 and cpu["LeastLoadedNode"] in ("N3", "N4")
     assert f"{cpu['LeastLoadedNode']} carries no CPU, so max/min is infinite" in cpu["Causes"]

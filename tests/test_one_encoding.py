@@ -12,18 +12,12 @@ import numpy as np
 import pytest
 from conftest import QUICK, cluster
 
-from plbjax.sf import _phases, load_state, parse_state
+from plbjax.sf import _assessment, _preparation, _primaries, load_state, parse_state
+from plbjax.sf._assessment import Placement, assess, no_worse
 from plbjax.sf._encoding import encode
-from plbjax.sf._phases import (
-    Placement,
-    _no_worse,
-    _prepare,
-    _priorities,
-    assess,
-    elect_primaries,
-    governed_encoding,
-    plan,
-)
+from plbjax.sf._plan import plan
+from plbjax.sf._preparation import governed_encoding, prepare, priorities_of
+from plbjax.sf._primaries import elect_primaries
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "small.yaml"
 
@@ -91,8 +85,8 @@ def _down(doc: dict, count: int) -> None:
 
 def _old_encodings(monkeypatch) -> None:
     """The encoding path before updates: encode again after drops and for parent hosts."""
-    monkeypatch.setattr(_phases, "without_dropped", lambda state, index: encode(state))
-    monkeypatch.setattr(_phases, "with_parent_hosts", lambda state, problem, index, hosts: encode(state, hosts))
+    monkeypatch.setattr(_preparation, "without_dropped", lambda state, index: encode(state))
+    monkeypatch.setattr(_preparation, "with_parent_hosts", lambda state, problem, index, hosts: encode(state, hosts))
 
 
 def _same_prepared(a, b) -> None:
@@ -118,19 +112,19 @@ def _without_timings(document: dict) -> str:
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_updated_encoding_equals_encoding_again(build, seed, monkeypatch):
     state = parse_state(build(seed))
-    priorities = _priorities(state)
-    updated = _prepare(governed_encoding(state), priorities)
+    priorities = priorities_of(state)
+    updated = prepare(governed_encoding(state), priorities)
     _old_encodings(monkeypatch)
-    _same_prepared(updated, _prepare(governed_encoding(state), priorities))
+    _same_prepared(updated, prepare(governed_encoding(state), priorities))
 
 
 @pytest.mark.parametrize("build", [_with_surplus, _with_everywhere_parent])
 def test_plans_with_updated_encoding_equal_those_of_encoding_again(build, monkeypatch):
     state = parse_state(build(3))
     search = dataclasses.replace(QUICK, steps=1000, chains=4)
-    updated = plan(state, search)
+    updated = plan(state, search).document()
     _old_encodings(monkeypatch)
-    assert _without_timings(updated) == _without_timings(plan(state, search))
+    assert _without_timings(updated) == _without_timings(plan(state, search).document())
 
 
 def _one_at_a_time(problem, index, now: Placement, priorities: np.ndarray) -> Placement:
@@ -141,11 +135,11 @@ def _one_at_a_time(problem, index, now: Placement, priorities: np.ndarray) -> Pl
         if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0):
             continue
         placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0]
-        for r in sorted(placed, key=lambda r: (now.report["loads"][now.node_of[r]].sum(), r)):
+        for r in sorted(placed, key=lambda r: (now.report.loads[now.node_of[r]].sum(), r)):
             primary_of = now.primary_of.copy()
             primary_of[p] = r
             trial = Placement(now.node_of, primary_of, assess(problem, now.node_of, primary_of))
-            if _no_worse(now.report["violations"], trial.report["violations"], hard):
+            if no_worse(now.report.violations, trial.report.violations, hard):
                 now = trial
                 break
     return now
@@ -162,7 +156,7 @@ def _headless(seed: int, down: int, **changes) -> tuple:
     state = parse_state(doc)
     problem, index = encode(state)
     start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
-    return problem, index, start, _priorities(state)
+    return problem, index, start, priorities_of(state)
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -173,20 +167,20 @@ def test_batched_promotions_equal_one_at_a_time(seed):
     assert (start.primary_of != single.primary_of).any()
     assert np.array_equal(batched.primary_of, single.primary_of)
     for key in ("capacity", "affinity", "preferred"):
-        assert np.array_equal(batched.report["violations"][key], single.report["violations"][key])
+        assert np.array_equal(getattr(batched.report.violations, key), getattr(single.report.violations, key))
 
 
-def _counting(monkeypatch, *names: str) -> list[str]:
-    """Calls of the `names` functions of the phases module, by name, as they happen."""
-    calls = []
+def _counting(monkeypatch, module, *names: str, calls: list[str] | None = None) -> list[str]:
+    """Calls of the `names` functions of `module`, by name, as they happen (added to `calls`)."""
+    calls = [] if calls is None else calls
     for name in names:
-        original = getattr(_phases, name)
+        original = getattr(module, name)
 
         def counted(*args, _name=name, _original=original, **kwargs):
             calls.append(_name)
             return _original(*args, **kwargs)
 
-        monkeypatch.setattr(_phases, name, counted)
+        monkeypatch.setattr(module, name, counted)
     return calls
 
 
@@ -200,7 +194,7 @@ def _counting(monkeypatch, *names: str) -> list[str]:
     ids=["example", "surplus", "everywhere-parent"],
 )
 def test_a_plan_encodes_once(document, monkeypatch):
-    calls = _counting(monkeypatch, "encode")
+    calls = _counting(monkeypatch, _preparation, "encode")
     plan(document(), dataclasses.replace(QUICK, steps=500, chains=4))
     assert len(calls) == 1
 
@@ -210,7 +204,7 @@ def test_promotion_assessments_do_not_grow_with_the_partitions_to_promote(down, 
     """Promoting in 1 or in 7 partitions takes a few calls: a round (one batch of trials, one
     assessment) per chain of partitions whose candidates share a node, not one per candidate."""
     problem, index, start, priorities = _headless(0, down=down)
-    calls = _counting(monkeypatch, "assess", "_worse")
-    waiting = sum(bool(_phases._candidates(index, start, p)) for p in range(index.n_partitions))
+    calls = _counting(monkeypatch, _primaries, "_worse", calls=_counting(monkeypatch, _assessment, "assess"))
+    waiting = sum(bool(_primaries._candidates(index, start, p)) for p in range(index.n_partitions))
     elect_primaries(problem, index, start, priorities)
     assert waiting >= min(down, 7) and len(calls) <= 6, (waiting, calls)

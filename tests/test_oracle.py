@@ -42,7 +42,7 @@ def mismatches(seeds, config: SearchConfig = CONFIG) -> dict[int, str]:
     found = {}
     for seed in seeds:
         doc = tiny_cluster(seed)
-        result = plan(parse_state(doc), config)
+        result = plan(parse_state(doc), config).document()
         oracle = Oracle(doc)
         before = float(oracle.avg_std_dev(oracle.node0[None], oracle.primary0[None])[0])
         if abs(before - result["Score"]["Before"]) > 1e-4 * max(1.0, abs(before)):

@@ -37,7 +37,7 @@ def test_a_single_event_timeline_plans_what_plbjax_plans():
     record = _play(
         {"State": state, "Duration": 5, "Events": [{"Time": 0, "Kind": "SettingsChanged", "Settings": {}}]}, seed=4
     )
-    expected = plan(load_state(EXAMPLES / "small.yaml"), SearchConfig(**{**SEARCH.__dict__, "seed": 4}))
+    expected = plan(load_state(EXAMPLES / "small.yaml"), SearchConfig(**{**SEARCH.__dict__, "seed": 4})).document()
     first = [
         {k: v for k, v in a.items() if k not in ("Time", "Phase", "NodeType")} for a in record.actions if a["Time"] == 5
     ]
@@ -157,8 +157,8 @@ def test_a_document_differing_only_in_throttles_keeps_the_sessions_encoding():
     seen = session.encoded(view)
     assert seen.problem is first.problem and seen.state.settings == parse_state(view).settings
     assert session.encodings == 1 and session.encoded(doc) is first  # the view did not replace the held one
-    ours = session.plan(view, SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing")["Actions"]
-    theirs = plan(parse_state(view), SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing")["Actions"]
+    ours = session.plan(view, SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing").actions
+    theirs = plan(parse_state(view), SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing").actions
     assert ours == theirs and len(ours) <= 1
     other = dict(doc, Nodes=list(doc["Nodes"]))  # equal, but not the same object: a structural change
     assert session.encoded(other) is not first and session.encodings == 2

@@ -103,7 +103,7 @@ def test_a_stop_before_the_search_writes_the_prepared_state_and_says_so():
 
     anneal.STOP.set()
     try:
-        result = plan(_example(), _fast())
+        result = plan(_example(), _fast()).document()
     finally:
         anneal.STOP.clear()
     jsonschema.validate(result, SCHEMA)
@@ -119,7 +119,7 @@ def test_a_stop_mid_search_still_gets_the_fewest_movements_pass():
     fallbacks = []
     stop = lambda done, total, elapsed, best: anneal.STOP.set()
     try:
-        result = plan(_example(), _fast(), stop, unsearched=fallbacks.append)
+        result = plan(_example(), _fast(), stop, unsearched=fallbacks.append).document()
     finally:
         anneal.STOP.clear()
     jsonschema.validate(result, SCHEMA)
@@ -127,6 +127,6 @@ def test_a_stop_mid_search_still_gets_the_fewest_movements_pass():
     assert search["Interrupted"] and search["Minimal"] and search["Steps"] < 3 * STEPS
     assert result["Actions"] and result["Score"]["After"] < result["Score"]["Before"]
     assert len(fallbacks) == 2 and fallbacks[1] is None
-    nothing = fallbacks[0]()
+    nothing = fallbacks[0]().document()
     jsonschema.validate(nothing, SCHEMA)
     assert nothing["Actions"] == [] and nothing["Search"]["Steps"] == 0

@@ -35,7 +35,7 @@ def test_a_stored_program_plans_as_a_traced_one_and_is_not_traced_again(cache_di
     monkeypatch.setattr(_store, "_flat", lambda *a: traced.append(a) or pytest.fail("traced again"))
     second = plan(state, SEARCH)
     assert not traced
-    assert second["Actions"] == first["Actions"] and second["Score"] == first["Score"]
+    assert second.actions == first.actions and second.document()["Score"] == first.document()["Score"]
     assert sorted((cache_dir / "programs").glob("*.jaxexport")) == programs
 
 
@@ -48,7 +48,7 @@ def test_without_a_serializer_nothing_is_stored_and_the_plan_is_the_same(cache_d
     for path in programs:
         path.unlink()
     traced = plan(state, SEARCH)
-    assert traced["Actions"] == stored["Actions"]
+    assert traced.actions == stored.actions
     assert not list((cache_dir / "programs").glob("*"))
 
 

@@ -32,7 +32,7 @@ def test_random_clusters_break_no_hard_rule(family):
     failures = {}
     for seed in range(family * PER_FAMILY, (family + 1) * PER_FAMILY):
         doc, predicates = random_cluster(seed, family)
-        found = breaks(doc, predicates, plan(parse_state(doc), config))
+        found = breaks(doc, predicates, plan(parse_state(doc), config).document())
         if found:
             failures[seed] = found
     assert not failures, failures
@@ -91,7 +91,7 @@ def _document(services: list[dict], partitions: list[dict], nodes: list[dict]) -
 
 
 def _checked(doc: dict, predicates: dict | None = None) -> dict:
-    result = plan(parse_state(doc), CONFIG)
+    result = plan(parse_state(doc), CONFIG).document()
     predicates = predicates or {s["ServiceName"]: (lambda n: True) for s in doc["Services"]}
     assert breaks(doc, predicates, result) == [], result["Actions"]
     return result
@@ -209,7 +209,7 @@ def test_the_checker_sees_each_kind_of_break():
         [_partition("fabric:/A/S", "p", ("Primary", "N0"), ("Secondary", "N1"))],
         _nodes({"N2": 9}, {"N3": "Down"}),
     )
-    result = plan(parse_state(doc), CONFIG)
+    result = plan(parse_state(doc), CONFIG).document()
     always = {"fabric:/A/S": lambda n: True}
     move = {
         "ServiceName": "fabric:/A/S",

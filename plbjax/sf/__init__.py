@@ -10,10 +10,11 @@ and takes each round's document as an update.
 
 from plbjax.sf._decoding import apply_actions, diff
 from plbjax.sf._encoding import Index, Problem, Scope, encode, scope
+from plbjax.sf._findings import Findings, findings
 from plbjax.sf._generator import generate
 from plbjax.sf._generator_spec import ClusterSpec
 from plbjax.sf._model import model
-from plbjax.sf._phases import Findings, findings, plan
+from plbjax.sf._plan import Plan, plan
 from plbjax.sf._reading import load_state, parse_state
 from plbjax.sf._scopes import full_scope
 from plbjax.sf._search import SearchConfig
@@ -26,6 +27,7 @@ __all__ = [
     "findings",
     "ClusterState",
     "Index",
+    "Plan",
     "Problem",
     "Scope",
     "SearchConfig",

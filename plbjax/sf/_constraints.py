@@ -11,17 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.sf._encoding import (
-    AFFINITY,
-    CAPACITY,
-    FAULT_DOMAIN,
-    PLACEMENT,
-    PREFERRED,
-    THRESHOLD,
-    UNPLACED,
-    UPGRADE_DOMAIN,
-    Problem,
-)
+from plbjax.sf._encoding import CAPACITY, Problem
+from plbjax.sf._violations import Violations
 
 
 def domain_violation(
@@ -168,7 +159,7 @@ def unplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
     return real & (node_of < 0)
 
 
-def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> dict:
+def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> Violations[jax.Array]:
     """Full-state constraint report: per-node capacity violation, per-replica placement, affinity and
     unplaced flags, per-partition exclusion, fault-domain, upgrade-domain and preferred-primary."""
     n_parts = problem.partition_service.shape[0]
@@ -185,40 +176,26 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
     primary_node = jnp.where(primary_of >= 0, node_of[jnp.maximum(primary_of, 0)], -1)
     preferred = off_preferred(problem, problem.partition_service, primary_node)
     headless = (primary_of >= 0) & (node_of[jnp.maximum(primary_of, 0)] < 0)
-    return dict(
+    return Violations(
         capacity=relative_excess(loads, problem.capacity),
-        threshold=relative_excess(loads, problem.threshold_load),
         placement=misplaced(problem, node_of),
-        unplaced=unplaced(problem, node_of),
-        headless=headless,
-        affinity=affinity,
-        exclusion=exclusion,
-        preferred=preferred,
-        away=away_from_home(problem, replicas, node_of),
         fault_domain=domains[:, 0],
         upgrade_domain=domains[:, 1],
+        affinity=affinity,
+        preferred=preferred,
+        threshold=relative_excess(loads, problem.threshold_load),
+        unplaced=unplaced(problem, node_of),
+        away=away_from_home(problem, replicas, node_of),
+        headless=headless,
+        exclusion=exclusion,
     )
 
 
-_MEASURED = {
-    CAPACITY: "capacity",
-    PLACEMENT: "placement",
-    FAULT_DOMAIN: "fault_domain",
-    UPGRADE_DOMAIN: "upgrade_domain",
-    AFFINITY: "affinity",
-    PREFERRED: "preferred",
-    THRESHOLD: "threshold",
-    UNPLACED: "unplaced",
-}
-
-
-def measures(report: dict) -> jax.Array:
+def measures(report: Violations[jax.Array]) -> jax.Array:
     """[CONSTRAINTS] total violation per constraint kind (a partition without a placed primary counts
     as one more unplaced replica, so primaries are placed first; PreferredLocation counts preferred
     primary domains and upgrade snapshot nodes)."""
-    totals = [jnp.sum(report[_MEASURED[k]]).astype(jnp.float32) for k in sorted(_MEASURED)]
-    totals[UNPLACED] += jnp.sum(report["headless"])
-    totals[PREFERRED] += jnp.sum(report["away"])
+    totals = [sum(map(jnp.sum, more), jnp.sum(own).astype(jnp.float32)) for own, *more in report.by_kind()]
     return jnp.stack(totals)
 
 

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from plbjax.sf._assessment import Assessment
 from plbjax.sf._constraints import affinity_violated, partition_domain_violations, partition_nodes
 from plbjax.sf._encoding import Index, Problem
 
@@ -73,28 +74,28 @@ def _report(prop: str, entity: str, description: str, state: str = "Warning") ->
     return {"SourceId": SOURCE, "Property": prop, "HealthState": state, "Entity": entity, "Description": description}
 
 
-def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: dict) -> list[dict]:
+def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: Assessment[np.ndarray]) -> list[dict]:
     """SF-style reports for the violations a placement still has."""
-    v = report["violations"]
+    v = report.violations
     out = []
     capacity = np.asarray(problem.capacity)
-    for n, m in zip(*np.nonzero(v["capacity"][: index.n_nodes, : len(index.metrics)] > 0)):
+    for n, m in zip(*np.nonzero(v.capacity[: index.n_nodes, : len(index.metrics)] > 0)):
         out.append(
             _report(
                 "NodeCapacityViolation",
                 index.nodes[n],
                 f"Node {index.nodes[n]} is over capacity for metric {index.metrics[m]}: load "
-                f"{float(report['loads'][n, m]):g} exceeds capacity {float(capacity[n, m]):g}.",
+                f"{float(report.loads[n, m]):g} exceeds capacity {float(capacity[n, m]):g}.",
             )
         )
     threshold = np.asarray(problem.threshold_load)
-    for n, m in zip(*np.nonzero(v["threshold"][: index.n_nodes, : len(index.metrics)] > 0)):
+    for n, m in zip(*np.nonzero(v.threshold[: index.n_nodes, : len(index.metrics)] > 0)):
         out.append(
             _report(
                 "ResourceThresholdExceeded",
                 index.nodes[n],
                 f"Node {index.nodes[n]} stays above the resource threshold for metric {index.metrics[m]}: "
-                f"load {float(report['loads'][n, m]):g} exceeds {float(threshold[n, m]):g}; the cluster "
+                f"load {float(report.loads[n, m]):g} exceeds {float(threshold[n, m]):g}; the cluster "
                 "has no room elsewhere to bring it under.",
             )
         )
@@ -111,21 +112,21 @@ def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: 
             f"Details: Replica on NodeName -- {index.nodes[node_of[r]]}",
         )
 
-    for key, constraint in (("placement", "PlacementConstraint"), ("affinity", "Affinity")):
-        for r in np.flatnonzero(v[key][: index.n_replicas]):
+    for replicas, constraint in ((v.placement, "PlacementConstraint"), (v.affinity, "Affinity")):
+        for r in np.flatnonzero(replicas[: index.n_replicas]):
             out.append(replica_report(int(r), constraint))
-    trees = {
-        "fault_domain": ("FaultDomain", np.asarray(problem.fd_tree)),
-        "upgrade_domain": ("UpgradeDomain", np.asarray(problem.ud_tree)),
-    }
-    for key, (constraint, tree) in trees.items():
-        for p in np.flatnonzero(v[key][: index.n_partitions]):
+    trees = (
+        (v.fault_domain, "FaultDomain", np.asarray(problem.fd_tree)),
+        (v.upgrade_domain, "UpgradeDomain", np.asarray(problem.ud_tree)),
+    )
+    for partitions, constraint, tree in trees:
+        for p in np.flatnonzero(partitions[: index.n_partitions]):
             placed = [r for r in index.partition_rows[p] if node_of[r] >= 0]
             leaf = [int(tree[node_of[r], -1]) for r in placed]
             for r, d in zip(placed, leaf):  # replicas sharing their domain with another
                 if leaf.count(d) > 1:
                     out.append(replica_report(int(r), constraint))
-    for r in np.flatnonzero(v["unplaced"][: index.n_replicas]):
+    for r in np.flatnonzero(v.unplaced[: index.n_replicas]):
         p = int(replica_partition[r])
         service, pid = index.partitions[p]
         out.append(

@@ -2,7 +2,7 @@
 that bound a phase, the violations and imbalances left and what keeps them.
 
 Computed on the host from what the phases already hold: the placement after each phase, their
-assessments (`_phases.assess`) and SF's throttle settings. A balancing action's share is its part
+assessments (`_assessment.assess`) and SF's throttle settings. A balancing action's share is its part
 of the phase's gain in AvgStdDev's global term (weighted load deviation per metric): how much that
 term would rise were this action alone undone, over the same for all the phase's actions.
 """
@@ -14,6 +14,7 @@ from typing import NamedTuple, Protocol
 
 import numpy as np
 
+from plbjax.sf._assessment import Assessment
 from plbjax.sf._balance import MetricBalance
 from plbjax.sf._encoding import (
     AFFINITY,
@@ -31,11 +32,16 @@ PHASES = ("Placement", "ConstraintCheck", "Balancing")
 
 
 class Where(Protocol):
-    """A placement with its assessment (`_phases.Placement`)."""
+    """A placement with its assessment (`_assessment.Placement`)."""
 
-    node_of: np.ndarray
-    primary_of: np.ndarray
-    report: dict
+    @property
+    def node_of(self) -> np.ndarray: ...
+
+    @property
+    def primary_of(self) -> np.ndarray: ...
+
+    @property
+    def report(self) -> Assessment[np.ndarray]: ...
 
 
 class Stages(NamedTuple):
@@ -96,23 +102,23 @@ def movements(start: Where, end: Where, n_partitions: int) -> int:
 # violations
 
 
-def violation_counts(index: Index, report: dict, priorities: np.ndarray) -> list[dict]:
+def violation_counts(index: Index, report: Assessment[np.ndarray], priorities: np.ndarray) -> list[dict]:
     """The enforced violations of a placement by constraint kind: `{Constraint, Count, Of}` with
     Of the unit counted (Nodes over capacity or threshold, Partitions with a domain rule broken or
     two replicas on a node, Replicas otherwise)."""
-    v = {k: np.asarray(x) for k, x in report["violations"].items()}
+    v = report.violations
     n, p, r, m = index.n_nodes, index.n_partitions, index.n_replicas, len(index.metrics)
-    preferred = v["away"][:r].sum() + v["preferred"][:p].sum()
+    preferred = v.away[:r].sum() + v.preferred[:p].sum()
     kinds = [
-        ("ReplicaUnplaced", v["unplaced"][:r].sum(), "Replicas", True),
-        ("ReplicaExclusion", (v["exclusion"][:p] > 0).sum(), "Partitions", True),
-        ("NodeCapacity", (v["capacity"][:n, :m] > 0).any(1).sum(), "Nodes", priorities[CAPACITY] >= 0),
-        ("PlacementConstraint", v["placement"][:r].sum(), "Replicas", priorities[PLACEMENT] >= 0),
-        ("FaultDomain", (v["fault_domain"][:p] > 0).sum(), "Partitions", priorities[FAULT_DOMAIN] >= 0),
-        ("UpgradeDomain", (v["upgrade_domain"][:p] > 0).sum(), "Partitions", priorities[UPGRADE_DOMAIN] >= 0),
-        ("Affinity", v["affinity"][:r].sum(), "Replicas", priorities[AFFINITY] >= 0),
+        ("ReplicaUnplaced", v.unplaced[:r].sum(), "Replicas", True),
+        ("ReplicaExclusion", (v.exclusion[:p] > 0).sum(), "Partitions", True),
+        ("NodeCapacity", (v.capacity[:n, :m] > 0).any(1).sum(), "Nodes", priorities[CAPACITY] >= 0),
+        ("PlacementConstraint", v.placement[:r].sum(), "Replicas", priorities[PLACEMENT] >= 0),
+        ("FaultDomain", (v.fault_domain[:p] > 0).sum(), "Partitions", priorities[FAULT_DOMAIN] >= 0),
+        ("UpgradeDomain", (v.upgrade_domain[:p] > 0).sum(), "Partitions", priorities[UPGRADE_DOMAIN] >= 0),
+        ("Affinity", v.affinity[:r].sum(), "Replicas", priorities[AFFINITY] >= 0),
         ("PreferredLocation", preferred, "Replicas", priorities[PREFERRED] >= 0),
-        ("ResourceThreshold", (v["threshold"][:n, :m] > 0).any(1).sum(), "Nodes", True),
+        ("ResourceThreshold", (v.threshold[:n, :m] > 0).any(1).sum(), "Nodes", True),
     ]
     return [{"Constraint": k, "Count": int(c), "Of": of} for k, c, of, on in kinds if on and c]
 
@@ -121,21 +127,27 @@ def counts_text(counts: list[dict]) -> str:
     return ", ".join(f"{c['Constraint']} {c['Count']} {c['Of'].lower()}" for c in counts) or "none"
 
 
-def _replica_violations(index: Index, report: dict, r: int, p: int, node: int, primary: bool) -> list[str]:
+def _replica_violations(
+    index: Index, report: Assessment[np.ndarray], r: int, p: int, node: int, primary: bool
+) -> list[str]:
     """The violations replica r of partition p (on `node`, the node it leaves) takes part in, as `Kind on Node`."""
-    v = report["violations"]
+    v = report.violations
     name = index.nodes[node] if node >= 0 else "no node"
     out = []
-    over = np.flatnonzero(np.asarray(v["capacity"])[node, : len(index.metrics)] > 0) if node >= 0 else []
+    over = np.flatnonzero(np.asarray(v.capacity)[node, : len(index.metrics)] > 0) if node >= 0 else []
     if len(over):
         out.append(f"NodeCapacity ({', '.join(index.metrics[m] for m in over)}) on {name}")
-    for key, kind in (("placement", "PlacementConstraint"), ("affinity", "Affinity"), ("away", "PreferredLocation")):
-        if v[key][r]:
+    for replicas, kind in (
+        (v.placement, "PlacementConstraint"),
+        (v.affinity, "Affinity"),
+        (v.away, "PreferredLocation"),
+    ):
+        if replicas[r]:
             out.append(f"{kind} on {name}")
-    if primary and v["preferred"][p]:
+    if primary and v.preferred[p]:
         out.append(f"PreferredLocation (primary domain) on {name}")
-    for key, kind in (("fault_domain", "FaultDomain"), ("upgrade_domain", "UpgradeDomain")):
-        if v[key][p] > 0:
+    for partitions, kind in ((v.fault_domain, "FaultDomain"), (v.upgrade_domain, "UpgradeDomain")):
+        if partitions[p] > 0:
             out.append(f"{kind} of its partition (a replica on {name})")
     return out
 
@@ -214,7 +226,7 @@ class Explainer:
         extra = primary - secondary  # what a primary carries beyond a secondary
         gains = undo_gains(
             problem,
-            np.asarray(final.report["loads"], np.float64)[:, :m],
+            np.asarray(final.report.loads, np.float64)[:, :m],
             (np.concatenate([start.node_of[rows], final.node_of[old]]), np.concatenate([load, extra[old]])),
             (np.concatenate([final.node_of[rows], final.node_of[new]]), -np.concatenate([load, extra[new]])),
         )
@@ -318,7 +330,7 @@ def _phase_causes(balancing: dict) -> list[str]:
 def _load_causes(index: Index, problem: Problem, final: Where, metric: int, hi_n: int, lo_n: int) -> list[str]:
     """What in the loads keeps a metric's most loaded node `hi_n` apart from its least loaded `lo_n`:
     nothing at all on `lo_n`, load placement constraints keep off it, replicas too large to move."""
-    loads = np.asarray(final.report["loads"])[:, metric]
+    loads = np.asarray(final.report.loads)[:, metric]
     hi, lo, name, high, low = (
         float(loads[hi_n]),
         float(loads[lo_n]),
@@ -357,7 +369,7 @@ def _metric_causes(
     index: Index, problem: Problem, final: Where, metric: int, members: np.ndarray, balancing: dict
 ) -> tuple[dict, list[str]]:
     """(the most and least loaded node, what keeps one metric imbalanced) as far as the engine can tell."""
-    loads = np.asarray(final.report["loads"])[: index.n_nodes, metric]
+    loads = np.asarray(final.report.loads)[: index.n_nodes, metric]
     nodes = np.flatnonzero(np.asarray(problem.metric_nodes)[metric, : index.n_nodes] & members)
     hi_n, lo_n = int(nodes[np.argmax(loads[nodes])]), int(nodes[np.argmin(loads[nodes])])
     causes = _phase_causes(balancing) + _load_causes(index, problem, final, metric, hi_n, lo_n)
@@ -422,7 +434,7 @@ def phase_entries(
     if placement["Ran"]:
         used = movements(s.start, s.placed, n)
         added = int(((s.start.node_of < 0) & (s.placed.node_of >= 0))[: index.n_replicas].sum())
-        left = int(np.asarray(s.placed.report["violations"]["unplaced"])[: index.n_replicas].sum())
+        left = int(np.asarray(s.placed.report.violations.unplaced)[: index.n_replicas].sum())
         placement.update(movements_entry(throttle_limits(state.settings, "Placement", placeable), 0, used))
         if not left:
             placement.pop("Throttle", None)
@@ -463,10 +475,9 @@ def remaining(
 
 
 class Told(NamedTuple):
-    """The plan's explained parts: `Phases`, the hook giving each action its phase and reason, `Remaining`."""
+    """The plan's explained parts: `Phases` and `Remaining` (`Explainer` gives each action its phase and reason)."""
 
     phases: list[dict]
-    why: Explainer
     remaining: dict
 
 
@@ -476,14 +487,12 @@ def explain(
     problem: Problem,
     stages: Stages,
     entries: list[dict],
-    balances: tuple[list[MetricBalance], list[MetricBalance]],
+    after: list[MetricBalance],
     priorities: np.ndarray,
     placeable: int,
 ) -> Told:
-    """Phases, action reasons and what is left, from the placements after each phase and the
-    metric balances before balancing and after the plan."""
-    before, after = balances
+    """Phases and what is left, from the placements after each phase and the metric balances after
+    the plan."""
     still = [b.metric for b in after if not b.balanced]
     phases = phase_entries(state, index, stages, entries, priorities, placeable, still)
-    why = Explainer(index, problem, stages, before)
-    return Told(phases, why, remaining(index, problem, stages.final, after, phases[2], priorities))
+    return Told(phases, remaining(index, problem, stages.final, after, phases[2], priorities))

@@ -27,8 +27,10 @@ import dataclasses
 from collections.abc import Callable, Collection
 
 from plbjax.sf._encoding import with_partitions, without_dropped
+from plbjax.sf._findings import Findings, findings_encoded
 from plbjax.sf._governance import governed_again
-from plbjax.sf._phases import Encoded, Findings, findings_encoded, governed_encoding, plan_encoded
+from plbjax.sf._plan import Plan, plan_encoded
+from plbjax.sf._preparation import Encoded, governed_encoding
 from plbjax.sf._reading import parse_state
 from plbjax.sf._reparse import REREAD, reparse
 from plbjax.sf._search import SearchConfig
@@ -78,7 +80,7 @@ class Session:
         node_type: str | None = None,
         frozen: Collection[tuple[str, str]] = (),
         refresh: bool = False,
-    ) -> dict:
+    ) -> Plan:
         """The plan of `doc` (`plbjax.sf.plan`, with the same round arguments)."""
         encoded = self.encoded(doc)
         return plan_encoded(encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, refresh=refresh)

@@ -67,7 +67,7 @@ class EnginePlanner:
     ) -> dict:
         """The round's plan document."""
         search = dataclasses.replace(self.search, seed=seed)
-        return self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen)
+        return self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen).document()
 
 
 def engine(search: SearchConfig, session: Session | None = None) -> tuple[EnginePlanner, EngineProbe]:

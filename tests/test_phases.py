@@ -1,25 +1,36 @@
-"""The fewest movements for the result (issue 21.6) and trades of two replicas (21.7)."""
+"""The phases as such: each hands on a `PhaseResult` (with nothing to do it does not run and says
+why), balancing, the constraint check's trades, the minimal-movement pass (issue 21.6 and 21.7),
+and the `Plan` whose document renders the phases' results and the plan's own actions and History."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import jax
 import numpy as np
+import pytest
 from conftest import QUICK
 
 from plbjax.sf import _energy as E
 from plbjax.sf import model, parse_state
+from plbjax.sf._assessment import assessed
+from plbjax.sf._balancing_phase import balances, balancing_phase
+from plbjax.sf._constraint_check import constraint_phase
 from plbjax.sf._encoding import encode
-from plbjax.sf._phases import Placement, _frozen_masks, _priorities, _Run, _tidy, assess, plan
+from plbjax.sf._fewest_movements import tidy
+from plbjax.sf._phase import PhaseResult, Run
+from plbjax.sf._placement_phase import placement_phase
+from plbjax.sf._plan import Plan, plan
+from plbjax.sf._preparation import frozen_masks, priorities_of
 
 LOADED, EMPTY = ("N0", "N1", "N2"), ("N3", "N4", "N5")
 CONFIG = dataclasses.replace(QUICK, chains=1, tries=64, parallel=True, steps=4000, block_steps=500)
 
 
-def _spread_cluster() -> dict:
-    """One metric, equal loads: three nodes with 20 instances, three empty, four at the average 10."""
-    counts = [20, 20, 20, 0, 0, 0, 10, 10, 10, 10]
+def _spread_cluster(counts: tuple[int, ...] = (20, 20, 20, 0, 0, 0, 10, 10, 10, 10)) -> dict:
+    """One metric, equal loads: by default three nodes with 20 instances, three empty, four at the
+    average 10."""
     nodes = [
         {"NodeName": f"N{i}", "FaultDomain": f"fd:/{i}", "UpgradeDomain": f"ud{i % 5}", "Capacities": {"M": 1000}}
         for i in range(len(counts))
@@ -51,7 +62,7 @@ def _spread_cluster() -> dict:
 
 
 def test_balancing_moves_only_from_overloaded_to_empty_nodes():
-    result = plan(parse_state(_spread_cluster()), CONFIG)
+    result = plan(parse_state(_spread_cluster()), CONFIG).document()
     assert result["Score"]["After"] < 1e-6
     assert len(result["Actions"]) == 30
     assert all(a["SourceNode"] in LOADED and a["TargetNode"] in EMPTY for a in result["Actions"])
@@ -60,8 +71,8 @@ def test_balancing_moves_only_from_overloaded_to_empty_nodes():
 def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
     """A balanced placement reached with 5 two-move chains through average nodes and a needless
     trade of two replicas between average nodes ends with the 30 direct moves."""
-    state = parse_state(_spread_cluster())
-    problem, index = encode(state)
+    run = _run(parse_state(_spread_cluster()))
+    problem, index = run.problem, run.index
     node = {name: i for i, name in enumerate(index.nodes)}
     on = lambda name: [r for r in range(index.n_replicas) if index.node_of[r] == node[name]]
     node_of = index.node_of.copy()
@@ -73,15 +84,12 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
         node_of[x], node_of[y] = node["N6"], node_of[x]
     a, b = on("N7")[0], on("N8")[0]  # a needless trade
     node_of[a], node_of[b] = node["N8"], node["N7"]
-    final = Placement(node_of, index.primary_of, assess(problem, node_of, index.primary_of))
+    final = assessed(problem, node_of, index.primary_of)
     assert int(((node_of != index.node_of) & (index.node_of >= 0)).sum()) == 37
-    run = _Run(
-        state, problem, index, _priorities(state), model(), CONFIG.kernel, None, *_frozen_masks(index, problem, ())
-    )
-    tidied, removed, *_ = _tidy(run, final, CONFIG.schedule)
+    tidied, removed, *_ = tidy(run, final, CONFIG.schedule)
     assert removed == 7
     assert int(((tidied.node_of != index.node_of) & (index.node_of >= 0)).sum()) == 30
-    np.testing.assert_allclose(tidied.report["loads"], final.report["loads"])
+    np.testing.assert_allclose(tidied.report.loads, final.report.loads)
     energy = jax.jit(E.energy_of)
     assert float(energy(problem, tidied.node_of, tidied.primary_of)) < float(energy(problem, node_of, index.primary_of))
 
@@ -118,7 +126,58 @@ def _tight_cluster() -> dict:
 
 
 def test_constraint_check_trades_two_replicas_under_tight_capacity():
-    result = plan(parse_state(_tight_cluster()), CONFIG)
+    result = plan(parse_state(_tight_cluster()), CONFIG).document()
     moves = {(a["ServiceName"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]}
     assert moves == {("X", "C", "A"), ("Y", "A", "C")}
     assert "violations reduced" in result["Phases"][1]["Reason"]
+
+
+def _run(state) -> Run:
+    """What the phases read for `state`, encoded as it is (no preparation)."""
+    problem, index = encode(state)
+    masks = frozen_masks(index, problem, ())
+    return Run(state, problem, index, priorities_of(state), model(), CONFIG.kernel, None, *masks)
+
+
+def test_phases_with_nothing_to_do_do_not_run_say_why_and_keep_the_placement():
+    """A balanced cluster with every replica placed and no violation: no phase searches."""
+    state = parse_state(_spread_cluster((10,) * 10))
+    run = _run(state)
+    now = assessed(run.problem, run.index.node_of, run.index.primary_of)
+    results = [
+        placement_phase(run, now, CONFIG.schedule),
+        constraint_phase(run, now, CONFIG.schedule),
+        balancing_phase(run, now, CONFIG.schedule, balances(state, run.problem, run.index, now), 0),
+    ]
+    assert [(r.phase, r.ran, r.reason, r.search) for r in results] == [
+        ("Placement", False, "no replica is missing", None),
+        ("ConstraintCheck", False, "no constraint violation", None),
+        ("Balancing", False, "every metric is balanced", None),
+    ]
+    assert all(r.placement is now for r in results)
+
+
+def test_a_phase_result_is_frozen():
+    state = parse_state(_spread_cluster((10,) * 10))
+    run = _run(state)
+    result = placement_phase(run, assessed(run.problem, run.index.node_of, run.index.primary_of), CONFIG.schedule)
+    assert isinstance(result, PhaseResult)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.reason = "changed"  # type: ignore[misc]
+
+
+def test_the_plan_document_renders_the_plans_actions_history_search_and_phases():
+    result = plan(parse_state(_spread_cluster()), CONFIG)
+    assert isinstance(result, Plan) and result.actions
+    document = result.document()
+    assert document["Actions"] == list(result.actions)
+    assert document["History"] == {k: list(v) for k, v in result.history.items()}
+    assert document["Search"] == result.search.entry()
+    assert [(p["Phase"], p["Ran"]) for p in document["Phases"]] == [
+        ("Placement", False),
+        ("ConstraintCheck", False),
+        ("Balancing", True),
+    ]
+    assert json.dumps(result.document(), sort_keys=True) == json.dumps(document, sort_keys=True)
+    moved = {str(a["ReplicaId"]): a["SourceNode"] for a in result.actions}
+    assert {k: v[-1] for k, v in result.history.items()} == moved  # each balancing move remembers its node

@@ -1,0 +1,64 @@
+"""What a PLB round finds in a state before any search (the replay's probe): replicas to place or
+drop, replicas in violation, the metrics' balance."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Collection
+
+import numpy as np
+
+from plbjax.sf._assessment import assessed, violating_by_kind
+from plbjax.sf._balance import MetricBalance
+from plbjax.sf._balancing_phase import balances
+from plbjax.sf._everywhere import everywhere
+from plbjax.sf._preparation import Encoded, frozen_masks, governed_encoding, priorities_of
+from plbjax.sf._state import ClusterState
+
+
+@dataclasses.dataclass(frozen=True)
+class Findings:
+    """What a PLB round finds in a state, before any search (the replay's probe)."""
+
+    unplaced: int  # replicas to place or drop, outside frozen partitions
+    violations: int  # placed replicas breaking a hard constraint, outside frozen partitions
+    balance: list[MetricBalance]  # per metric (and node type when balancing per node type)
+    avg_std_dev: float
+    node_loads: dict[str, dict[str, float]]
+    violations_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)  # replicas per constraint kind
+
+
+def findings(state: ClusterState, frozen: Collection[tuple[str, str]] = ()) -> Findings:
+    """What placement, the constraint check and balancing would find to do in `state` now."""
+    return findings_encoded(governed_encoding(state), frozen)
+
+
+def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ()) -> Findings:
+    """`findings` of a state already governed and encoded (a `Session`'s)."""
+    state, _, problem, index = encoded
+    priorities = priorities_of(state)
+    now = assessed(problem, index.node_of, index.primary_of)
+    free, free_partitions = frozen_masks(index, problem, frozen)
+    unplaced = int((now.report.violations.unplaced & free).sum())
+    targets = {s.name: s.target for s in state.services}
+    surplus = sum(
+        max(0, len(rows) - targets[service])
+        for p, ((service, _), rows) in enumerate(zip(index.partitions, index.partition_rows))
+        if free_partitions[p] and targets[service] >= 0
+    )
+    surplus += int((now.report.violations.placement & everywhere(state, index) & free).sum())  # -1: dropped
+    hard = np.where(priorities == 0, 0, -1)
+    counted = free & ~everywhere(state, index)
+    by_kind = {kind: replicas & counted for kind, replicas in violating_by_kind(index, now, hard).items()}
+    violating = np.zeros(counted.shape[0], bool)
+    for replicas in by_kind.values():
+        violating |= replicas
+    loads = now.report.loads
+    return Findings(
+        unplaced + surplus,
+        int(violating.sum()),
+        balances(state, problem, index, now),
+        float(now.report.avg),
+        {name: {m: float(loads[n, k]) for k, m in enumerate(index.metrics)} for n, name in enumerate(index.nodes)},
+        {kind: int(replicas.sum()) for kind, replicas in by_kind.items() if replicas.any()},
+    )

@@ -1,0 +1,116 @@
+"""The state as the phases see it: governed and encoded (`Encoded`), SF's constraint priorities,
+surplus replicas dropped, children of one-per-node parents confined, primaries elected (`Prepared`)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import NamedTuple
+
+import numpy as np
+
+from plbjax.sf._assessment import Placement, assessed, violating
+from plbjax.sf._drops import drop_surplus
+from plbjax.sf._encoding import (
+    AFFINITY,
+    FAULT_DOMAIN,
+    PRIORITY_SETTINGS,
+    THRESHOLD_PRIORITY,
+    UPGRADE_DOMAIN,
+    Index,
+    Problem,
+    encode,
+    with_parent_hosts,
+    without_dropped,
+)
+from plbjax.sf._everywhere import capacity_in_force, parent_hosts, service_nodes
+from plbjax.sf._governance import apply_resource_governance
+from plbjax.sf._primaries import elect_primaries
+from plbjax.sf._state import ClusterState
+
+
+class Encoded(NamedTuple):
+    """A state under resource governance, its reports and its encoding."""
+
+    state: ClusterState
+    health: list[dict]
+    problem: Problem
+    index: Index
+
+
+def governed_encoding(state: ClusterState) -> Encoded:
+    """Resource governance and the encoding of `state`."""
+    governed, health = apply_resource_governance(state)
+    return Encoded(governed, health, *encode(governed))
+
+
+def priorities_of(state: ClusterState) -> np.ndarray:
+    """SF priority of each constraint kind (UNPLACED ranks above everything)."""
+    return np.array([int(state.settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [THRESHOLD_PRIORITY, -2])
+
+
+def frozen_masks(index: Index, problem: Problem, frozen: Collection[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
+    """[R] replicas and [P] partitions outside the `frozen` (ServiceName, PartitionId) partitions,
+    less the replicas on a node deactivated with Pause or Restart (SF's PlacementCreator: a
+    deactivated node's replicas are in transition, not movable; nor may its primaries swap)."""
+    free_partitions = np.ones(problem.partition_service.shape[0], bool)
+    if frozen:
+        keys = {(service, str(pid)) for service, pid in frozen}
+        free_partitions[: index.n_partitions] = [(s, str(pid)) not in keys for s, pid in index.partitions]
+    kept = np.append(np.asarray(problem.node_kept), False)[index.node_of]  # [R]; -1 (no node) -> False
+    return free_partitions[np.asarray(problem.replica_partition)] & ~kept, free_partitions
+
+
+class Prepared(NamedTuple):
+    """The state as the phases see it: governed, surplus replicas dropped, encoded, primaries elected."""
+
+    state: ClusterState
+    problem: Problem
+    index: Index
+    original: Placement  # the input as it runs now (replicas on Down nodes count as lost)
+    start: Placement  # where placement starts
+    drops: list[dict]
+    health: list[dict]  # resource governance's reports
+
+
+class _UsableNodes(dict):
+    """Each service's Up allowed nodes by name, found when first asked for (surplus drops ask for
+    few services, and a million-replica cluster has thousands)."""
+
+    def __init__(self, index: Index, allowed: np.ndarray):
+        super().__init__()
+        self.index, self.allowed = index, allowed
+
+    def __missing__(self, service: str) -> list[str]:
+        s = self.index.services.index(service)
+        self[service] = [self.index.nodes[n] for n in np.flatnonzero(self.allowed[s])]
+        return self[service]
+
+
+def prepare(encoded: Encoded, priorities: np.ndarray) -> Prepared:
+    """Surplus drops (the phases plan partitions without them), children of one-per-node parents
+    confined to where a parent instance will be, and elected primaries."""
+    state, governance_health, problem, index = encoded
+    running = np.array([status != "Down" for status in index.node_status] + [False], bool)
+    input_node = np.where(running[index.input_node], index.input_node, -1)  # -1 indexes the last, False
+    original = assessed(problem, input_node, index.primary_of)
+    usable = _UsableNodes(index, service_nodes(problem)[:, : index.n_nodes])
+    state, drops = drop_surplus(
+        state,
+        index,
+        original.report.loads,
+        capacity_in_force(problem, priorities),
+        violating(index, original, priorities),
+        usable,
+        (int(priorities[FAULT_DOMAIN]), int(priorities[UPGRADE_DOMAIN]), int(priorities[AFFINITY])),
+    )
+    if drops:
+        problem, index = without_dropped(state, index)
+    start = original
+    if drops or not np.array_equal(index.node_of, input_node):
+        start = assessed(problem, index.node_of, index.primary_of)
+    hosts = parent_hosts(problem, index, state, start, priorities)
+    if hosts:
+        problem, index = with_parent_hosts(state, problem, index, hosts)
+        start = assessed(problem, index.node_of, index.primary_of)
+    start = elect_primaries(problem, index, start, priorities)
+    return Prepared(state, problem, index, original, start, drops, governance_health)

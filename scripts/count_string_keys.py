@@ -1,0 +1,80 @@
+"""Count string-keyed accesses (`x["Key"]`, `x.get("Key")`, `x.pop("Key")`, `x.setdefault("Key")`)
+and the largest modules in plbjax: the measures of issue 39's typed seams.
+
+    python scripts/count_string_keys.py [--json results/string_keys_<rev>.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PHASES = (  # the modules `_phases.py` was split into (issue 39), and the name it had
+    "assessment",
+    "balancing_phase",
+    "constraint_check",
+    "everywhere",
+    "fewest_movements",
+    "findings",
+    "phase",
+    "phases",
+    "placement_phase",
+    "plan",
+    "plan_document",
+    "preparation",
+    "primaries",
+    "violations",
+)
+GROUPS = {
+    "phases": tuple(f"plbjax/sf/_{name}.py" for name in PHASES) + ("plbjax/sf/_phases/**/*.py",),
+    "replay": ("plbjax/sf/replay/*.py",),
+}
+_METHODS = {"get", "pop", "setdefault"}
+
+
+def string_keyed(source: str) -> int:
+    """String-keyed subscripts and dict-method calls in one module's source."""
+    count = 0
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Subscript):
+            key = node.slice
+            count += isinstance(key, ast.Constant) and isinstance(key.value, str)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _METHODS:
+            first = node.args[0] if node.args else None
+            count += isinstance(first, ast.Constant) and isinstance(first.value, str)
+    return count
+
+
+def measure(root: Path) -> dict:
+    """Counts per group and per file, and the five largest modules by lines."""
+    groups = {}
+    for name, patterns in GROUPS.items():
+        files = sorted({p for pattern in patterns for p in root.glob(pattern)})
+        per_file = {str(p.relative_to(root)): string_keyed(p.read_text()) for p in files}
+        groups[name] = {"total": sum(per_file.values()), "files": per_file}
+    lines = {str(p.relative_to(root)): len(p.read_text().splitlines()) for p in (root / "plbjax").rglob("*.py")}
+    largest = dict(sorted(lines.items(), key=lambda kv: -kv[1])[:5])
+    rev = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return {"revision": rev.stdout.strip(), "string_keyed": groups, "largest_modules": largest}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--root", type=Path, default=ROOT, help="a plbjax checkout (default: this one)")
+    parser.add_argument("--json", type=Path, help="also write the counts here")
+    args = parser.parse_args()
+    result = measure(args.root)
+    for name, group in result["string_keyed"].items():
+        print(f"{name}: {group['total']} string-keyed accesses in {len(group['files'])} files")
+    for path, n in result["largest_modules"].items():
+        print(f"{n:6d}  {path}")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
