@@ -92,7 +92,7 @@ def test_every_plan_predicts_the_loads_the_replay_then_holds(steady):
     rounds = [r for r in record.rows if r.trigger != "Event"]
     assert len(rounds) == len(plans) and any(a["Action"] == "SwapPrimarySecondary" for a in record.actions)
     for row, plan in zip(rounds, plans):
-        for node in plan["Nodes"]:
+        for node in plan.document()["Nodes"]:
             held = row.needs.node_loads[node["NodeName"]]
             assert node["LoadsAfter"] == pytest.approx({m: held[m] for m in node["LoadsAfter"]}, abs=1e-3), row.time
 

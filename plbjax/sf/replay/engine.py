@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from plbjax.sf import SearchConfig, Session
+from plbjax.sf import Plan, SearchConfig, Session
 from plbjax.sf.replay.types import Needs, PartitionKey, PlannedRound
 
 
@@ -60,14 +60,14 @@ class EnginePlanner:
     ) -> PlannedRound:
         """The round's actions and History, from its plan."""
         plan = self.plan(state_doc, phase, node_type, seed, frozen)
-        return PlannedRound(tuple(plan["Actions"]), {k: tuple(v) for k, v in plan["History"].items()})
+        return PlannedRound(plan.actions, plan.history)
 
     def plan(
         self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
-    ) -> dict:
-        """The round's plan document."""
+    ) -> Plan:
+        """The round's plan (its document is rendered only by a caller that asks for it)."""
         search = dataclasses.replace(self.search, seed=seed)
-        return self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen).document()
+        return self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen)
 
 
 def engine(search: SearchConfig, session: Session | None = None) -> tuple[EnginePlanner, EngineProbe]:
