@@ -3,8 +3,9 @@
 `check_model` runs a chain hot for a while (no refresh) and checks that (a) the incremental state
 equals its recomputation: the running state and the state after each valid proposal against
 `refresh` (and an exact energy, if given), (b) a step's kept moves applied together equal them
-applied one by one, each re-proposed from its own words on the state its predecessors left, and
-(c) the same key gives the same chain. It raises AssertionError naming the check and the field.
+applied one by one, each proposed again on the state its predecessors left, and (c) the same key
+gives the same chain. It raises AssertionError naming the check and the field; `hot_chains` is
+there for a problem's own tests.
 """
 
 from __future__ import annotations
@@ -64,12 +65,17 @@ def assert_close(what: str, got: Any, expected: Any, tolerance: Tolerance) -> No
             np.testing.assert_array_equal(a, b, err_msg=message)
 
 
-@eqx.filter_jit
 def hot_chains(
-    model: Model, problem: Problem, config: KernelConfig, keys: jax.Array, steps: int, temperature: jax.Array
+    model: Model, problem: Problem, config: KernelConfig, keys: jax.Array, steps: int, temperature: float
 ) -> Chain:
     """One chain per key [C, 2] after `steps` kernel steps at `temperature` from the initial solution
-    (no refresh: the running statistics as the steps left them)."""
+    (no refresh: the running statistics as the steps left them). Compiled once per model, config and
+    shapes, whatever the steps and temperature."""
+    return _hot_chains(model, problem, config, keys, jnp.int32(steps), jnp.float32(temperature))
+
+
+@eqx.filter_jit
+def _hot_chains(model: Model, problem: Problem, config: KernelConfig, keys, steps, temperature) -> Chain:
     steps_ = jax.vmap(step, in_axes=(None, None, None, 0, None))
     run = lambda _, chains: steps_(model, problem, config, chains, temperature)
     return jax.lax.fori_loop(0, steps, run, jax.vmap(init, in_axes=(None, None, 0))(model, problem, keys))
@@ -150,8 +156,8 @@ def check_step(
     fields: tuple[str, ...] | None = None,
 ) -> int:
     """(b) The valid proposals from `words` that a step with `config` keeps, applied together, equal
-    them applied one by one in order, each re-proposed (row i of the same words) on the state its predecessors
-    left (the same move, still valid); the result equals its `refresh` on `fields`.
+    them applied one by one in order, each proposed again (row i of the same words) on the state its
+    predecessors left (the same move, still valid); the result equals its `refresh` on `fields`.
     Returns how many moves were kept."""
     moves, energies, valid, stats = _proposals(model, problem, state, words)
     keep = jax.jit(_kept, static_argnums=(0, 2))(model, problem, config, state, moves, valid)
@@ -187,9 +193,8 @@ def check_model(
     `fields` names the state's fields `refresh` recomputes (None: all); `energy`, if given,
     is the exact energy the running one must equal."""
     hot_key, words_key = jax.random.split(key)
-    temperature_ = jnp.float32(temperature)
     keys = jnp.stack([hot_key, hot_key])
-    chains = hot_chains(model, problem, config, keys, steps, temperature_)
+    chains = hot_chains(model, problem, config, keys, steps, temperature)
     chain, twin = (jax.tree.map(lambda x, c=c: x[c], chains) for c in (0, 1))
     accepted = int(chain.accepted)
     assert accepted > 0, f"the hot run of {steps} steps at temperature {temperature} accepted no move"
@@ -198,6 +203,6 @@ def check_model(
     kept = check_step(model, problem, config, chain.state, words, tolerance, fields)
     assert valid > 0 and kept > 0, f"of {proposals} proposals {valid} were valid and a step kept {kept}"
     assert_close("two chains of the same key", twin, chain, EXACT)
-    again = hot_chains(model, problem, config, keys, steps, temperature_)
+    again = hot_chains(model, problem, config, keys, steps, temperature)
     assert_close("the same keys run again", again, chains, EXACT)
     return ModelReport(accepted=accepted, valid=valid, kept=kept)
