@@ -98,13 +98,30 @@ def test_the_toy_model_passes_the_model_check(parallel):
     assert report.kept >= (5 if parallel else 1) and report.valid > 100
 
 
-def test_the_model_check_names_what_a_wrong_apply_breaks():
-    """An apply that adds the energy change of every proposal, kept or not: the running energy drifts."""
-    wrong = lambda problem, state, moves, keep, energies, stats: dataclasses.replace(
-        _apply(problem, state, moves, keep, energies, stats), energy=state.energy + jnp.sum(energies - state.energy)
-    )
-    with pytest.raises(AssertionError, match="running state vs refresh"):
-        A.check_model(dataclasses.replace(TOY, apply=wrong), LINE, jax.random.PRNGKey(1), ONE, steps=50)
+def _apply_every_energy(problem, state, moves, keep, energies, stats):
+    """A wrong apply: the energy changes of every proposal, kept or not."""
+    right = _apply(problem, state, moves, keep, energies, stats)
+    return dataclasses.replace(right, energy=state.energy + jnp.sum(energies - state.energy))
+
+
+@pytest.mark.parametrize(
+    "wrong, parallel, says",
+    [
+        (dict(apply=_apply_every_energy), False, "running state vs refresh"),
+        (
+            dict(footprint=lambda problem, state, move: jnp.full((1,), -1)),
+            True,
+            "vs refresh|one by one|no longer valid",
+        ),
+    ],
+    ids=["apply", "footprint"],
+)
+def test_the_model_check_names_what_a_wrong_model_breaks(wrong, parallel, says):
+    """An apply that adds every proposal's energy change; a footprint that calls every move independent
+    (two kept moves of one item: the energy counts both)."""
+    config = dataclasses.replace(ONE, parallel=parallel)
+    with pytest.raises(AssertionError, match=says):
+        A.check_model(dataclasses.replace(TOY, **wrong), LINE, jax.random.PRNGKey(1), config, steps=50)
 
 
 def test_at_zero_temperature_a_step_never_makes_the_energy_worse():
