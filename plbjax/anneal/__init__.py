@@ -3,10 +3,11 @@
 A `Model` says how a problem is searched (start, propose, finish, apply, refresh, solution and
 footprints, typed by the Protocols in `plbjax.anneal`); `KernelConfig` shapes the compiled step,
 `Schedule` sets the chains, budget and temperatures; `anneal` runs them. The pure kernels (`init`,
-`step`, `run_block`) are here for those who drive chains themselves. Nothing here knows of Service
-Fabric or ROADEF.
+`step`, `run_block`) are here for those who drive chains themselves; `check_model` checks a model
+against its contract (for a problem's tests). Nothing here knows of Service Fabric or ROADEF.
 """
 
+from plbjax.anneal._check import ExactEnergyFn, ModelReport, Tolerance, check_model, hot_chains
 from plbjax.anneal._config import KernelConfig, Schedule
 from plbjax.anneal._driver import (
     STOP,
@@ -35,21 +36,26 @@ __all__ = [
     "AnnealResult",
     "ApplyFn",
     "Chain",
+    "ExactEnergyFn",
     "FinishFn",
     "FootprintFn",
     "FootprintIdsFn",
     "KernelConfig",
     "Model",
+    "ModelReport",
     "ProposeFn",
     "RefreshFn",
     "Schedule",
     "SolutionFn",
     "StartFn",
+    "Tolerance",
     "anneal",
     "batched",
+    "check_model",
     "clear_compiled",
     "draw",
     "enable_compilation_cache",
+    "hot_chains",
     "init",
     "init_chains",
     "refresh",
