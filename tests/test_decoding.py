@@ -14,7 +14,7 @@ from plbjax import anneal as A
 from plbjax.sf import _model as S
 from plbjax.sf import encode
 from plbjax.sf._decoding import apply_actions, diff, settle
-from plbjax.sf._state import parse_state
+from plbjax.sf._reading import parse_state
 
 
 def _placed(index, document: dict) -> dict[str, tuple[str, str]]:
