@@ -18,9 +18,10 @@ import yaml
 
 from plbjax.errors import BadInput
 from plbjax.sf import _state as state_module
-from plbjax.sf._encoding import _order_within, encode
+from plbjax.sf._encoding import encode
 from plbjax.sf._generator import ClusterSpec, generate
 from plbjax.sf._governance import apply_resource_governance
+from plbjax.sf._replica_rows import _order_within
 from plbjax.sf._state import load_state, parse_state
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "small.yaml"

@@ -45,11 +45,11 @@ from plbjax.sf import (
 
 # The constraint indices of `Problem.enforce` / `Problem.penalty`: the one private import, read to map
 # plbjax's order onto the baseline's own (below) by name.
-from plbjax.sf._encoding import CAPACITY as SF_CAPACITY
-from plbjax.sf._encoding import FAULT_DOMAIN as SF_FAULT_DOMAIN
-from plbjax.sf._encoding import PLACEMENT as SF_PLACEMENT
-from plbjax.sf._encoding import UNPLACED as SF_UNPLACED
-from plbjax.sf._encoding import UPGRADE_DOMAIN as SF_UPGRADE_DOMAIN
+from plbjax.sf._problem import CAPACITY as SF_CAPACITY
+from plbjax.sf._problem import FAULT_DOMAIN as SF_FAULT_DOMAIN
+from plbjax.sf._problem import PLACEMENT as SF_PLACEMENT
+from plbjax.sf._problem import UNPLACED as SF_UNPLACED
+from plbjax.sf._problem import UPGRADE_DOMAIN as SF_UPGRADE_DOMAIN
 
 SMALL_VALUE = 0.001
 MOVE_COST_OFFSET = 1000.0

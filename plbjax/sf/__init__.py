@@ -9,11 +9,12 @@ and takes each round's document as an update.
 """
 
 from plbjax.sf._decoding import apply_actions, diff
-from plbjax.sf._encoding import Index, Problem, Scope, encode, scope
+from plbjax.sf._encoding import encode
 from plbjax.sf._generator import ClusterSpec, generate
 from plbjax.sf._model import model
 from plbjax.sf._phases import Findings, findings, plan
-from plbjax.sf._scopes import full_scope
+from plbjax.sf._problem import Index, Problem
+from plbjax.sf._scope import Scope, full_scope, scope
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._session import Session
 from plbjax.sf._state import ClusterState, load_state, parse_state

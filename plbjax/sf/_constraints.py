@@ -11,7 +11,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.sf._encoding import (
+from plbjax.sf._problem import (
     AFFINITY,
     CAPACITY,
     FAULT_DOMAIN,

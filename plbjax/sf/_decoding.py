@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from plbjax.sf._encoding import Index
+from plbjax.sf._problem import Index
 
 SWAP, PROMOTE = "SwapPrimarySecondary", "PromoteSecondary"
 

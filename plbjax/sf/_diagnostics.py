@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from plbjax.sf._constraints import affinity_violated, partition_domain_violations, partition_nodes
-from plbjax.sf._encoding import Index, Problem
+from plbjax.sf._problem import Index, Problem
 
 SOURCE = "System.PLB"
 

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from plbjax.sf._constraints import penalty_of
-from plbjax.sf._encoding import Problem
+from plbjax.sf._problem import Problem
 
 SMALL_VALUE = 0.001  # SF's Constants::SmallValue
 MOVE_COST_OFFSET = 1000.0

@@ -15,7 +15,7 @@ from typing import NamedTuple, Protocol
 import numpy as np
 
 from plbjax.sf._balance import MetricBalance
-from plbjax.sf._encoding import (
+from plbjax.sf._problem import (
     AFFINITY,
     CAPACITY,
     FAULT_DOMAIN,

@@ -23,7 +23,7 @@ import numpy as np
 from plbjax.anneal import Model
 from plbjax.sf import _energy as E
 from plbjax.sf._constraints import domain_violations_of, partition_domain_violations, penalty_of
-from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
+from plbjax.sf._problem import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
 from plbjax.sf._moves import DRAWS, Move, partition_after, propose_batch, shares, two_services
 
 DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])  # the constraints `finish` checks

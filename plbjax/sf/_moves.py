@@ -29,7 +29,7 @@ from plbjax.sf._constraints import (
     off_preferred,
     partition_nodes,
 )
-from plbjax.sf._encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
+from plbjax.sf._problem import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
 from plbjax.sf._energy import running_primary
 
 

@@ -1,7 +1,7 @@
 """SF's three kinds of work, in its order — placement, constraint check, balancing — to a plan.
 
 Every phase runs the same annealer on the same encoded problem (one compilation), scoped by
-`encoding.scope`: which replicas may move, which primaries may swap, which constraints may not get
+`_scope.scope`: which replicas may move, which primaries may swap, which constraints may not get
 worse. Violations enter the energy weighted by SF's constraint priorities (hard 0, soft 1,
 optimization 2, off -1), so placement and constraint checks trade them the way SF does: a hard
 constraint that held is never broken, a soft one may give way to fix a hard one.
@@ -29,7 +29,12 @@ from plbjax.sf._constraints import measures, violations
 from plbjax.sf._decoding import diff, settle
 from plbjax.sf._diagnostics import elimination_sequence, health_reports
 from plbjax.sf._drops import drop_surplus
-from plbjax.sf._encoding import (
+from plbjax.sf._encoding import encode
+from plbjax.sf._encoding_updates import with_parent_hosts, without_dropped
+from plbjax.sf._explain import Stages, drop_reasons, explain, throttle_limits
+from plbjax.sf._governance import apply_resource_governance
+from plbjax.sf._model import model
+from plbjax.sf._problem import (
     AFFINITY,
     CAPACITY,
     FAULT_DOMAIN,
@@ -41,15 +46,8 @@ from plbjax.sf._encoding import (
     UPGRADE_DOMAIN,
     Index,
     Problem,
-    Scope,
-    encode,
-    scope,
-    with_parent_hosts,
-    without_dropped,
 )
-from plbjax.sf._explain import Stages, drop_reasons, explain, throttle_limits
-from plbjax.sf._governance import apply_resource_governance
-from plbjax.sf._model import model
+from plbjax.sf._scope import Scope, scope
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._settings import PLB_SETTINGS
 from plbjax.sf._state import ClusterState
