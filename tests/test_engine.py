@@ -64,9 +64,9 @@ def test_move_energy_equals_recomputation(states):
         assert not np.any(np.asarray(valid & ~maybe))  # finishing only ever rules moves out
         assert np.all(np.asarray(bound) <= np.asarray(incremental) * (1 + 1e-6))
         np.testing.assert_allclose(np.asarray(incremental)[valid], np.asarray(exact)[valid], rtol=2e-5)
-        recomputed = jax.jit(jax.vmap(domain_violations_of, in_axes=(None, 0)))(problem, after.node_of)
+        recomputed = jax.jit(jax.vmap(domain_violations_of, in_axes=(None, 0)))(problem.cluster, after.node_of)
         np.testing.assert_array_equal(np.asarray(after.domain_violations)[valid], np.asarray(recomputed)[valid])
-        loads = jax.vmap(E.node_loads, in_axes=(None, 0, 0))(problem, after.node_of, after.primary_of)
+        loads = jax.vmap(E.node_loads, in_axes=(None, 0, 0))(problem.cluster, after.node_of, after.primary_of)
         np.testing.assert_allclose(np.asarray(after.loads)[valid], np.asarray(loads)[valid], atol=1e-3)
 
 
@@ -117,28 +117,28 @@ def test_decoded_actions_reproduce_every_chain(states):
             for r in p["Replicas"]
         }
         for r in range(index.n_replicas):
-            p = int(problem.replica_partition[r])
+            p = int(problem.cluster.replica_partition[r])
             role = "Primary" if primary_of[p] == r else ("Secondary" if index.stateful[p] else "Instance")
             assert got[str(index.replica_ids[r])] == (index.nodes[node_of[r]], role)
         # minimal: one move per replica whose node changed, one swap per changed primary
         assert sum(a["Action"] != "SwapPrimarySecondary" for a in actions) == int(
-            (node_of != index.node_of)[: index.n_replicas].sum()
+            (node_of != index.initial_node)[: index.n_replicas].sum()
         )
         assert sum(a["Action"] == "SwapPrimarySecondary" for a in actions) == int(
-            (primary_of != index.primary_of)[: index.n_partitions].sum()
+            (primary_of != index.initial_primary)[: index.n_partitions].sum()
         )
 
 
 def test_diff_is_net_of_intermediate_steps(states):
     state = states[0]
     problem, index = searchable(state)
-    node_of, primary_of = index.node_of.copy(), index.primary_of.copy()
+    node_of, primary_of = index.initial_node.copy(), index.initial_primary.copy()
     assert diff(index, node_of, primary_of) == []  # nothing changed
     p = next(p for p in range(index.n_partitions) if index.stateful[p])
     rows = index.partition_rows[p]
-    used = {int(index.node_of[r]) for r in rows}
+    used = {int(index.initial_node[r]) for r in rows}
     free = [n for n in range(index.n_nodes) if n not in used]
-    a, b = [r for r in rows if r != index.primary_of[p]][:2]
+    a, b = [r for r in rows if r != index.initial_primary[p]][:2]
     original = int(node_of[a])
     node_of[a] = free[0]  # N1 -> N2
     node_of[a] = free[1]  # N2 -> N3
@@ -152,9 +152,9 @@ def test_diff_is_net_of_intermediate_steps(states):
     with pytest.raises(ValueError):
         diff(index, node_of, primary_of)
     assert diff(index, *settle(index, node_of, primary_of)) == []
-    node_of = index.node_of.copy()
+    node_of = index.initial_node.copy()
     node_of[b] = free[0]  # b leaves, a takes b's node
-    node_of[a] = index.node_of[b]
+    node_of[a] = index.initial_node[b]
     actions = diff(index, node_of, primary_of)
     assert [x["ReplicaId"] for x in actions] == [index.replica_ids[b], index.replica_ids[a]]
     primary_of[p] = a  # and a becomes primary: swap first
@@ -322,7 +322,7 @@ def test_parallel_step_equals_its_kept_moves_applied_one_by_one(states, featured
     re-proposed from the same words on the state its predecessors left: same move, still valid,
     same statistics; the energy is the recomputed one."""
     problem, _ = searchable(_featured_state(5) if featured else states[1])
-    assert problem.features.defrag == problem.features.affinity == featured
+    assert problem.cluster.features.defrag == problem.cluster.features.affinity == featured
     chain = jax.tree.map(lambda x: x[0], _steps(problem, QUICK.kernel, _chains(problem), jnp.float32(5.0), 300))
     state = chain.state
     words = jax.random.bits(jax.random.PRNGKey(3), (256, DRAWS), jnp.uint32)

@@ -9,7 +9,7 @@ import numpy as np
 from conftest import QUICK
 
 from plbjax.sf import _energy as E
-from plbjax.sf import model
+from plbjax.sf import full_scope, model, scope
 from plbjax.sf._encoding import encode
 from plbjax.sf._phases import Placement, _frozen_masks, _priorities, _Run, _tidy, assess, plan
 from plbjax.sf._state import parse_state
@@ -64,8 +64,8 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
     state = parse_state(_spread_cluster())
     problem, index = encode(state)
     node = {name: i for i, name in enumerate(index.nodes)}
-    on = lambda name: [r for r in range(index.n_replicas) if index.node_of[r] == node[name]]
-    node_of = index.node_of.copy()
+    on = lambda name: [r for r in range(index.n_replicas) if index.initial_node[r] == node[name]]
+    node_of = index.initial_node.copy()
     for source in LOADED:  # the direct moves: 10 from every loaded node
         for j, r in enumerate(on(source)[:10]):
             node_of[r] = node[EMPTY[LOADED.index(source)]]
@@ -74,17 +74,18 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
         node_of[x], node_of[y] = node["N6"], node_of[x]
     a, b = on("N7")[0], on("N8")[0]  # a needless trade
     node_of[a], node_of[b] = node["N8"], node["N7"]
-    final = Placement(node_of, index.primary_of, assess(problem, node_of, index.primary_of))
-    assert int(((node_of != index.node_of) & (index.node_of >= 0)).sum()) == 37
+    final = Placement(node_of, index.initial_primary, assess(problem, node_of, index.initial_primary))
+    assert int(((node_of != index.initial_node) & (index.initial_node >= 0)).sum()) == 37
     run = _Run(
         state, problem, index, _priorities(state), model(), CONFIG.kernel, None, *_frozen_masks(index, problem, ())
     )
     tidied, removed, *_ = _tidy(run, final, CONFIG.schedule)
     assert removed == 7
-    assert int(((tidied.node_of != index.node_of) & (index.node_of >= 0)).sum()) == 30
+    assert int(((tidied.node_of != index.initial_node) & (index.initial_node >= 0)).sum()) == 30
     np.testing.assert_allclose(tidied.report["loads"], final.report["loads"])
     energy = jax.jit(E.energy_of)
-    assert float(energy(problem, tidied.node_of, tidied.primary_of)) < float(energy(problem, node_of, index.primary_of))
+    search = scope(problem, index.initial_node, index.initial_primary, full_scope(problem, index))  # SF's energy
+    assert float(energy(search, tidied.node_of, tidied.primary_of)) < float(energy(search, node_of, index.initial_primary))
 
 
 def _tight_cluster() -> dict:

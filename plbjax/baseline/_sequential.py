@@ -35,7 +35,7 @@ from plbjax.sf import (
     ClusterSpec,
     ClusterState,
     Index,
-    Problem,
+    Search,
     encode,
     full_scope,
     generate,
@@ -43,7 +43,7 @@ from plbjax.sf import (
     scope,
 )
 
-# The constraint indices of `Problem.enforce` / `Problem.penalty`: the one private import, read to map
+# The constraint indices of `SearchScope.enforce` / `Problem.penalty`: the one private import, read to map
 # plbjax's order onto the baseline's own (below) by name.
 from plbjax.sf._problem import CAPACITY as SF_CAPACITY
 from plbjax.sf._problem import FAULT_DOMAIN as SF_FAULT_DOMAIN
@@ -106,17 +106,17 @@ _SCALARS_F = ("swap_cost", "replica_count", "move_penalty")
 _SCALARS_I = ("n_movable", "n_swappable")
 
 
-def _unsupported(problem: Problem) -> list[str]:
-    """Energy terms or rules of `problem` that the baseline does not implement (in use)."""
-    out = [
-        f"feature {name}"
-        for name in ("affinity", "defrag", "thresholds", "preferred", "history")
-        if getattr(problem.features, name)
-    ]
-    if not np.array_equal(np.asarray(problem.node_open), np.asarray(problem.node_up)):
+def _unsupported(search: Search) -> list[str]:
+    """Energy terms or rules of `search` that the baseline does not implement (in use)."""
+    problem, within = search.cluster, search.scope
+    features = ("affinity", "defrag", "thresholds", "preferred")
+    out = [f"feature {name}" for name in features if getattr(problem.features, name)]
+    if within.history:
+        out.append("feature history")
+    if not np.array_equal(np.asarray(within.node_open), np.asarray(problem.node_up)):
         out.append("closed nodes (node_open)")
     for name in ("move_budget", "partition_budget"):
-        if int(getattr(problem, name)) < 2**31 - 1:
+        if int(getattr(within, name)) < 2**31 - 1:
             out.append(f"throttle {name}")
     if np.any(np.asarray(problem.replica_parent) >= 0):
         out.append("affinity")
@@ -125,19 +125,23 @@ def _unsupported(problem: Problem) -> list[str]:
     return out
 
 
-def problem_arrays(problem: Problem) -> Arrays:
-    """The Problem as numpy arrays for numba (done once per problem).
+def problem_arrays(search: Search) -> Arrays:
+    """The search's cluster and scope as numpy arrays for numba (done once per search); the scope's
+    origin is the baseline's `initial_node` / `initial_primary`, where it starts and counts from.
 
     Raises NotImplementedError for a problem that uses rules the baseline lacks (affinity,
     preferred primary domains, defragmentation, resource thresholds, history, closed nodes,
     throttles): the benchmark's generated clusters use none of them.
     """
-    missing = _unsupported(problem)
+    missing = _unsupported(search)
     if missing:
         raise NotImplementedError("the numba baseline does not implement: " + ", ".join(missing))
+    within = search.scope
+    origin = {"initial_node": within.origin_node, "initial_primary": within.origin_primary}
     out = {}
     for name in Arrays._fields:
-        a = np.asarray(getattr(problem, name))
+        source = within if hasattr(within, name) else search.cluster
+        a = np.asarray(origin[name] if name in origin else getattr(source, name))
         if name in ("enforce", "penalty"):  # in the baseline's order CAPACITY .. UNPLACED
             a = a[list(_FROM_SF)]
         if name in _SCALARS_F:
@@ -659,12 +663,12 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
 # ------------------------------------------------------------------------------------ driver
 
 
-def balancing_problem(state: ClusterState) -> tuple[Problem, Index]:
+def balancing_problem(state: ClusterState) -> tuple[Search, Index]:
     """The encoded cluster scoped like plan's balancing phase on a cluster where every service is
     imbalanced and nothing is throttled: everything may move (`full_scope`: every placed replica
     moves, stateful primaries swap with a placed secondary), no constraint may get worse."""
     problem, index = encode(state)
-    return scope(problem, index.node_of, index.primary_of, full_scope(problem, index)), index
+    return scope(problem, index.initial_node, index.initial_primary, full_scope(problem, index)), index
 
 
 def _new_state(A: Arrays, S: int, N: int, Ms: int) -> State:
@@ -695,7 +699,7 @@ def _new_state(A: Arrays, S: int, N: int, Ms: int) -> State:
     return st
 
 
-def _init(problem: Problem | Arrays, seed: int):
+def _init(problem: Search | Arrays, seed: int):
     A = problem if isinstance(problem, Arrays) else problem_arrays(problem)
     S, Ms = A.service_metrics.shape
     N = A.node_up.shape[0]
@@ -712,7 +716,7 @@ def compile_kernels() -> float:
     if _compile_seconds is not None:
         return 0.0
     start = time.perf_counter()
-    tiny, _ = encode(
+    tiny, _ = balancing_problem(
         parse_state(
             generate(0, ClusterSpec(nodes=8, services=2, partitions_per_service=2, fault_domains=2, upgrade_domains=2))
         )
@@ -725,7 +729,7 @@ def compile_kernels() -> float:
     return _compile_seconds
 
 
-def energy(problem: Problem | Arrays, node_of: np.ndarray, primary_of: np.ndarray) -> float:
+def energy(problem: Search | Arrays, node_of: np.ndarray, primary_of: np.ndarray) -> float:
     """The baseline's float64 energy of any placement (SF's energy plus the penalties), from scratch."""
     A = problem if isinstance(problem, Arrays) else problem_arrays(problem)
     S, Ms = A.service_metrics.shape
@@ -737,7 +741,7 @@ def energy(problem: Problem | Arrays, node_of: np.ndarray, primary_of: np.ndarra
 
 
 def probe_temperature(
-    problem: Problem | Arrays, seed: int = 0, probes: int = 50, swap_probability: float = 0.3, factor: float = 50.0
+    problem: Search | Arrays, seed: int = 0, probes: int = 50, swap_probability: float = 0.3, factor: float = 50.0
 ) -> float:
     """SF's initial temperature: `factor` x the largest |dE| of `probes` random valid moves."""
     compile_kernels()
@@ -747,7 +751,7 @@ def probe_temperature(
 
 
 def run_baseline(
-    problem: Problem | Arrays,
+    problem: Search | Arrays,
     steps: int | None = None,
     seed: int = 0,
     t0: float | None = None,

@@ -14,7 +14,7 @@ from plbjax.sf._generator import ClusterSpec, generate
 from plbjax.sf._model import model
 from plbjax.sf._phases import Findings, findings, plan
 from plbjax.sf._problem import Index, Problem
-from plbjax.sf._scope import Scope, full_scope, scope
+from plbjax.sf._scope import Scope, Search, full_scope, scope
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._session import Session
 from plbjax.sf._state import ClusterState, load_state, parse_state
@@ -27,6 +27,7 @@ __all__ = [
     "Index",
     "Problem",
     "Scope",
+    "Search",
     "SearchConfig",
     "Session",
     "apply_actions",

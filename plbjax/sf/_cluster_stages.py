@@ -124,7 +124,6 @@ class Nodes:
         N, M, n = cluster.N, cluster.M, cluster.n_nodes
         return dict(
             node_up=on_device(pad(self.up, (N,), False)),
-            node_open=on_device(pad(self.up, (N,), False)),
             node_kept=on_device(pad(self.kept, (N,), False)),
             capacity=on_device(pad(self.capacity, (N, M), np.float32(np.inf))),
             threshold_load=on_device(pad(self.threshold_load, (N, M), np.float32(np.inf))),

@@ -85,7 +85,6 @@ def assemble(state: ClusterState, stages: Stages, rows: Rows | None = None) -> t
         history=on_device(_history(state, cluster, rows, R)),
         replica_stays=on_device(pad(_in_transition(state, cluster, rows), (R,), False)),
         **_constraint_fields(state.settings, rows.n_replicas, use_costs),
-        **_unscoped_fields(R, P),
     )
     return problem, dataclasses.replace(_index(cluster, rows, R, P), stages=stages, rows=rows)
 
@@ -176,7 +175,7 @@ def _upgrade_homes(state: ClusterState, cluster: Entities, rows: Rows) -> _Upgra
         if ud_of[snapshot[str(rid)]] in done:
             home[ri] = cluster.node_ix[snapshot[str(rid)]]
     upgraded = np.array([n.upgrade_domain in done for n in cluster.nodes], bool)
-    prefers = (rows.start < 0) & bool(state.settings.get("PreferUpgradedUDs") and upgraded.any())
+    prefers = (rows.initial_node < 0) & bool(state.settings.get("PreferUpgradedUDs") and upgraded.any())
     return _Upgrade(home=home, prefers=prefers, upgraded=upgraded)
 
 
@@ -202,36 +201,21 @@ def _in_transition(state: ClusterState, cluster: Entities, rows: Rows) -> np.nda
         for si, svc in enumerate(cluster.services):
             if svc.type_name == entry["ServiceTypeName"] and svc.target >= 0:
                 blocked[si, cluster.node_ix[entry["NodeName"]]] = True
-    return blocked[rows.service, rows.start]
+    return blocked[rows.service, rows.initial_node]
 
 
 # ---------------------------------------------------------------------------------- penalties and the index
 
 
 def _constraint_fields(settings: dict, n_rep: int, use_costs: bool) -> dict:
-    """Constraints with a priority (>= 0) are enforced; a unit of violation costs its priority's weight
-    in SF's energy (which multiplies AvgStdDev by cost + replicas + 1000)."""
+    """A unit of violation costs its priority's weight in SF's energy (which multiplies AvgStdDev by
+    cost + replicas + 1000); which constraints a search enforces is its scope's."""
     priorities = [int(settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [THRESHOLD_PRIORITY]
     scale = n_rep + 1000.0
     penalty = [PRIORITY_WEIGHT.get(p, 0.0) * scale for p in priorities] + [UNPLACED_WEIGHT * scale]
     return dict(
-        enforce=on_device([p >= 0 for p in priorities] + [False]),
         penalty=on_device(penalty, np.float32),
         swap_cost=on_device(SWAP_COST if use_costs else 1.0, np.float32),
-    )
-
-
-def _unscoped_fields(R: int, P: int) -> dict:
-    """Until `scope` says otherwise: nothing may move, with no movement limits."""
-    unlimited = np.iinfo(np.int32).max
-    return dict(
-        movable=on_device(np.zeros(R, np.int32)),
-        n_movable=on_device(0, np.int32),
-        swappable=on_device(np.zeros(P, np.int32)),
-        n_swappable=on_device(0, np.int32),
-        move_penalty=on_device(0.0, np.float32),
-        move_budget=on_device(unlimited, np.int32),
-        partition_budget=on_device(unlimited, np.int32),
     )
 
 
@@ -245,9 +229,9 @@ def _index(cluster: Entities, rows: Rows, R: int, P: int) -> Index:
         replica_ids=tuple(rows.ids),
         replica_roles=tuple(rows.roles),
         partition_rows=rows.partition_rows,
-        input_node=pad(rows.node, (R,), -1),
-        node_of=pad(rows.start, (R,), -1),
-        primary_of=pad(rows.primary_of, (P,), -1),
+        input_node=pad(rows.input_node, (R,), -1),
+        initial_node=pad(rows.initial_node, (R,), -1),
+        initial_primary=pad(rows.initial_primary, (P,), -1),
         stateful=pad(rows.stateful, (P,), False),
         node_status=tuple(n.status for n in cluster.nodes),
         node_intent=tuple(n.deactivation_intent for n in cluster.nodes),

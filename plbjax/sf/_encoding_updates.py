@@ -72,17 +72,17 @@ def _spliced(rows: Rows, fresh: Rows, at: np.ndarray) -> Rows:
         column[where] = values
         return column
 
-    primary = np.where(fresh.primary_of >= 0, dest[fresh.primary_of], -1)
+    primary = np.where(fresh.initial_primary >= 0, dest[fresh.initial_primary], -1)
     return dataclasses.replace(
         rows,
         ids=ids,
         roles=roles,
-        node=put(rows.node, fresh.node),
-        start=put(rows.start, fresh.start),
+        input_node=put(rows.input_node, fresh.input_node),
+        initial_node=put(rows.initial_node, fresh.initial_node),
         move_cost=put(rows.move_cost, fresh.move_cost),
         load_primary=put(rows.load_primary, fresh.load_primary),
         load_secondary=put(rows.load_secondary, fresh.load_secondary),
-        primary_of=put(rows.primary_of, primary.astype(rows.primary_of.dtype), at),
+        initial_primary=put(rows.initial_primary, primary.astype(rows.initial_primary.dtype), at),
     )
 
 

@@ -686,15 +686,15 @@ def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, i
     `AFTER_STOP_SECONDS` at most."""
     problem, index, priorities = run.problem, run.index, run.priorities
     n = index.n_partitions
-    moved = (final.node_of != index.node_of) & (index.node_of >= 0) & (final.node_of >= 0)
+    moved = (final.node_of != index.initial_node) & (index.initial_node >= 0) & (final.node_of >= 0)
     swapped = np.zeros_like(moved, shape=final.primary_of.shape)
-    head = index.primary_of[:n]  # swaps back only to a primary that was running
+    head = index.initial_primary[:n]  # swaps back only to a primary that was running
     swapped[:n] = (final.primary_of[:n] != head) & (head >= 0) & index.stateful[:n]
-    swapped[:n] &= index.node_of[np.maximum(head, 0)] >= 0
+    swapped[:n] &= index.initial_node[np.maximum(head, 0)] >= 0
     count = int(moved.sum() + swapped.sum())
     if not count:
         return final, 0, None, True
-    origin = Placement(index.node_of, index.primary_of, {})
+    origin = Placement(index.initial_node, index.initial_primary, {})
     before = _movements(index, origin, final)
     what = Scope(
         moved & run.free,
@@ -705,7 +705,7 @@ def _tidy(run: _Run, final: Placement, schedule: Schedule) -> tuple[Placement, i
         start=(final.node_of, final.primary_of),
         undo_share=1.0,
     )
-    scoped = scope(problem, index.node_of, index.primary_of, what)
+    scoped = scope(problem, index.initial_node, index.initial_primary, what)
     blocks = math.ceil(TIDY_PROPOSALS * count / (run.kernel.tries * run.kernel.block_steps))
     steps = blocks * run.kernel.block_steps
     schedule = dataclasses.replace(schedule, steps=steps, initial_temperature=1e-9, final_ratio=1.0)
@@ -814,8 +814,8 @@ class _Prepared(NamedTuple):
     state: ClusterState
     problem: Problem
     index: Index
-    original: Placement  # the input as it runs now (replicas on Down nodes count as lost)
-    start: Placement  # where placement starts
+    input: Placement  # the input's placement as it runs now (replicas on Down nodes count as lost)
+    initial: Placement  # the plan's initial placement: where placement starts
     drops: list[dict]
     health: list[dict]  # resource governance's reports
 
@@ -855,28 +855,32 @@ def _prepare(encoded: Encoded, priorities: np.ndarray) -> _Prepared:
     state, governance_health, problem, index = encoded
     running = np.array([status != "Down" for status in index.node_status] + [False], bool)
     input_node = np.where(running[index.input_node], index.input_node, -1)  # -1 indexes the last, False
-    original = Placement(input_node, index.primary_of, assess(problem, input_node, index.primary_of))
+    given = Placement(input_node, index.initial_primary, assess(problem, input_node, index.initial_primary))
     usable = _UsableNodes(index, _service_nodes(problem)[:, : index.n_nodes])
     state, drops = drop_surplus(
         state,
         index,
-        original.report["loads"],
+        given.report["loads"],
         _capacity(problem, priorities),
-        _violating(index, problem, original, priorities),
+        _violating(index, problem, given, priorities),
         usable,
         (int(priorities[FAULT_DOMAIN]), int(priorities[UPGRADE_DOMAIN]), int(priorities[AFFINITY])),
     )
     if drops:
         problem, index = without_dropped(state, index)
-    start = original
-    if drops or not np.array_equal(index.node_of, input_node):
-        start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
-    hosts = _parent_hosts(problem, index, state, start, priorities)
+    initial = given
+    if drops or not np.array_equal(index.initial_node, input_node):
+        initial = Placement(
+            index.initial_node, index.initial_primary, assess(problem, index.initial_node, index.initial_primary)
+        )
+    hosts = _parent_hosts(problem, index, state, initial, priorities)
     if hosts:
         problem, index = with_parent_hosts(state, problem, index, hosts)
-        start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
-    start = elect_primaries(problem, index, start, priorities)
-    return _Prepared(state, problem, index, original, start, drops, governance_health)
+        initial = Placement(
+            index.initial_node, index.initial_primary, assess(problem, index.initial_node, index.initial_primary)
+        )
+    initial = elect_primaries(problem, index, initial, priorities)
+    return _Prepared(state, problem, index, given, initial, drops, governance_health)
 
 
 class _Clock:
@@ -1006,7 +1010,7 @@ def _frozen_masks(index: Index, problem: Problem, frozen: Collection[tuple[str, 
     if frozen:
         keys = {(service, str(pid)) for service, pid in frozen}
         free_partitions[: index.n_partitions] = [(s, str(pid)) not in keys for s, pid in index.partitions]
-    kept = np.append(np.asarray(problem.node_kept), False)[index.node_of]  # [R]; -1 (no node) -> False
+    kept = np.append(np.asarray(problem.node_kept), False)[index.initial_node]  # [R]; -1 (no node) -> False
     return free_partitions[np.asarray(problem.replica_partition)] & ~kept, free_partitions
 
 
@@ -1109,7 +1113,7 @@ def plan_encoded(
     )
     if unsearched is not None:
         unsearched(lambda: _unsearched_plan(run, ready, search))
-    out = _run_phases(run, ready.start, search.schedule, clock, phase)
+    out = _run_phases(run, ready.initial, search.schedule, clock, phase)
     if unsearched is not None:
         unsearched(None)
     with clock("Decode"):
@@ -1120,7 +1124,7 @@ def plan_encoded(
 
 def _unsearched_plan(run: _Run, ready: _Prepared, search: SearchConfig) -> dict:
     """The plan of a run stopped before its first search: the prepared state as it is."""
-    start = ready.start
+    start = ready.initial
     phases = [_Phase(start, _interrupted(name), None) for name in ("Placement", "ConstraintCheck", "Balancing")]
     balance = _balances(run.state, run.problem, run.index, start)
     out = _Outcome(phases[0], start, phases[1], phases[2], balance, start, 0, [], True)
@@ -1140,19 +1144,19 @@ def _document(run: _Run, ready: _Prepared, out: _Outcome) -> dict:
         run.state,
         index,
         problem,
-        Stages(ready.start, out.placed, out.check.placement, out.balancing.placement, final),
+        Stages(ready.initial, out.placed, out.check.placement, out.balancing.placement, final),
         [placement, out.check.entry, out.balancing.entry],
         (out.balance_before, balance_after),
         run.priorities,
-        int(((ready.start.node_of >= 0) & ~_everywhere(run.state, index)).sum()),
+        int(((ready.initial.node_of >= 0) & ~_everywhere(run.state, index)).sum()),
     )
     return {
         "SchemaVersion": SCHEMA_VERSION,
         "Phases": told.phases,
         "Balance": _balance_entries(out.balance_before, balance_after),
-        "Score": {"Before": float(ready.original.report["avg"]), "After": float(final.report["avg"])},
+        "Score": {"Before": float(ready.input.report["avg"]), "After": float(final.report["avg"])},
         "Actions": drop_reasons(run.state, ready.drops) + diff(index, final.node_of, final.primary_of, told.why),
-        "Nodes": _node_entries(index, problem, ready.original, final),
+        "Nodes": _node_entries(index, problem, ready.input, final),
         "Health": ready.health + health_reports(index, problem, final.node_of, final.report),
         "Unplaced": _unplaced(index, problem, final),
         "History": _history(run.state, index, out.check.placement, final),
@@ -1181,7 +1185,9 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
     """`findings` of a state already governed and encoded (a `Session`'s)."""
     state, _, problem, index = encoded
     priorities = _priorities(state)
-    now = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
+    now = Placement(
+        index.initial_node, index.initial_primary, assess(problem, index.initial_node, index.initial_primary)
+    )
     free, free_partitions = _frozen_masks(index, problem, frozen)
     unplaced = int((now.report["violations"]["unplaced"] & free).sum())
     targets = {s.name: s.target for s in state.services}

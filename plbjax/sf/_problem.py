@@ -41,17 +41,17 @@ class Features:
     defrag: bool = False  # some metric is a defragmentation metric
     thresholds: bool = False  # ResourceThresholds are set
     preferred: bool = False  # PreferPrimaryDomain or upgrade snapshot nodes
-    history: bool = False  # anti-ping-pong History applies (balancing)
 
 
 class Problem(eqx.Module):
-    """The cluster, as arrays. N nodes, R replicas, P partitions, S services, M metrics (all padded)."""
+    """The cluster, as arrays: what the encoding derives from the state, the same for every phase
+    (what a phase's search may do is its `_scope.SearchScope`). N nodes, R replicas, P partitions,
+    S services, M metrics (all padded)."""
 
     features: Features = eqx.field(static=True)
 
     # nodes
     node_up: Bool[Array, " N"]  # Up and real: counted in deviations, may receive replicas
-    node_open: Bool[Array, " N"]  # may receive replicas in this phase
     node_kept: Bool[Array, " N"]  # deactivated with Pause or Restart: its replicas may stay, none come
     capacity: Float[Array, "N M"]  # capacity in force (buffered unless told otherwise), inf if unlimited
     threshold_load: Float[Array, "N M"]  # ResourceThresholds x capacity, inf where none
@@ -97,30 +97,17 @@ class Problem(eqx.Module):
     # energy weights: AvgStdDev = sum(global_weight * dev) + sum(local_weight * dev)
     global_weight: Float[Array, " M"]
     local_weight: Float[Array, "S Ms"]
-    # initial placement
+    # the plan's initial placement: each replica's node in the input if that node can hold it (Up, or
+    # deactivated with Pause or Restart), the input's primaries (where a search starts and counts
+    # movements from is its scope's)
     initial_node: Int[Array, " R"]  # -1: unplaced or padding
     initial_primary: Int[Array, " P"]  # -1: none
-    swap_cost: Float[Array, ""]
-    # what the search may touch
-    movable: Int[Array, " R"]  # replica indices that may move, padded
-    n_movable: Int[Array, ""]
-    swappable: Int[Array, " P"]  # partitions whose primary may swap, padded
-    n_swappable: Int[Array, ""]
+    history: Int[Array, "R H"]  # History: nodes a replica was balanced away from (-1 padded)
     # constraints, indexed by CAPACITY ... UNPLACED
-    enforce: Bool[Array, " 8"]  # a move may not make this constraint worse
     penalty: Float[Array, " 8"]  # energy per unit of violation (by SF priority; 0: off)
-    move_penalty: Float[Array, ""]  # energy per unit of movement cost, on top of SF's (a phase's)
-    move_budget: Int[Array, ""]  # most movements (moves and swaps) a phase may make: throttles
-    partition_budget: Int[Array, ""]  # most moved replicas per partition
-    history: Int[Array, "R H"]  # nodes a replica was balanced away from (-1 padded)
     # scalars
+    swap_cost: Float[Array, ""]
     replica_count: Float[Array, ""]  # SF's movement factor adds this (and 1000) to the move cost
-    # set by `scope`
-    start_node: Int[Array, " R"] | None = None  # where the search starts (default: the initial placement)
-    start_primary: Int[Array, " P"] | None = None
-    by_node: Int[Array, " R"] | None = None  # movable replicas ordered by initial node, padded
-    node_first: Int[Array, " N+1"] | None = None  # by_node[node_first[n]:node_first[n+1]] started on node n
-    undo_share: Float[Array, ""] | None = None  # share of replica moves that go back to the initial node
 
     @property
     def shape(self) -> dict[str, int]:
@@ -140,7 +127,11 @@ class Problem(eqx.Module):
 
 @dataclasses.dataclass(frozen=True)
 class Index:
-    """Host-side names and initial placement, to decode arrays back into the document's terms."""
+    """Host-side names and placements, to decode arrays back into the document's terms. Where a
+    replica starts has three names: `input_node`, where the input lists it; `initial_node`, where
+    the plan starts it (the input's node if that node can hold it: `Problem.initial_node`); a
+    search's origin and start (`_scope.SearchScope`). The encoding changes no primary: the input's
+    primaries are the plan's initial ones, `initial_primary`."""
 
     nodes: tuple[str, ...]
     metrics: tuple[str, ...]
@@ -150,8 +141,8 @@ class Index:
     replica_roles: tuple[str, ...]  # role in the input (or the role a new one gets)
     partition_rows: tuple[tuple[int, ...], ...]  # replica indices of each partition
     input_node: np.ndarray  # int32[R] node in the input (-1: none or padding)
-    node_of: np.ndarray  # int32[R] node the search starts from (-1: unplaced)
-    primary_of: np.ndarray  # int32[P] primary replica in the input (-1: none)
+    initial_node: np.ndarray  # int32[R] node the plan starts it on (-1: unplaced: none, or not Up nor kept)
+    initial_primary: np.ndarray  # int32[P] primary replica in the input (-1: none)
     stateful: np.ndarray  # bool[P]
     node_status: tuple[str, ...]  # Up / Down / Disabled
     node_intent: tuple[str | None, ...]  # a Disabled node's DeactivationIntent

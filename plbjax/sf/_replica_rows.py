@@ -30,8 +30,8 @@ class Rows:
     partition: np.ndarray  # int32[n]
     slot: np.ndarray  # int[n] position within its partition
     service: np.ndarray  # int32[n]
-    node: np.ndarray  # int32[n] node in the input (-1: none)
-    start: np.ndarray  # int32[n] node the search starts from (-1: unplaced or its node not Up)
+    input_node: np.ndarray  # int32[n] node in the input (-1: none)
+    initial_node: np.ndarray  # int32[n] node the plan starts it on (-1: unplaced, or its node neither Up nor kept)
     move_cost: np.ndarray  # float32[n]
     load_primary: np.ndarray  # float32[n, metrics]
     load_secondary: np.ndarray  # float32[n, metrics]
@@ -39,7 +39,7 @@ class Rows:
     everywhere: np.ndarray  # bool[p] of a service with one instance per node
     partition_service: np.ndarray  # int32[p]
     stateful: np.ndarray  # bool[p]
-    primary_of: np.ndarray  # int32[p] its (last) primary's row, -1: none
+    initial_primary: np.ndarray  # int32[p] its (last) primary's row in the input, -1: none
     partition_rows: tuple  # replica rows of each partition
     n_replicas: int
 
@@ -59,8 +59,8 @@ class Rows:
             move_cost=on_device(pad(self.move_cost, (R,), np.float32(0))),
             partition_replicas=on_device(_partition_table(self, P)),
             partition_service=on_device(pad(self.partition_service, (P,), 0)),
-            initial_node=on_device(pad(self.start, (R,), -1)),
-            initial_primary=on_device(pad(self.primary_of, (P,), -1)),
+            initial_node=on_device(pad(self.initial_node, (R,), -1)),
+            initial_primary=on_device(pad(self.initial_primary, (P,), -1)),
             replica_count=on_device(float(self.n_replicas), np.float32),
         )
 
@@ -127,8 +127,8 @@ def replica_rows(cluster: Entities, allowed: list[np.ndarray], nodes: Nodes, use
     service = part_service[partition].astype(np.int32)
     node = np.full(layout.n_rep, -1, np.int32)
     node[layout.given_rows] = given_node
-    start = np.where(np.append(nodes.up | nodes.kept, False)[node], node, -1).astype(np.int32)
-    load_primary, load_secondary = _replica_loads(given, layout, code, service, cluster, start >= 0)
+    initial = np.where(np.append(nodes.up | nodes.kept, False)[node], node, -1).astype(np.int32)
+    load_primary, load_secondary = _replica_loads(given, layout, code, service, cluster, initial >= 0)
     primaries = np.flatnonzero(code == 0)
     primary_of = np.full(n_part, -1, np.int64)
     np.maximum.at(primary_of, partition[primaries], primaries)
@@ -140,8 +140,8 @@ def replica_rows(cluster: Entities, allowed: list[np.ndarray], nodes: Nodes, use
         partition=partition,
         slot=np.arange(layout.n_rep) - layout.starts[partition],
         service=service,
-        node=node,
-        start=start,
+        input_node=node,
+        initial_node=initial,
         move_cost=_move_costs(given, layout, services, service, use_costs),
         load_primary=load_primary,
         load_secondary=load_secondary,
@@ -149,7 +149,7 @@ def replica_rows(cluster: Entities, allowed: list[np.ndarray], nodes: Nodes, use
         everywhere=everywhere_of[part_service],
         partition_service=part_service.astype(np.int32),
         stateful=stateful_of[part_service],
-        primary_of=primary_of.astype(np.int32),
+        initial_primary=primary_of.astype(np.int32),
         partition_rows=tuple(map(tuple, map(range, layout.starts.tolist(), ends.tolist()))),
         n_replicas=layout.n_rep,
     )
