@@ -40,8 +40,8 @@ from plbjax.sf._state import ClusterState, gc_paused
 
 
 def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None) -> tuple[Problem, Index]:
-    """Encode `state`, with the replicas it lacks added (unplaced) and those on nodes that are not Up
-    unplaced. No replica moves until `scope` says which may, per phase. A child of a service with one
+    """Encode `state`, with the replicas it lacks added (unplaced) and those on nodes that are neither
+    Up nor kept unplaced. What a phase may move is its scope (`_scope.scope`). A child of a service with one
     instance per node may go where its parent may, or only to the nodes `parent_hosts` names for it.
 
     Capacities are buffered (less NodeBufferPercentage) in normal operation; during an upgrade SF
