@@ -112,7 +112,7 @@ def run_plbjax(
         initial_energy=res.initial_energy,
         best_energy=res.energy,
         recomputed_energy=float(E.energy_of(problem, node_of, primary_of)),
-        avg_std_dev_after=float(E.avg_std_dev(problem, node_of, primary_of)),
+        avg_std_dev_after=float(E.avg_std_dev(problem.cluster, node_of, primary_of)),
         initial_temperature=res.initial_temperature,
         accepted=res.accepted,
         other_processes_cores=busy.other_cores,
@@ -185,7 +185,7 @@ def bench_size(
     start = time.perf_counter()
     problem, index = balancing_problem(state)
     enc_s = time.perf_counter() - start
-    a0 = float(E.avg_std_dev(problem, problem.initial_node, problem.initial_primary))
+    a0 = float(E.avg_std_dev(problem.cluster, problem.cluster.initial_node, problem.cluster.initial_primary))
     row = dict(
         name=name,
         spec=dataclasses.asdict(spec),
@@ -193,9 +193,9 @@ def bench_size(
         replicas=index.n_replicas,
         partitions=index.n_partitions,
         metrics=len(index.metrics),
-        padded_shape=problem.shape,
-        movable=int(problem.n_movable),
-        swappable=int(problem.n_swappable),
+        padded_shape=problem.cluster.shape,
+        movable=int(problem.scope.n_movable),
+        swappable=int(problem.scope.n_swappable),
         generate_parse_seconds=gen_s,
         encode_seconds=enc_s,
         avg_std_dev_before=a0,
@@ -231,7 +231,7 @@ def bench_size(
         initial_energy=base["initial_energy"],
         best_energy=base["best_energy"],
         recomputed_energy=float(E.energy_of(problem, node_of, primary_of)),
-        avg_std_dev_after=float(E.avg_std_dev(problem, node_of, primary_of)),
+        avg_std_dev_after=float(E.avg_std_dev(problem.cluster, node_of, primary_of)),
         accepted=base["accepted"],
         initial_temperature=t0,
         other_processes_cores=busy.other_cores,

@@ -172,7 +172,8 @@ class Scorer:
         return bn.energy(self.arrays, node_of, primary_of)
 
     def avg_std_dev(self, node_of, primary_of) -> float:
-        return float(E.avg_std_dev(self.problem, np.asarray(node_of, np.int32), np.asarray(primary_of, np.int32)))
+        node_of, primary_of = np.asarray(node_of, np.int32), np.asarray(primary_of, np.int32)
+        return float(E.avg_std_dev(self.problem.cluster, node_of, primary_of))
 
     def movements(self, node_of, primary_of) -> tuple[int, int]:
         """(replicas off their input node, partitions whose primary changed)."""

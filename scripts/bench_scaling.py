@@ -56,7 +56,7 @@ from plbjax.baseline import (
     machine,
     timed,
 )
-from plbjax.sf import ClusterSpec, Problem, generate, model, parse_state
+from plbjax.sf import ClusterSpec, Search, generate, model, parse_state
 from plbjax.sf import (
     _energy as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
 )
@@ -120,7 +120,7 @@ def cluster_spec(replicas: int, nodes: int, metrics: int, services: int) -> Clus
     )
 
 
-def build(spec: ClusterSpec) -> tuple[Problem, dict]:
+def build(spec: ClusterSpec) -> tuple[Search, dict]:
     """The encoded cluster (bench_annealer's balancing scope) and its sizes and build seconds."""
     start = time.perf_counter()
     doc = generate(CLUSTER_SEED, spec)
@@ -135,7 +135,7 @@ def build(spec: ClusterSpec) -> tuple[Problem, dict]:
         nodes=index.n_nodes,
         partitions=index.n_partitions,
         metrics=len(index.metrics),
-        padded_shape=problem.shape,
+        padded_shape=problem.cluster.shape,
         generate_seconds=generated - start,
         parse_seconds=parsed - generated,
         encode_seconds=encoded - parsed,
@@ -169,19 +169,20 @@ class MinimalChain(NamedTuple):
     largest_delta: jax.Array  # largest |dE| of a valid move (the temperature probe)
 
 
-def minimal_problem(problem: Problem) -> MinimalProblem:
-    """The minimal kernel's inputs, taken from the encoded cluster the full kernel runs on."""
+def minimal_problem(search: Search) -> MinimalProblem:
+    """The minimal kernel's inputs, taken from the encoded cluster and scope the full kernel runs on."""
+    problem, within = search.cluster, search.scope
     partition = np.maximum(np.asarray(problem.replica_partition), 0)
-    primary = np.asarray(problem.initial_primary)[partition] == np.arange(partition.shape[0])
+    primary = np.asarray(within.origin_primary)[partition] == np.arange(partition.shape[0])
     load = np.where(primary[:, None], np.asarray(problem.load_primary), np.asarray(problem.load_secondary))
-    targets = np.flatnonzero(np.asarray(problem.node_open & problem.node_up))
+    targets = np.flatnonzero(np.asarray(within.node_open & problem.node_up))
     return MinimalProblem(
         capacity=problem.capacity.astype(jnp.float32),
         load=jnp.asarray(load, jnp.float32),
         partition=jnp.asarray(partition, jnp.int32),
         partition_replicas=problem.partition_replicas,
-        initial_node=problem.initial_node,
-        movable=problem.movable[: int(problem.n_movable)],
+        initial_node=within.origin_node,
+        movable=within.movable[: int(within.n_movable)],
         targets=jnp.asarray(targets, jnp.int32),
     )
 
@@ -241,9 +242,7 @@ def step_loop(step: Callable, steps: int):
     return jax.jit(run)
 
 
-def full_step(
-    problem: Problem, chain: A.Chain, temperature: jax.Array, config: A.KernelConfig | None = None
-) -> A.Chain:
+def full_step(problem: Search, chain: A.Chain, temperature: jax.Array, config: A.KernelConfig | None = None) -> A.Chain:
     """plbjax's SF step (by default one proposal, SF's swap probability)."""
     return A.step(MODEL, problem, config or A.KernelConfig(), chain, temperature)
 
@@ -267,7 +266,7 @@ def device_peak_per_chain(before: dict | None, after: dict | None, chains: int) 
 
 
 def measure(
-    kernel: str, problem: Problem, chains: int, steps: int, seed: int, tries: int = 1, room: int | None = None
+    kernel: str, problem: Search, chains: int, steps: int, seed: int, tries: int = 1, room: int | None = None
 ) -> dict:
     """One kernel's moves/s, compile seconds, acceptance and memory at `chains` chains on `problem`.
     With `tries` > 1 (full kernel only): chains / tries chains, each proposing `tries` moves a step and
@@ -483,8 +482,10 @@ def bench_fit(args, rec: Recorder) -> None:
         best_energy=res.energy,
         improved=res.energy < res.initial_energy,
         recomputed_energy=float(E.energy_of(problem, node_of, primary_of)),
-        avg_std_dev_before=float(E.avg_std_dev(problem, problem.initial_node, problem.initial_primary)),
-        avg_std_dev_after=float(E.avg_std_dev(problem, node_of, primary_of)),
+        avg_std_dev_before=float(
+            E.avg_std_dev(problem.cluster, problem.cluster.initial_node, problem.cluster.initial_primary)
+        ),
+        avg_std_dev_after=float(E.avg_std_dev(problem.cluster, node_of, primary_of)),
         state_bytes_per_chain=tree_bytes(A.init_chains(MODEL, problem, jax.random.split(jax.random.PRNGKey(0), 2))) / 2,
         device_bytes_in_use_before=before and before["bytes_in_use"],
         device_peak_bytes=after and after["peak_bytes_in_use"],  # of the process so far

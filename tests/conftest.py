@@ -57,4 +57,4 @@ def states(documents):
 def searchable(state, enforce=True):
     """The encoded problem scoped so that everything may move (`full_scope`), and its index."""
     problem, index = encode(state)
-    return scope(problem, index.node_of, index.primary_of, full_scope(problem, index, enforce)), index
+    return scope(problem, index.initial_node, index.initial_primary, full_scope(problem, index, enforce)), index

@@ -119,9 +119,9 @@ def test_violation_penalties_match_plbjax():
     doc["Services"][1]["PlacementConstraints"] = "NodeColor != Blue"  # misplaced replicas
     problem, index = encode(parse_state(doc))
     everything = full_scope(problem, index, enforce=False)  # nothing enforced
-    placing = np.arange(index.node_of.shape[0]) < index.n_replicas  # unplaced replicas move too
-    scoped = scope(problem, index.node_of, index.primary_of, dataclasses.replace(everything, movable=placing))
-    initial = float(E.energy_of(scoped, scoped.initial_node, scoped.initial_primary))
+    placing = np.arange(index.initial_node.shape[0]) < index.n_replicas  # unplaced replicas move too
+    scoped = scope(problem, index.initial_node, index.initial_primary, dataclasses.replace(everything, movable=placing))
+    initial = float(E.energy_of(scoped, scoped.scope.origin_node, scoped.scope.origin_primary))
     assert initial > 1e5  # penalties are in
     for seed, t0 in ((0, 1e9), (1, 1e4)):
         out = run_baseline(scoped, steps=20_000, seed=seed, t0=t0, final_ratio=1e-6, checkpoints=2, refresh_steps=1_000)

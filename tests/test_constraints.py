@@ -11,8 +11,9 @@ import pytest
 from plbjax.sf import _encoding
 from plbjax.sf._assessment import Assessment, assess, no_worse
 from plbjax.sf._constraints import measures, violations
-from plbjax.sf._encoding import CONSTRAINTS, PREFERRED, UNPLACED, encode
+from plbjax.sf._encoding import encode
 from plbjax.sf._energy import node_loads
+from plbjax.sf._problem import CONSTRAINTS, PREFERRED, UNPLACED
 from plbjax.sf._reading import parse_state
 from plbjax.sf._violations import Violations
 
@@ -63,10 +64,10 @@ def _tight() -> dict:
 
 def test_the_record_crosses_jit_and_assess_hands_it_back_on_the_host():
     problem, index = encode(parse_state(_tight()))
-    node_of, primary_of = jnp.asarray(index.node_of), jnp.asarray(index.primary_of)
+    node_of, primary_of = jnp.asarray(index.initial_node), jnp.asarray(index.initial_primary)
     found = jax.jit(violations)(problem, node_of, primary_of, node_loads(problem, node_of, primary_of))
     assert isinstance(found, Violations)
-    report = assess(problem, index.node_of, index.primary_of)
+    report = assess(problem, index.initial_node, index.initial_primary)
     assert isinstance(report, Assessment) and isinstance(report.violations, Violations)
     assert all(isinstance(x, np.ndarray) for x in report.violations)
     x = index.partition_rows[[service for service, _ in index.partitions].index("X")][0]

@@ -39,10 +39,10 @@ def _check_decoded(state, index, node_of, primary_of) -> None:
     actions = diff(index, node_of, primary_of)
     assert _placed(index, apply_actions(state.document, actions)) == _expected(index, node_of, primary_of)
     assert sum(a["Action"] != "SwapPrimarySecondary" for a in actions) == int(
-        (node_of != index.node_of)[: index.n_replicas].sum()
+        (node_of != index.initial_node)[: index.n_replicas].sum()
     )
     assert sum(a["Action"] == "SwapPrimarySecondary" for a in actions) == int(
-        (primary_of != index.primary_of)[: index.n_partitions].sum()
+        (primary_of != index.initial_primary)[: index.n_partitions].sum()
     )
 
 
@@ -68,7 +68,7 @@ def test_any_placement_decodes_to_actions_that_reproduce_it(seed):
     state, index = _encoded(seed)
     rng = np.random.default_rng(seed)
     for share in rng.uniform(0.05, 1.0, 10):
-        node_of, primary_of = index.node_of.copy(), index.primary_of.copy()
+        node_of, primary_of = index.initial_node.copy(), index.initial_primary.copy()
         for p in np.flatnonzero(rng.random(index.n_partitions) < share):
             rows = list(index.partition_rows[p])
             own = rng.random() < 0.3  # a rotation among its own nodes, which `settle` undoes
@@ -81,13 +81,13 @@ def test_any_placement_decodes_to_actions_that_reproduce_it(seed):
 def test_diff_is_net_of_intermediate_steps(states):
     state = states[0]
     problem, index = searchable(state)
-    node_of, primary_of = index.node_of.copy(), index.primary_of.copy()
+    node_of, primary_of = index.initial_node.copy(), index.initial_primary.copy()
     assert diff(index, node_of, primary_of) == []  # nothing changed
     p = next(p for p in range(index.n_partitions) if index.stateful[p])
     rows = index.partition_rows[p]
-    used = {int(index.node_of[r]) for r in rows}
+    used = {int(index.initial_node[r]) for r in rows}
     free = [n for n in range(index.n_nodes) if n not in used]
-    a, b = [r for r in rows if r != index.primary_of[p]][:2]
+    a, b = [r for r in rows if r != index.initial_primary[p]][:2]
     original = int(node_of[a])
     node_of[a] = free[0]  # N1 -> N2
     node_of[a] = free[1]  # N2 -> N3
@@ -101,9 +101,9 @@ def test_diff_is_net_of_intermediate_steps(states):
     with pytest.raises(ValueError):
         diff(index, node_of, primary_of)
     assert diff(index, *settle(index, node_of, primary_of)) == []
-    node_of = index.node_of.copy()
+    node_of = index.initial_node.copy()
     node_of[b] = free[0]  # b leaves, a takes b's node
-    node_of[a] = index.node_of[b]
+    node_of[a] = index.initial_node[b]
     actions = diff(index, node_of, primary_of)
     assert [x["ReplicaId"] for x in actions] == [index.replica_ids[b], index.replica_ids[a]]
     primary_of[p] = a  # and a becomes primary: swap first

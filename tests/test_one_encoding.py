@@ -101,7 +101,7 @@ def _same_prepared(a, b) -> None:
             assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, field.name
     assert a.drops == b.drops
     for field in ("node_of", "primary_of"):
-        assert np.array_equal(getattr(a.start, field), getattr(b.start, field))
+        assert np.array_equal(getattr(a.initial, field), getattr(b.initial, field))
 
 
 def _without_timings(document: dict) -> str:
@@ -155,7 +155,9 @@ def _headless(seed: int, down: int, **changes) -> tuple:
             node["Capacities"] = {m: v * 0.45 for m, v in node["Capacities"].items()}
     state = parse_state(doc)
     problem, index = encode(state)
-    start = Placement(index.node_of, index.primary_of, assess(problem, index.node_of, index.primary_of))
+    start = Placement(
+        index.initial_node, index.initial_primary, assess(problem, index.initial_node, index.initial_primary)
+    )
     return problem, index, start, priorities_of(state)
 
 

@@ -13,7 +13,7 @@ import pytest
 from conftest import QUICK
 
 from plbjax.sf import _energy as E
-from plbjax.sf import model, parse_state
+from plbjax.sf import full_scope, model, parse_state, scope
 from plbjax.sf._assessment import assessed
 from plbjax.sf._balancing_phase import balances, balancing_phase
 from plbjax.sf._constraint_check import constraint_phase
@@ -74,8 +74,8 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
     run = _run(parse_state(_spread_cluster()))
     problem, index = run.problem, run.index
     node = {name: i for i, name in enumerate(index.nodes)}
-    on = lambda name: [r for r in range(index.n_replicas) if index.node_of[r] == node[name]]
-    node_of = index.node_of.copy()
+    on = lambda name: [r for r in range(index.n_replicas) if index.initial_node[r] == node[name]]
+    node_of = index.initial_node.copy()
     for source in LOADED:  # the direct moves: 10 from every loaded node
         for j, r in enumerate(on(source)[:10]):
             node_of[r] = node[EMPTY[LOADED.index(source)]]
@@ -84,14 +84,17 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
         node_of[x], node_of[y] = node["N6"], node_of[x]
     a, b = on("N7")[0], on("N8")[0]  # a needless trade
     node_of[a], node_of[b] = node["N8"], node["N7"]
-    final = assessed(problem, node_of, index.primary_of)
-    assert int(((node_of != index.node_of) & (index.node_of >= 0)).sum()) == 37
+    final = assessed(problem, node_of, index.initial_primary)
+    assert int(((node_of != index.initial_node) & (index.initial_node >= 0)).sum()) == 37
     tidied, removed, *_ = tidy(run, final, CONFIG.schedule)
     assert removed == 7
-    assert int(((tidied.node_of != index.node_of) & (index.node_of >= 0)).sum()) == 30
+    assert int(((tidied.node_of != index.initial_node) & (index.initial_node >= 0)).sum()) == 30
     np.testing.assert_allclose(tidied.report.loads, final.report.loads)
     energy = jax.jit(E.energy_of)
-    assert float(energy(problem, tidied.node_of, tidied.primary_of)) < float(energy(problem, node_of, index.primary_of))
+    search = scope(problem, index.initial_node, index.initial_primary, full_scope(problem, index))  # SF's energy
+    assert float(energy(search, tidied.node_of, tidied.primary_of)) < float(
+        energy(search, node_of, index.initial_primary)
+    )
 
 
 def _tight_cluster() -> dict:
@@ -143,7 +146,7 @@ def test_phases_with_nothing_to_do_do_not_run_say_why_and_keep_the_placement():
     """A balanced cluster with every replica placed and no violation: no phase searches."""
     state = parse_state(_spread_cluster((10,) * 10))
     run = _run(state)
-    now = assessed(run.problem, run.index.node_of, run.index.primary_of)
+    now = assessed(run.problem, run.index.initial_node, run.index.initial_primary)
     results = [
         placement_phase(run, now, CONFIG.schedule),
         constraint_phase(run, now, CONFIG.schedule),
@@ -160,7 +163,9 @@ def test_phases_with_nothing_to_do_do_not_run_say_why_and_keep_the_placement():
 def test_a_phase_result_is_frozen():
     state = parse_state(_spread_cluster((10,) * 10))
     run = _run(state)
-    result = placement_phase(run, assessed(run.problem, run.index.node_of, run.index.primary_of), CONFIG.schedule)
+    result = placement_phase(
+        run, assessed(run.problem, run.index.initial_node, run.index.initial_primary), CONFIG.schedule
+    )
     assert isinstance(result, PhaseResult)
     with pytest.raises(dataclasses.FrozenInstanceError):
         result.reason = "changed"  # type: ignore[misc]

@@ -844,13 +844,15 @@ def test_a_move_never_lowers_the_energy_by_itself():
     """SF's energy counts the cost with the score's sign: below zero (a packed defragmentation metric)
     a move still makes the energy worse (Score::CalculateEnergy)."""
     from plbjax import encode, parse_state
+    from plbjax.sf import full_scope, scope
     from plbjax.sf._energy import energy
 
-    problem, _ = encode(
+    problem, index = encode(
         parse_state(document([service("fabric:/App/A", 2, 10)], [part("fabric:/App/A", "a", "N0", "N1")], frame=False))
     )
+    search = scope(problem, index.initial_node, index.initial_primary, full_scope(problem, index))
     for score in (-0.5, -0.0005, 0.0, 0.4):
-        assert float(energy(score, 3.0, problem)) > float(energy(score, 2.0, problem)), score
+        assert float(energy(score, 3.0, search)) > float(energy(score, 2.0, search)), score
 
 
 def test_max_percentage_to_move_zero_turns_balancing_off():

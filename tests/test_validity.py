@@ -103,7 +103,7 @@ def test_a_partition_placed_from_nothing_adds_its_primary_where_it_ends():
     doc = _document([_stateful("fabric:/A/S", 3)], [_partition("fabric:/A/S", "p")], _nodes({}))
     problem, index = encode(parse_state(doc))
     rows = list(index.partition_rows[0])
-    node_of, primary_of = index.node_of.copy(), index.primary_of.copy()
+    node_of, primary_of = index.initial_node.copy(), index.initial_primary.copy()
     node_of[rows] = [0, 1, 2]
     primary_of[0] = rows[2]
     actions = diff(index, node_of, primary_of)
@@ -237,10 +237,10 @@ def test_a_settled_rotation_keeps_each_node_s_role():
     )
     problem, index = encode(parse_state(doc))
     rows = list(index.partition_rows[0])
-    primary = int(index.primary_of[0])
-    other = next(r for r in rows if index.node_of[r] == index.node_of[primary] + 1)
-    node_of = index.node_of.copy()
-    node_of[primary], node_of[other] = index.node_of[other], index.node_of[primary]
-    settled_nodes, settled_primary = settle(index, node_of, index.primary_of)
-    assert (settled_nodes == index.node_of).all() and settled_primary[0] == other
+    primary = int(index.initial_primary[0])
+    other = next(r for r in rows if index.initial_node[r] == index.initial_node[primary] + 1)
+    node_of = index.initial_node.copy()
+    node_of[primary], node_of[other] = index.initial_node[other], index.initial_node[primary]
+    settled_nodes, settled_primary = settle(index, node_of, index.initial_primary)
+    assert (settled_nodes == index.initial_node).all() and settled_primary[0] == other
     assert [a["Action"] for a in diff(index, settled_nodes, settled_primary)] == ["SwapPrimarySecondary"]

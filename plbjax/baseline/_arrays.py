@@ -7,15 +7,15 @@ from collections import namedtuple
 
 import numpy as np
 
-from plbjax.sf import Problem
+from plbjax.sf import Search
 
-# The constraint indices of `Problem.enforce` / `Problem.penalty`: the one private import, read to map
+# The constraint indices of `SearchScope.enforce` / `Problem.penalty`: the one private import, read to map
 # plbjax's order onto the baseline's own (below) by name.
-from plbjax.sf._encoding import CAPACITY as SF_CAPACITY
-from plbjax.sf._encoding import FAULT_DOMAIN as SF_FAULT_DOMAIN
-from plbjax.sf._encoding import PLACEMENT as SF_PLACEMENT
-from plbjax.sf._encoding import UNPLACED as SF_UNPLACED
-from plbjax.sf._encoding import UPGRADE_DOMAIN as SF_UPGRADE_DOMAIN
+from plbjax.sf._problem import CAPACITY as SF_CAPACITY
+from plbjax.sf._problem import FAULT_DOMAIN as SF_FAULT_DOMAIN
+from plbjax.sf._problem import PLACEMENT as SF_PLACEMENT
+from plbjax.sf._problem import UNPLACED as SF_UNPLACED
+from plbjax.sf._problem import UPGRADE_DOMAIN as SF_UPGRADE_DOMAIN
 
 # The Problem's fields as numpy arrays: floats as float64, ints as int64, masks as bool.
 Arrays = namedtuple(
@@ -69,17 +69,17 @@ _SCALARS_F = ("swap_cost", "replica_count", "move_penalty")
 _SCALARS_I = ("n_movable", "n_swappable")
 
 
-def _unsupported(problem: Problem) -> list[str]:
-    """Energy terms or rules of `problem` that the baseline does not implement (in use)."""
-    out = [
-        f"feature {name}"
-        for name in ("affinity", "defrag", "thresholds", "preferred", "history")
-        if getattr(problem.features, name)
-    ]
-    if not np.array_equal(np.asarray(problem.node_open), np.asarray(problem.node_up)):
+def _unsupported(search: Search) -> list[str]:
+    """Energy terms or rules of `search` that the baseline does not implement (in use)."""
+    problem, within = search.cluster, search.scope
+    features = ("affinity", "defrag", "thresholds", "preferred")
+    out = [f"feature {name}" for name in features if getattr(problem.features, name)]
+    if within.history:
+        out.append("feature history")
+    if not np.array_equal(np.asarray(within.node_open), np.asarray(problem.node_up)):
         out.append("closed nodes (node_open)")
     for name in ("move_budget", "partition_budget"):
-        if int(getattr(problem, name)) < 2**31 - 1:
+        if int(getattr(within, name)) < 2**31 - 1:
             out.append(f"throttle {name}")
     if np.any(np.asarray(problem.replica_parent) >= 0):
         out.append("affinity")
@@ -88,19 +88,23 @@ def _unsupported(problem: Problem) -> list[str]:
     return out
 
 
-def problem_arrays(problem: Problem) -> Arrays:
-    """The Problem as numpy arrays for numba (done once per problem).
+def problem_arrays(search: Search) -> Arrays:
+    """The search's cluster and scope as numpy arrays for numba (done once per search); the scope's
+    origin is the baseline's `initial_node` / `initial_primary`, where it starts and counts from.
 
     Raises NotImplementedError for a problem that uses rules the baseline lacks (affinity,
     preferred primary domains, defragmentation, resource thresholds, history, closed nodes,
     throttles): the benchmark's generated clusters use none of them.
     """
-    missing = _unsupported(problem)
+    missing = _unsupported(search)
     if missing:
         raise NotImplementedError("the numba baseline does not implement: " + ", ".join(missing))
+    within = search.scope
+    origin = {"initial_node": within.origin_node, "initial_primary": within.origin_primary}
     out = {}
     for name in Arrays._fields:
-        a = np.asarray(getattr(problem, name))
+        source = within if hasattr(within, name) else search.cluster
+        a = np.asarray(origin[name] if name in origin else getattr(source, name))
         if name in ("enforce", "penalty"):  # in the baseline's order CAPACITY .. UNPLACED
             a = a[list(_FROM_SF)]
         if name in _SCALARS_F:

@@ -38,7 +38,7 @@ from plbjax.sf import (
     ClusterSpec,
     ClusterState,
     Index,
-    Problem,
+    Search,
     encode,
     full_scope,
     generate,
@@ -47,12 +47,12 @@ from plbjax.sf import (
 )
 
 
-def balancing_problem(state: ClusterState) -> tuple[Problem, Index]:
+def balancing_problem(state: ClusterState) -> tuple[Search, Index]:
     """The encoded cluster scoped like plan's balancing phase on a cluster where every service is
     imbalanced and nothing is throttled: everything may move (`full_scope`: every placed replica
     moves, stateful primaries swap with a placed secondary), no constraint may get worse."""
     problem, index = encode(state)
-    return scope(problem, index.node_of, index.primary_of, full_scope(problem, index)), index
+    return scope(problem, index.initial_node, index.initial_primary, full_scope(problem, index)), index
 
 
 def _new_state(A: Arrays, S: int, N: int, Ms: int) -> State:
@@ -83,7 +83,7 @@ def _new_state(A: Arrays, S: int, N: int, Ms: int) -> State:
     return st
 
 
-def _init(problem: Problem | Arrays, seed: int):
+def _init(problem: Search | Arrays, seed: int):
     A = problem if isinstance(problem, Arrays) else problem_arrays(problem)
     S, Ms = A.service_metrics.shape
     N = A.node_up.shape[0]
@@ -100,7 +100,7 @@ def compile_kernels() -> float:
     if _compile_seconds is not None:
         return 0.0
     start = time.perf_counter()
-    tiny, _ = encode(
+    tiny, _ = balancing_problem(
         parse_state(
             generate(0, ClusterSpec(nodes=8, services=2, partitions_per_service=2, fault_domains=2, upgrade_domains=2))
         )
@@ -113,7 +113,7 @@ def compile_kernels() -> float:
     return _compile_seconds
 
 
-def energy(problem: Problem | Arrays, node_of: np.ndarray, primary_of: np.ndarray) -> float:
+def energy(problem: Search | Arrays, node_of: np.ndarray, primary_of: np.ndarray) -> float:
     """The baseline's float64 energy of any placement (SF's energy plus the penalties), from scratch."""
     A = problem if isinstance(problem, Arrays) else problem_arrays(problem)
     S, Ms = A.service_metrics.shape
@@ -125,7 +125,7 @@ def energy(problem: Problem | Arrays, node_of: np.ndarray, primary_of: np.ndarra
 
 
 def probe_temperature(
-    problem: Problem | Arrays, seed: int = 0, probes: int = 50, swap_probability: float = 0.3, factor: float = 50.0
+    problem: Search | Arrays, seed: int = 0, probes: int = 50, swap_probability: float = 0.3, factor: float = 50.0
 ) -> float:
     """SF's initial temperature: `factor` x the largest |dE| of `probes` random valid moves."""
     compile_kernels()
@@ -135,7 +135,7 @@ def probe_temperature(
 
 
 def run_baseline(
-    problem: Problem | Arrays,
+    problem: Search | Arrays,
     steps: int | None = None,
     seed: int = 0,
     t0: float | None = None,

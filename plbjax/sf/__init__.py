@@ -9,14 +9,15 @@ and takes each round's document as an update.
 """
 
 from plbjax.sf._decoding import apply_actions, diff
-from plbjax.sf._encoding import Index, Problem, Scope, encode, scope
+from plbjax.sf._encoding import encode
 from plbjax.sf._findings import Findings, findings
 from plbjax.sf._generator import generate
 from plbjax.sf._generator_spec import ClusterSpec
 from plbjax.sf._model import model
 from plbjax.sf._plan import Plan, plan
+from plbjax.sf._problem import Index, Problem
 from plbjax.sf._reading import load_state, parse_state
-from plbjax.sf._scopes import full_scope
+from plbjax.sf._scope import Scope, Search, full_scope, scope
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._session import Session
 from plbjax.sf._state import ClusterState
@@ -30,6 +31,7 @@ __all__ = [
     "Plan",
     "Problem",
     "Scope",
+    "Search",
     "SearchConfig",
     "Session",
     "apply_actions",

@@ -13,7 +13,7 @@ import numpy as np
 
 from plbjax.sf import _energy as E
 from plbjax.sf._constraints import measures, violations
-from plbjax.sf._encoding import AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, UPGRADE_DOMAIN, Index, Problem
+from plbjax.sf._problem import AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, UPGRADE_DOMAIN, Index, Problem
 from plbjax.sf._violations import A, Violations
 
 

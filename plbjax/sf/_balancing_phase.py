@@ -13,10 +13,11 @@ from plbjax.anneal import Model, Schedule
 from plbjax.sf import _energy as E
 from plbjax.sf._assessment import Placement, no_worse, pad_to
 from plbjax.sf._balance import LocalLoads, MetricBalance, metric_balance, service_domains
-from plbjax.sf._encoding import Index, Problem, Scope
 from plbjax.sf._everywhere import everywhere
 from plbjax.sf._model import model
 from plbjax.sf._phase import PhaseResult, Run, movement_budget, scoped_search, swappable
+from plbjax.sf._problem import Index, Problem
+from plbjax.sf._scope import Scope
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._settings import PLB_SETTINGS
 from plbjax.sf._state import ClusterState

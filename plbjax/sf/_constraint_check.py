@@ -7,9 +7,10 @@ import numpy as np
 
 from plbjax.anneal import Schedule
 from plbjax.sf._assessment import Placement, violating, violation_rank
-from plbjax.sf._encoding import AFFINITY, CAPACITY, Problem, Scope
 from plbjax.sf._everywhere import everywhere
 from plbjax.sf._phase import CHECK_MOVE_WEIGHT, PhaseResult, Run, movement_budget, scoped_search, swappable
+from plbjax.sf._problem import AFFINITY, CAPACITY, Problem
+from plbjax.sf._scope import Scope
 
 
 def _swaps_that_fix(problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.sf._encoding import CAPACITY, Problem
+from plbjax.sf._problem import CAPACITY, Problem
+from plbjax.sf._scope import Search
 from plbjax.sf._violations import Violations
 
 
@@ -88,11 +89,11 @@ def partition_nodes(problem: Problem, node_of: jax.Array, partition: jax.Array) 
     return jnp.where(row >= 0, node_of[jnp.maximum(row, 0)], -1)
 
 
-def fits(problem: Problem, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
-    """Adding `delta` [M] to `node` keeps every metric that grows within capacity (or capacity is
-    not enforced, or there is no node)."""
-    ok = (delta <= 0) | (loads[node] + delta <= problem.capacity[node])
-    return ~problem.enforce[CAPACITY] | (node < 0) | jnp.all(ok)
+def fits(search: Search, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
+    """Adding `delta` [M] to `node` keeps every metric that grows within capacity (or the search does
+    not enforce capacity, or there is no node)."""
+    ok = (delta <= 0) | (loads[node] + delta <= search.cluster.capacity[node])
+    return ~search.scope.enforce[CAPACITY] | (node < 0) | jnp.all(ok)
 
 
 def relative_excess(load: jax.Array, capacity: jax.Array) -> jax.Array:
@@ -113,7 +114,7 @@ def excess_change(limit: jax.Array, loads: jax.Array, node: jax.Array, delta: ja
 
 def misplaced_on(problem: Problem, r, node) -> jax.Array:
     """Replica r on `node` is where its placement constraint (or the block list) does not allow it:
-    not an allowed Up node, unless it is still on the node it ran on, deactivated with Pause or
+    not an allowed Up node, unless it is still on its initial node, deactivated with Pause or
     Restart, or blocking its service type (SF keeps such replicas where they are, in transition, and
     places none there: `Problem.node_kept`, `Problem.replica_stays`)."""
     n = jnp.maximum(node, 0)

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from plbjax.sf._encoding import Index
+from plbjax.sf._problem import Index
 
 SWAP, PROMOTE = "SwapPrimarySecondary", "PromoteSecondary"
 
@@ -65,7 +65,7 @@ def touched(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> np.nda
     final = np.asarray(node_of)[flat]
     moved = np.zeros(n, bool)
     moved[partition[(final >= 0) & (final != present)]] = True
-    primary = np.asarray(index.primary_of)[:n]
+    primary = np.asarray(index.initial_primary)[:n]
     running = np.full(np.asarray(node_of).shape[0], -1)
     running[flat] = present
     lost = (primary >= 0) & (running[np.maximum(primary, 0)] < 0)
@@ -102,7 +102,7 @@ def partition_actions(
         raise ValueError(f"partition {index.partitions[p]}: replicas rotate among its nodes; settle() first")
     service, partition_id = index.partitions[p]
     where = {r: _present(index, r) for r in rows}
-    primary, final = int(index.primary_of[p]), int(primary_of[p])
+    primary, final = int(index.initial_primary[p]), int(primary_of[p])
     if primary >= 0 and where[primary] < 0:
         primary = -1  # its node is down: nothing to hand over from
     if primary < 0 and final >= 0 and where[final] < 0:

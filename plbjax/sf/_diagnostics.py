@@ -11,7 +11,7 @@ import numpy as np
 
 from plbjax.sf._assessment import Assessment
 from plbjax.sf._constraints import affinity_violated, partition_domain_violations, partition_nodes
-from plbjax.sf._encoding import Index, Problem
+from plbjax.sf._problem import Index, Problem
 
 SOURCE = "System.PLB"
 

@@ -24,7 +24,7 @@ import dataclasses
 
 import numpy as np
 
-from plbjax.sf._encoding import Index
+from plbjax.sf._problem import Index
 from plbjax.sf._state import ClusterState, Partition
 
 

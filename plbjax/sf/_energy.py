@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 
 from plbjax.sf._constraints import penalty_of
-from plbjax.sf._encoding import Problem
+from plbjax.sf._problem import Problem
+from plbjax.sf._scope import Search, SearchScope
 
 SMALL_VALUE = 0.001  # SF's Constants::SmallValue
 MOVE_COST_OFFSET = 1000.0
@@ -68,39 +69,40 @@ def deviation(total: jax.Array, squares: jax.Array, count: jax.Array, centre: ja
     return jnp.where(mean > 0, jnp.sqrt(var) / jnp.where(mean > 0, mean, 1.0), 0.0)
 
 
-def energy(avg_std_dev: jax.Array, cost: jax.Array, problem: Problem) -> jax.Array:
+def energy(avg_std_dev: jax.Array, cost: jax.Array, search: Search) -> jax.Array:
     """SF's energy: AvgStdDev traded against the cost of the moves made (plus the phase's own
     charge per move, `move_penalty`, 0 in balancing). A score below zero (defragmentation) counts the
     cost with the opposite sign, so a move never lowers the energy by itself (SF's
     Score::CalculateEnergy)."""
     score = avg_std_dev + SMALL_VALUE
     sign = jnp.where(score >= 0, 1.0, -1.0)
-    return score * (sign * cost + problem.replica_count + MOVE_COST_OFFSET) + problem.move_penalty * cost
+    return score * (sign * cost + search.cluster.replica_count + MOVE_COST_OFFSET) + search.scope.move_penalty * cost
 
 
-def running_primary(problem: Problem, partition) -> jax.Array:
-    """Whether `partition`'s primary was on a node when the phase started: only then is a change of
+def running_primary(scope: SearchScope, partition) -> jax.Array:
+    """Whether `partition`'s primary was on a node at the search's origin: only then is a change of
     primary a movement (SF's adds choose freely which new replica is the primary)."""
-    init = problem.initial_primary[partition]
-    return (init >= 0) & (problem.initial_node[jnp.maximum(init, 0)] >= 0)
+    init = scope.origin_primary[partition]
+    return (init >= 0) & (scope.origin_node[jnp.maximum(init, 0)] >= 0)
 
 
-def _changed(problem: Problem, node_of: jax.Array, primary_of: jax.Array):
-    moved = (node_of != problem.initial_node) & (problem.initial_node >= 0)
-    swapped = (primary_of != problem.initial_primary) & running_primary(problem, jnp.arange(primary_of.shape[0]))
+def _changed(scope: SearchScope, node_of: jax.Array, primary_of: jax.Array):
+    moved = (node_of != scope.origin_node) & (scope.origin_node >= 0)
+    swapped = (primary_of != scope.origin_primary) & running_primary(scope, jnp.arange(primary_of.shape[0]))
     return moved, swapped
 
 
-def movement_cost(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
-    """Cost of the moves from the initial placement: moved replicas plus swapped primaries (adds are free)."""
-    moved, swapped = _changed(problem, node_of, primary_of)
+def movement_cost(search: Search, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """Cost of the moves from the search's origin: moved replicas plus swapped primaries (adds are free)."""
+    problem = search.cluster
+    moved, swapped = _changed(search.scope, node_of, primary_of)
     factor = problem.node_move_factor[jnp.maximum(node_of, 0)]
     return jnp.sum(jnp.where(moved, problem.move_cost * factor, 0.0)) + problem.swap_cost * jnp.sum(swapped)
 
 
-def movements(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
-    """Number of movements from the initial placement (what SF's throttles count)."""
-    moved, swapped = _changed(problem, node_of, primary_of)
+def movements(scope: SearchScope, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+    """Number of movements from the search's origin (what SF's throttles count)."""
+    moved, swapped = _changed(scope, node_of, primary_of)
     return (jnp.sum(moved) + jnp.sum(swapped)).astype(jnp.float32)
 
 
@@ -151,9 +153,10 @@ def avg_std_dev(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> 
     )
 
 
-def energy_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
+def energy_of(search: Search, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
     """The search's energy of a placement from scratch (SF's energy + violation penalties): the
     reference for incremental updates."""
+    problem = search.cluster
     return energy(
-        avg_std_dev(problem, node_of, primary_of), movement_cost(problem, node_of, primary_of), problem
+        avg_std_dev(problem, node_of, primary_of), movement_cost(search, node_of, primary_of), search
     ) + penalty_of(problem, node_of, primary_of, node_loads(problem, node_of, primary_of))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from plbjax.sf._assessment import Placement, assessed
-from plbjax.sf._encoding import AFFINITY, CAPACITY, Index, Problem
+from plbjax.sf._problem import AFFINITY, CAPACITY, Index, Problem
 from plbjax.sf._state import ClusterState
 
 

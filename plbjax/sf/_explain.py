@@ -16,7 +16,7 @@ import numpy as np
 
 from plbjax.sf._assessment import Assessment
 from plbjax.sf._balance import MetricBalance
-from plbjax.sf._encoding import (
+from plbjax.sf._problem import (
     AFFINITY,
     CAPACITY,
     FAULT_DOMAIN,

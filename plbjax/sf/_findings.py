@@ -37,7 +37,7 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
     """`findings` of a state already governed and encoded (a `Session`'s)."""
     state, _, problem, index = encoded
     priorities = priorities_of(state)
-    now = assessed(problem, index.node_of, index.primary_of)
+    now = assessed(problem, index.initial_node, index.initial_primary)
     free, free_partitions = frozen_masks(index, problem, frozen)
     unplaced = int((now.report.violations.unplaced & free).sum())
     targets = {s.name: s.target for s in state.services}

@@ -7,7 +7,8 @@ its energy change from two node-load changes (`propose`; the K^2 domain check on
 may be accepted, `finish`), and an in-place update. Moves on disjoint nodes and partitions
 (`footprint`) can be applied together: their changes of the sums add up, and the deviations are
 recomputed from the new sums, so a parallel step equals its moves applied one by one. `refresh`
-recomputes the statistics exactly (no float drift). `model(swap_probability)` is what the annealer runs.
+recomputes the statistics exactly (no float drift). `model(swap_probability)` is what the annealer runs,
+on a `Search` (the cluster and one phase's scope) as its `problem`.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import numpy as np
 from plbjax.anneal import Model
 from plbjax.sf import _energy as E
 from plbjax.sf._constraints import domain_violations_of, partition_domain_violations, penalty_of
-from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
 from plbjax.sf._moves import DRAWS, Move, partition_after, propose_batch, shares, two_services
+from plbjax.sf._problem import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
+from plbjax.sf._scope import Search, SearchScope
 
 DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])  # the constraints `finish` checks
 
@@ -49,8 +51,8 @@ class SearchState(eqx.Module):
     ud_sq: jax.Array
     ud_centre: jax.Array
     local_score: jax.Array  # sum of local_weight * local deviation
-    cost: jax.Array  # movement cost from the phase's initial placement
-    moves: jax.Array  # movements from the phase's initial placement (moved replicas, swaps)
+    cost: jax.Array  # movement cost from the search's origin
+    moves: jax.Array  # movements from the search's origin (moved replicas, swaps)
     penalty: jax.Array  # energy of the constraint violations
     domain_violations: jax.Array  # [P, 2] each partition's fault- and upgrade-domain violation measure
     energy: jax.Array  # SF's energy + penalty
@@ -64,10 +66,11 @@ def _stats(values: jax.Array, mask: jax.Array, count: jax.Array):
     return total, centre, sq
 
 
-def _fresh(problem: Problem, node_of, primary_of, penalty=None, domain_violations=None) -> SearchState:
+def _fresh(search: Search, node_of, primary_of, penalty=None, domain_violations=None) -> SearchState:
     """A state whose statistics are computed exactly from its placement (the violation penalty and
     the partitions' domain violations too, unless given: they are sums of exact per-move changes,
     and recomputing them costs a full check)."""
+    problem = search.cluster
     loads = E.node_loads(problem, node_of, primary_of)
     local = E.local_loads(problem, node_of, primary_of)
     m = loads.shape[1]
@@ -116,7 +119,7 @@ def _fresh(problem: Problem, node_of, primary_of, penalty=None, domain_violation
         domain_violations=domain_violations,  # pyright: ignore[reportArgumentType]
         energy=jnp.zeros(()),
     )
-    cost = E.movement_cost(problem, node_of, primary_of)
+    cost = E.movement_cost(search, node_of, primary_of)
     if penalty is None:
         penalty = penalty_of(problem, node_of, primary_of, loads)
     if domain_violations is None:
@@ -124,11 +127,11 @@ def _fresh(problem: Problem, node_of, primary_of, penalty=None, domain_violation
     state = dataclasses.replace(
         state,
         cost=cost,
-        moves=E.movements(problem, node_of, primary_of),
+        moves=E.movements(search.scope, node_of, primary_of),
         penalty=penalty,
         domain_violations=domain_violations,
     )
-    return dataclasses.replace(state, energy=_energy(problem, state))
+    return dataclasses.replace(state, energy=_energy(search, state))
 
 
 def _global_score(problem: Problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud_sq, state: SearchState) -> jax.Array:
@@ -147,14 +150,12 @@ def _global_score(problem: Problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud
     return jnp.sum(problem.global_weight * scores)
 
 
-def start(problem: Problem) -> SearchState:
-    """The state at the search's start (`scope`'s `start`, by default the initial placement)."""
-    if problem.start_node is None:
-        return _fresh(problem, problem.initial_node, problem.initial_primary)
-    return _fresh(problem, problem.start_node, problem.start_primary)
+def start(problem: Search) -> SearchState:
+    """The state at the search's start (`Scope.start`, by default its origin)."""
+    return _fresh(problem, problem.scope.start_node, problem.scope.start_primary)
 
 
-def refresh(problem: Problem, state: SearchState) -> SearchState:
+def refresh(problem: Search, state: SearchState) -> SearchState:
     """The statistics recomputed exactly (the violation penalty and domain violations are kept)."""
     return _fresh(problem, state.node_of, state.primary_of, state.penalty, state.domain_violations)
 
@@ -194,21 +195,22 @@ class Changes(eqx.Module):
 _SUMMED = ("g_total", "g_sq", "fd_total", "fd_sq", "ud_total", "ud_sq", "local_score", "cost", "moves", "penalty")
 
 
-def _plus(problem: Problem, state: SearchState, changes: Changes) -> SearchState:
+def _plus(search: Search, state: SearchState, changes: Changes) -> SearchState:
     """`state`'s running statistics plus `changes` (summed over moves), and the energy they give."""
     state = dataclasses.replace(state, **{k: getattr(state, k) + getattr(changes, k) for k in _SUMMED})
-    return dataclasses.replace(state, energy=_energy(problem, state))
+    return dataclasses.replace(state, energy=_energy(search, state))
 
 
-def _energy(problem: Problem, state: SearchState) -> jax.Array:
+def _energy(search: Search, state: SearchState) -> jax.Array:
     """The search's energy from the running statistics."""
+    problem = search.cluster
     score = (
         _global_score(
             problem, state.g_total, state.g_sq, state.fd_total, state.fd_sq, state.ud_total, state.ud_sq, state
         )
         + state.local_score
     )
-    return E.energy(score, state.cost, problem) + state.penalty
+    return E.energy(score, state.cost, search) + state.penalty
 
 
 def _local_score(problem: Problem, state: SearchState, s, total, sq) -> jax.Array:
@@ -218,9 +220,10 @@ def _local_score(problem: Problem, state: SearchState, s, total, sq) -> jax.Arra
     return jnp.sum(problem.local_weight[s] * E.local_scores(problem, s, dev))
 
 
-def evaluate(problem: Problem, state: SearchState, move: Move, paired: bool = True):
+def evaluate(search: Search, state: SearchState, move: Move, paired: bool = True):
     """Energy after `move`, with the changes it makes to the statistics (incremental, O(M + Ms));
     without `paired` (static) the move changes one service's loads only."""
+    problem = search.cluster
     has_a = move.node_a >= 0  # a replica being placed has no source node
     a, b = jnp.maximum(move.node_a, 0), move.node_b
     da, db = move.delta_a, move.delta_b
@@ -291,7 +294,7 @@ def evaluate(problem: Problem, state: SearchState, move: Move, paired: bool = Tr
         domains=state.domain_violations[move.partition],
         domains2=jnp.where(move.partition2 >= 0, state.domain_violations[p2], 0),
     )
-    new_energy = _plus(problem, state, changes).energy
+    new_energy = _plus(search, state, changes).energy
     return new_energy, changes
 
 
@@ -320,13 +323,12 @@ def _leaf_domains(problem: Problem, moves: Move, a, b, n_nodes: int, loads, tree
     return new, d_total, d_sq
 
 
-def apply(
-    problem: Problem, state: SearchState, moves: Move, keep: jax.Array, energies, changes: Changes
-) -> SearchState:
+def apply(problem: Search, state: SearchState, moves: Move, keep: jax.Array, energies, changes: Changes) -> SearchState:
     """The state after every kept move (`keep` [T]; moves and changes batched over T). Kept moves
     touch disjoint nodes and partitions (see `footprint`), so their writes commute and their changes
     of the running sums add up; the scores that are not sums (deviations) are recomputed from the new
     sums, once per touched service. The result is the state the moves leave applied one by one."""
+    cluster = problem.cluster
     total = lambda x: jnp.sum(jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0.0), axis=0)
     n_nodes, n_parts, n_services = state.loads.shape[0], state.primary_of.shape[0], state.l_total.shape[0]
     a = jnp.where(keep & (moves.node_a >= 0), moves.node_a, n_nodes)  # out of range: dropped
@@ -353,19 +355,19 @@ def apply(
     local_score = jnp.sum(
         jnp.where(
             first,
-            score(problem, state, service, l_total[service], l_sq[service])
-            - score(problem, state, service, state.l_total[service], state.l_sq[service]),
+            score(cluster, state, service, l_total[service], l_sq[service])
+            - score(cluster, state, service, state.l_total[service], state.l_sq[service]),
             0.0,
         )
     )
     summed = dataclasses.replace(jax.tree.map(total, changes), local_score=local_score, domains=None, domains2=None)
     fd_loads, ud_loads = state.fd_loads, state.ud_loads
-    if problem.features.defrag:
+    if cluster.features.defrag:
         fd_loads, fd_total, fd_sq = _leaf_domains(
-            problem, moves, a, b, n_nodes, fd_loads, problem.fd_tree, state.fd_centre
+            cluster, moves, a, b, n_nodes, fd_loads, cluster.fd_tree, state.fd_centre
         )
         ud_loads, ud_total, ud_sq = _leaf_domains(
-            problem, moves, a, b, n_nodes, ud_loads, problem.ud_tree, state.ud_centre
+            cluster, moves, a, b, n_nodes, ud_loads, cluster.ud_tree, state.ud_centre
         )
         summed = dataclasses.replace(summed, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq)
     parts = jnp.where(keep, moves.partition, n_parts)
@@ -395,86 +397,90 @@ def apply(
     )
 
 
-def apply_one(problem: Problem, state: SearchState, move: Move, accept: jax.Array, new_energy, changes) -> SearchState:
+def apply_one(search: Search, state: SearchState, move: Move, accept: jax.Array, new_energy, changes) -> SearchState:
     """The state after `move` if `accept`, else unchanged."""
     batch = lambda x: jnp.asarray(x)[None]
     return apply(
-        problem, state, jax.tree.map(batch, move), batch(accept), batch(new_energy), jax.tree.map(batch, changes)
+        search, state, jax.tree.map(batch, move), batch(accept), batch(new_energy), jax.tree.map(batch, changes)
     )
 
 
-def _allowed(problem: Problem, state: SearchState, move: Move) -> jax.Array:
+def _allowed(scope: SearchScope, state: SearchState, move: Move) -> jax.Array:
     """The move's constraints and the phase's movement budget allow it."""
-    return move.valid & (state.moves + move.moves_delta <= problem.move_budget)
+    return move.valid & (state.moves + move.moves_delta <= scope.move_budget)
 
 
 EXCHANGE = 0.1  # share of exchanges among the search's proposals
 
 
-def propose(problem: Problem, state: SearchState, words, swap_probability: float = 0.3):
+def propose(problem: Search, state: SearchState, words, swap_probability: float = 0.3):
     """Random moves, one per row of `words` (`moves.propose_batch`; kinds in the shares given), but
     for their domain checks (`finish`): a lower bound of the energy each leaves (its partitions'
     domain violations, times their penalty, are the most the move can remove), whether it may be
     allowed, and its changes."""
+    cluster = problem.cluster
     mix = shares(swap_probability, EXCHANGE)
     parts, order = propose_batch(problem, state.node_of, state.primary_of, state.loads, words, mix)
     evaluated = [
         (
             move,
-            *jax.vmap(functools.partial(evaluate, paired=two_services(problem, kind)), in_axes=(None, None, 0))(
+            *jax.vmap(functools.partial(evaluate, paired=two_services(cluster, kind)), in_axes=(None, None, 0))(
                 problem, state, move
             ),
         )
         for kind, move in parts
     ]
     move, new_energy, changes = jax.tree.map(lambda *xs: jnp.concatenate(xs)[order], *evaluated)
-    bound = new_energy - jnp.sum((changes.domains + changes.domains2) * problem.penalty[DOMAINS], axis=-1)
-    return move, bound, _allowed(problem, state, move), changes
+    bound = new_energy - jnp.sum((changes.domains + changes.domains2) * cluster.penalty[DOMAINS], axis=-1)
+    return move, bound, _allowed(problem.scope, state, move), changes
 
 
-def finish(problem: Problem, state: SearchState, moves: Move, changes: Changes):
+def finish(problem: Search, state: SearchState, moves: Move, changes: Changes):
     """The proposals' fault- and upgrade-domain checks: (moves, energies, valid, changes) exactly.
     Moves that make an enforced distribution worse are not allowed; a change of a soft one enters
     the penalty."""
+    cluster, scope = problem.cluster, problem.scope
 
     def after(partition, replica, target, service):
-        nodes = partition_after(problem, state.node_of, partition, replica, target)
-        return partition_domain_violations(problem, nodes, service)
+        nodes = partition_after(cluster, state.node_of, partition, replica, target)
+        return partition_domain_violations(cluster, nodes, service)
 
     after1 = jax.vmap(after)(moves.partition, moves.replica, moves.target, moves.service)
     second = moves.partition2 >= 0
     p2 = jnp.maximum(moves.partition2, 0)
     after2 = jnp.where(
-        second[:, None], jax.vmap(after)(p2, moves.replica2, moves.target2, problem.partition_service[p2]), 0
+        second[:, None], jax.vmap(after)(p2, moves.replica2, moves.target2, cluster.partition_service[p2]), 0
     )
     change = (after1 + after2 - changes.domains - changes.domains2).astype(jnp.float32)
-    worse = jnp.any(problem.enforce[DOMAINS] & (change > 0), axis=-1)
-    penalty = jnp.sum(change * problem.penalty[DOMAINS], axis=-1)
+    worse = jnp.any(scope.enforce[DOMAINS] & (change > 0), axis=-1)
+    penalty = jnp.sum(change * cluster.penalty[DOMAINS], axis=-1)
     moves = dataclasses.replace(moves, valid=moves.valid & ~worse, penalty_delta=moves.penalty_delta + penalty)
     changes = dataclasses.replace(changes, penalty=changes.penalty + penalty, domains=after1, domains2=after2)
     energies = jax.vmap(lambda c: _plus(problem, state, c).energy)(changes)
-    return moves, energies, _allowed(problem, state, moves), changes
+    return moves, energies, _allowed(scope, state, moves), changes
 
 
-def footprint(problem: Problem, state: SearchState, move: Move) -> jax.Array:
+def footprint(problem: Search, state: SearchState, move: Move) -> jax.Array:
     """Ids of what a move's validity and changes depend on: its two nodes (ids 0..N-1), its partitions
     and their affinity parents' (N..N+P-1: a child's affinity reads where its parent's replicas are,
     and a parent's replica moves with the child beside it), and the movement budget (one last id)
     while fewer movements remain than there are partitions, so kept moves never exceed it. Sums over
     nodes, services and domains need no id: `apply` adds them up."""
+    cluster = problem.cluster
     n_nodes, n_parts = state.loads.shape[0], state.primary_of.shape[0]
-    tight = problem.move_budget - state.moves < n_parts
+    tight = problem.scope.move_budget - state.moves < n_parts
     partition = lambda p: jnp.where(p >= 0, n_nodes + p, -1)
-    parent = lambda r: jnp.where(r >= 0, partition(problem.replica_parent[jnp.maximum(r, 0)]), -1)
+    parent = lambda r: jnp.where(r >= 0, partition(cluster.replica_parent[jnp.maximum(r, 0)]), -1)
     ids = [move.node_a, move.node_b, partition(move.partition), partition(move.partition2)]
-    if problem.features.affinity:
+    if cluster.features.affinity:
         ids += [parent(move.replica), parent(move.replica2)]
     ids.append(jnp.where(tight & (move.moves_delta > 0), n_nodes + n_parts, -1))
     return jnp.stack(ids).astype(jnp.int32)
 
 
-def footprint_ids(problem: Problem) -> int:
-    return problem.node_up.shape[0] + problem.partition_service.shape[0] + 1
+def footprint_ids(problem: Search) -> int:
+    cluster = problem.cluster
+    return cluster.node_up.shape[0] + cluster.partition_service.shape[0] + 1
 
 
 def solution(state: SearchState):

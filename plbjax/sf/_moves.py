@@ -6,8 +6,8 @@ the fault- and upgrade-domain distribution, whose K^2 check `_model.finish` adds
 may be accepted); `propose_batch` draws a step's worth, computing each kind only where it is drawn.
 Every move is described by the same fields — up to two replicas whose nodes change, the partition
 whose primary may change, and the load change on two nodes — so energy and apply code are shared.
-A move may also undo one, back to where the phase started the replica (the minimal-movement pass
-undoes what does not pay for itself).
+A move may also undo one, back to the replica's node at the search's origin (the minimal-movement
+pass undoes what does not pay for itself).
 """
 
 from __future__ import annotations
@@ -29,8 +29,9 @@ from plbjax.sf._constraints import (
     off_preferred,
     partition_nodes,
 )
-from plbjax.sf._encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
 from plbjax.sf._energy import running_primary
+from plbjax.sf._problem import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
+from plbjax.sf._scope import Search, SearchScope
 
 
 class Move(eqx.Module):
@@ -82,12 +83,13 @@ def _f32(x) -> jax.Array:
     return x.astype(jnp.float32)
 
 
-def _leg(problem: Problem, node_of, primary_of, r, dst):
+def _leg(search: Search, node_of, primary_of, r, dst):
     """Replica r going from its node to `dst` (a node): the change of every constraint measure but
     capacity's, its movement cost and count changes, and whether the move is allowed on its own
     (not a replica that stays, an Up node open to the phase that its service may use, no replica of
     its partition there, no return to a node it was balanced away from, the partition's movement
-    throttle kept)."""
+    throttle kept). Movements count from the search's origin."""
+    problem, scope = search.cluster, search.scope
     src = node_of[r]
     p, s = problem.replica_partition[r], problem.replica_service[r]
     cls = problem.service_class[s]
@@ -108,18 +110,18 @@ def _leg(problem: Problem, node_of, primary_of, r, dst):
     changes = changes.at[UNPLACED].set(-_f32(src < 0) * (1.0 + _f32(is_primary)))
     before = partition_nodes(problem, node_of, p)
     rows = problem.partition_replicas[p]
-    init_row = jnp.where(rows >= 0, problem.initial_node[jnp.maximum(rows, 0)], -1)
+    init_row = jnp.where(rows >= 0, scope.origin_node[jnp.maximum(rows, 0)], -1)
     moved_after = jnp.sum((jnp.where(rows == r, dst, before) != init_row) & (init_row >= 0))
-    returns = jnp.any(problem.history[r] == dst) if problem.features.history else jnp.zeros((), bool)
+    returns = jnp.any(problem.history[r] == dst) if scope.history else jnp.zeros((), bool)
     ok = (
         allowed
         & ~problem.replica_stays[r]
-        & problem.node_open[dst]
+        & scope.node_open[dst]
         & ~jnp.any(before == dst)
         & ~returns
-        & (moved_after <= problem.partition_budget)
+        & (moved_after <= scope.partition_budget)
     )
-    init = problem.initial_node[r]
+    init = scope.origin_node[r]
     moved = lambda n: _f32((n != init) & (init >= 0))
     cost = problem.move_cost[r] * (
         moved(dst) * problem.node_move_factor[dst] - moved(src) * problem.node_move_factor[jnp.maximum(src, 0)]
@@ -127,9 +129,9 @@ def _leg(problem: Problem, node_of, primary_of, r, dst):
     return changes, cost, moved(dst) - moved(src), ok
 
 
-def _enforced(problem: Problem, changes: jax.Array) -> jax.Array:
+def _enforced(scope: SearchScope, changes: jax.Array) -> jax.Array:
     """No enforced constraint but capacity (checked by `fits`) gets worse."""
-    return ~jnp.any(problem.enforce & (changes.at[CAPACITY].set(0.0) > 0))
+    return ~jnp.any(scope.enforce & (changes.at[CAPACITY].set(0.0) > 0))
 
 
 def _with_capacity(problem: Problem, changes, loads, a, delta_a, b, delta_b) -> jax.Array:
@@ -163,18 +165,19 @@ def _children_on(problem: Problem, node_of, r, node):
     return kids[jnp.argmax(here)], jnp.sum(here)
 
 
-def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
+def _move_to(search: Search, node_of, primary_of, loads, r, t, drawn) -> Move:
     """Replica r moved (or placed) on node t (-1: no node; `drawn`: the draw found one). A parent's
     replica takes the child replica beside it along (SF's affinity repair moves children after their
     parent), so it is valid with at most one child beside it; the children waiting on t (none of
     their parent's replicas is there, by exclusion) are fixed if their role fits."""
+    problem, scope = search.cluster, search.scope
     p, s = problem.replica_partition[r], problem.replica_service[r]
     a, dst = node_of[r], jnp.maximum(t, 0)
     load = _load(problem, primary_of, r)
-    changes, cost, moved, ok = _leg(problem, node_of, primary_of, r, dst)
+    changes, cost, moved, ok = _leg(search, node_of, primary_of, r, dst)
     if not problem.features.affinity:
         changes = _with_capacity(problem, changes, loads, a, -load, dst, load)
-        valid = drawn & (t >= 0) & ok & fits(problem, loads, dst, load) & _enforced(problem, changes)
+        valid = drawn & (t >= 0) & ok & fits(search, loads, dst, load) & _enforced(scope, changes)
         return _single(
             replica=r,
             target=dst,
@@ -192,7 +195,7 @@ def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
         )
     q, beside = _children_on(problem, node_of, r, a)
     along = (beside == 1) & (a >= 0)
-    changes2, cost2, moved2, ok2 = _leg(problem, node_of, primary_of, q, dst)
+    changes2, cost2, moved2, ok2 = _leg(search, node_of, primary_of, q, dst)
     load2 = jnp.where(along, _load(problem, primary_of, q), 0.0)
     gone = lambda x: jnp.where(along, x, 0.0)
     changes = changes + gone(changes2.at[AFFINITY].set(0.0))  # the child stays with its parent replica
@@ -209,8 +212,8 @@ def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
         & ok
         & (ok2 | ~along)
         & ((beside == 0) | along | (a < 0))
-        & fits(problem, loads, dst, total)
-        & _enforced(problem, changes)
+        & fits(search, loads, dst, total)
+        & _enforced(scope, changes)
     )
     none = jnp.asarray(-1, jnp.int32)
     return Move(
@@ -239,49 +242,47 @@ def _move_to(problem: Problem, node_of, primary_of, loads, r, t, drawn) -> Move:
     )
 
 
-def propose_move(problem: Problem, node_of, primary_of, loads, words) -> Move:
+def propose_move(search: Search, node_of, primary_of, loads, words) -> Move:
     """Move (or place) a random movable replica on a random node its placement constraints allow, or
-    (an `undo_share` of the time, as SF's search cancels movements) back to where the phase started it."""
-    assert problem.undo_share is not None  # set by `scope`
-    r = problem.movable[draw(words[0], problem.n_movable)]
+    (an `undo_share` of the time, as SF's search cancels movements) back to its node at the search's origin."""
+    problem, scope = search.cluster, search.scope
+    r = scope.movable[draw(words[0], scope.n_movable)]
     cls = problem.service_class[problem.replica_service[r]]
-    undo = uniform(words[2]) < problem.undo_share
-    t = jnp.where(
-        undo, problem.initial_node[r], problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])]
-    )
+    undo = uniform(words[2]) < scope.undo_share
+    t = jnp.where(undo, scope.origin_node[r], problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])])
     return _move_to(
-        problem,
+        search,
         node_of,
         primary_of,
         loads,
         r,
         t,
-        (problem.n_movable > 0) & (undo | (problem.class_node_count[cls] > 0)),
+        (scope.n_movable > 0) & (undo | (problem.class_node_count[cls] > 0)),
     )
 
 
-def propose_exchange(problem: Problem, node_of, primary_of, loads, words) -> Move:
+def propose_exchange(search: Search, node_of, primary_of, loads, words) -> Move:
     """Trade the nodes of a random movable replica and a movable replica of another partition that
     started on its node (half the time: so a chain of moves through that node collapses into one)
     or on a random node its service may use (a trade when both nodes are too full for either move)."""
-    r = problem.movable[draw(words[0], problem.n_movable)]
+    problem, scope = search.cluster, search.scope
+    r = scope.movable[draw(words[0], scope.n_movable)]
     a = node_of[r]
     cls = problem.service_class[problem.replica_service[r]]
     elsewhere = problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])]
     key = jnp.maximum(jnp.where(uniform(words[2]) < 0.5, a, elsewhere), 0)
-    assert problem.node_first is not None and problem.by_node is not None  # set by `scope`
-    first, count = problem.node_first[key], problem.node_first[key + 1] - problem.node_first[key]
-    q = problem.by_node[first + draw(words[3], count)]
+    first, count = scope.node_first[key], scope.node_first[key + 1] - scope.node_first[key]
+    q = scope.by_node[first + draw(words[3], count)]
     b = node_of[q]
     p, p2 = problem.replica_partition[r], problem.replica_partition[q]
     s, s2 = problem.replica_service[r], problem.replica_service[q]
     load, load2 = _load(problem, primary_of, r), _load(problem, primary_of, q)
     delta_a, delta_b = load2 - load, load - load2
-    changes, cost, moved, ok = _leg(problem, node_of, primary_of, r, jnp.maximum(b, 0))
-    changes2, cost2, moved2, ok2 = _leg(problem, node_of, primary_of, q, jnp.maximum(a, 0))
+    changes, cost, moved, ok = _leg(search, node_of, primary_of, r, jnp.maximum(b, 0))
+    changes2, cost2, moved2, ok2 = _leg(search, node_of, primary_of, q, jnp.maximum(a, 0))
     changes = _with_capacity(problem, changes + changes2, loads, a, delta_a, b, delta_b)
     valid = (
-        (problem.n_movable > 0)
+        (scope.n_movable > 0)
         & (count > 0)
         & (a >= 0)
         & (b >= 0)
@@ -289,9 +290,9 @@ def propose_exchange(problem: Problem, node_of, primary_of, loads, words) -> Mov
         & (p != p2)
         & ok
         & ok2
-        & fits(problem, loads, a, delta_a)
-        & fits(problem, loads, b, delta_b)
-        & _enforced(problem, changes)
+        & fits(search, loads, a, delta_a)
+        & fits(search, loads, b, delta_b)
+        & _enforced(scope, changes)
     )
     if problem.features.affinity:  # no parent's replica leaves or reaches a child of its partition
         for x in (r, q):
@@ -339,11 +340,12 @@ def _child_swap(problem: Problem, node_of, primary_of, old, a, b):
     return along, kp, kid, rows[jnp.argmax(on_b)], ~aligned_kids | along
 
 
-def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
+def propose_swap(search: Search, node_of, primary_of, loads, words) -> Move:
     """Swap the primary of a random partition with one of its placed secondaries (a promotion when
     the primary has no node), neither of them one that stays (SF swaps only movable replicas); a
     parent's aligned child swaps along on the same two nodes."""
-    p = problem.swappable[draw(words[2], problem.n_swappable)]
+    problem, scope = search.cluster, search.scope
+    p = scope.swappable[draw(words[2], scope.n_swappable)]
     row = problem.partition_replicas[p]
     size = jnp.sum(row >= 0)
     old = primary_of[p]
@@ -353,8 +355,8 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
     delta_a = problem.load_secondary[old] - problem.load_primary[old]
     delta_b = problem.load_primary[q] - problem.load_secondary[q]
     s = problem.partition_service[p]
-    init = problem.initial_primary[p]
-    swapped = (_f32(q != init) - _f32(old != init)) * _f32(running_primary(problem, p))
+    init = scope.origin_primary[p]
+    swapped = (_f32(q != init) - _f32(old != init)) * _f32(running_primary(scope, p))
     none = jnp.asarray(-1, jnp.int32)
     zero = jnp.zeros_like(delta_a)
     along, kp, kid, kid_b, may = jnp.asarray(False), none, none, none, jnp.asarray(True)
@@ -363,8 +365,8 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
         along, kp, kid, kid_b, may = _child_swap(problem, node_of, primary_of, old, a, b)
         load2 = jnp.where(along, problem.load_secondary[kid] - problem.load_primary[kid], 0.0)
         load2_b = jnp.where(along, problem.load_primary[kid_b] - problem.load_secondary[kid_b], 0.0)
-        k_init = problem.initial_primary[kp]
-        k_swapped = (_f32(kid_b != k_init) - _f32(kid != k_init)) * _f32(running_primary(problem, kp))
+        k_init = scope.origin_primary[kp]
+        k_swapped = (_f32(kid_b != k_init) - _f32(kid != k_init)) * _f32(running_primary(scope, kp))
         swapped = swapped + jnp.where(along, k_swapped, 0.0)
     aff = lambda r, n, prim: _f32(affinity_violated(problem, node_of, primary_of, r, n, prim))
     changes = _with_capacity(problem, jnp.zeros(CONSTRAINTS), loads, a, delta_a + load2, b, delta_b + load2_b)
@@ -376,7 +378,7 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
         changes = changes.at[PREFERRED].set(off(s, b) - off(s, a) + jnp.where(along, off(s2, b) - off(s2, a), 0.0))
     changes = changes.at[UNPLACED].set(-_f32(a < 0))  # a promotion gives the partition a placed primary
     valid = (
-        (problem.n_swappable > 0)
+        (scope.n_swappable > 0)
         & (size >= 2)
         & (b >= 0)
         & problem.node_up[jnp.maximum(b, 0)]
@@ -385,9 +387,9 @@ def propose_swap(problem: Problem, node_of, primary_of, loads, words) -> Move:
         & ~problem.replica_stays[old]
         & ~problem.replica_stays[q]
         & ~(along & (problem.replica_stays[kid] | problem.replica_stays[kid_b]))
-        & fits(problem, loads, a, delta_a + load2)
-        & fits(problem, loads, b, delta_b + load2_b)
-        & _enforced(problem, changes)
+        & fits(search, loads, a, delta_a + load2)
+        & fits(search, loads, b, delta_b + load2_b)
+        & _enforced(scope, changes)
     )
     return Move(
         replica=q,
@@ -425,15 +427,16 @@ def shares(swap: float, exchange: float) -> tuple[float, ...]:
     return (max(1.0 - swap - exchange, 0.0), swap, exchange)
 
 
-def propose(problem: Problem, node_of, primary_of, loads, words, mix: tuple[float, ...]) -> Move:
+def propose(search: Search, node_of, primary_of, loads, words, mix: tuple[float, ...]) -> Move:
     """One random move from `DRAWS` random words, of kind k with probability `mix[k]` (word 4 draws
     it; a kind this phase cannot draw gives way to the first that it can)."""
+    scope = search.scope
     kinds = [(kind, p) for kind, p in zip(KINDS, mix) if p > 0]
     edges = np.cumsum([p for _, p in kinds])[:-1] / sum(p for _, p in kinds)
     choice = jnp.sum(uniform(words[4]) >= jnp.asarray(edges, jnp.float32))
-    can = jnp.stack([problem.n_swappable > 0 if kind is propose_swap else problem.n_movable > 0 for kind, _ in kinds])
+    can = jnp.stack([scope.n_swappable > 0 if kind is propose_swap else scope.n_movable > 0 for kind, _ in kinds])
     choice = jnp.where(can[choice], choice, jnp.argmax(can))
-    drawn = [kind(problem, node_of, primary_of, loads, words) for kind, _ in kinds]
+    drawn = [kind(search, node_of, primary_of, loads, words) for kind, _ in kinds]
     return jax.tree.map(lambda *xs: jnp.stack(xs)[choice], *drawn)
 
 
@@ -459,13 +462,13 @@ def two_services(problem: Problem, kind) -> bool:
     return kind in (None, propose_exchange) or (kind in (propose_move, propose_swap) and problem.features.affinity)
 
 
-def propose_batch(problem: Problem, node_of, primary_of, loads, words, mix: tuple[float, ...]):
+def propose_batch(search: Search, node_of, primary_of, loads, words, mix: tuple[float, ...]):
     """One move per row of `words` [T, DRAWS], kinds in `mix` shares (`_slots`): one proposal is
     exactly `propose`; of more, the first may be a move or a swap, the others are of a fixed kind each.
     A proposal that may be of any kind costs them all; these cost one. Returns the moves by kind, as
     [(kind or None, batched Move)], and the order that puts their concatenation back in row order."""
     first_mix, kind_of = _slots(words.shape[0], mix)
-    first = jax.tree.map(lambda x: x[None], propose(problem, node_of, primary_of, loads, words[0], first_mix))
+    first = jax.tree.map(lambda x: x[None], propose(search, node_of, primary_of, loads, words[0], first_mix))
     parts: list[tuple[Callable | None, Move]] = [(None, first)]
     slots = [np.zeros(1, int)]
     for k, kind in enumerate(KINDS):
@@ -475,7 +478,7 @@ def propose_batch(problem: Problem, node_of, primary_of, loads, words, mix: tupl
                 (
                     kind,
                     jax.vmap(kind, in_axes=(None, None, None, None, 0))(
-                        problem, node_of, primary_of, loads, words[rows]
+                        search, node_of, primary_of, loads, words[rows]
                     ),
                 )
             )

@@ -12,8 +12,9 @@ import numpy as np
 from plbjax.anneal import AnnealResult, KernelConfig, Model, Schedule, anneal
 from plbjax.sf._assessment import Placement, assessed
 from plbjax.sf._decoding import settle
-from plbjax.sf._encoding import Index, Problem, Scope, scope
 from plbjax.sf._explain import throttle_limits
+from plbjax.sf._problem import Index, Problem
+from plbjax.sf._scope import Scope, scope
 from plbjax.sf._state import ClusterState
 
 CHECK_MOVE_WEIGHT = 0.5  # placement and constraint check: a move costs half an optimization-priority violation

@@ -9,9 +9,9 @@ import numpy as np
 
 from plbjax.anneal import Schedule
 from plbjax.sf._assessment import Placement, movements, no_worse
-from plbjax.sf._encoding import Scope
 from plbjax.sf._everywhere import everywhere, place_everywhere
 from plbjax.sf._phase import CHECK_MOVE_WEIGHT, PhaseResult, Run, movement_budget, scoped_search, spent
+from plbjax.sf._scope import Scope
 
 _WAITING = (
     "{} replica(s) of affinity children wait for a later refresh"

@@ -261,7 +261,7 @@ def plan_encoded(
     )
     if unsearched is not None:
         unsearched(lambda: _unsearched_plan(run, ready, search))
-    out = _run_phases(run, ready.start, search.schedule, clock, phase)
+    out = _run_phases(run, ready.initial, search.schedule, clock, phase)
     if unsearched is not None:
         unsearched(None)
     with clock("Decode"):
@@ -272,7 +272,7 @@ def plan_encoded(
 
 def _unsearched_plan(run: Run, ready: Prepared, search: SearchConfig) -> Plan:
     """The plan of a run stopped before its first search: the prepared state as it is."""
-    start = ready.start
+    start = ready.initial
     phases = [interrupted(name, start) for name in ("Placement", "ConstraintCheck", "Balancing")]
     balance = balances(run.state, run.problem, run.index, start)
     parts = Parts(run, ready, Outcome(phases[0], start, phases[1], phases[2], balance, start, 0, [], True))

@@ -15,11 +15,11 @@ from plbjax.sf._assessment import Placement, headless
 from plbjax.sf._balance import MetricBalance
 from plbjax.sf._balancing_phase import balances
 from plbjax.sf._diagnostics import elimination_sequence, health_reports
-from plbjax.sf._encoding import Index, Problem
 from plbjax.sf._everywhere import everywhere
 from plbjax.sf._explain import Stages, explain
 from plbjax.sf._phase import PhaseResult, Run
 from plbjax.sf._preparation import Prepared
+from plbjax.sf._problem import Index, Problem
 from plbjax.sf._state import ClusterState
 
 SCHEMA_VERSION = 1
@@ -50,7 +50,7 @@ class Parts(NamedTuple):
 def stages(parts: Parts) -> Stages:
     """The placement before the phases and after each one."""
     out = parts.out
-    return Stages(parts.ready.start, out.placed, out.check.placement, out.balancing.placement, out.final)
+    return Stages(parts.ready.initial, out.placed, out.check.placement, out.balancing.placement, out.final)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,15 +118,15 @@ def render(
         [_phase_entry(placement), _phase_entry(out.check), _phase_entry(out.balancing)],
         balance_after,
         run.priorities,
-        int(((ready.start.node_of >= 0) & ~everywhere(run.state, index)).sum()),
+        int(((ready.initial.node_of >= 0) & ~everywhere(run.state, index)).sum()),
     )
     return {
         "SchemaVersion": SCHEMA_VERSION,
         "Phases": told.phases,
         "Balance": _balance_entries(out.balance_before, balance_after),
-        "Score": {"Before": float(ready.original.report.avg), "After": float(final.report.avg)},
+        "Score": {"Before": float(ready.input.report.avg), "After": float(final.report.avg)},
         "Actions": list(actions),
-        "Nodes": _node_entries(index, problem, ready.original, final),
+        "Nodes": _node_entries(index, problem, ready.input, final),
         "Health": ready.health + health_reports(index, problem, final.node_of, final.report),
         "Unplaced": _unplaced(index, problem, final),
         "History": {k: list(v) for k, v in history.items()},

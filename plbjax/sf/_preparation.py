@@ -10,7 +10,12 @@ import numpy as np
 
 from plbjax.sf._assessment import Placement, assessed, violating
 from plbjax.sf._drops import drop_surplus
-from plbjax.sf._encoding import (
+from plbjax.sf._encoding import encode
+from plbjax.sf._encoding_updates import with_parent_hosts, without_dropped
+from plbjax.sf._everywhere import capacity_in_force, parent_hosts, service_nodes
+from plbjax.sf._governance import apply_resource_governance
+from plbjax.sf._primaries import elect_primaries
+from plbjax.sf._problem import (
     AFFINITY,
     FAULT_DOMAIN,
     PRIORITY_SETTINGS,
@@ -18,13 +23,7 @@ from plbjax.sf._encoding import (
     UPGRADE_DOMAIN,
     Index,
     Problem,
-    encode,
-    with_parent_hosts,
-    without_dropped,
 )
-from plbjax.sf._everywhere import capacity_in_force, parent_hosts, service_nodes
-from plbjax.sf._governance import apply_resource_governance
-from plbjax.sf._primaries import elect_primaries
 from plbjax.sf._state import ClusterState
 
 
@@ -56,7 +55,7 @@ def frozen_masks(index: Index, problem: Problem, frozen: Collection[tuple[str, s
     if frozen:
         keys = {(service, str(pid)) for service, pid in frozen}
         free_partitions[: index.n_partitions] = [(s, str(pid)) not in keys for s, pid in index.partitions]
-    kept = np.append(np.asarray(problem.node_kept), False)[index.node_of]  # [R]; -1 (no node) -> False
+    kept = np.append(np.asarray(problem.node_kept), False)[index.initial_node]  # [R]; -1 (no node) -> False
     return free_partitions[np.asarray(problem.replica_partition)] & ~kept, free_partitions
 
 
@@ -66,8 +65,8 @@ class Prepared(NamedTuple):
     state: ClusterState
     problem: Problem
     index: Index
-    original: Placement  # the input as it runs now (replicas on Down nodes count as lost)
-    start: Placement  # where placement starts
+    input: Placement  # the input's placement as it runs now (replicas on Down nodes count as lost)
+    initial: Placement  # the plan's initial placement: where placement starts
     drops: list[dict]
     health: list[dict]  # resource governance's reports
 
@@ -92,25 +91,25 @@ def prepare(encoded: Encoded, priorities: np.ndarray) -> Prepared:
     state, governance_health, problem, index = encoded
     running = np.array([status != "Down" for status in index.node_status] + [False], bool)
     input_node = np.where(running[index.input_node], index.input_node, -1)  # -1 indexes the last, False
-    original = assessed(problem, input_node, index.primary_of)
+    given = assessed(problem, input_node, index.initial_primary)
     usable = _UsableNodes(index, service_nodes(problem)[:, : index.n_nodes])
     state, drops = drop_surplus(
         state,
         index,
-        original.report.loads,
+        given.report.loads,
         capacity_in_force(problem, priorities),
-        violating(index, original, priorities),
+        violating(index, given, priorities),
         usable,
         (int(priorities[FAULT_DOMAIN]), int(priorities[UPGRADE_DOMAIN]), int(priorities[AFFINITY])),
     )
     if drops:
         problem, index = without_dropped(state, index)
-    start = original
-    if drops or not np.array_equal(index.node_of, input_node):
-        start = assessed(problem, index.node_of, index.primary_of)
-    hosts = parent_hosts(problem, index, state, start, priorities)
+    initial = given
+    if drops or not np.array_equal(index.initial_node, input_node):
+        initial = assessed(problem, index.initial_node, index.initial_primary)
+    hosts = parent_hosts(problem, index, state, initial, priorities)
     if hosts:
         problem, index = with_parent_hosts(state, problem, index, hosts)
-        start = assessed(problem, index.node_of, index.primary_of)
-    start = elect_primaries(problem, index, start, priorities)
-    return Prepared(state, problem, index, original, start, drops, governance_health)
+        initial = assessed(problem, index.initial_node, index.initial_primary)
+    initial = elect_primaries(problem, index, initial, priorities)
+    return Prepared(state, problem, index, given, initial, drops, governance_health)

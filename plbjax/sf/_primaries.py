@@ -12,7 +12,7 @@ import numpy as np
 from plbjax.sf import _energy as E
 from plbjax.sf._assessment import Placement, assessed, headless
 from plbjax.sf._constraints import violations
-from plbjax.sf._encoding import AFFINITY, CAPACITY, PREFERRED, THRESHOLD, Index, Problem
+from plbjax.sf._problem import AFFINITY, CAPACITY, PREFERRED, THRESHOLD, Index, Problem
 from plbjax.sf._violations import Violations
 
 

@@ -26,7 +26,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Collection
 
-from plbjax.sf._encoding import with_partitions, without_dropped
+from plbjax.sf._encoding_updates import with_partitions, without_dropped
 from plbjax.sf._findings import Findings, findings_encoded
 from plbjax.sf._governance import governed_again
 from plbjax.sf._plan import Plan, plan_encoded
