@@ -8,7 +8,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from plbjax.sf import _encoding
+from plbjax.sf import _problem
 from plbjax.sf._assessment import Assessment, assess, no_worse
 from plbjax.sf._constraints import measures, violations
 from plbjax.sf._encoding import encode
@@ -28,7 +28,7 @@ def _one(field: str) -> Violations:
 
 def test_the_first_fields_are_the_constraint_kinds_in_measured_order():
     kinds = Violations._fields[:CONSTRAINTS]
-    assert [getattr(_encoding, name.upper()) for name in kinds] == list(range(CONSTRAINTS))
+    assert [getattr(_problem, name.upper()) for name in kinds] == list(range(CONSTRAINTS))
     assert set(Violations._fields[CONSTRAINTS:]) == set(MEASURED_WITH)
 
 

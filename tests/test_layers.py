@@ -60,7 +60,7 @@ MAY_IMPORT: dict[str, set[str]] = {
 # Another group's internal modules (a name with a leading underscore) are imported only here.
 INTERNAL_ALLOWED = {
     "plbjax.sf.replay": {"plbjax.sf._state", "plbjax.sf._settings"},  # DEFAULT_METRICS, resolve_settings
-    "plbjax.baseline": {"plbjax.sf._encoding"},  # the constraint indices of Problem.enforce / penalty
+    "plbjax.baseline": {"plbjax.sf._problem"},  # the constraint indices of Problem.enforce / penalty
 }
 
 
@@ -151,7 +151,7 @@ def test_a_wrong_import_is_caught():
     generator's command line, then in sf, importing sf.replay)."""
     wrong = {
         "plbjax.sf._generator": {"plbjax.sf.replay.generate"},
-        "plbjax.sf._phases": {"plbjax.sf.live.steps"},
+        "plbjax.sf._plan": {"plbjax.sf.live.steps"},
         "plbjax.sf.live.importer": {"plbjax.sf.replay.timeline"},
         "plbjax.sf.replay.loop": {"plbjax.sf.live"},
         "plbjax.sf.live.nodes": {"plbjax.sf._state"},
@@ -167,8 +167,8 @@ def test_a_wrong_import_is_caught():
     allowed = {
         "plbjax.sf.replay.loop": {"plbjax.sf", "plbjax.sf._state", "plbjax.sf.replay.events"},
         "plbjax.generate_cli": {"plbjax.sf", "plbjax.sf.replay.generate"},
-        "plbjax.baseline._arrays": {"plbjax.sf", "plbjax.sf._encoding"},
-        "plbjax.sf._phases": {"plbjax.sf._encoding", "plbjax.anneal", "plbjax.version"},
+        "plbjax.baseline._arrays": {"plbjax.sf", "plbjax.sf._problem"},
+        "plbjax.sf._plan": {"plbjax.sf._encoding", "plbjax.anneal", "plbjax.version"},
     }
     assert wrong_imports(allowed) == []
 
