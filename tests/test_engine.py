@@ -47,7 +47,7 @@ def test_the_model_passes_the_model_check(states, seed, parallel):
     its kept moves one by one, the same key the same chain; `featured`: affinity parents move with a
     child, and defragmentation keeps leaf-domain loads."""
     problem, _ = searchable(_featured_state(5) if seed == "featured" else states[seed])
-    assert problem.features.defrag == problem.features.affinity == (seed == "featured")
+    assert problem.cluster.features.defrag == problem.cluster.features.affinity == (seed == "featured")
     config = A.KernelConfig(tries=16, parallel=True, room=16) if parallel else QUICK.kernel
     report = A.check_model(
         S.model(),
@@ -55,7 +55,7 @@ def test_the_model_passes_the_model_check(states, seed, parallel):
         jax.random.PRNGKey(3),
         config,
         tolerance=A.Tolerance(rtol=2e-5, atol=1e-3),
-        fields=RECOMPUTED + (DEFRAG if problem.features.defrag else ()),
+        fields=RECOMPUTED + (DEFRAG if problem.cluster.features.defrag else ()),
         energy=_exact_energy,
     )
     assert report.valid > 20 and report.kept >= (5 if parallel else 1)
@@ -71,7 +71,7 @@ def _finished(problem, state, key):
 
     def one(move, energy, change):
         after = S.apply_one(problem, state, move, jnp.asarray(True), energy, change)
-        return after.domain_violations, domain_violations_of(problem, after.node_of)
+        return after.domain_violations, domain_violations_of(problem.cluster, after.node_of)
 
     domains, exact = jax.vmap(one)(moves, energies, changes)
     return valid, energies, domains, exact, bound, maybe
