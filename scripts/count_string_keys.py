@@ -30,7 +30,7 @@ PHASES = (  # the modules `_phases.py` was split into (issue 39), and the name i
     "violations",
 )
 GROUPS = {
-    "phases": tuple(f"plbjax/sf/_{name}.py" for name in PHASES) + ("plbjax/sf/_phases/**/*.py",),
+    "phases": tuple(f"plbjax/sf/_{name}.py" for name in PHASES),
     "replay": ("plbjax/sf/replay/*.py",),
 }
 _METHODS = {"get", "pop", "setdefault"}
