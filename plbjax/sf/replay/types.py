@@ -1,5 +1,6 @@
 """The replay's types: what the probe and the planner answer (`Needs`, `PlannedRound`), a round's
-counts, the series' rows and the record (`Replay`), and where the wall time goes (`Stopwatch`)."""
+counts, the series' rows and the record (`Replay`), where the wall time goes (`Stopwatch`), and
+`Gone`, raised by an event whose replica no longer exists."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypeVar
 
+from plbjax.errors import BadInput
+
 PartitionKey = tuple[str, str]  # (ServiceName, str(PartitionId))
 PHASES = ("Placement", "ConstraintCheck", "Balancing")
 EPS = 1e-9  # simulated times closer than this are the same time
@@ -17,6 +20,10 @@ EPS = 1e-9  # simulated times closer than this are the same time
 PARTS = ("events", "probe", "planner", "loop")
 Progress = Callable[[float, Mapping[str, float], Mapping[str, int], int], None]
 T = TypeVar("T")
+
+
+class Gone(BadInput):
+    """The event names a replica that no longer exists (the loop skips such an event)."""
 
 
 @dataclass(frozen=True)
