@@ -1,11 +1,12 @@
 """SF's three kinds of work, in its order — placement, constraint check, balancing — to a `Plan`.
 
-Every phase runs the same annealer on the same encoded problem (one compilation), scoped by
-`encoding.scope`: which replicas may move, which primaries may swap, which constraints may not get
-worse. Violations enter the energy weighted by SF's constraint priorities (hard 0, soft 1,
-optimization 2, off -1), so placement and constraint checks trade them the way SF does: a hard
-constraint that held is never broken, a soft one may give way to fix a hard one. The plan holds its
-actions and History; its document is rendered when asked for (`Plan.document`).
+Every phase runs the same annealer on the same encoded cluster (one compilation), scoped by
+`_scope.scope` (a `Search`: the cluster and what the phase may do): which replicas may move, which
+primaries may swap, which constraints may not get worse. Violations enter the energy weighted by
+SF's constraint priorities (hard 0, soft 1, optimization 2, off -1), so placement and constraint
+checks trade them the way SF does: a hard constraint that held is never broken, a soft one may give
+way to fix a hard one. The plan holds its actions and History; its document is rendered when asked
+for (`Plan.document`).
 """
 
 from __future__ import annotations
