@@ -383,7 +383,7 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     with _stop_on_signals("plbjax-replay", stopping, None if cfg.out else run_dir) as signals:
         record = replay(
             timeline,
-            *engine(cfg.search),
+            *engine(cfg.search, rounds=cfg.rounds),
             seed=cfg.search.seed,
             progress=ReplayProgress(timeline.duration),
             stop=anneal.STOP.is_set,

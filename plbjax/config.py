@@ -48,13 +48,15 @@ class RunConfig:
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)
 
 
-REPLAY_ROUND_STEPS = 2_000  # a replay plans hundreds of rounds: each phase's search, in steps
+REPLAY_ROUND_STEPS = 2_000  # a replay plans hundreds of rounds: each phase's full search, in steps
+REPLAY_BLOCK_STEPS = 500  # a round's search grows in blocks of this many steps (plbjax/sf/replay/round_search.py)
+ROUND_SEARCHES = ("adaptive", "fixed")  # how long a replay round searches (round_search.ADAPTIVE, FIXED)
 
 
 def _replay_search() -> SearchConfig:
     """Steps, not seconds, bound each round's search, so that a replay is the same for the same
     timeline, seed and backend whatever the machine's load."""
-    return SearchConfig(seconds=None, steps=REPLAY_ROUND_STEPS)
+    return SearchConfig(seconds=None, steps=REPLAY_ROUND_STEPS, block_steps=REPLAY_BLOCK_STEPS)
 
 
 @dataclasses.dataclass
@@ -65,6 +67,11 @@ class ReplayConfig:
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)  # the initial state's thresholds
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # PLB settings by SF name (+settings.NAME=V)
+    rounds: str = "adaptive"  # adaptive: quick balancing rounds search as much as changed; fixed: search.steps
+
+    def __post_init__(self) -> None:
+        if self.rounds not in ROUND_SEARCHES:
+            raise BadInput(f"rounds: {self.rounds!r} is not one of {', '.join(ROUND_SEARCHES)}")
 
 
 def register() -> None:

@@ -43,7 +43,7 @@ def test_history_blocks_a_return_until_a_new_trigger():
     class PingPong(OneMove):
         """Moves the one instance to the other node, unless History forbids it; always 'imbalanced'."""
 
-        def __call__(self, state_doc, phase, node_type, seed, frozen):
+        def __call__(self, state_doc, phase, node_type, seed, frozen, effort=None):
             self.calls.append((phase, node_type, state_doc, frozen))
             r = state_doc["Partitions"][0]["Replicas"][0]
             history = {k: list(v) for k, v in state_doc.get("History", {}).items()}

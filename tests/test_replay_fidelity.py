@@ -14,6 +14,7 @@ from plbjax import SearchConfig, load_state
 from plbjax.sf.replay import parse_timeline, replay
 from plbjax.sf.replay.engine import EnginePlanner, EngineProbe
 from plbjax.sf.replay.scenarios import diurnal
+from plbjax.sf.replay.types import FULL
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 SEARCH = SearchConfig(chains=1, tries=16, parallel=True, steps=500, seconds=None, block_steps=250)
@@ -25,8 +26,8 @@ class Recording(EnginePlanner):
 
     plans: list = dataclasses.field(default_factory=list)
 
-    def plan(self, state_doc, phase, node_type, seed, frozen):
-        plan = super().plan(state_doc, phase, node_type, seed, frozen)
+    def plan(self, state_doc, phase, node_type, seed, frozen, effort=FULL):
+        plan = super().plan(state_doc, phase, node_type, seed, frozen, effort)
         self.plans.append(plan)
         return plan
 

@@ -128,7 +128,7 @@ class OneMove:
     calls: list[tuple[str, str | None, dict, frozenset]] = field(default_factory=list)
     pick: random.Random | None = None
 
-    def __call__(self, state_doc, phase, node_type, seed, frozen):
+    def __call__(self, state_doc, phase, node_type, seed, frozen, effort=None):
         self.calls.append((phase, node_type, state_doc, frozen))
         load, history = counts(state_doc), {k: list(v) for k, v in state_doc.get("History", {}).items()}
         if phase == "Placement":
@@ -264,11 +264,12 @@ def test_a_stopped_replay_ends_where_it_stopped_and_says_so():
     assert not whole.interrupted and summary(whole)["Interrupted"] is False
 
 
-def test_progress_line_says_time_rounds_movements_and_speed():
+def test_progress_line_says_time_rounds_movements_speed_and_each_parts_share():
     shown = io.StringIO()
     progress = ReplayProgress(7200, quiet_for=0, every=0, stream=shown)
-    progress(3600, {}, {"Balancing": 12, "Placement": 3}, 5)
+    progress(3600, {"events": 1.0, "search": 3.0}, {"Balancing": 12, "Placement": 3}, 5)
     line = shown.getvalue()
     assert "simulated 3,600 s of 7,200 (50%)" in line and "Balancing 12, Placement 3" in line
     assert "5 movement(s)" in line and "simulated h per wall minute" in line
-    assert progress.line(3600, {}, 0, 60.0).endswith("1.00 simulated h per wall minute")
+    assert line.rstrip().endswith("events 25%, search 75%")
+    assert "1.00 simulated h per wall minute;" in progress.line(3600, {}, 0, 60.0, {"search": 1.0})

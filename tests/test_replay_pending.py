@@ -28,7 +28,7 @@ def test_block_list_expiry_is_applied_in_time_order_among_the_events():
     state["Services"][0]["ServiceTypeName"] = "SvcType"
     seen = []
 
-    def planner(state_doc, phase, node_type, seed, frozen):
+    def planner(state_doc, phase, node_type, seed, frozen, effort=None):
         seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
         return planned([], {})
 
@@ -48,7 +48,7 @@ def test_a_block_list_entry_added_again_lasts_until_the_later_until():
     state = cluster({"N0": 2, "N1": 2}, {})
     seen = []
 
-    def planner(state_doc, phase, node_type, seed, frozen):
+    def planner(state_doc, phase, node_type, seed, frozen, effort=None):
         seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
         return planned([], {})
 

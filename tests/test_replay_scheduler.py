@@ -66,7 +66,7 @@ def test_domain_violations_wait_out_the_constraint_fix_partial_delay_after_a_nod
     state = cluster({"N0": 2, "N1": 0, "N2": 0}, {"ConstraintFixPartialDelayAfterNodeDown": 4})
     seen = []
 
-    def planner(state_doc, phase, node_type, seed, frozen):
+    def planner(state_doc, phase, node_type, seed, frozen, effort=None):
         seen.append(phase)
         return planned([], {})
 
@@ -82,7 +82,7 @@ def test_placement_retries_without_moves_then_places_with_moves():
     state = cluster({"N0": 2, "N1": 0}, {"PLBActionRetryTimes": 3, "LoadBalancingEnabled": False})
     modes = []
 
-    def planner(state_doc, phase, node_type, seed, frozen):
+    def planner(state_doc, phase, node_type, seed, frozen, effort=None):
         modes.append((phase, state_doc["Settings"].get("MoveExistingReplicaForPlacement", True)))
         return planned([], {})
 
@@ -176,8 +176,8 @@ def test_no_balancing_during_an_upgrade_and_domains_return_to_their_snapshot():
     class MovesForPlacement(OneMove):
         """Placement also moves r1 from N0 to N3 (placement with move)."""
 
-        def __call__(self, state_doc, phase, node_type, seed, frozen):
-            plan = super().__call__(state_doc, phase, node_type, seed, frozen)
+        def __call__(self, state_doc, phase, node_type, seed, frozen, effort=None):
+            plan = super().__call__(state_doc, phase, node_type, seed, frozen, effort)
             if phase == "Placement":
                 moved = action({"PartitionId": "p1"}, "r1", "MoveInstance", "N0", "N3")
                 return plan._replace(actions=(*plan.actions, moved))

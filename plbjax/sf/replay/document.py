@@ -95,6 +95,11 @@ class StateDocument:
         """A plan's History replaces the document's."""
         self.doc = {**self.doc, "History": {k: list(v) for k, v in history.items()}}
 
+    def forget_history(self, replicas: set[str]) -> None:
+        """The document's History without the entries of `replicas` (`history.HistoryAge.expired`)."""
+        history = self.doc.get("History") or {}
+        self.doc = {**self.doc, "History": {k: v for k, v in history.items() if k not in replicas}}
+
     def clean_history(self) -> None:
         """The document's History without entries of replicas and nodes it no longer has."""
         doc = self.doc

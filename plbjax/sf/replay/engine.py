@@ -7,7 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 from plbjax.sf import Plan, SearchConfig, Session
-from plbjax.sf.replay.types import Needs, PartitionKey, PlannedRound
+from plbjax.sf.replay.round_search import ADAPTIVE, round_search
+from plbjax.sf.replay.types import FULL, Effort, Needs, PartitionKey, PlannedRound
 
 
 def _ratio(max_load: float, min_load: float) -> float:
@@ -50,27 +51,45 @@ class EngineProbe:
 
 @dataclasses.dataclass(frozen=True)
 class EnginePlanner:
-    """One phase of `plbjax.sf.plan` with this search (its seed replaced by the round's)."""
+    """One phase of `plbjax.sf.plan` with this search (its seed replaced by the round's), as long as
+    the round's effort asks (`round_search`) unless `rounds` is "fixed"."""
 
     search: SearchConfig
     session: Session = dataclasses.field(default_factory=Session)
+    rounds: str = ADAPTIVE
 
     def __call__(
-        self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
+        self,
+        state_doc: dict,
+        phase: str,
+        node_type: str | None,
+        seed: int,
+        frozen: frozenset[PartitionKey],
+        effort: Effort = FULL,
     ) -> PlannedRound:
         """The round's actions and History, from its plan."""
-        plan = self.plan(state_doc, phase, node_type, seed, frozen)
-        return PlannedRound(plan.actions, plan.history)
+        plan = self.plan(state_doc, phase, node_type, seed, frozen, effort)
+        return PlannedRound(plan.actions, plan.history, plan.search.seconds)
 
     def plan(
-        self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
+        self,
+        state_doc: dict,
+        phase: str,
+        node_type: str | None,
+        seed: int,
+        frozen: frozenset[PartitionKey],
+        effort: Effort = FULL,
     ) -> Plan:
         """The round's plan (its document is rendered only by a caller that asks for it)."""
         search = dataclasses.replace(self.search, seed=seed)
+        if self.rounds == ADAPTIVE:
+            search = round_search(search, effort)
         return self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen)
 
 
-def engine(search: SearchConfig, session: Session | None = None) -> tuple[EnginePlanner, EngineProbe]:
+def engine(
+    search: SearchConfig, session: Session | None = None, rounds: str = ADAPTIVE
+) -> tuple[EnginePlanner, EngineProbe]:
     """The planner and the probe of a replay, on one session (a fresh resident one by default)."""
     session = session or Session()
-    return EnginePlanner(search, session), EngineProbe(session)
+    return EnginePlanner(search, session, rounds), EngineProbe(session)

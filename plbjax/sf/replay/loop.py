@@ -8,14 +8,18 @@ refresh the scheduler picks the round's phase.
 
 What the planner and the probe receive (see `Planner`, `Probe`):
 - the state document as the Failover Manager has it (in-flight actions not yet applied), its
-  History carried from the last plan and cleared when a (metric, node type) becomes imbalanced;
+  History carried from the last plan, cleared when a (metric, node type) becomes imbalanced, and
+  without a partition's entries once its last balancing movement is MovementPerPartitionThrottle-
+  CountingInterval old (`history`, SF's PLBScheduler::RefreshTimedCounters);
 - for the planner, Settings adjusted for the throttle windows: each global throttle pair
   (GlobalMovementThrottleThreshold[ForBalancing|ForPlacement] and its Percentage) becomes the
   absolute allowance left in GlobalMovementThrottleCountingInterval (Percentage 0); a placement with
   no allowance left gets MaxPercentageToMoveForPlacement 0 (it places without moving);
 - `frozen`: partitions the search must not touch (no move, swap, promotion, add or drop): those
   with an action in flight, and, for Balancing, those moved by MovementPerPartitionThrottleThreshold
-  balancing rounds within MovementPerPartitionThrottleCountingInterval.
+  balancing rounds within MovementPerPartitionThrottleCountingInterval;
+- `effort`: how much the round's search should take on (`round_search`: SF's quick or slow balancing,
+  the share of partitions changed since the last balancing round).
 Movements (moves and swaps) count against the throttles when issued: balancing's against the
 balancing and global windows, placement's against the placement and global windows; the
 constraint check is not throttled. A round's History (`PlannedRound`) replaces the document's. The
@@ -39,8 +43,10 @@ from collections.abc import Callable
 
 from plbjax.sf.replay.document import StateDocument
 from plbjax.sf.replay.events import Event, apply_events, describe
+from plbjax.sf.replay.history import HistoryAge
 from plbjax.sf.replay.inflight import InFlight
 from plbjax.sf.replay.pending import Pending
+from plbjax.sf.replay.round_search import Touched, effort
 from plbjax.sf.replay.scheduler import Scheduler, tick_at_or_after
 from plbjax.sf.replay.throttles import Window
 from plbjax.sf.replay.timeline import Timeline
@@ -108,6 +114,8 @@ class _Loop:
         self.state = StateDocument(timeline.state, probe, self.stopwatch)
         self.pending, self.flight, self.window = Pending(timeline.events), InFlight(), Window()
         self.scheduler = Scheduler(self.state, self.flight, self.window)
+        self.history = HistoryAge(timeline.state)  # when History's partitions last moved (bounds it)
+        self.touched = Touched()  # partitions changed since the last balancing round (its search's effort)
         self.now = 0.0  # the time last processed
         self.rows: list[Row] = []
         self.actions: list[dict] = []
@@ -136,6 +144,7 @@ class _Loop:
                     break
             if self.progress is not None:
                 self.progress(t, self.stopwatch.timings(), dict(self.rounds), self.cumulative)
+        self._bound_history(end)
         seconds = self.stopwatch.elapsed()
         return Replay(
             tuple(self.rows),
@@ -162,17 +171,30 @@ class _Loop:
 
     def _round(self, now: float) -> None:
         choice = self.scheduler.begin_round(now)
+        self._bound_history(now)
         if choice is not None:
             self._run_phase(now, *choice)
         self.scheduler.end_round()
 
+    def _bound_history(self, now: float) -> None:
+        """History without the partitions whose last balancing movement left the counting window."""
+        history = self.state.doc.get("History") or {}
+        expired = self.history.expired(history, now, self.state.settings().partition_interval)
+        if expired:
+            self.state.forget_history(expired)
+
     def _run_phase(self, now: float, phase: str, node_types: tuple[str | None, ...]) -> None:
+        share = self.touched.share(self.state.doc["Partitions"])
+        asked = effort(phase, self.scheduler.balancing.action, share, self.state.settings())
+        if phase == "Balancing":
+            self.touched.clear()
         issued = 0
         for node_type in node_types:
             view, frozen = self.scheduler.view(phase, now), self.scheduler.frozen(phase)
             planned = self.stopwatch.timed(
-                "planner", self.planner, view, phase, node_type, self.seed + self.calls, frozen
+                "planner", self.planner, view, phase, node_type, self.seed + self.calls, frozen, asked
             )
+            self.stopwatch.moved("planner", "search", planned.search_seconds)
             if self.stop():  # the search was cut short: its plan is not issued
                 raise _Stopped
             self.calls += 1
@@ -193,11 +215,13 @@ class _Loop:
             typed = {"NodeType": node_type} if node_type else {}
             self.actions.append({"Time": now, "Phase": phase, **typed, **fields})
             kind = action["Action"]
+            self.touched.moved(partition_key(action))
             if is_movement(kind):
                 self.cumulative += 1
                 self.window.moved(now, phase)
                 if phase == "Balancing":
                     moved.add(partition_key(action))
+                    self.history.moved(action, now)
             self.flight.issue(action, now, self.timeline.action_seconds.of(kind))
         self.window.partitions_moved(now, moved)
         return Counts.of(actions)
@@ -221,6 +245,7 @@ class _Loop:
         changes = self.scheduler.changes
         for event in applied:
             self.pending.applied(event)
+            self.touched.event(event.kind, event.fields)
             changes.node_down = now if event.kind in _NODE_DOWN else changes.node_down
             changes.new_node = now if event.kind in _NEW_NODE else changes.new_node
             if event.kind == "LoadReport":

@@ -10,8 +10,8 @@ from typing import TextIO
 
 class ReplayProgress:
     """A `replay` progress callback printing, every `every` wall seconds (the first after
-    `quiet_for`), the simulated time reached, rounds by phase, movements and simulated hours per
-    wall minute."""
+    `quiet_for`), the simulated time reached, rounds by phase, movements, simulated hours per wall
+    minute and the share of the wall time each part took (`types.PARTS`)."""
 
     def __init__(self, duration: float, quiet_for: float = 5.0, every: float = 5.0, stream: TextIO | None = None):
         self.duration, self.every, self.stream = duration, every, stream
@@ -23,13 +23,22 @@ class ReplayProgress:
         if wall < self.next:
             return
         self.next = wall + self.every
-        print(self.line(now, rounds, movements, wall - self.start), file=self.stream or sys.stderr, flush=True)
+        line = self.line(now, rounds, movements, wall - self.start, timings)
+        print(line, file=self.stream or sys.stderr, flush=True)
 
-    def line(self, now: float, rounds: Mapping[str, int], movements: int, wall: float) -> str:
+    def line(
+        self, now: float, rounds: Mapping[str, int], movements: int, wall: float, timings: Mapping[str, float]
+    ) -> str:
         share = f" ({100 * now / self.duration:.0f}%)" if self.duration > 0 else ""
         phases = ", ".join(f"{phase} {count}" for phase, count in rounds.items()) or "none"
         rate = (now / 3600) / (wall / 60) if wall > 0 else 0.0
         return (
             f"plbjax-replay: simulated {now:,.0f} s of {self.duration:,.0f}{share}; rounds: {phases}; "
-            f"{movements} movement(s); {rate:.2f} simulated h per wall minute"
+            f"{movements} movement(s); {rate:.2f} simulated h per wall minute; {_shares(timings)}"
         )
+
+
+def _shares(timings: Mapping[str, float]) -> str:
+    """Each part's share of the wall time: `events 4%, probe 9%, ...`."""
+    total = sum(timings.values()) or 1.0
+    return ", ".join(f"{part} {100 * seconds / total:.0f}%" for part, seconds in timings.items())

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from plbjax.sf.replay.document import StateDocument
 from plbjax.sf.replay.inflight import InFlight
+from plbjax.sf.replay.round_search import BalancingAction
 from plbjax.sf.replay.settings import Settings, with_settings
 from plbjax.sf.replay.throttles import Window, throttle_overrides
 from plbjax.sf.replay.types import EPS, Needs, PartitionKey
@@ -96,6 +97,7 @@ class Scheduler:
         self.state, self.flight, self.window = state, flight, window
         self.timers, self.changes, self.fruitless = Timers(), Changes(), Fruitless()
         self.placement, self.with_move = PlacementMode(), False
+        self.balancing = BalancingAction()  # SF's quick or slow balancing search (`round_search`)
         self.last_avg: float | None = None  # AvgStdDev after the last balancing
 
     def _settings(self) -> Settings:
@@ -179,6 +181,7 @@ class Scheduler:
         version = self.state.version
         if phase == "Balancing":
             self.last_avg = self._needs().avg_std_dev
+            self.balancing.ran(self._settings().retry_times)
         elif not issued and phase == "Placement" and not self.with_move and self._settings().move_for_placement:
             self.fruitless.placement_new = version  # not searched again; the retries still count
         elif not issued:
@@ -280,6 +283,8 @@ class Scheduler:
         chosen = tuple(t for t in expired if t in imbalanced and not self._small_change(t, needs))
         for t in expired:
             self.timers.balancing[t] = now
+        if expired and not imbalanced:
+            self.balancing.balanced()
         return chosen
 
     def _balancing_throttled(self, now: float) -> bool:

@@ -15,9 +15,10 @@ from plbjax.errors import BadInput
 PartitionKey = tuple[str, str]  # (ServiceName, str(PartitionId))
 PHASES = ("Placement", "ConstraintCheck", "Balancing")
 EPS = 1e-9  # simulated times closer than this are the same time
-# Where a replay's wall time goes (Replay.timings): applying events, the probe, the planner, and
-# the rest (the scheduler, throttles, applying completed actions: "loop").
-PARTS = ("events", "probe", "planner", "loop")
+# Where a replay's wall time goes (Replay.timings): applying events, the probe, the planner's own
+# work (preparing and decoding a plan), its searches, and the rest (the scheduler, throttles,
+# applying completed actions: "loop"). All but "search" is the host's share.
+PARTS = ("events", "probe", "planner", "search", "loop")
 Progress = Callable[[float, Mapping[str, float], Mapping[str, int], int], None]
 T = TypeVar("T")
 
@@ -45,6 +46,20 @@ class PlannedRound(NamedTuple):
 
     actions: tuple[dict, ...]
     history: Mapping[str, tuple[str, ...]]  # str(ReplicaId) -> nodes it left
+    search_seconds: float = 0.0  # of the planner's wall time, its searches' (compilation excluded)
+
+
+class Effort(NamedTuple):
+    """What a round's search should take on (`round_search`): the share of partitions changed since
+    the phase's last round (1: all, or unknown) and SF's caps (seconds: the round's timeout;
+    blocks: None, no limit)."""
+
+    share: float = 1.0
+    seconds: float | None = None
+    blocks: int | None = None
+
+
+FULL = Effort()  # a round's full search (the planner's search as it is)
 
 
 class Probe(Protocol):
@@ -55,10 +70,16 @@ class Probe(Protocol):
 
 class Planner(Protocol):
     def __call__(
-        self, state_doc: dict, phase: str, node_type: str | None, seed: int, frozen: frozenset[PartitionKey]
+        self,
+        state_doc: dict,
+        phase: str,
+        node_type: str | None,
+        seed: int,
+        frozen: frozenset[PartitionKey],
+        effort: Effort = FULL,
     ) -> PlannedRound:
         """One phase's round; Balancing moves only replicas on `node_type`'s nodes when it is given;
-        nothing in the `frozen` partitions changes."""
+        nothing in the `frozen` partitions changes; its search fits `effort`."""
         ...
 
 
@@ -139,6 +160,12 @@ class Stopwatch:
             return work(*args)
         finally:
             self.spent[part] += wallclock.perf_counter() - begin
+
+    def moved(self, source: str, target: str, seconds: float) -> None:
+        """`seconds` counted in `source` belong to `target` (the planner's searches)."""
+        seconds = min(seconds, self.spent[source])
+        self.spent[source] -= seconds
+        self.spent[target] += seconds
 
     def elapsed(self) -> float:
         return wallclock.perf_counter() - self.start
