@@ -6,20 +6,24 @@ default timers: PLBRefreshGap 1 s, MinPlacementInterval 1 s, MinConstraintCheckI
 MinLoadBalancingInterval 5 s) gets a diurnal timeline (`scenarios.diurnal`): every 5 minutes every
 partition's replicas of each role report loads following a daily sine with noise (about 18,000
 LoadReport events per period, 5.2 million over 24 hours). The replay runs as `plbjax-replay` runs
-it: the engine's planner with the replay's default per-round search (`ReplayConfig`, 2,000 steps a phase)
-and the engine's probe.
+it: the engine's planner with the replay's default per-round search (`ReplayConfig`: 2,000 steps a
+phase in blocks of 500, quick balancing rounds as long as what changed asks, `round_search`; `--rounds
+fixed`: every round the full search) and the engine's probe.
 
 Measured: wall seconds to generate the timeline, to load it (validate: every event played on the
-state), the replay itself split by `Replay.timings` (applying events, the probe, the planner, the
-rest of the loop), and writing the record (`write_outputs`); simulated hours per wall minute of the
-replay (and of load + replay + record); rounds by phase; XLA compilations (count and seconds).
-The goal: the 24 simulated hours in at most 10 wall minutes on the 2-core CPU.
+state), the replay itself split by `Replay.timings` (applying events, the probe, the planner's own work, its
+searches, the rest of the loop; `HostShare`: all but the searches), and writing the record
+(`write_outputs`); simulated hours per wall minute of the replay (and of load + replay + record);
+rounds by phase; XLA compilations (count and seconds). The goal: the 24 simulated hours in at most
+10 wall minutes on the 2-core CPU (issue 40: 2.4 simulated hours per wall minute, a host share of at
+most 15 %). `--quality BEFORE AFTER` compares two records' imbalance and movements.
 
 Results go to results/replay_cpu.json (rewritten every ~15 s while the replay runs, so an
 interrupted run leaves its numbers; `"Finished": false` until the end) and results/replay_cpu.png.
 
     nice -n 10 python scripts/bench_replay.py                        # the benchmark (24 h)
     python scripts/bench_replay.py --hours 0.5 --nodes 100 --replicas 3000 --out /tmp/smoke
+    python scripts/bench_replay.py --quality RECORD_BEFORE RECORD_AFTER --out results/replay_quality
 """
 
 from __future__ import annotations
@@ -89,9 +93,19 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--compare", nargs="+", metavar="JSON", help="only plot these results' progress together (--out.png)"
     )
+    ap.add_argument(
+        "--quality",
+        nargs=2,
+        metavar=("BEFORE", "AFTER"),
+        help="only compare two records' imbalance and movements (folders of series.csv; --out.json/.png)",
+    )
+    ap.add_argument("--rounds", default=None, help="adaptive or fixed (default: ReplayConfig's)")
     args = ap.parse_args(argv)
     if args.compare:
         compare([Path(p) for p in args.compare], Path(args.out).with_suffix(".png"))
+        return 0
+    if args.quality:
+        quality(*(Path(p) for p in args.quality), Path(args.out))
         return 0
     faulthandler.register(signal.SIGUSR1)  # kill -USR1 PID: where it is now, on stderr
 
@@ -106,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
 
     anneal.enable_compilation_cache()
     compilations = Compilations()
-    search = ReplayConfig().search
+    search, rounds = ReplayConfig().search, args.rounds or ReplayConfig().rounds
     if args.round_seconds is not None:
         search = dataclasses.replace(search, seconds=args.round_seconds)
     if args.round_steps is not None:
@@ -118,6 +132,7 @@ def main(argv: list[str] | None = None) -> int:
         "Cluster": dataclasses.asdict(spec),
         "ClusterSeed": CLUSTER_SEED,
         "Search": dataclasses.asdict(search),
+        "RoundSearch": rounds,
         "Seed": args.seed,
         "LoadReportMinutes": args.every_minutes,
         "Goal": {"SimulatedHours": GOAL_SIMULATED_HOURS, "WallSeconds": GOAL_WALL_SECONDS},
@@ -179,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         save()
 
     calls = {"probe": 0, "planner": 0}
-    planner, probe = engine(search)
+    planner, probe = engine(search, rounds=rounds)
     held = lambda: {"Encodings": planner.session.encodings, "Updates": planner.session.updates}
 
     def counted(part: str, work):
@@ -221,6 +236,7 @@ def main(argv: list[str] | None = None) -> int:
         SimulatedHoursPerWallMinute=round(record.duration / 3600 / (wall / 60), 3),
         SimulatedHoursPerWallMinuteWithLoadAndRecord=round(record.duration / 3600 / (total / 60), 3),
         ReplayTimings={k: round(v, 3) for k, v in record.timings.items()},
+        HostShare=round(1 - record.timings.get("search", 0.0) / max(sum(record.timings.values()), 1e-9), 4),
         Rounds=dict(record.rounds),
         Calls=calls,
         Session=held(),
@@ -273,6 +289,52 @@ def plot(result: dict, path: Path) -> None:
     right.set_xlabel("wall seconds")
     right.set_title(f"where the wall time went (rounds: {result.get('Rounds', {})})", fontsize=8)
     write_figure(path, fig)
+
+
+def _series(record: Path) -> list[dict]:
+    import csv
+
+    with open(record / "series.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def quality(before: Path, after: Path, out: Path) -> None:
+    """Two records of the same timeline side by side: time-averaged AvgStdDev (as the summary
+    computes it), cumulative movements, their ratios, and AvgStdDev after each balancing round."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from plbjax.files import write_figure, write_text
+
+    result: dict = {"Records": {"Before": str(before), "After": str(after)}}
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(10, 6.5), sharex=True)
+    for name, record in (("Before", before), ("After", after)):
+        rows, summary = _series(record), json.loads((record / "summary.json").read_text())
+        rounds = [r for r in rows if r["Phase"] == "Balancing"]
+        result[name] = {
+            "TimeAveragedAvgStdDev": summary["TimeAveragedAvgStdDev"],
+            "CumulativeMovements": summary["CumulativeMovements"],
+            "Rounds": summary["Rounds"],
+            "MeanAvgStdDevAfterBalancing": sum(float(r["AvgStdDev"]) for r in rounds) / max(len(rounds), 1),
+        }
+        hours = [float(r["Time"]) / 3600 for r in rounds]
+        top.plot(hours, [float(r["AvgStdDev"]) for r in rounds], ".", ms=2, label=f"{name.lower()}: {record.name}")
+        bottom.plot([float(r["Time"]) / 3600 for r in rows], [int(r["CumulativeMovements"]) for r in rows], label=name)
+    result["Ratios"] = {
+        k: round(result["After"][k] / result["Before"][k], 4) if result["Before"][k] else None
+        for k in ("TimeAveragedAvgStdDev", "CumulativeMovements", "MeanAvgStdDevAfterBalancing")
+    }
+    top.set_ylabel("AvgStdDev after each balancing round")
+    top.set_title(f"after / before: {result['Ratios']}", fontsize=8)
+    top.legend(fontsize=8)
+    bottom.set_ylabel("cumulative movements")
+    bottom.set_xlabel("simulated hours")
+    bottom.legend(fontsize=8)
+    write_figure(out.with_suffix(".png"), fig)
+    write_text(out.with_suffix(".json"), json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result["Ratios"]))
 
 
 def compare(paths: list[Path], path: Path) -> None:
