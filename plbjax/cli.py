@@ -381,15 +381,16 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
         outs = [run_dir, Path(cfg.out) / run_dir.name]
     stopping = "stopping the simulated clock; writing the record up to there (a second signal exits at once)"
     with _stop_on_signals("plbjax-replay", stopping, None if cfg.out else run_dir) as signals:
+        plans: list[dict] | None = [] if cfg.record.plans else None
         record = replay(
             timeline,
-            *engine(cfg.search, rounds=cfg.rounds),
+            *engine(cfg.search, rounds=cfg.rounds, documents=plans),
             seed=cfg.search.seed,
             progress=ReplayProgress(timeline.duration),
             stop=anneal.STOP.is_set,
         )
     for out in outs:
-        write_outputs(record, out)
+        write_outputs(record, out, plans or ())
     result = summary(record)
     print("plbjax-replay: " + "\n  ".join([*story(record), f"Written to {', '.join(map(str, outs))}."]))
     if signals.received and HydraConfig.get().mode != RunMode.MULTIRUN:

@@ -37,6 +37,11 @@ class BalancingConfig:
 
 
 @dataclasses.dataclass
+class RecordConfig:
+    plans: bool = False  # also write each round's plan document (plans/NNNNN-Phase.json, plans/index.json)
+
+
+@dataclasses.dataclass
 class RunConfig:
     state: str = MISSING  # cluster state document (JSON or YAML)
     out: str | None = None  # also write the plan here (it is always written to the run directory)
@@ -67,6 +72,7 @@ class ReplayConfig:
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)  # the initial state's thresholds
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # PLB settings by SF name (+settings.NAME=V)
+    record: RecordConfig = dataclasses.field(default_factory=RecordConfig)  # what the record holds besides the series
     rounds: str = "adaptive"  # adaptive: quick balancing rounds search as much as changed; fixed: search.steps
 
     def __post_init__(self) -> None:

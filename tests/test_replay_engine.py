@@ -87,6 +87,7 @@ def test_replay_command_writes_the_record(tmp_path):
             "search.seconds=null",
             "search.chains=1",
             "search.tries=16",
+            "record.plans=true",
             f"hydra.run.dir={tmp_path / 'run'}",
         ],
         capture_output=True,
@@ -96,8 +97,14 @@ def test_replay_command_writes_the_record(tmp_path):
     assert done.returncode == 0, done.stderr
     assert timeline_bytes == (EXAMPLES / "timelines" / "small-fd-failure.yaml").read_bytes()  # input unchanged
     files = {p.name for p in (tmp_path / "r").iterdir()}
-    assert {"series.csv", "series.json", "actions.jsonl", "final-state.json", "summary.json"} <= files
+    assert {"series.csv", "series.json", "actions.jsonl", "final-state.json", "summary.json", "plans"} <= files
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["SimulatedSeconds"] == 630
+    rounds = [r for r in json.loads((tmp_path / "r" / "series.json").read_text()) if r["Trigger"] != "Event"]
+    index = json.loads((tmp_path / "r" / "plans" / "index.json").read_text())  # record.plans: each round's plan
+    assert [(e["Time"], e["Phase"]) for e in index] == [(r["Time"], r["Phase"]) for r in rounds]
+    actions = [json.loads(line) for line in (tmp_path / "r" / "actions.jsonl").read_text().splitlines()]
+    planned = [a for e in index for a in json.loads((tmp_path / "r" / "plans" / e["File"]).read_text())["Actions"]]
+    assert len(planned) == len(actions)
 
 
 def _replay_command(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

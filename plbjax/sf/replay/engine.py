@@ -52,11 +52,13 @@ class EngineProbe:
 @dataclasses.dataclass(frozen=True)
 class EnginePlanner:
     """One phase of `plbjax.sf.plan` with this search (its seed replaced by the round's), as long as
-    the round's effort asks (`round_search`) unless `rounds` is "fixed"."""
+    the round's effort asks (`round_search`) unless `rounds` is "fixed". `documents`, when a list,
+    receives every plan's document (rendered only then: `record.plans`)."""
 
     search: SearchConfig
     session: Session = dataclasses.field(default_factory=Session)
     rounds: str = ADAPTIVE
+    documents: list[dict] | None = None
 
     def __call__(
         self,
@@ -84,12 +86,16 @@ class EnginePlanner:
         search = dataclasses.replace(self.search, seed=seed)
         if self.rounds == ADAPTIVE:
             search = round_search(search, effort)
-        return self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen)
+        plan = self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen)
+        if self.documents is not None:
+            self.documents.append(plan.document())
+        return plan
 
 
 def engine(
-    search: SearchConfig, session: Session | None = None, rounds: str = ADAPTIVE
+    search: SearchConfig, session: Session | None = None, rounds: str = ADAPTIVE, documents: list[dict] | None = None
 ) -> tuple[EnginePlanner, EngineProbe]:
-    """The planner and the probe of a replay, on one session (a fresh resident one by default)."""
+    """The planner and the probe of a replay, on one session (a fresh resident one by default);
+    `documents`, when a list, receives every round's plan document."""
     session = session or Session()
-    return EnginePlanner(search, session, rounds), EngineProbe(session)
+    return EnginePlanner(search, session, rounds, documents), EngineProbe(session)

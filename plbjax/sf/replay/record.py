@@ -13,6 +13,7 @@ import io
 import json
 import math
 import textwrap
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -196,8 +197,9 @@ def time_average(samples: list[tuple[float, float]], duration: float) -> float:
     return float(sum(v * (end - t) for (t, v), end in zip(samples, ends)) / span)
 
 
-def write_outputs(replay: Replay, out: str | Path) -> Path:
-    """Write every output file into the folder `out` (created); returns it."""
+def write_outputs(replay: Replay, out: str | Path, plans: Sequence[dict] = ()) -> Path:
+    """Write every output file into the folder `out` (created); returns it. `plans`: the rounds'
+    plan documents, in order (`record.plans`), written to out/plans."""
     out = Path(out)
     rows = series(replay)
     buffer = io.StringIO()
@@ -212,12 +214,26 @@ def write_outputs(replay: Replay, out: str | Path) -> Path:
     )
     write_text(out / "final-state.json", json.dumps(replay.final_state, indent=1) + "\n")
     write_text(out / "summary.json", json.dumps(summary(replay), indent=1) + "\n")
+    if plans:
+        _write_plans(replay, out / "plans", plans)
     for name, plot in zip(PLOTS, (plot_imbalance, plot_node_loads)):
         if replay.rows:
             plot(replay, out / name)
         else:
             _nothing(out / name)
     return out
+
+
+def _write_plans(replay: Replay, folder: Path, plans: Sequence[dict]) -> None:
+    """Each round's plan document as NNNNN-Phase.json (a round's row per planner call: a plan a stop
+    dropped has none), and index.json: each file's round time, phase and node type."""
+    rounds = [row for row in replay.rows if row.trigger != "Event"]
+    index = []
+    for k, (row, plan) in enumerate(zip(rounds, plans)):
+        name = f"{k:05d}-{row.phase}.json"
+        write_text(folder / name, json.dumps(plan, indent=1) + "\n")
+        index.append({"File": name, "Time": simulated_time(row.time), "Phase": row.phase, "NodeType": row.node_type})
+    write_text(folder / "index.json", json.dumps(index, indent=1) + "\n")
 
 
 def _nothing(path: Path) -> None:
