@@ -87,6 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         "--round-seconds", type=float, default=None, help="each round's search seconds (default: ReplayConfig's search)"
     )
     ap.add_argument("--round-steps", type=int, default=None, help="each phase's search steps (default: ReplayConfig's)")
+    ap.add_argument("--block-steps", type=int, default=None, help="the search's block (default: ReplayConfig's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(ROOT / "results" / "replay_cpu"), help="results path without suffix")
     ap.add_argument("--record", default=None, help="write the replay's record here (default: a temp folder)")
@@ -125,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         search = dataclasses.replace(search, seconds=args.round_seconds)
     if args.round_steps is not None:
         search = dataclasses.replace(search, steps=args.round_steps)
+    if args.block_steps is not None:
+        search = dataclasses.replace(search, block_steps=args.block_steps)
     out = Path(args.out)
     spec = spec_for(args.nodes, args.replicas, args.services, args.metrics)
     result: dict = {

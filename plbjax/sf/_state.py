@@ -9,6 +9,7 @@ round's update). Tuples keep the input order.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 # LoadBalancing/Constants.cpp: MetricWeightZero/Low/Medium/High.
 METRIC_WEIGHTS = {"Zero": 0.0, "Low": 0.1, "Medium": 0.3, "High": 1.0}
@@ -16,6 +17,7 @@ METRIC_WEIGHTS = {"Zero": 0.0, "Low": 0.1, "Medium": 0.3, "High": 1.0}
 # (ServiceModel/ServiceLoadMetricDescription.cpp, Reliability/Failover/common/...) say so.
 DEFAULT_METRIC_WEIGHT = "Low"
 DEFAULT_MOVE_COST = "Low"
+_REPLICAS, _SERVICE = attrgetter("replicas"), attrgetter("service")
 # Built-in metrics ignore default loads; SF derives the load from the role
 # (LoadBalancing/Service.cpp, Service::GetDefaultMetricLoad):
 # name -> ((primary, secondary) of a stateful replica, load of a stateless instance).
@@ -142,4 +144,6 @@ class ClusterState:
 
     def replica_count(self) -> int:
         """Replicas the cluster should run: each partition's target, or the replicas it has if more."""
-        return sum(max(len(p.replicas), self.service(p.service).target) for p in self.partitions)
+        target = {s.name: s.target for s in self.services}
+        parts = self.partitions
+        return sum(map(max, map(len, map(_REPLICAS, parts)), map(target.__getitem__, map(_SERVICE, parts))))
