@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from operator import attrgetter
 
+import jax
 import numpy as np
 
 from plbjax.sf._arrays import bucket, on_device, pad
@@ -60,9 +61,21 @@ def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tu
     return assemble(state, Stages(cluster, nodes, classes, energy_weights(state, cluster, classes)))
 
 
-def assemble(state: ClusterState, stages: Stages, rows: Rows | None = None) -> tuple[Problem, Index]:
+# The fields of the stages that do not depend on the replicas (`Nodes`, `Classes`, `Weights`).
+STAGE_FIELDS = (
+    *("node_up", "node_kept", "capacity", "threshold_load", "fd_leaf_up", "ud_up", "fd_tree", "ud_tree"),
+    *("node_move_factor", "service_class", "class_nodes", "class_node_count", "class_allowed", "fd_children"),
+    *("ud_children", "fd_usable", "ud_usable", "service_metrics", "local_weight", "global_weight"),
+    *("metric_nodes", "metric_node_count", "metric_defrag"),
+)
+
+
+def assemble(
+    state: ClusterState, stages: Stages, rows: Rows | None = None, held: Problem | None = None
+) -> tuple[Problem, Index]:
     """The replica stages (rows, loads, policies, upgrade homes, history) on top of `stages`; the
-    rows given, or derived from the partitions."""
+    rows given, or derived from the partitions. `held`: a problem encoded with `stages`' nodes,
+    classes and weights (an update), whose device arrays of them (`STAGE_FIELDS`) are taken."""
     cluster, nodes, classes, weights = stages.cluster, stages.nodes, stages.classes, stages.weights
     use_costs = bool(state.settings.get("UseMoveCostReports", False))
     if rows is None:
@@ -77,13 +90,15 @@ def assemble(state: ClusterState, stages: Stages, rows: Rows | None = None) -> t
             thresholds=bool(np.isfinite(nodes.threshold_load).any()),
             preferred=bool((upgrade.home >= 0).any() or upgrade.prefers.any() or not policies.preferred.all()),
         ),
-        **nodes.fields(cluster),
-        **classes.fields(cluster.N),
-        **weights.fields(),
+        **(
+            {name: getattr(held, name) for name in STAGE_FIELDS}
+            if held is not None
+            else nodes.fields(cluster) | classes.fields(cluster.N) | weights.fields()
+        ),
         **rows.fields(R, P, cluster.M),
         **policies.fields(rows, R, P),
         **upgrade.fields(R, cluster.N),
-        history=on_device(_history(state, cluster, rows, R)),
+        history=history_field(state, cluster, rows),
         replica_stays=on_device(pad(_in_transition(state, cluster, rows), (R,), False)),
         **_constraint_fields(state.settings, rows.n_replicas, use_costs),
     )
@@ -178,6 +193,11 @@ def _upgrade_homes(state: ClusterState, cluster: Entities, rows: Rows) -> _Upgra
     upgraded = np.array([n.upgrade_domain in done for n in cluster.nodes], bool)
     prefers = (rows.initial_node < 0) & bool(state.settings.get("PreferUpgradedUDs") and upgraded.any())
     return _Upgrade(home=home, prefers=prefers, upgraded=upgraded)
+
+
+def history_field(state: ClusterState, cluster: Entities, rows: Rows) -> jax.Array:
+    """The problem's `history` (`_history`) on the device."""
+    return on_device(_history(state, cluster, rows, bucket(rows.n_replicas, 8)))
 
 
 def _history(state: ClusterState, cluster: Entities, rows: Rows, R: int) -> np.ndarray:
