@@ -10,6 +10,7 @@ name, so the encoding does not depend on the order of input lists.
 from __future__ import annotations
 
 import dataclasses
+from itertools import chain
 from operator import attrgetter
 
 import jax
@@ -204,10 +205,14 @@ def _history(state: ClusterState, cluster: Entities, rows: Rows, R: int) -> np.n
     """[R, H] anti-ping-pong: the nodes each replica left in earlier balancing runs, -1 padded; at
     least `HISTORY_WIDTH` wide, so a History that grows between rounds keeps the search's shapes."""
     node_ix = cluster.node_ix
-    left = {ri: [node_ix[n] for n in state.history[str(rid)] if n in node_ix] for ri, rid in rows.named(state.history)}
-    history = np.full((R, bucket(max([len(h) for h in left.values()] + [1]), HISTORY_WIDTH)), -1, np.int32)
-    for ri, nodes_left in left.items():
-        history[ri, : len(nodes_left)] = nodes_left
+    named = rows.named(state.history)
+    left = [(ri, [node_ix[n] for n in state.history[str(rid)] if n in node_ix]) for ri, rid in named]
+    lengths = np.fromiter((len(nodes_left) for _, nodes_left in left), np.int64, len(left))
+    history = np.full((R, bucket(int(lengths.max(initial=1)), HISTORY_WIDTH)), -1, np.int32)
+    at = np.repeat(np.fromiter((ri for ri, _ in left), np.int64, len(left)), lengths)
+    history[at, np.arange(at.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = list(
+        chain.from_iterable(nodes_left for _, nodes_left in left)
+    )
     return history
 
 

@@ -6,7 +6,6 @@ role) — and the partition table over the rows.
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections.abc import Iterator
 from itertools import chain, repeat
 from operator import attrgetter
@@ -47,14 +46,9 @@ class Rows:
     def named(self, by_id: dict) -> Iterator[tuple[int, object]]:
         """(row, ReplicaId) of the replicas whose str(ReplicaId) is a key of `by_id`, in row order."""
         if by_id:
-            row_of = self._row_of_text
-            for row in sorted(row_of[k] for k in by_id if k in row_of):
-                yield row, self.ids[row]
-
-    @functools.cached_property
-    def _row_of_text(self) -> dict[str, int]:
-        """{str(ReplicaId): row} of the given replicas (their texts are unique)."""
-        return {str(rid): row for row, rid in enumerate(self.ids) if rid is not None}
+            for row, rid in enumerate(self.ids):
+                if rid is not None and str(rid) in by_id:
+                    yield row, rid
 
     def fields(self, R: int, P: int, M: int) -> dict:
         return dict(

@@ -68,7 +68,9 @@ class Session:
 
     def findings(self, doc: dict, frozen: Collection[tuple[str, str]] = ()) -> Findings:
         """What a PLB round finds in `doc` now (`plbjax.sf.findings`)."""
-        return findings_encoded(self.encoded(doc), frozen)
+        encoded = self.encoded(doc)
+        with gc_paused():  # node loads make thousands of objects, none of them garbage
+            return findings_encoded(encoded, frozen)
 
     def plan(
         self,
