@@ -73,3 +73,15 @@ def test_surplus_replicas_count_those_beyond_the_target_and_are_dropped():
     assert sum(a["Action"].startswith("Drop") for a in plan_encoded(encoded, QUICK).actions) == 2
     unchanged = governed_encoding(parse_state(cluster(2)))
     assert not surplus_replicas(unchanged.state, unchanged.problem, unchanged.index).any()
+
+
+def test_a_history_only_update_is_the_encoding_afresh():
+    doc = cluster(4)
+    session = Session()
+    session.encoded(doc)
+    nodes = [n["NodeName"] for n in doc["Nodes"]]
+    ids = [str(r["ReplicaId"]) for p in doc["Partitions"] for r in p["Replicas"]]
+    for k in range(3):
+        doc = dict(doc, History={rid: nodes[k : k + 1 + k] for rid in ids[k::7]})
+        assert_same_encoding(session.encoded(doc), governed_encoding(parse_state(doc)))
+    assert session.encodings == 1 and session.updates == 3
