@@ -10,8 +10,10 @@ name, so the encoding does not depend on the order of input lists.
 from __future__ import annotations
 
 import dataclasses
+from itertools import chain
 from operator import attrgetter
 
+import jax
 import numpy as np
 
 from plbjax.sf._arrays import bucket, on_device, pad
@@ -60,9 +62,21 @@ def _encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None) -> tu
     return assemble(state, Stages(cluster, nodes, classes, energy_weights(state, cluster, classes)))
 
 
-def assemble(state: ClusterState, stages: Stages, rows: Rows | None = None) -> tuple[Problem, Index]:
+# The fields of the stages that do not depend on the replicas (`Nodes`, `Classes`, `Weights`).
+STAGE_FIELDS = (
+    *("node_up", "node_kept", "capacity", "threshold_load", "fd_leaf_up", "ud_up", "fd_tree", "ud_tree"),
+    *("node_move_factor", "service_class", "class_nodes", "class_node_count", "class_allowed", "fd_children"),
+    *("ud_children", "fd_usable", "ud_usable", "service_metrics", "local_weight", "global_weight"),
+    *("metric_nodes", "metric_node_count", "metric_defrag"),
+)
+
+
+def assemble(
+    state: ClusterState, stages: Stages, rows: Rows | None = None, held: Problem | None = None
+) -> tuple[Problem, Index]:
     """The replica stages (rows, loads, policies, upgrade homes, history) on top of `stages`; the
-    rows given, or derived from the partitions."""
+    rows given, or derived from the partitions. `held`: a problem encoded with `stages`' nodes,
+    classes and weights (an update), whose device arrays of them (`STAGE_FIELDS`) are taken."""
     cluster, nodes, classes, weights = stages.cluster, stages.nodes, stages.classes, stages.weights
     use_costs = bool(state.settings.get("UseMoveCostReports", False))
     if rows is None:
@@ -77,13 +91,15 @@ def assemble(state: ClusterState, stages: Stages, rows: Rows | None = None) -> t
             thresholds=bool(np.isfinite(nodes.threshold_load).any()),
             preferred=bool((upgrade.home >= 0).any() or upgrade.prefers.any() or not policies.preferred.all()),
         ),
-        **nodes.fields(cluster),
-        **classes.fields(cluster.N),
-        **weights.fields(),
+        **(
+            {name: getattr(held, name) for name in STAGE_FIELDS}
+            if held is not None
+            else nodes.fields(cluster) | classes.fields(cluster.N) | weights.fields()
+        ),
         **rows.fields(R, P, cluster.M),
         **policies.fields(rows, R, P),
         **upgrade.fields(R, cluster.N),
-        history=on_device(_history(state, cluster, rows, R)),
+        history=history_field(state, cluster, rows),
         replica_stays=on_device(pad(_in_transition(state, cluster, rows), (R,), False)),
         **_constraint_fields(state.settings, rows.n_replicas, use_costs),
     )
@@ -180,14 +196,23 @@ def _upgrade_homes(state: ClusterState, cluster: Entities, rows: Rows) -> _Upgra
     return _Upgrade(home=home, prefers=prefers, upgraded=upgraded)
 
 
+def history_field(state: ClusterState, cluster: Entities, rows: Rows) -> jax.Array:
+    """The problem's `history` (`_history`) on the device."""
+    return on_device(_history(state, cluster, rows, bucket(rows.n_replicas, 8)))
+
+
 def _history(state: ClusterState, cluster: Entities, rows: Rows, R: int) -> np.ndarray:
     """[R, H] anti-ping-pong: the nodes each replica left in earlier balancing runs, -1 padded; at
     least `HISTORY_WIDTH` wide, so a History that grows between rounds keeps the search's shapes."""
     node_ix = cluster.node_ix
-    left = {ri: [node_ix[n] for n in state.history[str(rid)] if n in node_ix] for ri, rid in rows.named(state.history)}
-    history = np.full((R, bucket(max([len(h) for h in left.values()] + [1]), HISTORY_WIDTH)), -1, np.int32)
-    for ri, nodes_left in left.items():
-        history[ri, : len(nodes_left)] = nodes_left
+    named = rows.named(state.history)
+    left = [(ri, [node_ix[n] for n in state.history[str(rid)] if n in node_ix]) for ri, rid in named]
+    lengths = np.fromiter((len(nodes_left) for _, nodes_left in left), np.int64, len(left))
+    history = np.full((R, bucket(int(lengths.max(initial=1)), HISTORY_WIDTH)), -1, np.int32)
+    at = np.repeat(np.fromiter((ri for ri, _ in left), np.int64, len(left)), lengths)
+    history[at, np.arange(at.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)] = list(
+        chain.from_iterable(nodes_left for _, nodes_left in left)
+    )
     return history
 
 

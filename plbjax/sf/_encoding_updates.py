@@ -10,7 +10,7 @@ import dataclasses
 import numpy as np
 
 from plbjax.sf._cluster_stages import Stages, energy_weights, in_order, partition_order, placement_classes
-from plbjax.sf._encoding import assemble
+from plbjax.sf._encoding import assemble, history_field
 from plbjax.sf._problem import Index, Problem
 from plbjax.sf._reading import gc_paused
 from plbjax.sf._replica_rows import Rows, replica_rows
@@ -27,13 +27,16 @@ def without_dropped(state: ClusterState, index: Index) -> tuple[Problem, Index]:
         return assemble(state, dataclasses.replace(stages, cluster=cluster))
 
 
-def with_partitions(state: ClusterState, index: Index, changed: list[int]) -> tuple[Problem, Index] | None:
+def with_partitions(
+    state: ClusterState, problem: Problem, index: Index, changed: list[int]
+) -> tuple[Problem, Index] | None:
     """The encoding of `state`, a state whose nodes, services and settings are those encoded in
-    `index` and whose partitions are the encoded ones, in the same order, but for those at positions
-    `changed` of `state.partitions` (loads reported, actions completed; History may differ too):
-    only those partitions' replica rows are derived again, and the replica stages that read the
-    rows (policies, upgrade homes, history) run on them. None when a changed partition is another
-    one or its number of rows changed (a drop below a surplus): then `without_dropped`."""
+    `problem` and `index` and whose partitions are the encoded ones, in the same order, but for
+    those at positions `changed` of `state.partitions` (loads reported, actions completed; History
+    may differ too): only those partitions' replica rows are derived again, and the replica stages
+    that read the rows (policies, upgrade homes, history) run on them; the device arrays of the
+    cluster stages are `problem`'s. None when a changed partition is another one or its number of
+    rows changed (a drop below a surplus): then `without_dropped`."""
     stages, rows = _staged(index), index.rows
     if rows is None:
         raise ValueError("the index carries no replica rows (it was not made by `encode`)")
@@ -50,15 +53,17 @@ def with_partitions(state: ClusterState, index: Index, changed: list[int]) -> tu
     ):
         return None
     cluster = dataclasses.replace(stages.cluster, partitions=partitions)
-    if at.size:
-        use_costs = bool(state.settings.get("UseMoveCostReports", False))
-        sub = dataclasses.replace(cluster, partitions=[partitions[k] for k in at.tolist()])
-        fresh = replica_rows(sub, stages.allowed(), stages.nodes, use_costs)
-        if not np.array_equal(fresh.sizes, rows.sizes[at]):
-            return None
-        rows = _spliced(rows, fresh, at)
+    if not at.size:  # History only: every other stage gives what it gave
+        updated = dataclasses.replace(problem, history=history_field(state, cluster, rows))
+        return updated, dataclasses.replace(index, stages=dataclasses.replace(stages, cluster=cluster))
+    use_costs = bool(state.settings.get("UseMoveCostReports", False))
+    sub = dataclasses.replace(cluster, partitions=[partitions[k] for k in at.tolist()])
+    fresh = replica_rows(sub, stages.allowed(), stages.nodes, use_costs)
+    if not np.array_equal(fresh.sizes, rows.sizes[at]):
+        return None
+    rows = fresh if at.size == order.size else _spliced(rows, fresh, at)  # a load batch: every one
     with gc_paused():
-        return assemble(state, dataclasses.replace(stages, cluster=cluster), rows)
+        return assemble(state, dataclasses.replace(stages, cluster=cluster), rows, problem)
 
 
 def _spliced(rows: Rows, fresh: Rows, at: np.ndarray) -> Rows:

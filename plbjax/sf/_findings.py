@@ -12,7 +12,7 @@ from plbjax.sf._assessment import assessed, violating_by_kind
 from plbjax.sf._balance import MetricBalance
 from plbjax.sf._balancing_phase import balances
 from plbjax.sf._everywhere import everywhere
-from plbjax.sf._preparation import Encoded, frozen_masks, governed_encoding, priorities_of
+from plbjax.sf._preparation import Encoded, frozen_masks, governed_encoding, priorities_of, surplus_replicas
 from plbjax.sf._state import ClusterState
 
 
@@ -40,25 +40,21 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
     now = assessed(problem, index.initial_node, index.initial_primary)
     free, free_partitions = frozen_masks(index, problem, frozen)
     unplaced = int((now.report.violations.unplaced & free).sum())
-    targets = {s.name: s.target for s in state.services}
-    surplus = sum(
-        max(0, len(rows) - targets[service])
-        for p, ((service, _), rows) in enumerate(zip(index.partitions, index.partition_rows))
-        if free_partitions[p] and targets[service] >= 0
-    )
-    surplus += int((now.report.violations.placement & everywhere(state, index) & free).sum())  # -1: dropped
+    on_every_node = everywhere(state, index)
+    surplus = int(surplus_replicas(state, problem, index)[free_partitions[: index.n_partitions]].sum())
+    surplus += int((now.report.violations.placement & on_every_node & free).sum())  # -1: dropped
     hard = np.where(priorities == 0, 0, -1)
-    counted = free & ~everywhere(state, index)
+    counted = free & ~on_every_node
     by_kind = {kind: replicas & counted for kind, replicas in violating_by_kind(index, now, hard).items()}
     violating = np.zeros(counted.shape[0], bool)
     for replicas in by_kind.values():
         violating |= replicas
-    loads = now.report.loads
+    loads = now.report.loads[: index.n_nodes, : len(index.metrics)].tolist()
     return Findings(
         unplaced + surplus,
         int(violating.sum()),
         balances(state, problem, index, now),
         float(now.report.avg),
-        {name: {m: float(loads[n, k]) for k, m in enumerate(index.metrics)} for n, name in enumerate(index.nodes)},
+        {name: dict(zip(index.metrics, row)) for name, row in zip(index.nodes, loads)},
         {kind: int(replicas.sum()) for kind, replicas in by_kind.items() if replicas.any()},
     )

@@ -137,11 +137,12 @@ def render(
 
 def history(state: ClusterState, index: Index, before: Placement, after: Placement) -> dict[str, tuple[str, ...]]:
     """The input's History with every replica moved by balancing remembering the node it left."""
-    out = {k: list(v) for k, v in state.history.items()}
+    out = dict(state.history)  # tuples: a replica that moved gets a longer one
     for r in np.flatnonzero((before.node_of != after.node_of) & (before.node_of >= 0) & (after.node_of >= 0)):
         if index.replica_ids[r] is not None:
-            out.setdefault(str(index.replica_ids[r]), []).append(index.nodes[before.node_of[r]])
-    return {k: tuple(v) for k, v in out.items()}
+            rid = str(index.replica_ids[r])
+            out[rid] = (*out.get(rid, ()), index.nodes[before.node_of[r]])
+    return out
 
 
 def _node_entries(index: Index, problem: Problem, before: Placement, after: Placement) -> list[dict]:

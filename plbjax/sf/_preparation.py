@@ -47,6 +47,15 @@ def priorities_of(state: ClusterState) -> np.ndarray:
     return np.array([int(state.settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [THRESHOLD_PRIORITY, -2])
 
 
+def surplus_replicas(state: ClusterState, problem: Problem, index: Index) -> np.ndarray:
+    """[partitions] replicas each partition has beyond its service's target (one-per-node: 0)."""
+    n = index.n_partitions
+    targets = {s.name: s.target for s in state.services}
+    target = np.array([targets[name] for name in index.services], np.int64)[np.asarray(problem.partition_service)[:n]]
+    sizes = np.fromiter(map(len, index.partition_rows), np.int64, n)  # rows: the replicas to create too
+    return np.where(target >= 0, np.maximum(sizes - target, 0), 0)
+
+
 def frozen_masks(index: Index, problem: Problem, frozen: Collection[tuple[str, str]]) -> tuple[np.ndarray, np.ndarray]:
     """[R] replicas and [P] partitions outside the `frozen` (ServiceName, PartitionId) partitions,
     less the replicas on a node deactivated with Pause or Restart (SF's PlacementCreator: a
@@ -92,16 +101,17 @@ def prepare(encoded: Encoded, priorities: np.ndarray) -> Prepared:
     running = np.array([status != "Down" for status in index.node_status] + [False], bool)
     input_node = np.where(running[index.input_node], index.input_node, -1)  # -1 indexes the last, False
     given = assessed(problem, input_node, index.initial_primary)
-    usable = _UsableNodes(index, service_nodes(problem)[:, : index.n_nodes])
-    state, drops = drop_surplus(
-        state,
-        index,
-        given.report.loads,
-        capacity_in_force(problem, priorities),
-        violating(index, given, priorities),
-        usable,
-        (int(priorities[FAULT_DOMAIN]), int(priorities[UPGRADE_DOMAIN]), int(priorities[AFFINITY])),
-    )
+    drops: list[dict] = []
+    if surplus_replicas(state, problem, index).any() or any(s.target < 0 for s in state.services):
+        state, drops = drop_surplus(
+            state,
+            index,
+            given.report.loads,
+            capacity_in_force(problem, priorities),
+            violating(index, given, priorities),
+            _UsableNodes(index, service_nodes(problem)[:, : index.n_nodes]),
+            (int(priorities[FAULT_DOMAIN]), int(priorities[UPGRADE_DOMAIN]), int(priorities[AFFINITY])),
+        )
     if drops:
         problem, index = without_dropped(state, index)
     initial = given

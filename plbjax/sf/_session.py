@@ -31,7 +31,7 @@ from plbjax.sf._findings import Findings, findings_encoded
 from plbjax.sf._governance import governed_again
 from plbjax.sf._plan import Plan, plan_encoded
 from plbjax.sf._preparation import Encoded, governed_encoding
-from plbjax.sf._reading import parse_state
+from plbjax.sf._reading import gc_paused, parse_state
 from plbjax.sf._reparse import REREAD, reparse
 from plbjax.sf._search import SearchConfig
 from plbjax.sf._settings import resolve_settings
@@ -68,7 +68,9 @@ class Session:
 
     def findings(self, doc: dict, frozen: Collection[tuple[str, str]] = ()) -> Findings:
         """What a PLB round finds in `doc` now (`plbjax.sf.findings`)."""
-        return findings_encoded(self.encoded(doc), frozen)
+        encoded = self.encoded(doc)
+        with gc_paused():  # node loads make thousands of objects, none of them garbage
+            return findings_encoded(encoded, frozen)
 
     def plan(
         self,
@@ -90,7 +92,8 @@ class Session:
         if not self.resident:
             self.encodings += 1
             return governed_encoding(parse_state(doc, "state"))
-        return self._taken(doc)[1]
+        with gc_paused():  # an update makes tens of thousands of objects, none of them garbage
+            return self._taken(doc)[1]
 
     def _taken(self, doc: dict) -> tuple[ClusterState, Encoded]:
         last, state, encoded = self._doc, self._state, self._encoded
@@ -158,5 +161,5 @@ def _updated(encoded: Encoded, held: ClusterState, state: ClusterState) -> Encod
     `held`'s: the partitions that are other objects governed and encoded again."""
     changed = [k for k, (now, then) in enumerate(zip(state.partitions, held.partitions)) if now is not then]
     governed = governed_again(state, held, encoded.state)
-    problem_index = with_partitions(governed, encoded.index, changed) or without_dropped(governed, encoded.index)
-    return Encoded(governed, encoded.health, *problem_index)
+    updated = with_partitions(governed, encoded.problem, encoded.index, changed)
+    return Encoded(governed, encoded.health, *(updated or without_dropped(governed, encoded.index)))
