@@ -22,7 +22,8 @@ setting (`default`: no search overrides, what a user gets from `plbjax state=...
 
 ratio = plbjax final energy / baseline final energy at equal search time (<= 1: plbjax not behind).
 Also recorded: initial energy, AvgStdDev before/after (the plan's and recomputed), the CLI process's
-wall seconds (start-up, parsing, compilation included), search seconds, steps, actions, the baseline's
+wall seconds (start-up, parsing, compilation included), search seconds (and per phase, the plan's
+`Search.PhaseSeconds`), steps, actions, the baseline's
 moves/s, and how busy the rest of the machine was during each timed run. Results go to
 `results/cli_cpu.json` (rewritten after every run) and `results/cli_cpu.png`.
 
@@ -256,6 +257,7 @@ def run_plbjax(scorer: Scorer, doc_path: Path, setting: str, extra: list[str], w
         command=out["command"],
         wall_seconds=out["wall_seconds"],
         search_seconds=float(search["Seconds"]),
+        phase_seconds=search.get("PhaseSeconds"),
         steps=int(search["Steps"]),
         chains=search.get("Chains"),
         backend=search.get("Backend"),
