@@ -23,9 +23,9 @@ setting (`default`: no search overrides, what a user gets from `plbjax state=...
 ratio = plbjax final energy / baseline final energy at equal search time (<= 1: plbjax not behind).
 Also recorded: initial energy, AvgStdDev before/after (the plan's and recomputed), the CLI process's
 wall seconds (start-up, parsing, compilation included), search seconds (and per phase, the plan's
-`Search.PhaseSeconds`), steps, actions, the baseline's
-moves/s, and how busy the rest of the machine was during each timed run. Results go to
-`results/cli_cpu.json` (rewritten after every run) and `results/cli_cpu.png`.
+`Search.PhaseSeconds`), steps, actions, the baseline's moves/s, and how busy the rest of the machine
+was during each timed run. Results go to `results/cli_cpu.json` (rewritten after every run) and
+`results/cli_cpu.png`.
 
     python scripts/bench_cli.py                       # 1k, 10k, 30k, 100k replicas (~20-25 min on 2 cores)
     python scripts/bench_cli.py --quick               # smoke test: ~1k replicas, 5-s searches (~2 min)
