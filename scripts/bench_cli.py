@@ -364,6 +364,10 @@ def plot(result: dict, path: Path) -> None:
             color=colors.get(s),
             label=("defaults" if s == "default" else f"+preset={s}") + ": search (pale: whole process)",
         )
+        for at, r in zip(pos, rows):
+            note = _phase_note(r["runs"].get(s, {}).get("plbjax", {}).get("phase_seconds"))
+            if note:
+                ax.annotate(note, (at, 1.0), ha="center", va="bottom", fontsize=7, color="white")
     ax.set_xticks(x, labels)
     ax.set_xlabel("replicas")
     ax.set_ylabel("seconds (the baseline gets the search seconds)")
@@ -381,6 +385,13 @@ def plot(result: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _phase_note(seconds: dict | None) -> str:
+    """The plan's wall seconds by phase (its first search's compilation or loading included), a line each."""
+    phases = ("Placement", "ConstraintCheck", "Balancing", "FewestMovements")
+    seconds = seconds or {}
+    return "\n".join(f"{p} {seconds[p]:.1f} s" for p in phases if seconds.get(p, 0) >= 0.05)
 
 
 def table(result: dict) -> str:

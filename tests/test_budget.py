@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import types
+from typing import Any
 
 import numpy as np
 import pytest
@@ -21,7 +22,7 @@ KERNEL = KernelConfig(tries=4, block_steps=100)
 BUDGET = Schedule(steps=None, seconds=30.0)
 
 
-def _placement(name: str) -> types.SimpleNamespace:
+def _placement(name: str) -> Any:
     return types.SimpleNamespace(name=name, node_of=np.array([len(name)]), primary_of=np.array([0]))
 
 
@@ -36,12 +37,17 @@ class _FakeSearches:
         return _placement(self.names.pop(0)), AnnealResult(None, 1.0, 2.0, 100, 1, 2.0, 0.5, 3, 1.0, np.ones(1))
 
 
-def _until_fixed(monkeypatch, schedule: Schedule, names: list[str]):
+def _fixed(placement: Any) -> bool:
+    return placement.name == "fixed"
+
+
+def _until_fixed(monkeypatch, schedule: Schedule, names: list[str]) -> tuple[Any, list]:
+    """`search_until_fixed` of 10 replicas over fake searches: (its placement and search, the calls)."""
     fake = _FakeSearches(names)
     monkeypatch.setattr(_phase, "scoped_search", fake)
-    run = types.SimpleNamespace(kernel=KERNEL)
+    run: Any = types.SimpleNamespace(kernel=KERNEL)
     what = Scope(np.ones(1, bool), np.zeros(1, bool), np.zeros(8, bool))
-    found = search_until_fixed(run, _placement("now"), what, schedule, 10, lambda p: p.name == "fixed")
+    found = search_until_fixed(run, _placement("now"), what, schedule, 10, _fixed)
     return found, fake.calls
 
 
@@ -92,7 +98,9 @@ def test_a_check_of_one_violation_leaves_nearly_all_of_the_budget_to_balancing(m
     check = next(p for p in done.document()["Phases"] if p["Phase"] == "ConstraintCheck")
     assert check["Ran"] and "violations reduced" in check["Reason"]
     ran = done._parts.out.check.search
+    assert ran is not None
     replicas = int(check["Reason"].split()[0])
-    assert ran.steps == needed(Schedule(steps=None, seconds=60.0), search.kernel, replicas).steps + QUENCH_BLOCKS * 500
+    wanted = needed(Schedule(steps=None, seconds=60.0), search.kernel, replicas).steps
+    assert wanted is not None and ran.steps == wanted + QUENCH_BLOCKS * 500  # its needed blocks, then the quench
     assert [s.seconds for s in handed] == [pytest.approx(60.0 - ran.seconds)]
     assert handed[0].seconds > 30.0
