@@ -3,7 +3,8 @@
 For each cluster size (about 1k to 100k replicas) a synthetic state document is generated once
 (`plbjax.sf._generator`, cached under the temp directory) with SF's movement throttles lifted in its
 `Settings` (`GlobalMovementThrottleThreshold` 0: no global limit; `MaxPercentageToMove` 1: balancing
-may move every replica; `MovementPerPartitionThrottleThreshold` 0: no per-partition limit). Then, per
+may move every replica; `MovementPerPartitionThrottleThreshold` 0: no per-partition limit) and, with
+`--overloaded N`, the N most loaded nodes over capacity (the constraint check's work). Then, per
 setting (`default`: no search overrides, what a user gets from `plbjax state=... out=...`;
 `cpu`: `+preset=cpu`), the script
 
@@ -21,13 +22,15 @@ setting (`default`: no search overrides, what a user gets from `plbjax state=...
 
 ratio = plbjax final energy / baseline final energy at equal search time (<= 1: plbjax not behind).
 Also recorded: initial energy, AvgStdDev before/after (the plan's and recomputed), the CLI process's
-wall seconds (start-up, parsing, compilation included), search seconds, steps, actions, the baseline's
-moves/s, and how busy the rest of the machine was during each timed run. Results go to
-`results/cli_cpu.json` (rewritten after every run) and `results/cli_cpu.png`.
+wall seconds (start-up, parsing, compilation included), search seconds (and per phase, the plan's
+`Search.PhaseSeconds`), steps, actions, the baseline's moves/s, and how busy the rest of the machine
+was during each timed run. Results go to `results/cli_cpu.json` (rewritten after every run) and
+`results/cli_cpu.png`.
 
     python scripts/bench_cli.py                       # 1k, 10k, 30k, 100k replicas (~20-25 min on 2 cores)
     python scripts/bench_cli.py --quick               # smoke test: ~1k replicas, 5-s searches (~2 min)
     python scripts/bench_cli.py --sizes 10000 --settings cpu --out /tmp/x
+    python scripts/bench_cli.py --sizes 30000 --seconds 30 --overloaded 10   # a few violations to fix
     python scripts/bench_cli.py --report results/cli_cpu.json   # print the README table of a result
 """
 
@@ -93,10 +96,26 @@ def spec_for(replicas: int) -> ClusterSpec:
     )
 
 
-def cluster_document(spec: ClusterSpec) -> tuple[Path, dict, float]:
-    """(path, document, seconds to generate) of the spec's document with the throttles lifted;
-    cached by the spec's and the settings' hash."""
-    key = hashlib.sha256(json.dumps([dataclasses.asdict(spec), LIFTED], sort_keys=True).encode()).hexdigest()[:12]
+def overload(doc: dict, nodes: int) -> None:
+    """The `nodes` most loaded nodes (by their fullest metric) given capacities of 90% of their load
+    in every metric, so the constraint check has a few capacity violations to fix."""
+    loads: dict[str, dict[str, float]] = {n["NodeName"]: {} for n in doc["Nodes"]}
+    for partition in doc["Partitions"]:
+        for replica in partition["Replicas"]:
+            held = loads[replica["NodeName"]]
+            for metric, load in replica["Loads"].items():
+                held[metric] = held.get(metric, 0) + load
+    fullest = lambda node: max(loads[node["NodeName"]][m] / c for m, c in node["Capacities"].items())
+    for node in sorted(doc["Nodes"], key=fullest, reverse=True)[:nodes]:
+        node["Capacities"] = {m: int(0.9 * loads[node["NodeName"]][m]) for m in node["Capacities"]}
+
+
+def cluster_document(spec: ClusterSpec, overloaded: int = 0) -> tuple[Path, dict, float]:
+    """(path, document, seconds to generate) of the spec's document with the throttles lifted and
+    `overloaded` nodes over capacity (`overload`); cached by the spec's, the settings' and that
+    count's hash (the count only when not 0, so earlier documents keep their names)."""
+    keyed = [dataclasses.asdict(spec), LIFTED] + ([overloaded] if overloaded else [])
+    key = hashlib.sha256(json.dumps(keyed, sort_keys=True).encode()).hexdigest()[:12]
     path = CACHE / f"cluster_{spec.total_replicas}_{key}.json"
     start = time.perf_counter()
     if path.exists():
@@ -104,6 +123,7 @@ def cluster_document(spec: ClusterSpec) -> tuple[Path, dict, float]:
     else:
         doc = generate(CLUSTER_SEED, spec)
         doc["Settings"] = dict(doc.get("Settings") or {}, **LIFTED)
+        overload(doc, overloaded)
         CACHE.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(doc))
@@ -237,6 +257,7 @@ def run_plbjax(scorer: Scorer, doc_path: Path, setting: str, extra: list[str], w
         command=out["command"],
         wall_seconds=out["wall_seconds"],
         search_seconds=float(search["Seconds"]),
+        phase_seconds=search.get("PhaseSeconds"),
         steps=int(search["Steps"]),
         chains=search.get("Chains"),
         backend=search.get("Backend"),
@@ -343,6 +364,10 @@ def plot(result: dict, path: Path) -> None:
             color=colors.get(s),
             label=("defaults" if s == "default" else f"+preset={s}") + ": search (pale: whole process)",
         )
+        for at, r in zip(pos, rows):
+            note = _phase_note(r["runs"].get(s, {}).get("plbjax", {}).get("phase_seconds"))
+            if note:
+                ax.annotate(note, (at, 1.0), ha="center", va="bottom", fontsize=7, color="white")
     ax.set_xticks(x, labels)
     ax.set_xlabel("replicas")
     ax.set_ylabel("seconds (the baseline gets the search seconds)")
@@ -360,6 +385,13 @@ def plot(result: dict, path: Path) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _phase_note(seconds: dict | None) -> str:
+    """The plan's wall seconds by phase (its first search's compilation or loading included), a line each."""
+    phases = ("Placement", "ConstraintCheck", "Balancing", "FewestMovements")
+    seconds = seconds or {}
+    return "\n".join(f"{p} {seconds[p]:.1f} s" for p in phases if seconds.get(p, 0) >= 0.05)
 
 
 def table(result: dict) -> str:
@@ -406,6 +438,13 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--cli-args", default="", help="more CLI overrides for every run (quoted, space-separated)")
     ap.add_argument("--seed", type=int, default=0, help="search.seed of the CLI and the baseline's seed")
+    ap.add_argument(
+        "--overloaded",
+        type=int,
+        default=0,
+        help="give the N most loaded nodes capacities of 90%% of their load (capacity violations for the "
+        "constraint check to fix; default 0: none)",
+    )
     ap.add_argument(
         "--quick", action="store_true", help="smoke test: 1000 replicas, search.seconds=5, output in the temp directory"
     )
@@ -474,6 +513,7 @@ def main(argv=None) -> int:
         seed=args.seed,
         environment={k: os.environ.get(k) for k in ("PYTHONPATH", "XLA_FLAGS", "PLBJAX_CACHE_DIR", "JAX_PLATFORMS")},
         plbjax_package=str(Path(plbjax.__file__).resolve().parent),
+        overloaded_nodes=args.overloaded,
         wait_idle_seconds=args.wait_idle,
         baseline_compile_seconds=numba_compile,
         total_wall_seconds=None,
@@ -501,6 +541,8 @@ def main(argv=None) -> int:
                     f"({old['machine'].get(key)!r} then {info.get(key)!r})",
                     flush=True,
                 )
+        if old.get("overloaded_nodes", 0) != args.overloaded:
+            raise SystemExit(f"--resume: the earlier runs had {old.get('overloaded_nodes', 0)} overloaded nodes")
         if old.get("extra_cli_args") != extra:
             raise SystemExit(f"--resume: the earlier runs used CLI arguments {old.get('extra_cli_args')}, now {extra}")
         result["sizes"] = old["sizes"]
@@ -514,7 +556,7 @@ def main(argv=None) -> int:
             print(f"== {done['replicas']:,} replicas: already done ({', '.join(settings)})", flush=True)
             continue
         spec = spec_for(replicas)
-        doc_path, doc, gen_s = cluster_document(spec)
+        doc_path, doc, gen_s = cluster_document(spec, args.overloaded)
         scorer = Scorer(doc)
         n0, p0 = scorer.initial()
         row = dict(

@@ -1,5 +1,6 @@
 """SF's constraint check: the replicas in violation move (and trade with any replica), kept when the
-violations, ranked by priority, went down."""
+violations, ranked by priority, went down. Under a seconds budget it searches what its violations
+need and goes on only while some are left (`search_until_fixed`), leaving the rest to balancing."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numpy as np
 from plbjax.anneal import Schedule
 from plbjax.sf._assessment import Placement, violating, violation_rank
 from plbjax.sf._everywhere import everywhere
-from plbjax.sf._phase import CHECK_MOVE_WEIGHT, PhaseResult, Run, movement_budget, scoped_search, swappable
+from plbjax.sf._phase import CHECK_MOVE_WEIGHT, PhaseResult, Run, movement_budget, search_until_fixed, swappable
 from plbjax.sf._problem import AFFINITY, CAPACITY, Problem
 from plbjax.sf._scope import Scope
 
@@ -37,7 +38,8 @@ def constraint_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResul
     """Fix violations: the replicas involved move (and trade with any replica, SF's repair), kept when
     violations, ranked by priority, went down."""
     problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
-    bad = violating(index, now, priorities) & ~everywhere(state, index)
+    elsewhere = ~everywhere(state, index)
+    bad = violating(index, now, priorities) & elsewhere
     if not bad.any():
         return PhaseResult("ConstraintCheck", False, "no constraint violation", now)
     what = Scope(
@@ -46,9 +48,10 @@ def constraint_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResul
         priorities == 0,
         move_weight=CHECK_MOVE_WEIGHT,
         budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
-        partners=(now.node_of >= 0) & ~everywhere(state, index),
+        partners=(now.node_of >= 0) & elsewhere,
     )
-    result, search = scoped_search(run, now, what, schedule)
+    fixed = lambda placement: not (violating(index, placement, priorities) & elsewhere).any()
+    result, search = search_until_fixed(run, now, what, schedule, int(bad.sum()), fixed)
     before = violation_rank(priorities, now.report.measures)
     after = violation_rank(priorities, result.report.measures)
     reason = f"{int(bad.sum())} replica(s) in violation"

@@ -5,11 +5,12 @@ descent."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable
 
 import numpy as np
 
-from plbjax.anneal import AnnealResult, KernelConfig, Model, Schedule, anneal
+from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal
 from plbjax.sf._assessment import Placement, assessed
 from plbjax.sf._decoding import settle
 from plbjax.sf._explain import throttle_limits
@@ -20,6 +21,8 @@ from plbjax.sf._state import ClusterState
 CHECK_MOVE_WEIGHT = 0.5  # placement and constraint check: a move costs half an optimization-priority violation
 UNLIMITED = 2**31 - 1
 QUENCH_BLOCKS = 1  # blocks of the zero-temperature descent after each phase's search
+NEEDED_PROPOSALS = 500  # under a seconds budget, proposals per replica a phase must fix (the CPU's auto steps' rate)
+NEEDED_BLOCKS = 2  # and at least the probe block and one that cools
 
 
 @dataclasses.dataclass(frozen=True)
@@ -78,6 +81,39 @@ def scoped_search(run: Run, now: Placement, what: Scope, schedule: Schedule) -> 
     result = _quench(run, now, what, anneal(run.model, scoped, run.kernel, schedule, run.progress), schedule)
     node_of, primary_of = settle(run.index, *result.solution)
     return assessed(run.problem, node_of, primary_of), result
+
+
+def needed(schedule: Schedule, kernel: KernelConfig, replicas: int) -> Schedule:
+    """The search a phase with `replicas` replicas to fix needs, under a seconds budget with no step
+    bound: `NEEDED_PROPOSALS` proposals a replica in whole blocks (at least `NEEDED_BLOCKS`), its
+    seconds still the cap. A step-bounded schedule is returned as it is."""
+    if schedule.seconds is None or schedule.steps is not None:
+        return schedule
+    blocks = max(NEEDED_BLOCKS, math.ceil(NEEDED_PROPOSALS * replicas / (kernel.tries * kernel.block_steps)))
+    return dataclasses.replace(schedule, steps=blocks * kernel.block_steps)
+
+
+def search_until_fixed(
+    run: Run, now: Placement, what: Scope, schedule: Schedule, replicas: int, fixed: Callable[[Placement], bool]
+) -> tuple[Placement, AnnealResult]:
+    """`scoped_search` of a phase whose work is `replicas` replicas to fix. Under a seconds budget
+    with no step bound it first searches what that work `needed`; only when the result is not
+    `fixed` does it go on from there for the rest of `schedule.seconds` (a phase with little to do
+    leaves the budget to the next). A step-bounded schedule runs as given, in one search."""
+    first = needed(schedule, run.kernel, replicas)
+    placement, search = scoped_search(run, now, what, first)
+    if first is schedule or fixed(placement) or STOP.is_set():
+        return placement, search
+    start = (placement.node_of, placement.primary_of)
+    placement, more = scoped_search(run, now, dataclasses.replace(what, start=start), spent(schedule, search.seconds))
+    return placement, dataclasses.replace(
+        more,
+        initial_energy=search.initial_energy,
+        steps=search.steps + more.steps,
+        seconds=search.seconds + more.seconds,
+        compile_seconds=search.compile_seconds + more.compile_seconds,
+        accepted=search.accepted + more.accepted,
+    )
 
 
 def _quench(run: Run, now: Placement, what: Scope, result: AnnealResult, schedule: Schedule) -> AnnealResult:

@@ -10,7 +10,15 @@ import numpy as np
 from plbjax.anneal import Schedule
 from plbjax.sf._assessment import Placement, movements, no_worse
 from plbjax.sf._everywhere import everywhere, place_everywhere
-from plbjax.sf._phase import CHECK_MOVE_WEIGHT, PhaseResult, Run, movement_budget, scoped_search, spent
+from plbjax.sf._phase import (
+    CHECK_MOVE_WEIGHT,
+    PhaseResult,
+    Run,
+    movement_budget,
+    scoped_search,
+    search_until_fixed,
+    spent,
+)
 from plbjax.sf._scope import Scope
 
 _WAITING = (
@@ -23,7 +31,8 @@ def placement_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResult
     """Place the missing replicas (replicas of lower-priority services may make room); where some
     still fit nowhere, SF's placement with moves (MoveExistingReplicaForPlacement) moves existing
     replicas away, within MaxPercentageToMoveForPlacement and the placement throttles, and is kept
-    only when it places more."""
+    only when it places more. Under a seconds budget the first search takes what its replicas to
+    place need and goes on only while some are unplaced (`search_until_fixed`)."""
     problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
     now, added = place_everywhere(problem, index, state, now, priorities)
     todo = np.zeros_like(now.node_of, dtype=bool)
@@ -51,7 +60,8 @@ def placement_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResult
         )
     budget = movement_budget(state, "Placement", int(placed.sum()))
     what = Scope(todo | evictable, headless, priorities == 0, move_weight=CHECK_MOVE_WEIGHT, budget=budget)
-    result, search = scoped_search(run, now, what, schedule)
+    placed_all = lambda placement: bool((placement.node_of[todo] >= 0).all())
+    result, search = search_until_fixed(run, now, what, schedule, int(todo.sum()), placed_all)
     left = int(result.report.violations.unplaced.sum())
     reason = f"{int(todo.sum())} replica(s) to place"
     used = movements(index, now.node_of, now.primary_of, result)

@@ -71,9 +71,12 @@ class _Clock:
 
 
 class _Budget:
-    """`search.seconds` bounds the whole run: a phase that searches gets a share of the time left
+    """`search.seconds` bounds the whole run: a phase that searches may take a share of the time left
     (placement a third, the constraint check half of what is left, balancing the rest but a block,
-    the minimal-movement pass what remains; a phase with nothing to do takes nothing). Each phase's
+    the minimal-movement pass what remains; a phase with nothing to do takes nothing). Placement and
+    the constraint check take their share only while their work is not done: each first searches
+    what its replicas to place or fix need (`_phase.search_until_fixed`), so a fix of a few
+    violations hands nearly all of the budget to balancing. Each phase's
     search leaves time for its zero-temperature block, balancing's also for the minimal-movement
     pass's first block (a search runs one block at least), so the run does not overrun its budget by
     more than a block's misestimate. Compilation is not counted."""
