@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from plbjax.sf.replay.types import PartitionKey
 
-_KEPT = 2  # Partitions lists remembered: the loop's current one and the one it came from
+_KEPT = 2  # Partitions lists remembered, the most recently used: the loop's current one and the last before
 
 
 @dataclass(frozen=True)
@@ -112,10 +112,11 @@ _known: dict[int, tuple[list, Layout, Census | None]] = {}
 
 
 def _entry(parts: list) -> tuple[list, Layout, Census | None]:
+    """`parts`'s entry, remembered as the most recently used."""
     entry = _known.get(id(parts))
     if entry is None or entry[0] is not parts:
         entry = (parts, Layout(parts), None)
-        _remember(entry)
+    _remember(entry)
     return entry
 
 

@@ -81,7 +81,9 @@ class LoadReports:
             for n in slots:
                 replica = replicas[n]
                 if replica is old[n]:
-                    replicas[n] = {**replica, "Loads": {**replica.get("Loads", {}), **loads}}
+                    replicas[n] = replica = dict(replica)
+                    base = replica.get("Loads", {})
+                    replica["Loads"] = base | loads if type(base) is dict and type(loads) is dict else {**base, **loads}
                 else:  # this batch's own copy
                     replica["Loads"].update(loads)
 
@@ -117,6 +119,11 @@ class LoadReports:
             if not hits:
                 raise Gone(f"ReplicaId: {rid!r} is not a replica of {name!r}")
             return hits
+        if len(mine) == 1:  # a partition's report: the common one
+            k = mine[0]
+            slots = layout.slots(k, parts[k]["Replicas"])
+            found = slots.every if role is None else slots.roles.get(role)
+            return [(k, found)] if found else []
         if role is None:
             return [(k, layout.slots(k, parts[k]["Replicas"]).every) for k in mine]
         return [(k, s) for k in mine if (s := layout.slots(k, parts[k]["Replicas"]).roles.get(role))]
