@@ -12,9 +12,9 @@ import pytest
 
 from plbjax import BadInput, apply_actions
 from plbjax.sf import ClusterSpec, generate
-from plbjax.sf.replay.events import Event, apply_events
+from plbjax.sf.replay.events import NAMED, Event, _subject, apply_events, describe
 from plbjax.sf.replay.inflight import InFlight, applied
-from plbjax.sf.replay.layout import Census, census_of, layout_of
+from plbjax.sf.replay.layout import Census, census_of
 
 KINDS = (
     "MovePrimary",
@@ -217,18 +217,6 @@ def test_bad_reports_raise_as_before_and_change_nothing(cluster):
     assert done == [Event(0, "LoadReport", good, 0)] and same(doc, reports_one_by_one(cluster, [good]))
 
 
-def test_the_layout_follows_a_partitions_replicas_when_they_change(cluster):
-    parts = list(cluster["Partitions"])
-    layout = layout_of(parts)
-    k = 3
-    first = layout.slots(k, parts[k]["Replicas"])
-    assert first.every == tuple(range(len(parts[k]["Replicas"])))
-    parts2 = list(parts)
-    parts2[k] = {**parts[k], "Replicas": parts[k]["Replicas"][1:]}
-    assert layout.slots(k, parts2[k]["Replicas"]).every == tuple(range(len(parts[k]["Replicas"]) - 1))
-    assert layout.slots(k, parts[k]["Replicas"]) == first
-
-
 def test_an_add_may_take_the_name_of_a_replica_dropped_earlier_in_its_batch(cluster):
     doc = copy.deepcopy(cluster)
     first, second = [p for p in doc["Partitions"] if any(r["Role"] == "Secondary" for r in p["Replicas"])][:2]
@@ -258,3 +246,37 @@ def test_an_add_may_take_the_name_of_a_replica_dropped_earlier_in_its_batch(clus
         if r.get("NodeName") == target and p["PartitionId"] == second["PartitionId"]
     ]
     assert count == 2 and [r["ReplicaId"] for r in added] == ["replay-1"]
+
+
+def described_from_every_subject(events: list[Event]) -> tuple[tuple[str, str], ...]:
+    """`describe`'s rule computed from every event's subject."""
+    subjects: dict[str, list[str]] = {}
+    for event in events:
+        subjects.setdefault(event.kind, []).append(_subject(event))
+    out = []
+    for kind, named in subjects.items():
+        distinct = [s for s in dict.fromkeys(named) if s]
+        if len(named) == 1 or (len(named) <= NAMED and len(distinct) == len(named)):
+            out.append((kind, " ".join([kind, ", ".join(distinct)]).rstrip()))
+        else:
+            listed = f" ({', '.join(distinct)})" if distinct and len(distinct) <= NAMED else ""
+            out.append((kind, f"{len(named)} {kind} events{listed}"))
+    return tuple(out)
+
+
+def test_describe_looks_at_no_more_subjects_than_it_names():
+    rng = random.Random(3)
+    for _ in range(300):
+        events = []
+        for _ in range(rng.randint(1, 9)):
+            kind = rng.choice(["NodeDown", "LoadReport", "UpgradeCompleted"])
+            subject = rng.choice(["a", "b", "c", "d", "e"])
+            fields = (
+                {"NodeName": subject}
+                if kind == "NodeDown"
+                else {"ServiceName": subject}
+                if kind == "LoadReport"
+                else {}
+            )
+            events.append(Event(0, kind, fields))
+        assert describe(events) == described_from_every_subject(events)

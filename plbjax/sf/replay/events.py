@@ -124,17 +124,22 @@ def describe(events: Sequence[Event]) -> tuple[tuple[str, str], ...]:
     """(kind, what happened) per kind of `events`, in order of first appearance, for the record:
     `NodeDown N0, N3` (each event's subject, up to `NAMED`), else counted, with their subjects while
     they are few: `12 LoadReport events (fabric:/Shop/Orders, fabric:/Shop/Web)`, `18000 LoadReport events`."""
-    subjects: dict[str, list[str]] = {}
+    counts: dict[str, int] = {}
+    subjects: dict[str, dict[str, None]] = {}  # distinct subjects per kind, up to one more than `NAMED`
     for event in events:
-        subjects.setdefault(event.kind, []).append(_subject(event))
+        kind = event.kind
+        counts[kind] = counts.get(kind, 0) + 1
+        seen = subjects.setdefault(kind, {})
+        if len(seen) <= NAMED and (subject := _subject(event)):
+            seen[subject] = None
     out = []
-    for kind, named in subjects.items():
-        distinct = [s for s in dict.fromkeys(named) if s]
-        if len(named) == 1 or (len(named) <= NAMED and len(distinct) == len(named)):
+    for kind, count in counts.items():
+        distinct = list(subjects[kind])
+        if count == 1 or (count <= NAMED and len(distinct) == count):
             out.append((kind, " ".join([kind, ", ".join(distinct)]).rstrip()))
         else:
             listed = f" ({', '.join(distinct)})" if distinct and len(distinct) <= NAMED else ""
-            out.append((kind, f"{len(named)} {kind} events{listed}"))
+            out.append((kind, f"{count} {kind} events{listed}"))
     return tuple(out)
 
 

@@ -2,9 +2,8 @@
 derives from one another, so that a batch of load reports or completed actions costs what it
 touches rather than a pass over the cluster.
 
-A `Layout` holds the partitions' positions (by partition key and by service) and each partition's
-replica slots (by str(ReplicaId) and by Role), read once per Replicas list; a `Census` the replica
-ids and how many replicas are placed. Both are found by the Partitions list's identity: a list
+A `Layout` holds the partitions' positions (by partition key and by service); a `Census` the
+replica ids and how many replicas are placed. Both are found by the Partitions list's identity: a list
 handed to `layout_of` or `census_of`, or registered by `derived`, must not be changed in place
 afterwards (the loop and the events replace lists, they never change them). A load-report batch
 keeps both (`derived` with no positions); completed actions keep the positions (partition
@@ -18,52 +17,21 @@ from dataclasses import dataclass
 
 from plbjax.sf.replay.types import PartitionKey
 
-_KEPT = 2  # Partitions lists remembered, the most recently used: the loop's current one and the last before
-
-
-@dataclass(frozen=True)
-class Slots:
-    """One Replicas list's slots: by str(ReplicaId), by Role, and all of them."""
-
-    ids: dict[str, tuple[int, ...]]
-    roles: dict[str, tuple[int, ...]]
-    every: tuple[int, ...]
-
-    @staticmethod
-    def of(replicas: Sequence[dict]) -> Slots:
-        ids: dict[str, tuple[int, ...]] = {}
-        roles: dict[str, tuple[int, ...]] = {}
-        for n, r in enumerate(replicas):
-            text, role = str(r["ReplicaId"]), r["Role"]
-            ids[text] = (*ids.get(text, ()), n)
-            roles[role] = (*roles.get(role, ()), n)
-        return Slots(ids, roles, tuple(range(len(replicas))))
+_KEPT = 1  # Partitions lists remembered: the loop's current one (an older one would stay alive for nothing)
 
 
 class Layout:
-    """A Partitions list's positions by partition key (`at`) and by service (`of_service`), and
-    its partitions' `Slots`, each read again when its partition's Replicas list is another one."""
+    """A Partitions list's positions by partition key (`at`) and by service (`of_service`)."""
 
     def __init__(self, parts: Sequence[dict]) -> None:
-        self.at: dict[PartitionKey, list[int]] = {}
-        self.of_service: dict[str, list[int]] = {}
+        at: dict[PartitionKey, list[int]] = {}
+        of_service: dict[str, list[int]] = {}
         for k, p in enumerate(parts):
-            self.at.setdefault((p["ServiceName"], str(p["PartitionId"])), []).append(k)
-            self.of_service.setdefault(p["ServiceName"], []).append(k)
-        self._slots: list[tuple[list, Slots] | None] = [None] * len(parts)
-
-    def slots(self, k: int, replicas: list) -> Slots:
-        """The slots of `replicas`, the Replicas list of the partition at `k`."""
-        entry = self._slots[k]
-        if entry is None or entry[0] is not replicas:
-            entry = self._slots[k] = (replicas, Slots.of(replicas))
-        return entry[1]
-
-    def replaced(self, k: int, old: list, new: list) -> None:
-        """The partition at `k` has `new` for Replicas, with the same replicas as `old` in the same slots."""
-        entry = self._slots[k]
-        if entry is not None and entry[0] is old:
-            self._slots[k] = (new, entry[1])
+            at.setdefault((p["ServiceName"], str(p["PartitionId"])), []).append(k)
+            of_service.setdefault(p["ServiceName"], []).append(k)
+        # tuples: the garbage collector stops following them
+        self.at = {key: tuple(ks) for key, ks in at.items()}
+        self.of_service = {name: tuple(ks) for name, ks in of_service.items()}
 
 
 @dataclass(frozen=True)

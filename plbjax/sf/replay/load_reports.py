@@ -71,21 +71,19 @@ class LoadReports:
             raise BadInput(f"ServiceName: {name!r} is not a service")
         loads, role = self._checked(name, service, f["Loads"]), f.get("Role")
         _checked_role(role)
-        for k, slots in self._hits(name, f.get("PartitionId"), f.get("ReplicaId"), role):
+        for k, n in self._hits(name, f.get("PartitionId"), f.get("ReplicaId"), role):
             old = self.copied.get(k)
             if old is None:
                 old = self.copied[k] = self.parts[k]["Replicas"]
                 self.parts[k] = {**self.parts[k], "Replicas": old.copy()}
-                self.layout.replaced(k, old, self.parts[k]["Replicas"])
             replicas = self.parts[k]["Replicas"]
-            for n in slots:
-                replica = replicas[n]
-                if replica is old[n]:
-                    replicas[n] = replica = dict(replica)
-                    base = replica.get("Loads", {})
-                    replica["Loads"] = base | loads if type(base) is dict and type(loads) is dict else {**base, **loads}
-                else:  # this batch's own copy
-                    replica["Loads"].update(loads)
+            replica = replicas[n]
+            if replica is old[n]:
+                replicas[n] = replica = dict(replica)
+                base = replica.get("Loads", {})
+                replica["Loads"] = base | loads if type(base) is dict and type(loads) is dict else {**base, **loads}
+            else:  # this batch's own copy
+                replica["Loads"].update(loads)
 
     def document(self) -> dict:
         """The document with every report added."""
@@ -106,27 +104,22 @@ class LoadReports:
             return loads
         return checked_loads(service, loads, names)
 
-    def _hits(self, name: str, pid: object, rid: object, role: str | None) -> list[tuple[int, tuple[int, ...]]]:
-        """(position, slots) of the replicas a report names, as `load_report` finds them."""
-        layout, parts = self.layout, self.parts
+    def _hits(self, name: str, pid: object, rid: object, role: str | None) -> list[tuple[int, int]]:
+        """(position, slot) of the replicas a report names, as `load_report` finds them."""
         if pid is None:
-            mine = layout.of_service.get(name, ())
-        elif not (mine := layout.at.get((name, str(pid)), ())):
+            mine = self.layout.of_service.get(name, ())
+        elif not (mine := self.layout.at.get((name, str(pid)), ())):
             raise BadInput(f"PartitionId: {pid!r} is not a partition of {name!r}")
+        parts = self.parts
         if rid is not None:
             text = str(rid)
-            hits = [(k, s) for k in mine if (s := layout.slots(k, parts[k]["Replicas"]).ids.get(text))]
+            hits = [(k, n) for k in mine for n, r in enumerate(parts[k]["Replicas"]) if str(r["ReplicaId"]) == text]
             if not hits:
                 raise Gone(f"ReplicaId: {rid!r} is not a replica of {name!r}")
             return hits
-        if len(mine) == 1:  # a partition's report: the common one
-            k = mine[0]
-            slots = layout.slots(k, parts[k]["Replicas"])
-            found = slots.every if role is None else slots.roles.get(role)
-            return [(k, found)] if found else []
         if role is None:
-            return [(k, layout.slots(k, parts[k]["Replicas"]).every) for k in mine]
-        return [(k, s) for k in mine if (s := layout.slots(k, parts[k]["Replicas"]).roles.get(role))]
+            return [(k, n) for k in mine for n in range(len(parts[k]["Replicas"]))]
+        return [(k, n) for k in mine for n, r in enumerate(parts[k]["Replicas"]) if r["Role"] == role]
 
 
 def _default_loads(service: dict, loads: dict, role: str | None) -> dict:
