@@ -12,9 +12,11 @@ import pytest
 
 from plbjax import BadInput, apply_actions
 from plbjax.sf import ClusterSpec, generate
+from plbjax.sf.replay.document import StateDocument
 from plbjax.sf.replay.events import NAMED, Event, _subject, apply_events, describe
 from plbjax.sf.replay.inflight import InFlight, applied
 from plbjax.sf.replay.layout import Census, census_of
+from plbjax.sf.replay.types import Stopwatch
 
 KINDS = (
     "MovePrimary",
@@ -280,3 +282,21 @@ def test_describe_looks_at_no_more_subjects_than_it_names():
             )
             events.append(Event(0, kind, fields))
         assert describe(events) == described_from_every_subject(events)
+
+
+def test_clean_history_is_the_entries_of_replicas_and_nodes_still_there(cluster):
+    rng = random.Random(4)
+    ids = [str(r["ReplicaId"]) for p in cluster["Partitions"] for r in p["Replicas"]]
+    nodes = [n["NodeName"] for n in cluster["Nodes"]]
+    for _ in range(200):
+        history = {
+            rng.choice([*ids, "gone"]): rng.choice([list, tuple])(rng.sample([*nodes, "N-gone"], rng.randint(0, 2)))
+            for _ in range(rng.randint(1, 6))
+        }
+        if rng.random() < 0.5:
+            history = {k: list(v) for k, v in history.items() if v and "N-gone" not in v and k != "gone"} or history
+        state = StateDocument({**cluster, "History": history}, probe=None, stopwatch=Stopwatch())  # type: ignore[arg-type]
+        state.clean_history()
+        kept = {k: [n for n in v if n in nodes] for k, v in history.items() if k in ids}
+        kept = {k: v for k, v in kept.items() if v}
+        assert state.doc["History"] == kept and (state.doc["History"] is history) == (kept == history)

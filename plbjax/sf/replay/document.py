@@ -95,10 +95,13 @@ class StateDocument:
         if self._cleaned is not None and all(a is b for a, b in zip(self._cleaned, seen)):
             return
         replicas, nodes = census.ids, {n["NodeName"] for n in doc["Nodes"]}
-        cleaned = {k: [n for n in v if n in nodes] for k, v in history.items() if k in replicas}
-        cleaned = {k: v for k, v in cleaned.items() if v}
-        if cleaned != history:
-            self.doc = doc = {**doc, "History": cleaned}
+        values = history.values()
+        clean = history.keys() <= replicas and all(type(v) is list and v for v in values)
+        if not (clean and set().union(*values) <= nodes):  # (most often nothing is dropped: checked at once)
+            cleaned = {k: [n for n in v if n in nodes] for k, v in history.items() if k in replicas}
+            cleaned = {k: v for k, v in cleaned.items() if v}
+            if cleaned != history:
+                self.doc = doc = {**doc, "History": cleaned}
         self._cleaned = (doc["History"], census, doc["Nodes"])
 
     def partitions_of(self, metrics: set[str]) -> set[PartitionKey]:

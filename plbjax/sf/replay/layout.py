@@ -54,7 +54,10 @@ class Census:
 
     def after(self, old: Sequence[dict], new: Sequence[dict], touched: Iterable[int]) -> Census:
         """The census of `new`, which is `old` (this census's list) with the partitions at `touched` changed."""
-        touched, counts = list(touched), dict(self.counts)
+        touched = list(touched)
+        if not touched:
+            return self
+        counts = dict(self.counts)
         placed = self.placed - _count((old[k] for k in touched), counts, -1)
         return Census(counts, placed + _count((new[k] for k in touched), counts, 1))
 
