@@ -3,11 +3,12 @@ derives from one another, so that a batch of load reports or completed actions c
 touches rather than a pass over the cluster.
 
 A `Layout` holds the partitions' positions (by partition key and by service); a `Census` the
-replica ids and how many replicas are placed. Both are found by the Partitions list's identity: a list
-handed to `layout_of` or `census_of`, or registered by `derived`, must not be changed in place
-afterwards (the loop and the events replace lists, they never change them). A load-report batch
-keeps both (`derived` with no positions); completed actions keep the positions (partition
-identities do not change) and update the census for the partitions they touched.
+replica ids and how many replicas are placed. Both are found by the Partitions list's identity,
+for the list used last only (an older one is not kept alive): a list handed to `layout_of` or
+`census_of`, or registered by `derived`, must not be changed in place afterwards (the loop and the
+events replace lists, they never change them). A load-report batch keeps both (`derived` with no
+positions); completed actions keep the positions (partition identities do not change) and update
+the census for the partitions they touched.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
 """The LoadReport event applied to a state document: a replica's loads (ReplicaId), a partition's
 replicas' (PartitionId, Role?), or the service's default loads (neither). `LoadReports` applies
 partition and replica reports one after the other on one document (`events` hands it a run of
-them): each report is resolved through the Partitions list's `layout`, each replica's loads are
-merged in order and written once, so a batch costs what it touches. A report naming a replica that
+them): each report finds its partition through the Partitions list's `layout`, and each replica
+reported to is copied once per batch (later reports merge into that copy), so a batch costs what
+it touches. A report naming a replica that
 no longer exists raises `Gone`.
 """
 
