@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from plbjax.sf._state import DEFAULT_METRICS
+from plbjax.sf.replay.layout import Census, census_of
 from plbjax.sf.replay.settings import Settings, read_settings, with_settings
 from plbjax.sf.replay.types import Needs, PartitionKey, Probe, Stopwatch, partition_key
 
@@ -24,16 +25,6 @@ class _Derived:
     domains_only: dict[frozenset[PartitionKey], bool] = field(default_factory=dict)
 
 
-class _Replicas:
-    """Every str(ReplicaId) of one Partitions list and how many of its replicas are placed."""
-
-    def __init__(self, partitions: list) -> None:
-        replicas = [r for p in partitions for r in p["Replicas"]]
-        self.partitions = partitions
-        self.ids = {str(r["ReplicaId"]) for r in replicas}
-        self.placed = sum(r.get("NodeName") is not None for r in replicas)
-
-
 class StateDocument:
     """The document the loop changes (events, completed actions, History) and its version, bumped by
     every change but History's; the probe is asked once per version and set of frozen partitions."""
@@ -42,8 +33,7 @@ class StateDocument:
         self.doc, self.version = doc, 0
         self.probe, self.stopwatch = probe, stopwatch
         self._derived = _Derived(-1)
-        self._replicas: _Replicas | None = None  # read once per Partitions list: the loop replaces it, never changes it
-        self._cleaned: tuple | None = None  # the (History, Partitions, Nodes) last cleaned
+        self._cleaned: tuple | None = None  # the (History, replicas' Census, Nodes) last cleaned
         self._imbalanced: frozenset | None = None  # the last probe's imbalanced (metric, node type); None: not probed
 
     def changed(self) -> None:
@@ -81,11 +71,10 @@ class StateDocument:
             derived.domains_only[frozen] = self.stopwatch.timed("probe", self.probe, off, frozen).violations == 0
         return derived.domains_only[frozen]
 
-    def replicas(self) -> _Replicas:
-        parts = self.doc["Partitions"]
-        if self._replicas is None or self._replicas.partitions is not parts:
-            self._replicas = _Replicas(parts)
-        return self._replicas
+    def replicas(self) -> Census:
+        """The replicas' ids and how many are placed (read once per Partitions list and kept while
+        only loads change: `layout`; the loop replaces the list, never changes it)."""
+        return census_of(self.doc["Partitions"])
 
     def existing(self) -> int:
         """How many replicas are placed (what the throttles' percentages are of)."""
@@ -104,15 +93,21 @@ class StateDocument:
         """The document's History without entries of replicas and nodes it no longer has."""
         doc = self.doc
         history = doc.get("History")
-        seen = (history, doc["Partitions"], doc["Nodes"])
-        if not history or (self._cleaned is not None and all(a is b for a, b in zip(self._cleaned, seen))):
+        if not history:
             return
-        replicas, nodes = self.replicas().ids, {n["NodeName"] for n in doc["Nodes"]}
-        cleaned = {k: [n for n in v if n in nodes] for k, v in history.items() if k in replicas}
-        cleaned = {k: v for k, v in cleaned.items() if v}
-        if cleaned != history:
-            self.doc = doc = {**doc, "History": cleaned}
-        self._cleaned = (doc["History"], doc["Partitions"], doc["Nodes"])
+        census = self.replicas()
+        seen = (history, census, doc["Nodes"])
+        if self._cleaned is not None and all(a is b for a, b in zip(self._cleaned, seen)):
+            return
+        replicas, nodes = census.ids, {n["NodeName"] for n in doc["Nodes"]}
+        values = history.values()
+        clean = history.keys() <= replicas and all(type(v) is list and v for v in values)
+        if not (clean and set().union(*values) <= nodes):  # (most often nothing is dropped: checked at once)
+            cleaned = {k: [n for n in v if n in nodes] for k, v in history.items() if k in replicas}
+            cleaned = {k: v for k, v in cleaned.items() if v}
+            if cleaned != history:
+                self.doc = doc = {**doc, "History": cleaned}
+        self._cleaned = (doc["History"], census, doc["Nodes"])
 
     def partitions_of(self, metrics: set[str]) -> set[PartitionKey]:
         """The partitions of services with one of `metrics` (SF's SystemState::GetImbalancedFailoverUnits)."""

@@ -27,7 +27,7 @@ from plbjax.sf.replay.cluster_events import (
     upgrade_domain_completed,
     upgrade_started,
 )
-from plbjax.sf.replay.load_reports import checked_loads, load_report
+from plbjax.sf.replay.load_reports import LoadReports, load_report
 from plbjax.sf.replay.node_events import node_added, node_disabled, node_down, node_enabled, node_removed, node_up
 from plbjax.sf.replay.types import Gone
 
@@ -92,8 +92,8 @@ def apply_events(
     """The state document after `events`, in order (as `apply_event` one after the other), and the
     events applied: with `skip_gone`, an event that raises `Gone` is skipped, else it is bad input.
     A bad event raises `BadInput` naming it (`Events[3].NodeName: ...`). Runs of partition and
-    replica LoadReports are applied on one private copy of the Partitions list, each partition
-    they touch copied once, so a run of them costs what they touch, not the cluster's size."""
+    replica LoadReports are applied as one batch (`LoadReports`: each replica they touch written once),
+    so a run of them costs what they touch, not the cluster's size."""
     doc, applied, i = state_doc, [], 0
     while i < len(events):
         j = i
@@ -124,17 +124,22 @@ def describe(events: Sequence[Event]) -> tuple[tuple[str, str], ...]:
     """(kind, what happened) per kind of `events`, in order of first appearance, for the record:
     `NodeDown N0, N3` (each event's subject, up to `NAMED`), else counted, with their subjects while
     they are few: `12 LoadReport events (fabric:/Shop/Orders, fabric:/Shop/Web)`, `18000 LoadReport events`."""
-    subjects: dict[str, list[str]] = {}
+    counts: dict[str, int] = {}
+    subjects: dict[str, dict[str, None]] = {}  # distinct subjects per kind, up to one more than `NAMED`
     for event in events:
-        subjects.setdefault(event.kind, []).append(_subject(event))
+        kind = event.kind
+        counts[kind] = counts.get(kind, 0) + 1
+        seen = subjects.setdefault(kind, {})
+        if len(seen) <= NAMED and (subject := _subject(event)):
+            seen[subject] = None
     out = []
-    for kind, named in subjects.items():
-        distinct = [s for s in dict.fromkeys(named) if s]
-        if len(named) == 1 or (len(named) <= NAMED and len(distinct) == len(named)):
+    for kind, count in counts.items():
+        distinct = list(subjects[kind])
+        if count == 1 or (count <= NAMED and len(distinct) == count):
             out.append((kind, " ".join([kind, ", ".join(distinct)]).rstrip()))
         else:
             listed = f" ({', '.join(distinct)})" if distinct and len(distinct) <= NAMED else ""
-            out.append((kind, f"{len(named)} {kind} events{listed}"))
+            out.append((kind, f"{count} {kind} events{listed}"))
     return tuple(out)
 
 
@@ -159,57 +164,19 @@ def _batched(event: Event) -> bool:
 
 
 def _load_reports(state_doc: dict, events: Sequence[Event], skip_gone: bool, applied: list[Event]) -> dict:
-    """Partition and replica LoadReports (`load_report` one after the other) on one copy."""
-    services = {s["ServiceName"]: s for s in state_doc["Services"]}
-    metric_names: dict[str, set] = {}
-    parts = list(state_doc["Partitions"])
-    at: dict[tuple[str, str], list[int]] = {}
-    of_service: dict[str, list[int]] = {}
-    for k, p in enumerate(parts):
-        at.setdefault((p["ServiceName"], str(p["PartitionId"])), []).append(k)
-        of_service.setdefault(p["ServiceName"], []).append(k)
-    copied: set[int] = set()
+    """Partition and replica LoadReports (`load_report` one after the other) as one `LoadReports` batch."""
+    batch = LoadReports(state_doc)
     for event in events:
-        f = event.fields
         try:
-            name = f["ServiceName"]
-            service = services.get(name) if isinstance(name, str) else None
-            if service is None:
-                raise BadInput(f"ServiceName: {name!r} is not a service")
-            if name not in metric_names:
-                metric_names[name] = {m["Name"] for m in service.get("Metrics", [])}
-            loads, role = checked_loads(service, f["Loads"], metric_names[name]), f.get("Role")
-            if role is not None and role not in ("Primary", "Secondary", "Instance"):
-                raise BadInput(f"Role: {role!r} is not Primary, Secondary or Instance")
-            rid, pid = f.get("ReplicaId"), f.get("PartitionId")
-            mine = at.get((name, str(pid)), []) if pid is not None else of_service.get(name, [])
-            if pid is not None and not mine:
-                raise BadInput(f"PartitionId: {pid!r} is not a partition of {name!r}")
-            if rid is not None:
-                rid_text = str(rid)
-                hits = [
-                    (k, n) for k in mine for n, r in enumerate(parts[k]["Replicas"]) if str(r["ReplicaId"]) == rid_text
-                ]
-            elif role is None:
-                hits = [(k, n) for k in mine for n in range(len(parts[k]["Replicas"]))]
-            else:
-                hits = [(k, n) for k in mine for n, r in enumerate(parts[k]["Replicas"]) if r["Role"] == role]
-            if rid is not None and not hits:
-                raise Gone(f"ReplicaId: {rid!r} is not a replica of {name!r}")
+            batch.add(event.fields)
         except Gone as exc:
             if skip_gone:
                 continue
             raise BadInput(f"Events[{event.index}].{exc}") from None
         except BadInput as exc:
             raise BadInput(f"Events[{event.index}].{exc}") from None
-        for k, n in hits:
-            if k not in copied:
-                parts[k] = dict(parts[k], Replicas=list(parts[k]["Replicas"]))
-                copied.add(k)
-            replica = parts[k]["Replicas"][n]
-            parts[k]["Replicas"][n] = {**replica, "Loads": {**replica.get("Loads", {}), **loads}}
         applied.append(event)
-    return dict(state_doc, Partitions=parts)
+    return batch.document()
 
 
 _HANDLERS: dict[str, Callable[[dict, Mapping], dict]] = {

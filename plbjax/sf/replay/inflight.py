@@ -9,7 +9,10 @@ import math
 from dataclasses import dataclass, field
 
 from plbjax.sf import apply_actions
+from plbjax.sf.replay.layout import census_of, derived, layout_of
 from plbjax.sf.replay.types import EPS, PartitionKey, partition_key
+
+_HAND_OVER = ("SwapPrimarySecondary", "PromoteSecondary")  # actions whose loads follow the roles
 
 
 @dataclass(frozen=True, order=True)
@@ -78,38 +81,73 @@ class InFlight:
 
 class _Completions:
     """Completed actions applied one after the other on one copy of the document: each action to a
-    copy of its partition only (`apply_actions` on that partition), so a round's actions cost what
-    they touch. An action that no longer fits (its target is not Up, its replica is gone, ...) is
-    not applied; a replica an Add creates is named `replay-N` (unused in the document)."""
+    copy of its partition only (`applied`), found through the Partitions list's `layout`, so a
+    round's actions cost what they touch. An action that no longer fits (its target is not Up, its
+    replica is gone, ...) is not applied; a replica an Add creates is named `replay-N` (unused in
+    the document)."""
 
     def __init__(self, doc: dict, flight: InFlight) -> None:
         self.doc, self.flight = doc, flight
-        self.parts = list(doc["Partitions"])
-        self.at = {partition_key(p): k for k, p in enumerate(self.parts)}
+        self.old = doc["Partitions"]
+        self.parts = list(self.old)
+        self.at = layout_of(self.old).at
         self.status = {n["NodeName"]: n.get("NodeStatus", "Up") for n in doc["Nodes"]}
+        self.touched: set[int] = set()
         self.taken: set[str] | None = None
 
     def apply(self, action: dict) -> bool:
         if action["Action"][:4] in ("Move", "Add") and self.status.get(action["TargetNode"]) != "Up":
             return False
-        k = self.at.get(partition_key(action))
-        if k is None:
+        at = self.at.get(partition_key(action))
+        if not at:
             return False
+        k = at[-1]
         try:
-            part = apply_actions({"Partitions": [self.parts[k]]}, [action])["Partitions"][0]
+            part = applied(self.parts[k], action)
         except (ValueError, KeyError, StopIteration):
             return False
         if action["ReplicaId"] is None:
             part = dict(part, Replicas=[self._named(r) for r in part["Replicas"]])
         self.parts[k] = part
+        self.touched.add(k)
         return True
 
     def _named(self, replica: dict) -> dict:
         if replica["ReplicaId"] is not None:
             return replica
         if self.taken is None:
-            self.taken = {str(r["ReplicaId"]) for p in self.parts for r in p["Replicas"]}
+            self.taken = set(census_of(self.old).after(self.old, self.parts, self.touched).ids)
         return dict(replica, ReplicaId=self.flight.new_id(self.taken))
 
     def document(self) -> dict:
+        derived(self.parts, self.old, self.touched)
         return {**self.doc, "Partitions": self.parts}
+
+
+def applied(part: dict, action: dict) -> dict:
+    """The partition `part` after `action`, as `plbjax.sf.apply_actions` leaves it (a Drop removes
+    its replica); `part` is not changed. A move, add or drop copies the Replicas list and the one
+    replica it changes; a swap or promotion (the loads follow the roles) is `apply_actions` on
+    `part` alone. Raises ValueError, KeyError or StopIteration where `apply_actions` does: the
+    action does not fit."""
+    kind, target = action["Action"], action["TargetNode"]
+    if kind in _HAND_OVER:
+        return apply_actions({"Partitions": [part]}, [action])["Partitions"][0]
+    replicas = list(part["Replicas"])
+    if action["ReplicaId"] is None:
+        replicas.append({"ReplicaId": None, "Role": kind[3:], "NodeName": None})
+        n = len(replicas) - 1
+    else:
+        n = next(n for n, r in enumerate(replicas) if str(r["ReplicaId"]) == str(action["ReplicaId"]))
+    replica = replicas[n]
+    if replica.get("NodeName") != action["SourceNode"]:
+        raise ValueError(f"action {action}: replica is on {replica.get('NodeName')}")
+    if kind.startswith("Drop"):
+        if replica["Role"] != kind[4:]:
+            raise ValueError(f"action {action}: the replica is a {replica['Role']}")
+        replicas.remove(replica)
+    else:
+        if any(r.get("NodeName") == target for r in replicas if r is not replica):
+            raise ValueError(f"action {action}: target already holds a replica of the partition")
+        replicas[n] = {**replica, "NodeName": target, **({"Role": kind[3:]} if kind.startswith("Add") else {})}
+    return {**part, "Replicas": replicas}

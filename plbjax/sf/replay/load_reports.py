@@ -1,8 +1,10 @@
 """The LoadReport event applied to a state document: a replica's loads (ReplicaId), a partition's
-replicas' (PartitionId, Role?), or the service's default loads (neither). `checked_loads` checks a
-report's loads against its service's metrics; `events` uses it too when it applies a run of
-partition and replica reports as one batch. A report naming a replica that no longer exists raises
-`Gone`.
+replicas' (PartitionId, Role?), or the service's default loads (neither). `LoadReports` applies
+partition and replica reports one after the other on one document (`events` hands it a run of
+them): each report finds its partition through the Partitions list's `layout`, and each replica
+reported to is copied once per batch (later reports merge into that copy), so a batch costs what
+it touches. A report naming a replica that
+no longer exists raises `Gone`.
 """
 
 from __future__ import annotations
@@ -11,11 +13,10 @@ from collections.abc import Mapping
 
 from plbjax.errors import BadInput
 from plbjax.sf.replay.cluster_events import service_index
+from plbjax.sf.replay.layout import derived, layout_of
 from plbjax.sf.replay.types import Gone
 
-
-def _check_loads(service: dict, loads: object) -> dict:
-    return checked_loads(service, loads, {m["Name"] for m in service.get("Metrics", [])})
+ROLES = ("Primary", "Secondary", "Instance")
 
 
 def checked_loads(service: dict, loads: object, names: set) -> dict:
@@ -31,18 +32,95 @@ def checked_loads(service: dict, loads: object, names: set) -> dict:
     return dict(loads)
 
 
+def _checked_role(role: object) -> None:
+    if role is not None and role not in ROLES:
+        raise BadInput(f"Role: {role!r} is not Primary, Secondary or Instance")
+
+
 def load_report(doc: dict, f: Mapping) -> dict:
     """A replica's loads (ReplicaId), a partition's replicas' (PartitionId, Role?), or the
     service's default loads (Role?: Primary/Secondary default loads; none: all of them)."""
-    s = service_index(doc, f["ServiceName"])
-    service = doc["Services"][s]
-    loads, role = _check_loads(service, f["Loads"]), f.get("Role")
-    if role is not None and role not in ("Primary", "Secondary", "Instance"):
-        raise BadInput(f"Role: {role!r} is not Primary, Secondary or Instance")
-    if "ReplicaId" not in f and "PartitionId" not in f:
-        doc["Services"] = [*doc["Services"][:s], _default_loads(service, loads, role), *doc["Services"][s + 1 :]]
-        return doc
-    return _replica_loads(doc, f, loads, role)
+    if "ReplicaId" in f or "PartitionId" in f:
+        batch = LoadReports(doc)
+        batch.add(f)
+        return batch.document()
+    service = doc["Services"][s := service_index(doc, f["ServiceName"])]
+    loads, role = checked_loads(service, f["Loads"], {m["Name"] for m in service.get("Metrics", [])}), f.get("Role")
+    _checked_role(role)
+    doc["Services"] = [*doc["Services"][:s], _default_loads(service, loads, role), *doc["Services"][s + 1 :]]
+    return doc
+
+
+class LoadReports:
+    """Partition and replica LoadReports applied one after the other to `doc` (not changed): `add`
+    each, then `document`."""
+
+    def __init__(self, doc: dict) -> None:
+        self.doc, self.parts = doc, list(doc["Partitions"])
+        self.layout = layout_of(doc["Partitions"])
+        self.services: dict[str, dict] = {}
+        for service in doc["Services"]:
+            self.services.setdefault(service["ServiceName"], service)
+        self.metrics: dict[str, set[str]] = {}
+        self.copied: dict[int, list] = {}  # position -> the Replicas list it had (its partition is copied)
+
+    def add(self, f: Mapping) -> None:
+        """Report `f`'s loads; a bad report raises (`BadInput`, `Gone`) and changes nothing."""
+        name = f["ServiceName"]
+        service = self.services.get(name) if isinstance(name, str) else None
+        if service is None:
+            raise BadInput(f"ServiceName: {name!r} is not a service")
+        loads, role = self._checked(name, service, f["Loads"]), f.get("Role")
+        _checked_role(role)
+        for k, n in self._hits(name, f.get("PartitionId"), f.get("ReplicaId"), role):
+            old = self.copied.get(k)
+            if old is None:
+                old = self.copied[k] = self.parts[k]["Replicas"]
+                self.parts[k] = {**self.parts[k], "Replicas": old.copy()}
+            replicas = self.parts[k]["Replicas"]
+            replica = replicas[n]
+            if replica is old[n]:
+                replicas[n] = replica = dict(replica)
+                base = replica.get("Loads", {})
+                replica["Loads"] = base | loads if type(base) is dict and type(loads) is dict else {**base, **loads}
+            else:  # this batch's own copy
+                replica["Loads"].update(loads)
+
+    def document(self) -> dict:
+        """The document with every report added."""
+        if not self.copied:
+            return dict(self.doc)
+        derived(self.parts, self.doc["Partitions"])
+        return {**self.doc, "Partitions": self.parts}
+
+    def _checked(self, name: str, service: dict, loads: object) -> Mapping:
+        """`loads` checked as `checked_loads` checks them (a plain dict of ints and floats: at once)."""
+        names = self.metrics.get(name)
+        if names is None:
+            names = self.metrics[name] = {m["Name"] for m in service.get("Metrics", [])}
+        if type(loads) is dict and loads and loads.keys() <= names:
+            for value in loads.values():
+                if (type(value) is not float and type(value) is not int) or not value >= 0:
+                    return checked_loads(service, loads, names)
+            return loads
+        return checked_loads(service, loads, names)
+
+    def _hits(self, name: str, pid: object, rid: object, role: str | None) -> list[tuple[int, int]]:
+        """(position, slot) of the replicas a report names, as `load_report` finds them."""
+        if pid is None:
+            mine = self.layout.of_service.get(name, ())
+        elif not (mine := self.layout.at.get((name, str(pid)), ())):
+            raise BadInput(f"PartitionId: {pid!r} is not a partition of {name!r}")
+        parts = self.parts
+        if rid is not None:
+            text = str(rid)
+            hits = [(k, n) for k in mine for n, r in enumerate(parts[k]["Replicas"]) if str(r["ReplicaId"]) == text]
+            if not hits:
+                raise Gone(f"ReplicaId: {rid!r} is not a replica of {name!r}")
+            return hits
+        if role is None:
+            return [(k, n) for k in mine for n in range(len(parts[k]["Replicas"]))]
+        return [(k, n) for k in mine for n, r in enumerate(parts[k]["Replicas"]) if r["Role"] == role]
 
 
 def _default_loads(service: dict, loads: dict, role: str | None) -> dict:
@@ -57,25 +135,3 @@ def _default_loads(service: dict, loads: dict, role: str | None) -> dict:
         )
     metrics = [dict(m, **{k: loads[m["Name"]] for k in keys}) if m["Name"] in loads else m for m in service["Metrics"]]
     return dict(service, Metrics=metrics)
-
-
-def _replica_loads(doc: dict, f: Mapping, loads: dict, role: str | None) -> dict:
-    rid, pid, name = f.get("ReplicaId"), f.get("PartitionId"), f["ServiceName"]
-
-    def hit(replica: dict) -> bool:
-        return str(replica["ReplicaId"]) == str(rid) if rid is not None else role in (None, replica["Role"])
-
-    mine = [
-        p for p in doc["Partitions"] if p["ServiceName"] == name and (pid is None or str(p["PartitionId"]) == str(pid))
-    ]
-    if pid is not None and not mine:
-        raise BadInput(f"PartitionId: {pid!r} is not a partition of {name!r}")
-    if rid is not None and not any(hit(r) for p in mine for r in p["Replicas"]):
-        raise Gone(f"ReplicaId: {rid!r} is not a replica of {name!r}")
-    doc["Partitions"] = [
-        dict(p, Replicas=[{**r, "Loads": {**r.get("Loads", {}), **loads}} if hit(r) else r for r in p["Replicas"]])
-        if any(p is m for m in mine)
-        else p
-        for p in doc["Partitions"]
-    ]
-    return doc

@@ -3,12 +3,16 @@ added schedule (an entry added again lasts until its later Until)."""
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import math
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 
 from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event
 from plbjax.sf.replay.types import EPS
+
+_time = attrgetter("time")
 
 
 def _block_key(fields: Mapping) -> tuple[str, str]:
@@ -21,7 +25,7 @@ class Pending:
 
     def __init__(self, events: Sequence[Event]) -> None:
         self.events = events
-        self.next = 0  # the timeline's events are in order: the next one not applied yet
+        self.next = 0  # the timeline's events are in time order: the next one not applied yet
         self.expiries: list[tuple[float, int, Event]] = []  # (time, after every timeline event, the expiry)
         self.block_until: dict[tuple[str, str], float] = {}  # the latest Until of each entry added
         self.seq = 0
@@ -39,13 +43,9 @@ class Pending:
         while self.next_time() <= now + EPS:
             n = self.next
             if n < len(events) and (not self.expiries or (events[n].time, n) < self.expiries[0][:2]):
-                end = n + 1
-                while (
-                    end < len(events)
-                    and events[end].time <= now + EPS
-                    and (not self.expiries or (events[end].time, end) < self.expiries[0][:2])
-                ):
-                    end += 1
+                # the timeline's events up to `now` and to the next expiry (which follows the events of its time)
+                limit = min(now + EPS, self.expiries[0][0]) if self.expiries else now + EPS
+                end = bisect.bisect_right(events, limit, lo=n + 1, key=_time)
                 due += events[n:end]
                 self.next = end
             else:

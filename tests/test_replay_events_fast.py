@@ -1,0 +1,302 @@
+"""Load reports and completed actions through a kept layout (plbjax.sf.replay.layout) give the
+documents that applying them one by one to the whole document gives: the same values in the same
+key order, the inputs unchanged, across chains of batches that reuse the layout."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+
+import pytest
+
+from plbjax import BadInput, apply_actions
+from plbjax.sf import ClusterSpec, generate
+from plbjax.sf.replay.document import StateDocument
+from plbjax.sf.replay.events import NAMED, Event, _subject, apply_events, describe
+from plbjax.sf.replay.inflight import InFlight, applied
+from plbjax.sf.replay.layout import Census, census_of
+from plbjax.sf.replay.types import Stopwatch
+
+KINDS = (
+    "MovePrimary",
+    "MoveSecondary",
+    "MoveInstance",
+    "AddPrimary",
+    "AddSecondary",
+    "AddInstance",
+    "DropPrimary",
+    "DropSecondary",
+    "DropInstance",
+    "SwapPrimarySecondary",
+    "PromoteSecondary",
+)
+
+
+@pytest.fixture(scope="module")
+def cluster() -> dict:
+    spec = ClusterSpec(
+        nodes=12,
+        fault_domains=3,
+        upgrade_domains=3,
+        metrics=2,
+        services=4,
+        partitions_per_service=5,
+        replicas_per_partition=3,
+        stateless_fraction=0.25,
+        skew=0.5,
+    )
+    return generate(7, spec)
+
+
+def same(a: dict, b: dict) -> bool:
+    return json.dumps(a) == json.dumps(b)
+
+
+def reports_one_by_one(doc: dict, reports: list[dict]) -> dict:
+    """Each report merged into each replica it names, one report after the other."""
+    doc = copy.deepcopy(doc)
+    for f in reports:
+        for p in doc["Partitions"]:
+            if p["ServiceName"] != f["ServiceName"] or str(p["PartitionId"]) != str(
+                f.get("PartitionId", p["PartitionId"])
+            ):
+                continue
+            for r in p["Replicas"]:
+                named = (
+                    str(r["ReplicaId"]) == str(f["ReplicaId"])
+                    if "ReplicaId" in f
+                    else f.get("Role") in (None, r["Role"])
+                )
+                if named:
+                    r["Loads"] = {**r.get("Loads", {}), **f["Loads"]}
+    return doc
+
+
+def random_reports(doc: dict, rng: random.Random, count: int) -> list[dict]:
+    metrics = {s["ServiceName"]: [m["Name"] for m in s.get("Metrics", [])] for s in doc["Services"]}
+    out = []
+    for _ in range(count):
+        p = rng.choice(doc["Partitions"])
+        names = rng.sample(metrics[p["ServiceName"]], rng.randint(1, len(metrics[p["ServiceName"]])))
+        f = {
+            "ServiceName": p["ServiceName"],
+            "Loads": {m: rng.choice([rng.randint(0, 50), rng.random() * 9]) for m in names},
+        }
+        shape = rng.random()
+        if shape < 0.6:
+            f["PartitionId"] = p["PartitionId"]
+            if rng.random() < 0.8:
+                f["Role"] = rng.choice(["Primary", "Secondary", "Instance"])
+        elif shape < 0.9 and p["Replicas"]:
+            f["ReplicaId"] = rng.choice(p["Replicas"])["ReplicaId"]
+            if rng.random() < 0.5:
+                f["PartitionId"] = p["PartitionId"]
+        else:
+            f["Role"] = rng.choice(["Primary", "Secondary"])
+            f["PartitionId"] = p["PartitionId"]
+        out.append(f)
+    return out
+
+
+def random_action(doc: dict, rng: random.Random) -> dict:
+    p = rng.choice(doc["Partitions"])
+    nodes = [n["NodeName"] for n in doc["Nodes"]]
+    kind = rng.choice(KINDS)
+    replica = rng.choice(p["Replicas"]) if p["Replicas"] and not kind.startswith("Add") else None
+    return {
+        "ServiceName": p["ServiceName"],
+        "PartitionId": p["PartitionId"],
+        "ReplicaId": None if replica is None else rng.choice([replica["ReplicaId"], replica["ReplicaId"], "gone"]),
+        "Action": kind,
+        "SourceNode": None if replica is None else rng.choice([replica.get("NodeName"), replica.get("NodeName"), "N0"]),
+        "TargetNode": rng.choice([r.get("NodeName") for r in p["Replicas"]] + nodes if p["Replicas"] else nodes),
+    }
+
+
+def test_a_partitions_action_applied_alone_is_apply_actions(cluster):
+    rng = random.Random(0)
+    fits = 0
+    for _ in range(2000):
+        action = random_action(cluster, rng)
+        part = next(
+            p
+            for p in cluster["Partitions"]
+            if (p["ServiceName"], p["PartitionId"]) == (action["ServiceName"], action["PartitionId"])
+        )
+        before = copy.deepcopy(part)
+        try:
+            expected = apply_actions({"Partitions": [part]}, [action])["Partitions"][0]
+        except (ValueError, KeyError, StopIteration):
+            expected = None
+        try:
+            got = applied(part, action)
+        except (ValueError, KeyError, StopIteration):
+            got = None
+        assert (got is None) == (expected is None), action
+        assert got is None or expected is None or same(got, expected), action
+        assert same(part, before)
+        fits += got is not None
+    assert fits > 300  # the draws fit often enough to compare results, not only failures
+
+
+def test_load_report_batches_are_the_reports_one_by_one_across_completions(cluster):
+    rng, flight = random.Random(1), InFlight()
+    doc, t = cluster, 0.0
+    for _ in range(8):
+        reports = random_reports(doc, rng, 60)
+        before = copy.deepcopy(doc)
+        after, done = apply_events(doc, [Event(t, "LoadReport", f, i) for i, f in enumerate(reports)], t)
+        assert len(done) == len(reports) and same(doc, before)
+        assert same(after, reports_one_by_one(doc, reports))
+        doc = after
+        for _ in range(6):
+            flight.issue(random_action(doc, rng), t, 1.0)
+        before, given = copy.deepcopy(doc), doc
+        doc, _ = flight.complete(doc, t + 1)
+        assert same(given, before) and census_of(doc["Partitions"]) == Census.of(doc["Partitions"])
+        t += 2
+    assert sum(len(p["Replicas"]) for p in doc["Partitions"]) != sum(len(p["Replicas"]) for p in cluster["Partitions"])
+
+
+def test_completions_are_apply_actions_one_after_the_other(cluster):
+    rng, flight, oracle = random.Random(2), InFlight(), InFlight()
+    doc = cluster
+    for t in range(10):
+        actions = [random_action(doc, rng) for _ in range(12)]
+        for action in actions:
+            flight.issue(action, t, 0.5)
+        before = copy.deepcopy(doc)
+        got, count = flight.complete(doc, t + 0.5)
+        expected, expected_count = one_by_one(doc, actions, oracle)
+        assert same(doc, before) and count == expected_count and same(got, expected)
+        doc = got
+
+
+def one_by_one(doc: dict, actions: list[dict], namer: InFlight) -> tuple[dict, int]:
+    """`apply_actions` on the whole document per action (not Up targets and misfits cancelled),
+    a new replica named as `InFlight` names it."""
+    up = {n["NodeName"] for n in doc["Nodes"] if n.get("NodeStatus", "Up") == "Up"}
+    count, taken = 0, None
+    for action in actions:
+        if action["Action"][:4] in ("Move", "Add") and action["TargetNode"] not in up:
+            continue
+        try:
+            after = apply_actions(doc, [action])
+        except (ValueError, KeyError, StopIteration):
+            continue
+        if action["ReplicaId"] is None:
+            for p in after["Partitions"]:
+                for r in p["Replicas"]:
+                    if r["ReplicaId"] is None:
+                        taken = taken or {str(x["ReplicaId"]) for q in doc["Partitions"] for x in q["Replicas"]}
+                        r["ReplicaId"] = namer.new_id(taken)
+        doc, count = after, count + 1
+    return doc, count
+
+
+def test_bad_reports_raise_as_before_and_change_nothing(cluster):
+    p = cluster["Partitions"][0]
+    name = p["ServiceName"]
+    metric = next(m["Name"] for s in cluster["Services"] if s["ServiceName"] == name for m in s["Metrics"])
+    good = {"ServiceName": name, "PartitionId": p["PartitionId"], "Loads": {metric: 3}}
+    cases = [
+        ({**good, "ServiceName": "fabric:/None"}, "ServiceName: 'fabric:/None' is not a service"),
+        ({**good, "Loads": {}}, "Loads: a non-empty mapping"),
+        ({**good, "Loads": {metric: -1}}, f"Loads.{metric}: -1 is not a non-negative number"),
+        ({**good, "Loads": {metric: True}}, f"Loads.{metric}: True is not"),
+        ({**good, "Loads": {"Nope": 1}}, "Loads.Nope: service"),
+        ({**good, "Role": "Leader"}, "Role: 'Leader' is not Primary"),
+        ({**good, "PartitionId": "p9"}, "PartitionId: 'p9' is not a partition of"),
+        ({"ServiceName": name, "ReplicaId": "gone", "Loads": {metric: 1}}, "ReplicaId: 'gone' is not a replica of"),
+    ]
+    for fields, message in cases:
+        events = [Event(0, "LoadReport", good, 0), Event(0, "LoadReport", fields, 1)]
+        with pytest.raises(BadInput, match="^Events\\[1\\]." + message.replace("[", "\\[").replace("(", "\\(")):
+            apply_events(cluster, events, 0)
+    gone = Event(0, "LoadReport", cases[-1][0], 1)
+    doc, done = apply_events(cluster, [Event(0, "LoadReport", good, 0), gone], 0, skip_gone=True)
+    assert done == [Event(0, "LoadReport", good, 0)] and same(doc, reports_one_by_one(cluster, [good]))
+
+
+def test_an_add_may_take_the_name_of_a_replica_dropped_earlier_in_its_batch(cluster):
+    doc = copy.deepcopy(cluster)
+    first, second = [p for p in doc["Partitions"] if any(r["Role"] == "Secondary" for r in p["Replicas"])][:2]
+    secondary = next(r for r in first["Replicas"] if r["Role"] == "Secondary")
+    secondary["ReplicaId"] = "replay-1"
+    held = {r["NodeName"] for r in second["Replicas"]}
+    target = next(n["NodeName"] for n in doc["Nodes"] if n["NodeName"] not in held)
+    key = {"ServiceName": second["ServiceName"], "PartitionId": second["PartitionId"]}
+    drop = {
+        "ServiceName": first["ServiceName"],
+        "PartitionId": first["PartitionId"],
+        "ReplicaId": "replay-1",
+        "Action": "DropSecondary",
+        "SourceNode": secondary["NodeName"],
+        "TargetNode": None,
+    }
+    add = key | {"ReplicaId": None, "Action": "AddSecondary", "SourceNode": None, "TargetNode": target}
+    flight = InFlight()
+    census_of(doc["Partitions"])  # the census read before the batch, as the loop reads it
+    flight.issue(drop, 0, 1)
+    flight.issue(add, 0, 1)
+    after, count = flight.complete(doc, 1)
+    added = [
+        r
+        for p in after["Partitions"]
+        for r in p["Replicas"]
+        if r.get("NodeName") == target and p["PartitionId"] == second["PartitionId"]
+    ]
+    assert count == 2 and [r["ReplicaId"] for r in added] == ["replay-1"]
+
+
+def described_from_every_subject(events: list[Event]) -> tuple[tuple[str, str], ...]:
+    """`describe`'s rule computed from every event's subject."""
+    subjects: dict[str, list[str]] = {}
+    for event in events:
+        subjects.setdefault(event.kind, []).append(_subject(event))
+    out = []
+    for kind, named in subjects.items():
+        distinct = [s for s in dict.fromkeys(named) if s]
+        if len(named) == 1 or (len(named) <= NAMED and len(distinct) == len(named)):
+            out.append((kind, " ".join([kind, ", ".join(distinct)]).rstrip()))
+        else:
+            listed = f" ({', '.join(distinct)})" if distinct and len(distinct) <= NAMED else ""
+            out.append((kind, f"{len(named)} {kind} events{listed}"))
+    return tuple(out)
+
+
+def test_describe_looks_at_no_more_subjects_than_it_names():
+    rng = random.Random(3)
+    for _ in range(300):
+        events = []
+        for _ in range(rng.randint(1, 9)):
+            kind = rng.choice(["NodeDown", "LoadReport", "UpgradeCompleted"])
+            subject = rng.choice(["a", "b", "c", "d", "e"])
+            fields = (
+                {"NodeName": subject}
+                if kind == "NodeDown"
+                else {"ServiceName": subject}
+                if kind == "LoadReport"
+                else {}
+            )
+            events.append(Event(0, kind, fields))
+        assert describe(events) == described_from_every_subject(events)
+
+
+def test_clean_history_is_the_entries_of_replicas_and_nodes_still_there(cluster):
+    rng = random.Random(4)
+    ids = [str(r["ReplicaId"]) for p in cluster["Partitions"] for r in p["Replicas"]]
+    nodes = [n["NodeName"] for n in cluster["Nodes"]]
+    for _ in range(200):
+        history = {
+            rng.choice([*ids, "gone"]): rng.choice([list, tuple])(rng.sample([*nodes, "N-gone"], rng.randint(0, 2)))
+            for _ in range(rng.randint(1, 6))
+        }
+        if rng.random() < 0.5:
+            history = {k: list(v) for k, v in history.items() if v and "N-gone" not in v and k != "gone"} or history
+        state = StateDocument({**cluster, "History": history}, probe=None, stopwatch=Stopwatch())  # type: ignore[arg-type]
+        state.clean_history()
+        kept = {k: [n for n in v if n in nodes] for k, v in history.items() if k in ids}
+        kept = {k: v for k, v in kept.items() if v}
+        assert state.doc["History"] == kept and (state.doc["History"] is history) == (kept == history)
