@@ -11,10 +11,10 @@ import random
 import pytest
 
 from plbjax import BadInput, apply_actions
-from plbjax.sf import ClusterSpec, generate
+from plbjax.sf import ClusterSpec, apply_to_partition, generate
 from plbjax.sf.replay.document import StateDocument
 from plbjax.sf.replay.events import NAMED, Event, _subject, apply_events, describe
-from plbjax.sf.replay.inflight import InFlight, applied
+from plbjax.sf.replay.inflight import InFlight
 from plbjax.sf.replay.layout import Census, census_of
 from plbjax.sf.replay.types import Stopwatch
 
@@ -130,7 +130,7 @@ def test_a_partitions_action_applied_alone_is_apply_actions(cluster):
         except (ValueError, KeyError, StopIteration):
             expected = None
         try:
-            got = applied(part, action)
+            got = apply_to_partition(part, action)
         except (ValueError, KeyError, StopIteration):
             got = None
         assert (got is None) == (expected is None), action

@@ -8,7 +8,7 @@ clusters from a `ClusterSpec`. A `Session` holds a cluster encoded across PLB ro
 and takes each round's document as an update.
 """
 
-from plbjax.sf._decoding import apply_actions, diff
+from plbjax.sf._decoding import apply_actions, apply_to_partition, diff
 from plbjax.sf._encoding import encode
 from plbjax.sf._findings import Findings, findings
 from plbjax.sf._generator import generate
@@ -35,6 +35,7 @@ __all__ = [
     "SearchConfig",
     "Session",
     "apply_actions",
+    "apply_to_partition",
     "diff",
     "encode",
     "full_scope",

@@ -180,37 +180,50 @@ def apply_actions(document: dict, actions: list[dict]) -> dict:
     doc = copy.deepcopy(document)
     parts = {(p["ServiceName"], str(p["PartitionId"])): p for p in doc["Partitions"]}
     for act in actions:
-        replicas = parts[(act["ServiceName"], str(act["PartitionId"]))]["Replicas"]
-        kind, target = act["Action"], act["TargetNode"]
-        if act["ReplicaId"] is None:
-            replica = {"ReplicaId": None, "Role": kind[3:], "NodeName": None}
-            replicas.append(replica)
-        else:
-            replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act["ReplicaId"]))
-        if replica.get("NodeName") != act["SourceNode"]:
-            raise ValueError(f"action {act}: replica is on {replica.get('NodeName')}")
-        if kind.startswith("Drop"):
-            if replica["Role"] != kind[4:]:
-                raise ValueError(f"action {act}: the replica is a {replica['Role']}")
-            replicas.remove(replica)
-        elif kind == SWAP:
-            other = next(r for r in replicas if r.get("NodeName") == target)
-            if replica["Role"] != "Primary" or other["Role"] != "Secondary":
-                raise ValueError(f"action {act}: not a primary/secondary pair")
-            _hand_over(replicas, replica, other)
-        elif kind == PROMOTE:
-            if replica["Role"] != "Secondary" or any(
-                r["Role"] == "Primary" and r is not replica and r.get("NodeName") == target for r in replicas
-            ):
-                raise ValueError(f"action {act}: cannot promote")
-            old = next((r for r in replicas if r["Role"] == "Primary"), None)
-            if old is not None:
-                _hand_over(replicas, old, replica)
-            replica["Role"] = "Primary"
-        else:
-            if any(r.get("NodeName") == target for r in replicas if r is not replica):
-                raise ValueError(f"action {act}: target already holds a replica of the partition")
-            replica["NodeName"] = target
-            if kind.startswith("Add"):
-                replica["Role"] = kind[3:]
+        _apply(parts[(act["ServiceName"], str(act["PartitionId"]))]["Replicas"], act)
     return doc
+
+
+def apply_to_partition(partition: dict, action: dict) -> dict:
+    """`partition` (a state document's) after `action`, as `apply_actions` leaves it: a new dict
+    with a new Replicas list of copied replicas; `partition` is not changed. Raises ValueError,
+    KeyError or StopIteration for an action that does not fit."""
+    replicas = [dict(r) for r in partition["Replicas"]]
+    _apply(replicas, action)
+    return {**partition, "Replicas": replicas}
+
+
+def _apply(replicas: list[dict], act: dict) -> None:
+    """`act` applied to a partition's `replicas` (in place)."""
+    kind, target = act["Action"], act["TargetNode"]
+    if act["ReplicaId"] is None:
+        replica = {"ReplicaId": None, "Role": kind[3:], "NodeName": None}
+        replicas.append(replica)
+    else:
+        replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act["ReplicaId"]))
+    if replica.get("NodeName") != act["SourceNode"]:
+        raise ValueError(f"action {act}: replica is on {replica.get('NodeName')}")
+    if kind.startswith("Drop"):
+        if replica["Role"] != kind[4:]:
+            raise ValueError(f"action {act}: the replica is a {replica['Role']}")
+        replicas.remove(replica)
+    elif kind == SWAP:
+        other = next(r for r in replicas if r.get("NodeName") == target)
+        if replica["Role"] != "Primary" or other["Role"] != "Secondary":
+            raise ValueError(f"action {act}: not a primary/secondary pair")
+        _hand_over(replicas, replica, other)
+    elif kind == PROMOTE:
+        if replica["Role"] != "Secondary" or any(
+            r["Role"] == "Primary" and r is not replica and r.get("NodeName") == target for r in replicas
+        ):
+            raise ValueError(f"action {act}: cannot promote")
+        old = next((r for r in replicas if r["Role"] == "Primary"), None)
+        if old is not None:
+            _hand_over(replicas, old, replica)
+        replica["Role"] = "Primary"
+    else:
+        if any(r.get("NodeName") == target for r in replicas if r is not replica):
+            raise ValueError(f"action {act}: target already holds a replica of the partition")
+        replica["NodeName"] = target
+        if kind.startswith("Add"):
+            replica["Role"] = kind[3:]

@@ -8,11 +8,9 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from plbjax.sf import apply_actions
+from plbjax.sf import apply_to_partition
 from plbjax.sf.replay.layout import census_of, derived, layout_of
 from plbjax.sf.replay.types import EPS, PartitionKey, partition_key
-
-_HAND_OVER = ("SwapPrimarySecondary", "PromoteSecondary")  # actions whose loads follow the roles
 
 
 @dataclass(frozen=True, order=True)
@@ -81,7 +79,7 @@ class InFlight:
 
 class _Completions:
     """Completed actions applied one after the other on one copy of the document: each action to a
-    copy of its partition only (`applied`), found through the Partitions list's `layout`, so a
+    copy of its partition only (`apply_to_partition`), found through the Partitions list's `layout`, so a
     round's actions cost what they touch. An action that no longer fits (its target is not Up, its
     replica is gone, ...) is not applied; a replica an Add creates is named `replay-N` (unused in
     the document)."""
@@ -103,7 +101,7 @@ class _Completions:
             return False
         k = at[-1]
         try:
-            part = applied(self.parts[k], action)
+            part = apply_to_partition(self.parts[k], action)
         except (ValueError, KeyError, StopIteration):
             return False
         if action["ReplicaId"] is None:
@@ -122,32 +120,3 @@ class _Completions:
     def document(self) -> dict:
         derived(self.parts, self.old, self.touched)
         return {**self.doc, "Partitions": self.parts}
-
-
-def applied(part: dict, action: dict) -> dict:
-    """The partition `part` after `action`, as `plbjax.sf.apply_actions` leaves it (a Drop removes
-    its replica); `part` is not changed. A move, add or drop copies the Replicas list and the one
-    replica it changes; a swap or promotion (the loads follow the roles) is `apply_actions` on
-    `part` alone. Raises ValueError, KeyError or StopIteration where `apply_actions` does: the
-    action does not fit."""
-    kind, target = action["Action"], action["TargetNode"]
-    if kind in _HAND_OVER:
-        return apply_actions({"Partitions": [part]}, [action])["Partitions"][0]
-    replicas = list(part["Replicas"])
-    if action["ReplicaId"] is None:
-        replicas.append({"ReplicaId": None, "Role": kind[3:], "NodeName": None})
-        n = len(replicas) - 1
-    else:
-        n = next(n for n, r in enumerate(replicas) if str(r["ReplicaId"]) == str(action["ReplicaId"]))
-    replica = replicas[n]
-    if replica.get("NodeName") != action["SourceNode"]:
-        raise ValueError(f"action {action}: replica is on {replica.get('NodeName')}")
-    if kind.startswith("Drop"):
-        if replica["Role"] != kind[4:]:
-            raise ValueError(f"action {action}: the replica is a {replica['Role']}")
-        replicas.remove(replica)
-    else:
-        if any(r.get("NodeName") == target for r in replicas if r is not replica):
-            raise ValueError(f"action {action}: target already holds a replica of the partition")
-        replicas[n] = {**replica, "NodeName": target, **({"Role": kind[3:]} if kind.startswith("Add") else {})}
-    return {**part, "Replicas": replicas}
