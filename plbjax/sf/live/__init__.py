@@ -3,7 +3,7 @@
 ``plbjax-dump`` (`dump.main`) writes a dump of a live cluster through SF's REST API,
 ``plbjax-import`` (`importer.main`) turns a dump into a state document, and ``plbjax-export``
 (`export.main`) writes the commands (sfctl, PowerShell or REST) that carry a plan's actions out.
-See docs/live-cluster.md; the dump layout is shared/spec/sf-dump.md.
+See docs/live-cluster.md; the dump layout is in docs/contract.md.
 """
 
 import importlib

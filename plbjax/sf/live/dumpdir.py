@@ -1,4 +1,4 @@
-"""Reading a dump directory (layout: shared/spec/sf-dump.md): one JSON file per REST response.
+"""Reading a dump directory (layout: docs/contract.md): one JSON file per REST response.
 
 Every problem is one `BadInput` line that names the file, and the key where there is one. A paged
 list (``{"ContinuationToken", "Items"}``, the token ``""``, ``null`` or absent) is read whether stored

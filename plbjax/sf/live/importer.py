@@ -1,6 +1,6 @@
 """``plbjax-import DIR -o state.json [-r REPORT]``: a dump of a live cluster -> one state document.
 
-The dump layout is shared/spec/sf-dump.md; the field names are SF's (see the docstrings of
+The dump layout is in docs/contract.md; the field names are SF's (see the docstrings of
 `plbjax.sf.live.fields`, `.manifest`, `.nodes`, `.services`, `.replicas` for the sources they were
 checked against). The state is validated with `plbjax.parse_state` before it is written (atomically);
 the report (stderr, and REPORT if given) says what was read and every field that was not carried over.
