@@ -1,0 +1,243 @@
+"""A stand-in Service Fabric cluster on the loopback address, for rehearsing and testing a plan's moves.
+
+``Simulator.from_dump(dir)`` / ``Simulator.from_state(doc)`` build it; ``with sim.serve() as url`` serves
+SF's REST calls (the GETs ``plbjax-dump`` reads, Get Node Info, Get Partition Info, and the POSTs Move
+Primary Replica, Move Secondary Replica, Move Instance) in SF's JSON shapes until the block ends. Time is
+simulated: wall seconds x ``clock_rate``; the world advances lazily on every request and query.
+
+What SF does, and where that was read:
+
+- Shapes: the Service Fabric REST reference (learn.microsoft.com/rest/api/servicefabric: sfclient-api-
+  getnodeinfo (204 when the node is not found), -getreplicainfolist, -getpartitioninfo, -moveprimaryreplica,
+  -movesecondaryreplica, -moveinstance) and its swagger, Azure/azure-rest-api-specs
+  specification/servicefabric/data-plane/Microsoft.ServiceFabric/stable/*/servicefabric.json (FabricError
+  ``{"Error": {"Code", "Message"}}``, FabricErrorCodes, PagedReplicaInfoList, StatefulServiceReplicaInfo,
+  StatelessServiceInstanceInfo, ReplicaRole, ReplicaStatus, NodeInfo); from a dump, the dump's own items.
+- Move checks and codes: microsoft/service-fabric src/prod/src/Reliability/Failover/fm/QueryHelper.cpp
+  (GetServiceNameAndCurrentPrimaryNode: unknown partition PartitionNotFound, stateless
+  InvalidPartitionOperation; VerifyNodeExistsAndIsUp: an unknown or Down new node NodeNotFound; the FM
+  retries PLBNotReady until the request's timeout) and src/prod/src/Reliability/LoadBalancing/
+  PlacementAndLoadBalancing.cpp (TriggerSwapPrimaryHelper: target already primary AlreadyPrimaryReplica,
+  target not a ready secondary REReplicaDoesNotExist, no replica there: a MovePrimary that builds one;
+  TriggerMoveSecondary: a partition in transition or with a replica to place PLBNotReady;
+  TriggerMoveSecondaryHelper: new node holds a secondary AlreadySecondaryReplica / the primary
+  AlreadyPrimaryReplica, current node's replica not a secondary InvalidReplicaStateForReplicaOperation,
+  none there REReplicaDoesNotExist). ErrorCodeValue -> FABRIC_E_* name: src/prod/src/Common/ErrorCodeValue.h
+  and .cpp; FABRIC_E_* -> HTTP status: src/prod/src/Management/HttpTransport/HttpUtil.cpp
+  (ErrorCodeToHttpStatus: 404 not-found codes, 409 PRIMARY/SECONDARY_ALREADY_EXISTS, 400 INVALID_*,
+  504 TIMEOUT, 503 SERVICE_TOO_BUSY); messages: src/prod/src/data/statuscodes/SfStatus.mc.
+- Move Instance (8.0) is newer than the open-sourced SF: it is checked as Move Secondary with the path's
+  service (unknown: FABRIC_E_SERVICE_DOES_NOT_EXIST; a stateful partition: FABRIC_E_INVALID_PARTITION_OPERATION).
+
+Simplifications: a move is answered at once (SF's call returns once the new replica is InBuild or the new
+primary in place); a move on a reconfiguring partition (a build in progress, a Down replica the FM has not
+replaced yet) waits, as SF's FM retries, up to the request's ``timeout`` (default 60 simulated seconds), then
+FABRIC_E_TIMEOUT (504). Capacity, placement constraints and IgnoreConstraints are not checked: the
+simulator is for sequencing, not for placement.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from http.server import ThreadingHTTPServer
+from pathlib import Path
+
+from plbjax.sf.live.importer import import_dump
+from plbjax.sf.live.simulator.cluster import PLAN_KINDS, Move
+from plbjax.sf.live.simulator.http import Gateway, Served
+from plbjax.sf.live.simulator.moves import MESSAGES
+from plbjax.sf.live.simulator.seed import build, read_dump, render, state_document
+
+__all__ = ["Move", "Simulator"]
+ROLES = {"Primary": "Primary", "ActiveSecondary": "Secondary", "IdleSecondary": "Secondary", None: "Instance"}
+
+
+class Simulator:
+    """A simulated SF cluster: its REST gateway, clock, Failover Manager and injectable faults."""
+
+    def __init__(self, served: Served, base: dict, keys: dict[str, tuple[str, object]]) -> None:
+        self.served, self.cluster, self.base, self.keys = served, served.cluster, base, keys
+
+    @classmethod
+    def from_dump(cls, path: str | Path, **options: object) -> Simulator:
+        """A cluster serving the dump at `path` (the dump layout of docs/contract.md)."""
+        served = build(read_dump(path), options)
+        base, _ = import_dump(str(path))
+        names = {i["Id"]: i["Name"] for rel in served.files if rel.startswith("services/") for i in served.items(rel)}
+        keys: dict[str, tuple[str, object]] = {
+            pid: (names.get(p.service_id, p.service_id), p.pid) for pid, p in served.cluster.partitions.items()
+        }
+        return cls(served, base, keys)
+
+    @classmethod
+    def from_state(cls, source: dict | str | Path, **options: object) -> Simulator:
+        """A cluster showing a plbjax state document (a dict, or a .json/.yaml path) as SF objects."""
+        doc = state_document(source)
+        files, keys, sids = render(doc)
+        served = build(files, options)
+        for part in served.cluster.partitions.values():
+            for replica in part.replicas:
+                replica.sid = sids.get(replica.rid, replica.sid)
+        return cls(served, doc, keys)
+
+    @contextlib.contextmanager
+    def serve(self, port: int = 0) -> Iterator[str]:
+        """Serve on 127.0.0.1 (a free port unless given) while the block runs; yields the endpoint URL."""
+        handler = type("Handler", (Gateway,), {"served": self.served})
+        server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+        server.daemon_threads = True
+        thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        try:
+            yield f"http://127.0.0.1:{server.server_port}"
+        finally:
+            server.shutdown()
+            server.server_close()
+            thread.join()
+
+    # --- what the cluster looks like now ----------------------------------------------------
+
+    def now(self) -> float:
+        """Simulated seconds since start."""
+        return self.cluster.now()
+
+    def placement(self) -> dict[str, dict[str, str]]:
+        """PartitionId -> {node: "Primary"/"Secondary"/"Instance"} of Ready replicas, "InBuild" for builds."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            return {
+                part.pid: {
+                    r.node: "InBuild" if r.status == "InBuild" else ROLES.get(r.role, "Secondary")
+                    for r in part.replicas
+                    if r.status in ("Ready", "InBuild")
+                }
+                for part in self.cluster.partitions.values()
+            }
+
+    def state_document(self) -> dict:
+        """The cluster now as a plbjax state document: the input's, with nodes' status and replicas where
+        they are (a moved replica keeps its state ReplicaId and Loads; builds not yet done are left out)."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            doc = dict(self.base)
+            doc["Nodes"] = [{**n, "NodeStatus": self._status(n)} for n in self.base["Nodes"]]
+            parts = {self.keys[pid]: part for pid, part in self.cluster.partitions.items() if pid in self.keys}
+            doc["Partitions"] = [self._partition(p, parts) for p in self.base["Partitions"]]
+            return doc
+
+    def _status(self, node: dict) -> str:
+        """A state node's status: Down when the simulator took it down."""
+        return "Down" if self.cluster.nodes.get(node["NodeName"]) == "Down" else node.get("NodeStatus", "Up")
+
+    def _partition(self, state: dict, parts: dict) -> dict:
+        """A state partition with the simulator's replicas."""
+        key = (state["ServiceName"], state["PartitionId"])
+        part = parts.get(key) or next((p for k, p in parts.items() if k[1] == state["PartitionId"]), None)
+        if part is None:
+            return state
+        original = {str(r["ReplicaId"]): r for r in state["Replicas"]}
+        replicas, primary = [], False
+        for r in part.replicas:
+            if r.status not in ("Ready", "Down") or r.role not in ROLES:
+                continue
+            role = ROLES[r.role] if not (r.role == "Primary" and primary) else "Secondary"
+            primary = primary or role == "Primary"
+            base = original.get(r.sid, {})
+            rid = base.get("ReplicaId", r.sid)
+            replicas.append({**base, "ReplicaId": rid, "Role": role, "NodeName": r.node})
+        return {**state, "Replicas": replicas}
+
+    @property
+    def moves(self) -> list[Move]:
+        """Every move the cluster accepted (the Failover Manager's own are in `failovers`)."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            return self.cluster.moves
+
+    @property
+    def failovers(self) -> list[Move]:
+        """The Failover Manager's adds, drops and promotions."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            return self.cluster.failovers
+
+    @property
+    def requests(self) -> list[tuple[str, str]]:
+        """(method, path with query) of every request, in order."""
+        return self.cluster.requests
+
+    def max_concurrent_per_node(self) -> int:
+        """The most accepted moves in build at once into or out of one node."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            return self.cluster.max_concurrent(per_node=True)
+
+    def max_concurrent(self) -> int:
+        """The most accepted moves in build at once, cluster-wide."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            return self.cluster.max_concurrent(per_node=False)
+
+    # --- the Failover Manager ----------------------------------------------------------------
+
+    @property
+    def failover_choice(self) -> Callable[[str, str, list[str]], str]:
+        """callable(partition_id, kind "add"/"drop"/"promote", candidate nodes) -> the node the FM uses."""
+        return self.cluster.failover_choice
+
+    @failover_choice.setter
+    def failover_choice(self, choice: Callable[[str, str, list[str]], str]) -> None:
+        self.cluster.failover_choice = choice
+
+    def follow_plan(self, plan: dict) -> None:
+        """The FM places, drops and promotes where the plan's Add*/Drop*/PromoteSecondary actions say."""
+        guids = {key: pid for pid, key in self.keys.items()}
+        names = {(str(name), str(pid)): guid for (name, pid), guid in guids.items()}
+        by_pid = {str(pid): guid for (_, pid), guid in guids.items()}
+        with self.cluster.lock:
+            for act in plan.get("Actions") or []:
+                kind = PLAN_KINDS.get(act.get("Action"))
+                pid = str(act.get("PartitionId"))
+                guid = names.get((str(act.get("ServiceName")), pid)) or by_pid.get(pid) or pid.lower()
+                node = act.get("SourceNode") if kind == "drop" else act.get("TargetNode")
+                if kind and node:
+                    self.cluster.plan.setdefault((guid, kind), []).append(node)
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def refuse_next(
+        self, partition_id: str | None = None, kind: str | None = None, code: str = "FABRIC_E_TIMEOUT", times: int = 1
+    ) -> None:
+        """The next `times` move POSTs matching partition/kind ("MovePrimary", "MoveSecondary",
+        "MoveInstance") are refused with `code`."""
+        message = MESSAGES.get(code, code)
+        pid = partition_id.lower() if partition_id else None
+        with self.cluster.lock:
+            self.cluster.refusals.append({"pid": pid, "kind": kind, "code": code, "message": message, "times": times})
+
+    def node_down(self, name: str, after_moves: int | None = None, at: float | None = None) -> None:
+        """The node goes Down now, when the Nth accepted move starts, or at simulated time `at`."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            if after_moves is None and at is None:
+                self.cluster.node_down(name)
+            else:
+                self.cluster.downs.append({"node": name, "after": after_moves, "at": at})
+                self.cluster.count_start()
+
+    def slow(self, partition_id: str, seconds: float) -> None:
+        """The partition's later moves take `seconds` to build (inf: never finish)."""
+        with self.cluster.lock:
+            self.cluster.slow[partition_id.lower()] = float(seconds)
+
+    def unavailable(self, times: int = 1) -> None:
+        """The next `times` requests are answered 503 FABRIC_E_SERVICE_TOO_BUSY."""
+        with self.cluster.lock:
+            self.cluster.faults["unavailable"] += times
+
+    def drop_connection(self, times: int = 1) -> None:
+        """The next `times` requests: the connection is closed with no response."""
+        with self.cluster.lock:
+            self.cluster.faults["drop"] += times

@@ -1,0 +1,47 @@
+"""``python -m plbjax.sf.live.simulator DUMP_DIR_OR_STATE --port 19080``: serve a simulated cluster until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from plbjax.errors import BadInput
+from plbjax.sf.live.simulator import Simulator
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Parse the command line, build the simulator and serve until interrupted."""
+    parser = argparse.ArgumentParser(
+        prog="python -m plbjax.sf.live.simulator",
+        description=__doc__.splitlines()[0] if __doc__ else None,
+        epilog="examples:\n"
+        "  python -m plbjax.sf.live.simulator tests/data/sf-dump/small --port 19080\n"
+        "  python -m plbjax.sf.live.simulator examples/small.yaml --clock-rate 10\n"
+        "  python -m plbjax.sf.live.simulator dump/ --build-seconds 30 --clock-rate 5",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("source", help="a dump directory (plbjax-dump's layout) or a state document")
+    parser.add_argument("--port", type=int, default=19080, help="the port on 127.0.0.1 (default 19080)")
+    parser.add_argument("--clock-rate", type=float, default=1.0, help="simulated seconds per wall second")
+    parser.add_argument("--build-seconds", type=float, default=2.0, help="simulated seconds a replica takes to build")
+    args = parser.parse_args(argv)
+    options = {"clock_rate": args.clock_rate, "build_seconds": args.build_seconds}
+    try:
+        path = Path(args.source)
+        sim = Simulator.from_dump(path, **options) if path.is_dir() else Simulator.from_state(path, **options)
+    except (BadInput, OSError, KeyError, ValueError) as exc:
+        print(f"simulator: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    with sim.serve(args.port) as endpoint:
+        print(f"simulator: serving {args.source} at {endpoint} (Ctrl-C stops)", file=sys.stderr)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,306 @@
+"""The simulated cluster: nodes, partitions and replicas, the clock, moves in build, the Failover
+Manager and the faults a test injects. Thread-safe: every public method holds the lock and first
+advances the world to the simulated now."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+SECONDARY, IDLE = "ActiveSecondary", "IdleSecondary"
+LIVE = ("Ready", "InBuild")
+ADD_KINDS = {"AddPrimary": "add", "AddSecondary": "add", "AddInstance": "add"}
+PLAN_KINDS = {**ADD_KINDS, "DropSecondary": "drop", "DropInstance": "drop", "PromoteSecondary": "promote"}
+
+
+@dataclass
+class Replica:
+    """One replica or instance as SF lists it; `sid` is its ReplicaId in the state document it came from."""
+
+    rid: str
+    node: str
+    role: str | None  # SF's ReplicaRole; None for a stateless instance
+    status: str = "Ready"
+    sid: str = ""
+    raw: dict = field(default_factory=dict)
+
+
+@dataclass
+class Partition:
+    """A partition: its service, kind, target replica count (-1: one instance per Up node) and replicas."""
+
+    pid: str
+    service_id: str
+    stateful: bool
+    target: int
+    replicas: list[Replica]
+
+
+@dataclass
+class Move:
+    """A move the cluster accepted, in simulated seconds; outcome "in build", "done" or "failed"."""
+
+    kind: str
+    partition_id: str
+    source: str | None
+    target: str | None
+    started: float
+    finished: float | None = None
+    outcome: str = "in build"
+
+
+@dataclass
+class _Job:
+    """A move (or a Failover Manager build) in progress: `finish` runs when it is `due`."""
+
+    move: Move
+    due: float
+    finish: Callable[[], None]
+    cancel: Callable[[], None]
+
+
+class Refused(Exception):
+    """A move SF refuses: its FabricErrorCodes name (the HTTP status follows from it)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code, self.message = code, message
+
+
+class Cluster:
+    """The world behind the simulator's REST answers."""
+
+    def __init__(self, nodes: dict[str, str], partitions: dict[str, Partition], options: dict) -> None:
+        self.nodes, self.partitions = nodes, partitions  # node -> "Up"/"Down"; pid -> Partition
+        self.build_seconds = float(options.get("build_seconds", 2.0))
+        swap = options.get("swap_seconds")
+        self.swap_seconds = self.build_seconds / 4 if swap is None else float(swap)
+        failover = options.get("failover_seconds")
+        self.failover_seconds = self.build_seconds if failover is None else float(failover)
+        self.clock_rate = float(options.get("clock_rate", 1.0))
+        self.lock = threading.RLock()
+        self.started = time.monotonic()
+        self.clock = 0.0
+        self.ids = itertools.count(int(options.get("seed", 0)) * 10**9 + 134000000000000001)
+        self.moves: list[Move] = []
+        self.failovers: list[Move] = []
+        self.requests: list[tuple[str, str]] = []
+        self.jobs: list[_Job] = []
+        self.slow: dict[str, float] = {}
+        self.refusals: list[dict] = []
+        self.downs: list[dict] = []
+        self.faults = {"unavailable": 0, "drop": 0}
+        self.plan: dict[tuple[str, str], list[str]] = {}
+        self.failover_choice: Callable[[str, str, list[str]], str] = self.default_choice
+        self.next_failover = self.failover_seconds
+
+    # --- time -------------------------------------------------------------------------------
+
+    def now(self) -> float:
+        """Simulated seconds since start, the world advanced to it."""
+        with self.lock:
+            self.advance()
+            return self.clock
+
+    def advance(self) -> None:
+        """Run every event due up to the simulated now, in time order (lock held)."""
+        now = (time.monotonic() - self.started) * self.clock_rate
+        while True:
+            due = self._next_event()
+            if due is None or due[0] > now:
+                break
+            self.clock = max(self.clock, due[0])
+            due[1]()
+        self.clock = max(self.clock, now)
+
+    def _next_event(self) -> tuple[float, Callable[[], None]] | None:
+        """(time, action) of the earliest pending event: a build done, a node down at its time, an FM pass."""
+        events: list[tuple[float, int, Callable[[], None]]] = []
+        for i, job in enumerate(self.jobs):
+            events.append((job.due, i, lambda job=job: self._finish(job)))
+        for down in self.downs:
+            if down["at"] is not None:
+                events.append((down["at"], 0, lambda down=down: self._fire_down(down)))
+        if self.failover_seconds > 0 and math.isfinite(self.failover_seconds):
+            events.append((self.next_failover, 1 << 30, self._failover_pass))
+        if not events:
+            return None
+        when, _, action = min(events, key=lambda e: (e[0], e[1]))
+        return when, action
+
+    def _finish(self, job: _Job) -> None:
+        self.jobs.remove(job)
+        job.finish()
+        job.move.finished, job.move.outcome = self.clock, "done"
+
+    def _fail(self, job: _Job) -> None:
+        self.jobs.remove(job)
+        job.cancel()
+        job.move.finished, job.move.outcome = self.clock, "failed"
+
+    # --- moves ------------------------------------------------------------------------------
+
+    def new_id(self) -> str:
+        return str(next(self.ids))
+
+    def busy(self, pid: str) -> bool:
+        """Whether the partition is reconfiguring (a move or a build of it in progress)."""
+        return any(job.move.partition_id == pid for job in self.jobs)
+
+    def start(self, move: Move, seconds: float, finish: Callable[[], None], cancel: Callable[[], None]) -> None:
+        """Accept `move`: it finishes after `seconds` (the partition's slow() time instead, if set)."""
+        seconds = self.slow.get(move.partition_id.lower(), seconds)
+        self.jobs.append(_Job(move, self.clock + seconds, finish, cancel))
+        (self.failovers if move.kind in PLAN_KINDS else self.moves).append(move)
+        if move.kind not in PLAN_KINDS:
+            self.count_start()
+
+    def count_start(self) -> None:
+        """Node-down faults waiting for the Nth accepted move fire when it starts."""
+        for down in list(self.downs):
+            if down["after"] is not None and len(self.moves) >= down["after"]:
+                self._fire_down(down)
+
+    def refusal(self, pid: str, kind: str) -> Refused | None:
+        """The injected refusal matching this move, consumed; None if none matches."""
+        for fault in self.refusals:
+            if fault["pid"] in (None, pid.lower()) and fault["kind"] in (None, kind):
+                fault["times"] -= 1
+                if fault["times"] <= 0:
+                    self.refusals.remove(fault)
+                return Refused(fault["code"], fault["message"])
+        return None
+
+    # --- nodes going down ---------------------------------------------------------------------
+
+    def _fire_down(self, down: dict) -> None:
+        self.downs.remove(down)
+        self.node_down(down["node"])
+
+    def node_down(self, name: str) -> None:
+        """The node goes Down: its replicas Down, the builds touching it fail."""
+        self.nodes[name] = "Down"
+        for part in self.partitions.values():
+            for replica in part.replicas:
+                if replica.node == name and replica.status != "Dropped":
+                    replica.status = "Down"
+        for job in list(self.jobs):
+            if name in (job.move.source, job.move.target):
+                self._fail(job)
+
+    # --- the Failover Manager ------------------------------------------------------------------
+
+    def default_choice(self, pid: str, kind: str, candidates: list[str]) -> str:
+        """SF-like and deterministic: add where the cluster has fewest replicas, drop/promote where most."""
+        counts = self.replica_counts()
+        if kind == "add":
+            return min(candidates, key=lambda n: (counts.get(n, 0), n))
+        return max(candidates, key=lambda n: (counts.get(n, 0), n))
+
+    def replica_counts(self) -> dict[str, int]:
+        """Live replicas per node."""
+        counts: dict[str, int] = {}
+        for part in self.partitions.values():
+            for replica in part.replicas:
+                if replica.status in LIVE:
+                    counts[replica.node] = counts.get(replica.node, 0) + 1
+        return counts
+
+    def choose(self, pid: str, kind: str, candidates: list[str]) -> str | None:
+        """The FM's choice among candidates: the plan's (follow_plan) first, then failover_choice."""
+        if not candidates:
+            return None
+        queue = self.plan.get((pid.lower(), kind), [])
+        for node in queue:
+            if node in candidates:
+                queue.remove(node)
+                return node
+        choice = self.failover_choice(pid, kind, sorted(candidates))
+        return choice if choice in candidates else None
+
+    def _failover_pass(self) -> None:
+        self.next_failover += self.failover_seconds
+        for part in self.partitions.values():
+            if not self.busy(part.pid):
+                self._restore(part)
+
+    def _up(self, replica: Replica) -> bool:
+        return replica.status in LIVE and self.nodes.get(replica.node) == "Up"
+
+    def _restore(self, part: Partition) -> None:
+        """Promote a primary where none is up, then build or drop replicas toward the target count."""
+        live = [r for r in part.replicas if self._up(r)]
+        if part.stateful and live and not any(r.role == "Primary" for r in live):
+            self._promote(part, [r for r in live if r.role == SECONDARY and r.status == "Ready"])
+        target = sum(s == "Up" for s in self.nodes.values()) if part.target < 0 else part.target
+        if len(live) < target:
+            self._add(part)
+        elif len(live) > target:
+            self._drop(part, [r for r in live if r.role != "Primary" and r.status == "Ready"])
+
+    def _promote(self, part: Partition, secondaries: list[Replica]) -> None:
+        node = self.choose(part.pid, "promote", [r.node for r in secondaries])
+        if node is not None:
+            next(r for r in secondaries if r.node == node).role = "Primary"
+            self.failovers.append(Move("PromoteSecondary", part.pid, None, node, self.clock, self.clock, "done"))
+
+    def _add(self, part: Partition) -> None:
+        held = {r.node for r in part.replicas if r.status != "Dropped"} - {
+            r.node for r in part.replicas if r.status == "Down"
+        }
+        node = self.choose(part.pid, "add", [n for n, s in self.nodes.items() if s == "Up" and n not in held])
+        if node is None:
+            return
+        gone = next((r for r in part.replicas if r.status == "Down" or self.nodes.get(r.node) != "Up"), None)
+        if gone is not None:
+            part.replicas.remove(gone)
+        role = (IDLE if part.stateful else None, SECONDARY if part.stateful else None)
+        replica = Replica(self.new_id(), node, role[0], "InBuild", gone.sid if gone else "")
+        replica.sid = replica.sid or replica.rid
+        part.replicas.append(replica)
+        kind = "AddSecondary" if part.stateful else "AddInstance"
+        move = Move(kind, part.pid, None, node, self.clock)
+        self.start(move, self.build_seconds, lambda: _ready(replica, role[1]), lambda: part.replicas.remove(replica))
+
+    def _drop(self, part: Partition, candidates: list[Replica]) -> None:
+        node = self.choose(part.pid, "drop", [r.node for r in candidates])
+        if node is not None:
+            part.replicas.remove(next(r for r in candidates if r.node == node))
+            kind = "DropSecondary" if part.stateful else "DropInstance"
+            self.failovers.append(Move(kind, part.pid, node, None, self.clock, self.clock, "done"))
+
+    # --- statistics ---------------------------------------------------------------------------
+
+    def max_concurrent(self, per_node: bool) -> int:
+        """The most client moves in build at once, cluster-wide or into/out of one node."""
+        points = [
+            (t, step, m)
+            for m in self.moves
+            for t, step in ((m.started, 1), (m.finished if m.finished is not None else math.inf, -1))
+        ]
+        best, open_moves = 0, []
+        for _, step, move in sorted(points, key=lambda p: (p[0], p[1])):
+            if step > 0:
+                open_moves.append(move)
+            else:
+                open_moves.remove(move)
+            best = max(best, _widest(open_moves) if per_node else len(open_moves))
+        return best
+
+
+def _ready(replica: Replica, role: str | None) -> None:
+    """A built replica becomes Ready in its final role."""
+    replica.status, replica.role = "Ready", role
+
+
+def _widest(moves: list[Move]) -> int:
+    """The most of `moves` touching one node."""
+    counts: dict[str, int] = {}
+    for move in moves:
+        for node in {move.source, move.target} - {None}:
+            counts[node] = counts.get(node, 0) + 1  # type: ignore[index]
+    return max(counts.values(), default=0)

@@ -1,0 +1,299 @@
+"""The simulator's HTTP gateway: SF's REST routes, its JSON shapes, paging, errors and the injected faults."""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+from plbjax.sf.live.simulator import moves
+from plbjax.sf.live.simulator.cluster import Cluster, Refused, Replica
+
+STATUS = {  # ErrorCode -> HTTP status: HttpUtil::ErrorCodeToHttpStatus (src/prod/src/Management/HttpTransport)
+    **dict.fromkeys(("FABRIC_E_PRIMARY_ALREADY_EXISTS", "FABRIC_E_SECONDARY_ALREADY_EXISTS"), 409),
+    **dict.fromkeys(
+        (
+            "E_INVALIDARG",
+            "FABRIC_E_INVALID_REPLICA_STATE",
+            "FABRIC_E_INVALID_PARTITION_OPERATION",
+            "FABRIC_E_NODE_IS_DOWN",
+            "FABRIC_E_CONSTRAINT_NOT_SATISFIED",
+        ),
+        400,
+    ),
+    **dict.fromkeys(
+        (
+            "FABRIC_E_NODE_NOT_FOUND",
+            "FABRIC_E_SERVICE_DOES_NOT_EXIST",
+            "FABRIC_E_PARTITION_NOT_FOUND",
+            "FABRIC_E_REPLICA_DOES_NOT_EXIST",
+            "FABRIC_E_APPLICATION_NOT_FOUND",
+        ),
+        404,
+    ),
+    "FABRIC_E_TIMEOUT": 504,
+    **dict.fromkeys(("FABRIC_E_SERVICE_TOO_BUSY", "FABRIC_E_NOT_READY", "FABRIC_E_RECONFIGURATION_PENDING"), 503),
+}
+MAX_RESULTS = ("Nodes", "Applications", "GetServices")  # the list calls that take MaxResults
+MOVE_VERSIONS = {"MovePrimaryReplica": 6.5, "MoveSecondaryReplica": 6.5, "MoveInstance": 8.0}
+
+
+class NotFound(Exception):
+    """A route the gateway does not have (HTTP 404, no body)."""
+
+
+@dataclass
+class Served:
+    """What the gateway answers from: the stored responses (dump layout) and the live cluster."""
+
+    files: dict[str, object]
+    cluster: Cluster
+    node_items: dict[str, dict]
+    partition_items: dict[str, dict]
+    service_partitions: dict[str, list[str]] = field(default_factory=dict)
+
+    def items(self, rel: str) -> list:
+        """The items of a stored paged list (one page, an array of pages or a bare array)."""
+        value = self.files.get(rel)
+        if value is None:
+            raise KeyError(rel)
+        pages = value if isinstance(value, list) else [value]
+        return [i for page in pages for i in (page.get("Items", []) if isinstance(page, dict) else [page])]
+
+
+def replica_item(part_stateful: bool, replica: Replica) -> dict:
+    """A replica as Get Replica Info List shows it (StatefulServiceReplicaInfo / StatelessServiceInstanceInfo)."""
+    item = dict(replica.raw) or {"ServiceKind": "Stateful" if part_stateful else "Stateless"}
+    old_node, old_id = item.get("NodeName"), item.get("ReplicaId", item.get("InstanceId"))
+    item.update(ReplicaStatus=replica.status, NodeName=replica.node)
+    item.setdefault("HealthState", "Ok")
+    address = item.get("Address")
+    if isinstance(address, str) and old_node and old_id:
+        item["Address"] = address.replace(str(old_node), replica.node).replace(str(old_id), replica.rid)
+    if part_stateful:
+        item.pop("ReplicaRole", None)
+        item.pop("ReplicaId", None)
+        item.update(ReplicaRole=replica.role, ReplicaId=replica.rid)
+    else:
+        item.pop("InstanceId", None)
+        item["InstanceId"] = replica.rid
+    return item
+
+
+class Gateway(BaseHTTPRequestHandler):
+    """Answers SF's REST calls from `served` (set on a subclass per simulator)."""
+
+    served: Served
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet: the simulator records requests in `requests` instead."""
+
+    def do_GET(self) -> None:
+        self._handle("GET")
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        self._handle("POST")
+
+    def _handle(self, method: str) -> None:
+        """Record, apply the faults, route and answer one request."""
+        c = self.served.cluster
+        with c.lock:
+            c.requests.append((method, self.path))
+            c.advance()
+            fault = _fault(c)
+        if fault == "drop":
+            self.close_connection = True
+            return
+        if fault == "busy":
+            self._error(moves.refuse("FABRIC_E_SERVICE_TOO_BUSY"))
+            return
+        parts = urlsplit(self.path)
+        words = [unquote(w) for w in parts.path.strip("/").split("/") if w not in ("$", "")]
+        query = {k.lower(): v for k, v in parse_qsl(parts.query)}
+        try:
+            status, body = (self._get if method == "GET" else self._post)(words, query)
+        except Refused as exc:
+            self._error(exc)
+        except NotFound:
+            self._send(404, b"")
+        else:
+            self._send(status, b"" if body is None else json.dumps(body).encode())
+
+    def _error(self, exc: Refused) -> None:
+        """SF's FabricError body with the HTTP status SF gives the code."""
+        body = {"Error": {"Code": exc.code, "Message": exc.message}}
+        self._send(STATUS.get(exc.code, 500), json.dumps(body).encode())
+
+    def _send(self, status: int, data: bytes) -> None:
+        self.send_response(status)
+        if data:
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _get(self, words: list[str], query: dict) -> tuple[int, object]:
+        """GET routes: (HTTP status, body)."""
+        if not words:
+            return 200, None  # the gateway's root (sfctl cluster select checks it answers)
+        _version(query, 6.0)
+        with self.served.cluster.lock:
+            self.served.cluster.advance()
+            return _read(self.served, words, query)
+
+    def _post(self, words: list[str], query: dict) -> tuple[int, object]:
+        """The move routes: 200 with no body when accepted."""
+        if not words or words[-1] not in MOVE_VERSIONS:
+            raise NotFound()
+        _version(query, MOVE_VERSIONS[words[-1]])
+        deadline = None
+        while True:
+            try:
+                with self.served.cluster.lock:
+                    self.served.cluster.advance()
+                    _move(self.served.cluster, words, query)
+                return 200, None
+            except moves.Unstable:  # SF's FM retries until the request's timeout (default 60 s)
+                c = self.served.cluster
+                now = c.now()
+                deadline = deadline if deadline is not None else now + float(query.get("timeout") or 60)
+                if now >= deadline:
+                    raise
+                time.sleep(min(0.02, max(0.001, 0.1 / c.clock_rate)))
+
+
+def _fault(c: Cluster) -> str | None:
+    """The injected fault this request meets, consumed."""
+    if c.faults["drop"] > 0:
+        c.faults["drop"] -= 1
+        return "drop"
+    if c.faults["unavailable"] > 0:
+        c.faults["unavailable"] -= 1
+        return "busy"
+    return None
+
+
+def _version(query: dict, least: float) -> None:
+    """SF's gateway needs api-version, at least the call's own."""
+    try:
+        ok = float(query["api-version"].split("-")[0]) >= least
+    except (KeyError, ValueError):
+        ok = False
+    if not ok:
+        raise Refused("E_INVALIDARG", f"Invalid or missing api-version (this call needs {least} or later).")
+
+
+def _move(c: Cluster, words: list[str], query: dict) -> None:
+    """Dispatch a move POST (lock held)."""
+    call, pid = words[-1], words[-2]
+    kind = {"MovePrimaryReplica": "MovePrimary", "MoveSecondaryReplica": "MoveSecondary"}.get(call, "MoveInstance")
+    if call == "MoveInstance" and (len(words) != 5 or words[0] != "Services"):
+        raise NotFound()
+    if call != "MoveInstance" and (len(words) != 3 or words[0] != "Partitions"):
+        raise NotFound()
+    fault = c.refusal(pid, kind)
+    if fault is not None:
+        raise fault
+    if kind == "MovePrimary":
+        moves.move_primary(c, pid, query.get("nodename"))
+    else:
+        service = words[1] if kind == "MoveInstance" else None
+        moves.move_secondary(c, pid, query.get("currentnodename", ""), query.get("newnodename"), service)
+
+
+def _read(s: Served, words: list[str], query: dict) -> tuple[int, object]:
+    """The GET answer for the route `words` (lock held)."""
+    head, last, n = words[0], words[-1], len(words)
+    if words == ["GetClusterManifest"]:
+        return 200, s.files["cluster-manifest.json"]
+    if head == "Nodes":
+        return _node_route(s, words, query)
+    if words == ["Applications"]:
+        return 200, _page(s.items("applications.json"), query, "Applications")
+    if head == "Applications" and n == 3 and last == "GetServices":
+        return 200, _page(_stored(s, f"services/{words[1]}.json", "FABRIC_E_APPLICATION_NOT_FOUND"), query, last)
+    if head == "Services" and n == 3 and last == "GetDescription":
+        return 200, _file(s, f"service-descriptions/{words[1]}.json", "FABRIC_E_SERVICE_DOES_NOT_EXIST")
+    if head == "Services" and n == 3 and last == "GetPartitions":
+        pids = s.service_partitions.get(words[1])
+        if pids is None:
+            raise moves.refuse("FABRIC_E_SERVICE_DOES_NOT_EXIST")
+        return 200, _page([s.partition_items[p] for p in pids], query, last)
+    if head == "Partitions":
+        return _partition_route(s, words, query)
+    raise NotFound()
+
+
+def _node_route(s: Served, words: list[str], query: dict) -> tuple[int, object]:
+    """/Nodes, /Nodes/{node}, its load and a replica's detail on it."""
+    c = s.cluster
+    if len(words) == 1:
+        return 200, _page([_node_item(s, n) for n in s.node_items], query, "Nodes")
+    node = words[1]
+    if node not in s.node_items:
+        if len(words) == 2:
+            return 204, None  # Get Node Info: an empty response when the node is not found
+        raise moves.refuse("FABRIC_E_NODE_NOT_FOUND")
+    if len(words) == 2:
+        return 200, _node_item(s, node)
+    if words[2:] == ["GetLoadInformation"]:
+        return 200, s.files.get(f"node-load/{node}.json") or {"NodeName": node, "NodeLoadMetricInformation": []}
+    if len(words) == 7 and words[2] == "GetPartitions" and words[4] == "GetReplicas" and words[6] == "GetDetail":
+        part = c.partitions.get(words[3].lower())
+        here = [r for r in part.replicas if r.node == node and r.rid == words[5]] if part else []
+        if not here or c.nodes.get(node) != "Up":
+            raise moves.refuse("FABRIC_E_REPLICA_DOES_NOT_EXIST")
+        stored = s.files.get(f"replica-load/{words[3]}/{words[5]}.json")
+        return 200, stored or {"ServiceKind": "Stateful" if part else "Stateless", "PartitionId": words[3]}
+    raise NotFound()
+
+
+def _partition_route(s: Served, words: list[str], query: dict) -> tuple[int, object]:
+    """/Partitions/{pid}, its replicas and its load."""
+    part = s.cluster.partitions.get(words[1].lower()) if len(words) > 1 else None
+    if len(words) == 2:
+        return (200, s.partition_items[part.pid]) if part else (204, None)  # Get Partition Info: 204 if none
+    if part is None:
+        raise moves.refuse("FABRIC_E_PARTITION_NOT_FOUND")
+    if words[2:] == ["GetReplicas"]:
+        shown = [r for r in part.replicas if r.status != "Dropped"]
+        return 200, _page([replica_item(part.stateful, r) for r in shown], query, "GetReplicas")
+    if words[2:] == ["GetLoadInformation"]:
+        empty = {"PartitionId": part.pid, "PrimaryLoadMetricReports": [], "SecondaryLoadMetricReports": []}
+        return 200, s.files.get(f"partition-load/{part.pid}.json") or empty
+    raise NotFound()
+
+
+def _node_item(s: Served, name: str) -> dict:
+    """NodeInfo with the node's live status."""
+    item = dict(s.node_items[name])
+    status = s.cluster.nodes[name]
+    if item.get("NodeStatus") != status:
+        item.update(NodeStatus=status, HealthState="Error" if status == "Down" else "Ok")
+    return item
+
+
+def _stored(s: Served, rel: str, code: str) -> list:
+    try:
+        return s.items(rel)
+    except KeyError:
+        raise moves.refuse(code) from None
+
+
+def _file(s: Served, rel: str, code: str) -> object:
+    if rel not in s.files:
+        raise moves.refuse(code)
+    return s.files[rel]
+
+
+def _page(items: list, query: dict, call: str) -> dict:
+    """One page of a list: from ContinuationToken (an index here), MaxResults items where the call takes it."""
+    start = int(query.get("continuationtoken") or 0)
+    size = int(query.get("maxresults") or 0) if call in MAX_RESULTS else 0
+    end = start + size if size > 0 else len(items)
+    return {"ContinuationToken": str(end) if end < len(items) else "", "Items": items[start:end]}
