@@ -22,89 +22,22 @@ import argparse
 import json
 import ssl
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import quote
 
 from plbjax.errors import BadInput
 from plbjax.files import write_text
+from plbjax.sf.live.rest import Client, HttpError, items
 from plbjax.version import add_flag as add_version_flag
 
-PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
 
-
-class HttpError(BadInput):
-    """The cluster answered with an HTTP error status."""
-
-
-class Client:
-    """GET requests to one cluster's HTTP gateway."""
-
-    def __init__(
-        self,
-        endpoint: str,
-        cert: str | None = None,
-        key: str | None = None,
-        insecure: bool = False,
-        max_results: int = 0,
-        timeout: float = 60.0,
-    ) -> None:
-        self.endpoint = endpoint.rstrip("/")
-        self.max_results, self.timeout = max_results, timeout
-        self.context = None
-        if self.endpoint.startswith("https:"):
-            self.context = ssl.create_default_context()
-            if insecure:
-                self.context.check_hostname = False
-                self.context.verify_mode = ssl.CERT_NONE
-            if cert:
-                self.context.load_cert_chain(cert, key)
-        elif not insecure:
-            raise BadInput(f"--endpoint: {endpoint} is not https; add --insecure to use plain http")
-
-    def get(self, path: str, version: str, **query: str) -> object:
-        """The JSON body of GET path?api-version=version&query; BadInput on any failure."""
-        url = f"{self.endpoint}{path}?{urlencode({'api-version': version} | query)}"
-        try:
-            with urllib.request.urlopen(url, timeout=self.timeout, context=self.context) as response:
-                return json.loads(response.read().decode("utf-8-sig"))
-        except urllib.error.HTTPError as exc:
-            raise HttpError(f"GET {url}: HTTP {exc.code} {exc.reason}") from None
-        except (urllib.error.URLError, OSError) as exc:
-            raise BadInput(f"GET {url}: {getattr(exc, 'reason', exc)}") from None
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BadInput(f"GET {url}: the response is not JSON: {getattr(exc, 'msg', exc)}") from None
-
-    def optional(self, path: str, version: str) -> object | None:
-        """The JSON body of GET path, or None (with a warning on stderr) if the cluster refuses it."""
-        try:
-            return self.get(path, version)
-        except HttpError as exc:
-            print(f"plbjax-dump: warning: {exc}; left out of the dump", file=sys.stderr)
-            return None
-
-    def pages(self, path: str, version: str) -> list[dict]:
-        """Every page of a paged list, following ContinuationToken until it is empty."""
-        pages, token, seen = [], "", set()
-        while True:
-            query = {"ContinuationToken": token} if token else {}
-            if self.max_results and path.endswith(PAGED_MAX_RESULTS):
-                query["MaxResults"] = str(self.max_results)
-            page = self.get(path, version, **query)
-            if not isinstance(page, dict) or not isinstance(page.get("Items"), list):
-                raise BadInput(f"GET {path}: expected a paged list, got {str(page)[:80]}")
-            pages.append(page)
-            token = page.get("ContinuationToken") or ""
-            if not token:
-                return pages
-            if token in seen:
-                raise BadInput(f"GET {path}: ContinuationToken {token!r} came back twice")
-            seen.add(token)
-
-
-def items(pages: list[dict]) -> list[dict]:
-    return [item for page in pages for item in page["Items"]]
+def optional(client: Client, path: str, version: str) -> object | None:
+    """The JSON body of GET path, or None (with a warning on stderr) if the cluster refuses it."""
+    try:
+        return client.get(path, version)
+    except HttpError as exc:
+        print(f"plbjax-dump: warning: {exc}; left out of the dump", file=sys.stderr)
+        return None
 
 
 def field(item: object, *keys: str) -> str:
@@ -126,7 +59,7 @@ def dump_cluster(client: Client, out: str | Path, replica_loads: bool = False) -
     nodes = writer.put("nodes.json", client.pages("/Nodes", "6.3"))
     for node in items(nodes):
         name = field(node, "Name")
-        writer.put(f"node-load/{name}.json", client.optional(f"/Nodes/{quote(name)}/$/GetLoadInformation", "6.0"))
+        writer.put(f"node-load/{name}.json", optional(client, f"/Nodes/{quote(name)}/$/GetLoadInformation", "6.0"))
     for app in items(writer.put("applications.json", client.pages("/Applications", "6.1"))):
         app_id = field(app, "Id")
         services = client.pages(f"/Applications/{quote(app_id, safe='~')}/$/GetServices", "6.4")
@@ -142,12 +75,12 @@ def _service(client: Client, writer: _Writer, service_id: str, replica_loads: bo
     for partition in items(writer.put(f"partitions/{service_id}.json", client.pages(f"{base}/$/GetPartitions", "6.4"))):
         pid = field(partition, "PartitionInformation", "Id")
         replicas = writer.put(f"replicas/{pid}.json", client.pages(f"/Partitions/{pid}/$/GetReplicas", "6.0"))
-        writer.put(f"partition-load/{pid}.json", client.optional(f"/Partitions/{pid}/$/GetLoadInformation", "6.0"))
+        writer.put(f"partition-load/{pid}.json", optional(client, f"/Partitions/{pid}/$/GetLoadInformation", "6.0"))
         for replica in items(replicas) if replica_loads else []:
             rid = field(replica, "ReplicaId" if "ReplicaId" in replica else "InstanceId")
             node = field(replica, "NodeName")
             path = f"/Nodes/{quote(node)}/$/GetPartitions/{pid}/$/GetReplicas/{rid}/$/GetDetail"
-            writer.put(f"replica-load/{pid}/{rid}.json", client.optional(path, "6.0"))
+            writer.put(f"replica-load/{pid}/{rid}.json", optional(client, path, "6.0"))
 
 
 class _Writer:

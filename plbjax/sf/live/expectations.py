@@ -6,9 +6,10 @@ Service Fabric reports a stateful replica's ``ReplicaRole`` as ``Primary``, ``Ac
 ReplicaRole, ReplicaStatus, StatefulServiceReplicaInfo, StatelessServiceInstanceInfo). SF never says
 ``Secondary``: plbjax's roles ``Primary`` / ``Secondary`` / ``Instance`` are a Ready ``Primary``, a
 Ready ``ActiveSecondary`` and a Ready instance. A replica being built (``InBuild``, or an
-``IdleSecondary``) holds room on its node but has no role yet; a ``Down``, ``Dropped`` or ``Standby``
-replica holds neither. Listings are read as SF's REST API writes them (PascalCase) or as sfctl prints
-them (camelCase), keys and words without regard to case.
+``IdleSecondary``) holds room on its node but has no role yet, and so does an auxiliary replica
+(which the state leaves out); a ``Down``, ``Dropped`` or ``Standby`` replica holds neither. Listings
+are read as SF's REST API writes them (PascalCase) or as sfctl prints them (camelCase), keys and
+words without regard to case.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import dataclasses
 
 NONE = "-"  # an expectation that the node holds no replica of the partition
 BUILDING = "InBuild"  # a replica being built: holds room, has no role yet
+AUXILIARY = "Auxiliary"  # an auxiliary replica (SF 10+): holds room, outside plbjax's replica set
 ROLES = {"primary": "Primary", "activesecondary": "Secondary"}  # SF's role words of a Ready replica
 GONE = ("down", "dropped", "standby", "invalid")  # statuses of replicas that hold no room
 
@@ -43,7 +45,9 @@ def holdings(listing: object) -> dict[str, Holding]:
         if status.lower() in GONE or not item.get("nodename"):
             continue
         sf_role = str(item.get("replicarole") or "")
-        if status.lower() != "ready":
+        if "auxiliary" in sf_role.lower():
+            role = AUXILIARY
+        elif status.lower() != "ready":
             role = BUILDING
         elif not sf_role:
             role = "Instance"

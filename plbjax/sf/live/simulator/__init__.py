@@ -104,14 +104,15 @@ class Simulator:
         return self.cluster.now()
 
     def placement(self) -> dict[str, dict[str, str]]:
-        """PartitionId -> {node: "Primary"/"Secondary"/"Instance"} of Ready replicas, "InBuild" for builds."""
+        """PartitionId -> {node: "Primary"/"Secondary"/"Instance"} of Ready replicas, "InBuild" for builds
+        (auxiliary replicas left out, as a state document leaves them out)."""
         with self.cluster.lock:
             self.cluster.advance()
             return {
                 part.pid: {
                     r.node: "InBuild" if r.status == "InBuild" else ROLES.get(r.role, "Secondary")
                     for r in part.replicas
-                    if r.status in ("Ready", "InBuild")
+                    if r.status in ("Ready", "InBuild") and "Auxiliary" not in str(r.role)
                 }
                 for part in self.cluster.partitions.values()
             }

@@ -192,6 +192,16 @@ class Cluster:
             if name in (job.move.source, job.move.target):
                 self._fail(job)
 
+    def resume_builds(self) -> None:
+        """Replicas shown being built when the cluster was seeded finish building, as the FM's own do."""
+        for part in self.partitions.values():
+            for replica in [r for r in part.replicas if r.status == "InBuild"]:
+                role = replica.role if replica.role == "Primary" else (SECONDARY if part.stateful else None)
+                kind = "AddSecondary" if part.stateful else "AddInstance"
+                move = Move(kind, part.pid, None, replica.node, self.clock)
+                ready = lambda r=replica, role=role: _ready(r, role)
+                self.start(move, self.build_seconds, ready, lambda r=replica, p=part: p.replicas.remove(r))
+
     # --- the Failover Manager ------------------------------------------------------------------
 
     def default_choice(self, pid: str, kind: str, candidates: list[str]) -> str:
@@ -229,14 +239,24 @@ class Cluster:
                 self._restore(part)
 
     def _up(self, replica: Replica) -> bool:
-        return replica.status in LIVE and self.nodes.get(replica.node) == "Up"
+        """A replica of the partition's count: live on an Up node, not auxiliary (SF counts those apart)."""
+        auxiliary = "auxiliary" in str(replica.role).lower()
+        return replica.status in LIVE and self.nodes.get(replica.node) == "Up" and not auxiliary
+
+    def _target(self, part: Partition) -> int:
+        """The replica count the FM keeps: TargetReplicaSetSize / InstanceCount (-1: every Up node)."""
+        return sum(s == "Up" for s in self.nodes.values()) if part.target < 0 else part.target
+
+    def short(self, part: Partition) -> bool:
+        """Whether the partition has a replica to place (fewer than its target live on Up nodes)."""
+        return sum(self._up(r) for r in part.replicas) < self._target(part)
 
     def _restore(self, part: Partition) -> None:
         """Promote a primary where none is up, then build or drop replicas toward the target count."""
         live = [r for r in part.replicas if self._up(r)]
         if part.stateful and live and not any(r.role == "Primary" for r in live):
             self._promote(part, [r for r in live if r.role == SECONDARY and r.status == "Ready"])
-        target = sum(s == "Up" for s in self.nodes.values()) if part.target < 0 else part.target
+        target = self._target(part)
         if len(live) < target:
             self._add(part)
         elif len(live) > target:

@@ -59,13 +59,8 @@ def _node_up(c: Cluster, name: str) -> None:
 def _stable(c: Cluster, part: Partition) -> None:
     """PLB refuses (PLBNotReady, retried by the FM) a partition in transition or with a replica to place."""
     live = [r for r in part.replicas if r.status in ("Ready", "InBuild")]
-    down = any(r.status == "Down" or c.nodes.get(r.node) != "Up" for r in live + _down(part))
-    if c.busy(part.pid) or down or any(r.status == "InBuild" for r in live):
+    if c.busy(part.pid) or c.short(part) or any(r.status == "InBuild" for r in live):
         raise Unstable()
-
-
-def _down(part: Partition) -> list[Replica]:
-    return [r for r in part.replicas if r.status == "Down"]
 
 
 def _current(part: Partition) -> list[Replica]:

@@ -46,6 +46,7 @@ def build(files: dict[str, object], options: dict) -> Served:
     for app in served.items("applications.json"):
         for service in served.items(f"services/{app['Id']}.json") if f"services/{app['Id']}.json" in files else []:
             _service(served, service)
+    served.cluster.resume_builds()
     return served
 
 

@@ -1,0 +1,301 @@
+"""``plbjax-apply PLAN --endpoint URL``: carry a plan out on a live cluster through SF's REST API.
+
+Each step (`steps.order`) starts once the steps it needs are done, with at most --per-node moves into
+or out of any node and --max-in-flight moves in the cluster at once; before its request the partition's
+replicas and the nodes are read and its precondition checked (a step that may not start is skipped
+with SF's words, and the steps that need it too); it is done when the partition's replicas show its
+outcome. Adds, drops and promotions are the Failover Manager's: watched, never issued. Every change
+is written to a journal beside the plan before the request is sent; a rerun resumes from it and no
+move is ever made twice. The run ends by comparing the cluster with the plan's target placement.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import ssl
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from plbjax.errors import BadInput
+from plbjax.sf.live.executor import Executor, describe, nodes_of, precondition
+from plbjax.sf.live.expectations import AUXILIARY, Holding, after, mismatches
+from plbjax.sf.live.journal import Journal, now
+from plbjax.sf.live.rest import Client, Cluster
+from plbjax.sf.live.steps import Step, action_loads, order
+from plbjax.version import add_flag as add_version_flag
+
+PROG = "plbjax-apply"
+FIELDS = ("ServiceName", "PartitionId", "Action", "SourceNode", "TargetNode")
+EPILOG = """\
+exit status: 0 every step done and the cluster as the plan's target; 1 done, but the cluster differs
+(or --verify found differences); 2 bad input (a file that is not a plan, a journal of another plan, an
+unreachable endpoint); 3 a step timed out; 4 a step refused by SF or skipped (precondition failed);
+130 / 143 interrupted (SIGINT / SIGTERM: no new step, those in flight watched; a second: stop at once).
+
+examples:
+  plbjax-apply plan.json --state state.json --endpoint https://mycluster:19080 --cert client.pem --key client.key
+  plbjax-apply plan.json --state state.json --endpoint https://mycluster:19080 --cert client.pem --dry-run
+  plbjax-apply plan.json --endpoint http://localhost:19080 --insecure --verify
+the journal (PLAN.journal.json) makes a rerun resume: done steps stay done, issued ones are watched"""
+
+
+class Log:
+    """Lines on stderr stamped with the UTC time, and a progress line (redrawn on a TTY, else every 10 s)."""
+
+    def __init__(self, progress: bool) -> None:
+        self.progress, self.tty, self.drawn, self.last = progress, sys.stderr.isatty(), "", time.monotonic()
+
+    def say(self, text: str) -> None:
+        self._clear()
+        print(f"{now()} {text}", file=sys.stderr, flush=True)
+        if self.drawn:
+            self._draw(self.drawn)
+
+    def show(self, ex: Executor, began: float) -> None:
+        """The progress line: steps done, in flight, failed/skipped, and the time left if known."""
+        if not self.progress:
+            return
+        c = ex.counts()
+        left = len(ex.steps) - c["done"] - c["skipped"] - c["failed"] - c["timed-out"]
+        eta = ""
+        if ex.durations and left:
+            seconds = sum(ex.durations) / len(ex.durations) * left / max(1, ex.in_flight)
+            eta = f", ETA {seconds:.0f} s"
+        text = (
+            f"progress: {c['done']}/{len(ex.steps)} done, {ex.in_flight} in flight, {c['failed']} failed, "
+            f"{c['skipped']} skipped, {c['timed-out']} timed out, {time.monotonic() - began:.0f} s{eta}"
+        )
+        if self.tty:
+            self._draw(text)
+        elif time.monotonic() - self.last >= 10:
+            self.last = time.monotonic()
+            print(f"{now()} {text}", file=sys.stderr, flush=True)
+
+    def _draw(self, text: str) -> None:
+        self.drawn = text
+        sys.stderr.write(f"\r{now()} {text}\033[K")
+        sys.stderr.flush()
+
+    def _clear(self) -> None:
+        if self.tty and self.drawn:
+            sys.stderr.write("\r\033[K")
+
+
+def read_plan(path: str) -> dict:
+    """The plan document; BadInput if it cannot be read or is not a plan."""
+    try:
+        plan = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}; not a plan") from None
+    actions = plan.get("Actions") if isinstance(plan, dict) else None
+    if not isinstance(actions, list):
+        what = "a state document, not" if isinstance(plan, dict) and "Partitions" in plan else "not"
+        raise BadInput(f"{path}: Actions: missing; {what} a plbjax plan (plbjax state=STATE out=plan.json writes one)")
+    for i, action in enumerate(actions):
+        missing = [k for k in FIELDS if not isinstance(action, dict) or k not in action]
+        if missing:
+            raise BadInput(f"{path}: Actions[{i}].{missing[0]}: missing")
+    return plan
+
+
+def state_bases(path: str) -> dict[str, dict[str, str]]:
+    """Partition -> node -> role as the state has it (replicas on Down nodes hold nothing)."""
+    from plbjax.sf import load_state
+
+    document = load_state(path).document
+    down = {n["NodeName"] for n in document.get("Nodes", []) if n.get("NodeStatus") == "Down"}
+    return {
+        str(p["PartitionId"]): {
+            r["NodeName"]: r["Role"] for r in p.get("Replicas", []) if r.get("NodeName") and r["NodeName"] not in down
+        }
+        for p in document.get("Partitions", [])
+    }
+
+
+def dry_run(steps: list[Step], cluster: Cluster | None) -> None:
+    """Each step in order, what it waits for, which nodes it counts against, and (read-only, with a
+    cluster) whether its precondition holds now."""
+    for k, step in enumerate(steps):
+        needs = ", ".join(f"step {d + 1} ({why})" for d, why in step.needs.items()) or "nothing"
+        counts = ", ".join(nodes_of(step)) or "no node (the Failover Manager makes it; watched, not issued)"
+        line = f"{describe(k, steps)}; needs {needs}; counts against {counts}"
+        if cluster is not None and step.command:
+            reason = precondition(step.action, cluster.replicas(str(step.action["PartitionId"])), cluster.nodes())
+            line += f"; now: {'may start' if not reason else reason}"
+        print(line + (f"; {step.note}" if step.note else ""))
+
+
+def differences(cluster: Cluster, actions: list[dict], bases: dict[str, dict[str, str]] | None) -> list[str]:
+    """Every difference between the cluster and the plan's target placement, one line each: the
+    partitions the plan touches on the nodes it touches (with the state: every partition, every node)."""
+    targets: dict[str, tuple[str, dict[str, str]]] = {}
+    for action in actions:
+        pid = str(action["PartitionId"])
+        service, target = targets.setdefault(pid, (action["ServiceName"], dict((bases or {}).get(pid, {}))))
+        if action["Action"].startswith("Add") and action["SourceNode"] and bases is not None:
+            target.pop(action["SourceNode"], None)
+        target.update(after(action))
+    for pid, base in (bases or {}).items():
+        targets.setdefault(pid, ("", dict(base)))
+    with ThreadPoolExecutor(8) as pool:
+        held = dict(zip(targets, pool.map(cluster.replicas, targets)))
+    out = []
+    for pid, (service, target) in targets.items():
+        found = mismatches(held[pid], target)
+        if bases is not None and pid in bases:
+            extra = [(n, h) for n, h in held[pid].items() if n not in target and h.role != AUXILIARY]
+            found += [f"{n} holds {h}, not in the plan's target" for n, h in extra]
+        else:
+            found = [_chosen(line, held[pid], target) for line in found]
+        out += [f"{service + ' ' if service else ''}partition {pid}: {line}" for line in found]
+    return out
+
+
+def _chosen(line: str, held: dict[str, Holding], target: dict[str, str]) -> str:
+    """A missing replica's line, with the nodes holding that role which the target does not name (where
+    the Failover Manager may have put it instead)."""
+    elsewhere = [n for n, h in held.items() if n not in target and f"not a Ready {h.sf_role or 'Instance'}" in line]
+    return line + (f" (the cluster has one on {', '.join(elsewhere)} instead)" if elsewhere else "")
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    assert __doc__ is not None
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=__doc__.splitlines()[0],
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog=EPILOG,
+    )
+    add_version_flag(parser)
+    parser.add_argument("plan", metavar="PLAN", help="a plan written by plbjax")
+    parser.add_argument("--endpoint", metavar="URL", help="the cluster's HTTP gateway, e.g. https://host:19080")
+    parser.add_argument("--state", help="the state the plan was made from (the loads that order the steps)")
+    parser.add_argument("--cert", metavar="PEM", help="client certificate (PEM) for https")
+    parser.add_argument("--key", metavar="KEY", help="its private key (PEM), if not in --cert")
+    parser.add_argument("--ca", metavar="CA_BUNDLE", help="CA certificates to verify the cluster's certificate with")
+    parser.add_argument("--insecure", action="store_true", help="allow plain http, and https without verifying")
+    parser.add_argument("--token-file", metavar="FILE", help="a bearer token (also from PLBJAX_TOKEN)")
+    parser.add_argument("--per-node", type=int, default=2, help="most moves into or out of a node at once (2)")
+    parser.add_argument("--max-in-flight", type=int, default=20, help="most moves in the cluster at once (20)")
+    parser.add_argument("--step-timeout", type=float, default=1800, help="seconds a step may take (1800)")
+    parser.add_argument("--poll", type=float, default=5, help="seconds between two looks at a partition (5)")
+    parser.add_argument("--journal", metavar="FILE", help="the journal (default: PLAN.journal.json)")
+    parser.add_argument("--dry-run", action="store_true", help="list the steps; send nothing")
+    parser.add_argument("--verify", action="store_true", help="only compare the cluster with the plan's target")
+    parser.add_argument("--no-progress", action="store_true", help="no progress line")
+    return parser.parse_args(argv)
+
+
+def _client(args: argparse.Namespace) -> Cluster:
+    """The cluster behind --endpoint, read once (BadInput if it cannot be reached)."""
+    token = os.environ.get("PLBJAX_TOKEN")
+    if args.token_file:
+        try:
+            token = Path(args.token_file).read_text().strip()
+        except OSError as exc:
+            raise BadInput(f"--token-file: {args.token_file}: cannot read: {exc.strerror}") from None
+    client = Client(args.endpoint, args.cert, args.key, args.insecure, ca=args.ca, token=token, retries=4)
+    cluster = Cluster(client, args.poll)
+    try:
+        cluster.nodes()
+    except BadInput as exc:
+        raise BadInput(f"--endpoint: {args.endpoint}: cannot read the cluster's nodes: {exc}") from None
+    return cluster
+
+
+def _check(args: argparse.Namespace) -> None:
+    for key, value in (("--per-node", args.per_node), ("--max-in-flight", args.max_in_flight)):
+        if value < 1:
+            raise BadInput(f"{key}: {value} is not a positive number")
+    for key, value in (("--step-timeout", args.step_timeout), ("--poll", args.poll)):
+        if not value > 0:
+            raise BadInput(f"{key}: {value} is not a positive number of seconds")
+    if not args.endpoint and not args.dry_run:
+        raise BadInput("--endpoint: required (only --dry-run goes without it)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The command's work; its exit status."""
+    _check(args)
+    plan = read_plan(args.plan)
+    actions = plan["Actions"]
+    loads = action_loads(args.state, actions) if args.state else None
+    bases = state_bases(args.state) if args.state else None
+    steps = order(actions, plan.get("Nodes") or [], loads)
+    cluster = _client(args) if args.endpoint else None
+    if args.dry_run:
+        dry_run(steps, cluster)
+        return 0
+    assert cluster is not None
+    if args.verify:
+        found = differences(cluster, actions, bases)
+        print("\n".join(found) if found else "the cluster matches the plan's target", file=sys.stdout)
+        return 1 if found else 0
+    journal = Journal.open(args.journal or f"{args.plan}.journal.json", args.plan, args.endpoint, actions)
+    return execute(args, steps, cluster, journal, actions, bases)
+
+
+def execute(args, steps: list[Step], cluster: Cluster, journal: Journal, actions: list[dict], bases) -> int:
+    """Carry the steps out, then verify; the exit status."""
+    log, began = Log(not args.no_progress), time.monotonic()
+    limits = dict(per_node=args.per_node, max_in_flight=args.max_in_flight, poll=args.poll, bases=bases)
+    ex = Executor(steps, cluster, journal, log.say, step_timeout=args.step_timeout, **limits)
+    ex.tick = lambda: log.show(ex, began)
+    caught: list[int] = []
+
+    def stop(signum: int, frame: object) -> None:
+        caught.append(signum)
+        ex.interrupt()
+        name = signal.Signals(signum).name
+        if ex.aborted:
+            log.say(f"{name} again: stopping now; steps in flight stay 'issued' in the journal")
+        else:
+            log.say(f"{name}: no new step; watching the {ex.in_flight} in flight ({name} again: stop at once)")
+
+    before = {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    log.say(f"{len(steps)} step(s), {sum(s.command for s in steps)} move(s); journal {journal.path}")
+    try:
+        ex.run()
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+    c = ex.counts()
+    summary = (
+        f"summary: {c['done']} done, {c['skipped']} skipped, {c['failed']} failed, {c['timed-out']} timed out "
+        f"of {len(steps)}; {time.monotonic() - began:.1f} s; at most {ex.most} move(s) in flight at once"
+    )
+    if caught:
+        log.say(summary + "; interrupted, not verified")
+        return 128 + caught[-1]
+    found = differences(cluster, actions, bases)
+    for line in found:
+        log.say(f"differs: {line}")
+    log.say(summary + (f"; verification: {len(found)} difference(s)" if found else "; verification: as planned"))
+    if c["failed"] or c["skipped"] > len(ex.knock_on):
+        return 4
+    return 3 if c["timed-out"] else 1 if found else 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse(argv)
+    try:
+        code = run(args)
+    except (BadInput, ssl.SSLError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if code in (130, 143):
+        os._exit(code)  # without waiting for a request still in the air (the journal is written)
+    raise SystemExit(code)
+
+
+if __name__ == "__main__":
+    main()

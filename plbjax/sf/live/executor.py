@@ -1,0 +1,286 @@
+"""The concurrent scheduler of plbjax-apply: starts each step once the steps it needs are done, within
+the limits on moves per node and in the cluster, and watches the cluster until each is done.
+
+One thread (the caller's) owns every step's state; a small pool makes the HTTP calls. A step's life:
+pending -> checking (its partition and the nodes read, its precondition checked) -> issued (written to
+the journal, then sent; watched until the cluster shows it done) -> done; or skipped (precondition,
+or a step it needs did not get done), failed (SF refused it, or the cluster could not be read),
+timed-out. A request left without an answer is looked for in the cluster before it is sent again,
+and only if its precondition still holds: no move is ever made twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+
+from plbjax.errors import BadInput
+from plbjax.sf.live.expectations import BUILDING, NONE, Holding, after, before, mismatches
+from plbjax.sf.live.journal import AGAIN, Journal, now
+from plbjax.sf.live.rest import BUSY, Cluster, HttpError
+from plbjax.sf.live.steps import Step
+
+FINAL = ("done", "skipped", "failed", "timed-out")
+SENDS = 3  # sends of one step in one run, each after its precondition was checked again
+TICK = 0.05  # seconds between two looks at the finished calls
+
+
+def describe(k: int, steps: list[Step]) -> str:
+    """'step K/N: Action service partition P A -> B', K counted from 1."""
+    a = steps[k].action
+    return (
+        f"step {k + 1}/{len(steps)}: {a['Action']} {a['ServiceName']} partition {a['PartitionId']} "
+        f"{a['SourceNode'] or '-'} -> {a['TargetNode'] or '-'}"
+    )
+
+
+def nodes_of(step: Step) -> list[str]:
+    """The nodes a step's move counts against (none for the Failover Manager's steps)."""
+    a = step.action
+    return [n for n in (a["SourceNode"], a["TargetNode"]) if n] if step.command else []
+
+
+def precondition(action: dict, held: dict[str, Holding], status: dict[str, str]) -> str:
+    """Why `action` may not start now, in SF's words ('' when it may): a node not Up, or the partition's
+    replicas not as `expectations.before` says."""
+    for node in (action["SourceNode"], action["TargetNode"]):
+        if node and status.get(node) != "Up":
+            return f"node {node} is {status.get(node) or 'not in the cluster'}, not Up"
+    return "; ".join(mismatches(held, before(action)))
+
+
+def shows(action: dict, held: dict[str, Holding]) -> bool:
+    """Whether the cluster shows a sign of the move having been made (its target building or holding it)."""
+    src, dst = action["SourceNode"], action["TargetNode"]
+    if action["Action"] == "SwapPrimarySecondary":
+        return getattr(held.get(dst), "role", "") == "Primary" or getattr(held.get(src), "role", "") != "Primary"
+    return dst in held
+
+
+class Executor:
+    """Carries out `steps` on `cluster`, recording each change in `journal`; `say` logs a line."""
+
+    def __init__(self, steps: list[Step], cluster: Cluster, journal: Journal, say: Callable[[str], None], **limits):
+        """`limits`: per_node, max_in_flight, step_timeout, poll (seconds); bases: partition -> node -> role
+        as the plan found it (from --state), or None: as this run first reads it."""
+        self.steps, self.cluster, self.journal, self.say = steps, cluster, journal, say
+        self.per_node, self.max_in_flight = limits["per_node"], limits["max_in_flight"]
+        self.step_timeout, self.poll, self.bases = limits["step_timeout"], limits["poll"], limits.get("bases")
+        self.seen: dict[str, dict[str, str]] = {}  # partition -> node -> role, as first read
+        self.partition: dict[str, list[tuple[int, dict]]] = {}  # partition -> its (index, action)s in order
+        for step in sorted(steps, key=lambda s: s.index):
+            self.partition.setdefault(str(step.action["PartitionId"]), []).append((step.index, step.action))
+        self.done_before: set[int] = set()  # actions done before this run
+        self.state = ["pending"] * len(steps)
+        self.since: dict[int, float] = {}  # step -> when its watch began (monotonic)
+        self.sends: Counter[int] = Counter()
+        self.load: Counter[str] = Counter()  # node -> moves in flight into or out of it
+        self.in_flight = self.most = 0
+        self.durations: list[float] = []
+        self.jobs: dict[Future, tuple[str, object]] = {}
+        self.polled: dict[str, float] = {}  # partition -> when last asked for
+        self.pool = ThreadPoolExecutor(max(4, min(32, self.max_in_flight + 4)))
+        self.stopping = self.aborted = False
+        self.knock_on: set[int] = set()  # steps skipped because a step they need was not done
+        self.tick: Callable[[], None] = lambda: None  # called between two looks (the progress line)
+
+    def run(self) -> None:
+        """Every step to its end (or to the stop asked by `interrupt`)."""
+        try:
+            self._resume()
+            while not self.aborted and self._busy():
+                if not self.stopping:
+                    self._start_ready()
+                self._poll_due()
+                if not self.jobs:
+                    time.sleep(TICK)  # nothing asked of the cluster now: the next poll is due later
+                finished, _ = wait(list(self.jobs), timeout=TICK, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    self._finish(future)
+                self._time_out()
+                self.tick()
+        finally:
+            self.pool.shutdown(wait=not self.aborted, cancel_futures=True)
+
+    def interrupt(self) -> None:
+        """First call: issue nothing more, watch what is in flight; second: stop waiting at once."""
+        self.aborted, self.stopping = self.stopping, True
+
+    def counts(self) -> Counter[str]:
+        return Counter(self.state)
+
+    def _busy(self) -> bool:
+        if self.jobs or any(s in ("checking", "issued") for s in self.state):
+            return True
+        return not self.stopping and "pending" in self.state
+
+    def _resume(self) -> None:
+        """Steps as the journal has them: done stay done, issued are looked for, the others tried again."""
+        for k, step in enumerate(self.steps):
+            status = self.journal.status(step.index)
+            if status == "done":
+                self.state[k] = "done"
+                self.done_before.add(step.index)
+            elif status == "issued":
+                self.say(f"{describe(k, self.steps)}: issued by an earlier run; looking for it in the cluster")
+                self._begin(k)
+            elif status in AGAIN:
+                self.journal.set(step.index, Status="pending", Step=k + 1)
+
+    def _start_ready(self) -> None:
+        for k, step in enumerate(self.steps):
+            if self.state[k] != "pending":
+                continue
+            bad = next((d for d in step.needs if self.state[d] in FINAL and self.state[d] != "done"), None)
+            if bad is not None:
+                self.knock_on.add(k)
+                self._end(k, "skipped", f"needs step {bad + 1}, {self.state[bad]}")
+            elif all(self.state[d] == "done" for d in step.needs) and self._room(step):
+                self._begin(k)
+
+    def _room(self, step: Step) -> bool:
+        if not step.command:
+            return True
+        return self.in_flight < self.max_in_flight and all(self.load[n] < self.per_node for n in nodes_of(step))
+
+    def _begin(self, k: int) -> None:
+        """Step k in flight: a move is checked then sent; a Failover Manager's step is watched."""
+        step = self.steps[k]
+        for n in nodes_of(step):
+            self.load[n] += 1
+        self.in_flight += step.command
+        self.most = max(self.most, self.in_flight)
+        if self.journal.status(step.index) != "issued":
+            self.journal.set(step.index, Status="pending", Step=k + 1, Started=now())
+        if step.command:
+            self.state[k] = "checking"
+            self._submit("check", k, self._read, str(step.action["PartitionId"]))
+        else:
+            self.state[k], self.since[k] = "issued", time.monotonic()
+            self.say(f"{describe(k, self.steps)}: watching for the Failover Manager to make it")
+
+    def _submit(self, kind: str, what: object, call: Callable, *args: object) -> None:
+        self.jobs[self.pool.submit(call, *args)] = (kind, what)
+
+    def _read(self, partition_id: str, pause: float = 0.0) -> tuple[dict[str, Holding], dict[str, str]]:
+        time.sleep(pause)
+        return self.cluster.replicas(partition_id), self.cluster.nodes()
+
+    def _finish(self, future: Future) -> None:
+        kind, what = self.jobs.pop(future)
+        try:
+            result, error = future.result(), None
+        except BadInput as exc:
+            result, error = None, exc
+        getattr(self, f"_on_{kind}")(what, result, error)
+
+    def _on_check(self, k: int, result, error: BadInput | None) -> None:
+        """Step k's partition and the nodes read: done already, under way, or sent if it may start."""
+        if self.aborted:
+            return
+        if error is not None:
+            return self._end(k, "failed", f"cannot read the cluster: {error}")
+        held, status = result
+        action, index = self.steps[k].action, self.steps[k].index
+        self.seen.setdefault(str(action["PartitionId"]), {n: h.role for n, h in held.items()})
+        if not mismatches(held, after(action)):
+            return self._end(k, "done", "the cluster already shows it")
+        if self.journal.status(index) == "issued" and shows(action, held):
+            return self._watch(k)
+        reason = precondition(action, held, status)
+        if reason:
+            return self._end(k, "skipped", reason)
+        if self.stopping:
+            return self._end(k, "pending", "stopped before it was sent")
+        if self.sends[k] >= SENDS:
+            return self._end(k, "failed", f"no answer to {SENDS} requests")
+        self.sends[k] += 1
+        attempts = self.journal.entries[index]["Attempts"] + 1
+        self.journal.set(index, Status="issued", Attempts=attempts, Issued=now())  # before it is sent
+        self.say(f"{describe(k, self.steps)}: started" + (f" (attempt {attempts})" if attempts > 1 else ""))
+        self._submit("move", k, self.cluster.move, action)
+
+    def _on_move(self, k: int, result, error: BadInput | None) -> None:
+        """SF's answer to step k's request: accepted (watched), refused (failed), or none (looked for)."""
+        if error is None:
+            return self._watch(k)
+        if isinstance(error, HttpError) and error.status != BUSY:
+            reason = f"{error.code}: {error.detail}" if error.code else str(error)
+            return self._end(k, "failed", f"refused: {reason}", Error=error.code or f"HTTP {error.status}")
+        self.say(f"{describe(k, self.steps)}: no answer ({error}); looking for it in the cluster")
+        self._submit("check", k, self._read, str(self.steps[k].action["PartitionId"]), min(self.poll, 1.0))
+
+    def _watch(self, k: int) -> None:
+        self.state[k], self.since[k] = "issued", time.monotonic()
+
+    def _poll_due(self) -> None:
+        """Ask for each partition with a step watched, once per poll."""
+        asked = {what for kind, what in self.jobs.values() if kind == "poll"}
+        clock = time.monotonic()
+        for k, since in self.since.items():
+            pid = str(self.steps[k].action["PartitionId"])
+            if pid not in asked and clock - max(since, self.polled.get(pid, -1e9)) >= self.poll:
+                asked.add(pid)
+                self.polled[pid] = clock
+                self._submit("poll", pid, self.cluster.replicas, pid)
+
+    def _on_poll(self, pid: str, held, error: BadInput | None) -> None:
+        if error is None:
+            self.seen.setdefault(pid, {n: h.role for n, h in held.items()})
+        for k in [k for k in self.since if str(self.steps[k].action["PartitionId"]) == pid]:
+            if error is not None:
+                self._end(k, "failed", f"cannot read the cluster: {error}")
+            elif self._done(k, held):
+                self._end(k, "done")
+
+    def _done(self, k: int, held: dict[str, Holding]) -> bool:
+        """Whether the cluster shows step k done: its action's outcome, or for an add the Failover Manager
+        placed elsewhere, as many Ready replicas of that role as the plan expects there."""
+        action = self.steps[k].action
+        if not mismatches(held, after(action)):
+            return True
+        if not action["Action"].startswith("Add"):
+            return False
+        pid, index, role = str(action["PartitionId"]), self.steps[k].index, action["Action"].removeprefix("Add")
+        known = self.bases is not None and pid in self.bases
+        base = self.bases[pid] if known and self.bases is not None else self.seen.get(pid, {})
+        prior = [a for i, a in self.partition[pid] if i <= index and (known or i not in self.done_before)]
+        want = sum(r == role for r in compose(base, prior).values())
+        return sum(h.role == role for h in held.values()) >= want
+
+    def _time_out(self) -> None:
+        clock = time.monotonic()
+        for k in [k for k, since in self.since.items() if clock - since > self.step_timeout]:
+            self._end(k, "timed-out", f"not done after {self.step_timeout:g} s")
+
+    def _end(self, k: int, status: str, reason: str = "", **fields: object) -> None:
+        """Step k ends: its node and cluster counts freed, the journal written, a line logged."""
+        step, since = self.steps[k], self.since.pop(k, None)
+        if self.state[k] in ("checking", "issued"):
+            for n in nodes_of(step):
+                self.load[n] -= 1
+            self.in_flight -= step.command
+        took = ""
+        if status == "done" and since is not None:
+            took = f" after {time.monotonic() - since:.1f} s"
+            self.durations += [time.monotonic() - since] if step.command else []
+        self.state[k] = status
+        self.journal.set(step.index, Status=status, Finished=now(), Reason=reason, **fields)
+        self.say(f"{describe(k, self.steps)}: {status}{took}" + (f": {reason}" if reason else ""))
+
+
+def compose(base: dict[str, str], actions: list[dict]) -> dict[str, str]:
+    """Node -> role after `actions` (one partition's, in order) from `base`; an add replacing a replica
+    on another node (its SourceNode) takes that node's out."""
+    out = dict(base)
+    for action in actions:
+        if action["Action"].startswith("Add") and action["SourceNode"]:
+            out.pop(action["SourceNode"], None)
+        for node, role in after(action).items():
+            if role == NONE:
+                out.pop(node, None)
+            else:
+                out[node] = role
+    return {n: r for n, r in out.items() if r != BUILDING}

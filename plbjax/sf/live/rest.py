@@ -1,0 +1,174 @@
+"""Requests to one Service Fabric cluster's HTTP gateway (its REST API), standard library only.
+
+GETs may be retried: a busy gateway (HTTP 503) and a connection that fails are tried again with a
+growing pause. A POST is never retried here: whether it reached the cluster is for the caller to find
+out (`Unanswered`). SF's refusal comes as an HTTP error whose body is ``{"Error": {"Code":
+"FABRIC_E_...", "Message": "..."}}``: `HttpError` carries that code and message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.request
+from urllib.parse import quote, urlencode
+
+from plbjax.errors import BadInput
+from plbjax.sf.live.expectations import Holding, holdings
+from plbjax.sf.live.export import service_id
+
+PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
+BUSY = 503  # SF's gateway: too busy now, try again
+
+
+class HttpError(BadInput):
+    """The cluster answered with an HTTP error status (`code`, `detail`: SF's error, when it gave one)."""
+
+    def __init__(self, message: str, status: int = 0, code: str = "", detail: str = "") -> None:
+        super().__init__(message)
+        self.status, self.code, self.detail = status, code, detail
+
+
+class Unanswered(BadInput):
+    """The request got no answer: the connection could not be made, or dropped before the answer."""
+
+
+class Client:
+    """GET and POST requests to one cluster's HTTP gateway."""
+
+    def __init__(
+        self,
+        endpoint: str,
+        cert: str | None = None,
+        key: str | None = None,
+        insecure: bool = False,
+        max_results: int = 0,
+        timeout: float = 60.0,
+        ca: str | None = None,
+        token: str | None = None,
+        retries: int = 0,
+        backoff: float = 0.25,
+    ) -> None:
+        self.endpoint = endpoint.rstrip("/")
+        self.max_results, self.timeout, self.retries, self.backoff = max_results, timeout, retries, backoff
+        self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.context = None
+        if self.endpoint.startswith("https:"):
+            self.context = ssl.create_default_context(cafile=ca)
+            if insecure:
+                self.context.check_hostname = False
+                self.context.verify_mode = ssl.CERT_NONE
+            if cert:
+                self.context.load_cert_chain(cert, key)
+        elif not insecure:
+            raise BadInput(f"--endpoint: {endpoint} is not https; add --insecure to use plain http")
+
+    def url(self, path: str, version: str, **query: str) -> str:
+        return f"{self.endpoint}{path}?{urlencode({'api-version': version} | query)}"
+
+    def get(self, path: str, version: str, **query: str) -> object:
+        """The JSON body of GET path?api-version=version&query, retried `retries` times when the gateway
+        is busy or the connection fails; BadInput (HttpError, Unanswered) on any failure."""
+        for attempt in range(self.retries + 1):
+            try:
+                return self._request("GET", self.url(path, version, **query))
+            except (HttpError, Unanswered) as exc:
+                if attempt == self.retries or (isinstance(exc, HttpError) and exc.status != BUSY):
+                    raise
+                time.sleep(self.backoff * 2**attempt)
+        raise AssertionError("unreachable")
+
+    def post(self, path: str, version: str, **query: str) -> object:
+        """POST path?api-version=version&query with an empty body, once; its JSON body (None if empty)."""
+        return self._request("POST", self.url(path, version, **query))
+
+    def _request(self, method: str, url: str) -> object:
+        data = b"" if method == "POST" else None
+        request = urllib.request.Request(url, data=data, method=method, headers=self.headers)
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as response:
+                body = response.read()
+        except urllib.error.HTTPError as exc:
+            raise _http_error(method, url, exc) from None
+        except (urllib.error.URLError, OSError) as exc:
+            raise Unanswered(f"{method} {url}: {getattr(exc, 'reason', None) or exc or type(exc).__name__}") from None
+        if not body.strip():
+            return None
+        try:
+            return json.loads(body.decode("utf-8-sig"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise BadInput(f"{method} {url}: the response is not JSON: {getattr(exc, 'msg', exc)}") from None
+
+    def pages(self, path: str, version: str) -> list[dict]:
+        """Every page of a paged list, following ContinuationToken until it is empty."""
+        pages, token, seen = [], "", set()
+        while True:
+            query = {"ContinuationToken": token} if token else {}
+            if self.max_results and path.endswith(PAGED_MAX_RESULTS):
+                query["MaxResults"] = str(self.max_results)
+            page = self.get(path, version, **query)
+            if not isinstance(page, dict) or not isinstance(page.get("Items"), list):
+                raise BadInput(f"GET {path}: expected a paged list, got {str(page)[:80]}")
+            pages.append(page)
+            token = page.get("ContinuationToken") or ""
+            if not token:
+                return pages
+            if token in seen:
+                raise BadInput(f"GET {path}: ContinuationToken {token!r} came back twice")
+            seen.add(token)
+
+
+def items(pages: list[dict]) -> list[dict]:
+    return [item for page in pages for item in page["Items"]]
+
+
+def _http_error(method: str, url: str, exc: urllib.error.HTTPError) -> HttpError:
+    """The HTTP error with SF's error code and message when its body gives them."""
+    try:
+        error = json.loads(exc.read().decode("utf-8-sig")).get("Error") or {}
+        code, detail = str(error.get("Code") or ""), str(error.get("Message") or "")
+    except (OSError, ValueError, AttributeError):
+        code = detail = ""
+    said = f": {code}" + (f": {detail}" if detail else "") if code else ""
+    return HttpError(f"{method} {url}: HTTP {exc.code} {exc.reason}{said}", exc.code, code, detail)
+
+
+class Cluster:
+    """The calls plbjax-apply makes: a partition's replicas, the nodes' status (read at most once per
+    `poll` seconds), and the move that carries out a plan's action (never IgnoreConstraints)."""
+
+    def __init__(self, client: Client, poll: float) -> None:
+        self.client, self.poll = client, poll
+        self.lock, self.read_at, self.status = threading.Lock(), -math.inf, {}
+
+    def replicas(self, partition_id: str) -> dict[str, Holding]:
+        """Node -> what it holds of the partition (every page of Get Replica Info List)."""
+        return holdings(self.client.pages(f"/Partitions/{quote(partition_id)}/$/GetReplicas", "6.0"))
+
+    def nodes(self) -> dict[str, str]:
+        """Node -> its NodeStatus (Up, Down, Disabled, ...), as read at most `poll` seconds ago."""
+        with self.lock:
+            if time.monotonic() - self.read_at >= self.poll:
+                nodes = items(self.client.pages("/Nodes", "6.3"))
+                self.status = {str(n.get("Name")): str(n.get("NodeStatus")) for n in nodes}
+                self.read_at = time.monotonic()
+            return self.status
+
+    def move(self, action: dict) -> None:
+        """Send the request that carries out a movement action; HttpError (SF's refusal) or Unanswered."""
+        kind, pid = action["Action"], quote(str(action["PartitionId"]))
+        src, dst = action["SourceNode"], action["TargetNode"]
+        if kind in ("MovePrimary", "SwapPrimarySecondary"):
+            self.client.post(f"/Partitions/{pid}/$/MovePrimaryReplica", "6.5", NodeName=dst)
+        elif kind == "MoveSecondary":
+            self.client.post(f"/Partitions/{pid}/$/MoveSecondaryReplica", "6.5", CurrentNodeName=src, NewNodeName=dst)
+        elif kind == "MoveInstance":
+            service = quote(service_id(action["ServiceName"]), safe="~")
+            path = f"/Services/{service}/$/GetPartitions/{pid}/$/MoveInstance"
+            self.client.post(path, "8.0", CurrentNodeName=src, NewNodeName=dst)
+        else:
+            raise ValueError(f"{kind}: no command; the Failover Manager makes it")
