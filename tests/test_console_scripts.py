@@ -19,6 +19,7 @@ SCRIPTS = {  # console script -> the module whose main() it runs
     "plbjax-import": "plbjax.sf.live.importer",
     "plbjax-dump": "plbjax.sf.live.dump",
     "plbjax-export": "plbjax.sf.live.export",
+    "plbjax-apply": "plbjax.sf.live.apply",
 }
 
 

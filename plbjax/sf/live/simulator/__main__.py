@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ def main(argv: list[str] | None = None) -> None:
         description=__doc__.splitlines()[0] if __doc__ else None,
         epilog="examples:\n"
         "  python -m plbjax.sf.live.simulator tests/data/sf-dump/small --port 19080\n"
-        "  python -m plbjax.sf.live.simulator examples/small.yaml --clock-rate 10\n"
+        "  python -m plbjax.sf.live.simulator examples/small.yaml --clock-rate 10 --follow-plan plan.json\n"
         "  python -m plbjax.sf.live.simulator dump/ --build-seconds 30 --clock-rate 5",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -26,11 +27,18 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=19080, help="the port on 127.0.0.1 (default 19080)")
     parser.add_argument("--clock-rate", type=float, default=1.0, help="simulated seconds per wall second")
     parser.add_argument("--build-seconds", type=float, default=2.0, help="simulated seconds a replica takes to build")
+    parser.add_argument(
+        "--follow-plan",
+        metavar="PLAN",
+        help="its Failover Manager adds, drops and promotes where this plan's actions say (plbjax plays SF's PLB)",
+    )
     args = parser.parse_args(argv)
     options = {"clock_rate": args.clock_rate, "build_seconds": args.build_seconds}
     try:
         path = Path(args.source)
         sim = Simulator.from_dump(path, **options) if path.is_dir() else Simulator.from_state(path, **options)
+        if args.follow_plan:
+            sim.follow_plan(json.loads(Path(args.follow_plan).read_text()))
     except (BadInput, OSError, KeyError, ValueError) as exc:
         print(f"simulator: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
