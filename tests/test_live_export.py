@@ -1,21 +1,30 @@
-"""plbjax-export: dump -> import -> plan (the plbjax CLI) -> commands -> parsed back = the plan's movements."""
+"""plbjax-export: dump -> import -> plan (the plbjax CLI) -> script; its commands parsed back are the plan's
+movements, and the script run against the simulator (plbjax.sf.live.simulator, with tests/bin/sfctl or curl)
+carries the plan out."""
 
 from __future__ import annotations
 
+import contextlib
+import inspect
 import json
 import os
 import re
 import shlex
 import subprocess
 import sys
+import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
 
-from plbjax.sf.live.export import SETTLED_PY, export_plan, main
+from plbjax.sf import apply_actions, load_state
+from plbjax.sf.live import expectations, export
+from plbjax.sf.live.export import PS_NAMES, READER_PY, export_plan, main, read_cluster
 from plbjax.sf.live.importer import main as import_main
+from plbjax.sf.live.simulator import Move, Simulator
 from plbjax.sf.live.steps import action_loads, order
 
 DUMPS = Path(__file__).parent / "data" / "sf-dump"
@@ -73,19 +82,17 @@ def _parse_rest(line: str) -> tuple:
 PARSERS = {"sfctl": _parse_sfctl, "powershell": _parse_powershell, "rest": _parse_rest}
 
 
-COMMAND = ("sfctl partition ", "Move-ServiceFabric", "post ")
+ISSUE = re.compile(r"^(?:issue \d+ (.*)|Invoke-PlbjaxStep \d+ \{ (.*) \})$")
 
 
 def _commands(text: str) -> list[str]:
-    """The command lines, the moves' requests (not the script's functions, waits or comments)."""
-    return [line for line in text.splitlines() if line.startswith(COMMAND)]
+    """The moves' commands, as the steps issue them (not the script's functions, waits or comments)."""
+    return [m[1] or m[2] for line in text.splitlines() if (m := ISSUE.match(line))]
 
 
-@pytest.fixture(scope="module")
-def plan_path(tmp_path_factory) -> Path:
-    """The fixture cluster imported and planned by the installed plbjax CLI (a short search)."""
-    work = tmp_path_factory.mktemp("roundtrip")
-    import_main([str(DUMPS / "small"), "-o", str(work / "state.json")])
+def _planned(dump: str, work: Path) -> Path:
+    """The dump imported and planned by the installed plbjax CLI (a short search), in `work`."""
+    import_main([str(DUMPS / dump), "-o", str(work / "state.json")])
     subprocess.run(
         [
             "plbjax",
@@ -103,8 +110,14 @@ def plan_path(tmp_path_factory) -> Path:
     return work / "plan.json"
 
 
+@pytest.fixture(scope="module")
+def plan_path(tmp_path_factory) -> Path:
+    """The bundled dump's plan."""
+    return _planned("small", tmp_path_factory.mktemp("roundtrip"))
+
+
 def _events(text: str) -> list[tuple]:
-    """The script as what it does, in order: ("step", k, command?) where step k begins, ("needs", k, d)
+    """The script as what it does, in order: ("step", k) where step k begins, ("needs", k, d)
     for each step it names as needed, ("wait", d) where it polls until step d is done."""
     out = []
     for line in text.splitlines():
@@ -114,8 +127,8 @@ def _events(text: str) -> list[tuple]:
             out.append(("needs", int(m[1]), int(m[2])))
         elif line.startswith(("wait_for ", "Wait-PlbjaxStep ")):
             out.append(("wait", int(shlex.split(line)[2])))
-        elif line.startswith(COMMAND):
-            out.append(("command", out[-1][1] if out[-1][0] == "step" else None))
+        elif ISSUE.match(line):
+            out.append(("command",))
     return out
 
 
@@ -351,8 +364,13 @@ def test_a_partitions_actions_run_in_order_a_swap_before_the_move_of_the_replica
     steps = order([swap, move], [])
     assert [s.index for s in steps] == [0, 1] and steps[1].needs == {0: "the partition's previous step"}
     text = export_plan(_plan(swap, move), "sfctl")
+    assert "\nwait_for 2 1\n" in text
     assert (
-        f"wait_for 2 1 'SwapPrimarySecondary fabric:/Shop/Orders partition {PID} N0 -> N5' {PID} N5=Primary N0=Secondary"
+        f"plan_step 1 'SwapPrimarySecondary fabric:/Shop/Orders partition {PID} N0 -> N5' {PID} SwapPrimarySecondary N0 N5 '' 0"
+        in text
+    )
+    assert (
+        f"plan_step 2 'MoveSecondary fabric:/Shop/Orders partition {PID} N0 -> N3' {PID} MoveSecondary N0 N3 1 0"
         in text
     )
 
@@ -369,7 +387,8 @@ def test_a_move_after_the_failover_managers_action_waits_for_it():
         "sfctl",
         loads=[{"N2": {"CPU": -4.0}, "N1": {"CPU": 4.0}}, {"N1": {"CPU": -4.0}}],
     )
-    assert "wait_for 2 1 'DropSecondary fabric:/Shop/Orders partition pa N1 -> -' pa N1=-" in text
+    assert "\nwait_for 2 1\nissue 2 sfctl" in text
+    assert "plan_step 1 'DropSecondary fabric:/Shop/Orders partition pa N1 -> -' pa DropSecondary N1 '' '' 0" in text
 
 
 def test_a_cycle_runs_the_first_move_and_says_it_may_find_no_room(capsys, tmp_path):
@@ -389,149 +408,152 @@ def test_a_cycle_runs_the_first_move_and_says_it_may_find_no_room(capsys, tmp_pa
     assert "warning: Steps 1 may find no room (see their notes); --state tells" in capsys.readouterr().err
 
 
-# ---------------------------------------------------------------------------- running it on a fake
-
-
-def _fake_cluster(tmp_path: Path, actions: list[dict], replicas: dict, late: int = 2) -> tuple[dict, Path]:
-    """PATH and environment for a script run against the fake cluster (tests/fake_sf.py as sfctl and
-    curl), and its world file."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir(parents=True)
-    fake = Path(__file__).parent / "fake_sf.py"
-    for tool in ("sfctl", "curl"):
-        (bin_dir / tool).write_text(
-            f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(fake))} {tool} "$@"\n'
-        )
-        (bin_dir / tool).chmod(0o755)
-    world = tmp_path / "world.json"
-    world.write_text(json.dumps({"replicas": replicas, "actions": actions, "late": late, "log": []}))
-    env = {
-        "PATH": f"{bin_dir}:{os.environ['PATH']}",
-        "FAKE_SF": str(world),
-        "PLBJAX_POLL_SECONDS": "0",
-        "PLBJAX_ENDPOINT": "http://fake:19080",
-    }
-    return env, world
-
-
-def _replicas(state: dict) -> dict:
-    return {
-        str(p["PartitionId"]): [
-            {"ReplicaId": str(r["ReplicaId"]), "Role": r.get("Role") or "Instance", "NodeName": r.get("NodeName")}
-            for r in p["Replicas"]
-        ]
-        for p in state["Partitions"]
-    }
-
-
-@pytest.mark.parametrize("fmt", ["sfctl", "rest"])
-@pytest.mark.parametrize("known", [True, False], ids=["loads", "no-loads"])
-def test_the_script_never_starts_a_move_before_those_it_needs_are_done(plan_path, tmp_path, fmt, known):
-    """Run against a fake cluster that reports each move done only after two looks at its partition,
-    and refuses a move of a partition still reconfiguring: every command runs, and each only after
-    the fake has reported done every step it needs."""
-    plan = json.loads(plan_path.read_text())
-    state = json.loads((plan_path.parent / "state.json").read_text())
-    loads = action_loads(plan_path.parent / "state.json", plan["Actions"]) if known else None
-    script = tmp_path / "moves.sh"
-    script.write_text(export_plan(plan, fmt, loads=loads))
-    env, world = _fake_cluster(tmp_path, plan["Actions"], _replicas(state))
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    log = json.loads(world.read_text())["log"]
-    assert not [line for line in log if line.startswith("refused")]
-    commands = [i for i, a in enumerate(plan["Actions"]) if a["Action"] in MOVES]
-    assert (
-        sorted(int(line.split()[1]) for line in log if line.startswith("start ") and int(line.split()[1]) in commands)
-        == commands
-    )
-    steps = order(plan["Actions"], plan["Nodes"], loads)
-    waited = 0
-    for step in steps:
-        if not step.command:
-            continue
-        for d in step.needs:
-            assert log.index(f"done {steps[d].index}") < log.index(f"start {step.index}")
-            waited += 1
-    assert waited and "plbjax: step" in done.stderr and "done:" in done.stderr
-
-
-def test_the_fake_refuses_a_script_that_does_not_wait(tmp_path):
-    """The same script without its waits (as before, when they were comments) fires the move of the
-    replica a swap demotes before the swap is done: the fake refuses it, so it tells the two apart."""
-    swap = _action("SwapPrimarySecondary", "N0", "N5") | {"ReplicaId": "120"}
-    move = _action("MoveSecondary", "N0", "N3") | {"ReplicaId": "120"}
-    replicas = {
-        PID: [
-            {"ReplicaId": "120", "Role": "Primary", "NodeName": "N0"},
-            {"ReplicaId": "121", "Role": "Secondary", "NodeName": "N5"},
-        ]
-    }
-    text = export_plan(_plan(swap, move), "sfctl")
-    for waits in (True, False):
-        script = tmp_path / f"moves-{waits}.sh"
-        script.write_text("\n".join(line for line in text.splitlines() if waits or not line.startswith("wait_for ")))
-        env, world = _fake_cluster(tmp_path / str(waits), [swap, move], replicas)
-        done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
-        assert done.returncode == (0 if waits else 1), done.stderr
-
-
-@pytest.mark.parametrize("fmt", ["sfctl", "rest"])
-def test_a_wait_longer_than_its_timeout_stops_the_script_with_a_message(tmp_path, fmt):
-    swap = _action("SwapPrimarySecondary", "N0", "N5") | {"ReplicaId": "120"}
-    move = _action("MoveSecondary", "N0", "N3") | {"ReplicaId": "120"}
-    replicas = {
-        PID: [
-            {"ReplicaId": "120", "Role": "Primary", "NodeName": "N0"},
-            {"ReplicaId": "121", "Role": "Secondary", "NodeName": "N5"},
-        ]
-    }
-    script = tmp_path / "moves.sh"
-    script.write_text(export_plan(_plan(swap, move), fmt))
-    env, world = _fake_cluster(tmp_path, [swap, move], replicas, late=10**9)
-    env |= {"PLBJAX_WAIT_TIMEOUT": "1", "PLBJAX_POLL_SECONDS": "0.2"}
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 3
-    assert done.stderr.strip().splitlines()[-1] == (
-        f"plbjax: stopped: step 1 (SwapPrimarySecondary fabric:/Shop/Orders partition {PID} N0 -> N5) is not done "
-        "after 1 s (PLBJAX_WAIT_TIMEOUT); step 2 and those after it have not run"
-    )
-    log = json.loads(world.read_text())["log"]
-    assert "start 0" in log and "start 1" not in log
-
-
-def test_a_failing_command_stops_the_script(tmp_path):
-    """set -e: after a refused move nothing else runs."""
-    actions = [
-        _action("MoveSecondary", "N1", "N2", pid="pa") | {"ReplicaId": "1"},
-        _action("MoveSecondary", "N3", "N4", pid="pb") | {"ReplicaId": "2"},
-    ]
-    replicas = {
-        "pa": [{"ReplicaId": "1", "Role": "Primary", "NodeName": "N1"}],
-        "pb": [{"ReplicaId": "2", "Role": "Secondary", "NodeName": "N3"}],
-    }
-    script = tmp_path / "moves.sh"
-    script.write_text(export_plan(_plan(*actions), "sfctl"))
-    env, world = _fake_cluster(tmp_path, actions, replicas)
-    done = subprocess.run(["bash", str(script)], env=env, capture_output=True, text=True, timeout=60)
-    log = json.loads(world.read_text())["log"]
-    assert done.returncode == 1 and "no Secondary replica on N1" in done.stderr
-    assert sum(line.startswith("sfctl partition") for line in log) == 1
+# ------------------------------------------------------------------------ reading the cluster's answers
 
 
 def test_powershell_defines_what_it_calls_and_quotes_every_value():
-    """pwsh is not here to run it: its waits call the function the script defines, with the step
-    numbers, the partition and each NODE=ROLE quoted."""
+    """pwsh is not here to run it: every function the script calls is defined in it, and each value is quoted."""
     swap = _action("SwapPrimarySecondary", "N0", "N'5") | {"ReplicaId": "120"}
     move = _action("MoveSecondary", "N0", "N3") | {"ReplicaId": "120"}
     text = export_plan(_plan(swap, move), "powershell")
-    assert "function Wait-PlbjaxStep(" in text and "function Test-PlbjaxSettled(" in text
+    assert all(f"function {name}" in text for name in PS_NAMES.values())
     assert "Get-ServiceFabricReplica -PartitionId $PartitionId" in text
     assert (
-        f"Wait-PlbjaxStep 2 1 'SwapPrimarySecondary fabric:/Shop/Orders partition {PID} N0 -> N''5' '{PID}' "
-        "@('N''5=Primary', 'N0=Secondary')"
+        f"Add-PlbjaxStep 1 'SwapPrimarySecondary fabric:/Shop/Orders partition {PID} N0 -> N''5' '{PID}' "
+        "'SwapPrimarySecondary' 'N0' 'N''5' @() 0"
     ) in text
+    assert "\nWait-PlbjaxStep 2 1\nInvoke-PlbjaxStep 2 { Move-ServiceFabricSecondaryReplica " in text
+    assert "\nFind-PlbjaxDone @(1, 2)\n" in text  # one [int[]] argument: the partition's steps
     assert text.count("{") == text.count("}") and text.count("(") == text.count(")")
+
+
+def test_powershell_reads_sfs_role_words_as_expectations_does():
+    """A Ready ActiveSecondary is a secondary; an IdleSecondary, any other role or a replica not Ready is
+    being built; an auxiliary replica is one; Down, Dropped, Standby and Invalid replicas hold nothing;
+    SF's role is never taken as is."""
+    text = export_plan(_plan(_action("SwapPrimarySecondary", "N0", "N1")), "powershell")
+    holding = text[text.index("function Get-PlbjaxHolding") : text.index("function Read-PlbjaxPartition")]
+    assert "if ($status -in 'Down', 'Dropped', 'Standby', 'Invalid' -or -not $node) { continue }" in holding
+    assert (
+        "$role = if ($sfRole -like '*auxiliary*') { 'Auxiliary' } elseif ($status -ne 'Ready') { 'InBuild' }" in holding
+    )
+    assert "elseif (-not $sfRole) { 'Instance' }" in holding
+    assert (
+        "elseif ($sfRole -eq 'Primary') { 'Primary' } elseif ($sfRole -eq 'ActiveSecondary') { 'Secondary' }" in holding
+    )
+    assert "        else { 'InBuild' }" in holding and "'IdleSecondary'" in holding
+    assert tuple(expectations.GONE) == ("down", "dropped", "standby", "invalid")  # the PowerShell's list
+    assert text.count("ReplicaRole") == 1  # read once, into $sfRole
+    assert "$want = if ($role -eq 'Secondary') { 'ActiveSecondary' }" in text
+
+
+def test_the_bash_scripts_read_the_cluster_by_expectations_own_source():
+    for fmt in ("sfctl", "rest"):
+        text = export_plan(_plan(_action("SwapPrimarySecondary", "N0", "N1")), fmt)
+        assert f"<<'PY' || true\n{READER_PY}\nPY\n" in text
+        assert READER_PY.startswith(inspect.getsource(expectations))
+
+
+def _listing(*replicas: tuple, camel: bool = False, token: str = "") -> str:
+    """A page of Get Replica Info List's answer: (node, SF's role or None for an instance, status) each,
+    as REST writes it or (camel) as sfctl prints it."""
+    items = [
+        {"NodeName": n, "ReplicaStatus": s, **({"ReplicaRole": r} if r else {"InstanceId": "9"})}
+        for n, r, s in replicas
+    ]
+    page = {"ContinuationToken": token, "Items": items}
+    if camel:
+        page = {"continuationToken": token, "items": [{k[0].lower() + k[1:]: v for k, v in i.items()} for i in items]}
+    return json.dumps(page, indent=2)
+
+
+SWAP = ["SwapPrimarySecondary", "N0", "N1"]
+MOVE = ["MoveSecondary", "N0", "N3"]
+
+
+@pytest.mark.parametrize("camel", [False, True], ids=["rest", "sfctl"])
+@pytest.mark.parametrize(
+    "replicas, argv, answer",
+    [
+        ([("N1", "Primary", "Ready"), ("N0", "ActiveSecondary", "Ready")], ["done", *SWAP], (0, "")),
+        (
+            [("N1", "Primary", "Ready"), ("N0", "IdleSecondary", "Ready")],
+            ["done", *SWAP],
+            (1, "N0 holds IdleSecondary (Ready), not a Ready ActiveSecondary"),
+        ),
+        (
+            [("N1", "Primary", "Ready"), ("N0", "ActiveSecondary", "InBuild")],
+            ["done", *SWAP],
+            (1, "N0 holds ActiveSecondary (InBuild), not a Ready ActiveSecondary"),
+        ),
+        ([("N3", "ActiveSecondary", "Ready"), ("N0", "ActiveSecondary", "Dropped")], ["done", *MOVE], (0, "")),
+        ([("N3", "ActiveSecondary", "Ready"), ("N0", "ActiveSecondary", "Standby")], ["done", *MOVE], (0, "")),
+        (
+            [("N3", "ActiveSecondary", "Ready"), ("N0", "ActiveSecondary", "Ready")],
+            ["done", *MOVE],
+            (1, "N0 still holds ActiveSecondary (Ready)"),
+        ),
+        ([("N0", "Primary", "Ready"), ("N1", "ActiveSecondary", "Ready")], ["step", *SWAP], (0, "")),
+        ([("N1", "Primary", "Ready"), ("N0", "ActiveSecondary", "Ready")], ["step", *SWAP], (0, "done")),
+        ([("N0", "Primary", "Ready")], ["step", *SWAP], (1, "N1 holds no replica, not a Ready ActiveSecondary")),
+        ([("N 2", None, "Ready")], ["done", "MoveInstance", "N1", "N 2"], (0, "")),
+        (
+            [("N1", "Primary", "Ready"), ("N0", "ActiveAuxiliary", "Ready")],
+            ["done", *SWAP],
+            (1, "N0 holds ActiveAuxiliary (Ready), not a Ready ActiveSecondary"),
+        ),
+        (
+            [("N0", "Primary", "Ready"), ("N1", "ActiveSecondary", "Ready"), ("N4", "ActiveSecondary", "Ready")],
+            ["done", "AddSecondary", "", "N3", "2"],
+            (0, "placed elsewhere by the Failover Manager: the partition holds the 2 Ready ActiveSecondary(s) planned"),
+        ),
+        (
+            [("N0", "Primary", "Ready"), ("N1", "ActiveSecondary", "Ready"), ("N4", "IdleSecondary", "InBuild")],
+            ["done", "AddSecondary", "", "N3", "2"],
+            (1, "N3 holds no replica, not a Ready ActiveSecondary"),
+        ),
+        (
+            [("N1", "Primary", "Ready"), ("N3", "ActiveSecondary", "Ready")],
+            ["survey", "1", *SWAP, "2", *MOVE],
+            (0, "2"),
+        ),
+    ],
+)
+def test_what_the_scripts_take_for_done(replicas, argv, answer, camel):
+    """The bash scripts' reading of a partition's replicas (SF's words; REST's PascalCase, sfctl's camelCase)."""
+    assert read_cluster(argv, _listing(*replicas, camel=camel)) == answer
+
+
+def test_the_reader_reads_every_page_and_says_sfs_errors():
+    pages = _listing(("N1", "Primary", "Ready"), token="1") + "\n" + _listing(("N0", "ActiveSecondary", "Ready"))
+    assert read_cluster(["done", *SWAP], pages) == (0, "")
+    body = '{"Error": {"Code": "FABRIC_E_NODE_NOT_FOUND", "Message": "Node\\nnot found."}}\ncurl: (22) error: 400'
+    assert read_cluster(["error"], body) == (0, "FABRIC_E_NODE_NOT_FOUND: Node not found.")
+    sfctl = "ERROR: (FABRIC_E_TIMEOUT) Operation timed out.\nTraceback (most recent call last):\n  ...\n"
+    assert read_cluster(["error"], sfctl) == (0, "FABRIC_E_TIMEOUT: Operation timed out.")
+    assert read_cluster(["error"], "curl: (7) Failed to connect\n") == (0, "curl: (7) Failed to connect")
+
+
+def test_the_bash_scripts_read_every_page():
+    """replicas PARTITION asks for the next page while SF's answer has a continuation token."""
+    text = export_plan(_plan(_action("SwapPrimarySecondary", "N0", "N1")), "sfctl")
+    start = text.index("replicas() {")
+    replicas = text[start : text.index("\n}\n", start) + 2]
+    stub = """replica_page() {
+  [[ -z $2 ]] && printf '{\\n  "continuationToken": "7",\\n  "items": [1]\\n}\\n' || echo "{\\"items\\": [$2]}"
+}"""
+    done = subprocess.run(["bash", "-c", f"{stub}\n{replicas}\nreplicas P"], capture_output=True, text=True)
+    assert done.stdout == '{\n  "continuationToken": "7",\n  "items": [1]\n}\n{"items": [7]}\n'
+
+
+def test_the_embedded_reader_runs_as_the_script_runs_it():
+    text = export_plan(_plan(_action("SwapPrimarySecondary", "N0", "N1")), "rest")
+    reader = text[text.index("<<'PY' || true\n") + 15 : text.index("\nPY\n")]
+    listing = _listing(("N1", "Primary", "Ready"), ("N0", "ActiveSecondary", "InBuild"))
+    done = subprocess.run(
+        ["python3", "-c", reader, "done", *SWAP], input=listing, capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout) == (1, "N0 holds ActiveSecondary (InBuild), not a Ready ActiveSecondary\n")
 
 
 def test_the_wait_timeout_is_the_scripts_default_and_must_be_positive(tmp_path):
@@ -544,25 +566,263 @@ def test_the_wait_timeout_is_the_scripts_default_and_must_be_positive(tmp_path):
     assert stop.value.code == 2
 
 
-@pytest.mark.parametrize(
-    "replicas, expected, settled",
-    [
-        (
-            {"Items": [{"NodeName": "N1", "ReplicaRole": "Primary", "ReplicaStatus": "Ready"}]},
-            ["N1=Primary", "N0=-"],
-            True,
-        ),
-        ({"items": [{"nodeName": "N1", "replicaRole": "Primary", "replicaStatus": "InBuild"}]}, ["N1=Primary"], False),
-        ({"items": [{"nodeName": "N1", "replicaRole": "Secondary", "replicaStatus": "Ready"}]}, ["N1=Primary"], False),
-        ({"Items": [{"NodeName": "N0", "ReplicaRole": "Secondary", "ReplicaStatus": "Ready"}]}, ["N0=-"], False),
-        ({"Items": [{"NodeName": "N0", "ReplicaRole": "Secondary", "ReplicaStatus": "Standby"}]}, ["N0=-"], True),
-        ({"Items": [{"NodeName": "N 2", "InstanceId": "9", "ReplicaStatus": "Ready"}]}, ["N 2=Instance"], True),
-        ([{"NodeName": "N=3", "ReplicaRole": "Secondary", "ReplicaStatus": "Ready"}], ["N=3=Secondary"], True),
-    ],
-)
-def test_what_the_script_takes_for_done(replicas, expected, settled):
-    """The scripts' reading of a partition's replicas (REST's PascalCase, sfctl's camelCase, a bare list)."""
-    done = subprocess.run(
-        [sys.executable, "-c", SETTLED_PY, *expected], input=json.dumps(replicas), capture_output=True, text=True
+def test_the_exit_statuses_are_documented(capsys):
+    """In the script's header, the module's docstring and --help."""
+    text = export_plan(_plan(_action("MovePrimary", "N0", "N2")), "sfctl")
+    assert "Exit status: 0 every step done; 3 a wait timed out (the line names the" in text
+    assert "Exit status: 0 every step done;\n3 a wait timed out" in (export.__doc__ or "")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert (
+        "exit status: 0 every step done; 3 a wait\ntimed out (PLBJAX_WAIT_TIMEOUT); 4 a step refused"
+        in capsys.readouterr().out
     )
-    assert done.returncode == (0 if settled else 1), done.stderr
+
+
+# ------------------------------------------------------------------- running it against the simulator
+
+BIN = Path(__file__).parent / "bin"  # the stand-in sfctl
+STAMPED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ plbjax: ")
+QUICK = {"build_seconds": 2.0, "clock_rate": 20.0, "seed": 0}  # a build: 0.1 s of wall time
+
+
+class Cluster:
+    """A simulator served on loopback, and exported scripts run against it (sfctl selected in `home`)."""
+
+    def __init__(self, sim: Simulator, endpoint: str, home: Path):
+        self.sim, self.endpoint, self.home = sim, endpoint, home
+        self.env = os.environ | {
+            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+            "HOME": str(home),
+            "PLBJAX_ENDPOINT": endpoint,
+            "PLBJAX_POLL_SECONDS": "0.05",
+            "PLBJAX_WAIT_TIMEOUT": "120",
+        }
+        self.sfctl("cluster", "select", "--endpoint", endpoint)
+
+    def sfctl(self, *args: str) -> None:
+        subprocess.run(["sfctl", *args], env=self.env, check=True, capture_output=True)
+
+    def run(self, script: Path, **env: str) -> subprocess.CompletedProcess:
+        """Run the script; nothing on stdout, every line on stderr stamped with the UTC time."""
+        done = subprocess.run(["bash", str(script)], env=self.env | env, capture_output=True, text=True, timeout=300)
+        assert done.stdout == "" and all(STAMPED.match(line) for line in done.stderr.splitlines()), done.stderr
+        return done
+
+    def posts(self) -> int:
+        """How many moves were asked for so far (POSTs)."""
+        return sum(method == "POST" for method, _ in self.sim.requests)
+
+
+@contextlib.contextmanager
+def _served(sim: Simulator, home: Path) -> Iterator[Cluster]:
+    """The simulator served while the block runs."""
+    with sim.serve() as endpoint:
+        yield Cluster(sim, endpoint, home)
+
+
+@pytest.fixture
+def cluster(tmp_path) -> Iterator[Cluster]:
+    """The bundled dump's cluster, simulated."""
+    with _served(Simulator.from_dump(DUMPS / "small", **QUICK), tmp_path) as served:
+        yield served
+
+
+def _script(plan_path: Path, fmt: str, tmp_path: Path) -> Path:
+    """The plan exported in `fmt`, with the state it was made from."""
+    out = tmp_path / f"moves-{fmt}"
+    main([str(plan_path), "--format", fmt, "--state", str(plan_path.parent / "state.json"), "-o", str(out)])
+    return out
+
+
+def _target(plan_path: Path) -> dict[str, dict[str, str]]:
+    """The plan's target placement: its actions applied to the state, replicas on Up nodes."""
+    plan = json.loads(plan_path.read_text())
+    target = apply_actions(load_state(plan_path.parent / "state.json").document, plan["Actions"])
+    up = {n["NodeName"] for n in target["Nodes"] if n.get("NodeStatus", "Up") == "Up"}
+    return {
+        str(p["PartitionId"]): {r["NodeName"]: r["Role"] for r in p["Replicas"] if r.get("NodeName") in up}
+        for p in target["Partitions"]
+    }
+
+
+def _carried_out(plan_path: Path, sim: Simulator) -> None:
+    """The cluster is the plan's target, and each of its moves was accepted once."""
+    plan = json.loads(plan_path.read_text())
+    assert sim.placement() == _target(plan_path)
+    moves = Counter(
+        (str(a["PartitionId"]), a["Action"], a["TargetNode"]) for a in plan["Actions"] if a["Action"] in MOVES
+    )
+    assert Counter((m.partition_id, m.kind, m.target) for m in sim.moves) == moves
+
+
+def _in_order(steps: list, sim: Simulator) -> None:
+    """Each move started after the moves it needs had finished (in simulated time)."""
+    moves = {(m.partition_id, m.kind, m.target): m for m in sim.moves}
+
+    def move(step) -> Move:
+        return moves[(str(step.action["PartitionId"]), step.action["Action"], step.action["TargetNode"])]
+
+    pairs = [(move(steps[d]), move(s)) for s in steps if s.command for d in s.needs if steps[d].command]
+    assert pairs and all(m.finished is not None and m.finished <= n.started for m, n in pairs)
+
+
+def _steps(plan_path: Path) -> list:
+    """The plan's steps, as its script (exported with --state) numbers them."""
+    plan = json.loads(plan_path.read_text())
+    return order(plan["Actions"], plan["Nodes"], action_loads(plan_path.parent / "state.json", plan["Actions"]))
+
+
+@pytest.mark.parametrize("fmt", ["sfctl", "rest"])
+def test_the_script_carries_the_plan_out(plan_path, cluster, tmp_path, fmt):
+    """sfctl (the stand-in) or curl against the simulated bundled dump: every step done, the end confirmed."""
+    done = cluster.run(_script(plan_path, fmt, tmp_path))
+    assert done.returncode == 0, done.stderr
+    _carried_out(plan_path, cluster.sim)
+    steps = _steps(plan_path)
+    _in_order(steps, cluster.sim)
+    lines = [STAMPED.sub("", line) for line in done.stderr.splitlines()]
+    assert lines[-1] == f"all {len(steps)} step(s) done"
+    for k, step in enumerate(steps, 1):
+        said = f"step {k}/{len(steps)}"
+        assert sum(line.startswith(f"{said}: ") for line in lines) == step.command
+        assert any(line.startswith((f"{said} done", f"{said} already done")) for line in lines), said
+
+
+def _refuse(cluster: Cluster, plan_path: Path) -> tuple[int, dict]:
+    """SF refuses the first step that waits for another (k, its action): FABRIC_E_CONSTRAINT_NOT_SATISFIED."""
+    k, a = next((k, s.action) for k, s in enumerate(_steps(plan_path), 1) if s.command and s.needs)
+    post = "MovePrimary" if a["Action"] == SWAP[0] else a["Action"]
+    cluster.sim.refuse_next(str(a["PartitionId"]), post, code="FABRIC_E_CONSTRAINT_NOT_SATISFIED")
+    return k, a
+
+
+@pytest.mark.parametrize("fmt", ["sfctl", "rest"])
+def test_a_refused_move_stops_the_script_naming_the_step_and_sfs_error(plan_path, cluster, tmp_path, fmt):
+    k, a = _refuse(cluster, plan_path)
+    posts = cluster.posts()
+    done = cluster.run(_script(plan_path, fmt, tmp_path))
+    assert done.returncode == 4
+    assert STAMPED.sub("", done.stderr.splitlines()[-1]) == (
+        f"stopped: step {k}/{len(_steps(plan_path))} ({a['Action']} {a['ServiceName']} partition {a['PartitionId']} "
+        f"{a['SourceNode']} -> {a['TargetNode']}) refused: FABRIC_E_CONSTRAINT_NOT_SATISFIED: "
+        "The operation failed because a constraint was not satisfied."
+    )
+    assert cluster.posts() - posts == sum(s.command for s in _steps(plan_path)[:k])  # nothing after it
+
+
+def test_a_stopped_script_run_again_from_that_step_finishes(plan_path, cluster, tmp_path):
+    """PLBJAX_START_AT=k: the steps before k are not issued again, and no move is accepted twice."""
+    k, _ = _refuse(cluster, plan_path)
+    script = _script(plan_path, "rest", tmp_path)
+    assert cluster.run(script).returncode == 4
+    posts = cluster.posts()
+    again = cluster.run(script, PLBJAX_START_AT=str(k))
+    assert again.returncode == 0, again.stderr
+    assert cluster.posts() - posts == sum(s.command for s in _steps(plan_path)[k - 1 :])  # from step k on, each once
+    _carried_out(plan_path, cluster.sim)
+
+
+def test_a_finished_script_run_again_issues_nothing(plan_path, cluster, tmp_path):
+    script = _script(plan_path, "rest", tmp_path)
+    assert cluster.run(script).returncode == 0
+    posts = cluster.posts()
+    again = cluster.run(script)
+    assert again.returncode == 0 and cluster.posts() == posts, again.stderr
+    steps = _steps(plan_path)
+    assert again.stderr.count("already done, not issued") == sum(s.command for s in steps)
+    _carried_out(plan_path, cluster.sim)
+
+
+def test_a_wait_that_times_out_stops_the_script_naming_the_step(plan_path, cluster, tmp_path):
+    steps = _steps(plan_path)
+    k, d = next((k, d) for k, s in enumerate(steps, 1) for d in s.needs if steps[d].action["Action"] != SWAP[0])
+    needed = steps[d].action
+    cluster.sim.slow(str(needed["PartitionId"]), float("inf"))
+    done = cluster.run(_script(plan_path, "rest", tmp_path), PLBJAX_WAIT_TIMEOUT="1")
+    assert done.returncode == 3
+    last = STAMPED.sub("", done.stderr.splitlines()[-1])
+    assert last.startswith(
+        f"stopped: step {d + 1} ({needed['Action']} {needed['ServiceName']} partition {needed['PartitionId']} "
+        f"{needed['SourceNode']} -> {needed['TargetNode']}) is not done after 1 s (PLBJAX_WAIT_TIMEOUT): "
+    )
+    assert last.endswith(f"; step {k} and those after it have not run")
+    assert f"step {k}/{len(steps)}: " not in done.stderr
+
+
+def test_an_add_the_failover_manager_made_elsewhere_is_confirmed_at_the_end(plan_path, tmp_path):
+    steps = _steps(plan_path)
+    k, add = next((k, s.action) for k, s in enumerate(steps, 1) if s.action["Action"] == "AddSecondary")
+    sim = Simulator.from_dump(DUMPS / "small", **QUICK)  # its world moves on when asked: none asked yet
+
+    def elsewhere(pid: str, kind: str, nodes: list[str]) -> str:
+        return next(n for n in nodes if n != add["TargetNode"])
+
+    sim.failover_choice = elsewhere
+    with _served(sim, tmp_path) as cluster:
+        done = cluster.run(_script(plan_path, "rest", tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert (
+        f"step {k}/{len(steps)} done (placed elsewhere by the Failover Manager: the partition holds the 2 Ready "
+        "ActiveSecondary(s) planned)"
+    ) in done.stderr
+
+
+def test_a_replica_not_where_the_plan_assumed_stops_the_script_in_sfs_words(plan_path, cluster, tmp_path):
+    steps = _steps(plan_path)
+    alone = Counter(str(s.action["PartitionId"]) for s in steps)  # a partition with one step: this one
+    k, a = next(
+        (k, s.action)
+        for k, s in enumerate(steps, 1)
+        if s.action["Action"] == "MoveSecondary" and alone[str(s.action["PartitionId"])] == 1
+    )
+    pid, src = str(a["PartitionId"]), a["SourceNode"]
+    free = sorted(
+        {n["NodeName"] for n in json.loads(plan_path.read_text())["Nodes"]} - set(cluster.sim.placement()[pid])
+    )
+    other = next(n for n in free if n not in (a["TargetNode"], "_BackEnd_2"))  # _BackEnd_2 is Down
+    cluster.sfctl(
+        "partition",
+        "move-secondary-replica",
+        "--partition-id",
+        pid,
+        "--current-node-name",
+        src,
+        "--new-node-name",
+        other,
+    )
+    while src in cluster.sim.placement()[pid]:
+        time.sleep(0.05)
+    done = cluster.run(_script(plan_path, "sfctl", tmp_path))
+    assert done.returncode == 4
+    assert STAMPED.sub("", done.stderr.splitlines()[-1]).startswith(f"stopped: step {k}/{len(steps)} (")
+    assert done.stderr.endswith(
+        f"the replica is not where the plan assumed: {src} holds no replica, not a Ready ActiveSecondary\n"
+    )
+
+
+def test_the_script_asks_again_while_the_cluster_does_not_answer(plan_path, cluster, tmp_path):
+    cluster.sim.unavailable(times=2)
+    done = cluster.run(_script(plan_path, "rest", tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert "the cluster did not answer (FABRIC_E_SERVICE_TOO_BUSY: " in done.stderr
+    _carried_out(plan_path, cluster.sim)
+
+
+@pytest.fixture(scope="module")
+def paged_plan_path(tmp_path_factory) -> Path:
+    """The paged dump's plan (the same cluster: paged lists, an XML manifest, a replica in build)."""
+    return _planned("paged", tmp_path_factory.mktemp("paged"))
+
+
+@pytest.mark.slow  # a second plan: another run of the plbjax CLI
+@pytest.mark.parametrize("fmt", ["sfctl", "rest"])
+def test_the_script_carries_the_paged_dumps_plan_out(paged_plan_path, tmp_path, fmt):
+    """Its Failover Manager drops and adds where the plan says (follow_plan)."""
+    sim = Simulator.from_dump(DUMPS / "paged", **QUICK)
+    sim.follow_plan(json.loads(paged_plan_path.read_text()))
+    with _served(sim, tmp_path) as cluster:
+        done = cluster.run(_script(paged_plan_path, fmt, tmp_path))
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.endswith(f"plbjax: all {len(_steps(paged_plan_path))} step(s) done\n")
+    _carried_out(paged_plan_path, sim)
