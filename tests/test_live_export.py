@@ -93,6 +93,11 @@ def _commands(text: str) -> list[str]:
 def _planned(dump: str, work: Path) -> Path:
     """The dump imported and planned by the installed plbjax CLI (a short search), in `work`."""
     import_main([str(DUMPS / dump), "-o", str(work / "state.json")])
+    return _plan_state(work)
+
+
+def _plan_state(work: Path) -> Path:
+    """work/state.json planned by the installed plbjax CLI (a short search) into work/plan.json."""
     subprocess.run(
         [
             "plbjax",
@@ -826,3 +831,29 @@ def test_the_script_carries_the_paged_dumps_plan_out(paged_plan_path, tmp_path, 
     assert done.returncode == 0, done.stderr
     assert done.stderr.endswith(f"plbjax: all {len(_steps(paged_plan_path))} step(s) done\n")
     _carried_out(paged_plan_path, sim)
+
+
+@pytest.fixture(scope="module")
+def generated_plan_path(tmp_path_factory) -> Path:
+    """A generated cluster of 40 nodes and about 1,000 replicas, planned."""
+    work = tmp_path_factory.mktemp("generated")
+    size = ["--nodes", "40", "--services", "20", "--partitions-per-service", "17"]
+    subprocess.run(["plbjax-generate", *size, "-o", str(work / "state.json")], check=True, timeout=120)
+    state = json.loads((work / "state.json").read_text())
+    assert 950 <= sum(len(p["Replicas"]) for p in state["Partitions"]) <= 1100
+    return _plan_state(work)
+
+
+@pytest.mark.slow  # a plan of a 1,000-replica cluster, carried out one step at a time
+@pytest.mark.parametrize("fmt", ["sfctl", "rest"])
+def test_the_script_carries_a_generated_clusters_plan_out(generated_plan_path, tmp_path, fmt):
+    """Every move accepted once, the cluster the plan's target, the end confirmed."""
+    plan = json.loads(generated_plan_path.read_text())
+    assert sum(a["Action"] in MOVES for a in plan["Actions"]) >= 20, "the plan should move replicas"
+    sim = Simulator.from_state(generated_plan_path.parent / "state.json", build_seconds=2.0, clock_rate=50.0)
+    sim.follow_plan(plan)
+    with _served(sim, tmp_path) as cluster:
+        done = cluster.run(_script(generated_plan_path, fmt, tmp_path), PLBJAX_POLL_SECONDS="0.02")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.endswith(f"plbjax: all {len(_steps(generated_plan_path))} step(s) done\n")
+    _carried_out(generated_plan_path, sim)
