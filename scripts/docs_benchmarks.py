@@ -319,6 +319,29 @@ def validity(name: str = "validity_sweep.json") -> str:
     )
 
 
+def apply_concurrency(name: str = "apply-concurrency.json") -> str:
+    """plbjax-apply on the SF simulator: the defaults against one move at a time."""
+    d = _load(name)
+    rows = [
+        [
+            run["name"],
+            f"`{' '.join(run['options'])}`" if run["options"] else "defaults",
+            f"{run['wall_seconds']:.1f}",
+            f"{run['simulated_seconds']:.0f}",
+            f"{run['max_concurrent']} / {run['max_concurrent_per_node']}",
+        ]
+        for run in d["runs"]
+    ]
+    head = ["run", "options", "wall s", "simulated s", "most moves at once (cluster / node)"]
+    m = d["machine"]
+    return (
+        _table(head, rows)
+        + f"\n\n{d['moves']} moves of {d['move_simulated_seconds']:g} simulated s; "
+        + f"speed-up {d['simulated_speedup']:.1f}x (simulated), {d['wall_speedup']:.1f}x (wall)."
+        + f"\n\n<sub>`results/{name}`, `python scripts/bench_apply.py`; {m['node']}, {m['cpus']} CPUs.</sub>"
+    )
+
+
 TABLES = {
     "cli_cpu": cli_cpu,
     "load_cpu": load_cpu,
@@ -334,6 +357,7 @@ TABLES = {
     "scaling_h100_tries": lambda: scaling_kernel("scaling_h100_tries.json"),
     "roadef2012": roadef,
     "validity_sweep": validity,
+    "apply_concurrency": apply_concurrency,
 }
 
 
