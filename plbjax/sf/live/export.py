@@ -56,12 +56,13 @@ import shlex
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
-from urllib.parse import quote, urlencode
+from urllib.parse import urlencode
 
 from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.sf.live import expectations
 from plbjax.sf.live.expectations import after, before, holdings, mismatches
+from plbjax.sf.live.rest import move_request, service_id
 from plbjax.sf.live.steps import Step, action_loads, order
 from plbjax.version import add_flag as add_version_flag
 
@@ -73,11 +74,6 @@ WAIT_TIMEOUT = 1800  # seconds a wait may last: building a replica copies its st
 POLL_SECONDS = 10
 
 
-def service_id(service_name: str) -> str:
-    """SF's service id: the name without 'fabric:/' and with '~' for '/' (fabric:/A/B -> A~B)."""
-    return service_name.removeprefix("fabric:").lstrip("/").replace("/", "~")
-
-
 def command(action: dict, fmt: str) -> str:
     """The command for one movement action (MovePrimary, MoveSecondary, MoveInstance, SwapPrimarySecondary)
     in format `fmt`."""
@@ -87,7 +83,6 @@ def command(action: dict, fmt: str) -> str:
         forms = (
             ["sfctl", "partition", "move-primary-replica", "--partition-id", pid, "--node-name", dst],
             ["Move-ServiceFabricPrimaryReplica", "-PartitionId", pid, "-ServiceName", svc, "-NodeName", dst],
-            (f"/Partitions/{quote(pid)}/$/MovePrimaryReplica", "6.5", {"NodeName": dst}),
         )
     elif kind == "MoveSecondary":
         forms = (
@@ -113,7 +108,6 @@ def command(action: dict, fmt: str) -> str:
                 "-NewSecondaryNodeName",
                 dst,
             ],
-            (f"/Partitions/{quote(pid)}/$/MoveSecondaryReplica", "6.5", {"CurrentNodeName": src, "NewNodeName": dst}),
         )
     elif kind == "MoveInstance":
         forms = (
@@ -141,19 +135,15 @@ def command(action: dict, fmt: str) -> str:
                 "-NewInstanceNodeName",
                 dst,
             ],
-            (
-                f"/Services/{quote(service_id(svc), safe='~')}/$/GetPartitions/{quote(pid)}/$/MoveInstance",
-                "8.0",
-                {"CurrentNodeName": src, "NewNodeName": dst},
-            ),
         )
     else:
         raise ValueError(f"{kind}: no command; the Failover Manager makes it")
-    sfctl, powershell, (path, version, query) = forms
+    sfctl, powershell = forms
     if fmt == "sfctl":
         return shlex.join(sfctl)
     if fmt == "powershell":
         return _ps_join(powershell)
+    path, version, query = move_request(action)
     return shlex.join(["post", f"{path}?{urlencode({'api-version': version} | query)}"])
 
 

@@ -19,7 +19,6 @@ from urllib.parse import quote, urlencode
 
 from plbjax.errors import BadInput
 from plbjax.sf.live.expectations import Holding, holdings
-from plbjax.sf.live.export import service_id
 
 PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
 BUSY = 503  # SF's gateway: too busy now, try again
@@ -122,6 +121,30 @@ class Client:
             seen.add(token)
 
 
+def service_id(service_name: str) -> str:
+    """SF's service id: the name without 'fabric:/' and with '~' for '/' (fabric:/A/B -> A~B)."""
+    return service_name.removeprefix("fabric:").lstrip("/").replace("/", "~")
+
+
+def move_request(action: dict) -> tuple[str, str, dict[str, str]]:
+    """(path, api-version, query) of the POST that carries out a movement action (REST reference: Move
+    Primary Replica, Move Secondary Replica, Move Instance; never IgnoreConstraints)."""
+    kind, pid = action["Action"], quote(str(action["PartitionId"]))
+    src, dst = action["SourceNode"], action["TargetNode"]
+    if kind in ("MovePrimary", "SwapPrimarySecondary"):  # onto a secondary's node SF swaps the roles
+        return f"/Partitions/{pid}/$/MovePrimaryReplica", "6.5", {"NodeName": dst}
+    if kind == "MoveSecondary":
+        return f"/Partitions/{pid}/$/MoveSecondaryReplica", "6.5", {"CurrentNodeName": src, "NewNodeName": dst}
+    if kind == "MoveInstance":
+        service = quote(service_id(action["ServiceName"]), safe="~")
+        return (
+            f"/Services/{service}/$/GetPartitions/{pid}/$/MoveInstance",
+            "8.0",
+            {"CurrentNodeName": src, "NewNodeName": dst},
+        )
+    raise ValueError(f"{kind}: no command; the Failover Manager makes it")
+
+
 def items(pages: list[dict]) -> list[dict]:
     return [item for page in pages for item in page["Items"]]
 
@@ -160,15 +183,5 @@ class Cluster:
 
     def move(self, action: dict) -> None:
         """Send the request that carries out a movement action; HttpError (SF's refusal) or Unanswered."""
-        kind, pid = action["Action"], quote(str(action["PartitionId"]))
-        src, dst = action["SourceNode"], action["TargetNode"]
-        if kind in ("MovePrimary", "SwapPrimarySecondary"):
-            self.client.post(f"/Partitions/{pid}/$/MovePrimaryReplica", "6.5", NodeName=dst)
-        elif kind == "MoveSecondary":
-            self.client.post(f"/Partitions/{pid}/$/MoveSecondaryReplica", "6.5", CurrentNodeName=src, NewNodeName=dst)
-        elif kind == "MoveInstance":
-            service = quote(service_id(action["ServiceName"]), safe="~")
-            path = f"/Services/{service}/$/GetPartitions/{pid}/$/MoveInstance"
-            self.client.post(path, "8.0", CurrentNodeName=src, NewNodeName=dst)
-        else:
-            raise ValueError(f"{kind}: no command; the Failover Manager makes it")
+        path, version, query = move_request(action)
+        self.client.post(path, version, **query)

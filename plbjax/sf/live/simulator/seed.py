@@ -12,6 +12,7 @@ from xml.sax.saxutils import quoteattr
 
 from plbjax.sf import load_state, parse_state
 from plbjax.sf.live.dumpdir import canonical, decode
+from plbjax.sf.live.rest import service_id
 from plbjax.sf.live.simulator.cluster import SECONDARY, Cluster, Partition, Replica
 from plbjax.sf.live.simulator.http import Served
 
@@ -99,7 +100,7 @@ def render(doc: dict) -> tuple[dict[str, object], dict[str, tuple[str, object]],
     for part in doc["Partitions"]:
         by_service.setdefault(part["ServiceName"], []).append(part)
     for name, services in apps.items():
-        files[f"services/{_id(name)}.json"] = _paged([_service_info(s) for s in services])
+        files[f"services/{service_id(name)}.json"] = _paged([_service_info(s) for s in services])
         for service in services:
             _render_service(files, (keys, sids), service, by_service.get(service["ServiceName"], []), down)
     return files, keys, sids
@@ -108,7 +109,7 @@ def render(doc: dict) -> tuple[dict[str, object], dict[str, tuple[str, object]],
 def _render_service(files: dict, maps: tuple[dict, dict], service: dict, parts: list[dict], down: set[str]) -> None:
     """A service's description, partitions and replicas."""
     keys, sids = maps
-    sid, stateful = _id(service["ServiceName"]), service["ServiceKind"] == "Stateful"
+    sid, stateful = service_id(service["ServiceName"]), service["ServiceKind"] == "Stateful"
     files[f"service-descriptions/{sid}.json"] = _description(service, len(parts))
     items = []
     for part in parts:
@@ -127,11 +128,6 @@ def _render_service(files: dict, maps: tuple[dict, dict], service: dict, parts: 
 
 def _paged(items: list) -> dict:
     return {"ContinuationToken": "", "Items": items}
-
-
-def _id(name: str) -> str:
-    """SF's id of an application or service name: fabric:/Shop/Orders -> Shop~Orders."""
-    return name.removeprefix("fabric:/").replace("/", "~")
 
 
 def _app_name(service: dict) -> str:
@@ -179,9 +175,9 @@ def _node(i: int, node: dict) -> dict:
 
 def _application(name: str) -> dict:
     return {
-        "Id": _id(name),
+        "Id": service_id(name),
         "Name": name,
-        "TypeName": f"{_id(name)}Type",
+        "TypeName": f"{service_id(name)}Type",
         "TypeVersion": "1.0.0",
         "Status": "Ready",
         "Parameters": [],
@@ -192,7 +188,7 @@ def _application(name: str) -> dict:
 
 def _service_info(service: dict) -> dict:
     info = {
-        "Id": _id(service["ServiceName"]),
+        "Id": service_id(service["ServiceName"]),
         "ServiceKind": service["ServiceKind"],
         "Name": service["ServiceName"],
         "TypeName": service.get("ServiceTypeName") or "ServiceType",
