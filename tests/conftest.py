@@ -1,10 +1,14 @@
-"""Shared fixtures. Clusters share one shape so compiled searches are reused across tests."""
+"""Shared fixtures: clusters of one shape (so compiled searches are reused across tests), test certificates."""
 
 from __future__ import annotations
 
 import dataclasses
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
+from planned import plan_dump
 
 from plbjax.sf import ClusterSpec, SearchConfig, encode, full_scope, generate, parse_state, scope
 
@@ -58,3 +62,41 @@ def searchable(state, enforce=True):
     """The encoded problem scoped so that everything may move (`full_scope`), and its index."""
     problem, index = encode(state)
     return scope(problem, index.initial_node, index.initial_primary, full_scope(problem, index, enforce)), index
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    subprocess.run(["openssl", *args], cwd=cwd, check=True, capture_output=True, timeout=60)
+
+
+def _signed(name: str, subject: str, extension: str, pki: Path) -> None:
+    """name.key and name.crt, signed by the CA in `pki`, with one X.509 extension."""
+    (pki / f"{name}.ext").write_text(extension + "\n")
+    _openssl(*f"req -newkey rsa:2048 -nodes -keyout {name}.key -out {name}.csr".split(), "-subj", subject, cwd=pki)
+    sign = f"x509 -req -in {name}.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out {name}.crt -days 1"
+    _openssl(*sign.split(), "-extfile", f"{name}.ext", cwd=pki)
+
+
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory) -> Path:
+    """A CA, the gateway's certificate for 127.0.0.1 (server.pem, key included) and a client's."""
+    if not shutil.which("openssl"):
+        pytest.skip("openssl is needed to make test certificates")
+    pki = tmp_path_factory.mktemp("pki")
+    ca = "req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.pem -days 1"
+    _openssl(*ca.split(), "-subj", "/CN=plbjax test CA", cwd=pki)
+    _signed("server", "/CN=127.0.0.1", "subjectAltName=IP:127.0.0.1", pki)
+    _signed("client", "/CN=operator", "extendedKeyUsage=clientAuth", pki)
+    (pki / "server.pem").write_text((pki / "server.crt").read_text() + (pki / "server.key").read_text())
+    return pki
+
+
+@pytest.fixture(scope="session")
+def small_dump_plan(tmp_path_factory) -> Path:
+    """The bundled dump tests/data/sf-dump/small planned: plan.json, with state.json beside it."""
+    return plan_dump("small", tmp_path_factory.mktemp("small-dump"))
+
+
+@pytest.fixture(scope="session")
+def paged_dump_plan(tmp_path_factory) -> Path:
+    """The bundled dump tests/data/sf-dump/paged (paged lists, an XML manifest, a replica in build) planned."""
+    return plan_dump("paged", tmp_path_factory.mktemp("paged-dump"))

@@ -13,36 +13,16 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from planned import DUMPS, plan_state
 
 from plbjax.sf.live.apply import main, state_bases
 from plbjax.sf.live.executor import Executor, compose
-from plbjax.sf.live.importer import main as import_main
 from plbjax.sf.live.journal import Journal
 from plbjax.sf.live.rest import Client, Cluster, Unanswered
 from plbjax.sf.live.simulator import Simulator
 from plbjax.sf.live.steps import action_loads, order
 
-DUMPS = Path(__file__).parent / "data" / "sf-dump"
 COMMANDS = ("MovePrimary", "MoveSecondary", "MoveInstance", "SwapPrimarySecondary")
-
-
-def _plan(work: Path, state: Path, steps: int = 2000) -> Path:
-    """The state planned by the installed plbjax CLI (a short search bound by steps, not a clock)."""
-    out = work / "plan.json"
-    command = ["plbjax", f"state={state}", f"out={out}", "search.seconds=null", f"search.steps={steps}"]
-    subprocess.run([*command, f"hydra.run.dir={work / 'run'}"], check=True, capture_output=True, text=True, timeout=600)
-    return out
-
-
-def _planned_dump(work: Path, dump: str) -> Path:
-    import_main([str(DUMPS / dump), "-o", str(work / "state.json")])
-    return _plan(work, work / "state.json")
-
-
-@pytest.fixture(scope="module")
-def small(tmp_path_factory) -> Path:
-    """The bundled dump imported and planned; its plan's path (state.json beside it)."""
-    return _planned_dump(tmp_path_factory.mktemp("small"), "small")
 
 
 def _copy(plan: Path, tmp_path: Path) -> Path:
@@ -61,8 +41,13 @@ def _target(plan: Path) -> dict[str, dict[str, str]]:
 
 def _apply(plan: Path, endpoint: str, *extra: str, state: bool = True) -> int:
     args = [str(plan), "--endpoint", endpoint, "--insecure", "--poll", "0.05", "--no-progress", *extra]
+    return _exit_status(args + (["--state", str(plan.parent / "state.json")] if state else []))
+
+
+def _exit_status(args: list[str]) -> int:
+    """plbjax-apply's exit status for `args`."""
     try:
-        main(args + (["--state", str(plan.parent / "state.json")] if state else []))
+        main(args)
     except SystemExit as exc:
         return int(exc.code or 0)
     return 0
@@ -84,8 +69,8 @@ def _sim(plan: Path, dump: str = "small", **options) -> Simulator:
     return sim
 
 
-def test_bundled_dump_plan_is_carried_out_and_verified(small, tmp_path, capsys):
-    plan = _copy(small, tmp_path)
+def test_bundled_dump_plan_is_carried_out_and_verified(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
     sim = _sim(plan)
     with sim.serve() as url:
         assert _apply(plan, url) == 0
@@ -98,8 +83,8 @@ def test_bundled_dump_plan_is_carried_out_and_verified(small, tmp_path, capsys):
     assert {s["Status"] for s in journal["Steps"]} == {"done"}
 
 
-def test_refused_move_fails_its_dependents_are_skipped_the_others_done(small, tmp_path, capsys):
-    plan = _copy(small, tmp_path)
+def test_refused_move_fails_its_dependents_are_skipped_the_others_done(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
     actions = json.loads(plan.read_text())["Actions"]
     swap = next(
         a for a in actions if a["Action"] == "SwapPrimarySecondary" and a["ServiceName"] == "fabric:/Shop/Orders"
@@ -121,8 +106,8 @@ def test_refused_move_fails_its_dependents_are_skipped_the_others_done(small, tm
     assert not _twice(sim)
 
 
-def test_node_down_mid_plan_skips_the_steps_onto_it(small, tmp_path, capsys):
-    plan = _copy(small, tmp_path)
+def test_node_down_mid_plan_skips_the_steps_onto_it(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
     sim = _sim(plan)
     sim.node_down("_FrontEnd_2", after_moves=2)
     with sim.serve() as url:
@@ -134,8 +119,8 @@ def test_node_down_mid_plan_skips_the_steps_onto_it(small, tmp_path, capsys):
     assert "verification:" in err and not _twice(sim)
 
 
-def test_a_step_that_never_finishes_times_out(small, tmp_path, capsys):
-    plan = _copy(small, tmp_path)
+def test_a_step_that_never_finishes_times_out(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
     move = next(a for a in _commands(plan) if a["ServiceName"] == "fabric:/Shop/Catalog")
     sim = _sim(plan)
     sim.slow(move["PartitionId"], float("inf"))
@@ -163,8 +148,8 @@ class _Lossy(Cluster):
 
 
 @pytest.mark.parametrize("sent", [True, False])
-def test_a_lost_answer_is_looked_for_and_no_move_is_made_twice(small, tmp_path, sent):
-    plan = _copy(small, tmp_path)
+def test_a_lost_answer_is_looked_for_and_no_move_is_made_twice(small_dump_plan, tmp_path, sent):
+    plan = _copy(small_dump_plan, tmp_path)
     document = json.loads(plan.read_text())
     steps = order(document["Actions"], document["Nodes"], action_loads(tmp_path / "state.json", document["Actions"]))
     sim = _sim(plan)
@@ -182,8 +167,8 @@ def test_a_lost_answer_is_looked_for_and_no_move_is_made_twice(small, tmp_path, 
     assert attempts == [1] * len(attempts) if sent else attempts == [2] * len(attempts)
 
 
-def test_busy_gateway_and_dropped_connections_are_recovered(small, tmp_path, capsys):
-    plan = _copy(small, tmp_path)
+def test_busy_gateway_and_dropped_connections_are_recovered(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
     sim = _sim(plan)
     stop = threading.Event()
 
@@ -210,8 +195,8 @@ def test_busy_gateway_and_dropped_connections_are_recovered(small, tmp_path, cap
     assert not _twice(sim) and len(sim.moves) == len(_commands(plan))
 
 
-def test_interrupted_run_resumes_and_moves_nothing_twice(small, tmp_path):
-    plan = _copy(small, tmp_path)
+def test_interrupted_run_resumes_and_moves_nothing_twice(small_dump_plan, tmp_path):
+    plan = _copy(small_dump_plan, tmp_path)
     sim = _sim(plan, clock_rate=2.0)
     command = ["plbjax-apply", str(plan), "--state", str(tmp_path / "state.json"), "--insecure", "--poll", "0.05"]
     with sim.serve() as url:
@@ -237,8 +222,8 @@ def test_interrupted_run_resumes_and_moves_nothing_twice(small, tmp_path):
     assert "SIGINT: no new step" in "".join(lines)
 
 
-def test_journal_of_another_plan_is_refused(small, tmp_path, capsys):
-    plan = _copy(small, tmp_path)
+def test_journal_of_another_plan_is_refused(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
     other = tmp_path / "other.json"
     document = json.loads(plan.read_text())
     document["Actions"] = document["Actions"][:3]
@@ -253,8 +238,8 @@ def test_journal_of_another_plan_is_refused(small, tmp_path, capsys):
     assert len(err) == 1 and err[0].startswith("plbjax-apply: --journal: ") and "another plan" in err[0]
 
 
-def test_dry_run_sends_nothing_and_lists_every_step(small, tmp_path, capsys):
-    plan = _copy(small, tmp_path)
+def test_dry_run_sends_nothing_and_lists_every_step(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
     sim = _sim(plan)
     with sim.serve() as url:
         assert _apply(plan, url, "--dry-run") == 0
@@ -266,8 +251,8 @@ def test_dry_run_sends_nothing_and_lists_every_step(small, tmp_path, capsys):
     assert {method for method, _ in sim.requests} == {"GET"} and not sim.moves
 
 
-def test_verify_lists_a_manual_move(small, tmp_path, capsys):
-    plan = _copy(small, tmp_path)
+def test_verify_lists_a_manual_move(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
     sim = _sim(plan)
     with sim.serve() as url:
         assert _apply(plan, url) == 0
@@ -354,8 +339,8 @@ def test_five_hundred_moves_run_concurrently_within_the_limits(generated, tmp_pa
 
 
 @pytest.mark.slow
-def test_paged_dump_plan_is_carried_out(tmp_path):
-    plan = _planned_dump(tmp_path, "paged")
+def test_paged_dump_plan_is_carried_out(paged_dump_plan, tmp_path):
+    plan = _copy(paged_dump_plan, tmp_path)
     sim = _sim(plan, "paged")
     with sim.serve() as url:
         assert _apply(plan, url, "--step-timeout", "30") == 0
@@ -366,7 +351,7 @@ def test_paged_dump_plan_is_carried_out(tmp_path):
 @pytest.mark.slow
 def test_generated_cluster_plan_is_carried_out(generated, tmp_path):
     (tmp_path / "state.json").write_text(generated.read_text())
-    plan = _plan(tmp_path, tmp_path / "state.json", steps=3000)
+    plan = plan_state(tmp_path, steps=3000)
     assert _commands(plan), "the plan should move something"
     sim = Simulator.from_state(generated, build_seconds=2.0, clock_rate=20.0)
     sim.follow_plan(json.loads(plan.read_text()))
@@ -376,8 +361,8 @@ def test_generated_cluster_plan_is_carried_out(generated, tmp_path):
     assert not _twice(sim)
 
 
-def test_bad_input_is_one_line_and_exit_2(small, tmp_path, capsys):
-    plan = _copy(small, tmp_path)
+def test_bad_input_is_one_line_and_exit_2(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
     assert _apply(tmp_path / "state.json", "http://127.0.0.1:9") == 2
     assert _apply(plan, "https://127.0.0.1:9", state=False) == 2
     assert _apply(plan, "http://127.0.0.1:9", "--per-node", "0") == 2
@@ -389,3 +374,18 @@ def test_bad_input_is_one_line_and_exit_2(small, tmp_path, capsys):
 def test_help_names_exit_statuses_and_examples():
     out = subprocess.run([sys.executable, "-m", "plbjax.sf.live.apply", "--help"], capture_output=True, text=True)
     assert "exit status: 0" in out.stdout and out.stdout.count("plbjax-apply plan.json") == 3
+
+
+def test_a_secured_cluster_takes_the_client_certificate_and_refuses_none(small_dump_plan, tmp_path, pki, capsys):
+    """https with a client certificate and the cluster verified against --ca, as sfctl and curl take them;
+    without the certificate the gateway refuses the connection: exit 2 naming the endpoint."""
+    plan = _copy(small_dump_plan, tmp_path)
+    sim = _sim(plan)
+    common = [str(plan), "--state", str(plan.parent / "state.json"), "--poll", "0.05", "--no-progress"]
+    with sim.serve(cert=str(pki / "server.pem"), client_ca=str(pki / "ca.pem")) as url:
+        assert url.startswith("https://")
+        assert _exit_status([*common, "--endpoint", url, "--ca", str(pki / "ca.pem")]) == 2
+        assert f"--endpoint: {url}" in capsys.readouterr().err
+        certificate = ["--cert", str(pki / "client.crt"), "--key", str(pki / "client.key"), "--ca", str(pki / "ca.pem")]
+        assert _exit_status([*common, "--endpoint", url, *certificate]) == 0, capsys.readouterr().err
+        assert sim.placement() == _target(plan)

@@ -19,15 +19,14 @@ from pathlib import Path
 from urllib.parse import parse_qs, unquote, urlsplit
 
 import pytest
+from planned import DUMPS, plan_state
 
 from plbjax.sf import apply_actions, load_state
 from plbjax.sf.live import expectations, export
 from plbjax.sf.live.export import PS_NAMES, READER_PY, export_plan, main, read_cluster
-from plbjax.sf.live.importer import main as import_main
 from plbjax.sf.live.simulator import Move, Simulator
 from plbjax.sf.live.steps import action_loads, order
 
-DUMPS = Path(__file__).parent / "data" / "sf-dump"
 PID = "36c1e850-719d-5bd9-a73d-bb6bcfbfc367"
 MOVES = ("MovePrimary", "MoveSecondary", "MoveInstance", "SwapPrimarySecondary")
 
@@ -90,37 +89,6 @@ def _commands(text: str) -> list[str]:
     return [m[1] or m[2] for line in text.splitlines() if (m := ISSUE.match(line))]
 
 
-def _planned(dump: str, work: Path) -> Path:
-    """The dump imported and planned by the installed plbjax CLI (a short search), in `work`."""
-    import_main([str(DUMPS / dump), "-o", str(work / "state.json")])
-    return _plan_state(work)
-
-
-def _plan_state(work: Path) -> Path:
-    """work/state.json planned by the installed plbjax CLI (a short search) into work/plan.json."""
-    subprocess.run(
-        [
-            "plbjax",
-            f"state={work / 'state.json'}",
-            f"out={work / 'plan.json'}",
-            "search.seconds=null",  # steps, not a clock, bound the search: the same on a loaded machine
-            "search.steps=2000",
-            f"hydra.run.dir={work / 'run'}",
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    return work / "plan.json"
-
-
-@pytest.fixture(scope="module")
-def plan_path(tmp_path_factory) -> Path:
-    """The bundled dump's plan."""
-    return _planned("small", tmp_path_factory.mktemp("roundtrip"))
-
-
 def _events(text: str) -> list[tuple]:
     """The script as what it does, in order: ("step", k) where step k begins, ("needs", k, d)
     for each step it names as needed, ("wait", d) where it polls until step d is done."""
@@ -162,16 +130,16 @@ def _described(text: str) -> dict[int, str]:
 
 
 @pytest.mark.parametrize("fmt", sorted(PARSERS))
-def test_round_trip_gives_exactly_the_plans_movements(plan_path, fmt, tmp_path):
-    plan = json.loads(plan_path.read_text())
+def test_round_trip_gives_exactly_the_plans_movements(small_dump_plan, fmt, tmp_path):
+    plan = json.loads(small_dump_plan.read_text())
     out = tmp_path / f"plan.{fmt}"
-    main([str(plan_path), "--format", fmt, "--state", str(plan_path.parent / "state.json"), "-o", str(out)])
+    main([str(small_dump_plan), "--format", fmt, "--state", str(small_dump_plan.parent / "state.json"), "-o", str(out)])
     text = out.read_text()
     expected = [_movement(a) for a in plan["Actions"] if a["Action"] in MOVES]
     assert expected, "the fixture's plan should move something"
     assert Counter(PARSERS[fmt](line) for line in _commands(text)) == Counter(expected)
     header = [line for line in text.splitlines() if line.startswith("# ")]
-    assert str(plan_path) in header[0] and "Nothing has run" in "\n".join(header)
+    assert str(small_dump_plan) in header[0] and "Nothing has run" in "\n".join(header)
     assert f"{plan['Score']['Before']:.6g} -> {plan['Score']['After']:.6g}" in header[1]
     others = [a for a in plan["Actions"] if a["Action"] not in MOVES]
     assert sum("no command; the Failover Manager" in line for line in header) == len(others)
@@ -179,12 +147,12 @@ def test_round_trip_gives_exactly_the_plans_movements(plan_path, fmt, tmp_path):
 
 
 @pytest.mark.parametrize("fmt", sorted(PARSERS))
-def test_each_step_names_the_steps_it_needs_above_it_and_waits_for_them(plan_path, fmt):
+def test_each_step_names_the_steps_it_needs_above_it_and_waits_for_them(small_dump_plan, fmt):
     """The bundled dump's plan, loads unknown and known: each needed step is above and waited for, and
     the '# step k needs step d' line describes step d as step d describes itself."""
-    plan = json.loads(plan_path.read_text())
-    for loads in (None, action_loads(plan_path.parent / "state.json", plan["Actions"])):
-        text = export_plan(plan, fmt, str(plan_path), loads=loads)
+    plan = json.loads(small_dump_plan.read_text())
+    for loads in (None, action_loads(small_dump_plan.parent / "state.json", plan["Actions"])):
+        text = export_plan(plan, fmt, str(small_dump_plan), loads=loads)
         needs = _check_waits(text)
         assert needs, "a swap and the move of the replica it demotes: one step needs another"
         described = _described(text)
@@ -192,11 +160,11 @@ def test_each_step_names_the_steps_it_needs_above_it_and_waits_for_them(plan_pat
             assert m[3] == described[int(m[2])]
 
 
-def test_the_loads_the_export_reckons_with_are_the_plans(plan_path):
+def test_the_loads_the_export_reckons_with_are_the_plans(small_dump_plan):
     """LoadsBefore plus what each action changes is LoadsAfter, node by node and metric by metric."""
-    plan = json.loads(plan_path.read_text())
+    plan = json.loads(small_dump_plan.read_text())
     total = {n["NodeName"]: dict(n["LoadsBefore"]) for n in plan["Nodes"]}
-    for change in action_loads(plan_path.parent / "state.json", plan["Actions"]):
+    for change in action_loads(small_dump_plan.parent / "state.json", plan["Actions"]):
         for node, loads in change.items():
             for metric, value in loads.items():
                 total[node][metric] += value
@@ -265,12 +233,12 @@ def test_bad_plan_exits_2_with_one_line(tmp_path, content, expected):
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and expected in done.stderr
 
 
-def test_a_state_that_does_not_hold_the_plans_replicas_exits_2(tmp_path, plan_path):
-    plan = json.loads(plan_path.read_text())
+def test_a_state_that_does_not_hold_the_plans_replicas_exits_2(tmp_path, small_dump_plan):
+    plan = json.loads(small_dump_plan.read_text())
     plan["Actions"][0]["ReplicaId"] = "999"
     path = tmp_path / "plan.json"
     path.write_text(json.dumps(plan))
-    state = str(plan_path.parent / "state.json")
+    state = str(small_dump_plan.parent / "state.json")
     done = subprocess.run(
         [sys.executable, "-m", "plbjax.sf.live.export", str(path), "--format", "sfctl", "--state", state],
         capture_output=True,
@@ -633,17 +601,17 @@ def cluster(tmp_path) -> Iterator[Cluster]:
         yield served
 
 
-def _script(plan_path: Path, fmt: str, tmp_path: Path) -> Path:
+def _script(small_dump_plan: Path, fmt: str, tmp_path: Path) -> Path:
     """The plan exported in `fmt`, with the state it was made from."""
     out = tmp_path / f"moves-{fmt}"
-    main([str(plan_path), "--format", fmt, "--state", str(plan_path.parent / "state.json"), "-o", str(out)])
+    main([str(small_dump_plan), "--format", fmt, "--state", str(small_dump_plan.parent / "state.json"), "-o", str(out)])
     return out
 
 
-def _target(plan_path: Path) -> dict[str, dict[str, str]]:
+def _target(small_dump_plan: Path) -> dict[str, dict[str, str]]:
     """The plan's target placement: its actions applied to the state, replicas on Up nodes."""
-    plan = json.loads(plan_path.read_text())
-    target = apply_actions(load_state(plan_path.parent / "state.json").document, plan["Actions"])
+    plan = json.loads(small_dump_plan.read_text())
+    target = apply_actions(load_state(small_dump_plan.parent / "state.json").document, plan["Actions"])
     up = {n["NodeName"] for n in target["Nodes"] if n.get("NodeStatus", "Up") == "Up"}
     return {
         str(p["PartitionId"]): {r["NodeName"]: r["Role"] for r in p["Replicas"] if r.get("NodeName") in up}
@@ -651,10 +619,10 @@ def _target(plan_path: Path) -> dict[str, dict[str, str]]:
     }
 
 
-def _carried_out(plan_path: Path, sim: Simulator) -> None:
+def _carried_out(small_dump_plan: Path, sim: Simulator) -> None:
     """The cluster is the plan's target, and each of its moves was accepted once."""
-    plan = json.loads(plan_path.read_text())
-    assert sim.placement() == _target(plan_path)
+    plan = json.loads(small_dump_plan.read_text())
+    assert sim.placement() == _target(small_dump_plan)
     moves = Counter(
         (str(a["PartitionId"]), a["Action"], a["TargetNode"]) for a in plan["Actions"] if a["Action"] in MOVES
     )
@@ -672,19 +640,19 @@ def _in_order(steps: list, sim: Simulator) -> None:
     assert pairs and all(m.finished is not None and m.finished <= n.started for m, n in pairs)
 
 
-def _steps(plan_path: Path) -> list:
+def _steps(small_dump_plan: Path) -> list:
     """The plan's steps, as its script (exported with --state) numbers them."""
-    plan = json.loads(plan_path.read_text())
-    return order(plan["Actions"], plan["Nodes"], action_loads(plan_path.parent / "state.json", plan["Actions"]))
+    plan = json.loads(small_dump_plan.read_text())
+    return order(plan["Actions"], plan["Nodes"], action_loads(small_dump_plan.parent / "state.json", plan["Actions"]))
 
 
 @pytest.mark.parametrize("fmt", ["sfctl", "rest"])
-def test_the_script_carries_the_plan_out(plan_path, cluster, tmp_path, fmt):
+def test_the_script_carries_the_plan_out(small_dump_plan, cluster, tmp_path, fmt):
     """sfctl (the stand-in) or curl against the simulated bundled dump: every step done, the end confirmed."""
-    done = cluster.run(_script(plan_path, fmt, tmp_path))
+    done = cluster.run(_script(small_dump_plan, fmt, tmp_path))
     assert done.returncode == 0, done.stderr
-    _carried_out(plan_path, cluster.sim)
-    steps = _steps(plan_path)
+    _carried_out(small_dump_plan, cluster.sim)
+    steps = _steps(small_dump_plan)
     _in_order(steps, cluster.sim)
     lines = [STAMPED.sub("", line) for line in done.stderr.splitlines()]
     assert lines[-1] == f"all {len(steps)} step(s) done"
@@ -694,57 +662,59 @@ def test_the_script_carries_the_plan_out(plan_path, cluster, tmp_path, fmt):
         assert any(line.startswith((f"{said} done", f"{said} already done")) for line in lines), said
 
 
-def _refuse(cluster: Cluster, plan_path: Path) -> tuple[int, dict]:
+def _refuse(cluster: Cluster, small_dump_plan: Path) -> tuple[int, dict]:
     """SF refuses the first step that waits for another (k, its action): FABRIC_E_CONSTRAINT_NOT_SATISFIED."""
-    k, a = next((k, s.action) for k, s in enumerate(_steps(plan_path), 1) if s.command and s.needs)
+    k, a = next((k, s.action) for k, s in enumerate(_steps(small_dump_plan), 1) if s.command and s.needs)
     post = "MovePrimary" if a["Action"] == SWAP[0] else a["Action"]
     cluster.sim.refuse_next(str(a["PartitionId"]), post, code="FABRIC_E_CONSTRAINT_NOT_SATISFIED")
     return k, a
 
 
 @pytest.mark.parametrize("fmt", ["sfctl", "rest"])
-def test_a_refused_move_stops_the_script_naming_the_step_and_sfs_error(plan_path, cluster, tmp_path, fmt):
-    k, a = _refuse(cluster, plan_path)
+def test_a_refused_move_stops_the_script_naming_the_step_and_sfs_error(small_dump_plan, cluster, tmp_path, fmt):
+    k, a = _refuse(cluster, small_dump_plan)
     posts = cluster.posts()
-    done = cluster.run(_script(plan_path, fmt, tmp_path))
+    done = cluster.run(_script(small_dump_plan, fmt, tmp_path))
     assert done.returncode == 4
     assert STAMPED.sub("", done.stderr.splitlines()[-1]) == (
-        f"stopped: step {k}/{len(_steps(plan_path))} ({a['Action']} {a['ServiceName']} partition {a['PartitionId']} "
+        f"stopped: step {k}/{len(_steps(small_dump_plan))} ({a['Action']} {a['ServiceName']} partition {a['PartitionId']} "
         f"{a['SourceNode']} -> {a['TargetNode']}) refused: FABRIC_E_CONSTRAINT_NOT_SATISFIED: "
         "The operation failed because a constraint was not satisfied."
     )
-    assert cluster.posts() - posts == sum(s.command for s in _steps(plan_path)[:k])  # nothing after it
+    assert cluster.posts() - posts == sum(s.command for s in _steps(small_dump_plan)[:k])  # nothing after it
 
 
-def test_a_stopped_script_run_again_from_that_step_finishes(plan_path, cluster, tmp_path):
+def test_a_stopped_script_run_again_from_that_step_finishes(small_dump_plan, cluster, tmp_path):
     """PLBJAX_START_AT=k: the steps before k are not issued again, and no move is accepted twice."""
-    k, _ = _refuse(cluster, plan_path)
-    script = _script(plan_path, "rest", tmp_path)
+    k, _ = _refuse(cluster, small_dump_plan)
+    script = _script(small_dump_plan, "rest", tmp_path)
     assert cluster.run(script).returncode == 4
     posts = cluster.posts()
     again = cluster.run(script, PLBJAX_START_AT=str(k))
     assert again.returncode == 0, again.stderr
-    assert cluster.posts() - posts == sum(s.command for s in _steps(plan_path)[k - 1 :])  # from step k on, each once
-    _carried_out(plan_path, cluster.sim)
+    assert cluster.posts() - posts == sum(
+        s.command for s in _steps(small_dump_plan)[k - 1 :]
+    )  # from step k on, each once
+    _carried_out(small_dump_plan, cluster.sim)
 
 
-def test_a_finished_script_run_again_issues_nothing(plan_path, cluster, tmp_path):
-    script = _script(plan_path, "rest", tmp_path)
+def test_a_finished_script_run_again_issues_nothing(small_dump_plan, cluster, tmp_path):
+    script = _script(small_dump_plan, "rest", tmp_path)
     assert cluster.run(script).returncode == 0
     posts = cluster.posts()
     again = cluster.run(script)
     assert again.returncode == 0 and cluster.posts() == posts, again.stderr
-    steps = _steps(plan_path)
+    steps = _steps(small_dump_plan)
     assert again.stderr.count("already done, not issued") == sum(s.command for s in steps)
-    _carried_out(plan_path, cluster.sim)
+    _carried_out(small_dump_plan, cluster.sim)
 
 
-def test_a_wait_that_times_out_stops_the_script_naming_the_step(plan_path, cluster, tmp_path):
-    steps = _steps(plan_path)
+def test_a_wait_that_times_out_stops_the_script_naming_the_step(small_dump_plan, cluster, tmp_path):
+    steps = _steps(small_dump_plan)
     k, d = next((k, d) for k, s in enumerate(steps, 1) for d in s.needs if steps[d].action["Action"] != SWAP[0])
     needed = steps[d].action
     cluster.sim.slow(str(needed["PartitionId"]), float("inf"))
-    done = cluster.run(_script(plan_path, "rest", tmp_path), PLBJAX_WAIT_TIMEOUT="1")
+    done = cluster.run(_script(small_dump_plan, "rest", tmp_path), PLBJAX_WAIT_TIMEOUT="1")
     assert done.returncode == 3
     last = STAMPED.sub("", done.stderr.splitlines()[-1])
     assert last.startswith(
@@ -755,8 +725,8 @@ def test_a_wait_that_times_out_stops_the_script_naming_the_step(plan_path, clust
     assert f"step {k}/{len(steps)}: " not in done.stderr
 
 
-def test_an_add_the_failover_manager_made_elsewhere_is_confirmed_at_the_end(plan_path, tmp_path):
-    steps = _steps(plan_path)
+def test_an_add_the_failover_manager_made_elsewhere_is_confirmed_at_the_end(small_dump_plan, tmp_path):
+    steps = _steps(small_dump_plan)
     k, add = next((k, s.action) for k, s in enumerate(steps, 1) if s.action["Action"] == "AddSecondary")
     sim = Simulator.from_dump(DUMPS / "small", **QUICK)  # its world moves on when asked: none asked yet
 
@@ -765,7 +735,7 @@ def test_an_add_the_failover_manager_made_elsewhere_is_confirmed_at_the_end(plan
 
     sim.failover_choice = elsewhere
     with _served(sim, tmp_path) as cluster:
-        done = cluster.run(_script(plan_path, "rest", tmp_path))
+        done = cluster.run(_script(small_dump_plan, "rest", tmp_path))
     assert done.returncode == 0, done.stderr
     assert (
         f"step {k}/{len(steps)} done (placed elsewhere by the Failover Manager: the partition holds the 2 Ready "
@@ -773,8 +743,8 @@ def test_an_add_the_failover_manager_made_elsewhere_is_confirmed_at_the_end(plan
     ) in done.stderr
 
 
-def test_a_replica_not_where_the_plan_assumed_stops_the_script_in_sfs_words(plan_path, cluster, tmp_path):
-    steps = _steps(plan_path)
+def test_a_replica_not_where_the_plan_assumed_stops_the_script_in_sfs_words(small_dump_plan, cluster, tmp_path):
+    steps = _steps(small_dump_plan)
     alone = Counter(str(s.action["PartitionId"]) for s in steps)  # a partition with one step: this one
     k, a = next(
         (k, s.action)
@@ -783,7 +753,7 @@ def test_a_replica_not_where_the_plan_assumed_stops_the_script_in_sfs_words(plan
     )
     pid, src = str(a["PartitionId"]), a["SourceNode"]
     free = sorted(
-        {n["NodeName"] for n in json.loads(plan_path.read_text())["Nodes"]} - set(cluster.sim.placement()[pid])
+        {n["NodeName"] for n in json.loads(small_dump_plan.read_text())["Nodes"]} - set(cluster.sim.placement()[pid])
     )
     other = next(n for n in free if n not in (a["TargetNode"], "_BackEnd_2"))  # _BackEnd_2 is Down
     cluster.sfctl(
@@ -798,7 +768,7 @@ def test_a_replica_not_where_the_plan_assumed_stops_the_script_in_sfs_words(plan
     )
     while src in cluster.sim.placement()[pid]:
         time.sleep(0.05)
-    done = cluster.run(_script(plan_path, "sfctl", tmp_path))
+    done = cluster.run(_script(small_dump_plan, "sfctl", tmp_path))
     assert done.returncode == 4
     assert STAMPED.sub("", done.stderr.splitlines()[-1]).startswith(f"stopped: step {k}/{len(steps)} (")
     assert done.stderr.endswith(
@@ -806,31 +776,25 @@ def test_a_replica_not_where_the_plan_assumed_stops_the_script_in_sfs_words(plan
     )
 
 
-def test_the_script_asks_again_while_the_cluster_does_not_answer(plan_path, cluster, tmp_path):
+def test_the_script_asks_again_while_the_cluster_does_not_answer(small_dump_plan, cluster, tmp_path):
     cluster.sim.unavailable(times=2)
-    done = cluster.run(_script(plan_path, "rest", tmp_path))
+    done = cluster.run(_script(small_dump_plan, "rest", tmp_path))
     assert done.returncode == 0, done.stderr
     assert "the cluster did not answer (FABRIC_E_SERVICE_TOO_BUSY: " in done.stderr
-    _carried_out(plan_path, cluster.sim)
-
-
-@pytest.fixture(scope="module")
-def paged_plan_path(tmp_path_factory) -> Path:
-    """The paged dump's plan (the same cluster: paged lists, an XML manifest, a replica in build)."""
-    return _planned("paged", tmp_path_factory.mktemp("paged"))
+    _carried_out(small_dump_plan, cluster.sim)
 
 
 @pytest.mark.slow  # a second plan: another run of the plbjax CLI
 @pytest.mark.parametrize("fmt", ["sfctl", "rest"])
-def test_the_script_carries_the_paged_dumps_plan_out(paged_plan_path, tmp_path, fmt):
+def test_the_script_carries_the_paged_dumps_plan_out(paged_dump_plan, tmp_path, fmt):
     """Its Failover Manager drops and adds where the plan says (follow_plan)."""
     sim = Simulator.from_dump(DUMPS / "paged", **QUICK)
-    sim.follow_plan(json.loads(paged_plan_path.read_text()))
+    sim.follow_plan(json.loads(paged_dump_plan.read_text()))
     with _served(sim, tmp_path) as cluster:
-        done = cluster.run(_script(paged_plan_path, fmt, tmp_path))
+        done = cluster.run(_script(paged_dump_plan, fmt, tmp_path))
     assert done.returncode == 0, done.stderr
-    assert done.stderr.endswith(f"plbjax: all {len(_steps(paged_plan_path))} step(s) done\n")
-    _carried_out(paged_plan_path, sim)
+    assert done.stderr.endswith(f"plbjax: all {len(_steps(paged_dump_plan))} step(s) done\n")
+    _carried_out(paged_dump_plan, sim)
 
 
 @pytest.fixture(scope="module")
@@ -841,7 +805,7 @@ def generated_plan_path(tmp_path_factory) -> Path:
     subprocess.run(["plbjax-generate", *size, "-o", str(work / "state.json")], check=True, timeout=120)
     state = json.loads((work / "state.json").read_text())
     assert 950 <= sum(len(p["Replicas"]) for p in state["Partitions"]) <= 1100
-    return _plan_state(work)
+    return plan_state(work)
 
 
 @pytest.mark.slow  # a plan of a 1,000-replica cluster, carried out one step at a time

@@ -314,6 +314,15 @@ def test_plbjax_dump_of_the_simulator_imports_as_the_bundled_dump(tmp_path):
     assert import_dump(str(tmp_path / "d"))[0] == import_dump(str(DUMP))[0] == sim.state_document()
 
 
+def test_plbjax_dump_of_a_secured_simulator_takes_the_client_certificate(tmp_path, pki):
+    """https, the client's certificate presented and the gateway's verified against --ca."""
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve(cert=str(pki / "server.pem"), client_ca=str(pki / "ca.pem")) as endpoint:
+        credentials = ["--cert", str(pki / "client.crt"), "--key", str(pki / "client.key"), "--ca", str(pki / "ca.pem")]
+        dump_main(["--endpoint", endpoint, *credentials, "--replica-loads", "-o", str(tmp_path / "d")])
+    assert import_dump(str(tmp_path / "d"))[0] == import_dump(str(DUMP))[0]
+
+
 def _sfctl(home: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "HOME": str(home)}
     return subprocess.run([sys.executable, str(SFCTL), *args], capture_output=True, text=True, env=env, timeout=30)

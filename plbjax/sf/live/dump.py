@@ -115,6 +115,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="DIR", help="the dump directory to write")
     parser.add_argument("--cert", help="client certificate (PEM) for https")
     parser.add_argument("--key", help="its private key (PEM), if not in --cert")
+    parser.add_argument("--ca", metavar="CA_BUNDLE", help="CA certificates to verify the cluster's certificate with")
     parser.add_argument(
         "--insecure", action="store_true", help="allow plain http, and https without verifying the server's certificate"
     )
@@ -124,7 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     args = parser.parse_args(argv)
     try:
-        client = Client(args.endpoint, args.cert, args.key, args.insecure, args.max_results)
+        client = Client(args.endpoint, args.cert, args.key, args.insecure, args.max_results, ca=args.ca)
         count = dump_cluster(client, args.output, args.replica_loads)
     except (BadInput, ssl.SSLError) as exc:
         print(f"plbjax-dump: {exc}", file=sys.stderr)

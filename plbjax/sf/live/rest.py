@@ -57,12 +57,7 @@ class Client:
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.context = None
         if self.endpoint.startswith("https:"):
-            self.context = ssl.create_default_context(cafile=ca)
-            if insecure:
-                self.context.check_hostname = False
-                self.context.verify_mode = ssl.CERT_NONE
-            if cert:
-                self.context.load_cert_chain(cert, key)
+            self.context = _tls(ca, cert, key, insecure)
         elif not insecure:
             raise BadInput(f"--endpoint: {endpoint} is not https; add --insecure to use plain http")
 
@@ -119,6 +114,24 @@ class Client:
             if token in seen:
                 raise BadInput(f"GET {path}: ContinuationToken {token!r} came back twice")
             seen.add(token)
+
+
+def _tls(ca: str | None, cert: str | None, key: str | None, insecure: bool) -> ssl.SSLContext:
+    """The client's TLS: the CA bundle to verify the cluster with (the system's by default; none with
+    `insecure`) and the client certificate; BadInput naming the option whose file will not load."""
+    try:
+        context = ssl.create_default_context(cafile=ca)
+    except OSError as exc:  # ssl.SSLError too
+        raise BadInput(f"--ca: {ca}: {exc.strerror or exc}") from None
+    if insecure:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    try:
+        if cert:
+            context.load_cert_chain(cert, key)
+    except OSError as exc:
+        raise BadInput(f"--cert: {cert}{f' / --key: {key}' if key else ''}: {exc.strerror or exc}") from None
+    return context
 
 
 def service_id(service_name: str) -> str:

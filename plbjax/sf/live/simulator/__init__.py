@@ -39,6 +39,7 @@ simulator is for sequencing, not for placement.
 from __future__ import annotations
 
 import contextlib
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
@@ -83,15 +84,19 @@ class Simulator:
         return cls(served, doc, keys)
 
     @contextlib.contextmanager
-    def serve(self, port: int = 0) -> Iterator[str]:
-        """Serve on 127.0.0.1 (a free port unless given) while the block runs; yields the endpoint URL."""
+    def serve(self, port: int = 0, cert: str | None = None, client_ca: str | None = None) -> Iterator[str]:
+        """Serve on 127.0.0.1 (a free port unless given) while the block runs; yields the endpoint URL.
+        `cert` (a PEM with its key): https, as a secured cluster's gateway; `client_ca`: clients must
+        present a certificate it signed."""
         handler = type("Handler", (Gateway,), {"served": self.served})
         server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         server.daemon_threads = True
+        if cert:
+            server.socket = _tls(cert, client_ca).wrap_socket(server.socket, server_side=True)
         thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
         thread.start()
         try:
-            yield f"http://127.0.0.1:{server.server_port}"
+            yield f"{'https' if cert else 'http'}://127.0.0.1:{server.server_port}"
         finally:
             server.shutdown()
             server.server_close()
@@ -242,3 +247,13 @@ class Simulator:
         """The next `times` requests: the connection is closed with no response."""
         with self.cluster.lock:
             self.cluster.faults["drop"] += times
+
+
+def _tls(cert: str, client_ca: str | None) -> ssl.SSLContext:
+    """The gateway's TLS: its certificate, and the CA its clients' certificates must chain to."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert)
+    if client_ca:
+        context.verify_mode = ssl.CERT_REQUIRED
+        context.load_verify_locations(client_ca)
+    return context
