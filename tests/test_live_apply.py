@@ -368,7 +368,7 @@ def test_bad_input_is_one_line_and_exit_2(small_dump_plan, tmp_path, capsys):
     assert _apply(plan, "http://127.0.0.1:9", "--per-node", "0") == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 3 and all(line.startswith("plbjax-apply: ") for line in err), err
-    assert "not a plbjax plan" in err[0] and "cannot read the cluster" in err[1] and "--per-node" in err[2]
+    assert "not a plan" in err[0] and "cannot read the cluster" in err[1] and "--per-node" in err[2]
 
 
 def test_help_names_exit_statuses_and_examples():

@@ -12,7 +12,6 @@ move is ever made twice. The run ends by comparing the cluster with the plan's t
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import ssl
@@ -26,11 +25,10 @@ from plbjax.sf.live.executor import Executor, describe, nodes_of, precondition
 from plbjax.sf.live.expectations import AUXILIARY, Holding, after, mismatches
 from plbjax.sf.live.journal import Journal, now
 from plbjax.sf.live.rest import Client, Cluster
-from plbjax.sf.live.steps import Step, action_loads, order
+from plbjax.sf.live.steps import Step, action_loads, order, read_plan
 from plbjax.version import add_flag as add_version_flag
 
 PROG = "plbjax-apply"
-FIELDS = ("ServiceName", "PartitionId", "Action", "SourceNode", "TargetNode")
 EPILOG = """\
 exit status: 0 every step done and the cluster as the plan's target; 1 done, but the cluster differs
 (or --verify found differences); 2 bad input (a file that is not a plan, a journal of another plan, an
@@ -84,25 +82,6 @@ class Log:
     def _clear(self) -> None:
         if self.tty and self.drawn:
             sys.stderr.write("\r\033[K")
-
-
-def read_plan(path: str) -> dict:
-    """The plan document; BadInput if it cannot be read or is not a plan."""
-    try:
-        plan = json.loads(Path(path).read_text())
-    except OSError as exc:
-        raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
-    except json.JSONDecodeError as exc:
-        raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}; not a plan") from None
-    actions = plan.get("Actions") if isinstance(plan, dict) else None
-    if not isinstance(actions, list):
-        what = "a state document, not" if isinstance(plan, dict) and "Partitions" in plan else "not"
-        raise BadInput(f"{path}: Actions: missing; {what} a plbjax plan (plbjax state=STATE out=plan.json writes one)")
-    for i, action in enumerate(actions):
-        missing = [k for k in FIELDS if not isinstance(action, dict) or k not in action]
-        if missing:
-            raise BadInput(f"{path}: Actions[{i}].{missing[0]}: missing")
-    return plan
 
 
 def state_bases(path: str) -> dict[str, dict[str, str]]:

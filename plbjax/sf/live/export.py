@@ -63,12 +63,11 @@ from plbjax.files import write_text
 from plbjax.sf.live import expectations
 from plbjax.sf.live.expectations import after, before, holdings, mismatches
 from plbjax.sf.live.rest import move_request, service_id
-from plbjax.sf.live.steps import Step, action_loads, order
+from plbjax.sf.live.steps import Step, action_loads, order, plan_actions, read_plan
 from plbjax.version import add_flag as add_version_flag
 
 FORMATS = ("sfctl", "powershell", "rest")
 PRIMARY = ("MovePrimary", "SwapPrimarySecondary")
-FIELDS = ("ServiceName", "PartitionId", "Action", "SourceNode", "TargetNode")
 FAILOVER_MANAGER = "no command; the Failover Manager does this itself"
 WAIT_TIMEOUT = 1800  # seconds a wait may last: building a replica copies its state, which may take long
 POLL_SECONDS = 10
@@ -79,72 +78,24 @@ def command(action: dict, fmt: str) -> str:
     in format `fmt`."""
     kind, pid, svc = action["Action"], str(action["PartitionId"]), action["ServiceName"]
     src, dst = action["SourceNode"], action["TargetNode"]
+    if fmt == "rest":
+        path, version, query = move_request(action)
+        return shlex.join(["post", f"{path}?{urlencode({'api-version': version} | query)}"])
     if kind in PRIMARY:
-        forms = (
-            ["sfctl", "partition", "move-primary-replica", "--partition-id", pid, "--node-name", dst],
-            ["Move-ServiceFabricPrimaryReplica", "-PartitionId", pid, "-ServiceName", svc, "-NodeName", dst],
-        )
+        sfctl = ["move-primary-replica", "--partition-id", pid, "--node-name", dst]
+        cmdlet = ["Move-ServiceFabricPrimaryReplica", "-PartitionId", pid, "-ServiceName", svc, "-NodeName", dst]
     elif kind == "MoveSecondary":
-        forms = (
-            [
-                "sfctl",
-                "partition",
-                "move-secondary-replica",
-                "--partition-id",
-                pid,
-                "--current-node-name",
-                src,
-                "--new-node-name",
-                dst,
-            ],
-            [
-                "Move-ServiceFabricSecondaryReplica",
-                "-PartitionId",
-                pid,
-                "-ServiceName",
-                svc,
-                "-CurrentSecondaryNodeName",
-                src,
-                "-NewSecondaryNodeName",
-                dst,
-            ],
-        )
+        sfctl = ["move-secondary-replica", "--partition-id", pid, "--current-node-name", src, "--new-node-name", dst]
+        cmdlet = ["Move-ServiceFabricSecondaryReplica", "-PartitionId", pid, "-ServiceName", svc]
+        cmdlet += ["-CurrentSecondaryNodeName", src, "-NewSecondaryNodeName", dst]
     elif kind == "MoveInstance":
-        forms = (
-            [
-                "sfctl",
-                "partition",
-                "move-instance",
-                "--service-id",
-                service_id(svc),
-                "--partition-id",
-                pid,
-                "--current-node-name",
-                src,
-                "--new-node-name",
-                dst,
-            ],
-            [
-                "Move-ServiceFabricInstance",
-                "-PartitionId",
-                pid,
-                "-ServiceName",
-                svc,
-                "-CurrentInstanceNodeName",
-                src,
-                "-NewInstanceNodeName",
-                dst,
-            ],
-        )
+        sfctl = ["move-instance", "--service-id", service_id(svc), "--partition-id", pid]
+        sfctl += ["--current-node-name", src, "--new-node-name", dst]
+        cmdlet = ["Move-ServiceFabricInstance", "-PartitionId", pid, "-ServiceName", svc]
+        cmdlet += ["-CurrentInstanceNodeName", src, "-NewInstanceNodeName", dst]
     else:
         raise ValueError(f"{kind}: no command; the Failover Manager makes it")
-    sfctl, powershell = forms
-    if fmt == "sfctl":
-        return shlex.join(sfctl)
-    if fmt == "powershell":
-        return _ps_join(powershell)
-    path, version, query = move_request(action)
-    return shlex.join(["post", f"{path}?{urlencode({'api-version': version} | query)}"])
+    return shlex.join(["sfctl", "partition", *sfctl]) if fmt == "sfctl" else _ps_join(cmdlet)
 
 
 def _ps_join(words: list[str]) -> str:
@@ -172,7 +123,7 @@ def export_plan(
     where the Failover Manager adds one; `target_counts`)."""
     if fmt not in FORMATS:
         raise BadInput(f"--format: {fmt!r} is not one of {', '.join(FORMATS)}")
-    actions = _actions(plan, source)
+    actions = plan_actions(plan, source)
     steps = order(actions, plan.get("Nodes") or [], loads)
     lines = [*INTERPRETER[fmt], *_header(plan, fmt, source, when, steps, loads, wait_timeout, counts)]
     lines += [*_prelude(fmt, wait_timeout, len(steps)), "", "# the steps: what, where, and the steps done once it is"]
@@ -360,7 +311,6 @@ def _elsewhere(held: dict, action: dict, count: int) -> str:
 
 def _pages(text: str) -> object:
     """The JSON documents in `text` (a replica list's pages, one after another): one, or the list of them."""
-    import json
 
     decoder, docs, text, at = json.JSONDecoder(), [], text.strip(), 0
     while at < len(text):
@@ -373,7 +323,6 @@ def _pages(text: str) -> object:
 def _sf_error(text: str) -> str:
     """SF's error in a command's output as 'Code: Message': REST's ``{"Error": {"Code", "Message"}}``
     or sfctl's ``(Code) Message``; else the output on one line."""
-    import json
     import re
 
     decoder = json.JSONDecoder()
@@ -717,20 +666,8 @@ def _prelude(fmt: str, wait_timeout: int, total: int) -> list[str]:
     return text.splitlines()
 
 
-def _actions(plan: object, source: str) -> list[dict]:
-    """The plan's Actions; BadInput naming the key if it is not a plan."""
-    actions = plan.get("Actions") if isinstance(plan, dict) else None
-    if not isinstance(actions, list):
-        what = "a state document" if isinstance(plan, dict) and "Nodes" in plan else "not a plbjax plan"
-        raise BadInput(f"{source}: Actions: missing; {what}, not a plan (plbjax state=STATE out=plan.json writes one)")
-    for i, action in enumerate(actions):
-        missing = [k for k in FIELDS if not isinstance(action, dict) or k not in action]
-        if missing:
-            raise BadInput(f"{source}: Actions[{i}].{missing[0]}: missing")
-    return actions
-
-
-def main(argv: list[str] | None = None) -> None:
+def _parser() -> argparse.ArgumentParser:
+    """plbjax-export's command line."""
     assert __doc__ is not None  # the module's docstring
     parser = argparse.ArgumentParser(
         prog="plbjax-export",
@@ -763,22 +700,17 @@ def main(argv: list[str] | None = None) -> None:
         "PLBJAX_WAIT_TIMEOUT overrides it when the script runs)",
     )
     parser.add_argument("-o", "--output", metavar="FILE", help="write here (default: stdout)")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parser().parse_args(argv)
     try:
         if args.wait_timeout <= 0:
             raise BadInput(f"--wait-timeout: {args.wait_timeout} is not a positive number of seconds")
-        path = Path(args.plan)
-        try:
-            plan = json.loads(path.read_text())
-            when = datetime.fromtimestamp(path.stat().st_mtime, UTC).isoformat(timespec="seconds")
-        except OSError as exc:
-            raise BadInput(f"{args.plan}: cannot read: {exc.strerror}") from None
-        except json.JSONDecodeError as exc:
-            raise BadInput(
-                f"{args.plan}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}; "
-                "not a plan (plbjax writes plans as JSON)"
-            ) from None
-        actions = _actions(plan, args.plan)
+        plan = read_plan(args.plan)
+        when = datetime.fromtimestamp(Path(args.plan).stat().st_mtime, UTC).isoformat(timespec="seconds")
+        actions = plan["Actions"]
         loads = action_loads(args.state, actions) if args.state else None
         counts = target_counts(args.state, actions) if args.state else None
         text = export_plan(plan, args.format, args.plan, when, loads, args.wait_timeout, counts)

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import heapq
+import json
 from collections import defaultdict
 from pathlib import Path
 
@@ -29,6 +30,7 @@ import numpy as np
 from plbjax.errors import BadInput
 
 COMMANDS = ("MovePrimary", "MoveSecondary", "MoveInstance", "SwapPrimarySecondary")
+FIELDS = ("ServiceName", "PartitionId", "Action", "SourceNode", "TargetNode")  # what each action must say
 Loads = dict[str, dict[str, float]]  # node -> metric -> change of that node's load
 EPS = 1e-6
 
@@ -46,6 +48,31 @@ class Step:
     @property
     def command(self) -> bool:
         return self.action["Action"] in COMMANDS
+
+
+def read_plan(path: str | Path) -> dict:
+    """The plan document at `path`; BadInput naming the file and key if it cannot be read or is not a plan."""
+    try:
+        plan = json.loads(Path(path).read_text())
+    except OSError as exc:
+        raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
+    except json.JSONDecodeError as exc:
+        raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}; not a plan") from None
+    plan_actions(plan, str(path))
+    return plan
+
+
+def plan_actions(plan: object, source: str) -> list[dict]:
+    """The plan's Actions; BadInput naming the key if it is not a plan."""
+    actions = plan.get("Actions") if isinstance(plan, dict) else None
+    if not isinstance(actions, list):
+        what = "a state document, not" if isinstance(plan, dict) and {"Nodes", "Partitions"} & set(plan) else "not"
+        raise BadInput(f"{source}: Actions: missing; {what} a plan (plbjax state=STATE out=plan.json writes one)")
+    for i, action in enumerate(actions):
+        missing = [k for k in FIELDS if not isinstance(action, dict) or k not in action]
+        if missing:
+            raise BadInput(f"{source}: Actions[{i}].{missing[0]}: missing")
+    return actions
 
 
 def order(actions: list[dict], nodes: list[dict], loads: list[Loads] | None = None) -> list[Step]:
