@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import argparse
 import inspect
-import json
 import shlex
 import sys
 from datetime import UTC, datetime
@@ -311,6 +310,7 @@ def _elsewhere(held: dict, action: dict, count: int) -> str:
 
 def _pages(text: str) -> object:
     """The JSON documents in `text` (a replica list's pages, one after another): one, or the list of them."""
+    import json  # the script's reader runs this function's source on its own
 
     decoder, docs, text, at = json.JSONDecoder(), [], text.strip(), 0
     while at < len(text):
@@ -323,6 +323,7 @@ def _pages(text: str) -> object:
 def _sf_error(text: str) -> str:
     """SF's error in a command's output as 'Code: Message': REST's ``{"Error": {"Code", "Message"}}``
     or sfctl's ``(Code) Message``; else the output on one line."""
+    import json  # the script's reader runs this function's source on its own
     import re
 
     decoder = json.JSONDecoder()
