@@ -3,12 +3,13 @@
 `apply_resource_governance(state)` returns the state with SF's rules for the metrics
 ``servicefabric:/_CpuCores`` and ``servicefabric:/_MemoryInMB`` applied, and the health reports
 those rules raise. `cpu_shares_split(service)` gives the cores each code package of a governed
-service gets. Sources: shared/reference/003 (the resource-governance article) and the SF source
-(microsoft/service-fabric): Hosting2/LocalResourceManager.cpp (node capacities, CPU split,
-health warnings), ServiceModel/ServicePackageResourceGovernanceDescription.cpp (what is
-governed, MemoryInMB as the sum of the code packages), Reliability/LoadBalancing/
-ServiceDescription.cpp and PlacementAndLoadBalancing.cpp (the metrics added to a governed
-service), ServiceModel/Constants.cpp (names).
+service gets. Sources: SF's resource-governance article (learn.microsoft.com,
+service-fabric-resource-governance) and the SF source (microsoft/service-fabric):
+Hosting2/LocalResourceManager.cpp (node capacities, CPU split, health warnings),
+ServiceModel/ServicePackageResourceGovernanceDescription.cpp (what is governed, MemoryInMB as
+the sum of the code packages), Reliability/LoadBalancing/ServiceDescription.cpp and
+PlacementAndLoadBalancing.cpp (the metrics added to a governed service), ServiceModel/Constants.cpp
+(names).
 """
 
 from __future__ import annotations
