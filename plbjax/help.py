@@ -1,6 +1,6 @@
 """What `--help` says of the config: every key of a command's schema with its value (the default,
 or what the command line and presets make it) and its meaning, the comment beside its field in
-plbjax/config.py or plbjax/sf/_search.py. Hydra's help templates (conf/hydra/help/*.yaml) read it
+plbjax/config.py or plbjax/sf/_phases/search_config.py. Hydra's help templates (conf/hydra/help/*.yaml) read it
 as `${plbjax_keys:plbjax}`; a misspelled key gets its nearest spelling from `keys`."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Benchmark: quality per second of the `plbjax` command line against the sequential baseline.
 
 For each cluster size (about 1k to 100k replicas) a synthetic state document is generated once
-(`plbjax.sf._generator`, cached under the temp directory) with SF's movement throttles lifted in its
+(`plbjax.sf._generator.clusters`, cached under the temp directory) with SF's movement throttles lifted in its
 `Settings` (`GlobalMovementThrottleThreshold` 0: no global limit; `MaxPercentageToMove` 1: balancing
 may move every replica; `MovementPerPartitionThrottleThreshold` 0: no per-partition limit) and, with
 `--overloaded N`, the N most loaded nodes over capacity (the constraint check's work). Then, per
@@ -57,7 +57,7 @@ from plbjax.sf import ClusterSpec, generate, parse_state
 from plbjax.sf import (
     _energy as E,  # the engine's AvgStdDev of a placement (not exported)
 )
-from plbjax.sf._phase import (
+from plbjax.sf._phases.phase import (
     movement_budget,  # SF's throttles as plan applies them, to check they are lifted
 )
 

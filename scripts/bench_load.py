@@ -1,6 +1,6 @@
 """Benchmark: a state document from file to plan, stage by stage, at 10k, 100k and 1M replicas.
 
-For each size a synthetic state document (`plbjax.sf._generator`: 100 replicas per node, 3 replicas per
+For each size a synthetic state document (`plbjax.sf._generator.clusters`: 100 replicas per node, 3 replicas per
 partition, 334 partitions per service, 3 metrics, 4 node types, a fifth of the services constrained
 to a node type, a fifth stateless, 10 x 5 hierarchical fault domains, 10 upgrade domains) is
 generated once and cached under the temp directory as JSON (indented, as `plbjax-generate` writes
@@ -9,8 +9,8 @@ what `plbjax state=DOC out=PLAN` does, stage by stage:
 
   read      the file into a Python document (JSON parsing, duplicate keys refused);
   validate  the document into a `ClusterState`: the JSON Schema and every semantic rule checked,
-            Service Fabric's defaults filled in (plbjax.sf._state);
-  encode    resource governance and the encoding into the dense `Problem` (plbjax.sf._encoding), as
+            Service Fabric's defaults filled in (plbjax.sf._state.cluster);
+  encode    resource governance and the encoding into the dense `Problem` (plbjax.sf._encoding.encoder), as
             the plan's first step (`_preparation.governed_encoding`, which `plan_encoded` then takes);
   compile   the annealer's compilation (`AnnealResult.compile_seconds`, summed over the phases);
   search    the phases' searches, a token 1,000 steps x 2 chains each (`AnnealResult.seconds`);
@@ -121,8 +121,11 @@ def run_once(path: Path, load_only: bool) -> dict:
     jnp.zeros(1).block_until_ready()
     jax_init = time.perf_counter() - start
 
-    from plbjax.sf import _fewest_movements, _phase, _plan, _preparation
-    from plbjax.sf import _reading as S
+    from plbjax.sf._phases import fewest_movements as _fewest_movements
+    from plbjax.sf._phases import phase as _phase
+    from plbjax.sf._phases import preparation as _preparation
+    from plbjax.sf._plan import planning as _plan
+    from plbjax.sf._state import reading as S
 
     out: dict = {
         "stages": {},

@@ -15,9 +15,9 @@ import jsonschema
 import pytest
 
 from plbjax.sf import ClusterState, parse_state
-from plbjax.sf import _expressions as expressions
-from plbjax.sf._decoding import apply_actions
-from plbjax.sf._plan import plan
+from plbjax.sf._encoding.decoding import apply_actions
+from plbjax.sf._plan.planning import plan
+from plbjax.sf._state import expressions as expressions
 
 PLAN_SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "plbjax" / "schemas" / "plan.schema.json").read_text())
 HAND_OVERS = ("SwapPrimarySecondary", "PromoteSecondary")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from plbjax.sf._balance import is_balanced
+from plbjax.sf._phases.balance_rule import is_balanced
 
 
 @pytest.mark.parametrize(

@@ -21,14 +21,14 @@ from conftest import cluster, packed_cluster
 from plbjax.baseline import balancing_problem, probe_temperature, run_baseline
 from plbjax.baseline import domain_violation as nb_domain_violation
 from plbjax.baseline import energy as nb_energy
-from plbjax.sf import _energy as E
 from plbjax.sf import (
     encode,
     full_scope,
     parse_state,
     scope,
 )
-from plbjax.sf._constraints import domain_violation
+from plbjax.sf._model import energy as E
+from plbjax.sf._model.constraints import domain_violation
 
 
 def _check(doc, out):

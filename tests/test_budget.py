@@ -13,10 +13,19 @@ import pytest
 from conftest import packed_cluster
 
 from plbjax.anneal import AnnealResult, KernelConfig, Schedule
-from plbjax.sf import _phase, _plan, parse_state
-from plbjax.sf._phase import NEEDED_BLOCKS, NEEDED_PROPOSALS, QUENCH_BLOCKS, PhaseResult, needed, search_until_fixed
-from plbjax.sf._scope import Scope
-from plbjax.sf._search import SearchConfig
+from plbjax.sf import parse_state
+from plbjax.sf._model.scope import Scope
+from plbjax.sf._phases import phase as _phase
+from plbjax.sf._phases.phase import (
+    NEEDED_BLOCKS,
+    NEEDED_PROPOSALS,
+    QUENCH_BLOCKS,
+    PhaseResult,
+    needed,
+    search_until_fixed,
+)
+from plbjax.sf._phases.search_config import SearchConfig
+from plbjax.sf._plan import planning as _plan
 
 KERNEL = KernelConfig(tries=4, block_steps=100)
 BUDGET = Schedule(steps=None, seconds=30.0)

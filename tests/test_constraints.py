@@ -8,14 +8,14 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from plbjax.sf import _problem
-from plbjax.sf._assessment import Assessment, assess, no_worse
-from plbjax.sf._constraints import measures, violations
-from plbjax.sf._encoding import encode
-from plbjax.sf._energy import node_loads
-from plbjax.sf._problem import CONSTRAINTS, PREFERRED, UNPLACED
-from plbjax.sf._reading import parse_state
-from plbjax.sf._violations import Violations
+from plbjax.sf._encoding import problem as _problem
+from plbjax.sf._encoding.encoder import encode
+from plbjax.sf._encoding.problem import CONSTRAINTS, PREFERRED, UNPLACED
+from plbjax.sf._model.assessment import Assessment, assess, no_worse
+from plbjax.sf._model.constraints import measures, violations
+from plbjax.sf._model.energy import node_loads
+from plbjax.sf._model.violations import Violations
+from plbjax.sf._state.reading import parse_state
 
 SHAPES = {"capacity": (3, 2), "threshold": (3, 2)}  # per node and metric; the others one per row
 MEASURED_WITH = {"away": PREFERRED, "headless": UNPLACED, "exclusion": None}  # fields after the kinds

@@ -1,4 +1,4 @@
-"""Decoding (`plbjax/sf/_decoding.py`): a placement -> the minimal, executable action list, and
+"""Decoding (`plbjax/sf/_encoding/decoding.py`): a placement -> the minimal, executable action list, and
 actions applied back to a document."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 from conftest import QUICK, cluster, searchable
 
 from plbjax import anneal as A
-from plbjax.sf import _model as S
 from plbjax.sf import encode
-from plbjax.sf._decoding import apply_actions, diff, settle
-from plbjax.sf._reading import parse_state
+from plbjax.sf._encoding.decoding import apply_actions, diff, settle
+from plbjax.sf._model import chain as S
+from plbjax.sf._state.reading import parse_state
 
 
 def _placed(index, document: dict) -> dict[str, tuple[str, str]]:

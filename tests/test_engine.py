@@ -15,13 +15,13 @@ from conftest import QUICK, cluster, packed_cluster, searchable
 
 from plbjax import anneal as A
 from plbjax.anneal import _driver
-from plbjax.sf import _energy as E
-from plbjax.sf import _model as S
 from plbjax.sf import parse_state
-from plbjax.sf._constraints import domain_violations_of
-from plbjax.sf._decoding import apply_actions
-from plbjax.sf._moves import DRAWS
-from plbjax.sf._plan import plan
+from plbjax.sf._encoding.decoding import apply_actions
+from plbjax.sf._model import chain as S
+from plbjax.sf._model import energy as E
+from plbjax.sf._model.constraints import domain_violations_of
+from plbjax.sf._model.moves import DRAWS
+from plbjax.sf._plan.planning import plan
 
 
 def _hot(problem, temperature: float, steps: int, n: int = 8, config=QUICK.kernel):

@@ -16,9 +16,9 @@ from conftest import QUICK, cluster, packed_cluster
 
 from plbjax import load_state, parse_state, plan
 from plbjax.cli import summary
-from plbjax.sf._explain import PHASES, movements_entry, throttle_limits
-from plbjax.sf._phase import movement_budget
-from plbjax.sf._settings import PLB_SETTINGS
+from plbjax.sf._phases.phase import movement_budget
+from plbjax.sf._plan.explain import PHASES, movements_entry, throttle_limits
+from plbjax.sf._state.settings import PLB_SETTINGS
 from plbjax.sf.replay import parse_timeline, replay, write_outputs
 from plbjax.sf.replay.engine import engine
 

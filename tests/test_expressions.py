@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from plbjax.errors import BadInput
-from plbjax.sf._expressions import Expression, node_mask, parse
+from plbjax.sf._state.expressions import Expression, node_mask, parse
 
 
 def node(name, node_type="Front", **props):

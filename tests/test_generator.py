@@ -421,5 +421,5 @@ def test_cli_bad_input(tmp_path, capsys):
 
 @pytest.mark.parametrize("seed, spec", SEEDED_SPECS, ids=SEEDED_IDS)
 def test_parse_state_accepts(seed, spec):
-    state = pytest.importorskip("plbjax.sf._reading")
+    state = pytest.importorskip("plbjax.sf._state.reading")
     state.parse_state(generate(seed, spec))

@@ -9,7 +9,7 @@ import pytest
 
 from plbjax.errors import BadInput
 from plbjax.sf import parse_state
-from plbjax.sf._governance import CPU, MEMORY, apply_resource_governance, cpu_shares_split
+from plbjax.sf._state.governance import CPU, MEMORY, apply_resource_governance, cpu_shares_split
 
 RG_SERVICE = {
     "ServiceName": "fabric:/App/Svc",

@@ -17,8 +17,8 @@ from conftest import QUICK, searchable
 
 from plbjax import anneal as A
 from plbjax.anneal import _kernel
-from plbjax.sf import _model as S
-from plbjax.sf._moves import DRAWS
+from plbjax.sf._model import chain as S
+from plbjax.sf._model.moves import DRAWS
 
 # ------------------------------------------------------------------ a toy model
 

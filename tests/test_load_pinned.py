@@ -18,13 +18,13 @@ import yaml
 
 from plbjax.errors import BadInput
 from plbjax.sf import ClusterSpec, generate
-from plbjax.sf._building import _build
-from plbjax.sf._columns import _PARTITIONS_SCHEMA, _Columns
-from plbjax.sf._encoding import encode
-from plbjax.sf._governance import apply_resource_governance
-from plbjax.sf._problem import PRIORITY_SETTINGS, THRESHOLD_PRIORITY
-from plbjax.sf._reading import _parse_columns, load_state, parse_state
-from plbjax.sf._schema_check import _plain_copy, _schema
+from plbjax.sf._encoding.encoder import encode
+from plbjax.sf._encoding.problem import PRIORITY_SETTINGS, THRESHOLD_PRIORITY
+from plbjax.sf._state.building import _build
+from plbjax.sf._state.columns import _PARTITIONS_SCHEMA, _Columns
+from plbjax.sf._state.governance import apply_resource_governance
+from plbjax.sf._state.reading import _parse_columns, load_state, parse_state
+from plbjax.sf._state.schema_check import _plain_copy, _schema
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "small.yaml"
 

@@ -12,12 +12,15 @@ import numpy as np
 import pytest
 from conftest import QUICK, cluster
 
-from plbjax.sf import _assessment, _preparation, _primaries, load_state, parse_state
-from plbjax.sf._assessment import Placement, assess, no_worse
-from plbjax.sf._encoding import encode
-from plbjax.sf._plan import plan
-from plbjax.sf._preparation import governed_encoding, prepare, priorities_of
-from plbjax.sf._primaries import elect_primaries
+from plbjax.sf import load_state, parse_state
+from plbjax.sf._encoding.encoder import encode
+from plbjax.sf._model import assessment as _assessment
+from plbjax.sf._model.assessment import Placement, assess, no_worse
+from plbjax.sf._phases import preparation as _preparation
+from plbjax.sf._phases import primaries as _primaries
+from plbjax.sf._phases.preparation import governed_encoding, prepare, priorities_of
+from plbjax.sf._phases.primaries import elect_primaries
+from plbjax.sf._plan.planning import plan
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "small.yaml"
 

@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 from conftest import QUICK
 
-from plbjax.sf import _energy as E
 from plbjax.sf import full_scope, model, parse_state, scope
-from plbjax.sf._assessment import assessed
-from plbjax.sf._balancing_phase import balances, balancing_phase
-from plbjax.sf._constraint_check import constraint_phase
-from plbjax.sf._encoding import encode
-from plbjax.sf._fewest_movements import tidy
-from plbjax.sf._phase import PhaseResult, Run
-from plbjax.sf._placement_phase import placement_phase
-from plbjax.sf._plan import Plan, plan
-from plbjax.sf._preparation import frozen_masks, priorities_of
+from plbjax.sf._encoding.encoder import encode
+from plbjax.sf._model import energy as E
+from plbjax.sf._model.assessment import assessed
+from plbjax.sf._phases.balancing import balances, balancing_phase
+from plbjax.sf._phases.constraint_check import constraint_phase
+from plbjax.sf._phases.fewest_movements import tidy
+from plbjax.sf._phases.phase import PhaseResult, Run
+from plbjax.sf._phases.placement import placement_phase
+from plbjax.sf._phases.preparation import frozen_masks, priorities_of
+from plbjax.sf._plan.planning import Plan, plan
 
 LOADED, EMPTY = ("N0", "N1", "N2"), ("N3", "N4", "N5")
 CONFIG = dataclasses.replace(QUICK, chains=1, tries=64, parallel=True, steps=4000, block_steps=500)

@@ -845,7 +845,7 @@ def test_a_move_never_lowers_the_energy_by_itself():
     a move still makes the energy worse (Score::CalculateEnergy)."""
     from plbjax import encode, parse_state
     from plbjax.sf import full_scope, scope
-    from plbjax.sf._energy import energy
+    from plbjax.sf._model.energy import energy
 
     problem, index = encode(
         parse_state(document([service("fabric:/App/A", 2, 10)], [part("fabric:/App/A", "a", "N0", "N1")], frame=False))

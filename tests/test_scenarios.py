@@ -28,7 +28,7 @@ from checker import checked_plan, no_new_violations, node_loads, placement_of, v
 from conftest import cluster
 
 from plbjax.sf import SearchConfig, parse_state
-from plbjax.sf import _expressions as expressions
+from plbjax.sf._state import expressions as expressions
 
 CONFIG = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
 NODES = [f"N{i}" for i in range(6)]

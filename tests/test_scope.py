@@ -9,7 +9,7 @@ import numpy as np
 from conftest import cluster
 
 from plbjax.sf import Scope, Search, encode, full_scope, parse_state, scope
-from plbjax.sf._problem import CAPACITY, CONSTRAINTS, UNPLACED
+from plbjax.sf._encoding.problem import CAPACITY, CONSTRAINTS, UNPLACED
 
 
 def _encoded(seed: int = 0, history: bool = False):

@@ -16,7 +16,7 @@ from conftest import cluster
 
 from plbjax import SearchConfig, load_state
 from plbjax.sf import Session, parse_state
-from plbjax.sf._preparation import Encoded, governed_encoding
+from plbjax.sf._phases.preparation import Encoded, governed_encoding
 from plbjax.sf.replay import Timeline, load_timeline, parse_timeline, replay
 from plbjax.sf.replay.engine import engine
 from plbjax.sf.replay.scenarios import diurnal

@@ -11,10 +11,10 @@ from conftest import QUICK, cluster
 from test_session import assert_same_encoding
 
 from plbjax.sf import Session, parse_state
-from plbjax.sf._encoding import STAGE_FIELDS, encode
-from plbjax.sf._findings import findings_encoded
-from plbjax.sf._plan import plan_encoded
-from plbjax.sf._preparation import governed_encoding, surplus_replicas
+from plbjax.sf._encoding.encoder import STAGE_FIELDS, encode
+from plbjax.sf._phases.preparation import governed_encoding, surplus_replicas
+from plbjax.sf._plan.findings import findings_encoded
+from plbjax.sf._plan.planning import plan_encoded
 
 
 def _load_batch(doc: dict, rng: random.Random) -> dict:

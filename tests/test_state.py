@@ -10,8 +10,8 @@ import yaml
 
 from plbjax.errors import BadInput
 from plbjax.sf import load_state, parse_state
-from plbjax.sf._schema_check import _conforms, _plain_copy, _schema
-from plbjax.sf._settings import PLB_SETTINGS, resolve_settings
+from plbjax.sf._state.schema_check import _conforms, _plain_copy, _schema
+from plbjax.sf._state.settings import PLB_SETTINGS, resolve_settings
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "small.yaml"
 SCHEMAS = Path(__file__).resolve().parents[1] / "plbjax" / "schemas"
@@ -677,7 +677,7 @@ def _replayed(doc: dict) -> dict:
 
 def test_reparse_reads_again_what_the_replay_changes_and_equals_a_full_parse():
     from plbjax.sf import ClusterSpec, generate
-    from plbjax.sf._reparse import reparse
+    from plbjax.sf._state.reparse import reparse
 
     doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
     state = parse_state(doc)
@@ -689,7 +689,7 @@ def test_reparse_reads_again_what_the_replay_changes_and_equals_a_full_parse():
 
 def test_reparse_of_a_bad_document_names_the_problem_as_a_full_parse_does():
     from plbjax.sf import ClusterSpec, generate
-    from plbjax.sf._reparse import reparse
+    from plbjax.sf._state.reparse import reparse
 
     doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
     state = parse_state(doc)
@@ -717,7 +717,7 @@ def test_reparse_of_a_bad_document_names_the_problem_as_a_full_parse_does():
 
 def test_reparse_checks_a_history_it_does_not_read_again_against_the_replicas():
     from plbjax.sf import ClusterSpec, generate
-    from plbjax.sf._reparse import reparse
+    from plbjax.sf._state.reparse import reparse
 
     doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
     lost = doc["Partitions"][1]["Replicas"][0]

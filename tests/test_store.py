@@ -9,7 +9,7 @@ from conftest import cluster
 
 from plbjax.anneal import _driver, _store
 from plbjax.sf import SearchConfig, parse_state, plan
-from plbjax.sf._model import model
+from plbjax.sf._model.chain import model
 
 SEARCH = SearchConfig(chains=1, tries=16, parallel=True, steps=1000, seconds=None, block_steps=500, seed=4)
 

@@ -14,7 +14,7 @@ from validity import apply, breaks, random_cluster
 
 from plbjax import SearchConfig, encode, parse_state, plan
 from plbjax.anneal import clear_compiled
-from plbjax.sf._decoding import diff, settle
+from plbjax.sf._encoding.decoding import diff, settle
 
 pytestmark = pytest.mark.slow  # searches on hundreds of random clusters
 

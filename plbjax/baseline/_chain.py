@@ -58,8 +58,8 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
     """`n` steps (global step numbers first .. first + n - 1) cooling geometrically from t_start
     to t_end (plbjax.anneal.run_block); statistics are recomputed exactly every `refresh_steps` steps.
 
-    One step = plbjax.anneal.step with the SF model: propose (plbjax.sf._moves), incremental energy
-    (plbjax.sf._model.evaluate), Metropolis, apply. With `probe`, nothing is applied and the largest
+    One step = plbjax.anneal.step with the SF model: propose (plbjax.sf._model.moves), incremental energy
+    (plbjax.sf._model.chain.evaluate), Metropolis, apply. With `probe`, nothing is applied and the largest
     |dE| over the valid proposals is returned (the driver's greedy probe block).
 
     Everything is unpacked into locals once: passing the namedtuples into a per-step function
@@ -115,7 +115,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
         else:
             swap = can_swap
 
-        # ---- proposal (plbjax.sf._moves: a swap or a move), `continue` when invalid.
+        # ---- proposal (plbjax.sf._model.moves: a swap or a move), `continue` when invalid.
         # a: the node losing load (-1: none, a replica being placed or a primary without a node)
         if swap:
             p = swappable[np.random.randint(0, n_swappable)]
@@ -200,7 +200,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
             if a < 0:
                 penalty_delta -= pen[UNPLACED]
 
-        # ---- incremental energy (plbjax.sf._model.evaluate): two node-load changes
+        # ---- incremental energy (plbjax.sf._model.chain.evaluate): two node-load changes
         has_a = a >= 0
         a0 = max(a, 0)
         g_new = 0.0

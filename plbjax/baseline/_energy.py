@@ -23,7 +23,7 @@ def _deviation(total, sq, count, centre):
 
 @nb.njit(inline="always", cache=True)
 def _energy(avg_std_dev, cost, replica_count, move_penalty):
-    """plbjax.sf._energy.energy: SF's (AvgStdDev + 0.001) * (cost + replicas + 1000), plus a phase's move penalty."""
+    """plbjax.sf._model.energy.energy: (AvgStdDev + 0.001) * (cost + replicas + 1000), plus a move penalty."""
     score = avg_std_dev + SMALL_VALUE
     sign = 1.0 if score >= 0 else -1.0
     return score * (sign * cost + replica_count + MOVE_COST_OFFSET) + move_penalty * cost
@@ -93,7 +93,7 @@ def _refresh(A, st):
 
 @nb.njit(cache=True)
 def _penalty(A, node_of, loads):
-    """plbjax.sf._constraints.penalty_of: penalty-weighted capacity excess, misplaced replicas, fault- and
+    """plbjax.sf._model.constraints.penalty_of: penalty-weighted capacity excess, misplaced replicas, fault- and
     upgrade-domain measures and unplaced replicas of the whole placement."""
     pen = A.penalty
     if (
@@ -139,7 +139,7 @@ def _penalty(A, node_of, loads):
 
 @nb.njit(inline="always", cache=True)
 def _rel_excess(load, cap):
-    """plbjax.sf._constraints.relative_excess: 1 + the excess as a fraction of capacity when over, else 0."""
+    """plbjax.sf._model.constraints.relative_excess: 1 + the excess as a fraction of capacity when over, else 0."""
     if not np.isfinite(cap) or load <= cap:
         return 0.0
     return 1.0 + (load - cap) / max(cap, 1.0)
@@ -147,7 +147,7 @@ def _rel_excess(load, cap):
 
 @nb.njit(inline="always", cache=True)
 def _excess_change(capacity, loads, node, delta):
-    """plbjax.sf._constraints.excess_change: change of the node's summed relative excess (0 for no node)."""
+    """plbjax.sf._model.constraints.excess_change: change of the node's summed relative excess (0 for no node)."""
     if node < 0:
         return 0.0
     out = 0.0
@@ -160,7 +160,7 @@ def _excess_change(capacity, loads, node, delta):
 
 @nb.njit(cache=True)
 def domain_violation(tree, children, usable, nodes_in, cls, nonpacking=False):
-    """plbjax.sf._constraints.domain_violation: sum over levels and parents of max(0, max - min - 1);
+    """plbjax.sf._model.constraints.domain_violation: sum over levels and parents of max(0, max - min - 1);
     with `nonpacking` (RequireDomainDistribution) the top level counts replicas beyond one per domain;
     at each level a replica in a domain without a node of the class is left out."""
     K = nodes_in.shape[0]
@@ -217,7 +217,7 @@ def domain_violation(tree, children, usable, nodes_in, cls, nonpacking=False):
 
 @nb.njit(inline="always", cache=True)
 def _fits(check, capacity, loads, node, delta):
-    """Adding `delta` to `node` keeps every metric that grows within capacity (plbjax.sf._constraints.fits;
+    """Adding `delta` to `node` keeps every metric that grows within capacity (plbjax.sf._model.constraints.fits;
     true when capacity is not enforced or there is no node)."""
     if not check or node < 0:
         return True

@@ -8,19 +8,19 @@ clusters from a `ClusterSpec`. A `Session` holds a cluster encoded across PLB ro
 and takes each round's document as an update.
 """
 
-from plbjax.sf._decoding import apply_actions, apply_to_partition, diff
-from plbjax.sf._encoding import encode
-from plbjax.sf._findings import Findings, findings
-from plbjax.sf._generator import generate
-from plbjax.sf._generator_spec import ClusterSpec
-from plbjax.sf._model import model
-from plbjax.sf._plan import Plan, plan
-from plbjax.sf._problem import Index, Problem
-from plbjax.sf._reading import load_state, parse_state
-from plbjax.sf._scope import Scope, Search, full_scope, scope
-from plbjax.sf._search import SearchConfig
-from plbjax.sf._session import Session
-from plbjax.sf._state import ClusterState
+from plbjax.sf._encoding.decoding import apply_actions, apply_to_partition, diff
+from plbjax.sf._encoding.encoder import encode
+from plbjax.sf._encoding.problem import Index, Problem
+from plbjax.sf._generator.clusters import generate
+from plbjax.sf._generator.spec import ClusterSpec
+from plbjax.sf._model.chain import model
+from plbjax.sf._model.scope import Scope, Search, full_scope, scope
+from plbjax.sf._phases.search_config import SearchConfig
+from plbjax.sf._plan.findings import Findings, findings
+from plbjax.sf._plan.planning import Plan, plan
+from plbjax.sf._plan.session import Session
+from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._state.reading import load_state, parse_state
 
 __all__ = [
     "ClusterSpec",

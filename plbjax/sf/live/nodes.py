@@ -32,7 +32,7 @@ STATUS = {
 # SF's resource governance metrics: their node capacity is derived (AvailableResources and
 # CpuPercentageNodeCapacity / MemoryPercentageNodeCapacity), never given directly.
 RESOURCE_METRICS = ("servicefabric:/_CpuCores", "servicefabric:/_MemoryInMB")
-LARGEST_CAPACITY = 1e15  # plbjax.sf._state.LARGEST
+LARGEST_CAPACITY = 1e15  # plbjax.sf._state.cluster.LARGEST
 INTENTS = ("Pause", "Restart", "RemoveData", "RemoveNode")  # the state's DeactivationIntent
 
 

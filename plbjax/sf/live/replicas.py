@@ -31,7 +31,7 @@ ROLES = {"Primary": "Primary", "ActiveSecondary": "Secondary", "IdleSecondary": 
 ALL_ROLES = (*ROLES, "Unknown", "None", "IdleAuxiliary", "ActiveAuxiliary", "PrimaryAuxiliary")
 PLACED = ("Ready", "InBuild", "Down")
 STATUSES = (*PLACED, "Invalid", "Standby", "Dropped")
-LARGEST_LOAD = 1e15  # plbjax.sf._state.LARGEST
+LARGEST_LOAD = 1e15  # plbjax.sf._state.cluster.LARGEST
 
 
 def partition_ids(dump: Dump, rel: str, needed_for: str) -> list[tuple[str, str]]:

@@ -1,0 +1,229 @@
+"""Best placement -> the minimal list of Failover Manager actions, and applying actions back.
+
+Replicas keep their identity (their reported loads travel with them), so the diff holds one entry
+per replica whose node changed, from its input node to its final node: a replica moved and moved
+back does not appear, N1 -> N2 -> N3 appears once as N1 -> N3. Replicas the input lacks, or holds
+on Down nodes, are added. A changed primary is one swap (a promotion when the old primary is gone).
+Per partition the actions come in an executable order: swaps and promotions among replicas in
+place, then adds and moves each onto a node that is free at that point, then the swap or promotion
+of a primary that only now has its node. Moves that only rotate a partition's replicas among its
+own nodes cannot be executed that way; `settle` undoes them first.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+
+import numpy as np
+
+from plbjax.sf._encoding.problem import Index
+
+SWAP, PROMOTE = "SwapPrimarySecondary", "PromoteSecondary"
+
+
+def _present(index: Index, r: int) -> int:
+    """Replica r's node in the input if it is running there (Up or Disabled), else -1."""
+    n = int(index.input_node[r])
+    return n if n >= 0 and index.node_status[n] != "Down" else -1
+
+
+def _moved(index: Index, node_of: np.ndarray, p: int) -> dict[int, tuple[int, int]]:
+    """{replica: (input node, final node)} of partition p's running replicas whose node changed."""
+    out = {}
+    for r in index.partition_rows[p]:
+        src = _present(index, r)
+        if src >= 0 and node_of[r] >= 0 and node_of[r] != src:
+            out[r] = (src, int(node_of[r]))
+    return out
+
+
+def _cycles(moved: dict[int, tuple[int, int]]) -> set[int]:
+    """Replicas whose moves form a rotation among the partition's own nodes."""
+    by_source = {src: r for r, (src, _) in moved.items()}
+    cyclic: set[int] = set()
+    for start in moved:
+        path, r = [], start
+        while r is not None and r not in path and r not in cyclic:
+            path.append(r)
+            r = by_source.get(moved[r][1])
+        if r is not None and r in path:
+            cyclic |= set(path[path.index(r) :])
+    return cyclic
+
+
+def touched(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> np.ndarray:
+    """The partitions (in order) that have actions or rotations: a replica on another node than the
+    one it runs on in the input (or on none there), a different primary, or a primary whose node is
+    down. The others are left as they are, however many there are."""
+    n = index.n_partitions
+    flat, partition = index.row_partition
+    down = np.array([status == "Down" for status in index.node_status] + [True], bool)
+    given = np.asarray(index.input_node)[flat]
+    present = np.where(given >= 0, given, -1)
+    present[down[present]] = -1
+    final = np.asarray(node_of)[flat]
+    moved = np.zeros(n, bool)
+    moved[partition[(final >= 0) & (final != present)]] = True
+    primary = np.asarray(index.initial_primary)[:n]
+    running = np.full(np.asarray(node_of).shape[0], -1)
+    running[flat] = present
+    lost = (primary >= 0) & (running[np.maximum(primary, 0)] < 0)
+    return np.flatnonzero(moved | (np.asarray(primary_of)[:n] != primary) | lost)
+
+
+def settle(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(node_of, primary_of) with every rotation of replicas among a partition's own nodes undone; a
+    primary that rotated hands its role to the replica that stays on the node it rotated to, so each
+    node keeps the role (and so the load) the search gave it."""
+    node_of, primary_of = np.array(node_of, copy=True), np.array(primary_of, copy=True)
+    for p in touched(index, node_of, primary_of).tolist():
+        cyclic = _cycles(_moved(index, node_of, p))
+        if int(primary_of[p]) in cyclic:
+            primary_of[p] = next(r for r in cyclic if _present(index, r) == node_of[primary_of[p]])
+        for r in cyclic:
+            node_of[r] = _present(index, r)
+    return node_of, primary_of
+
+
+Why = Callable[[int, str, int, int], dict]  # (replica row, action, source node, target node) -> extra fields
+
+
+def partition_actions(
+    index: Index, p: int, node_of: np.ndarray, primary_of: np.ndarray, why: Why | None = None
+) -> list[dict]:
+    """Actions taking partition p from the input to (node_of, primary_of), in executable order.
+
+    A running primary (Up or Disabled node) hands over by a swap; without one, a running secondary
+    is promoted, and a replica the plan adds is added in the role it ends with. `why` adds fields
+    to each action (its phase and reason)."""
+    rows = index.partition_rows[p]
+    if _cycles(_moved(index, node_of, p)):
+        raise ValueError(f"partition {index.partitions[p]}: replicas rotate among its nodes; settle() first")
+    service, partition_id = index.partitions[p]
+    where = {r: _present(index, r) for r in rows}
+    primary, final = int(index.initial_primary[p]), int(primary_of[p])
+    if primary >= 0 and where[primary] < 0:
+        primary = -1  # its node is down: nothing to hand over from
+    if primary < 0 and final >= 0 and where[final] < 0:
+        primary = final  # added as the primary it ends as
+    actions = []
+
+    def act(r: int, kind: str, target: int) -> None:
+        source = int(index.input_node[r]) if where[r] < 0 else where[r]
+        actions.append(
+            {
+                "ServiceName": service,
+                "PartitionId": partition_id,
+                "ReplicaId": index.replica_ids[r],
+                "Action": kind,
+                "SourceNode": index.nodes[source] if source >= 0 else None,
+                "TargetNode": index.nodes[target],
+                **(why(r, kind, source, target) if why else {}),
+            }
+        )
+
+    if final >= 0 and final != primary and where[final] >= 0:
+        act(primary, SWAP, where[final]) if primary >= 0 else act(final, PROMOTE, where[final])
+        primary = final
+    pending = {r: int(node_of[r]) for r in rows if node_of[r] >= 0 and node_of[r] != where[r]}
+    occupied = {n for n in where.values() if n >= 0}
+    while pending:
+        r = min(r for r, dst in pending.items() if dst not in occupied)
+        dst = pending.pop(r)
+        role = ("Primary" if r == primary else "Secondary") if index.stateful[p] else "Instance"
+        act(r, ("Move" if where[r] >= 0 else "Add") + role, dst)
+        occupied.discard(where[r])
+        occupied.add(dst)
+        where[r] = dst
+    if final >= 0 and final != primary:  # the primary hands over to a replica added above
+        act(primary, SWAP, where[final])
+    return actions
+
+
+def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray, why: Why | None = None) -> list[dict]:
+    """Every partition's actions, partition by partition."""
+    return [
+        a
+        for p in touched(index, node_of, primary_of).tolist()
+        for a in partition_actions(index, p, node_of, primary_of, why)
+    ]
+
+
+def _hand_over(replicas: list[dict], primary: dict, secondary: dict) -> None:
+    """`secondary` becomes the primary, `primary` a secondary, and the load follows the role (SF's
+    FailoverUnit: one primary load per partition, whichever replica is primary; a replica new to
+    the secondary role gets the average of the other secondaries' loads, or the partition's
+    secondary load when there is no other, UpdateSecondaryLoadMap): the new primary takes the old
+    primary's reported loads, the old primary the other secondaries' average (the new primary's
+    own loads when it was the only secondary)."""
+    others = [r for r in replicas if r["Role"] == "Secondary" and r is not secondary] or [secondary]
+    reported = [{m: v for m, v in (r.get("Loads") or {}).items() if v is not None} for r in others]
+    metrics = sorted({m for loads in reported for m in loads})
+    average = {
+        m: sum(loads[m] for loads in reported if m in loads) / sum(m in loads for loads in reported) for m in metrics
+    }
+    primary_loads = primary.get("Loads")
+    for replica, role, loads in ((primary, "Secondary", average), (secondary, "Primary", primary_loads)):
+        replica["Role"] = role
+        if loads:
+            replica["Loads"] = dict(loads)
+        else:
+            replica.pop("Loads", None)
+
+
+def apply_actions(document: dict, actions: list[dict]) -> dict:
+    """The state document after `actions`, applied in order (a new dict; the input is not changed);
+    a Drop action removes its replica.
+
+    Raises ValueError for an action that does not fit the document at that point."""
+    doc = copy.deepcopy(document)
+    parts = {(p["ServiceName"], str(p["PartitionId"])): p for p in doc["Partitions"]}
+    for act in actions:
+        _apply(parts[(act["ServiceName"], str(act["PartitionId"]))]["Replicas"], act)
+    return doc
+
+
+def apply_to_partition(partition: dict, action: dict) -> dict:
+    """`partition` (a state document's) after `action`, as `apply_actions` leaves it: a new dict
+    with a new Replicas list of copied replicas; `partition` is not changed. Raises ValueError,
+    KeyError or StopIteration for an action that does not fit."""
+    replicas = [dict(r) for r in partition["Replicas"]]
+    _apply(replicas, action)
+    return {**partition, "Replicas": replicas}
+
+
+def _apply(replicas: list[dict], act: dict) -> None:
+    """`act` applied to a partition's `replicas` (in place)."""
+    kind, target = act["Action"], act["TargetNode"]
+    if act["ReplicaId"] is None:
+        replica = {"ReplicaId": None, "Role": kind[3:], "NodeName": None}
+        replicas.append(replica)
+    else:
+        replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act["ReplicaId"]))
+    if replica.get("NodeName") != act["SourceNode"]:
+        raise ValueError(f"action {act}: replica is on {replica.get('NodeName')}")
+    if kind.startswith("Drop"):
+        if replica["Role"] != kind[4:]:
+            raise ValueError(f"action {act}: the replica is a {replica['Role']}")
+        replicas.remove(replica)
+    elif kind == SWAP:
+        other = next(r for r in replicas if r.get("NodeName") == target)
+        if replica["Role"] != "Primary" or other["Role"] != "Secondary":
+            raise ValueError(f"action {act}: not a primary/secondary pair")
+        _hand_over(replicas, replica, other)
+    elif kind == PROMOTE:
+        if replica["Role"] != "Secondary" or any(
+            r["Role"] == "Primary" and r is not replica and r.get("NodeName") == target for r in replicas
+        ):
+            raise ValueError(f"action {act}: cannot promote")
+        old = next((r for r in replicas if r["Role"] == "Primary"), None)
+        if old is not None:
+            _hand_over(replicas, old, replica)
+        replica["Role"] = "Primary"
+    else:
+        if any(r.get("NodeName") == target for r in replicas if r is not replica):
+            raise ValueError(f"action {act}: target already holds a replica of the partition")
+        replica["NodeName"] = target
+        if kind.startswith("Add"):
+            replica["Role"] = kind[3:]

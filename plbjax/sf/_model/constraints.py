@@ -1,0 +1,205 @@
+"""Hard constraints: replica exclusion, node capacity, fault- and upgrade-domain distribution.
+
+A search step may never make a constraint worse than it is (SF's balancing keeps every constraint
+whose priority is not -1). Domain distribution follows SF's rule: at every level of the domain tree,
+the replicas of a partition under one parent differ by at most one between that parent's usable
+child domains (each holds floor(n/d) or floor(n/d)+1).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from plbjax.sf._encoding.problem import CAPACITY, Problem
+from plbjax.sf._model.scope import Search
+from plbjax.sf._model.violations import Violations
+
+
+def domain_violation(
+    tree: jax.Array,
+    children: jax.Array,
+    usable: jax.Array,
+    nodes: jax.Array,
+    cls: jax.Array,
+    nonpacking: jax.Array | bool = False,
+) -> jax.Array:
+    """How far one partition's replicas on `nodes` ([K], -1 = none) are from an even spread.
+
+    Sum over levels and parent domains of max(0, max - min - 1), where min is 0 when the parent has
+    usable child domains (for placement class `cls`) holding none of the replicas. With `nonpacking`
+    (RequireDomainDistribution) the top level instead allows one replica per domain. At each level a
+    replica counts unless its domain there holds no node of the class, `usable` [C, D] (SF's
+    FaultDomainConstraint::HasDomainViolation leaves out only those: a replica out of place on a
+    node of a usable domain counts in the spread).
+    """
+    paths = tree[jnp.maximum(nodes, 0)]  # [K, L+1]
+    k = nodes.shape[0]
+    earlier = jnp.tril(jnp.ones((k, k), bool), -1)  # earlier[i, j]: j < i
+    total = jnp.zeros((), jnp.int32)
+    for level in range(1, tree.shape[1]):
+        child, parent = paths[:, level], paths[:, level - 1]
+        valid = (nodes >= 0) & usable[cls, child]
+        pair = valid[:, None] & valid[None, :]
+        same_child = (child[:, None] == child[None, :]) & pair
+        same_parent = (parent[:, None] == parent[None, :]) & pair
+        count = same_child.sum(axis=1)
+        first_in_child = valid & ~jnp.any(same_child & earlier, axis=1)
+        first_in_parent = valid & ~jnp.any(same_parent & earlier, axis=1)
+        occupied = jnp.sum(same_parent & first_in_child[None, :], axis=1)
+        most = jnp.max(jnp.where(same_parent, count[None, :], 0), axis=1)
+        least = jnp.min(jnp.where(same_parent, count[None, :], k + 1), axis=1)
+        least = jnp.where(occupied < children[cls, parent], 0, least)
+        spread = jnp.sum(jnp.where(first_in_parent, jnp.maximum(most - least - 1, 0), 0))
+        packed = jnp.sum(jnp.where(first_in_child, count - 1, 0))
+        total += jnp.where(nonpacking & (level == 1), packed, spread)
+    return total
+
+
+def partition_domain_violations(problem: Problem, nodes: jax.Array, service: jax.Array) -> jax.Array:
+    """[2] (fault domain, upgrade domain) `domain_violation` of one partition of `service` whose
+    replicas are on `nodes` [K]; a replica in a domain without a node the service may use is left
+    out of the spread there (it breaks its placement constraint instead)."""
+    cls = problem.service_class[service]
+    return jnp.stack(
+        [
+            domain_violation(
+                problem.fd_tree,
+                problem.fd_children,
+                problem.fd_usable,
+                nodes,
+                cls,
+                problem.service_nonpacking[service],
+            ),
+            domain_violation(problem.ud_tree, problem.ud_children, problem.ud_usable, nodes, cls),
+        ]
+    )
+
+
+def domain_violations_of(problem: Problem, node_of: jax.Array) -> jax.Array:
+    """[P, 2] every partition's `partition_domain_violations`."""
+    parts = jnp.arange(problem.partition_service.shape[0])
+    nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, parts)
+    return jax.vmap(partition_domain_violations, in_axes=(None, 0, 0))(problem, nodes, problem.partition_service)
+
+
+def partition_nodes(problem: Problem, node_of: jax.Array, partition: jax.Array) -> jax.Array:
+    """[K] nodes of one partition's replicas (-1 for padding or unplaced)."""
+    row = problem.partition_replicas[partition]
+    return jnp.where(row >= 0, node_of[jnp.maximum(row, 0)], -1)
+
+
+def fits(search: Search, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
+    """Adding `delta` [M] to `node` keeps every metric that grows within capacity (or the search does
+    not enforce capacity, or there is no node)."""
+    ok = (delta <= 0) | (loads[node] + delta <= search.cluster.capacity[node])
+    return ~search.scope.enforce[CAPACITY] | (node < 0) | jnp.all(ok)
+
+
+def relative_excess(load: jax.Array, capacity: jax.Array) -> jax.Array:
+    """Capacity violation of a node and metric: 1 + the excess as a fraction of capacity when over
+    (so fixing counts, and so does getting closer), 0 within capacity or when unlimited."""
+    over = jnp.isfinite(capacity) & (load > capacity)
+    return jnp.where(over, 1.0 + (load - capacity) / jnp.maximum(capacity, 1.0), 0.0)
+
+
+def excess_change(limit: jax.Array, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
+    """Change of the node's summed relative excess over `limit` [N, M] (capacity, or the resource
+    threshold) when `delta` [M] is added (0 for no node)."""
+    n = jnp.maximum(node, 0)
+    cap = limit[n]
+    change = relative_excess(loads[n] + delta, cap) - relative_excess(loads[n], cap)
+    return jnp.where(node >= 0, jnp.sum(change), 0.0)
+
+
+def misplaced_on(problem: Problem, r, node) -> jax.Array:
+    """Replica r on `node` is where its placement constraint (or the block list) does not allow it:
+    not an allowed Up node, unless it is still on its initial node, deactivated with Pause or
+    Restart, or blocking its service type (SF keeps such replicas where they are, in transition, and
+    places none there: `Problem.node_kept`, `Problem.replica_stays`)."""
+    n = jnp.maximum(node, 0)
+    allowed = problem.class_allowed[problem.service_class[problem.replica_service[r]], n]
+    stays = (problem.node_kept[n] | problem.replica_stays[r]) & (node == problem.initial_node[r])
+    return (node >= 0) & ~allowed & ~stays
+
+
+def misplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
+    """[R] replicas on a node their placement constraint (or the block list) does not allow, but those
+    that stay where they are (`misplaced_on`)."""
+    return misplaced_on(problem, jnp.arange(node_of.shape[0]), node_of)
+
+
+def affinity_violated(problem: Problem, node_of, primary_of, r, node, as_primary) -> jax.Array:
+    """Replica r on `node` (in the given role) is away from its parent's replicas (SF's affinity:
+    aligned puts primary with primary and secondaries with secondaries)."""
+    parent = jnp.maximum(problem.replica_parent[r], 0)
+    rows = problem.partition_replicas[parent]
+    here = (rows >= 0) & (node_of[jnp.maximum(rows, 0)] == node)
+    is_primary = rows == primary_of[parent]
+    aligned_ok = jnp.any(here & jnp.where(as_primary, is_primary, ~is_primary))
+    ok = jnp.where(problem.replica_aligned[r], aligned_ok, jnp.any(here))
+    return (problem.replica_parent[r] >= 0) & (node >= 0) & ~ok
+
+
+def off_preferred(problem: Problem, service, node) -> jax.Array:
+    """A primary on `node` is outside its service's preferred primary domain."""
+    return (node >= 0) & ~problem.primary_preferred[service, jnp.maximum(node, 0)]
+
+
+def away_from_home(problem: Problem, r, node) -> jax.Array:
+    """Replica r on `node` is not back on its upgrade snapshot node, though its domain is done, or
+    (a new replica under PreferUpgradedUDs) not in an upgrade domain the upgrade is done with."""
+    home = problem.replica_home[r]
+    elsewhere = problem.replica_upgraded[r] & ~problem.node_upgraded[jnp.maximum(node, 0)]
+    return (node >= 0) & (((home >= 0) & (node != home)) | elsewhere)
+
+
+def unplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
+    """[R] real replicas without a node."""
+    real = jnp.arange(node_of.shape[0]) < problem.replica_count
+    return real & (node_of < 0)
+
+
+def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> Violations[jax.Array]:
+    """Full-state constraint report: per-node capacity violation, per-replica placement, affinity and
+    unplaced flags, per-partition exclusion, fault-domain, upgrade-domain and preferred-primary."""
+    n_parts = problem.partition_service.shape[0]
+    nodes = jax.vmap(partition_nodes, in_axes=(None, None, 0))(problem, node_of, jnp.arange(n_parts))
+    k = nodes.shape[1]
+    same = (nodes[:, :, None] == nodes[:, None, :]) & (nodes[:, :, None] >= 0)
+    exclusion = (same & ~jnp.eye(k, dtype=bool)).sum(axis=(1, 2)) // 2
+    domains = domain_violations_of(problem, node_of)
+    replicas = jnp.arange(node_of.shape[0])
+    is_primary = primary_of[problem.replica_partition] == replicas
+    affinity = jax.vmap(affinity_violated, in_axes=(None, None, None, 0, 0, 0))(
+        problem, node_of, primary_of, replicas, node_of, is_primary
+    )
+    primary_node = jnp.where(primary_of >= 0, node_of[jnp.maximum(primary_of, 0)], -1)
+    preferred = off_preferred(problem, problem.partition_service, primary_node)
+    headless = (primary_of >= 0) & (node_of[jnp.maximum(primary_of, 0)] < 0)
+    return Violations(
+        capacity=relative_excess(loads, problem.capacity),
+        placement=misplaced(problem, node_of),
+        fault_domain=domains[:, 0],
+        upgrade_domain=domains[:, 1],
+        affinity=affinity,
+        preferred=preferred,
+        threshold=relative_excess(loads, problem.threshold_load),
+        unplaced=unplaced(problem, node_of),
+        away=away_from_home(problem, replicas, node_of),
+        headless=headless,
+        exclusion=exclusion,
+    )
+
+
+def measures(report: Violations[jax.Array]) -> jax.Array:
+    """[CONSTRAINTS] total violation per constraint kind (a partition without a placed primary counts
+    as one more unplaced replica, so primaries are placed first; PreferredLocation counts preferred
+    primary domains and upgrade snapshot nodes)."""
+    totals = [sum(map(jnp.sum, more), jnp.sum(own).astype(jnp.float32)) for own, *more in report.by_kind()]
+    return jnp.stack(totals)
+
+
+def penalty_of(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> jax.Array:
+    """The energy the placement's violations add (weights by SF priority)."""
+    return jnp.sum(problem.penalty * measures(violations(problem, node_of, primary_of, loads)))

@@ -1,0 +1,143 @@
+"""SF's balancing: the imbalanced service domains move, within the balancing throttles, kept when
+AvgStdDev falls by more than ScoreImprovementThreshold and no enforced constraint gets worse."""
+
+from __future__ import annotations
+
+import dataclasses
+from itertools import repeat
+
+import jax.numpy as jnp
+import numpy as np
+
+from plbjax.anneal import Model, Schedule
+from plbjax.sf._encoding.problem import Index, Problem
+from plbjax.sf._model import energy as E
+from plbjax.sf._model.assessment import Placement, no_worse, pad_to
+from plbjax.sf._model.chain import model
+from plbjax.sf._model.scope import Scope
+from plbjax.sf._phases.balance_rule import LocalLoads, MetricBalance, metric_balance, service_domains
+from plbjax.sf._phases.everywhere import everywhere
+from plbjax.sf._phases.phase import PhaseResult, Run, movement_budget, scoped_search, swappable
+from plbjax.sf._phases.search_config import SearchConfig
+from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._state.settings import PLB_SETTINGS
+
+
+def balances(state: ClusterState, problem: Problem, index: Index, now: Placement) -> list[MetricBalance]:
+    """Balance of each metric at `now`, each service's own loads included when LocalBalancingThreshold is on."""
+    m = len(index.metrics)
+    weights = np.asarray(problem.global_weight)[:m]
+    local = None
+    if float(state.settings["LocalBalancingThreshold"]) > 0:
+        loads = np.asarray(E.local_loads(problem, jnp.asarray(now.node_of), jnp.asarray(now.primary_of)))
+        local = LocalLoads(
+            tuple(index.services),
+            loads,
+            np.asarray(E.local_masks(problem)),
+            np.asarray(problem.service_metrics),
+            np.asarray(problem.local_weight),
+        )
+    return metric_balance(
+        state,
+        index.metrics,
+        index.node_types,
+        now.report.loads[:, :m],
+        np.asarray(problem.metric_nodes)[:m],
+        weights,
+        local,
+    )
+
+
+def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str], str]:
+    """Services a balancing run may move, and why (SF: whole imbalanced service domains)."""
+    upgrade = state.upgrade or {}
+    frozen: set[str] = set()
+    if upgrade.get("InProgress"):
+        if upgrade.get("Scope", "Cluster") == "Cluster":
+            return set(), "a cluster upgrade is in progress: balancing is off"
+        frozen = {s.name for s in state.services if s.application == upgrade.get("ApplicationName")}
+    if not imbalanced:
+        return set(), "every metric is balanced"
+    movable, domains = set(), []
+    for domain in service_domains(state):
+        metrics = sorted({m.name for name in domain for m in state.service(name).metrics} & imbalanced)
+        if metrics:
+            movable |= domain
+            domains.append(f"[{', '.join(sorted(domain))}] for {', '.join(metrics)}")
+    movable -= {s.name for s in state.services if not s.balancing_enabled} | frozen
+    if not movable:
+        return set(), "the imbalanced services may not move (upgrading or balancing disabled)"
+    return movable, "service domains to balance or defragment: " + "; ".join(domains)
+
+
+def _throttled_partitions(state: ClusterState, index: Index, problem: Problem) -> np.ndarray:
+    """[P] partitions balancing may not move: as many recent balancing movements (their replicas'
+    History entries) as MovementPerPartitionThrottleThreshold, or more (SF counts only partitions
+    that moved, so 0 freezes every partition with a recent movement)."""
+    counts = np.zeros(problem.partition_service.shape[0], int)
+    if not state.history:
+        return counts > 0
+    n = index.n_replicas
+    moved = np.fromiter(map(len, map(state.history.get, map(str, index.replica_ids), repeat(()))), np.int64, n)
+    np.add.at(counts, np.asarray(problem.replica_partition)[:n], moved)
+    return (counts > 0) & (counts >= state.settings["MovementPerPartitionThrottleThreshold"])
+
+
+def balancing_model(state: ClusterState, search: SearchConfig) -> Model | None:
+    """Balancing's search with the state's SwapPrimaryProbability (SF's Searcher: a primary swap with
+    that probability, else a move) when its Settings give one other than SF's default; None: the
+    search's `swap_probability`, which every other phase uses."""
+    given = float(state.settings["SwapPrimaryProbability"])
+    return None if given == PLB_SETTINGS["SwapPrimaryProbability"] else model(given)
+
+
+def balancing_phase(
+    run: Run, now: Placement, schedule: Schedule, balance: list[MetricBalance], spent: int
+) -> PhaseResult:
+    """Balance the imbalanced service domains; `spent`: movements placement made that count against
+    the same throttles."""
+    problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    run = dataclasses.replace(run, model=run.balancing_model or run.model)
+    over = now.report.violations.threshold[: index.n_nodes, : len(index.metrics)] > 0
+    imbalanced = {b.metric for b in balance if not b.balanced} | {index.metrics[m] for m in np.flatnonzero(over.any(0))}
+    services, reason = _balancing_scope(state, imbalanced)
+    if services and state.settings.get("MaxPercentageToMove", 0.3) == 0:  # SF's scheduler skips balancing
+        services, reason = set(), "MaxPercentageToMove is 0: balancing may move nothing"
+    if not services:
+        return PhaseResult("Balancing", False, reason, now)
+    open_nodes = None
+    if any(b.node_type is not None for b in balance) or run.node_type is not None:  # only these types move
+        types = {b.node_type for b in balance if not b.balanced} if run.node_type is None else {run.node_type}
+        open_nodes = pad_to(np.array([t in types for t in index.node_types]), problem.node_up.shape[0])
+        reason += " on node types " + ", ".join(sorted(str(t) for t in types))
+    of_service = np.array(
+        [index.partitions[p][0] in services for p in range(index.n_partitions)]
+        + [False] * (now.primary_of.shape[0] - index.n_partitions)
+    )
+    of_service &= ~_throttled_partitions(state, index, problem)
+    replica_partition = np.asarray(problem.replica_partition)
+    movable = of_service[replica_partition] & (now.node_of >= 0) & ~everywhere(state, index)
+    movable[index.n_replicas :] = False
+    if open_nodes is not None:
+        movable &= open_nodes[np.maximum(now.node_of, 0)]
+    budget = max(movement_budget(state, "Balancing", int((now.node_of >= 0).sum())) - spent, 0)
+    per_partition = state.settings["MovementPerPartitionThrottleThreshold"] or None
+    what = Scope(
+        movable,
+        swappable(index, now, of_service),
+        priorities >= 0,
+        open_nodes=open_nodes,
+        budget=budget,
+        history=True,
+        partition_budget=per_partition,
+    )
+    result, search = scoped_search(run, now, what, schedule)
+    gain = now.report.avg - result.report.avg
+    if (
+        search.energy < search.initial_energy
+        and gain > 0
+        and gain >= state.settings["ScoreImprovementThreshold"]
+        and no_worse(now.report.violations, result.report.violations, priorities)
+    ):
+        return PhaseResult("Balancing", True, reason, result, search)
+    return PhaseResult("Balancing", True, reason + "; no better placement was found", now, search)

@@ -1,0 +1,60 @@
+"""SF's constraint check: the replicas in violation move (and trade with any replica), kept when the
+violations, ranked by priority, went down. Under a seconds budget it searches what its violations
+need and goes on only while some are left (`search_until_fixed`), leaving the rest to balancing."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from plbjax.anneal import Schedule
+from plbjax.sf._encoding.problem import AFFINITY, CAPACITY, Problem
+from plbjax.sf._model.assessment import Placement, violating, violation_rank
+from plbjax.sf._model.scope import Scope
+from plbjax.sf._phases.everywhere import everywhere
+from plbjax.sf._phases.phase import CHECK_MOVE_WEIGHT, PhaseResult, Run, movement_budget, search_until_fixed, swappable
+
+
+def _swaps_that_fix(problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:
+    """[P] the partitions whose primary the constraint check may swap: those whose primary is on a
+    node over capacity, those with an affinity violation and their parents. SF's constraint check
+    swaps a primary only to fix a violation a role change can fix; a swap moves no replica, so it
+    fixes no domain spread or placement constraint, and only lightens a node its primary leaves."""
+    v = now.report.violations
+    partitions = np.zeros(now.primary_of.shape[0], bool)
+    if priorities[CAPACITY] >= 0:
+        over = v.capacity.sum(axis=1) > 0
+        primary = now.primary_of
+        where = np.where(primary >= 0, now.node_of[np.maximum(primary, 0)], -1)
+        partitions |= (where >= 0) & over[np.maximum(where, 0)]
+    if priorities[AFFINITY] >= 0:
+        replicas = np.flatnonzero(v.affinity)
+        partitions[np.asarray(problem.replica_partition)[replicas]] = True
+        parents = np.asarray(problem.replica_parent)[replicas]
+        partitions[parents[parents >= 0]] = True
+    return partitions
+
+
+def constraint_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResult:
+    """Fix violations: the replicas involved move (and trade with any replica, SF's repair), kept when
+    violations, ranked by priority, went down."""
+    problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    elsewhere = ~everywhere(state, index)
+    bad = violating(index, now, priorities) & elsewhere
+    if not bad.any():
+        return PhaseResult("ConstraintCheck", False, "no constraint violation", now)
+    what = Scope(
+        bad,
+        swappable(index, now, _swaps_that_fix(problem, now, priorities)),
+        priorities == 0,
+        move_weight=CHECK_MOVE_WEIGHT,
+        budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
+        partners=(now.node_of >= 0) & elsewhere,
+    )
+    fixed = lambda placement: not (violating(index, placement, priorities) & elsewhere).any()
+    result, search = search_until_fixed(run, now, what, schedule, int(bad.sum()), fixed)
+    before = violation_rank(priorities, now.report.measures)
+    after = violation_rank(priorities, result.report.measures)
+    reason = f"{int(bad.sum())} replica(s) in violation"
+    if after < before:
+        return PhaseResult("ConstraintCheck", True, reason + "; violations reduced", result, search)
+    return PhaseResult("ConstraintCheck", True, reason + "; no fix found", now, search)

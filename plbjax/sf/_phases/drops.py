@@ -1,0 +1,207 @@
+"""Surplus replicas: a partition holding more replicas than its target drops the extra ones first.
+
+SF keeps a partition at its TargetReplicaSetSize / InstanceCount; when it holds more (the target was
+lowered, or a replica thought lost came back), the PLB picks which ones go and the Failover Manager
+drops them (`DropSecondary`, `DropInstance`, `DropPrimary`). The pick, in this order: replicas not
+on a node deactivated with Pause (SF's PlacementCreator: those are not droppable), replicas that
+are not running (no node, or a node that is not Up), replicas whose going breaks no constraint that
+held, then none of a higher priority (SF's Searcher::SearchForExtraReplicas relaxes constraints from
+the lowest priority up; the constraints a drop can break are the fault and upgrade domain spread of
+the others and the affinity of a child replica beside it, Checker::DropExtraReplicas), replicas that
+break an enabled constraint, replicas beside fewer replicas of affinity children, secondaries before
+the primary, replicas sharing their fault or upgrade domain with more of the partition's others (so
+the rest keeps its spread), then the replica on the node most loaded relative to the cluster's mean
+in its service's metrics; ties by ReplicaId. A running primary is dropped only when a running
+secondary has room for the primary's load. Drops are picked one at a time. A service with one
+instance per node (InstanceCount -1) drops its running instances on nodes it may not use. The phases
+then plan the state without the dropped replicas (a partition left without a primary gets one by
+promotion, `phases.elect_primaries`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from plbjax.sf._encoding.problem import Index
+from plbjax.sf._state.cluster import ClusterState, Partition
+
+
+def _spread_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
+    """SF's '+1' rule at every level of the domain tree (FaultDomainConstraint::HasDomainViolation):
+    each child domain with usable nodes holds floor(n/d) or floor(n/d) + 1 of the replicas, n not
+    counting those in child domains without usable nodes."""
+    depth = max([len(p) for p in paths + usable] + [0])
+    paths = [tuple(p) + ("",) * (depth - len(p)) for p in paths]
+    usable = [tuple(u) + ("",) * (depth - len(u)) for u in usable]
+    for level in range(depth):
+        for parent in {p[:level] for p in paths}:
+            inside = [p[: level + 1] for p in paths if p[:level] == parent]
+            children = {u[: level + 1] for u in usable if u[:level] == parent}
+            base = sum(inside.count(c) for c in children) // max(len(children), 1)
+            if len(inside) > 1 and children and any(not base <= inside.count(c) <= base + 1 for c in children):
+                return False
+    return True
+
+
+def drop_surplus(
+    state: ClusterState,
+    index: Index,
+    loads: np.ndarray,
+    capacity: np.ndarray,
+    violating: np.ndarray,
+    usable: dict[str, list[str]],
+    priorities: tuple[int, int, int],
+) -> tuple[ClusterState, list[dict]]:
+    """The state without each partition's surplus replicas, and the actions that drop them.
+
+    `loads` [N, M]: node loads of the input's running replicas; `capacity` [N, M]: capacity in force
+    (inf where unlimited or not enforced); `violating` [R]: replicas (rows of `index`) that break an
+    enabled constraint; `usable`: each service's Up allowed nodes; `priorities`: SF's priorities of
+    the fault-domain, upgrade-domain and affinity constraints (-1: off)."""
+    everywhere = {s.name for s in state.services if s.target < 0}
+    surplus = lambda p: p.service in everywhere or len(p.replicas) > state.service(p.service).target
+    if not any(map(surplus, state.partitions)):
+        return state, []
+    view = _DropView(state, index, loads, capacity, violating, usable, priorities)
+    partitions, actions = [], []
+    for part in state.partitions:
+        service = state.service(part.service)
+        if part.service in everywhere:
+            kept, dropped = view.pick_blocked(part)
+        elif len(part.replicas) > service.target:
+            kept, dropped = view.pick(part, service, len(part.replicas) - service.target)
+        else:
+            partitions.append(part)
+            continue
+        actions += [_action(part, rep.replica_id, "Drop" + rep.role, rep.node, None) for rep in dropped]
+        partitions.append(Partition(part.service, part.partition_id, tuple(kept)))
+    return dataclasses.replace(state, partitions=tuple(partitions)), actions
+
+
+class _DropView:
+    """What the drop order reads: node status and domains, node loads relative to the Up nodes' mean,
+    room to promote a secondary, constraint violations and where affinity children run."""
+
+    def __init__(
+        self,
+        state: ClusterState,
+        index: Index,
+        loads: np.ndarray,
+        capacity: np.ndarray,
+        violating: np.ndarray,
+        usable: dict[str, list[str]],
+        priorities: tuple[int, int, int],
+    ):
+        self.status = dict(zip(index.nodes, index.node_status))
+        self.node = {n.name: n for n in state.nodes}
+        self.node_row = {name: n for n, name in enumerate(index.nodes)}
+        self.row_of = {
+            str(index.replica_ids[r]): r for r in range(index.n_replicas) if index.replica_ids[r] is not None
+        }
+        up = np.array([s == "Up" for s in index.node_status])
+        self.loads = loads[: index.n_nodes]
+        mean = self.loads[up].mean(axis=0) if up.any() else np.zeros(self.loads.shape[1])
+        self.relative_loads = np.where(mean > 0, self.loads / np.where(mean > 0, mean, 1.0), 0.0)
+        self.metric = {m: k for k, m in enumerate(index.metrics)}
+        self.capacity, self.violating, self.usable, self.priorities = capacity, violating, usable, priorities
+        self.children: dict[str, list[str | None]] = {}  # parent service -> nodes of its affinity children's replicas
+        for child in state.services:
+            for corr in child.correlations:
+                self.children.setdefault(corr["ServiceName"], []).extend(
+                    r.node for p in state.partitions if p.service == child.name for r in p.replicas if self.running(r)
+                )
+
+    def pick(self, part: Partition, service, extra: int) -> tuple[list, list]:
+        """(kept, dropped): `extra` drops picked one at a time, as each changes the others' crowding."""
+        kept, dropped = list(part.replicas), []
+        for _ in range(extra):
+            dropped.append(min(kept, key=lambda rep: self.drop_order(part, service, rep, kept)))
+            kept = [rep for rep in kept if rep is not dropped[-1]]
+        return kept, dropped
+
+    def pick_blocked(self, part: Partition) -> tuple[list, list]:
+        """(kept, dropped) of a partition with one instance per node: its running instances on nodes
+        its service may not use go (SF's PlacementCreator drops a -1 partition's replicas on its
+        blocked nodes, placement constraints, domains and block list, once every node it may use
+        holds one: a plan places those it lacks)."""
+        allowed = set(self.usable[part.service])
+        dropped = [rep for rep in part.replicas if self.running(rep) and rep.node not in allowed]
+        return [rep for rep in part.replicas if all(rep is not d for d in dropped)], dropped
+
+    def drop_order(self, part: Partition, service, rep, others) -> tuple:
+        """The key that sorts the replica to drop first (the module's order). A running primary goes
+        only when a secondary can take over within capacity."""
+        keeps_lead = rep.role == "Primary" and self.running(rep) and not any(self.can_lead(service, o) for o in others)
+        followers = self.children.get(part.service, []).count(rep.node) if self.running(rep) else 0
+        rest = [o for o in others if o is not rep]
+        fault, upgrade, affinity = self.priorities
+        broken = [
+            (fault, self.spread_broken(part.service, rest, 0) > self.spread_broken(part.service, others, 0)),
+            (upgrade, self.spread_broken(part.service, rest, 1) > self.spread_broken(part.service, others, 1)),
+            (affinity, followers > 0),
+        ]
+        return (
+            rep.node is not None and self.node[rep.node].deactivation_intent == "Pause",
+            keeps_lead,
+            self.running(rep),
+            tuple(sum(p == level for p, b in broken if b) for level in (0, 1, 2)),
+            not self.violating[self.row_of[str(rep.replica_id)]],
+            followers,
+            rep.role == "Primary",
+            -self.crowding(rep, others),
+            -self.relative(service, rep.node) if rep.node is not None else 0.0,
+            str(rep.replica_id),
+        )
+
+    def running(self, rep) -> bool:
+        return rep.node is not None and self.status[rep.node] == "Up"
+
+    def relative(self, service, name: str) -> float:
+        """The node's load over the Up nodes' mean, summed over the service's metrics."""
+        row = self.node_row[name]
+        return float(
+            sum(self.relative_loads[row, self.metric[m.name]] for m in service.metrics if m.name in self.metric)
+        )
+
+    def can_lead(self, service, rep) -> bool:
+        """A running secondary whose node has room for the primary's load once promoted."""
+        if not self.running(rep) or rep.role != "Secondary":
+            return False
+        grow = np.zeros(self.loads.shape[1])
+        for m in service.metrics:
+            if m.name in self.metric:
+                grow[self.metric[m.name]] = m.primary_load - rep.loads.get(m.name, m.secondary_load)
+        n = self.node_row[rep.node]
+        return bool(np.all((grow <= 0) | (self.loads[n] + grow <= self.capacity[n])))
+
+    def crowding(self, rep, others) -> int:
+        """Other running replicas sharing its fault domain, plus those sharing its upgrade domain."""
+        if not self.running(rep):
+            return 0
+        mine = self.node[rep.node]
+        return sum(
+            (self.node[o.node].fault_domain == mine.fault_domain)
+            + (self.node[o.node].upgrade_domain == mine.upgrade_domain)
+            for o in others
+            if o is not rep and self.running(o)
+        )
+
+    def spread_broken(self, service_name: str, reps, rule: int) -> bool:
+        """Whether the running `reps` break the fault-domain (`rule` 0) or upgrade-domain (1) spread."""
+        allowed = set(self.usable[service_name])
+        key = (lambda n: n.fault_domain) if rule == 0 else (lambda n: (n.upgrade_domain,))
+        nodes = [self.node[r.node] for r in reps if self.running(r)]  # as the search counts
+        return not _spread_ok([key(n) for n in nodes], [key(self.node[n]) for n in allowed])
+
+
+def _action(part: Partition, replica_id, kind: str, source: str | None, target: str | None) -> dict:
+    return {
+        "ServiceName": part.service,
+        "PartitionId": part.partition_id,
+        "ReplicaId": replica_id,
+        "Action": kind,
+        "SourceNode": source,
+        "TargetNode": target,
+    }

@@ -1,0 +1,97 @@
+"""SF's placement: the missing replicas placed (replicas of lower-priority services may make room),
+with moves of existing replicas where some fit nowhere (MoveExistingReplicaForPlacement)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from plbjax.anneal import Schedule
+from plbjax.sf._model.assessment import Placement, movements, no_worse
+from plbjax.sf._model.scope import Scope
+from plbjax.sf._phases.everywhere import everywhere, place_everywhere
+from plbjax.sf._phases.phase import (
+    CHECK_MOVE_WEIGHT,
+    PhaseResult,
+    Run,
+    movement_budget,
+    scoped_search,
+    search_until_fixed,
+    spent,
+)
+
+_WAITING = (
+    "{} replica(s) of affinity children wait for a later refresh"
+    " (their parent has no replica; PlaceChildWithoutParent is false)"
+)
+
+
+def placement_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResult:
+    """Place the missing replicas (replicas of lower-priority services may make room); where some
+    still fit nowhere, SF's placement with moves (MoveExistingReplicaForPlacement) moves existing
+    replicas away, within MaxPercentageToMoveForPlacement and the placement throttles, and is kept
+    only when it places more. Under a seconds budget the first search takes what its replicas to
+    place need and goes on only while some are unplaced (`search_until_fixed`)."""
+    problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    now, added = place_everywhere(problem, index, state, now, priorities)
+    todo = np.zeros_like(now.node_of, dtype=bool)
+    todo[: index.n_replicas] = now.node_of[: index.n_replicas] < 0
+    todo &= ~everywhere(state, index)
+    waiting = _waiting_children(run, now) & todo
+    todo &= ~waiting
+    if not todo.any():
+        reason = "no replica is missing" if not added else f"{added} instance(s) added on every node with room"
+        if waiting.any():
+            reason = f"{reason}; {_WAITING.format(int(waiting.sum()))}"
+        return PhaseResult("Placement", bool(added), reason, now)
+    # replicas of lower priority than one waiting for a node may be migrated to make room for it
+    priority = {s.name: s.priority for s in state.services}
+    of_replica = np.array([priority[index.partitions[p][0]] for p in np.asarray(problem.replica_partition)])
+    placed = (now.node_of >= 0) & ~everywhere(state, index)
+    evictable = placed & (of_replica < of_replica[todo].max())
+    headless = np.zeros(now.primary_of.shape[0], bool)
+    for p in range(index.n_partitions):
+        headless[p] = (
+            index.stateful[p]
+            and now.primary_of[p] >= 0
+            and now.node_of[now.primary_of[p]] < 0
+            and len(index.partition_rows[p]) >= 2
+        )
+    budget = movement_budget(state, "Placement", int(placed.sum()))
+    what = Scope(todo | evictable, headless, priorities == 0, move_weight=CHECK_MOVE_WEIGHT, budget=budget)
+    placed_all = lambda placement: bool((placement.node_of[todo] >= 0).all())
+    result, search = search_until_fixed(run, now, what, schedule, int(todo.sum()), placed_all)
+    left = int(result.report.violations.unplaced.sum())
+    reason = f"{int(todo.sum())} replica(s) to place"
+    used = movements(index, now.node_of, now.primary_of, result)
+    if left and state.settings["MoveExistingReplicaForPlacement"] and budget > used:
+        still = todo & (result.node_of < 0)
+        rest = schedule if schedule.seconds is None else spent(schedule, search.seconds)
+        moved, more = scoped_search(
+            run, result, dataclasses.replace(what, movable=still | placed, budget=budget - used), rest
+        )
+        search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
+        if int(moved.report.violations.unplaced.sum()) < left and no_worse(
+            result.report.violations, moved.report.violations, np.where(priorities == 0, 0, -1)
+        ):
+            result, left = moved, int(moved.report.violations.unplaced.sum())
+            reason += "; existing replicas moved to make room"
+    left -= int(waiting.sum())
+    if left:
+        reason += f"; {left} could not be placed (see Unplaced)"
+    if waiting.any():
+        reason += "; " + _WAITING.format(int(waiting.sum()))
+    return PhaseResult("Placement", True, reason, result, search)
+
+
+def _waiting_children(run: Run, now: Placement) -> np.ndarray:
+    """[R] replicas one refresh does not place when PlaceChildWithoutParent is false: those of
+    affinity children whose parent partition has no replica yet (SF's AffinitySubspace::
+    GetTargetNodes: no candidate node while the parent's ExistingReplicaCount is 0)."""
+    parent = np.asarray(run.problem.replica_parent)
+    if not run.one_refresh or run.state.settings["PlaceChildWithoutParent"] or not (parent >= 0).any():
+        return np.zeros(parent.shape[0], bool)
+    partition = np.asarray(run.problem.replica_partition)
+    placed = np.bincount(partition[now.node_of >= 0], minlength=now.primary_of.shape[0])
+    return (parent >= 0) & (placed[np.maximum(parent, 0)] == 0)

@@ -1,0 +1,126 @@
+"""Primaries elected where a partition's primary has no node or must leave a node deactivated with
+Restart (SF's Failover Manager promotes a placed secondary), and secondaries undone where no
+primary could be had (a partition is built from its primary)."""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from plbjax.sf._encoding.problem import AFFINITY, CAPACITY, PREFERRED, THRESHOLD, Index, Problem
+from plbjax.sf._model import energy as E
+from plbjax.sf._model.assessment import Placement, assessed, headless
+from plbjax.sf._model.constraints import violations
+from plbjax.sf._model.violations import Violations
+
+
+def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: np.ndarray) -> Placement:
+    """`now` with a placed secondary promoted in every stateful partition whose primary has no node
+    (SF's Failover Manager promotes rather than builds a new primary), or is on a node deactivated
+    with Intent Restart (swapped out, as SF's Failover Manager does before the restart): the one on
+    the least loaded node that has room for the primary's load and breaks no hard constraint that
+    held; none if none can.
+
+    Partitions are decided in order, as one at a time, but in rounds: every candidate of a round is
+    tried in one batch (`_promotion_trials`) from the round's placement, and a partition whose
+    reading (its candidates' node loads, its own and its affinity relatives' primaries) an earlier
+    partition of the round may have changed waits for the next round."""
+    enforced = tuple(k for k in _PROMOTION_KINDS if priorities[k] == 0)
+    primary = now.primary_of[: index.n_partitions]
+    node = np.where(primary >= 0, now.node_of[primary], -1)
+    restart = np.array([intent == "Restart" for intent in index.node_intent] + [False])  # [-1]: no node
+    due = index.stateful[: index.n_partitions] & ((node < 0) | restart[node])
+    waiting = [p for p in np.flatnonzero(due).tolist() if _candidates(index, now, p)]
+    while waiting:
+        order = {p: _candidates(index, now, p) for p in waiting}
+        worse = _promotion_trials(problem, now, [(p, r) for p in waiting for r in order[p]], enforced)
+        primary_of, later = now.primary_of.copy(), []
+        busy_nodes: set[int] = set()
+        busy_partitions: set[int] = set()
+        for p in waiting:
+            nodes, relatives = {int(now.node_of[r]) for r in order[p]}, _relatives(problem, index, p)
+            if nodes & busy_nodes or p in busy_partitions:
+                later.append(p)
+                busy_nodes |= nodes
+                busy_partitions |= relatives
+                continue
+            chosen = next((r for r in order[p] if not worse[p, r]), None)
+            if chosen is not None:
+                primary_of[p] = chosen
+                busy_nodes.add(int(now.node_of[chosen]))
+                busy_partitions |= relatives
+        if not np.array_equal(primary_of, now.primary_of):
+            now = assessed(problem, now.node_of, primary_of)
+        waiting = later
+    return now
+
+
+def built_from_primaries(problem: Problem, index: Index, start: Placement, now: Placement) -> Placement:
+    """`now` without the replicas placed since `start` in stateful partitions left with no primary
+    (none fits, none can be promoted): SF's Failover Manager builds a partition from its primary
+    and places no secondary without one. They stay unplaced and are listed in `Unplaced`."""
+    partition = np.asarray(problem.replica_partition)
+    undo = (start.node_of < 0) & (now.node_of >= 0) & headless(index, now)[partition]
+    if not undo.any():
+        return now
+    node_of = np.where(undo, -1, now.node_of)
+    return assessed(problem, node_of, now.primary_of)
+
+
+_PROMOTION_KINDS = (CAPACITY, AFFINITY, PREFERRED, THRESHOLD)  # the constraints a role change can alter
+
+
+def _candidates(index: Index, now: Placement, p: int) -> list[int]:
+    """The placed secondaries that may take over partition p's primary, least loaded node first,
+    none on a node deactivated with Restart; none when p needs no promotion."""
+    primary = int(now.primary_of[p])
+    restart = lambda r: now.node_of[r] >= 0 and index.node_intent[now.node_of[r]] == "Restart"
+    if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0 and not restart(primary)):
+        return []
+    placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0 and not restart(r)]
+    return sorted(placed, key=lambda r: (now.report.loads[now.node_of[r]].sum(), r))
+
+
+def _relatives(problem: Problem, index: Index, p: int) -> set[int]:
+    """Partition p, its affinity parent and its children: those whose affinity reads p's primary."""
+    parents = np.asarray(problem.replica_parent)[list(index.partition_rows[p])]
+    children = np.asarray(problem.children_of)[p]
+    children = np.asarray(problem.replica_partition)[children[children >= 0]]
+    return {p, *parents[parents >= 0].tolist(), *children.tolist()}
+
+
+TRIAL_BATCH = 64  # promotion trials per compiled call (one size per problem shape: one compilation)
+TRIAL_ROWS = 1 << 22  # replica rows one batch of promotion trials may cover
+
+
+def _promotion_trials(
+    problem: Problem, now: Placement, trials: list[tuple[int, int]], kinds: tuple[int, ...]
+) -> dict[tuple[int, int], bool]:
+    """{(partition, replica): whether promoting the replica from `now` makes one of the constraint
+    `kinds` worse somewhere}, as `assess` and `no_worse` would find, in batches of one compiled call."""
+    if not trials or not kinds:
+        return {t: False for t in trials}
+    rows = problem.load_primary.shape[0]
+    batch = min(TRIAL_BATCH, max(TRIAL_ROWS // rows, 1))
+    padded = np.array(trials + trials[:1] * (-len(trials) % batch), np.int32)
+    before = tuple(now.report.violations[k] for k in kinds)
+    worse = [
+        np.asarray(_worse(problem, now.node_of, now.primary_of, kinds, before, padded[i : i + batch]))
+        for i in range(0, len(padded), batch)
+    ]
+    return dict(zip(trials, np.concatenate(worse)[: len(trials)].tolist()))
+
+
+@eqx.filter_jit
+def _worse(problem: Problem, node_of, primary_of, kinds: tuple[int, ...], before: tuple, trials):
+    """[B] whether each (partition, replica) promotion in `trials` [B, 2] makes one of the
+    constraint `kinds` worse than `before` (their violations fields)."""
+
+    def one(trial):
+        promoted = primary_of.at[trial[0]].set(trial[1])
+        after: Violations = violations(problem, node_of, promoted, E.node_loads(problem, node_of, promoted))
+        return jnp.any(jnp.stack([jnp.any(~(after[k] <= v + 1e-6)) for k, v in zip(kinds, before)]))
+
+    return jax.vmap(one)(trials)

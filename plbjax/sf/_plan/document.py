@@ -1,0 +1,209 @@
+"""The plan document, rendered from what the phases left (`Parts`) only when asked for: `Phases`
+explained, `Balance`, `Score`, `Nodes`, `Health`, `Unplaced`, `Remaining` and `Search`; the
+`Actions` and `History` it carries are the plan's own."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from plbjax.anneal import AnnealResult
+from plbjax.sf._encoding.problem import Index, Problem
+from plbjax.sf._model.assessment import Placement, headless
+from plbjax.sf._phases.balance_rule import MetricBalance
+from plbjax.sf._phases.balancing import balances
+from plbjax.sf._phases.everywhere import everywhere
+from plbjax.sf._phases.phase import PhaseResult, Run
+from plbjax.sf._phases.preparation import Prepared
+from plbjax.sf._plan.diagnostics import elimination_sequence, health_reports
+from plbjax.sf._plan.explain import Stages, explain
+from plbjax.sf._state.cluster import ClusterState
+
+SCHEMA_VERSION = 1
+
+
+class Outcome(NamedTuple):
+    """The phases' results, in SF's order, and the minimal-movement pass's."""
+
+    placement: PhaseResult
+    placed: Placement  # after placement, lost primaries replaced by promotions
+    check: PhaseResult
+    balancing: PhaseResult
+    balance_before: list[MetricBalance]
+    final: Placement
+    removed: int
+    searches: list[AnnealResult]
+    minimal: bool  # the minimal-movement pass ran to its end (or had nothing to do)
+
+
+class Parts(NamedTuple):
+    """What the plan document is rendered from: the run, the prepared state, the phases' outcome."""
+
+    run: Run
+    ready: Prepared
+    out: Outcome
+
+
+def stages(parts: Parts) -> Stages:
+    """The placement before the phases and after each one."""
+    out = parts.out
+    return Stages(parts.ready.initial, out.placed, out.check.placement, out.balancing.placement, out.final)
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchReport:
+    """The plan's `Search`: how the searches ran and where the time went."""
+
+    version: str
+    backend: str
+    chains: int
+    steps: int
+    seconds: float
+    seed: int
+    budget: str
+    interrupted: bool
+    minimal: bool
+    movements_removed: int
+    compile_seconds: float
+    phase_seconds: Mapping[str, float]
+    device_memory: str | None = None  # why the search ran smaller than asked, if it did
+
+    def entry(self) -> dict:
+        """The plan's `Search` entry."""
+        entry = {
+            "Version": self.version,
+            "Backend": self.backend,
+            "Chains": self.chains,
+            "Steps": self.steps,
+            "Seconds": self.seconds,
+            "Seed": self.seed,
+            "Budget": self.budget,
+            "Interrupted": self.interrupted,
+            "Minimal": self.minimal,
+            "MovementsRemoved": self.movements_removed,
+            "CompileSeconds": self.compile_seconds,
+            "PhaseSeconds": dict(self.phase_seconds),
+        }
+        if self.device_memory:
+            entry["DeviceMemory"] = self.device_memory
+        return entry
+
+
+def _phase_entry(result: PhaseResult) -> dict:
+    return {"Phase": result.phase, "Ran": result.ran, "Reason": result.reason}
+
+
+def render(
+    parts: Parts, actions: tuple[dict, ...], history: Mapping[str, tuple[str, ...]], search: SearchReport
+) -> dict:
+    """The plan document."""
+    run, ready, out = parts
+    problem, index = run.problem, run.index
+    placement = out.placement
+    if ready.drops:
+        dropped = sum(a["Action"].startswith("Drop") for a in ready.drops)
+        placement = dataclasses.replace(
+            placement, ran=True, reason=f"{dropped} surplus replica(s) dropped; {placement.reason}"
+        )
+    final = out.final
+    balance_after = balances(run.state, problem, index, final)
+    told = explain(
+        run.state,
+        index,
+        problem,
+        stages(parts),
+        [_phase_entry(placement), _phase_entry(out.check), _phase_entry(out.balancing)],
+        balance_after,
+        run.priorities,
+        int(((ready.initial.node_of >= 0) & ~everywhere(run.state, index)).sum()),
+    )
+    return {
+        "SchemaVersion": SCHEMA_VERSION,
+        "Phases": told.phases,
+        "Balance": _balance_entries(out.balance_before, balance_after),
+        "Score": {"Before": float(ready.input.report.avg), "After": float(final.report.avg)},
+        "Actions": list(actions),
+        "Nodes": _node_entries(index, problem, ready.input, final),
+        "Health": ready.health + health_reports(index, problem, final.node_of, final.report),
+        "Unplaced": _unplaced(index, problem, final),
+        "History": {k: list(v) for k, v in history.items()},
+        "Remaining": told.remaining,
+        "Search": search.entry(),
+    }
+
+
+def history(state: ClusterState, index: Index, before: Placement, after: Placement) -> dict[str, tuple[str, ...]]:
+    """The input's History with every replica moved by balancing remembering the node it left."""
+    out = dict(state.history)  # tuples: a replica that moved gets a longer one
+    for r in np.flatnonzero((before.node_of != after.node_of) & (before.node_of >= 0) & (after.node_of >= 0)):
+        if index.replica_ids[r] is not None:
+            rid = str(index.replica_ids[r])
+            out[rid] = (*out.get(rid, ()), index.nodes[before.node_of[r]])
+    return out
+
+
+def _node_entries(index: Index, problem: Problem, before: Placement, after: Placement) -> list[dict]:
+    """The plan's `Nodes`: capacities in force and loads before and after."""
+    metrics, capacity = index.metrics, np.asarray(problem.capacity)
+    return [
+        {
+            "NodeName": name,
+            "Capacities": {m: float(capacity[n, k]) for k, m in enumerate(metrics) if np.isfinite(capacity[n, k])},
+            "LoadsBefore": {m: float(before.report.loads[n, k]) for k, m in enumerate(metrics)},
+            "LoadsAfter": {m: float(after.report.loads[n, k]) for k, m in enumerate(metrics)},
+        }
+        for n, name in enumerate(index.nodes)
+    ]
+
+
+def _balance_entries(before: list[MetricBalance], after: list[MetricBalance]) -> list[dict]:
+    """The plan's `Balance`; `LocallyImbalanced` only where a service's own loads break LocalBalancingThreshold."""
+    return [
+        _local_entry(b, a)
+        | {
+            "Metric": b.metric,
+            "NodeType": b.node_type,
+            "MaxLoad": b.max_load,
+            "MinLoad": b.min_load,
+            "BalancingThreshold": b.threshold,
+            "ActivityThreshold": b.activity,
+            "IsBalancedBefore": b.balanced,
+            "IsBalancedAfter": a.balanced,
+            "DeviationBefore": b.deviation,
+            "DeviationAfter": a.deviation,
+        }
+        for b, a in zip(before, after)
+    ]
+
+
+def _local_entry(before: MetricBalance, after: MetricBalance) -> dict:
+    if not (before.local or after.local):
+        return {}
+    return {"LocallyImbalanced": {"Before": list(before.local), "After": list(after.local)}}
+
+
+_NO_PRIMARY = "its partition's primary fits nowhere: secondaries are placed only with a primary (SF's Failover Manager)"
+
+
+def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
+    """The plan's `Unplaced`: each replica left without a node and the nodes its constraints eliminate."""
+    out, without_primary = [], headless(index, final)
+    for r in np.flatnonzero(final.report.violations.unplaced):
+        p = int(problem.replica_partition[r])
+        service, pid = index.partitions[p]
+        role = ("Primary" if final.primary_of[p] == r else "Secondary") if index.stateful[p] else "Instance"
+        out.append(
+            {
+                "ServiceName": service,
+                "PartitionId": pid,
+                "Role": role,
+                "ConstraintEliminationSequence": elimination_sequence(
+                    index, problem, final.node_of, final.primary_of, final.report.loads, int(r)
+                ),
+            }
+            | ({"Reason": _NO_PRIMARY} if role == "Secondary" and without_primary[p] else {})
+        )
+    return out
