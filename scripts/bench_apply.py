@@ -1,7 +1,7 @@
 """Benchmark: plbjax-apply's concurrency against one move at a time, on the SF simulator.
 
 A synthetic plan of 500 movements (swaps, secondary and instance moves over a generated cluster of 40
-nodes and about 1,000 replicas; tests/test_live_apply.py's `synthetic_plan`) is applied twice to a fresh
+nodes and about 1,000 replicas; tests/sf/live/test_apply.py's `synthetic_plan`) is applied twice to a fresh
 simulator whose moves take 2 simulated seconds (clock_rate 8: 0.25 s of wall): with the defaults
 (--per-node 2 --max-in-flight 20) and with --max-in-flight 1. Both poll every 0.05 s. Recorded: wall
 and simulated seconds of each, their ratios, the most moves in flight at once, the machine.

@@ -2,7 +2,7 @@
 
 Clusters come from `tests/validity.py` (every feature plbjax supports, in families of one shape so a
 family compiles once) and are planned through `plbjax.plan` with the same two search settings as
-the fast tier in tests/test_validity.py (alternating by family); the checker there shares no code
+the fast tier in tests/sf/plan/test_validity.py (alternating by family); the checker there shares no code
 with the engine. Results, rewritten after every family: `results/validity_sweep.json` (every
 cluster: its features, actions, unplaced replicas, seconds and breaks) and `.png` (feature coverage
 and breaks found).
@@ -28,7 +28,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 ROOT = Path(__file__).resolve().parents[1]
-# The one sys.path entry in scripts/: the sweep is the long tier of tests/test_validity.py and runs its
+# The one sys.path entry in scripts/: the sweep is the long tier of tests/sf/plan/test_validity.py and runs its
 # random-cluster generator, its checker (tests/validity.py, which on purpose shares no code with
 # plbjax) and its search settings, so they stay with the tests rather than in the package.
 sys.path.insert(0, str(ROOT / "tests"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 
-from test_replay_loop import OneMove, cluster, probe
+from replay_fakes import OneMove, cluster, probe
 
 from plbjax.sf.replay.loop import replay
 from plbjax.sf.replay.record import write_outputs

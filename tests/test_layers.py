@@ -6,7 +6,9 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "plbjax"
+from paths import ROOT
+
+PACKAGE = ROOT / "plbjax"
 # The groups, lowest layer first. A group is a module or a package with everything under it; the
 # package `plbjax` is only its own __init__.
 LAYERS = [

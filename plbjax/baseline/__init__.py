@@ -4,7 +4,7 @@ It is the annealer a user would write instead of plbjax, and the baseline every 
 about plbjax is a ratio against (scripts/bench_annealer.py, bench_cli.py, bench_scaling.py). It is
 kept apart on purpose: it re-implements SF's energy, its constraint penalties, the moves and their
 validity rules independently, in float64 numpy/numba loops, reading only the encoded `Problem`, so
-that it also checks plbjax's jitted code (tests/test_baseline.py) rather than sharing its mistakes.
+that it also checks plbjax's jitted code (tests/baseline/test_baseline.py) rather than sharing its mistakes.
 Nothing in the rest of plbjax imports it.
 
 numba is a test and benchmark extra (`pip install plbjax[test]`): importing `plbjax.baseline` needs it.

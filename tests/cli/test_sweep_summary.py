@@ -1,0 +1,116 @@
+"""Sweeps that mean something: the README's example gives a different outcome per value, the summary
+says where it is, and its plot's labels do not overlap."""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import re
+import shlex
+import subprocess
+import sys
+
+from paths import ROOT
+
+ROOT = ROOT
+FAST = ["search.chains=4", "search.steps=1000", "search.block_steps=250"]
+
+
+def test_the_readme_sweep_gives_a_different_outcome_per_value(tmp_path):
+    """The README's sweep over the bundled example (a shorter search): each value its own row, no two
+    alike; the summary's path is printed."""
+    line = next(line for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("$ plbjax -m "))
+    args = [a.replace("examples/", f"{ROOT}/examples/") for a in shlex.split(line)[2:]]
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [sys.executable, "-m", "plbjax.cli", *args, f"hydra.sweep.dir={sweep}", *FAST],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"sweep summary written to {sweep / 'summary.md'}" in done.stdout
+    rows = list(csv.DictReader(open(sweep / "summary.csv")))
+    outcomes = [(r["actions"], r["score_after"], r["imbalanced_before"], r["imbalanced_after"]) for r in rows]
+    assert len(rows) == 3 and len(set(outcomes)) == 3, outcomes
+
+
+def _rows(n: int) -> list[dict]:
+    """`n` jobs, most ending alike or nearly alike (labels that would sit on each other)."""
+    return [
+        {
+            "job": str(i),
+            "overrides": f"balancing.activity_threshold={i} search.seed={i % 2}",
+            "status": "ok",
+            "actions": 7 if i % 3 else 0,
+            "score_before": 1.3848,
+            "score_after": 0.9789 + 0.0003 * (i % 4) if i % 3 else 1.3848,
+            "seconds": 1.0,
+        }
+        for i in range(n)
+    ]
+
+
+def test_the_sweep_plots_labels_do_not_overlap():
+    from plbjax.sweep import figure
+
+    fig = figure(_rows(12))
+    fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    ax = fig.axes[0]
+    boxes = [t.get_window_extent(renderer) for t in ax.texts]
+    legend = ax.get_legend()
+    boxes += [legend.get_window_extent(renderer)] if legend else []
+    assert len(ax.texts) >= 2
+    for a, b in itertools.combinations(boxes, 2):
+        assert not a.overlaps(b), (a, b)
+    key = fig.axes[1].texts[0].get_text()
+    assert all(re.search(rf"^{i}: balancing", key, re.M) for i in range(12))  # what each job varied
+
+
+def test_a_replay_sweep_has_its_own_columns(tmp_path):
+    """A replay sweep's table: time-averaged AvgStdDev, movements, rounds, violations, unplaced and
+    wall time from each job's summary.json; a job without a record is still listed as a replay's."""
+    import json
+
+    import yaml
+
+    from plbjax.sweep import write_summary
+
+    for job, threshold in (("0", 1.1), ("1", 2)):
+        (tmp_path / job / ".hydra").mkdir(parents=True)
+        overrides = [f"balancing.threshold={threshold}", "timeline=day.yaml"]
+        (tmp_path / job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+        (tmp_path / job / ".hydra" / "config.yaml").write_text(yaml.safe_dump({"timeline": "day.yaml"}))
+    summary = {
+        "Rounds": {"Balancing": 8, "Placement": 1},
+        "Actions": {"MovePrimary": 4},
+        "CumulativeMovements": 16,
+        "TimeAveragedAvgStdDev": 0.95158,
+        "MaxViolations": 15,
+        "FinalUnplaced": 0,
+        "Seconds": 43.162,
+        "SimulatedSeconds": 630.0,
+        "Interrupted": False,
+        "CancelledActions": 0,
+    }
+    (tmp_path / "0" / "summary.json").write_text(json.dumps(summary))
+    rows = write_summary(tmp_path)
+    assert list(rows[0]) == [
+        "job",
+        "overrides",
+        "status",
+        "time_averaged_avg_std_dev",
+        "movements",
+        "rounds",
+        "max_violations",
+        "final_unplaced",
+        "wall_seconds",
+        "version",
+    ]
+    table = (tmp_path / "summary.md").read_text().splitlines()[2:]  # below "N job(s) by plbjax V"
+    assert table[0].startswith("| job | overrides | status | time-averaged AvgStdDev | movements | rounds |")
+    assert table[2] == "| 0 | balancing.threshold=1.1 | ok | 0.9516 | 16 | Balancing 8, Placement 1 | 15 | 0 | 43.16 |"
+    assert table[3] == "| 1 | balancing.threshold=2 | no record (killed or crashed) | - | - | - | - | - | - |"
+    assert (tmp_path / "summary.png").read_bytes()[:4] == b"\x89PNG"

@@ -1,0 +1,374 @@
+"""The simulated SF cluster: its REST shapes, moves, refusals, faults, Failover Manager and the sfctl stand-in."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from paths import ROOT, TESTS
+
+from plbjax.sf import generate
+from plbjax.sf.live.dump import main as dump_main
+from plbjax.sf.live.importer import import_dump
+from plbjax.sf.live.simulator import Simulator
+
+DUMP = TESTS / "data" / "sf-dump" / "small"
+EXAMPLE = ROOT / "examples" / "small.yaml"
+SFCTL = TESTS / "bin" / "sfctl"
+ORDERS = "36c1e850-719d-5bd9-a73d-bb6bcfbfc367"  # Primary _FrontEnd_0, secondaries _FrontEnd_1, _BackEnd_0
+WEB = "958e2661-3cd9-5491-950f-ee8e5729f6a9"  # stateless, instances on _FrontEnd_0 and _FrontEnd_1
+CART_DOWN = "1e597dcc-cd86-54f0-a58d-092589c580ce"  # a secondary Down on _BackEnd_2
+FAST = {"build_seconds": 2.0, "clock_rate": 20.0}  # a build takes 0.1 s of wall time
+NO_FM = {**FAST, "failover_seconds": float("inf")}
+
+
+def _get(endpoint: str, path: str, version: str = "6.0") -> tuple[int, Any]:
+    """(HTTP status, JSON body or None) of a GET."""
+    sep = "&" if "?" in path else "?"
+    try:
+        with urllib.request.urlopen(f"{endpoint}{path}{sep}api-version={version}", timeout=10) as response:
+            body = response.read()
+            return response.status, json.loads(body) if body else None
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def _post(endpoint: str, path: str, **query: str) -> tuple[int, Any]:
+    """(HTTP status, JSON body or None) of a move POST."""
+    url = f"{endpoint}{path}?" + "&".join(f"{k}={v}" for k, v in query.items())
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, data=b"", method="POST"), timeout=10) as response:
+            return response.status, response.read() or None
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.loads(exc.read() or b"null")
+
+
+def _secondary(endpoint: str, pid: str, current: str, new: str, **extra: str) -> tuple[int, Any]:
+    query = {"api-version": "6.5", "CurrentNodeName": current, "NewNodeName": new, **extra}
+    return _post(endpoint, f"/Partitions/{pid}/$/MoveSecondaryReplica", **query)
+
+
+def _primary(endpoint: str, pid: str, node: str, **extra: str) -> tuple[int, Any]:
+    return _post(
+        endpoint, f"/Partitions/{pid}/$/MovePrimaryReplica", **{"api-version": "6.5", "NodeName": node, **extra}
+    )
+
+
+def _wait(predicate, seconds: float = 5.0) -> None:
+    """Poll until predicate() holds (a test failure after `seconds` of wall time)."""
+    deadline = time.monotonic() + seconds
+    while not predicate():
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.01)
+
+
+def _items(stored: Any) -> list:
+    return [i for page in (stored if isinstance(stored, list) else [stored]) for i in page["Items"]]
+
+
+def test_gets_answer_the_dumps_own_json():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        for rel, path in (
+            ("nodes.json", "/Nodes"),
+            ("applications.json", "/Applications"),
+            ("services/Shop.json", "/Applications/Shop/$/GetServices"),
+            ("partitions/Shop~Orders.json", "/Services/Shop~Orders/$/GetPartitions"),
+            (f"replicas/{ORDERS}.json", f"/Partitions/{ORDERS}/$/GetReplicas"),
+            (f"replicas/{WEB}.json", f"/Partitions/{WEB}/$/GetReplicas"),
+        ):
+            status, body = _get(endpoint, path)
+            assert status == 200 and body == json.loads((DUMP / rel).read_text()), rel
+        for rel, path in (
+            ("service-descriptions/Shop~Orders.json", "/Services/Shop~Orders/$/GetDescription"),
+            ("cluster-manifest.json", "/$/GetClusterManifest"),
+            (f"partition-load/{ORDERS}.json", f"/Partitions/{ORDERS}/$/GetLoadInformation"),
+            ("node-load/_FrontEnd_0.json", "/Nodes/_FrontEnd_0/$/GetLoadInformation"),
+        ):
+            assert _get(endpoint, path) == (200, json.loads((DUMP / rel).read_text())), rel
+        nodes = _items(json.loads((DUMP / "nodes.json").read_text()))
+        assert _get(endpoint, "/Nodes/_BackEnd_2") == (200, nodes[-1])
+        assert _get(endpoint, "/Nodes/nope") == (204, None) and _get(endpoint, "/Partitions/nope") == (204, None)
+        partitions = _items(json.loads((DUMP / "partitions/Shop~Orders.json").read_text()))
+        assert _get(endpoint, f"/Partitions/{ORDERS}") == (200, partitions[0])
+        status, body = _get(endpoint, "/Nodes", version="")
+        assert status == 400 and body["Error"]["Code"] == "E_INVALIDARG"
+
+
+def test_paging_follows_max_results_and_continuation_token():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        names, token, pages = [], "", 0
+        while True:
+            status, page = _get(endpoint, f"/Nodes?MaxResults=4&ContinuationToken={token}")
+            assert status == 200 and len(page["Items"]) <= 4
+            names += [n["Name"] for n in page["Items"]]
+            pages, token = pages + 1, page["ContinuationToken"]
+            if not token:
+                break
+    assert pages == 2 and names == [n["Name"] for n in _items(json.loads((DUMP / "nodes.json").read_text()))]
+
+
+def test_move_secondary_builds_a_new_replica_then_drops_the_old_one():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        assert _secondary(endpoint, ORDERS, "_FrontEnd_1", "_FrontEnd_2") == (200, None)
+        _, page = _get(endpoint, f"/Partitions/{ORDERS}/$/GetReplicas")
+        new = next(r for r in page["Items"] if r["NodeName"] == "_FrontEnd_2")
+        assert (new["ReplicaStatus"], new["ReplicaRole"]) == ("InBuild", "IdleSecondary")
+        assert sim.placement()[ORDERS]["_FrontEnd_2"] == "InBuild"
+        _wait(lambda: sim.placement()[ORDERS].get("_FrontEnd_2") == "Secondary")
+        _, page = _get(endpoint, f"/Partitions/{ORDERS}/$/GetReplicas")
+        done = next(r for r in page["Items"] if r["NodeName"] == "_FrontEnd_2")
+        assert (done["ReplicaStatus"], done["ReplicaRole"], done["ReplicaId"]) == (
+            "Ready",
+            "ActiveSecondary",
+            new["ReplicaId"],
+        )
+        assert new["ReplicaId"] != "133497100000000002" and set(done) == set(page["Items"][0])
+        assert "_FrontEnd_1" not in {r["NodeName"] for r in page["Items"]}
+    (move,) = sim.moves
+    assert (move.kind, move.source, move.target, move.outcome) == (
+        "MoveSecondary",
+        "_FrontEnd_1",
+        "_FrontEnd_2",
+        "done",
+    )
+    assert move.finished is not None and move.finished - move.started == pytest.approx(2.0, abs=1e-6)
+    assert sim.max_concurrent() == 1 and sim.max_concurrent_per_node() == 1
+
+
+def test_move_primary_to_a_secondary_is_a_swap_and_to_a_new_node_a_build():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        assert _primary(endpoint, ORDERS, "_BackEnd_0") == (200, None)
+        _wait(lambda: sim.placement()[ORDERS]["_BackEnd_0"] == "Primary")
+        assert sim.placement()[ORDERS] == {
+            "_FrontEnd_0": "Secondary",
+            "_FrontEnd_1": "Secondary",
+            "_BackEnd_0": "Primary",
+        }
+        assert sim.moves[0].kind == "SwapPrimarySecondary"
+        assert _primary(endpoint, ORDERS, "_FrontEnd_2") == (200, None)
+        assert sim.placement()[ORDERS]["_FrontEnd_2"] == "InBuild"
+        _wait(lambda: sim.placement()[ORDERS].get("_FrontEnd_2") == "Primary")
+        assert sim.placement()[ORDERS] == {
+            "_FrontEnd_0": "Secondary",
+            "_FrontEnd_1": "Secondary",
+            "_FrontEnd_2": "Primary",
+        }
+        assert _post(endpoint, f"/Partitions/{ORDERS}/$/MovePrimaryReplica", **{"api-version": "6.5"}) == (200, None)
+        _wait(lambda: sim.moves[-1].outcome == "done")
+        assert list(sim.placement()[ORDERS].values()).count("Primary") == 1
+
+
+def test_move_instance():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        path = f"/Services/Shop~Web/$/GetPartitions/{WEB}/$/MoveInstance"
+        query = {"api-version": "8.0", "CurrentNodeName": "_FrontEnd_1", "NewNodeName": "_FrontEnd_2"}
+        assert _post(endpoint, path, **query) == (200, None)
+        _wait(lambda: sim.placement()[WEB] == {"_FrontEnd_0": "Instance", "_FrontEnd_2": "Instance"})
+        _, page = _get(endpoint, f"/Partitions/{WEB}/$/GetReplicas")
+        assert all("InstanceId" in i and "ReplicaRole" not in i for i in page["Items"])
+        status, body = _post(endpoint, f"/Services/Shop~Nope/$/GetPartitions/{WEB}/$/MoveInstance", **query)
+        assert (status, body["Error"]["Code"]) == (404, "FABRIC_E_SERVICE_DOES_NOT_EXIST")
+        status, body = _post(endpoint, path, **{**query, "api-version": "6.5"})
+        assert (status, body["Error"]["Code"]) == (400, "E_INVALIDARG")
+
+
+@pytest.mark.parametrize(
+    "call, status, code",
+    [
+        (
+            ("secondary", "00000000-0000-0000-0000-000000000000", "_FrontEnd_1", "_FrontEnd_2"),
+            404,
+            "FABRIC_E_PARTITION_NOT_FOUND",
+        ),
+        (("secondary", WEB, "_FrontEnd_1", "_FrontEnd_2"), 400, "FABRIC_E_INVALID_PARTITION_OPERATION"),
+        (("secondary", ORDERS, "_FrontEnd_1", "_Nope"), 404, "FABRIC_E_NODE_NOT_FOUND"),
+        (("secondary", ORDERS, "_FrontEnd_1", "_BackEnd_2"), 404, "FABRIC_E_NODE_NOT_FOUND"),  # Down
+        (("secondary", ORDERS, "_FrontEnd_2", "_BackEnd_1"), 404, "FABRIC_E_REPLICA_DOES_NOT_EXIST"),
+        (("secondary", ORDERS, "_FrontEnd_0", "_BackEnd_1"), 400, "FABRIC_E_INVALID_REPLICA_STATE"),  # the primary
+        (("secondary", ORDERS, "_FrontEnd_1", "_BackEnd_0"), 409, "FABRIC_E_SECONDARY_ALREADY_EXISTS"),
+        (("secondary", ORDERS, "_FrontEnd_1", "_FrontEnd_0"), 409, "FABRIC_E_PRIMARY_ALREADY_EXISTS"),
+        (("primary", ORDERS, "_FrontEnd_0"), 409, "FABRIC_E_PRIMARY_ALREADY_EXISTS"),
+        (("primary", WEB, "_FrontEnd_0"), 400, "FABRIC_E_INVALID_PARTITION_OPERATION"),
+        (("primary", ORDERS, "_BackEnd_2"), 404, "FABRIC_E_NODE_NOT_FOUND"),
+    ],
+)
+def test_each_refusal_has_sfs_code_and_status(call, status, code):
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        got = _secondary(endpoint, *call[1:]) if call[0] == "secondary" else _primary(endpoint, *call[1:])
+    assert got[0] == status and got[1]["Error"]["Code"] == code and got[1]["Error"]["Message"]
+    assert sim.moves == []
+
+
+def test_a_reconfiguring_partition_is_refused_after_the_timeout_and_waited_for_before():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    sim.slow(ORDERS, float("inf"))
+    with sim.serve() as endpoint:
+        assert _secondary(endpoint, ORDERS, "_FrontEnd_1", "_FrontEnd_2")[0] == 200
+        status, body = _primary(endpoint, ORDERS, "_BackEnd_0", timeout="1")
+        assert (status, body["Error"]["Code"]) == (504, "FABRIC_E_TIMEOUT")
+        assert sim.moves[0].outcome == "in build"
+    fast = Simulator.from_dump(DUMP, **NO_FM)
+    with fast.serve() as endpoint:
+        assert _secondary(endpoint, ORDERS, "_FrontEnd_1", "_FrontEnd_2")[0] == 200
+        assert _primary(endpoint, ORDERS, "_BackEnd_0") == (200, None)  # waits for the build, then swaps
+        assert fast.moves[1].started >= (fast.moves[0].finished or 0.0)
+
+
+def test_refuse_next_and_node_down_mid_move():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    sim.refuse_next(partition_id=ORDERS, kind="MoveSecondary", code="FABRIC_E_CONSTRAINT_NOT_SATISFIED")
+    sim.slow(ORDERS, 1000.0)
+    with sim.serve() as endpoint:
+        status, body = _secondary(endpoint, ORDERS, "_FrontEnd_1", "_FrontEnd_2")
+        assert (status, body["Error"]["Code"]) == (400, "FABRIC_E_CONSTRAINT_NOT_SATISFIED")
+        assert _secondary(endpoint, ORDERS, "_FrontEnd_1", "_FrontEnd_2")[0] == 200
+        sim.node_down("_FrontEnd_2")
+        assert sim.moves[0].outcome == "failed" and "_FrontEnd_2" not in sim.placement()[ORDERS]
+        _, node = _get(endpoint, "/Nodes/_FrontEnd_2")
+        assert node["NodeStatus"] == "Down"
+        status, body = _secondary(endpoint, ORDERS, "_FrontEnd_1", "_FrontEnd_2")
+        assert (status, body["Error"]["Code"]) == (404, "FABRIC_E_NODE_NOT_FOUND")
+    later = Simulator.from_dump(DUMP, **NO_FM)
+    later.node_down("_FrontEnd_1", after_moves=1)
+    with later.serve() as endpoint:
+        assert _secondary(endpoint, "458e2db1-4db0-5d43-9802-c144df15a55c", "_BackEnd_1", "_FrontEnd_2")[0] == 200
+        _, page = _get(endpoint, f"/Partitions/{ORDERS}/$/GetReplicas")
+        assert {r["NodeName"]: r["ReplicaStatus"] for r in page["Items"]}["_FrontEnd_1"] == "Down"
+
+
+def test_the_failover_manager_restores_a_down_replica_where_the_plan_says():
+    sim = Simulator.from_dump(DUMP, **FAST)
+    sim.follow_plan(
+        {
+            "Actions": [
+                {
+                    "Action": "AddSecondary",
+                    "ServiceName": "fabric:/Shop/Cart",
+                    "PartitionId": CART_DOWN,
+                    "ReplicaId": None,
+                    "SourceNode": None,
+                    "TargetNode": "_BackEnd_1",
+                }
+            ]
+        }  # fmt: skip
+    )
+    _wait(lambda: sim.placement()[CART_DOWN].get("_BackEnd_1") == "Secondary")
+    assert sim.placement()[CART_DOWN] == {
+        "_FrontEnd_0": "Primary",
+        "_FrontEnd_1": "Secondary",
+        "_BackEnd_1": "Secondary",
+    }
+    assert [m.kind for m in sim.failovers] == ["AddSecondary"] and sim.moves == []
+    doc = sim.state_document()
+    cart = next(p for p in doc["Partitions"] if p["PartitionId"] == CART_DOWN)
+    assert sorted(r["NodeName"] for r in cart["Replicas"]) == ["_BackEnd_1", "_FrontEnd_0", "_FrontEnd_1"]
+
+
+def test_the_failover_manager_promotes_when_the_primary_goes_down():
+    sim = Simulator.from_dump(DUMP, **FAST)
+
+    def last(pid: str, kind: str, candidates: list[str]) -> str:
+        return candidates[-1]
+
+    sim.failover_choice = last
+    sim.node_down("_FrontEnd_0")
+    _wait(lambda: sum(role == "Primary" for role in sim.placement()[ORDERS].values()) == 1)
+    _wait(lambda: len([r for r in sim.placement()[ORDERS].values() if r != "InBuild"]) == 3)
+    assert "_FrontEnd_0" not in sim.placement()[ORDERS]
+    assert {m.kind for m in sim.failovers} >= {"PromoteSecondary", "AddSecondary"}
+
+
+def test_busy_gateway_and_dropped_connection():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    sim.unavailable(times=1)
+    sim.drop_connection(times=1)
+    with sim.serve() as endpoint:
+        with pytest.raises((http.client.RemoteDisconnected, urllib.error.URLError, ConnectionError)):
+            _get(endpoint, "/Nodes")
+        status, body = _get(endpoint, "/Nodes")
+        assert (status, body["Error"]["Code"]) == (503, "FABRIC_E_SERVICE_TOO_BUSY")
+        assert _get(endpoint, "/Nodes")[0] == 200
+    assert [m for m, _ in sim.requests] == ["GET"] * 3 and sim.requests[0][1] == "/Nodes?api-version=6.0"
+
+
+def test_plbjax_dump_of_the_simulator_imports_as_the_bundled_dump(tmp_path):
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        dump_main(
+            ["--endpoint", endpoint, "--insecure", "-o", str(tmp_path / "d"), "--max-results", "2", "--replica-loads"]
+        )
+    assert import_dump(str(tmp_path / "d"))[0] == import_dump(str(DUMP))[0] == sim.state_document()
+
+
+def test_plbjax_dump_of_a_secured_simulator_takes_the_client_certificate(tmp_path, pki):
+    """https, the client's certificate presented and the gateway's verified against --ca."""
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve(cert=str(pki / "server.pem"), client_ca=str(pki / "ca.pem")) as endpoint:
+        credentials = ["--cert", str(pki / "client.crt"), "--key", str(pki / "client.key"), "--ca", str(pki / "ca.pem")]
+        dump_main(["--endpoint", endpoint, *credentials, "--replica-loads", "-o", str(tmp_path / "d")])
+    assert import_dump(str(tmp_path / "d"))[0] == import_dump(str(DUMP))[0]
+
+
+def _sfctl(home: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HOME": str(home)}
+    return subprocess.run([sys.executable, str(SFCTL), *args], capture_output=True, text=True, env=env, timeout=30)
+
+
+def test_the_sfctl_stand_in(tmp_path):
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        assert _sfctl(tmp_path, "cluster", "select", "--endpoint", endpoint).returncode == 0
+        assert f"endpoint = {endpoint}" in (tmp_path / ".sfctl" / "config").read_text()
+        listed = _sfctl(tmp_path, "replica", "list", "--partition-id", ORDERS)
+        page = json.loads(listed.stdout)
+        assert page["continuationToken"] == "" and page["items"][0] == {
+            "address": _items(json.loads((DUMP / f"replicas/{ORDERS}.json").read_text()))[0]["Address"],
+            "healthState": "Ok",
+            "lastInBuildDurationInSeconds": "12",
+            "nodeName": "_FrontEnd_0",
+            "replicaId": "133497100000000001",
+            "replicaRole": "Primary",
+            "replicaStatus": "Ready",
+            "serviceKind": "Stateful",
+        }
+        moved = _sfctl(tmp_path, "partition", "move-secondary-replica", "--partition-id", ORDERS,
+                       "--current-node-name", "_FrontEnd_1", "--new-node-name", "_FrontEnd_2")  # fmt: skip
+        assert (moved.returncode, moved.stdout, moved.stderr) == (0, "", "")
+        refused = _sfctl(
+            tmp_path, "partition", "move-primary-replica", "--partition-id", ORDERS, "--node-name", "_FrontEnd_0"
+        )
+        assert refused.returncode == 1 and refused.stdout == ""
+        assert refused.stderr.startswith("ERROR: (FABRIC_E_PRIMARY_ALREADY_EXISTS) Replica is already primary role.\n")
+        assert _sfctl(tmp_path, "replica", "frobnicate").returncode == 2
+    assert [m.kind for m in sim.moves] == ["MoveSecondary"]
+
+
+def test_from_state_on_the_example_and_a_generated_cluster(tmp_path):
+    sim = Simulator.from_state(EXAMPLE, **NO_FM)
+    doc = sim.state_document()
+    with sim.serve() as endpoint:
+        dump_main(["--endpoint", endpoint, "--insecure", "-o", str(tmp_path / "d")])
+    imported, _ = import_dump(str(tmp_path / "d"))
+    assert [n["NodeName"] for n in imported["Nodes"]] == [n["NodeName"] for n in doc["Nodes"]]
+    placed = sorted((r["NodeName"], r["Role"]) for p in doc["Partitions"] for r in p["Replicas"])
+    assert sorted((r["NodeName"], r["Role"]) for p in imported["Partitions"] for r in p["Replicas"]) == placed
+    from plbjax.sf import ClusterSpec
+
+    big = Simulator.from_state(generate(0, ClusterSpec(nodes=40, services=20, partitions_per_service=16)), **NO_FM)
+    replicas = sum(len(p) for p in big.placement().values())
+    assert replicas > 900 and big.state_document()["Partitions"] == big.base["Partitions"]

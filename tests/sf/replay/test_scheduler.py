@@ -1,0 +1,222 @@
+"""SF's scheduler rules the replay follows (plbjax.sf.replay.scheduler; PLBScheduler.cpp,
+ServiceDomain.cpp), with fake planners and probes: the timers and their order, the first balancing,
+the settings and upgrades that gate phases, placement retries."""
+
+from __future__ import annotations
+
+import pytest
+from replay_fakes import OneMove, action, cluster, counts, planned, play, probe, ran
+
+from plbjax.sf.replay import parse_timeline, replay
+from plbjax.sf.replay.scheduler import last_check_before, tick_at_or_after
+from plbjax.sf.replay.types import Needs
+
+FAILED_R0 = {"Time": 0, "Kind": "ReplicaFailed", "ReplicaId": "r0"}
+
+
+def test_first_balancing_one_interval_after_the_start_placement_at_once():
+    """ServiceDomain::ServiceDomain creates its PLBScheduler with lastBalancing = Stopwatch::Now()
+    and lastPlacement = lastConstraintCheck = 0; AddService (OnServiceChanged) makes the initial
+    state a change, so ThrottleBalancingForSmallStdDevChange does not skip the first balancing."""
+    state = cluster({"N0": 4, "N1": 0}, {"MinLoadBalancingInterval": 7})
+    result = play(state, [FAILED_R0], duration=8)
+    assert ran(result) == [(0, "Placement", None), (7, "Balancing", None)]
+    assert ran(play(state, duration=7)) == [(7, "Balancing", None)]  # no event: the initial state changed at 0
+
+
+def test_first_balancing_per_node_type_after_its_own_interval():
+    """Under SeparateBalancingStrategyPerNodeType each node type's timer starts at 0 too."""
+    state = cluster(
+        {"A0": 4, "A1": 0, "B0": 4, "B1": 0},
+        {"SeparateBalancingStrategyPerNodeType": True},
+        node_types={"A0": "A", "A1": "A", "B0": "B", "B1": "B"},
+        intervals={"A": 3, "B": 8},
+    )
+    assert ran(play(state, duration=8))[:2] == [(3, "Balancing", "A"), (6, "Balancing", "A")]
+    assert (8, "Balancing", "B") in ran(play(state, duration=8))
+
+
+def test_load_balancing_enabled_false_gates_balancing():
+    """PLBScheduler::RefreshAction: isBalancingEnabled = LoadBalancingEnabled && ..."""
+    state = cluster({"N0": 4, "N1": 0}, {"LoadBalancingEnabled": False})
+    result = play(state, [FAILED_R0], duration=20)
+    assert ran(result) == [(0, "Placement", None)]
+
+
+def _violating(state_doc, frozen) -> Needs:
+    """One violation while N0 holds more than one replica; it is a fault domain one only (none left
+    with FaultDomainConstraintPriority -1)."""
+    fd_off = str(state_doc.get("Settings", {}).get("FaultDomainConstraintPriority")) == "-1"
+    needs = probe(state_doc, frozen)
+    return Needs(needs.unplaced, 0 if fd_off or counts(state_doc).get("N0", 0) <= 1 else 1)
+
+
+def test_constraint_check_enabled_false_gates_the_constraint_check():
+    """PLBScheduler::RefreshAction: the ConstraintCheck stage only when ConstraintCheckEnabled."""
+    for enabled, expected in ((True, [(0, "ConstraintCheck", None)]), (False, [])):
+        state = cluster({"N0": 2, "N1": 0}, {"ConstraintCheckEnabled": enabled})
+        result = replay(parse_timeline({"State": state, "Events": [], "Duration": 0.5}), OneMove(), _violating, 0)
+        assert ran(result) == expected
+
+
+def test_domain_violations_wait_out_the_constraint_fix_partial_delay_after_a_node_event():
+    """PLBScheduler::RefreshAction with IsConstraintCheckThrottled and AllViolationsSkippable: within
+    ConstraintFixPartialDelayAfterNodeDown of a node going down, a check whose violations are all
+    fault/upgrade domain ones is skipped (its timer restarted); after it, the check runs."""
+    state = cluster({"N0": 2, "N1": 0, "N2": 0}, {"ConstraintFixPartialDelayAfterNodeDown": 4})
+    seen = []
+
+    def planner(state_doc, phase, node_type, seed, frozen, effort=None):
+        seen.append(phase)
+        return planned([], {})
+
+    events = [{"Time": 0, "Kind": "NodeDown", "NodeName": "N2"}]
+    result = replay(parse_timeline({"State": state, "Events": events, "Duration": 4.5}), planner, _violating, 0)
+    assert ran(result) == [(4, "ConstraintCheck", None)] and seen == ["ConstraintCheck"]
+
+
+def test_placement_retries_without_moves_then_places_with_moves():
+    """PLBScheduler::RefreshAction's Placement stage and PLBSchedulerAction::CanRetry: NewReplicaPlacement
+    PLBActionRetryTimes times, then NewReplicaPlacementWithMove (MoveExistingReplicaForPlacement);
+    a placement that found nothing is not searched again (the same state), but its retries count."""
+    state = cluster({"N0": 2, "N1": 0}, {"PLBActionRetryTimes": 3, "LoadBalancingEnabled": False})
+    modes = []
+
+    def planner(state_doc, phase, node_type, seed, frozen, effort=None):
+        modes.append((phase, state_doc["Settings"].get("MoveExistingReplicaForPlacement", True)))
+        return planned([], {})
+
+    replay(parse_timeline({"State": state, "Events": [FAILED_R0], "Duration": 10}), planner, probe, 0)
+    assert modes == [("Placement", False), ("Placement", True)]
+    modes.clear()
+    state["Settings"]["MoveExistingReplicaForPlacement"] = False
+    replay(parse_timeline({"State": state, "Events": [FAILED_R0], "Duration": 10}), planner, probe, 0)
+    assert modes == [("Placement", False)]
+
+
+def test_application_upgrade_stops_balancing_only_when_not_allowed_a_cluster_upgrade_always():
+    """PLBScheduler::RefreshAction: canBalanceDueToAppUpgrade = !HasPartitionInAppUpgrade ||
+    AllowBalancingDuringApplicationUpgrade (default true); a cluster upgrade pauses balancing."""
+
+    def balancing(scope: str, allow: bool) -> list:
+        state = cluster({"N0": 4, "N1": 0}, {"AllowBalancingDuringApplicationUpgrade": allow})
+        state["Services"][0]["ApplicationName"] = "fabric:/App"
+        start = {"Time": 0, "Kind": "UpgradeStarted", "Scope": scope, "UpgradeDomains": ["UD0", "UD1"]}
+        start |= {"ApplicationName": "fabric:/App"} if scope == "Application" else {}
+        return ran(play(state, [start], duration=6), "Balancing")
+
+    assert balancing("Application", True) == [(5, "Balancing", None)]
+    assert balancing("Application", False) == []
+    assert balancing("Cluster", True) == []
+
+
+def test_timer_helpers():
+    assert tick_at_or_after(2.5, 1) == 3 and tick_at_or_after(3.0, 1) == 3 and tick_at_or_after(0.1, 0.1) == 0.1
+    assert last_check_before(0, 1, 1, since=1, until=8) == 7  # restarts at 1..7
+    assert last_check_before(0, 5, 1, since=1, until=12) == 10  # restarts at 5 and 10
+    assert last_check_before(0, 5, 1, since=1, until=5) == 0  # not expired before 5
+
+
+def test_placement_and_balancing_timers_run_in_sfs_order():
+    """A 1-s placement timer and a 5-s balancing timer: balancing runs every 5 s while the cluster
+    is imbalanced, the first one interval after the start (SF's ServiceDomain starts its scheduler's
+    lastBalancing at its creation); a failed instance is placed at the first refresh after it
+    failed; rounds never run two phases."""
+    state = cluster({"N0": 6, "N1": 0, "N2": 0, "N3": 0}, {})
+    result = play(state, [{"Time": 7.5, "Kind": "ReplicaFailed", "ReplicaId": "r5"}], duration=40)
+    assert ran(result) == [
+        (5, "Balancing", None),
+        (8, "Placement", None),
+        (10, "Balancing", None),
+        (15, "Balancing", None),
+    ]
+    assert [r.time for r in result.rows if r.trigger == "Event"] == [7.5]
+    assert result.rounds == {"Balancing": 3, "Placement": 1}
+    assert counts(result.final_state) == {"N0": 2, "N1": 2, "N2": 1, "N3": 1}
+
+
+def test_balancing_waits_for_placement_on_the_same_tick_then_takes_its_turn():
+    """SF visits expired timers from the one that waited longest: when both are due at 5,
+    placement (needed) runs; balancing, due since 5, goes before placement due at 6."""
+    state = cluster({"N0": 4, "N1": 0, "N2": 0}, {})
+    events = [
+        {"Time": 4.5, "Kind": "ReplicaFailed", "ReplicaId": "r0"},
+        {"Time": 5.5, "Kind": "ReplicaFailed", "ReplicaId": "r1"},
+    ]
+    result = play(state, events, duration=7)
+    assert ran(result) == [
+        (5, "Placement", None),
+        (6, "Balancing", None),
+        (7, "Placement", None),
+    ]
+
+
+def test_node_type_whose_interval_has_not_passed_is_not_balanced():
+    state = cluster(
+        {"A0": 6, "A1": 0, "B0": 6, "B1": 0},
+        {"SeparateBalancingStrategyPerNodeType": True},
+        node_types={"A0": "A", "A1": "A", "B0": "B", "B1": "B"},
+        intervals={"A": 5, "B": 20},
+    )
+    result = play(state, duration=45)
+    assert ran(result) == [  # each timer starts at 0: A's first balancing at 5, B's at 20
+        (5, "Balancing", "A"),
+        (10, "Balancing", "A"),
+        (15, "Balancing", "A"),
+        (20, "Balancing", "B"),
+        (40, "Balancing", "B"),
+    ]
+    assert result.rounds == {"Balancing": 5}
+    assert {a["NodeType"] for a in result.actions} == {"A", "B"}
+
+
+def test_no_balancing_during_an_upgrade_and_domains_return_to_their_snapshot():
+    state = cluster({"N0": 4, "N1": 0, "N2": 0, "N3": 0}, {})
+
+    class MovesForPlacement(OneMove):
+        """Placement also moves r1 from N0 to N3 (placement with move)."""
+
+        def __call__(self, state_doc, phase, node_type, seed, frozen, effort=None):
+            plan = super().__call__(state_doc, phase, node_type, seed, frozen, effort)
+            if phase == "Placement":
+                moved = action({"PartitionId": "p1"}, "r1", "MoveInstance", "N0", "N3")
+                return plan._replace(actions=(*plan.actions, moved))
+            return plan
+
+    events = [
+        {"Time": 2, "Kind": "UpgradeStarted", "Scope": "Cluster", "UpgradeDomains": ["UD0", "UD1"]},
+        {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r2"},
+        {"Time": 10, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD1"},
+        {"Time": 20, "Kind": "UpgradeDomainCompleted", "UpgradeDomain": "UD0"},
+        {"Time": 30, "Kind": "UpgradeCompleted"},
+    ]
+    upgrading = play(state, events[:-1], planner=MovesForPlacement(), duration=29)
+    assert ran(upgrading) == [(3, "Placement", None)]
+    where = {r["ReplicaId"]: r["NodeName"] for p in upgrading.final_state["Partitions"] for r in p["Replicas"]}
+    assert where["r1"] == "N0"  # back on its snapshot node when UD0 completed
+    assert upgrading.final_state["Upgrade"]["UpgradeDomainsDone"] == ["UD1", "UD0"]
+    done = play(state, events, planner=MovesForPlacement(), duration=31)
+    assert ran(done)[-1] == (30, "Balancing", None)  # balancing resumes when the upgrade completes
+
+
+def test_with_sfs_default_timers_phases_run_at_the_refresh_their_timer_expires():
+    """SF's defaults (PLBRefreshGap 0.1, MinPlacementInterval 1, MinLoadBalancingInterval 5): a
+    replica failing at 7.05 is placed when the placement timer next expires (8.0, not the next
+    refresh at 7.1); two failures within a second are placed in one round; balancing runs every 5 s
+    while imbalanced; one phase per round, placement first."""
+    state = cluster({"N0": 10, "N1": 0, "N2": 0, "N3": 0}, {"PLBRefreshGap": 0.1})
+    events = [
+        {"Time": 7.05, "Kind": "ReplicaFailed", "ReplicaId": "r9"},
+        {"Time": 9.5, "Kind": "ReplicaFailed", "ReplicaId": "r8"},
+        {"Time": 9.95, "Kind": "ReplicaFailed", "ReplicaId": "r7"},
+    ]
+    result = play(state, events, duration=16)
+    assert ran(result) == [
+        (5, "Balancing", None),
+        (8, "Placement", None),
+        (10, "Placement", None),
+        (pytest.approx(10.1), "Balancing", None),  # due at 10 too: placement went first, then its turn
+        (pytest.approx(15.1), "Balancing", None),
+    ]
+    assert [r.time for r in result.rows if r.trigger == "Event"] == [7.05, 9.5, 9.95]
+    assert [a["Action"] for a in result.actions if a["Time"] == 10] == ["AddInstance", "AddInstance"]
