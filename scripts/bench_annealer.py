@@ -46,7 +46,7 @@ from plbjax.baseline import (
 )
 from plbjax.sf import ClusterSpec, generate, model, parse_state
 from plbjax.sf import (
-    _energy as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
+    energy_of as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
 )
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -55,11 +55,9 @@ from plbjax import baseline as bn
 from plbjax.baseline import CLUSTER_SEED, Contention, machine, wait_idle
 from plbjax.sf import ClusterSpec, generate, parse_state
 from plbjax.sf import (
-    _energy as E,  # the engine's AvgStdDev of a placement (not exported)
+    energy_of as E,  # the engine's AvgStdDev of a placement (not exported)
 )
-from plbjax.sf._phases.phase import (
-    movement_budget,  # SF's throttles as plan applies them, to check they are lifted
-)
+from plbjax.sf._phases import movement_budget
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(tempfile.gettempdir()) / "plbjax_bench_cli"

@@ -58,7 +58,7 @@ from plbjax.baseline import (
 )
 from plbjax.sf import ClusterSpec, Search, generate, model, parse_state
 from plbjax.sf import (
-    _energy as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
+    energy_of as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
 )
 
 MODEL = model()  # SF's search, SF's swap probability

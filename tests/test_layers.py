@@ -10,11 +10,16 @@ from paths import ROOT
 
 PACKAGE = ROOT / "plbjax"
 # The groups, lowest layer first. A group is a module or a package with everything under it; the
-# package `plbjax` is only its own __init__.
+# packages `plbjax` and `plbjax.sf` (the face of sf's private folders) are only their own __init__.
 LAYERS = [
     {"plbjax.errors", "plbjax.files", "plbjax.generators", "plbjax.version"},
     {"plbjax.anneal"},
-    {"plbjax.sf", "plbjax.roadef"},
+    {"plbjax.sf._state", "plbjax.sf._generator", "plbjax.roadef"},
+    {"plbjax.sf._encoding"},
+    {"plbjax.sf._model"},
+    {"plbjax.sf._phases"},
+    {"plbjax.sf._plan"},
+    {"plbjax.sf"},
     {"plbjax.sf.live", "plbjax.sf.replay"},
     {
         "plbjax.baseline",
@@ -29,17 +34,25 @@ LAYERS = [
 ]
 # What each group may import besides itself (docs/architecture.md states the same, group by group).
 ERRORS, FILES, VERSION, ANNEAL, SF = "plbjax.errors", "plbjax.files", "plbjax.version", "plbjax.anneal", "plbjax.sf"
+STATE, ENCODING, MODEL, PHASES, PLAN = (f"plbjax.sf._{f}" for f in ("state", "encoding", "model", "phases", "plan"))
+GENERATOR = "plbjax.sf._generator"
 MAY_IMPORT: dict[str, set[str]] = {
     ERRORS: set(),
     FILES: set(),
     "plbjax.generators": set(),
     VERSION: set(),
     ANNEAL: set(),
-    SF: {ANNEAL, ERRORS, VERSION},
+    STATE: {ERRORS},
+    GENERATOR: {ERRORS},
+    ENCODING: {STATE, ERRORS},
+    MODEL: {ENCODING, STATE, ANNEAL, ERRORS},
+    PHASES: {MODEL, ENCODING, STATE, ANNEAL, ERRORS},
+    PLAN: {PHASES, MODEL, ENCODING, STATE, ANNEAL, ERRORS, VERSION},
+    SF: {STATE, GENERATOR, ENCODING, MODEL, PHASES, PLAN},
     "plbjax.roadef": {ANNEAL, ERRORS, VERSION},
     "plbjax.sf.live": {SF, ERRORS, FILES, VERSION},
-    "plbjax.sf.replay": {SF, ERRORS, FILES, VERSION},
-    "plbjax.baseline": {SF, "plbjax"},
+    "plbjax.sf.replay": {SF, STATE, ERRORS, FILES, VERSION},  # _state: DEFAULT_METRICS, resolve_settings
+    "plbjax.baseline": {SF, ENCODING, "plbjax"},  # _encoding: the constraint kinds indexing Problem.enforce
     "plbjax.config": {SF, ERRORS},
     "plbjax.help": {"plbjax.config"},
     "plbjax.plotting": {FILES},
@@ -59,11 +72,8 @@ MAY_IMPORT: dict[str, set[str]] = {
     "plbjax.generate_cli": {SF, "plbjax.sf.replay", ERRORS, VERSION},
     "plbjax": {ANNEAL, ERRORS, SF},
 }
-# Another group's internal modules (a name with a leading underscore) are imported only here.
-INTERNAL_ALLOWED = {
-    "plbjax.sf.replay": {"plbjax.sf._state.cluster", "plbjax.sf._state.settings"},  # DEFAULT_METRICS, resolve_settings
-    "plbjax.baseline": {"plbjax.sf._encoding.problem"},  # the constraint indices of Problem.enforce / penalty
-}
+# sf's private folders: another group reaches one only through its face (its __init__).
+FOLDERS = {STATE, GENERATOR, ENCODING, MODEL, PHASES, PLAN}
 
 
 def _name(path: Path) -> str:
@@ -96,9 +106,9 @@ def _modules() -> dict[str, set[str]]:
 
 def _group(module: str) -> str | None:
     """The group of `module` (its longest matching group), None if no rule names it."""
-    if module == "plbjax":
-        return "plbjax"
-    groups = [g for g in MAY_IMPORT if g != "plbjax" and (module == g or module.startswith(g + "."))]
+    if module in ("plbjax", SF):
+        return module
+    groups = [g for g in MAY_IMPORT if g not in ("plbjax", SF) and (module == g or module.startswith(g + "."))]
     return max(groups, key=len, default=None)
 
 
@@ -120,7 +130,9 @@ def wrong_imports(modules: dict[str, set[str]]) -> list[str]:
                 wrong.append(f"{module} imports {target}, which is in no group of the rules")
             elif to != group and to not in MAY_IMPORT[group]:
                 wrong.append(f"{module} imports {target}: {group} may not import {to}")
-            elif to != group and _internal(target, to) and target not in INTERNAL_ALLOWED.get(group, set()):
+            elif to != group and to in FOLDERS and target != to:
+                wrong.append(f"{module} imports {target}: past the face of {to}")
+            elif to != group and _internal(target, to):
                 wrong.append(f"{module} imports {target}: internal to {to}")
     return wrong
 
@@ -156,7 +168,8 @@ def test_a_wrong_import_is_caught():
         "plbjax.sf._plan.planning": {"plbjax.sf.live.steps"},
         "plbjax.sf.live.importer": {"plbjax.sf.replay.timeline"},
         "plbjax.sf.replay.loop": {"plbjax.sf.live"},
-        "plbjax.sf.live.nodes": {"plbjax.sf._state.cluster"},
+        "plbjax.sf.live.nodes": {"plbjax.sf._state"},
+        "plbjax.sf.replay.document": {"plbjax.sf._state.cluster"},
         "plbjax.anneal._kernel": {"plbjax.errors"},
         "plbjax.roadef._model": {"plbjax.sf"},
         "plbjax.config": {"plbjax.baseline"},
@@ -167,12 +180,33 @@ def test_a_wrong_import_is_caught():
     for module, imports in wrong.items():
         assert len(wrong_imports({module: imports})) == 1, (module, imports)
     allowed = {
-        "plbjax.sf.replay.loop": {"plbjax.sf", "plbjax.sf._state.cluster", "plbjax.sf.replay.events"},
+        "plbjax.sf.replay.loop": {"plbjax.sf", "plbjax.sf._state", "plbjax.sf.replay.events"},
         "plbjax.generate_cli": {"plbjax.sf", "plbjax.sf.replay.generate"},
-        "plbjax.baseline._arrays": {"plbjax.sf", "plbjax.sf._encoding.problem"},
-        "plbjax.sf._plan.planning": {"plbjax.sf._encoding.encoder", "plbjax.anneal", "plbjax.version"},
+        "plbjax.baseline._arrays": {"plbjax.sf", "plbjax.sf._encoding"},
+        "plbjax.sf._plan.planning": {"plbjax.sf._phases", "plbjax.sf._plan.probe", "plbjax.anneal", "plbjax.version"},
     }
     assert wrong_imports(allowed) == []
+
+
+def test_an_import_against_the_flow_fails():
+    """Inside sf the folders go one way, document -> state -> arrays -> model -> phases -> plan, and
+    a folder is entered only through its face: an import back up the flow, or past a face, fails."""
+    against = {
+        "plbjax.sf._state.reading": {"plbjax.sf._encoding"},
+        "plbjax.sf._encoding.encoder": {"plbjax.sf._model"},
+        "plbjax.sf._model.energy": {"plbjax.sf._phases"},
+        "plbjax.sf._phases.phase": {"plbjax.sf._plan"},
+        "plbjax.sf._plan.planning": {"plbjax.sf"},
+        "plbjax.sf._generator.spec": {"plbjax.sf._state"},
+    }
+    past_the_face = {
+        "plbjax.sf._phases.balancing": {"plbjax.sf._model.energy"},
+        "plbjax.sf._plan.explain": {"plbjax.sf._encoding.problem"},
+    }
+    for module, imports in (against | past_the_face).items():
+        assert len(wrong_imports({module: imports})) == 1, (module, imports)
+    along = {f"plbjax.sf._{a}.x": {f"plbjax.sf._{b}"} for a, b in (("encoding", "state"), ("plan", "model"))}
+    assert wrong_imports(along) == []
 
 
 def test_imports_are_read_as_the_modules_they_name():

@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from plbjax.anneal._config import KernelConfig
-from plbjax.anneal._kernel import Chain, _first, _independent, init, step
+from plbjax.anneal._kernel import Chain, first_acceptance, independent_acceptances, init, step
 from plbjax.anneal._model import Model, Problem, State
 
 
@@ -141,9 +141,9 @@ def check_incremental(
 def _kept(model: Model, problem: Problem, config: KernelConfig, state: State, moves, valid) -> jax.Array:
     """[T] what a step keeps of the valid proposals: every independent one when parallel, else the first."""
     if not (config.parallel and model.footprint is not None and model.footprint_ids is not None):
-        return _first(valid)
+        return first_acceptance(valid)
     ids = jax.vmap(model.footprint, in_axes=(None, None, 0))(problem, state, moves)
-    return _independent(ids, valid, model.footprint_ids(problem))
+    return independent_acceptances(ids, valid, model.footprint_ids(problem))
 
 
 def check_step(

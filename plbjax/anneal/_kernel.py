@@ -82,12 +82,12 @@ def proposal_words(key: jax.Array, tries: int, n: int) -> tuple[jax.Array, jax.A
     return _mix(_mix(counter) ^ bits[1]).reshape(tries, n), bits[2:]
 
 
-def _first(accepts: jax.Array) -> jax.Array:
+def first_acceptance(accepts: jax.Array) -> jax.Array:
     """[T] only the first accepted proposal."""
     return accepts & (jnp.arange(accepts.shape[0]) == jnp.argmax(accepts))
 
 
-def _independent(ids: jax.Array, accepts: jax.Array, n_ids: int, rounds: int = 3) -> jax.Array:
+def independent_acceptances(ids: jax.Array, accepts: jax.Array, n_ids: int, rounds: int = 3) -> jax.Array:
     """[T] accepted proposals with pairwise disjoint footprints `ids` [T, F] (ids in 0..n_ids-1, -1:
     none). In each round, a proposal that shares no id with a kept one is kept when no earlier
     remaining proposal shares an id with it; later rounds let proposals that lost to an unkept one
@@ -154,9 +154,9 @@ def step(model: Model, problem, config: KernelConfig, chain: Chain, temperature:
     if config.parallel and model.footprint is not None:
         assert model.footprint_ids is not None  # given with footprint
         ids = jax.vmap(model.footprint, in_axes=(None, None, 0))(problem, chain.state, move)
-        keep = _independent(ids, accepts, model.footprint_ids(problem))
+        keep = independent_acceptances(ids, accepts, model.footprint_ids(problem))
     else:
-        keep = _first(accepts)
+        keep = first_acceptance(accepts)
     probe = valid[0] & (rows[0] == 0)
     return Chain(
         state=model.apply(problem, chain.state, move, keep, energy, stats),

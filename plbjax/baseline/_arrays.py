@@ -11,11 +11,11 @@ from plbjax.sf import Search
 
 # The constraint indices of `SearchScope.enforce` / `Problem.penalty`: the one private import, read to map
 # plbjax's order onto the baseline's own (below) by name.
-from plbjax.sf._encoding.problem import CAPACITY as SF_CAPACITY
-from plbjax.sf._encoding.problem import FAULT_DOMAIN as SF_FAULT_DOMAIN
-from plbjax.sf._encoding.problem import PLACEMENT as SF_PLACEMENT
-from plbjax.sf._encoding.problem import UNPLACED as SF_UNPLACED
-from plbjax.sf._encoding.problem import UPGRADE_DOMAIN as SF_UPGRADE_DOMAIN
+from plbjax.sf._encoding import CAPACITY as SF_CAPACITY
+from plbjax.sf._encoding import FAULT_DOMAIN as SF_FAULT_DOMAIN
+from plbjax.sf._encoding import PLACEMENT as SF_PLACEMENT
+from plbjax.sf._encoding import UNPLACED as SF_UNPLACED
+from plbjax.sf._encoding import UPGRADE_DOMAIN as SF_UPGRADE_DOMAIN
 
 # The Problem's fields as numpy arrays: floats as float64, ints as int64, masks as bool.
 Arrays = namedtuple(
@@ -143,4 +143,4 @@ State = namedtuple(
         "log_value",
     ],
 )
-_LS, _COST, _E, _BEST, _ACC, _LOGN, _LOGMODE, _PEN = range(8)
+LS, COST, E, BEST, ACC, LOGN, LOGMODE, PEN = range(8)

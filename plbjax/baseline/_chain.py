@@ -1,6 +1,6 @@
-"""The baseline's chain: `_anneal`, n sequential steps (propose, incremental energy, Metropolis,
+"""The baseline's chain: `anneal`, n sequential steps (propose, incremental energy, Metropolis,
 apply) of one chain compiled with numba, keeping the best placement as the current one plus an
-undo log (`_materialise`)."""
+undo log (`materialise`)."""
 
 from __future__ import annotations
 
@@ -8,53 +8,53 @@ import numba as nb
 import numpy as np
 
 from plbjax.baseline._arrays import (
-    _ACC,
-    _BEST,
-    _COST,
-    _E,
-    _LOGMODE,
-    _LOGN,
-    _LS,
-    _PEN,
+    ACC,
+    BEST,
     CAPACITY,
+    COST,
     FAULT_DOMAIN,
+    LOGMODE,
+    LOGN,
+    LS,
+    PEN,
     PLACEMENT,
     UNPLACED,
     UPGRADE_DOMAIN,
+    E,
     State,
 )
-from plbjax.baseline._energy import _deviation, _energy, _excess_change, _fits, _refresh, domain_violation
+from plbjax.baseline._energy import deviation, domain_violation, energy_of, excess_change, fits_node, refresh_stats
 
 
 @nb.njit(cache=True)
-def _seed(seed):
+def seed_chain(seed):
     np.random.seed(seed)
 
 
 @nb.njit(cache=True)
 def _materialise_arrays(node_of, primary_of, best_node_of, best_primary_of, log_kind, log_index, log_value, sc):
     """best arrays = current placement with the undo log applied in reverse; log mode off."""
-    if sc[_LOGMODE] == 0:
+    if sc[LOGMODE] == 0:
         return
     best_node_of[:] = node_of
     best_primary_of[:] = primary_of
-    for i in range(int(sc[_LOGN]) - 1, -1, -1):
+    for i in range(int(sc[LOGN]) - 1, -1, -1):
         if log_kind[i] == 0:
             best_node_of[log_index[i]] = log_value[i]
         else:
             best_primary_of[log_index[i]] = log_value[i]
-    sc[_LOGN] = 0
-    sc[_LOGMODE] = 0
+    sc[LOGN] = 0
+    sc[LOGMODE] = 0
 
 
-def _materialise(st: State) -> None:
+def materialise(st: State) -> None:
     _materialise_arrays(
         st.node_of, st.primary_of, st.best_node_of, st.best_primary_of, st.log_kind, st.log_index, st.log_value, st.sc
     )
 
 
 @nb.njit(cache=True)
-def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, probe):
+def anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, probe):
     """`n` steps (global step numbers first .. first + n - 1) cooling geometrically from t_start
     to t_end (plbjax.anneal.run_block); statistics are recomputed exactly every `refresh_steps` steps.
 
@@ -105,9 +105,9 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
     for i in range(first, first + n):
         temperature *= cooling
         if not probe and i > 0 and i % refresh_steps == 0:
-            _refresh(A, st)
-            if sc[_E] < sc[_BEST]:
-                sc[_BEST], sc[_LOGMODE], sc[_LOGN] = sc[_E], 1, 0
+            refresh_stats(A, st)
+            if sc[E] < sc[BEST]:
+                sc[BEST], sc[LOGMODE], sc[LOGN] = sc[E], 1, 0
         if not (can_move or can_swap):
             continue
         if can_move and can_swap:
@@ -136,8 +136,8 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
                 delta_a[m] = load_secondary[old, m] - load_primary[old, m]
                 delta_b[m] = load_primary[r, m] - load_secondary[r, m]
             if not (
-                _fits(check_capacity, capacity, loads, a, delta_a)
-                and _fits(check_capacity, capacity, loads, b, delta_b)
+                fits_node(check_capacity, capacity, loads, a, delta_a)
+                and fits_node(check_capacity, capacity, loads, b, delta_b)
             ):
                 continue
             init = initial_primary[p]
@@ -145,7 +145,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
             penalty_delta = 0.0
             if pen[CAPACITY] != 0:
                 penalty_delta = pen[CAPACITY] * (
-                    _excess_change(capacity, loads, a, delta_a) + _excess_change(capacity, loads, b, delta_b)
+                    excess_change(capacity, loads, a, delta_a) + excess_change(capacity, loads, b, delta_b)
                 )
             s = partition_service[p]
         else:
@@ -169,7 +169,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
                 load[m] = load_primary[r, m] if prim else load_secondary[r, m]
                 delta_a[m] = -load[m]
                 delta_b[m] = load[m]
-            if not _fits(check_capacity, capacity, loads, b, load):
+            if not fits_node(check_capacity, capacity, loads, b, load):
                 continue
             fd = 0
             if domains_fd:
@@ -193,7 +193,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
             penalty_delta = pen[FAULT_DOMAIN] * fd + pen[UPGRADE_DOMAIN] * ud
             if pen[CAPACITY] != 0:
                 penalty_delta += pen[CAPACITY] * (
-                    _excess_change(capacity, loads, a, delta_a) + _excess_change(capacity, loads, b, delta_b)
+                    excess_change(capacity, loads, a, delta_a) + excess_change(capacity, loads, b, delta_b)
                 )
             if a >= 0 and not class_allowed[cls, a]:
                 penalty_delta -= pen[PLACEMENT]
@@ -216,7 +216,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
                 sq += d * (2.0 * (loads[b, m] - c) + d)
                 tot += d
             g_tot[m], g_sq_new[m] = tot, sq
-            g_new += global_weight[m] * _deviation(tot, sq, metric_node_count[m], c)
+            g_new += global_weight[m] * deviation(tot, sq, metric_node_count[m], c)
         cls = service_class[s]
         l_count = float(class_node_count[cls])
         in_a, in_b = has_a and class_allowed[cls, a0], class_allowed[cls, b]
@@ -227,7 +227,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
             db_loc[k] = delta_b[slot] if slot >= 0 else 0.0
             c, w = l_centre[s, k], local_weight[s, k]
             tot, sq = l_total[s, k], l_sq[s, k]
-            old_local += w * _deviation(tot, sq, l_count, c)
+            old_local += w * deviation(tot, sq, l_count, c)
             if in_a:
                 sq += da_loc[k] * (2.0 * (local[s, a0, k] - c) + da_loc[k])
                 tot += da_loc[k]
@@ -235,12 +235,12 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
                 sq += db_loc[k] * (2.0 * (local[s, b, k] - c) + db_loc[k])
                 tot += db_loc[k]
             l_tot[k], l_sq_new[k] = tot, sq
-            new_local += w * _deviation(tot, sq, l_count, c)
-        local_score = sc[_LS] - old_local + new_local
-        cost = sc[_COST] + cost_delta
-        penalty = sc[_PEN] + penalty_delta
-        new_energy = _energy(g_new + local_score, cost, replica_count, move_penalty) + penalty
-        delta = new_energy - sc[_E]
+            new_local += w * deviation(tot, sq, l_count, c)
+        local_score = sc[LS] - old_local + new_local
+        cost = sc[COST] + cost_delta
+        penalty = sc[PEN] + penalty_delta
+        new_energy = energy_of(g_new + local_score, cost, replica_count, move_penalty) + penalty
+        delta = new_energy - sc[E]
         if probe:
             largest = max(largest, abs(delta))
             continue
@@ -250,8 +250,8 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
             continue
 
         # ---- apply, keeping the undo log while the best is "current + log"
-        if sc[_LOGMODE] == 1:
-            nlog = int(sc[_LOGN])
+        if sc[LOGMODE] == 1:
+            nlog = int(sc[LOGN])
             if nlog == log_cap:
                 _materialise_arrays(
                     node_of, primary_of, best_node_of, best_primary_of, log_kind, log_index, log_value, sc
@@ -261,7 +261,7 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
                     log_kind[nlog], log_index[nlog], log_value[nlog] = 1, p, primary_of[p]
                 else:
                     log_kind[nlog], log_index[nlog], log_value[nlog] = 0, r, node_of[r]
-                sc[_LOGN] = nlog + 1
+                sc[LOGN] = nlog + 1
         if swap:
             primary_of[p] = r
         else:
@@ -276,11 +276,11 @@ def _anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pr
                 local[s, a, k] += da_loc[k]
             local[s, b, k] += db_loc[k]
             l_total[s, k], l_sq[s, k] = l_tot[k], l_sq_new[k]
-        sc[_LS] = local_score
-        sc[_COST] = cost
-        sc[_PEN] = penalty
-        sc[_E] = new_energy
-        sc[_ACC] += 1
-        if new_energy < sc[_BEST]:
-            sc[_BEST], sc[_LOGMODE], sc[_LOGN] = new_energy, 1, 0
+        sc[LS] = local_score
+        sc[COST] = cost
+        sc[PEN] = penalty
+        sc[E] = new_energy
+        sc[ACC] += 1
+        if new_energy < sc[BEST]:
+            sc[BEST], sc[LOGMODE], sc[LOGN] = new_energy, 1, 0
     return largest

@@ -1,20 +1,20 @@
 """The baseline's energy of a placement, in float64 numba kernels: SF's score, the move cost and
-the constraint penalties, from scratch (`_refresh`, `_penalty`) and the pieces of a step's
-incremental update (`_deviation`, `_energy`, `_excess_change`, `domain_violation`, `_fits`)."""
+the constraint penalties, from scratch (`refresh_stats`, `_penalty`) and the pieces of a step's
+incremental update (`deviation`, `energy_of`, `excess_change`, `domain_violation`, `fits_node`)."""
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
 
-from plbjax.baseline._arrays import _COST, _E, _LS, _PEN, CAPACITY, FAULT_DOMAIN, PLACEMENT, UNPLACED, UPGRADE_DOMAIN
+from plbjax.baseline._arrays import CAPACITY, COST, FAULT_DOMAIN, LS, PEN, PLACEMENT, UNPLACED, UPGRADE_DOMAIN, E
 
 SMALL_VALUE = 0.001
 MOVE_COST_OFFSET = 1000.0
 
 
 @nb.njit(inline="always", cache=True)
-def _deviation(total, sq, count, centre):
+def deviation(total, sq, count, centre):
     n = max(count, 1.0)
     mean = total / n
     var = max(sq / n - (mean - centre) ** 2, 0.0)
@@ -22,7 +22,7 @@ def _deviation(total, sq, count, centre):
 
 
 @nb.njit(inline="always", cache=True)
-def _energy(avg_std_dev, cost, replica_count, move_penalty):
+def energy_of(avg_std_dev, cost, replica_count, move_penalty):
     """plbjax.sf._model.energy.energy: (AvgStdDev + 0.001) * (cost + replicas + 1000), plus a move penalty."""
     score = avg_std_dev + SMALL_VALUE
     sign = 1.0 if score >= 0 else -1.0
@@ -30,7 +30,7 @@ def _energy(avg_std_dev, cost, replica_count, move_penalty):
 
 
 @nb.njit(cache=True)
-def _refresh(A, st):
+def refresh_stats(A, st):
     """Recompute every statistic exactly from the placement (recentred on the current means)."""
     R, M = A.load_primary.shape
     S, N, Ms = st.local.shape
@@ -61,7 +61,7 @@ def _refresh(A, st):
             if A.metric_nodes[m, n]:
                 sq += (st.loads[n, m] - c) ** 2
         st.g_total[m], st.g_sq[m], st.g_centre[m] = tot, sq, c
-        g += A.global_weight[m] * _deviation(tot, sq, A.metric_node_count[m], c)
+        g += A.global_weight[m] * deviation(tot, sq, A.metric_node_count[m], c)
     local_score = 0.0
     for s in range(S):
         cls = A.service_class[s]
@@ -77,7 +77,7 @@ def _refresh(A, st):
                 if A.class_allowed[cls, n]:
                     sq += (st.local[s, n, k] - c) ** 2
             st.l_total[s, k], st.l_sq[s, k], st.l_centre[s, k] = tot, sq, c
-            local_score += A.local_weight[s, k] * _deviation(tot, sq, cnt, c)
+            local_score += A.local_weight[s, k] * deviation(tot, sq, cnt, c)
     cost = 0.0
     for r in range(R):
         if A.initial_node[r] >= 0 and st.node_of[r] != A.initial_node[r]:
@@ -85,10 +85,10 @@ def _refresh(A, st):
     for p in range(st.primary_of.shape[0]):
         if A.initial_primary[p] >= 0 and st.primary_of[p] != A.initial_primary[p]:
             cost += A.swap_cost
-    st.sc[_LS] = local_score
-    st.sc[_COST] = cost
-    st.sc[_PEN] = _penalty(A, st.node_of, st.loads)
-    st.sc[_E] = _energy(g + local_score, cost, A.replica_count, A.move_penalty) + st.sc[_PEN]
+    st.sc[LS] = local_score
+    st.sc[COST] = cost
+    st.sc[PEN] = _penalty(A, st.node_of, st.loads)
+    st.sc[E] = energy_of(g + local_score, cost, A.replica_count, A.move_penalty) + st.sc[PEN]
 
 
 @nb.njit(cache=True)
@@ -146,7 +146,7 @@ def _rel_excess(load, cap):
 
 
 @nb.njit(inline="always", cache=True)
-def _excess_change(capacity, loads, node, delta):
+def excess_change(capacity, loads, node, delta):
     """plbjax.sf._model.constraints.excess_change: change of the node's summed relative excess (0 for no node)."""
     if node < 0:
         return 0.0
@@ -216,7 +216,7 @@ def domain_violation(tree, children, usable, nodes_in, cls, nonpacking=False):
 
 
 @nb.njit(inline="always", cache=True)
-def _fits(check, capacity, loads, node, delta):
+def fits_node(check, capacity, loads, node, delta):
     """Adding `delta` to `node` keeps every metric that grows within capacity (plbjax.sf._model.constraints.fits;
     true when capacity is not enforced or there is no node)."""
     if not check or node < 0:

@@ -19,7 +19,7 @@ resource thresholds, history, closed nodes, throttles) make `problem_arrays` rai
 NotImplementedError; the benchmark's generated clusters use none of them. Nor does it propose
 exchanges (two replicas trading nodes), which plbjax's model mixes in.
 
-The modules: `_arrays` (the Problem as numpy arrays, the chain's state), `_energy` (the energy and
+The modules: `_arrays` (the Problem as numpy arrays, the chain's state), `energy_of` (the energy and
 penalty kernels), `_chain` (the step loop); this one is the driver (`run_baseline`, `energy`,
 `probe_temperature`, `compile_kernels`). Kernels are cached on disk (numba cache=True:
 plbjax/baseline/__pycache__/, git-ignored); a cold compile takes 15-30 s.
@@ -31,9 +31,9 @@ import time
 
 import numpy as np
 
-from plbjax.baseline._arrays import _ACC, _BEST, _E, _LOGMODE, Arrays, State, problem_arrays
-from plbjax.baseline._chain import _anneal, _materialise, _seed
-from plbjax.baseline._energy import _refresh
+from plbjax.baseline._arrays import ACC, BEST, LOGMODE, Arrays, E, State, problem_arrays
+from plbjax.baseline._chain import anneal, materialise, seed_chain
+from plbjax.baseline._energy import refresh_stats
 from plbjax.sf import (
     ClusterSpec,
     ClusterState,
@@ -77,9 +77,9 @@ def _new_state(A: Arrays, S: int, N: int, Ms: int) -> State:
         log_index=np.zeros(log, np.int64),
         log_value=np.zeros(log, np.int64),
     )
-    _refresh(A, st)
-    st.sc[_BEST] = st.sc[_E]
-    st.sc[_LOGMODE] = 1  # best = current (empty log)
+    refresh_stats(A, st)
+    st.sc[BEST] = st.sc[E]
+    st.sc[LOGMODE] = 1  # best = current (empty log)
     return st
 
 
@@ -87,7 +87,7 @@ def _init(problem: Search | Arrays, seed: int):
     A = problem if isinstance(problem, Arrays) else problem_arrays(problem)
     S, Ms = A.service_metrics.shape
     N = A.node_up.shape[0]
-    _seed(int(seed))
+    seed_chain(int(seed))
     return A, _new_state(A, S, N, Ms)
 
 
@@ -106,9 +106,9 @@ def compile_kernels() -> float:
         )
     )
     A, st = _init(tiny, 0)
-    _anneal(A, st, 0, 20, 1.0, 1e-4, 0.3, 5, True)
-    _anneal(A, st, 0, 20, 1.0, 1e-4, 0.3, 5, False)
-    _materialise(st)
+    anneal(A, st, 0, 20, 1.0, 1e-4, 0.3, 5, True)
+    anneal(A, st, 0, 20, 1.0, 1e-4, 0.3, 5, False)
+    materialise(st)
     _compile_seconds = time.perf_counter() - start
     return _compile_seconds
 
@@ -120,8 +120,8 @@ def energy(problem: Search | Arrays, node_of: np.ndarray, primary_of: np.ndarray
     st = _new_state(A, S, A.node_up.shape[0], Ms)
     st.node_of[:] = node_of
     st.primary_of[:] = primary_of
-    _refresh(A, st)
-    return float(st.sc[_E])
+    refresh_stats(A, st)
+    return float(st.sc[E])
 
 
 def probe_temperature(
@@ -130,8 +130,8 @@ def probe_temperature(
     """SF's initial temperature: `factor` x the largest |dE| of `probes` random valid moves."""
     compile_kernels()
     A, st = _init(problem, seed)
-    found = _anneal(A, st, 0, probes, 1.0, 1.0, swap_probability, 1 << 62, True)
-    return factor * found if found > 0 else max(float(st.sc[_E]), 1.0)
+    found = anneal(A, st, 0, probes, 1.0, 1.0, swap_probability, 1 << 62, True)
+    return factor * found if found > 0 else max(float(st.sc[E]), 1.0)
 
 
 def run_baseline(
@@ -164,7 +164,7 @@ def run_baseline(
     chunks = max(int(checkpoints), 1)
     rate = _calibrate(A, seconds, seed, t0, swap_probability, refresh_steps) if steps is None else 0.0
     A, st = _init(A, seed)
-    initial = float(st.sc[_E])
+    initial = float(st.sc[E])
     temperature = lambda frac: float(t0) * float(final_ratio) ** frac
     trace = [(0.0, initial)]
     done, frac, elapsed = 0, 0.0, 0.0
@@ -180,18 +180,18 @@ def run_baseline(
             n = int(rate * max(seconds - elapsed, 0.0) / left)
         n = max(n, 1)
         nxt = frac + (1.0 - frac) / left
-        _anneal(A, st, done, n, temperature(frac), temperature(nxt), float(swap_probability), int(refresh_steps), False)
+        anneal(A, st, done, n, temperature(frac), temperature(nxt), float(swap_probability), int(refresh_steps), False)
         done, frac = done + n, nxt
         elapsed = time.perf_counter() - start
-        trace.append((elapsed, float(st.sc[_BEST])))
-    _materialise(st)
+        trace.append((elapsed, float(st.sc[BEST])))
+    materialise(st)
     return dict(
-        best_energy=float(st.sc[_BEST]),
+        best_energy=float(st.sc[BEST]),
         initial_energy=initial,
         energy_trace=trace,
         steps=done,
         seconds=elapsed,
-        accepted=int(st.sc[_ACC]),
+        accepted=int(st.sc[ACC]),
         t0=float(t0),
         node_of=st.best_node_of.copy(),
         primary_of=st.best_primary_of.copy(),
@@ -205,7 +205,7 @@ def _calibrate(A, seconds, seed, t0, swap_probability, refresh_steps) -> float:
     while True:
         _, st = _init(A, seed)
         start = time.perf_counter()
-        _anneal(A, st, 0, n, float(t0), float(t0), float(swap_probability), int(refresh_steps), False)
+        anneal(A, st, 0, n, float(t0), float(t0), float(swap_probability), int(refresh_steps), False)
         took = time.perf_counter() - start
         if took >= max(0.01 * seconds, 0.02) or n >= 1 << 34:
             return n / took

@@ -1,26 +1,25 @@
 """Service Fabric's Cluster Resource Manager as a model for the annealer.
 
-The state document (`load_state`, `parse_state`) is encoded into arrays (`encode`: a `Problem` and
-the host-side `Index` of names); `model` is the search the annealer runs (SF's energy, constraints
-and moves); `plan` runs SF's phases (placement, constraint check, balancing) and returns the plan
-document, whose `Actions` `apply_actions` applies to a state document. `generate` makes random
-clusters from a `ClusterSpec`. A `Session` holds a cluster encoded across PLB rounds (the replay's)
-and takes each round's document as an update.
+The flow runs through six private folders, each behind its face (its `__init__`), each reading only
+the ones before it:
+
+    _state      the state document -> ClusterState         (load_state, parse_state)
+    _encoding   ClusterState <-> arrays: Problem, Index     (encode, apply_actions, diff)
+    _model      SF's energy, constraints and moves          (model, scope)
+    _phases     placement, constraint check, balancing      (SearchConfig)
+    _plan       the phases in SF's order -> the plan        (plan, Session, findings)
+    _generator  synthetic clusters                          (generate, ClusterSpec)
+
+`live/` talks to a running cluster and `replay/` plays timelines through this face (the replay
+also reads `_state`'s default metrics and settings).
 """
 
-from plbjax.sf._encoding.decoding import apply_actions, apply_to_partition, diff
-from plbjax.sf._encoding.encoder import encode
-from plbjax.sf._encoding.problem import Index, Problem
-from plbjax.sf._generator.clusters import generate
-from plbjax.sf._generator.spec import ClusterSpec
-from plbjax.sf._model.chain import model
-from plbjax.sf._model.scope import Scope, Search, full_scope, scope
-from plbjax.sf._phases.search_config import SearchConfig
-from plbjax.sf._plan.findings import Findings, findings
-from plbjax.sf._plan.planning import Plan, plan
-from plbjax.sf._plan.session import Session
-from plbjax.sf._state.cluster import ClusterState
-from plbjax.sf._state.reading import load_state, parse_state
+from plbjax.sf._encoding import Index, Problem, apply_actions, apply_to_partition, diff, encode
+from plbjax.sf._generator import ClusterSpec, generate
+from plbjax.sf._model import Scope, Search, full_scope, model, scope
+from plbjax.sf._phases import SearchConfig
+from plbjax.sf._plan import Findings, Plan, Session, findings, plan
+from plbjax.sf._state import ClusterState, load_state, parse_state
 
 __all__ = [
     "ClusterSpec",
@@ -28,8 +27,8 @@ __all__ = [
     "findings",
     "ClusterState",
     "Index",
-    "Plan",
     "Problem",
+    "Plan",
     "Scope",
     "Search",
     "SearchConfig",

@@ -1,0 +1,58 @@
+"""A `ClusterState` <-> dense padded arrays: the `Problem` every search reads and the host's `Index`.
+
+    problem.py   Problem, Features, Index; the constraint kinds and SF's weights
+    arrays.py    sizes rounded up to buckets, so similar clusters share one compiled program
+    stages.py    the stages that do not depend on the replicas: entities, nodes, classes, weights
+    rows.py      the replica rows, each partition's replicas in order
+    encoder.py   encode: the stages and rows assembled into a Problem and its Index
+    updates.py   the session's update path: what changed re-encoded, the rest kept
+    decoding.py  a placement -> the minimal list of Failover Manager actions, and actions applied
+
+Reads `_state`; `_model` reads it.
+"""
+
+from plbjax.sf._encoding.arrays import on_device, pad
+from plbjax.sf._encoding.decoding import apply_actions, apply_to_partition, diff, settle
+from plbjax.sf._encoding.encoder import encode
+from plbjax.sf._encoding.problem import (
+    AFFINITY,
+    CAPACITY,
+    CONSTRAINTS,
+    FAULT_DOMAIN,
+    PLACEMENT,
+    PREFERRED,
+    PRIORITY_SETTINGS,
+    THRESHOLD,
+    THRESHOLD_PRIORITY,
+    UNPLACED,
+    UPGRADE_DOMAIN,
+    Index,
+    Problem,
+)
+from plbjax.sf._encoding.updates import with_parent_hosts, with_partitions, without_dropped
+
+__all__ = [
+    "AFFINITY",
+    "CAPACITY",
+    "CONSTRAINTS",
+    "FAULT_DOMAIN",
+    "Index",
+    "PLACEMENT",
+    "PREFERRED",
+    "PRIORITY_SETTINGS",
+    "Problem",
+    "THRESHOLD",
+    "THRESHOLD_PRIORITY",
+    "UNPLACED",
+    "UPGRADE_DOMAIN",
+    "apply_actions",
+    "apply_to_partition",
+    "diff",
+    "encode",
+    "on_device",
+    "pad",
+    "settle",
+    "with_parent_hosts",
+    "with_partitions",
+    "without_dropped",
+]

@@ -38,8 +38,7 @@ from plbjax.sf._encoding.stages import (
     nodes_in_domain,
     placement_classes,
 )
-from plbjax.sf._state.cluster import ClusterState
-from plbjax.sf._state.reading import gc_paused
+from plbjax.sf._state import ClusterState, gc_paused
 
 
 def encode(state: ClusterState, parent_hosts: dict[str, set[str]] | None = None) -> tuple[Problem, Index]:

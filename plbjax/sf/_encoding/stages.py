@@ -11,8 +11,7 @@ from operator import attrgetter
 import numpy as np
 
 from plbjax.sf._encoding.arrays import bucket, on_device, pad
-from plbjax.sf._state import expressions as expressions
-from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._state import ClusterState, node_mask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,7 +235,7 @@ def _allowed_nodes(state: ClusterState, cluster: Entities, up: np.ndarray) -> di
     allowed_of = {}
     for svc in cluster.services:
         if svc.placement_constraints not in selected:
-            selected[svc.placement_constraints] = expressions.node_mask(svc.placement_constraints, props)
+            selected[svc.placement_constraints] = node_mask(svc.placement_constraints, props)
         mask = selected[svc.placement_constraints] & up
         if svc.type_name in blocked:
             if svc.type_name not in open_to:

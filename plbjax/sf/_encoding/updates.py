@@ -13,8 +13,7 @@ from plbjax.sf._encoding.encoder import assemble, history_field
 from plbjax.sf._encoding.problem import Index, Problem
 from plbjax.sf._encoding.rows import Rows, replica_rows
 from plbjax.sf._encoding.stages import Stages, energy_weights, in_order, partition_order, placement_classes
-from plbjax.sf._state.cluster import ClusterState
-from plbjax.sf._state.reading import gc_paused
+from plbjax.sf._state import ClusterState, gc_paused
 
 
 def without_dropped(state: ClusterState, index: Index) -> tuple[Problem, Index]:

@@ -59,17 +59,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from plbjax.sf._generator.placement import _initial_placement
+from plbjax.sf._generator.placement import initial_placement
 from plbjax.sf._generator.spec import (
     ClusterSpec,
-    _capacity,
-    _Loads,
-    _loads,
-    _node_layout,
-    _Nodes,
-    _Services,
-    _services,
-    _validate,
+    DrawnLoads,
+    DrawnServices,
+    NodeLayout,
+    draw_loads,
+    draw_services,
+    node_capacity,
+    node_layout,
+    validate,
 )
 
 _WEIGHTS = ("High", "Medium", "Low")
@@ -83,13 +83,13 @@ def generate(seed: int, spec: ClusterSpec) -> dict:
     Raises :class:`plbjax.errors.BadInput` (a ``ValueError``) for an invalid seed or spec or when
     the hard rules leave no room for some partition.
     """
-    _validate(seed, spec)
+    validate(seed, spec)
     rng = np.random.default_rng(int(seed))
-    nodes = _node_layout(spec)
-    services = _services(rng, spec)
-    loads = _loads(rng, spec, services)
-    capacity = _capacity(spec, loads)
-    assign = _initial_placement(rng, spec, nodes, services, loads, capacity)
+    nodes = node_layout(spec)
+    services = draw_services(rng, spec)
+    loads = draw_loads(rng, spec, services)
+    capacity = node_capacity(spec, loads)
+    assign = initial_placement(rng, spec, nodes, services, loads, capacity)
     return _document(spec, nodes, services, loads, capacity, assign)
 
 
@@ -99,9 +99,9 @@ def generate(seed: int, spec: ClusterSpec) -> dict:
 
 def _document(
     spec: ClusterSpec,
-    nodes: _Nodes,
-    services: _Services,
-    loads: _Loads,
+    nodes: NodeLayout,
+    services: DrawnServices,
+    loads: DrawnLoads,
     capacity: np.ndarray | None,
     assign: np.ndarray,
 ) -> dict:
@@ -117,7 +117,7 @@ def _document(
 
 
 def _node_docs(
-    spec: ClusterSpec, nodes: _Nodes, loads: _Loads, capacity: np.ndarray | None, metric_names: list[str]
+    spec: ClusterSpec, nodes: NodeLayout, loads: DrawnLoads, capacity: np.ndarray | None, metric_names: list[str]
 ) -> list[dict]:
     racks = int(spec.racks_per_fault_domain) > 1
     cap_dict = None if capacity is None else {m: loads.number(v) for m, v in zip(metric_names, capacity)}
@@ -137,7 +137,7 @@ def _node_docs(
     return docs
 
 
-def _service_docs(spec: ClusterSpec, services: _Services, loads: _Loads, metric_names: list[str]) -> list[dict]:
+def _service_docs(spec: ClusterSpec, services: DrawnServices, loads: DrawnLoads, metric_names: list[str]) -> list[dict]:
     R = int(spec.replicas_per_partition)
     docs = []
     for s in range(int(spec.services)):
@@ -156,7 +156,7 @@ def _service_docs(spec: ClusterSpec, services: _Services, loads: _Loads, metric_
     return docs
 
 
-def _metric_doc(stateless: bool, loads: _Loads, s: int, j: int, name: str) -> dict:
+def _metric_doc(stateless: bool, loads: DrawnLoads, s: int, j: int, name: str) -> dict:
     """Service s's metric j: Weight cycling High/Medium/Low by metric index, and its default loads."""
     md: dict = {"Name": name, "Weight": _WEIGHTS[j % 3]}
     if stateless:
@@ -170,7 +170,12 @@ def _metric_doc(stateless: bool, loads: _Loads, s: int, j: int, name: str) -> di
 
 
 def _partition_docs(
-    spec: ClusterSpec, nodes: _Nodes, services: _Services, loads: _Loads, assign: np.ndarray, metric_names: list[str]
+    spec: ClusterSpec,
+    nodes: NodeLayout,
+    services: DrawnServices,
+    loads: DrawnLoads,
+    assign: np.ndarray,
+    metric_names: list[str],
 ) -> list[dict]:
     PPS, R = int(spec.partitions_per_service), int(spec.replicas_per_partition)
     assign_l = assign.tolist()

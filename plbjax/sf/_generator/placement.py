@@ -1,7 +1,7 @@
 """The generator's initial placement: every replica on a node, under the hard rules (see `_generator`).
 
 A weighted greedy, one partition at a time (`_Placer`), from candidate nodes drawn by the skew
-weights (`_Candidates`), with retries and worst-fit passes (`_initial_placement`).
+weights (`_Candidates`), with retries and worst-fit passes (`initial_placement`).
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from plbjax.errors import BadInput
-from plbjax.sf._generator.spec import ClusterSpec, _Loads, _Nodes, _Services
+from plbjax.sf._generator.spec import ClusterSpec, DrawnLoads, DrawnServices, NodeLayout
 
 _BLOCK = 512  # partitions whose candidates are drawn in one vectorised call
 
@@ -262,7 +262,7 @@ def _node_weights(rng: np.random.Generator, spec: ClusterSpec) -> np.ndarray:
     return (rank + 1.0) ** (-3.0 * spec.skew)
 
 
-def _eligibility_classes(spec: ClusterSpec, nodes: _Nodes, services: _Services) -> dict:
+def _eligibility_classes(spec: ClusterSpec, nodes: NodeLayout, services: DrawnServices) -> dict:
     """class (-1: any node, t: node type t) -> (eligible nodes, even-spread parameters (qf, sf, qu, su))."""
     R = int(spec.replicas_per_partition)
     class_info = {}
@@ -279,12 +279,12 @@ def _eligibility_classes(spec: ClusterSpec, nodes: _Nodes, services: _Services) 
     return class_info
 
 
-def _initial_placement(
+def initial_placement(
     rng: np.random.Generator,
     spec: ClusterSpec,
-    nodes: _Nodes,
-    services: _Services,
-    loads: _Loads,
+    nodes: NodeLayout,
+    services: DrawnServices,
+    loads: DrawnLoads,
     capacity: np.ndarray | None,
 ) -> np.ndarray:
     """(P, R) the node of every replica: weighted then worst-fit passes, then both again giving up the

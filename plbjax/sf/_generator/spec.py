@@ -1,4 +1,4 @@
-"""The shape of a synthetic cluster (`ClusterSpec`, checked by `_validate`) and what `generate`
+"""The shape of a synthetic cluster (`ClusterSpec`, checked by `validate`) and what `generate`
 draws from it before placing anything: the node layout, the services, the loads, the capacities."""
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ class ClusterSpec:
 # validation
 
 
-def _validate(seed: int, spec: ClusterSpec) -> None:
+def validate(seed: int, spec: ClusterSpec) -> None:
     def whole(v, least: int) -> bool | np.bool_:
         return isinstance(v, (int, np.integer)) and not isinstance(v, bool) and v >= least
 
@@ -98,7 +98,7 @@ def _validate(seed: int, spec: ClusterSpec) -> None:
 # what generate draws before placing
 
 
-class _Nodes(NamedTuple):
+class NodeLayout(NamedTuple):
     """Each node's top-level fault domain, rack, upgrade domain and node type (round-robin domains,
     contiguous blocks of node types), and its name."""
 
@@ -109,12 +109,12 @@ class _Nodes(NamedTuple):
     names: list[str]
 
 
-def _node_layout(spec: ClusterSpec) -> _Nodes:
+def node_layout(spec: ClusterSpec) -> NodeLayout:
     N = int(spec.nodes)
     idx = np.arange(N)
     width = max(3, len(str(N - 1)))
     F = int(spec.fault_domains)
-    return _Nodes(
+    return NodeLayout(
         fd=idx % F,
         rack=(idx // F) % int(spec.racks_per_fault_domain),
         ud=idx % int(spec.upgrade_domains),
@@ -123,14 +123,14 @@ def _node_layout(spec: ClusterSpec) -> _Nodes:
     )
 
 
-class _Services(NamedTuple):
+class DrawnServices(NamedTuple):
     """Which services are stateless, and the node type each is constrained to (-1: none)."""
 
     stateless: np.ndarray
     constraint: np.ndarray
 
 
-def _services(rng: np.random.Generator, spec: ClusterSpec) -> _Services:
+def draw_services(rng: np.random.Generator, spec: ClusterSpec) -> DrawnServices:
     S, T = int(spec.services), int(spec.node_types)
     n_stateless = int(round(spec.stateless_fraction * S))
     stateless = np.zeros(S, dtype=bool)
@@ -142,10 +142,10 @@ def _services(rng: np.random.Generator, spec: ClusterSpec) -> _Services:
         if n_con:
             which = rng.choice(S, size=n_con, replace=False)
             constraint[which] = rng.integers(0, T, size=n_con)
-    return _Services(stateless=stateless, constraint=constraint)
+    return DrawnServices(stateless=stateless, constraint=constraint)
 
 
-class _Loads(NamedTuple):
+class DrawnLoads(NamedTuple):
     """Loads in integer units (1, or 0.1 for float loads) so that capacity bookkeeping is exact. The
     arrays are None without custom metrics."""
 
@@ -161,14 +161,14 @@ class _Loads(NamedTuple):
         return int(x) if self.as_int else round(float(x) / self.unit, 1)
 
 
-def _loads(rng: np.random.Generator, spec: ClusterSpec, services: _Services) -> _Loads:
+def draw_loads(rng: np.random.Generator, spec: ClusterSpec, services: DrawnServices) -> DrawnLoads:
     """Default loads log-normal around load_scale (primaries heavier); replica loads log-normal
     around their default, per partition and per replica."""
     as_int = spec.load_scale >= 5
     unit = 1.0 if as_int else 10.0
     S, M, R = int(spec.services), int(spec.metrics), int(spec.replicas_per_partition)
     if not M:
-        return _Loads(as_int, unit, None, None, None, None)
+        return DrawnLoads(as_int, unit, None, None, None, None)
 
     def rnd(x):
         return np.maximum(np.rint(x * unit), 1.0)
@@ -186,10 +186,10 @@ def _loads(rng: np.random.Generator, spec: ClusterSpec, services: _Services) -> 
     ).repeat(R, axis=1)
     role_default[~sl, 0, :] = primary[svc_of_part[~sl]]
     replicas = np.maximum(np.rint(role_default * part_f * noise), 1.0)
-    return _Loads(as_int, unit, primary, secondary, instance, replicas)
+    return DrawnLoads(as_int, unit, primary, secondary, instance, replicas)
 
 
-def _capacity(spec: ClusterSpec, loads: _Loads) -> np.ndarray | None:
+def node_capacity(spec: ClusterSpec, loads: DrawnLoads) -> np.ndarray | None:
     """Every node's capacity per metric (units): headroom x the mean node load, but never below
     headroom x the largest replica (a sparse cluster, fewer replicas than nodes, would otherwise fit
     no replica at all). None without custom metrics or with capacity_headroom 0."""

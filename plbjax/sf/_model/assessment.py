@@ -11,19 +11,10 @@ import equinox as eqx
 import jax
 import numpy as np
 
-from plbjax.sf._encoding.problem import (
-    AFFINITY,
-    CAPACITY,
-    FAULT_DOMAIN,
-    PLACEMENT,
-    PREFERRED,
-    UPGRADE_DOMAIN,
-    Index,
-    Problem,
-)
+from plbjax.sf._encoding import AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, UPGRADE_DOMAIN, Index, Problem
 from plbjax.sf._model import energy as E
 from plbjax.sf._model.constraints import measures, violations
-from plbjax.sf._model.violations import A, Violations
+from plbjax.sf._model.violation_record import A, Violations
 
 
 class Assessment(NamedTuple, Generic[A]):

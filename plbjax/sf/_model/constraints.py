@@ -11,9 +11,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.sf._encoding.problem import CAPACITY, Problem
-from plbjax.sf._model.scope import Search
-from plbjax.sf._model.violations import Violations
+from plbjax.sf._encoding import CAPACITY, Problem
+from plbjax.sf._model.search_scope import Search
+from plbjax.sf._model.violation_record import Violations
 
 
 def domain_violation(

@@ -15,9 +15,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.sf._encoding.problem import Problem
+from plbjax.sf._encoding import Problem
 from plbjax.sf._model.constraints import penalty_of
-from plbjax.sf._model.scope import Search, SearchScope
+from plbjax.sf._model.search_scope import Search, SearchScope
 
 SMALL_VALUE = 0.001  # SF's Constants::SmallValue
 MOVE_COST_OFFSET = 1000.0

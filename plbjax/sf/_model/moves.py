@@ -20,16 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from plbjax.anneal import draw, uniform
-from plbjax.sf._encoding.problem import (
-    AFFINITY,
-    CAPACITY,
-    CONSTRAINTS,
-    PLACEMENT,
-    PREFERRED,
-    THRESHOLD,
-    UNPLACED,
-    Problem,
-)
+from plbjax.sf._encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
 from plbjax.sf._model.constraints import (
     affinity_violated,
     away_from_home,
@@ -40,7 +31,7 @@ from plbjax.sf._model.constraints import (
     partition_nodes,
 )
 from plbjax.sf._model.energy import running_primary
-from plbjax.sf._model.scope import Search, SearchScope
+from plbjax.sf._model.search_scope import Search, SearchScope
 
 
 class Move(eqx.Module):

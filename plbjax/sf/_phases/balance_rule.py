@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._state import ClusterState
 
 
 def is_balanced(max_load: float, min_load: float, threshold: float, activity: float, weight: float = 1.0) -> bool:

@@ -10,17 +10,13 @@ import jax.numpy as jnp
 import numpy as np
 
 from plbjax.anneal import Model, Schedule
-from plbjax.sf._encoding.problem import Index, Problem
-from plbjax.sf._model import energy as E
-from plbjax.sf._model.assessment import Placement, no_worse, pad_to
-from plbjax.sf._model.chain import model
-from plbjax.sf._model.scope import Scope
+from plbjax.sf._encoding import Index, Problem
+from plbjax.sf._model import Placement, Scope, local_loads, local_masks, model, no_worse, pad_to
 from plbjax.sf._phases.balance_rule import LocalLoads, MetricBalance, metric_balance, service_domains
-from plbjax.sf._phases.everywhere import everywhere
+from plbjax.sf._phases.on_every_node import everywhere
 from plbjax.sf._phases.phase import PhaseResult, Run, movement_budget, scoped_search, swappable
 from plbjax.sf._phases.search_config import SearchConfig
-from plbjax.sf._state.cluster import ClusterState
-from plbjax.sf._state.settings import PLB_SETTINGS
+from plbjax.sf._state import PLB_SETTINGS, ClusterState
 
 
 def balances(state: ClusterState, problem: Problem, index: Index, now: Placement) -> list[MetricBalance]:
@@ -29,11 +25,11 @@ def balances(state: ClusterState, problem: Problem, index: Index, now: Placement
     weights = np.asarray(problem.global_weight)[:m]
     local = None
     if float(state.settings["LocalBalancingThreshold"]) > 0:
-        loads = np.asarray(E.local_loads(problem, jnp.asarray(now.node_of), jnp.asarray(now.primary_of)))
+        loads = np.asarray(local_loads(problem, jnp.asarray(now.node_of), jnp.asarray(now.primary_of)))
         local = LocalLoads(
             tuple(index.services),
             loads,
-            np.asarray(E.local_masks(problem)),
+            np.asarray(local_masks(problem)),
             np.asarray(problem.service_metrics),
             np.asarray(problem.local_weight),
         )

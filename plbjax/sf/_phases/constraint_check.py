@@ -7,10 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from plbjax.anneal import Schedule
-from plbjax.sf._encoding.problem import AFFINITY, CAPACITY, Problem
-from plbjax.sf._model.assessment import Placement, violating, violation_rank
-from plbjax.sf._model.scope import Scope
-from plbjax.sf._phases.everywhere import everywhere
+from plbjax.sf._encoding import AFFINITY, CAPACITY, Problem
+from plbjax.sf._model import Placement, Scope, violating, violation_rank
+from plbjax.sf._phases.on_every_node import everywhere
 from plbjax.sf._phases.phase import CHECK_MOVE_WEIGHT, PhaseResult, Run, movement_budget, search_until_fixed, swappable
 
 

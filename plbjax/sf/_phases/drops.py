@@ -24,8 +24,8 @@ import dataclasses
 
 import numpy as np
 
-from plbjax.sf._encoding.problem import Index
-from plbjax.sf._state.cluster import ClusterState, Partition
+from plbjax.sf._encoding import Index
+from plbjax.sf._state import ClusterState, Partition
 
 
 def _spread_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:

@@ -9,9 +9,8 @@ import math
 import numpy as np
 
 from plbjax.anneal import AnnealResult, Schedule, anneal
-from plbjax.sf._encoding.decoding import settle
-from plbjax.sf._model.assessment import Placement, assessed, movements, no_worse
-from plbjax.sf._model.scope import Scope, scope
+from plbjax.sf._encoding import settle
+from plbjax.sf._model import Placement, Scope, assessed, movements, no_worse, scope
 from plbjax.sf._phases.phase import Run
 
 TIDY_PROPOSALS = 64  # proposals per movement the minimal-movement pass makes

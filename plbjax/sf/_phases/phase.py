@@ -11,12 +11,9 @@ from collections.abc import Callable
 import numpy as np
 
 from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal
-from plbjax.sf._encoding.decoding import settle
-from plbjax.sf._encoding.problem import Index, Problem
-from plbjax.sf._model.assessment import Placement, assessed
-from plbjax.sf._model.scope import Scope, scope
-from plbjax.sf._plan.explain import throttle_limits
-from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._encoding import Index, Problem, settle
+from plbjax.sf._model import Placement, Scope, assessed, scope
+from plbjax.sf._state import ClusterState
 
 CHECK_MOVE_WEIGHT = 0.5  # placement and constraint check: a move costs half an optimization-priority violation
 UNLIMITED = 2**31 - 1
@@ -59,6 +56,25 @@ class PhaseResult:
 def interrupted(phase: str, now: Placement) -> PhaseResult:
     """`phase` not run: the run was stopped before it."""
     return PhaseResult(phase, False, "the run was interrupted before this phase", now)
+
+
+def throttle_limits(settings: dict, phase: str, replicas: int) -> dict[str, int]:
+    """{setting: most movements it allows} for a phase with `replicas` placed (SF's
+    GetAllowedMovements: MaxPercentageToMove(ForPlacement), 0 = none; the global throttles and
+    their per-phase pairs, 0 = no limit; percentages rounded up). The constraint check has none."""
+    if phase == "ConstraintCheck":
+        return {}
+    share = "MaxPercentageToMove" if phase == "Balancing" else "MaxPercentageToMoveForPlacement"
+    limits = {share: math.ceil(settings[share] * replicas)}
+    for absolute, percentage in (
+        ("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage"),
+        (f"GlobalMovementThrottleThresholdFor{phase}", f"GlobalMovementThrottleThresholdPercentageFor{phase}"),
+    ):
+        if settings[absolute] > 0:
+            limits[absolute] = int(settings[absolute])
+        if settings[percentage] > 0:
+            limits[percentage] = math.ceil(settings[percentage] * replicas)
+    return limits
 
 
 def movement_budget(state: ClusterState, phase: str, replicas: int) -> int:

@@ -8,9 +8,8 @@ import dataclasses
 import numpy as np
 
 from plbjax.anneal import Schedule
-from plbjax.sf._model.assessment import Placement, movements, no_worse
-from plbjax.sf._model.scope import Scope
-from plbjax.sf._phases.everywhere import everywhere, place_everywhere
+from plbjax.sf._model import Placement, Scope, movements, no_worse
+from plbjax.sf._phases.on_every_node import everywhere, place_everywhere
 from plbjax.sf._phases.phase import (
     CHECK_MOVE_WEIGHT,
     PhaseResult,

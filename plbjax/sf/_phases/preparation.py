@@ -8,8 +8,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from plbjax.sf._encoding.encoder import encode
-from plbjax.sf._encoding.problem import (
+from plbjax.sf._encoding import (
     AFFINITY,
     FAULT_DOMAIN,
     PRIORITY_SETTINGS,
@@ -17,14 +16,15 @@ from plbjax.sf._encoding.problem import (
     UPGRADE_DOMAIN,
     Index,
     Problem,
+    encode,
+    with_parent_hosts,
+    without_dropped,
 )
-from plbjax.sf._encoding.updates import with_parent_hosts, without_dropped
-from plbjax.sf._model.assessment import Placement, assessed, violating
+from plbjax.sf._model import Placement, assessed, violating
 from plbjax.sf._phases.drops import drop_surplus
-from plbjax.sf._phases.everywhere import capacity_in_force, parent_hosts, service_nodes
+from plbjax.sf._phases.on_every_node import capacity_in_force, parent_hosts, service_nodes
 from plbjax.sf._phases.primaries import elect_primaries
-from plbjax.sf._state.cluster import ClusterState
-from plbjax.sf._state.governance import apply_resource_governance
+from plbjax.sf._state import ClusterState, apply_resource_governance
 
 
 class Encoded(NamedTuple):

@@ -9,11 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from plbjax.sf._encoding.problem import AFFINITY, CAPACITY, PREFERRED, THRESHOLD, Index, Problem
-from plbjax.sf._model import energy as E
-from plbjax.sf._model.assessment import Placement, assessed, headless
-from plbjax.sf._model.constraints import violations
-from plbjax.sf._model.violations import Violations
+from plbjax.sf._encoding import AFFINITY, CAPACITY, PREFERRED, THRESHOLD, Index, Problem
+from plbjax.sf._model import Placement, Violations, assessed, headless, node_loads, violations
 
 
 def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: np.ndarray) -> Placement:
@@ -120,7 +117,7 @@ def _worse(problem: Problem, node_of, primary_of, kinds: tuple[int, ...], before
 
     def one(trial):
         promoted = primary_of.at[trial[0]].set(trial[1])
-        after: Violations = violations(problem, node_of, promoted, E.node_loads(problem, node_of, promoted))
+        after: Violations = violations(problem, node_of, promoted, node_loads(problem, node_of, promoted))
         return jnp.any(jnp.stack([jnp.any(~(after[k] <= v + 1e-6)) for k, v in zip(kinds, before)]))
 
     return jax.vmap(one)(trials)

@@ -20,7 +20,7 @@ from plbjax.errors import BadInput
 AUTO = "auto"
 _AUTO_KEYS = ("chains", "steps", "tries", "parallel")
 _MIN_STEPS = 2_000  # two blocks: the probe (greedy) and one that cools
-_MIN_CPU_STEPS = 10_000  # a CPU chain's floor: tiny clusters' optima need a few cooling blocks (tests/sf/plan/test_brute_force_oracle.py)
+_MIN_CPU_STEPS = 10_000  # a CPU chain's floor: tiny clusters' optima need a few cooling blocks (the brute-force oracle)
 SMALL_CLUSTER = 2048  # on a CPU, fewer replicas than this share a step's tries among several chains
 
 

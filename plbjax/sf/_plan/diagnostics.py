@@ -9,9 +9,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from plbjax.sf._encoding.problem import Index, Problem
-from plbjax.sf._model.assessment import Assessment
-from plbjax.sf._model.constraints import affinity_violated, partition_domain_violations, partition_nodes
+from plbjax.sf._encoding import Index, Problem
+from plbjax.sf._model import Assessment, affinity_violated, partition_domain_violations, partition_nodes
 
 SOURCE = "System.PLB"
 

@@ -11,16 +11,12 @@ from typing import NamedTuple
 import numpy as np
 
 from plbjax.anneal import AnnealResult
-from plbjax.sf._encoding.problem import Index, Problem
-from plbjax.sf._model.assessment import Placement, headless
-from plbjax.sf._phases.balance_rule import MetricBalance
-from plbjax.sf._phases.balancing import balances
-from plbjax.sf._phases.everywhere import everywhere
-from plbjax.sf._phases.phase import PhaseResult, Run
-from plbjax.sf._phases.preparation import Prepared
+from plbjax.sf._encoding import Index, Problem
+from plbjax.sf._model import Placement, headless
+from plbjax.sf._phases import MetricBalance, PhaseResult, Prepared, Run, balances, everywhere
 from plbjax.sf._plan.diagnostics import elimination_sequence, health_reports
 from plbjax.sf._plan.explain import Stages, explain
-from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._state import ClusterState
 
 SCHEMA_VERSION = 1
 

@@ -9,24 +9,14 @@ term would rise were this action alone undone, over the same for all the phase's
 
 from __future__ import annotations
 
-import math
 from typing import NamedTuple, Protocol
 
 import numpy as np
 
-from plbjax.sf._encoding.problem import (
-    AFFINITY,
-    CAPACITY,
-    FAULT_DOMAIN,
-    PLACEMENT,
-    PREFERRED,
-    UPGRADE_DOMAIN,
-    Index,
-    Problem,
-)
-from plbjax.sf._model.assessment import Assessment
-from plbjax.sf._phases.balance_rule import MetricBalance
-from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._encoding import AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, UPGRADE_DOMAIN, Index, Problem
+from plbjax.sf._model import Assessment
+from plbjax.sf._phases import MetricBalance, throttle_limits
+from plbjax.sf._state import ClusterState
 
 PHASES = ("Placement", "ConstraintCheck", "Balancing")
 
@@ -56,25 +46,6 @@ class Stages(NamedTuple):
 
 # ---------------------------------------------------------------------------------------------
 # throttles
-
-
-def throttle_limits(settings: dict, phase: str, replicas: int) -> dict[str, int]:
-    """{setting: most movements it allows} for a phase with `replicas` placed (SF's
-    GetAllowedMovements: MaxPercentageToMove(ForPlacement), 0 = none; the global throttles and
-    their per-phase pairs, 0 = no limit; percentages rounded up). The constraint check has none."""
-    if phase == "ConstraintCheck":
-        return {}
-    share = "MaxPercentageToMove" if phase == "Balancing" else "MaxPercentageToMoveForPlacement"
-    limits = {share: math.ceil(settings[share] * replicas)}
-    for absolute, percentage in (
-        ("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage"),
-        (f"GlobalMovementThrottleThresholdFor{phase}", f"GlobalMovementThrottleThresholdPercentageFor{phase}"),
-    ):
-        if settings[absolute] > 0:
-            limits[absolute] = int(settings[absolute])
-        if settings[percentage] > 0:
-            limits[percentage] = math.ceil(settings[percentage] * replicas)
-    return limits
 
 
 def movements_entry(limits: dict[str, int], spent: int, used: int) -> dict:

@@ -20,21 +20,33 @@ import jax
 import numpy as np
 
 from plbjax.anneal import STOP, AnnealResult, Schedule, enable_compilation_cache
-from plbjax.sf._encoding.decoding import diff
-from plbjax.sf._model.assessment import Placement, movements
-from plbjax.sf._model.chain import model
-from plbjax.sf._phases.balancing import balances, balancing_model, balancing_phase
-from plbjax.sf._phases.constraint_check import constraint_phase
-from plbjax.sf._phases.fewest_movements import tidy
-from plbjax.sf._phases.phase import QUENCH_BLOCKS, PhaseResult, Run, interrupted
-from plbjax.sf._phases.placement import placement_phase
-from plbjax.sf._phases.preparation import Encoded, Prepared, frozen_masks, governed_encoding, prepare, priorities_of
-from plbjax.sf._phases.primaries import built_from_primaries, elect_primaries
-from plbjax.sf._phases.search_config import SearchConfig
+from plbjax.sf._encoding import diff
+from plbjax.sf._model import Placement, model, movements
+from plbjax.sf._phases import (
+    QUENCH_BLOCKS,
+    Encoded,
+    PhaseResult,
+    Prepared,
+    Run,
+    SearchConfig,
+    balances,
+    balancing_model,
+    balancing_phase,
+    built_from_primaries,
+    constraint_phase,
+    elect_primaries,
+    frozen_masks,
+    governed_encoding,
+    interrupted,
+    placement_phase,
+    prepare,
+    priorities_of,
+    tidy,
+)
 from plbjax.sf._plan.document import Outcome, Parts, SearchReport, history, render, stages
 from plbjax.sf._plan.explain import Explainer, drop_reasons
-from plbjax.sf._plan.findings import findings_encoded
-from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._plan.probe import findings_encoded
+from plbjax.sf._state import ClusterState
 from plbjax.version import VERSION
 
 NO_STAGE = "none"  # `refresh_stage` when no stage has work

@@ -26,16 +26,11 @@ import copy
 import dataclasses
 from collections.abc import Callable, Collection
 
-from plbjax.sf._encoding.updates import with_partitions, without_dropped
-from plbjax.sf._phases.preparation import Encoded, governed_encoding
-from plbjax.sf._phases.search_config import SearchConfig
-from plbjax.sf._plan.findings import Findings, findings_encoded
+from plbjax.sf._encoding import with_partitions, without_dropped
+from plbjax.sf._phases import Encoded, SearchConfig, governed_encoding
 from plbjax.sf._plan.planning import Plan, plan_encoded
-from plbjax.sf._state.cluster import ClusterState
-from plbjax.sf._state.governance import governed_again
-from plbjax.sf._state.reading import gc_paused, parse_state
-from plbjax.sf._state.reparse import REREAD, reparse
-from plbjax.sf._state.settings import resolve_settings
+from plbjax.sf._plan.probe import Findings, findings_encoded
+from plbjax.sf._state import REREAD, ClusterState, gc_paused, governed_again, parse_state, reparse, resolve_settings
 
 # Settings only the phases read (movement throttles, placement's moves): no stage of the encoding
 # or of resource governance does, so a change in them keeps the encoding.

@@ -1,0 +1,37 @@
+"""The state document -> a `ClusterState` (frozen domain types), the first step of the flow.
+
+    reading.py       load_state / parse_state: JSON or YAML, checked, then built
+    schema_check.py  the document against schemas/state.schema.json (a fast path, then jsonschema)
+    columns.py       the Partitions of a large document read a column at a time
+    building.py      SF's rules and defaults, kind by kind, into the types of cluster.py
+    cluster.py       ClusterState, Node, Service, Partition, Replica, Metric; SF's constants
+    settings.py      SF's PlacementAndLoadBalancing settings, each with SF's default
+    expressions.py   placement constraint expressions, parsed once
+    governance.py    resource governance: the built-in CPU and memory metrics
+    rereading.py     a state read again between PLB rounds: only what a round changes
+
+Reads nothing else of plbjax.sf; `_encoding` reads it.
+"""
+
+from plbjax.sf._state.cluster import DEFAULT_METRICS, ClusterState, Partition
+from plbjax.sf._state.expressions import node_mask
+from plbjax.sf._state.governance import apply_resource_governance, governed_again
+from plbjax.sf._state.reading import gc_paused, load_state, parse_state
+from plbjax.sf._state.rereading import REREAD, reparse
+from plbjax.sf._state.settings import PLB_SETTINGS, resolve_settings
+
+__all__ = [
+    "ClusterState",
+    "DEFAULT_METRICS",
+    "PLB_SETTINGS",
+    "Partition",
+    "REREAD",
+    "apply_resource_governance",
+    "gc_paused",
+    "governed_again",
+    "load_state",
+    "node_mask",
+    "parse_state",
+    "reparse",
+    "resolve_settings",
+]

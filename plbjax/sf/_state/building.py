@@ -21,20 +21,20 @@ from plbjax.sf._state.cluster import (
     Replica,
     Service,
 )
-from plbjax.sf._state.columns import _Columns
+from plbjax.sf._state.columns import Columns
 from plbjax.sf._state.expressions import parse as parse_constraint
-from plbjax.sf._state.schema_check import _plain_copy
+from plbjax.sf._state.schema_check import plain_copy
 from plbjax.sf._state.settings import resolve_settings
 
 _LOAD_KEYS = ("PrimaryDefaultLoad", "SecondaryDefaultLoad", "DefaultLoad")
 _BUILTIN_PROPERTIES = ("NodeName", "NodeType")
 
 
-def _build(doc: dict, document: dict | None = None, columns: _Columns | None = None) -> ClusterState:
+def build_state(doc: dict, document: dict | None = None, columns: Columns | None = None) -> ClusterState:
     """The state of a schema-valid document (a private copy: the state shares its parts); `document`
     (default: a copy of `doc`) is kept as the state's document; `columns` are doc's Partitions, read."""
     if document is None:
-        document = _plain_copy(doc, "")  # a second, independent copy that nothing hands out
+        document = plain_copy(doc, "")  # a second, independent copy that nothing hands out
     settings = resolve_settings(doc.get("Settings"))
     _check_balancing_thresholds(doc.get("MetricBalancingThresholds", {}), "MetricBalancingThresholds")
     node_types = _node_types(doc.get("NodeTypes", []))
@@ -62,9 +62,9 @@ def _build(doc: dict, document: dict | None = None, columns: _Columns | None = N
         nodes=tuple(nodes),
         services=tuple(services),
         partitions=tuple(partitions),
-        upgrade=_upgrade(doc.get("Upgrade"), services, nodes, replica_ids),
-        block_list=_block_list(doc.get("BlockList", []), services, node_names),
-        history=_history(doc.get("History", {}), replica_ids, node_names),
+        upgrade=read_upgrade(doc.get("Upgrade"), services, nodes, replica_ids),
+        block_list=read_block_list(doc.get("BlockList", []), services, node_names),
+        history=read_history(doc.get("History", {}), replica_ids, node_names),
         resource_thresholds={k: float(v) for k, v in doc.get("ResourceThresholds", {}).items()},
         document=document,
         notes=_ignored_loads(doc["Services"]),
@@ -335,7 +335,9 @@ def _partitions(entries: list[dict], services: dict[str, Service], node_names: s
     return partitions
 
 
-def _upgrade(upgrade: dict | None, services: list[Service], nodes: list[Node], replica_ids: set[str]) -> dict | None:
+def read_upgrade(
+    upgrade: dict | None, services: list[Service], nodes: list[Node], replica_ids: set[str]
+) -> dict | None:
     if upgrade is None:
         return None
     if upgrade["Scope"] == "Application":
@@ -358,7 +360,7 @@ def _upgrade(upgrade: dict | None, services: list[Service], nodes: list[Node], r
     return upgrade | {"UpgradeDomainsDone": done} if "UpgradeDomainsDone" in upgrade else upgrade
 
 
-def _block_list(entries: list[dict], services: list[Service], node_names: set[str]) -> tuple[dict, ...]:
+def read_block_list(entries: list[dict], services: list[Service], node_names: set[str]) -> tuple[dict, ...]:
     type_names = {s.type_name for s in services}
     for i, entry in enumerate(entries):
         if entry["NodeName"] not in node_names:
@@ -370,7 +372,7 @@ def _block_list(entries: list[dict], services: list[Service], node_names: set[st
     return tuple(entries)
 
 
-def _history(history: dict, replica_ids: set[str], node_names: set[str]) -> dict[str, tuple[str, ...]]:
+def read_history(history: dict, replica_ids: set[str], node_names: set[str]) -> dict[str, tuple[str, ...]]:
     for rid, history_nodes in history.items():
         if rid not in replica_ids:
             raise BadInput(f"History.{rid}: unknown ReplicaId {rid!r}")

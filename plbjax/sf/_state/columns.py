@@ -1,8 +1,8 @@
-"""The Partitions of a large state document, read and checked a column at a time (`_Columns`).
+"""The Partitions of a large state document, read and checked a column at a time (`Columns`).
 
 The Partitions of a large state hold nearly all of it: a million replicas. The general path
 (`_schema_check`, `_building`) checks and copies them one value at a time in Python (a minute at a
-million replicas). For a document made of plain dicts and lists, `_Columns` (through
+million replicas). For a document made of plain dicts and lists, `Columns` (through
 `_reading._parse_columns`) checks the same rules a column at a time: every replica's keys, the
 types and ranges of its values, references, uniqueness. It only ever accepts what the general path
 accepts, and builds the same state; anything it does not accept goes to the general path, which
@@ -19,7 +19,7 @@ import numpy as np
 
 from plbjax.errors import BadInput
 from plbjax.sf._state.cluster import BUILTIN_LOADS, LARGEST, Node, Partition, Replica, Service
-from plbjax.sf._state.schema_check import _schema
+from plbjax.sf._state.schema_check import state_schema
 
 _PARTITION_KEYS = frozenset(("ServiceName", "PartitionId", "Replicas"))
 _REPLICA_REQUIRED = frozenset(("ReplicaId", "Role", "NodeName"))
@@ -27,7 +27,7 @@ _REPLICA_KEYS = _REPLICA_REQUIRED | {"Loads", "MoveCost"}
 _ROLES = {"Primary": 0, "Secondary": 1, "Instance": 2}
 _MOVE_COSTS = ("Zero", "Low", "Medium", "High", "VeryHigh")
 _NO_LOADS: dict = {}  # never modified
-# The (inlined) schema of Partitions that `_Columns.read` checks, rule by rule.
+# The (inlined) schema of Partitions that `Columns.read` checks, rule by rule.
 _PARTITIONS_SCHEMA = {
     "type": "array",
     "items": {
@@ -62,15 +62,15 @@ _PARTITIONS_SCHEMA = {
 
 
 @cache
-def _head_schema() -> dict:
-    """The state schema for a document without its Partitions (which `_Columns` checks)."""
-    schema = dict(_schema())
+def head_schema() -> dict:
+    """The state schema for a document without its Partitions (which `Columns` checks)."""
+    schema = dict(state_schema())
     schema["required"] = [k for k in schema["required"] if k != "Partitions"]
     schema["properties"] = {k: v for k, v in schema["properties"].items() if k != "Partitions"}
     return schema
 
 
-class _Columns:
+class Columns:
     """The Partitions of a document, column by column, schema-checked; replicas in document order."""
 
     # set by __init__ from `read`'s keyword arguments (annotations only, for type checkers)
@@ -91,10 +91,10 @@ class _Columns:
         self.__dict__.update(columns)
 
     @classmethod
-    def read(cls, parts: list) -> _Columns | None:
+    def read(cls, parts: list) -> Columns | None:
         """The columns of `parts` if every partition and replica conforms to the schema (and the
         general path's number rules), else None."""
-        if _schema()["properties"]["Partitions"] != _PARTITIONS_SCHEMA or not set(map(type, parts)) <= {dict}:
+        if state_schema()["properties"]["Partitions"] != _PARTITIONS_SCHEMA or not set(map(type, parts)) <= {dict}:
             return None  # the schema says what this does not check
         if not all(len(keys) == 3 and _PARTITION_KEYS.issuperset(keys) for keys in set(map(tuple, parts))):
             return None

@@ -17,10 +17,10 @@ from pathlib import Path
 import yaml
 
 from plbjax.errors import BadInput
-from plbjax.sf._state.building import _build
+from plbjax.sf._state.building import build_state
 from plbjax.sf._state.cluster import ClusterState
-from plbjax.sf._state.columns import _Columns, _head_schema
-from plbjax.sf._state.schema_check import _conforms, _describe, _plain_copy, _schema, _validator
+from plbjax.sf._state.columns import Columns, head_schema
+from plbjax.sf._state.schema_check import describe, fast_conforms, plain_copy, schema_validator, state_schema
 
 
 @contextmanager
@@ -56,7 +56,7 @@ def load_state(path: str | Path) -> ClusterState:
             doc = _load_yaml(text, path)
         del text
         # the document read here is referenced nowhere else: the state may keep it as its `document`
-        return _parse(doc, str(path), owned=True)
+        return parse_document(doc, str(path), owned=True)
 
 
 def _load_json(text: str, path: Path) -> object:
@@ -117,10 +117,10 @@ def _load_yaml(text: str, path: Path) -> object:
 def parse_state(doc: Mapping, source: str = "<state>") -> ClusterState:
     """Validate a parsed state document and build its ClusterState; `doc` is not modified."""
     with gc_paused():
-        return _parse(doc, source, owned=False)
+        return parse_document(doc, source, owned=False)
 
 
-def _parse(doc: object, source: str, owned: bool) -> ClusterState:
+def parse_document(doc: object, source: str, owned: bool) -> ClusterState:
     """parse_state; with `owned`, nothing else references `doc` and the state may keep parts of it."""
     try:
         if not isinstance(doc, Mapping):
@@ -129,15 +129,15 @@ def _parse(doc: object, source: str, owned: bool) -> ClusterState:
         state = _parse_columns(doc, owned)
         if state is not None:
             return state
-        doc = _plain_copy(doc, "")
-        schema = _schema()
-        if not _conforms(schema, doc):  # fast path; jsonschema names the problem
+        doc = plain_copy(doc, "")
+        schema = state_schema()
+        if not fast_conforms(schema, doc):  # fast path; jsonschema names the problem
             import jsonschema.exceptions  # only for the message: the fast path needs none
 
-            error = jsonschema.exceptions.best_match(_validator().iter_errors(doc))
+            error = jsonschema.exceptions.best_match(schema_validator().iter_errors(doc))
             if error is not None:
-                raise BadInput(_describe(error))
-        return _build(doc)
+                raise BadInput(describe(error))
+        return build_state(doc)
     except BadInput as exc:
         raise BadInput(f"{source}: {exc}") from None
 
@@ -149,17 +149,17 @@ def _parse_columns(doc: Mapping, owned: bool) -> ClusterState | None:
         return None
     try:
         head = {k: v for k, v in doc.items() if k != "Partitions"}
-        head_doc = _plain_copy(head, "")
-        if not _conforms(_head_schema(), head_doc):
+        head_doc = plain_copy(head, "")
+        if not fast_conforms(head_schema(), head_doc):
             return None
-        columns = _Columns.read(doc["Partitions"])
+        columns = Columns.read(doc["Partitions"])
         if columns is None:
             return None
         copies = doc["Partitions"] if owned else columns.copy()
         # the state shares parts of head_doc: its document needs a copy of its own (an owned
         # document is that copy when reading it did not change it, as for any JSON document)
-        kept = head if owned and head == head_doc else _plain_copy(head_doc, "")
+        kept = head if owned and head == head_doc else plain_copy(head_doc, "")
         document = {k: copies if k == "Partitions" else kept[k] for k in doc}
-        return _build(head_doc, document, columns)
+        return build_state(head_doc, document, columns)
     except (BadInput, TypeError, ValueError, KeyError):  # the general path names the problem
         return None

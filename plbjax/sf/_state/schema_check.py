@@ -1,7 +1,7 @@
 """The state document against ``schemas/state.schema.json``: a fast conformance check, a plain copy.
 
-`_conforms` decides the schema's keywords the state schema uses, several times faster than
-jsonschema on big states (which only names the problem it finds, `_describe`); `_plain_copy` is the
+`fast_conforms` decides the schema's keywords the state schema uses, several times faster than
+jsonschema on big states (which only names the problem it finds, `describe`); `plain_copy` is the
 document deep-copied with string keys, its numbers finite and within `LARGEST`.
 """
 
@@ -19,7 +19,7 @@ from plbjax.sf._state.cluster import LARGEST
 
 
 @cache
-def _schema() -> dict:
+def state_schema() -> dict:
     """state.schema.json with every $ref replaced by its definition (the schema is not recursive)."""
     text = (Path(__file__).parents[2] / "schemas" / "state.schema.json").read_text("utf-8")
     schema = json.loads(text)
@@ -36,14 +36,14 @@ def _schema() -> dict:
 
 
 @cache
-def _validator():
+def schema_validator():
     """jsonschema's validator of the state schema, where "integer" means a JSON integer (jsonschema
     would also take 3.0, e.g. as a ReplicaId)."""
     import jsonschema.validators
 
     base = jsonschema.Draft202012Validator
     strict = base.TYPE_CHECKER.redefine("integer", lambda _, v: _TYPES["integer"](v))
-    return jsonschema.validators.extend(base, type_checker=strict)(_schema())
+    return jsonschema.validators.extend(base, type_checker=strict)(state_schema())
 
 
 _TYPES = {
@@ -61,7 +61,7 @@ def _same(a: object, b: object) -> bool:
     return type(a) is type(b) and a == b
 
 
-def _conforms(schema: dict, value: Any) -> bool:
+def fast_conforms(schema: dict, value: Any) -> bool:
     """True only if `value` is valid against the inlined `schema`; False also when unsure.
 
     Handles just the keywords our schema uses; several times faster than jsonschema on big states.
@@ -79,15 +79,15 @@ def _conforms(schema: dict, value: Any) -> bool:
         elif key == "required":
             ok = not is_dict or all(k in value for k in arg)
         elif key == "properties":
-            ok = not is_dict or all(k not in value or _conforms(sub, value[k]) for k, sub in arg.items())
+            ok = not is_dict or all(k not in value or fast_conforms(sub, value[k]) for k, sub in arg.items())
         elif key == "additionalProperties":
             known = schema.get("properties", {})
             extra = [v for k, v in cast(dict, value).items() if k not in known] if is_dict else []
-            ok = all(_conforms(arg, v) for v in extra) if isinstance(arg, dict) else arg or not extra
+            ok = all(fast_conforms(arg, v) for v in extra) if isinstance(arg, dict) else arg or not extra
         elif key == "propertyNames":
-            ok = not is_dict or all(_conforms(arg, k) for k in value)
+            ok = not is_dict or all(fast_conforms(arg, k) for k in value)
         elif key == "items":
-            ok = not isinstance(value, list) or all(_conforms(arg, v) for v in value)
+            ok = not isinstance(value, list) or all(fast_conforms(arg, v) for v in value)
         elif key == "minimum":
             ok = not is_number or value >= arg
         elif key == "maximum":
@@ -107,10 +107,10 @@ _IDENTIFIERS = (".ReplicaId", ".PartitionId", ".InstanceId")
 
 
 @overload
-def _plain_copy(value: Mapping, where: str) -> dict: ...
+def plain_copy(value: Mapping, where: str) -> dict: ...
 @overload
-def _plain_copy(value: object, where: str) -> object: ...
-def _plain_copy(value: object, where: str) -> object:
+def plain_copy(value: object, where: str) -> object: ...
+def plain_copy(value: object, where: str) -> object:
     """Deep copy with string keys (YAML may give integer keys, e.g. ReplicaIds in History).
 
     Rejects NaN and infinities, which would pass the schema's range checks.
@@ -122,10 +122,10 @@ def _plain_copy(value: object, where: str) -> object:
                 key = str(key)
             if not isinstance(key, str):
                 raise BadInput(f"{where or 'top level'}: key {key!r} is not a string")
-            out[key] = _plain_copy(item, _join(where, key))
+            out[key] = plain_copy(item, _join(where, key))
         return out
     if isinstance(value, (list, tuple)):
-        return [_plain_copy(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return [plain_copy(item, f"{where}[{i}]") for i, item in enumerate(value)]
     if isinstance(value, float) and not math.isfinite(value):
         raise BadInput(f"{where}: {value} is not a finite number")
     if (
@@ -149,7 +149,7 @@ def _join(where: str, key: str | int) -> str:
     return f"{where}.{key}" if where else key
 
 
-def _describe(error) -> str:
+def describe(error) -> str:
     """One line naming the path of the offending key or value."""
     where = ""
     for part in error.absolute_path:

@@ -263,7 +263,7 @@ def resolve_settings(given: Mapping | None = None) -> dict[str, bool | int | flo
 def _coerce(name: str, value: object) -> bool | int | float | str:
     """`value` as the type of the setting's default, or BadInput."""
     kind = type(PLB_SETTINGS[name])
-    parsed = _parse(kind, value)
+    parsed = parse_document(kind, value)
     if parsed is None:
         raise BadInput(f"Settings.{name}: {value!r} is not a valid {_TYPE_NAMES[kind]}")
     if name in _UNSIGNED and cast(float, parsed) < 0:  # the unsigned settings are numbers
@@ -273,7 +273,7 @@ def _coerce(name: str, value: object) -> bool | int | float | str:
     return parsed
 
 
-def _parse(kind: type, value: object) -> bool | int | float | str | None:
+def parse_document(kind: type, value: object) -> bool | int | float | str | None:
     """`value` parsed as `kind` (SF config strings accepted), or None if it does not parse."""
     if isinstance(value, str) and kind is not str:
         text = value.strip()

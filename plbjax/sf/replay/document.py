@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from plbjax.sf._state.cluster import DEFAULT_METRICS
+from plbjax.sf._state import DEFAULT_METRICS
 from plbjax.sf.replay.layout import Census, census_of
 from plbjax.sf.replay.settings import Settings, read_settings, with_settings
 from plbjax.sf.replay.types import Needs, PartitionKey, Probe, Stopwatch, partition_key

@@ -18,7 +18,7 @@ import yaml
 
 from plbjax.errors import BadInput
 from plbjax.sf import load_state, parse_state
-from plbjax.sf._state.settings import resolve_settings
+from plbjax.sf._state import resolve_settings
 from plbjax.sf.replay.events import KINDS, Event, apply_events
 
 TOP_KEYS = frozenset({"SchemaVersion", "State", "Duration", "ActionSeconds", "Events"})

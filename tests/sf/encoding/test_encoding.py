@@ -10,7 +10,7 @@ from conftest import cluster
 from plbjax.sf import encode, parse_state
 from plbjax.sf._encoding.arrays import bucket
 from plbjax.sf._encoding.rows import _order_within
-from plbjax.sf._model.scope import SearchScope
+from plbjax.sf._model.search_scope import SearchScope
 
 SCOPE_FIELDS = set(SearchScope.__dataclass_fields__) - {"history"}  # `Problem.history` is the cluster's History
 

@@ -14,7 +14,7 @@ from plbjax.sf._encoding.problem import CONSTRAINTS, PREFERRED, UNPLACED
 from plbjax.sf._model.assessment import Assessment, assess, no_worse
 from plbjax.sf._model.constraints import measures, violations
 from plbjax.sf._model.energy import node_loads
-from plbjax.sf._model.violations import Violations
+from plbjax.sf._model.violation_record import Violations
 from plbjax.sf._state.reading import parse_state
 
 SHAPES = {"capacity": (3, 2), "threshold": (3, 2)}  # per node and metric; the others one per row

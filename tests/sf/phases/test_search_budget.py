@@ -14,7 +14,7 @@ from conftest import packed_cluster
 
 from plbjax.anneal import AnnealResult, KernelConfig, Schedule
 from plbjax.sf import parse_state
-from plbjax.sf._model.scope import Scope
+from plbjax.sf._model.search_scope import Scope
 from plbjax.sf._phases import phase as _phase
 from plbjax.sf._phases.phase import (
     NEEDED_BLOCKS,

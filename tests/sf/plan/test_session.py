@@ -18,8 +18,8 @@ from plbjax import SearchConfig, load_state
 from plbjax.sf import Session, parse_state
 from plbjax.sf._encoding.encoder import STAGE_FIELDS, encode
 from plbjax.sf._phases.preparation import Encoded, governed_encoding, surplus_replicas
-from plbjax.sf._plan.findings import findings_encoded
 from plbjax.sf._plan.planning import plan_encoded
+from plbjax.sf._plan.probe import findings_encoded
 from plbjax.sf.replay import Timeline, load_timeline, parse_timeline, replay
 from plbjax.sf.replay.engine import engine
 from plbjax.sf.replay.scenarios import diurnal

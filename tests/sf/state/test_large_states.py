@@ -20,11 +20,11 @@ from plbjax.errors import BadInput
 from plbjax.sf import ClusterSpec, generate
 from plbjax.sf._encoding.encoder import encode
 from plbjax.sf._encoding.problem import PRIORITY_SETTINGS, THRESHOLD_PRIORITY
-from plbjax.sf._state.building import _build
-from plbjax.sf._state.columns import _PARTITIONS_SCHEMA, _Columns
+from plbjax.sf._state.building import build_state
+from plbjax.sf._state.columns import _PARTITIONS_SCHEMA, Columns
 from plbjax.sf._state.governance import apply_resource_governance
 from plbjax.sf._state.reading import _parse_columns, load_state, parse_state
-from plbjax.sf._state.schema_check import _plain_copy, _schema
+from plbjax.sf._state.schema_check import plain_copy, state_schema
 
 EXAMPLE = ROOT / "examples" / "small.yaml"
 
@@ -306,7 +306,7 @@ def test_documents_are_read_by_column_as_the_general_path_reads_them(name):
     before = copy.deepcopy(doc)
     fast = _parse_columns(doc, owned=False)
     assert fast is not None  # the column-wise path took it
-    general = _build(_plain_copy(doc, ""))
+    general = build_state(plain_copy(doc, ""))
     assert fast == general and fast.document == general.document
     assert doc == before  # the input is not changed
     fast.document["Partitions"][0]["Replicas"][0]["NodeName"] = "elsewhere"
@@ -364,7 +364,7 @@ def test_column_checks_refuse_what_the_schema_refuses(mutate):
     document, and the general path names the problem."""
     doc = _small()
     mutate(doc)
-    assert _Columns.read(doc["Partitions"]) is None
+    assert Columns.read(doc["Partitions"]) is None
     assert _parse_columns(doc, owned=False) is None
     with pytest.raises(BadInput):
         parse_state(doc)
@@ -373,7 +373,7 @@ def test_column_checks_refuse_what_the_schema_refuses(mutate):
 def test_semantic_errors_go_to_the_general_path():
     doc = _small()
     doc["Partitions"][3]["Replicas"][1]["NodeName"] = "N9"
-    assert _Columns.read(doc["Partitions"]) is not None  # schema-valid
+    assert Columns.read(doc["Partitions"]) is not None  # schema-valid
     assert _parse_columns(doc, owned=False) is None
     with pytest.raises(BadInput, match=r"Partitions\[3\]\.Replicas\[1\]\.NodeName: unknown node 'N9'"):
         parse_state(doc, "x.yaml")
@@ -382,7 +382,7 @@ def test_semantic_errors_go_to_the_general_path():
 def test_the_columns_check_the_schema_the_state_schema_states():
     """The column-wise reading implements this schema of Partitions; were it to change, the reading
     would step aside (and this test says so)."""
-    assert _schema()["properties"]["Partitions"] == _PARTITIONS_SCHEMA
+    assert state_schema()["properties"]["Partitions"] == _PARTITIONS_SCHEMA
 
 
 def test_replica_order_within_partitions_does_not_change_the_encoding():

@@ -10,7 +10,7 @@ from paths import ROOT
 
 from plbjax.errors import BadInput
 from plbjax.sf import load_state, parse_state
-from plbjax.sf._state.schema_check import _conforms, _plain_copy, _schema
+from plbjax.sf._state.schema_check import fast_conforms, plain_copy, state_schema
 from plbjax.sf._state.settings import PLB_SETTINGS, resolve_settings
 
 EXAMPLE = ROOT / "examples" / "small.yaml"
@@ -287,13 +287,13 @@ def test_fault_domain_forms(doc):
 )
 def test_schema_errors_name_the_path(doc, mutate, expected):
     mutate(doc)
-    assert not _conforms(_schema(), _plain_copy(doc, ""))  # the fast path defers to jsonschema
+    assert not fast_conforms(state_schema(), plain_copy(doc, ""))  # the fast path defers to jsonschema
     rejects(doc, expected)
 
 
 def test_fast_schema_check_accepts_valid_documents(doc):
-    assert _conforms(_schema(), _plain_copy(doc, ""))
-    assert _conforms(_schema(), _plain_copy(with_optional_sections(doc), ""))
+    assert fast_conforms(state_schema(), plain_copy(doc, ""))
+    assert fast_conforms(state_schema(), plain_copy(with_optional_sections(doc), ""))
 
 
 # ---------------------------------------------------------------------- semantic errors
@@ -677,7 +677,7 @@ def _replayed(doc: dict) -> dict:
 
 def test_reparse_reads_again_what_the_replay_changes_and_equals_a_full_parse():
     from plbjax.sf import ClusterSpec, generate
-    from plbjax.sf._state.reparse import reparse
+    from plbjax.sf._state.rereading import reparse
 
     doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
     state = parse_state(doc)
@@ -689,7 +689,7 @@ def test_reparse_reads_again_what_the_replay_changes_and_equals_a_full_parse():
 
 def test_reparse_of_a_bad_document_names_the_problem_as_a_full_parse_does():
     from plbjax.sf import ClusterSpec, generate
-    from plbjax.sf._state.reparse import reparse
+    from plbjax.sf._state.rereading import reparse
 
     doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
     state = parse_state(doc)
@@ -717,7 +717,7 @@ def test_reparse_of_a_bad_document_names_the_problem_as_a_full_parse_does():
 
 def test_reparse_checks_a_history_it_does_not_read_again_against_the_replicas():
     from plbjax.sf import ClusterSpec, generate
-    from plbjax.sf._state.reparse import reparse
+    from plbjax.sf._state.rereading import reparse
 
     doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
     lost = doc["Partitions"][1]["Replicas"][0]

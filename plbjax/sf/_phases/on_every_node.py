@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from plbjax.sf._encoding.problem import AFFINITY, CAPACITY, Index, Problem
-from plbjax.sf._model.assessment import Placement, assessed
-from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._encoding import AFFINITY, CAPACITY, Index, Problem
+from plbjax.sf._model import Placement, assessed
+from plbjax.sf._state import ClusterState
 
 
 def everywhere_partitions(state: ClusterState, index: Index) -> np.ndarray:

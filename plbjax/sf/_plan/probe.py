@@ -8,12 +8,18 @@ from collections.abc import Collection
 
 import numpy as np
 
-from plbjax.sf._model.assessment import assessed, violating_by_kind
-from plbjax.sf._phases.balance_rule import MetricBalance
-from plbjax.sf._phases.balancing import balances
-from plbjax.sf._phases.everywhere import everywhere
-from plbjax.sf._phases.preparation import Encoded, frozen_masks, governed_encoding, priorities_of, surplus_replicas
-from plbjax.sf._state.cluster import ClusterState
+from plbjax.sf._model import assessed, violating_by_kind
+from plbjax.sf._phases import (
+    Encoded,
+    MetricBalance,
+    balances,
+    everywhere,
+    frozen_masks,
+    governed_encoding,
+    priorities_of,
+    surplus_replicas,
+)
+from plbjax.sf._state import ClusterState
 
 
 @dataclasses.dataclass(frozen=True)

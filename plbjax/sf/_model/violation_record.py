@@ -14,7 +14,7 @@ from typing import Generic, NamedTuple, TypeVar
 import jax
 import numpy as np
 
-from plbjax.sf._encoding.problem import CONSTRAINTS, PREFERRED, UNPLACED
+from plbjax.sf._encoding import CONSTRAINTS, PREFERRED, UNPLACED
 
 A = TypeVar("A", jax.Array, np.ndarray)  # the arrays: JAX's on the device, numpy's on the host
 

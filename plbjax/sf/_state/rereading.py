@@ -11,11 +11,11 @@ import dataclasses
 from collections.abc import Mapping
 
 from plbjax.errors import BadInput
-from plbjax.sf._state.building import _block_list, _history, _upgrade
+from plbjax.sf._state.building import read_block_list, read_history, read_upgrade
 from plbjax.sf._state.cluster import ClusterState
-from plbjax.sf._state.columns import _Columns
-from plbjax.sf._state.reading import _parse, gc_paused
-from plbjax.sf._state.schema_check import _plain_copy
+from plbjax.sf._state.columns import Columns
+from plbjax.sf._state.reading import gc_paused, parse_document
+from plbjax.sf._state.schema_check import plain_copy
 from plbjax.sf._state.settings import resolve_settings
 
 # The top-level keys `reparse` reads again; every other one it takes from the state it is given.
@@ -38,18 +38,20 @@ def reparse(state: ClusterState, doc: dict, before: Mapping | None = None) -> Cl
             history = state.document.get("History", {})
             if "History" not in doc or doc["History"] is not before.get("History"):
                 history = _history_copy(doc.get("History", {}))
-            fresh = {"Partitions": copies, "History": history, "Settings": _plain_copy(doc.get("Settings"), "")}
+            fresh = {"Partitions": copies, "History": history, "Settings": plain_copy(doc.get("Settings"), "")}
             return dataclasses.replace(
                 state,
                 settings=resolve_settings(doc.get("Settings")),
                 partitions=tuple(partitions),
-                upgrade=_upgrade(state.document.get("Upgrade"), list(state.services), list(state.nodes), replica_ids),
-                block_list=_block_list(state.document.get("BlockList", []), list(state.services), node_names),
-                history=_history(history, replica_ids, node_names),
+                upgrade=read_upgrade(
+                    state.document.get("Upgrade"), list(state.services), list(state.nodes), replica_ids
+                ),
+                block_list=read_block_list(state.document.get("BlockList", []), list(state.services), node_names),
+                history=read_history(history, replica_ids, node_names),
                 document={k: fresh[k] if k in fresh else state.document[k] for k in doc},
             )
         except (BadInput, TypeError, ValueError, KeyError):
-            return _parse(doc, "state", owned=False)
+            return parse_document(doc, "state", owned=False)
 
 
 def _history_copy(history: object) -> dict:
@@ -79,7 +81,7 @@ def _reread_partitions(state: ClusterState, parts: object, before: list | None) 
             for k in changed
         ):
             changed = None
-    columns = _Columns.read(parts if changed is None else [parts[k] for k in changed])
+    columns = Columns.read(parts if changed is None else [parts[k] for k in changed])
     if columns is None:
         raise wrong
     read, replica_ids = columns.partitions(state._by_name, list(state.nodes))
