@@ -31,6 +31,7 @@ LAYERS = [
         "plbjax.generate_cli",
         "plbjax",
     },
+    {"plbjax.console_scripts"},
 ]
 # What each group may import besides itself (docs/architecture.md states the same, group by group).
 ERRORS, FILES, VERSION, ANNEAL, SF = "plbjax.errors", "plbjax.files", "plbjax.version", "plbjax.anneal", "plbjax.sf"
@@ -71,6 +72,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     },
     "plbjax.generate_cli": {SF, "plbjax.sf.replay", ERRORS, VERSION},
     "plbjax": {ANNEAL, ERRORS, SF},
+    "plbjax.console_scripts": {"plbjax.cli", "plbjax.generate_cli", "plbjax.roadef", "plbjax.sf.live"},
 }
 # sf's private folders: another group reaches one only through its face (its __init__).
 FOLDERS = {STATE, GENERATOR, ENCODING, MODEL, PHASES, PLAN}
