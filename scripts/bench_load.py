@@ -11,7 +11,7 @@ what `plbjax state=DOC out=PLAN` does, stage by stage:
   validate  the document into a `ClusterState`: the JSON Schema and every semantic rule checked,
             Service Fabric's defaults filled in (plbjax.sf._state.cluster);
   encode    resource governance and the encoding into the dense `Problem` (plbjax.sf._encoding.encoder), as
-            the plan's first step (`_preparation.governed_encoding`, which `plan_encoded` then takes);
+            the plan's first step (`preparation.governed_encoding`, which `plan_encoded` then takes);
   compile   the annealer's compilation (`AnnealResult.compile_seconds`, summed over the phases);
   search    the phases' searches, a token 1,000 steps x 2 chains each (`AnnealResult.seconds`);
   decode    the rest of `plan` and its document: re-encodings it does (also shown on their own as
@@ -31,7 +31,7 @@ and `results/load_cpu.png`.
                                                          # the same stages with another plbjax
 
 The stages are timed one by one, so the script calls plbjax.sf's private stage functions (`_state`'s
-reader and parser, `_governance`, `_preparation`, `_plan`): what `load_state` and `plan` do, split where they
+reader and parser, `governance`, `preparation`, `_plan`): what `load_state` and `plan` do, split where they
 split. It needs numba (plbjax.baseline's machine description and contention measure).
 """
 

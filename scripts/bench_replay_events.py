@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     from plbjax.sf.replay.events import Event, apply_events
     from plbjax.sf.replay.inflight import InFlight
     from plbjax.sf.replay.scenarios import diurnal
-    from plbjax.sf.replay.types import Stopwatch
+    from plbjax.sf.replay.types import PlanAction, Stopwatch
 
     spec_path = ROOT / "scripts" / "bench_replay.py"
     loader = importlib.util.spec_from_file_location("bench_replay", spec_path)
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = holder.doc
         for k in range(args.completions):
             for action in _moves(doc, args.actions, rng):
-                flight.issue(action, now + k, 1.0)
+                flight.issue(PlanAction.of(action), now + k, 1.0)
             doc, done = _timed(samples, "complete", lambda d=doc, t=now + k + 1: flight.complete(d, t))
             assert done == args.actions
             settle(doc)

@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import shutil
 import subprocess
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
 import pytest
 from planned import plan_dump
 
+from plbjax.anneal import enable_compilation_cache
 from plbjax.sf import ClusterSpec, SearchConfig, encode, full_scope, generate, parse_state, scope
 
 # 20 nodes of two node types in 4 fault domains x 2 racks, 4 services (half of them constrained to a
@@ -30,6 +34,20 @@ SPEC = ClusterSpec(
     placement_constraint_fraction=0.5,
 )
 QUICK = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
+
+
+def pytest_configure(config):
+    """Every test process keeps what it compiles in the persistent cache `plan` uses
+    (PLBJAX_CACHE_DIR), from its first compilation on: tests that run the annealer without `plan`
+    share programs across xdist workers too. JAX binds its cache to a directory once, at the first
+    compilation, so one is made now, before a test points the setting at a directory of its own
+    (tests/anneal/test_store.py); and without the GPU-only XLA caches, whose directory (under the
+    setting's) would enter every program's key, such a test still finds what others compiled. The
+    plbjax processes tests start inherit that setting, so their programs have the same keys."""
+    os.environ["JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES"] = "none"
+    jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
+    enable_compilation_cache()
+    jax.jit(jnp.negative)(jnp.zeros(()))
 
 
 def cluster(seed: int, **changes) -> dict:

@@ -16,13 +16,13 @@ State = Any  # a chain's search state (a pytree with an `energy` field)
 
 
 class StartFn(Protocol):
-    def __call__(self, problem: Problem) -> State:
+    def __call__(self, problem: Problem, /) -> State:
         """The search state at the problem's initial solution."""
         ...
 
 
 class ProposeFn(Protocol):
-    def __call__(self, problem: Problem, state: State, words: jax.Array) -> tuple[Any, jax.Array, jax.Array, Any]:
+    def __call__(self, problem: Problem, state: State, words: jax.Array, /) -> tuple[Any, jax.Array, jax.Array, Any]:
         """A step's random moves, one per row of `words` [T, draws] (random uint32): (moves, the energy
         each would leave, whether each is allowed, whatever `apply` reuses), batched over T. With a
         `finish`, a lower bound of the energy and a necessary condition for validity."""
@@ -46,7 +46,7 @@ class ApplyFn(Protocol):
 
 
 class RefreshFn(Protocol):
-    def __call__(self, problem: Problem, state: State) -> State:
+    def __call__(self, problem: Problem, state: State, /) -> State:
         """The running statistics recomputed exactly."""
         ...
 
@@ -58,13 +58,13 @@ class SolutionFn(Protocol):
 
 
 class FootprintFn(Protocol):
-    def __call__(self, problem: Problem, state: State, move: Any) -> jax.Array:
+    def __call__(self, problem: Problem, state: State, move: Any, /) -> jax.Array:
         """[F] int ids (-1: none) of what one move touches: moves with disjoint footprints commute."""
         ...
 
 
 class FootprintIdsFn(Protocol):
-    def __call__(self, problem: Problem) -> int:
+    def __call__(self, problem: Problem, /) -> int:
         """How many distinct footprint ids there are."""
         ...
 

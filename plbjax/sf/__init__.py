@@ -6,7 +6,7 @@ the ones before it:
     _state      the state document -> ClusterState         (load_state, parse_state)
     _encoding   ClusterState <-> arrays: Problem, Index     (encode, apply_actions, diff)
     _model      SF's energy, constraints and moves          (model, scope)
-    _phases     placement, constraint check, balancing      (SearchConfig)
+    _phases     placement, constraint check, balancing      (Phase, SearchConfig)
     _plan       the phases in SF's order -> the plan        (plan, Session, findings)
     _generator  synthetic clusters                          (generate, ClusterSpec)
 
@@ -17,9 +17,9 @@ also reads `_state`'s default metrics and settings).
 from plbjax.sf._encoding import Index, Problem, apply_actions, apply_to_partition, diff, encode
 from plbjax.sf._generator import ClusterSpec, generate
 from plbjax.sf._model import Scope, Search, full_scope, model, scope
-from plbjax.sf._phases import SearchConfig
+from plbjax.sf._phases import PHASES, Phase, SearchConfig
 from plbjax.sf._plan import Findings, Plan, Session, findings, plan
-from plbjax.sf._state import ClusterState, load_state, parse_state
+from plbjax.sf._state import INTENTS, ClusterState, load_state, parse_state
 
 __all__ = [
     "ClusterSpec",
@@ -27,6 +27,9 @@ __all__ = [
     "findings",
     "ClusterState",
     "Index",
+    "INTENTS",
+    "PHASES",
+    "Phase",
     "Problem",
     "Plan",
     "Scope",

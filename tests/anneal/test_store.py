@@ -16,7 +16,9 @@ SEARCH = SearchConfig(chains=1, tries=16, parallel=True, steps=1000, seconds=Non
 
 @pytest.fixture
 def cache_dir(tmp_path):
-    """A fresh compilation cache for this test; JAX's setting restored after."""
+    """A fresh compilation cache directory for this test, so a fresh program store; JAX's setting
+    restored after. XLA's executables stay in the process's cache (tests/conftest.py binds it before
+    any test: JAX binds it once), so these tests compile the search once between them."""
     before = jax.config.values["jax_compilation_cache_dir"]
     jax.config.update("jax_compilation_cache_dir", str(tmp_path))
     _driver.clear_compiled()

@@ -72,7 +72,7 @@ def test_solver_on_the_example_is_feasible_and_at_least_as_good_as_the_given_sol
 DEPENDENT = dict(machines=12, processes=60, services=20, neighborhoods=3, dependencies=15)  # many dependency rejections
 
 
-@pytest.mark.parametrize("seed, shape", [(0, {}), (1, {}), (2, DEPENDENT)])
+@pytest.mark.parametrize("seed, shape", [(5, {}), (1, {}), (2, DEPENDENT)])  # 5 and 1: one shape, one compiled search
 def test_proposals_are_valid_exactly_when_feasible_and_their_energy_is_the_cost(tmp_path, seed, shape):
     """Brute force: every proposal from a state reached by a hot search, applied on the host."""
     instance, original = generate(seed, InstanceSpec(**shape))

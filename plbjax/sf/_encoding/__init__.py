@@ -1,12 +1,14 @@
 """A `ClusterState` <-> dense padded arrays: the `Problem` every search reads and the host's `Index`.
 
-    problem.py   Problem, Features, Index; the constraint kinds and SF's weights
-    arrays.py    sizes rounded up to buckets, so similar clusters share one compiled program
-    stages.py    the stages that do not depend on the replicas: entities, nodes, classes, weights
-    rows.py      the replica rows, each partition's replicas in order
-    encoder.py   encode: the stages and rows assembled into a Problem and its Index
-    updates.py   the session's update path: what changed re-encoded, the rest kept
-    decoding.py  a placement -> the minimal list of Failover Manager actions, and actions applied
+    problem.py         Problem, Features, Index; the constraint kinds and SF's weights
+    arrays.py          sizes rounded up to buckets, so similar clusters share one compiled program
+    encoder.py         encode: the walk, stage after stage, into a Problem and its Index
+    stages.py          the stages that do not depend on the replicas: entities, nodes, classes, weights
+    rows.py            the replica rows, each partition's replicas in order
+    replica_stages.py  the stages that read the rows: policies, upgrade homes, History, in transition
+    assembly.py        each stage's share of Problem on the device; Problem assembled in one place
+    updates.py         the session's update path: what changed re-encoded, the rest kept
+    decoding.py        a placement -> the minimal list of Failover Manager actions, and actions applied
 
 Reads `_state`; `_model` reads it.
 """

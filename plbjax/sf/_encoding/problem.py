@@ -45,7 +45,7 @@ class Features:
 
 class Problem(eqx.Module):
     """The cluster, as arrays: what the encoding derives from the state, the same for every phase
-    (what a phase's search may do is its `_scope.SearchScope`). N nodes, R replicas, P partitions,
+    (what a phase's search may do is its `search_scope.SearchScope`). N nodes, R replicas, P partitions,
     S services, M metrics (all padded)."""
 
     features: Features = eqx.field(static=True)
@@ -130,7 +130,7 @@ class Index:
     """Host-side names and placements, to decode arrays back into the document's terms. Where a
     replica starts has three names: `input_node`, where the input lists it; `initial_node`, where
     the plan starts it (the input's node if that node can hold it: `Problem.initial_node`); a
-    search's origin and start (`_scope.SearchScope`). The encoding changes no primary: the input's
+    search's origin and start (`search_scope.SearchScope`). The encoding changes no primary: the input's
     primaries are the plan's initial ones, `initial_primary`."""
 
     nodes: tuple[str, ...]

@@ -13,7 +13,7 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from plbjax.sf._encoding.arrays import bucket, on_device, pad
+from plbjax.sf._encoding.arrays import bucket
 from plbjax.sf._encoding.stages import Entities, Nodes
 
 MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
@@ -50,19 +50,13 @@ class Rows:
                 if rid is not None and str(rid) in by_id:
                     yield row, rid
 
-    def fields(self, R: int, P: int, M: int) -> dict:
-        return dict(
-            replica_partition=on_device(pad(self.partition, (R,), 0)),
-            replica_service=on_device(pad(self.service, (R,), 0)),
-            load_primary=on_device(pad(self.load_primary, (R, M), np.float32(0))),
-            load_secondary=on_device(pad(self.load_secondary, (R, M), np.float32(0))),
-            move_cost=on_device(pad(self.move_cost, (R,), np.float32(0))),
-            partition_replicas=on_device(_partition_table(self, P)),
-            partition_service=on_device(pad(self.partition_service, (P,), 0)),
-            initial_node=on_device(pad(self.initial_node, (R,), -1)),
-            initial_primary=on_device(pad(self.initial_primary, (P,), -1)),
-            replica_count=on_device(float(self.n_replicas), np.float32),
-        )
+    @property
+    def R(self) -> int:  # the padded sizes, named as in Problem
+        return bucket(self.n_replicas, 8)
+
+    @property
+    def P(self) -> int:
+        return bucket(self.sizes.size, 8)
 
 
 def _order_within(texts: list[str], part: np.ndarray) -> np.ndarray | None:
@@ -291,7 +285,7 @@ def _default_loads(cluster: Entities) -> tuple[np.ndarray, np.ndarray, np.ndarra
     return primary, secondary, has_metric
 
 
-def _partition_table(rows: Rows, P: int) -> np.ndarray:
+def partition_table(rows: Rows, P: int) -> np.ndarray:
     """[P, K] the replica rows of each partition, -1 padded. Partitions placed on every node never
     move: they are left out."""
     on_every_node = rows.everywhere

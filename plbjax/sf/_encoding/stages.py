@@ -1,6 +1,6 @@
-"""The encoding stages that do not depend on the replicas: the entities in encoding order, the
-nodes (status, capacities, domain trees), the placement classes and the energy weights. An update
-of the replicas (`_encoding_updates`) reuses them (`Stages`).
+"""The encoding stages that do not depend on the replicas, on the host: the entities in encoding
+order, the nodes (status, capacities, domain trees), the placement classes and the energy weights.
+An update of the replicas (`updates`) reuses them (`Stages`).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from plbjax.sf._encoding.arrays import bucket, on_device, pad
+from plbjax.sf._encoding.arrays import bucket, pad
 from plbjax.sf._state import ClusterState, node_mask
 
 
@@ -118,20 +118,7 @@ class Nodes:
     threshold_load: np.ndarray  # float32[nodes, metrics] ResourceThresholds x capacity, inf where none
     fd_tree: np.ndarray  # int32[N, Lf]
     ud_tree: np.ndarray  # int32[N, 2]
-
-    def fields(self, cluster: Entities) -> dict:
-        N, M, n = cluster.N, cluster.M, cluster.n_nodes
-        return dict(
-            node_up=on_device(pad(self.up, (N,), False)),
-            node_kept=on_device(pad(self.kept, (N,), False)),
-            capacity=on_device(pad(self.capacity, (N, M), np.float32(np.inf))),
-            threshold_load=on_device(pad(self.threshold_load, (N, M), np.float32(np.inf))),
-            fd_leaf_up=on_device(np.isin(np.arange(int(self.fd_tree.max()) + 1), self.fd_tree[:n][self.up, -1])),
-            ud_up=on_device(np.isin(np.arange(int(self.ud_tree.max()) + 1), self.ud_tree[:n][self.up, -1])),
-            fd_tree=on_device(self.fd_tree),
-            ud_tree=on_device(self.ud_tree),
-            node_move_factor=on_device(pad(_priority_factor([n.priority for n in cluster.nodes]), (N,), np.float32(1))),
-        )
+    move_factor: np.ndarray  # float32[nodes] moving onto the node costs move_cost x this (`_priority_factor`)
 
 
 def encoded_nodes(state: ClusterState, cluster: Entities) -> Nodes:
@@ -143,12 +130,13 @@ def encoded_nodes(state: ClusterState, cluster: Entities) -> Nodes:
         threshold_load=threshold_load,
         fd_tree=_domain_tree([n.fault_domain for n in cluster.nodes], cluster.N),
         ud_tree=_domain_tree([(n.upgrade_domain,) for n in cluster.nodes], cluster.N),
+        move_factor=_priority_factor([n.priority for n in cluster.nodes]),
     )
 
 
 def _capacities(state: ClusterState, cluster: Entities) -> tuple[np.ndarray, np.ndarray]:
     """Capacity in force, buffered unless an upgrade is in progress, and ResourceThresholds load."""
-    buffered = not (state.upgrade or {}).get("InProgress", False)
+    buffered = state.upgrade is None or not state.upgrade.in_progress
     capacity = np.full((cluster.n_nodes, cluster.n_metrics), np.inf, np.float32)
     threshold_load = np.full((cluster.n_nodes, cluster.n_metrics), np.inf, np.float32)
     for i, node in enumerate(cluster.nodes):
@@ -177,19 +165,6 @@ class Classes:
     ud_children: np.ndarray  # int32[C, Du]
     fd_usable: np.ndarray  # bool[C, Df]
     ud_usable: np.ndarray  # bool[C, Du]
-
-    def fields(self, N: int) -> dict:
-        padding = [np.zeros(N, bool)] * (self.nodes.shape[0] - len(self.masks))
-        return dict(
-            service_class=on_device(self.service_class),
-            class_nodes=on_device(self.nodes),
-            class_node_count=on_device(self.count),
-            class_allowed=on_device(np.stack([pad(m, (N,), False) for m in self.masks] + padding)),
-            fd_children=on_device(self.fd_children),
-            ud_children=on_device(self.ud_children),
-            fd_usable=on_device(self.fd_usable),
-            ud_usable=on_device(self.ud_usable),
-        )
 
 
 def placement_classes(
@@ -230,7 +205,7 @@ def _allowed_nodes(state: ClusterState, cluster: Entities, up: np.ndarray) -> di
     props = [n.properties for n in nodes]
     blocked: dict[str, set[str]] = {}  # ServiceTypeName -> nodes blocklisted for it
     for entry in state.block_list:
-        blocked.setdefault(entry["ServiceTypeName"], set()).add(entry["NodeName"])
+        blocked.setdefault(entry.service_type, set()).add(entry.node)
     selected, open_to, in_domain = {}, {}, {}
     allowed_of = {}
     for svc in cluster.services:
@@ -242,11 +217,11 @@ def _allowed_nodes(state: ClusterState, cluster: Entities, up: np.ndarray) -> di
                 open_to[svc.type_name] = np.array([n.name not in blocked[svc.type_name] for n in nodes], bool)
             mask &= open_to[svc.type_name]
         for policy in svc.placement_policies:
-            if policy["Type"] in ("RequiredDomain", "InvalidDomain"):
-                if policy["DomainName"] not in in_domain:
-                    in_domain[policy["DomainName"]] = nodes_in_domain(nodes, policy["DomainName"])
-                inside = in_domain[policy["DomainName"]]
-                mask &= inside if policy["Type"] == "RequiredDomain" else ~inside
+            if policy.kind in ("RequiredDomain", "InvalidDomain") and policy.domain is not None:
+                if policy.domain not in in_domain:
+                    in_domain[policy.domain] = nodes_in_domain(nodes, policy.domain)
+                inside = in_domain[policy.domain]
+                mask &= inside if policy.kind == "RequiredDomain" else ~inside
         allowed_of[svc.name] = mask
     return allowed_of
 
@@ -262,10 +237,10 @@ def _class_masks(
     for si, svc in enumerate(cluster.services):
         mask = allowed_of[svc.name]
         for corr in svc.correlations:
-            if corr["ServiceName"] in cluster.everywhere:
-                hosts = (parent_hosts or {}).get(corr["ServiceName"])
+            if corr.service in cluster.everywhere:
+                hosts = (parent_hosts or {}).get(corr.service)
                 mask = mask & (
-                    allowed_of[corr["ServiceName"]]
+                    allowed_of[corr.service]
                     if hosts is None
                     else np.array([n.name in hosts for n in cluster.nodes], bool)
                 )
@@ -289,16 +264,6 @@ class Weights:
     global_: np.ndarray  # float[M]
     metric_nodes: np.ndarray  # bool[M, N] nodes counted in a metric's global deviation
     defrag: np.ndarray  # bool[M] defragmentation metrics
-
-    def fields(self) -> dict:
-        return dict(
-            service_metrics=on_device(self.service_metrics),
-            local_weight=on_device(self.local.astype(np.float32)),
-            global_weight=on_device(self.global_.astype(np.float32)),
-            metric_nodes=on_device(self.metric_nodes),
-            metric_node_count=on_device(self.metric_nodes.sum(axis=1).astype(np.float32)),
-            metric_defrag=on_device(self.defrag),
-        )
 
 
 def energy_weights(state: ClusterState, cluster: Entities, classes: Classes) -> Weights:

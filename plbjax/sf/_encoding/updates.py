@@ -9,8 +9,11 @@ import dataclasses
 
 import numpy as np
 
-from plbjax.sf._encoding.encoder import assemble, history_field
+from plbjax.sf._encoding.arrays import on_device
+from plbjax.sf._encoding.assembly import class_arrays, problem_of, shares_of, weight_arrays
+from plbjax.sf._encoding.encoder import assemble
 from plbjax.sf._encoding.problem import Index, Problem
+from plbjax.sf._encoding.replica_stages import history
 from plbjax.sf._encoding.rows import Rows, replica_rows
 from plbjax.sf._encoding.stages import Stages, energy_weights, in_order, partition_order, placement_classes
 from plbjax.sf._state import ClusterState, gc_paused
@@ -53,7 +56,9 @@ def with_partitions(
         return None
     cluster = dataclasses.replace(stages.cluster, partitions=partitions)
     if not at.size:  # History only: every other stage gives what it gave
-        updated = dataclasses.replace(problem, history=history_field(state, cluster, rows))
+        shares = shares_of(problem)
+        replicas = shares.replicas._replace(history=on_device(history(state, cluster, rows)))
+        updated = problem_of(problem.features, shares._replace(replicas=replicas))
         return updated, dataclasses.replace(index, stages=dataclasses.replace(stages, cluster=cluster))
     use_costs = bool(state.settings.get("UseMoveCostReports", False))
     sub = dataclasses.replace(cluster, partitions=[partitions[k] for k in at.tolist()])
@@ -104,8 +109,10 @@ def with_parent_hosts(
     counts = lambda s: np.array([int(m.sum()) for m in s.allowed()])[everywhere]
     if not np.array_equal(counts(stages), counts(updated)):
         return assemble(state, updated)
-    fields = classes.fields(stages.cluster.N) | updated.weights.fields()
-    return dataclasses.replace(problem, **fields), dataclasses.replace(index, stages=updated)
+    shares = shares_of(problem)._replace(
+        classes=class_arrays(classes, stages.cluster.N), weights=weight_arrays(updated.weights)
+    )
+    return problem_of(problem.features, shares), dataclasses.replace(index, stages=updated)
 
 
 def _staged(index: Index) -> Stages:

@@ -4,8 +4,8 @@ In the spirit of Jumanji's generator modules: a frozen :class:`ClusterSpec` desc
 cluster's shape and :func:`generate` turns a seed and a spec into a plain, JSON-serialisable state
 document (``SchemaVersion``, ``NodeTypes``, ``Nodes``, ``Services``, ``Partitions``), the same for
 the same seed: a :class:`plbjax.generators.Generator`.  ``plbjax-generate`` (`plbjax.generate_cli`)
-is the command-line front end. The spec and the cluster's drawn shape are `_generator_spec`, the
-initial placement `_generator_placement`; this module writes the document.
+is the command-line front end. The spec and the cluster's drawn shape are `spec`, the
+initial placement `placement`; this module writes the document.
 
 Layout
     * nodes ``Node000``..; node types ``NodeType0``.. assigned in contiguous blocks;

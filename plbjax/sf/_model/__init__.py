@@ -26,7 +26,7 @@ from plbjax.sf._model.assessment import (
 from plbjax.sf._model.chain import model
 from plbjax.sf._model.constraints import affinity_violated, partition_domain_violations, partition_nodes, violations
 from plbjax.sf._model.energy import local_loads, local_masks, node_loads
-from plbjax.sf._model.search_scope import Scope, Search, full_scope, scope
+from plbjax.sf._model.search_scope import UNLIMITED, Scope, Search, full_scope, scope
 from plbjax.sf._model.violation_record import Violations
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "Placement",
     "Scope",
     "Search",
+    "UNLIMITED",
     "Violations",
     "affinity_violated",
     "assessed",

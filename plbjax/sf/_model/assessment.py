@@ -65,9 +65,10 @@ def violation_rank(priorities: np.ndarray, totals: np.ndarray) -> tuple:
 
 
 def movements(index: Index, node_of: np.ndarray, primary_of: np.ndarray, after: Placement) -> int:
-    """Movements from `node_of`, `primary_of` to `after` as the search and SF's throttles count
-    them: replicas placed before that moved, and changed primaries that were running
-    (`energy.movements`; adds, and which of them is the primary, are free)."""
+    """Movements from `node_of`, `primary_of` to `after`, the one count of the plan, its throttles
+    and the search (`energy.movements` on the device): one per replica placed before that moved,
+    one per primary swap. Adds are free, and so is a new primary where the old one had no node
+    (nothing ran there to swap with: SF's Failover Manager promotes a secondary)."""
     n = index.n_partitions
     running = (primary_of >= 0) & (node_of[np.maximum(primary_of, 0)] >= 0)
     return int(

@@ -8,7 +8,7 @@ may be accepted, `finish`), and an in-place update. Moves on disjoint nodes and 
 (`footprint`) can be applied together: their changes of the sums add up, and the deviations are
 recomputed from the new sums, so a parallel step equals its moves applied one by one. `refresh`
 recomputes the statistics exactly (no float drift). `model(swap_probability)` is what the annealer runs,
-on a `Search` (the cluster and one phase's scope) as its `problem`.
+on a `Search` (the cluster and one phase's scope), what `anneal` calls the problem.
 """
 
 from __future__ import annotations
@@ -150,14 +150,14 @@ def _global_score(problem: Problem, g_total, g_sq, fd_total, fd_sq, ud_total, ud
     return jnp.sum(problem.global_weight * scores)
 
 
-def start(problem: Search) -> SearchState:
+def start(search: Search) -> SearchState:
     """The state at the search's start (`Scope.start`, by default its origin)."""
-    return _fresh(problem, problem.scope.start_node, problem.scope.start_primary)
+    return _fresh(search, search.scope.start_node, search.scope.start_primary)
 
 
-def refresh(problem: Search, state: SearchState) -> SearchState:
+def refresh(search: Search, state: SearchState) -> SearchState:
     """The statistics recomputed exactly (the violation penalty and domain violations are kept)."""
-    return _fresh(problem, state.node_of, state.primary_of, state.penalty, state.domain_violations)
+    return _fresh(search, state.node_of, state.primary_of, state.penalty, state.domain_violations)
 
 
 def _node_change(centre, counted, level, delta):
@@ -323,12 +323,12 @@ def _leaf_domains(problem: Problem, moves: Move, a, b, n_nodes: int, loads, tree
     return new, d_total, d_sq
 
 
-def apply(problem: Search, state: SearchState, moves: Move, keep: jax.Array, energies, changes: Changes) -> SearchState:
+def apply(search: Search, state: SearchState, moves: Move, keep: jax.Array, energies, changes: Changes) -> SearchState:
     """The state after every kept move (`keep` [T]; moves and changes batched over T). Kept moves
     touch disjoint nodes and partitions (see `footprint`), so their writes commute and their changes
     of the running sums add up; the scores that are not sums (deviations) are recomputed from the new
     sums, once per touched service. The result is the state the moves leave applied one by one."""
-    cluster = problem.cluster
+    cluster = search.cluster
     total = lambda x: jnp.sum(jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0.0), axis=0)
     n_nodes, n_parts, n_services = state.loads.shape[0], state.primary_of.shape[0], state.l_total.shape[0]
     a = jnp.where(keep & (moves.node_a >= 0), moves.node_a, n_nodes)  # out of range: dropped
@@ -380,7 +380,7 @@ def apply(problem: Search, state: SearchState, moves: Move, keep: jax.Array, ene
         ]
     )
     return dataclasses.replace(
-        _plus(problem, state, summed),
+        _plus(search, state, summed),
         fd_loads=fd_loads,
         ud_loads=ud_loads,
         domain_violations=state.domain_violations.at[jnp.concatenate([parts, parts2])].set(
@@ -413,33 +413,33 @@ def _allowed(scope: SearchScope, state: SearchState, move: Move) -> jax.Array:
 EXCHANGE = 0.1  # share of exchanges among the search's proposals
 
 
-def propose(problem: Search, state: SearchState, words, swap_probability: float = 0.3):
+def propose(search: Search, state: SearchState, words, swap_probability: float = 0.3):
     """Random moves, one per row of `words` (`moves.propose_batch`; kinds in the shares given), but
     for their domain checks (`finish`): a lower bound of the energy each leaves (its partitions'
     domain violations, times their penalty, are the most the move can remove), whether it may be
     allowed, and its changes."""
-    cluster = problem.cluster
+    cluster = search.cluster
     mix = shares(swap_probability, EXCHANGE)
-    parts, order = propose_batch(problem, state.node_of, state.primary_of, state.loads, words, mix)
+    parts, order = propose_batch(search, state.node_of, state.primary_of, state.loads, words, mix)
     evaluated = [
         (
             move,
             *jax.vmap(functools.partial(evaluate, paired=two_services(cluster, kind)), in_axes=(None, None, 0))(
-                problem, state, move
+                search, state, move
             ),
         )
         for kind, move in parts
     ]
     move, new_energy, changes = jax.tree.map(lambda *xs: jnp.concatenate(xs)[order], *evaluated)
     bound = new_energy - jnp.sum((changes.domains + changes.domains2) * cluster.penalty[DOMAINS], axis=-1)
-    return move, bound, _allowed(problem.scope, state, move), changes
+    return move, bound, _allowed(search.scope, state, move), changes
 
 
-def finish(problem: Search, state: SearchState, moves: Move, changes: Changes):
+def finish(search: Search, state: SearchState, moves: Move, changes: Changes):
     """The proposals' fault- and upgrade-domain checks: (moves, energies, valid, changes) exactly.
     Moves that make an enforced distribution worse are not allowed; a change of a soft one enters
     the penalty."""
-    cluster, scope = problem.cluster, problem.scope
+    cluster, scope = search.cluster, search.scope
 
     def after(partition, replica, target, service):
         nodes = partition_after(cluster, state.node_of, partition, replica, target)
@@ -456,19 +456,19 @@ def finish(problem: Search, state: SearchState, moves: Move, changes: Changes):
     penalty = jnp.sum(change * cluster.penalty[DOMAINS], axis=-1)
     moves = dataclasses.replace(moves, valid=moves.valid & ~worse, penalty_delta=moves.penalty_delta + penalty)
     changes = dataclasses.replace(changes, penalty=changes.penalty + penalty, domains=after1, domains2=after2)
-    energies = jax.vmap(lambda c: _plus(problem, state, c).energy)(changes)
+    energies = jax.vmap(lambda c: _plus(search, state, c).energy)(changes)
     return moves, energies, _allowed(scope, state, moves), changes
 
 
-def footprint(problem: Search, state: SearchState, move: Move) -> jax.Array:
+def footprint(search: Search, state: SearchState, move: Move) -> jax.Array:
     """Ids of what a move's validity and changes depend on: its two nodes (ids 0..N-1), its partitions
     and their affinity parents' (N..N+P-1: a child's affinity reads where its parent's replicas are,
     and a parent's replica moves with the child beside it), and the movement budget (one last id)
     while fewer movements remain than there are partitions, so kept moves never exceed it. Sums over
     nodes, services and domains need no id: `apply` adds them up."""
-    cluster = problem.cluster
+    cluster = search.cluster
     n_nodes, n_parts = state.loads.shape[0], state.primary_of.shape[0]
-    tight = problem.scope.move_budget - state.moves < n_parts
+    tight = search.scope.move_budget - state.moves < n_parts
     partition = lambda p: jnp.where(p >= 0, n_nodes + p, -1)
     parent = lambda r: jnp.where(r >= 0, partition(cluster.replica_parent[jnp.maximum(r, 0)]), -1)
     ids = [move.node_a, move.node_b, partition(move.partition), partition(move.partition2)]
@@ -478,8 +478,8 @@ def footprint(problem: Search, state: SearchState, move: Move) -> jax.Array:
     return jnp.stack(ids).astype(jnp.int32)
 
 
-def footprint_ids(problem: Search) -> int:
-    cluster = problem.cluster
+def footprint_ids(search: Search) -> int:
+    cluster = search.cluster
     return cluster.node_up.shape[0] + cluster.partition_service.shape[0] + 1
 
 

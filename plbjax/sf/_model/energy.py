@@ -101,7 +101,8 @@ def movement_cost(search: Search, node_of: jax.Array, primary_of: jax.Array) -> 
 
 
 def movements(scope: SearchScope, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:
-    """Number of movements from the search's origin (what SF's throttles count)."""
+    """Number of movements from the search's origin, as SF's throttles count them
+    (`assessment.movements` on the host)."""
     moved, swapped = _changed(scope, node_of, primary_of)
     return (jnp.sum(moved) + jnp.sum(swapped)).astype(jnp.float32)
 

@@ -2,7 +2,7 @@
 and the exchange of two replicas of different partitions (a trade when both nodes are nearly full).
 
 `propose` draws one move for one chain and says whether it is valid (all constraints no worse but
-the fault- and upgrade-domain distribution, whose K^2 check `_model.finish` adds only for moves that
+the fault- and upgrade-domain distribution, whose K^2 check `chain.finish` adds only for moves that
 may be accepted); `propose_batch` draws a step's worth, computing each kind only where it is drawn.
 Every move is described by the same fields — up to two replicas whose nodes change, the partition
 whose primary may change, and the load change on two nodes — so energy and apply code are shared.
@@ -55,8 +55,8 @@ class Move(eqx.Module):
     new_primary2: jax.Array  # `partition2`'s primary after the move (-1: unchanged)
     cost_delta: jax.Array  # change in movement cost against the initial placement
     moves_delta: jax.Array  # change in the number of movements (moved replicas, swapped primaries)
-    penalty_delta: jax.Array  # change in the violations' energy (domain distribution: see `_model.finish`)
-    valid: jax.Array  # no constraint worse (domain distribution: see `_model.finish`)
+    penalty_delta: jax.Array  # change in the violations' energy (domain distribution: see `chain.finish`)
+    valid: jax.Array  # no constraint worse (domain distribution: see `chain.finish`)
 
 
 DRAWS = 5  # random words one proposal uses

@@ -82,16 +82,12 @@ def _imbalanced_services(
 def thresholds(state: ClusterState, metric: str, node_type: str | None) -> tuple[float, float]:
     """(balancing, activity) threshold of a metric, for a node type when given: node type -> global
     -> SF's defaults 1 and 0."""
-    overrides = {}
+    balancing = state.balancing_thresholds.get(metric, 1.0)
+    activity = state.activity_thresholds.get(metric, 0.0)
     for entry in state.node_types:
-        if entry.get("Name") == node_type:
-            overrides = entry.get("PlacementAndLoadBalancingOverrides", {})
-    balancing = overrides.get("MetricBalancingThresholdsPerNodeType", {}).get(
-        metric, state.balancing_thresholds.get(metric, 1.0)
-    )
-    activity = overrides.get("MetricActivityThresholdsPerNodeType", {}).get(
-        metric, state.activity_thresholds.get(metric, 0.0)
-    )
+        if entry.name == node_type:
+            balancing = entry.balancing_thresholds.get(metric, balancing)
+            activity = entry.activity_thresholds.get(metric, activity)
     return float(balancing), float(activity)
 
 

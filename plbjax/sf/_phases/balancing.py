@@ -14,7 +14,7 @@ from plbjax.sf._encoding import Index, Problem
 from plbjax.sf._model import Placement, Scope, local_loads, local_masks, model, no_worse, pad_to
 from plbjax.sf._phases.balance_rule import LocalLoads, MetricBalance, metric_balance, service_domains
 from plbjax.sf._phases.on_every_node import everywhere
-from plbjax.sf._phases.phase import PhaseResult, Run, movement_budget, scoped_search, swappable
+from plbjax.sf._phases.phase import Phase, PhaseResult, Reached, Run, movement_budget, scoped_search, swappable
 from plbjax.sf._phases.search_config import SearchConfig
 from plbjax.sf._state import PLB_SETTINGS, ClusterState
 
@@ -46,12 +46,12 @@ def balances(state: ClusterState, problem: Problem, index: Index, now: Placement
 
 def _balancing_scope(state: ClusterState, imbalanced: set[str]) -> tuple[set[str], str]:
     """Services a balancing run may move, and why (SF: whole imbalanced service domains)."""
-    upgrade = state.upgrade or {}
+    upgrade = state.upgrade
     frozen: set[str] = set()
-    if upgrade.get("InProgress"):
-        if upgrade.get("Scope", "Cluster") == "Cluster":
+    if upgrade is not None and upgrade.in_progress:
+        if upgrade.scope == "Cluster":
             return set(), "a cluster upgrade is in progress: balancing is off"
-        frozen = {s.name for s in state.services if s.application == upgrade.get("ApplicationName")}
+        frozen = {s.name for s in state.services if s.application == upgrade.application}
     if not imbalanced:
         return set(), "every metric is balanced"
     movable, domains = set(), []
@@ -87,47 +87,24 @@ def balancing_model(state: ClusterState, search: SearchConfig) -> Model | None:
     return None if given == PLB_SETTINGS["SwapPrimaryProbability"] else model(given)
 
 
-def balancing_phase(
-    run: Run, now: Placement, schedule: Schedule, balance: list[MetricBalance], spent: int
-) -> PhaseResult:
-    """Balance the imbalanced service domains; `spent`: movements placement made that count against
-    the same throttles."""
-    problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
-    run = dataclasses.replace(run, model=run.balancing_model or run.model)
+def balancing_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResult:
+    """Balance the imbalanced service domains, within what the throttles leave once placement's
+    movements count against them; kept when AvgStdDev falls by more than ScoreImprovementThreshold
+    and no enforced constraint gets worse."""
+    (state, _, problem, index), priorities, now = run.encoded, run.priorities, reached.now
+    balance = balances(state, problem, index, now)
     over = now.report.violations.threshold[: index.n_nodes, : len(index.metrics)] > 0
     imbalanced = {b.metric for b in balance if not b.balanced} | {index.metrics[m] for m in np.flatnonzero(over.any(0))}
     services, reason = _balancing_scope(state, imbalanced)
     if services and state.settings.get("MaxPercentageToMove", 0.3) == 0:  # SF's scheduler skips balancing
         services, reason = set(), "MaxPercentageToMove is 0: balancing may move nothing"
     if not services:
-        return PhaseResult("Balancing", False, reason, now)
-    open_nodes = None
-    if any(b.node_type is not None for b in balance) or run.node_type is not None:  # only these types move
-        types = {b.node_type for b in balance if not b.balanced} if run.node_type is None else {run.node_type}
-        open_nodes = pad_to(np.array([t in types for t in index.node_types]), problem.node_up.shape[0])
-        reason += " on node types " + ", ".join(sorted(str(t) for t in types))
-    of_service = np.array(
-        [index.partitions[p][0] in services for p in range(index.n_partitions)]
-        + [False] * (now.primary_of.shape[0] - index.n_partitions)
+        return PhaseResult(Phase.BALANCING, False, reason, now)
+    what, on_types = _what(run, now, balance, services, reached.movements(index, Phase.PLACEMENT))
+    reason += on_types
+    result, search = scoped_search(
+        dataclasses.replace(run, model=run.balancing_model or run.model), now, what, schedule
     )
-    of_service &= ~_throttled_partitions(state, index, problem)
-    replica_partition = np.asarray(problem.replica_partition)
-    movable = of_service[replica_partition] & (now.node_of >= 0) & ~everywhere(state, index)
-    movable[index.n_replicas :] = False
-    if open_nodes is not None:
-        movable &= open_nodes[np.maximum(now.node_of, 0)]
-    budget = max(movement_budget(state, "Balancing", int((now.node_of >= 0).sum())) - spent, 0)
-    per_partition = state.settings["MovementPerPartitionThrottleThreshold"] or None
-    what = Scope(
-        movable,
-        swappable(index, now, of_service),
-        priorities >= 0,
-        open_nodes=open_nodes,
-        budget=budget,
-        history=True,
-        partition_budget=per_partition,
-    )
-    result, search = scoped_search(run, now, what, schedule)
     gain = now.report.avg - result.report.avg
     if (
         search.energy < search.initial_energy
@@ -135,5 +112,37 @@ def balancing_phase(
         and gain >= state.settings["ScoreImprovementThreshold"]
         and no_worse(now.report.violations, result.report.violations, priorities)
     ):
-        return PhaseResult("Balancing", True, reason, result, search)
-    return PhaseResult("Balancing", True, reason + "; no better placement was found", now, search)
+        return PhaseResult(Phase.BALANCING, True, reason, result, search)
+    return PhaseResult(Phase.BALANCING, True, reason + "; no better placement was found", now, search)
+
+
+def _what(run: Run, now: Placement, balance: list[MetricBalance], services: set[str], spent: int) -> tuple[Scope, str]:
+    """What balancing may do: move the placed replicas of `services` outside the partitions at the
+    per-partition throttle, only on the imbalanced node types' nodes where metrics balance per node
+    type (the reason names them), within the throttles' movements less `spent`; swap their primaries."""
+    state, _, problem, index = run.encoded
+    open_nodes, on_types = None, ""
+    if any(b.node_type is not None for b in balance) or run.node_type is not None:  # only these types move
+        types = {b.node_type for b in balance if not b.balanced} if run.node_type is None else {run.node_type}
+        open_nodes = pad_to(np.array([t in types for t in index.node_types]), problem.node_up.shape[0])
+        on_types = " on node types " + ", ".join(sorted(str(t) for t in types))
+    of_service = np.array(
+        [index.partitions[p][0] in services for p in range(index.n_partitions)]
+        + [False] * (now.primary_of.shape[0] - index.n_partitions)
+    )
+    of_service &= ~_throttled_partitions(state, index, problem)
+    movable = of_service[np.asarray(problem.replica_partition)] & (now.node_of >= 0) & ~everywhere(state, index)
+    movable[index.n_replicas :] = False
+    if open_nodes is not None:
+        movable &= open_nodes[np.maximum(now.node_of, 0)]
+    budget = max(movement_budget(state, Phase.BALANCING, int((now.node_of >= 0).sum())) - spent, 0)
+    what = Scope(
+        movable,
+        swappable(index, now, of_service),
+        run.priorities >= 0,
+        open_nodes=open_nodes,
+        budget=budget,
+        history=True,
+        partition_budget=state.settings["MovementPerPartitionThrottleThreshold"] or None,
+    )
+    return what, on_types

@@ -10,7 +10,16 @@ from plbjax.anneal import Schedule
 from plbjax.sf._encoding import AFFINITY, CAPACITY, Problem
 from plbjax.sf._model import Placement, Scope, violating, violation_rank
 from plbjax.sf._phases.on_every_node import everywhere
-from plbjax.sf._phases.phase import CHECK_MOVE_WEIGHT, PhaseResult, Run, movement_budget, search_until_fixed, swappable
+from plbjax.sf._phases.phase import (
+    CHECK_MOVE_WEIGHT,
+    Phase,
+    PhaseResult,
+    Reached,
+    Run,
+    movement_budget,
+    search_until_fixed,
+    swappable,
+)
 
 
 def _swaps_that_fix(problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:
@@ -33,20 +42,21 @@ def _swaps_that_fix(problem: Problem, now: Placement, priorities: np.ndarray) ->
     return partitions
 
 
-def constraint_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResult:
+def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResult:
     """Fix violations: the replicas involved move (and trade with any replica, SF's repair), kept when
     violations, ranked by priority, went down."""
-    problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    (state, _, problem, index), priorities = run.encoded, run.priorities
+    now = reached.now
     elsewhere = ~everywhere(state, index)
     bad = violating(index, now, priorities) & elsewhere
     if not bad.any():
-        return PhaseResult("ConstraintCheck", False, "no constraint violation", now)
+        return PhaseResult(Phase.CONSTRAINT_CHECK, False, "no constraint violation", now)
     what = Scope(
         bad,
         swappable(index, now, _swaps_that_fix(problem, now, priorities)),
         priorities == 0,
         move_weight=CHECK_MOVE_WEIGHT,
-        budget=movement_budget(state, "ConstraintCheck", int((now.node_of >= 0).sum())),
+        budget=movement_budget(state, Phase.CONSTRAINT_CHECK, int((now.node_of >= 0).sum())),
         partners=(now.node_of >= 0) & elsewhere,
     )
     fixed = lambda placement: not (violating(index, placement, priorities) & elsewhere).any()
@@ -55,5 +65,5 @@ def constraint_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResul
     after = violation_rank(priorities, result.report.measures)
     reason = f"{int(bad.sum())} replica(s) in violation"
     if after < before:
-        return PhaseResult("ConstraintCheck", True, reason + "; violations reduced", result, search)
-    return PhaseResult("ConstraintCheck", True, reason + "; no fix found", now, search)
+        return PhaseResult(Phase.CONSTRAINT_CHECK, True, reason + "; violations reduced", result, search)
+    return PhaseResult(Phase.CONSTRAINT_CHECK, True, reason + "; no fix found", now, search)

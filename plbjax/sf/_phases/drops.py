@@ -21,11 +21,33 @@ promotion, `phases.elect_primaries`).
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 import numpy as np
 
 from plbjax.sf._encoding import Index
 from plbjax.sf._state import ClusterState, Partition
+
+
+class Drop(NamedTuple):
+    """A surplus replica the plan drops, where it is (None: no node)."""
+
+    service: str
+    partition_id: str | int
+    replica_id: str | int
+    role: str  # "Primary" | "Secondary" | "Instance"
+    node: str | None
+
+    def action(self) -> dict:
+        """The plan's action (`DropPrimary`, `DropSecondary` or `DropInstance`)."""
+        return {
+            "ServiceName": self.service,
+            "PartitionId": self.partition_id,
+            "ReplicaId": self.replica_id,
+            "Action": "Drop" + self.role,
+            "SourceNode": self.node,
+            "TargetNode": None,
+        }
 
 
 def _spread_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
@@ -53,8 +75,8 @@ def drop_surplus(
     violating: np.ndarray,
     usable: dict[str, list[str]],
     priorities: tuple[int, int, int],
-) -> tuple[ClusterState, list[dict]]:
-    """The state without each partition's surplus replicas, and the actions that drop them.
+) -> tuple[ClusterState, list[Drop]]:
+    """The state without each partition's surplus replicas, and the drops.
 
     `loads` [N, M]: node loads of the input's running replicas; `capacity` [N, M]: capacity in force
     (inf where unlimited or not enforced); `violating` [R]: replicas (rows of `index`) that break an
@@ -65,7 +87,7 @@ def drop_surplus(
     if not any(map(surplus, state.partitions)):
         return state, []
     view = _DropView(state, index, loads, capacity, violating, usable, priorities)
-    partitions, actions = [], []
+    partitions, drops = [], []
     for part in state.partitions:
         service = state.service(part.service)
         if part.service in everywhere:
@@ -75,9 +97,9 @@ def drop_surplus(
         else:
             partitions.append(part)
             continue
-        actions += [_action(part, rep.replica_id, "Drop" + rep.role, rep.node, None) for rep in dropped]
+        drops += [Drop(part.service, part.partition_id, rep.replica_id, rep.role, rep.node) for rep in dropped]
         partitions.append(Partition(part.service, part.partition_id, tuple(kept)))
-    return dataclasses.replace(state, partitions=tuple(partitions)), actions
+    return dataclasses.replace(state, partitions=tuple(partitions)), drops
 
 
 class _DropView:
@@ -109,7 +131,7 @@ class _DropView:
         self.children: dict[str, list[str | None]] = {}  # parent service -> nodes of its affinity children's replicas
         for child in state.services:
             for corr in child.correlations:
-                self.children.setdefault(corr["ServiceName"], []).extend(
+                self.children.setdefault(corr.service, []).extend(
                     r.node for p in state.partitions if p.service == child.name for r in p.replicas if self.running(r)
                 )
 
@@ -194,14 +216,3 @@ class _DropView:
         key = (lambda n: n.fault_domain) if rule == 0 else (lambda n: (n.upgrade_domain,))
         nodes = [self.node[r.node] for r in reps if self.running(r)]  # as the search counts
         return not _spread_ok([key(n) for n in nodes], [key(self.node[n]) for n in allowed])
-
-
-def _action(part: Partition, replica_id, kind: str, source: str | None, target: str | None) -> dict:
-    return {
-        "ServiceName": part.service,
-        "PartitionId": part.partition_id,
-        "ReplicaId": replica_id,
-        "Action": kind,
-        "SourceNode": source,
-        "TargetNode": target,
-    }

@@ -73,7 +73,7 @@ def parent_hosts(
 ) -> dict[str, set[str]]:
     """{parent: nodes} for each one-per-node service that has affinity children: the nodes its
     instances will be on once placed where they fit."""
-    parents = {c["ServiceName"] for s in state.services for c in s.correlations}
+    parents = {c.service for s in state.services for c in s.correlations}
     parents &= {s.name for s in state.services if s.target < 0}
     if not parents:
         return {}

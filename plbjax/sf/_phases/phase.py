@@ -1,35 +1,48 @@
-"""What every phase shares: the run it reads (`Run`), the result it hands on (`PhaseResult`), its
-throttle budget and its search, one `anneal` call scoped by a `Scope` then a zero-temperature
-descent."""
+"""What every phase shares: its name (`Phase`), what it reads (`Run`, and where the plan stands:
+`Reached`), the result it hands on (`PhaseResult`; a phase is a `PhaseSearch` from one to the
+other), its throttle budget and its search, one `anneal` call scoped by a `Scope` then a
+zero-temperature descent."""
 
 from __future__ import annotations
 
 import dataclasses
 import math
 from collections.abc import Callable
+from enum import StrEnum
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
 from plbjax.anneal import STOP, AnnealResult, KernelConfig, Model, Schedule, anneal
-from plbjax.sf._encoding import Index, Problem, settle
-from plbjax.sf._model import Placement, Scope, assessed, scope
+from plbjax.sf._encoding import Index, settle
+from plbjax.sf._model import UNLIMITED, Placement, Scope, assessed, movements, scope
+from plbjax.sf._phases.preparation import Encoded
 from plbjax.sf._state import ClusterState
 
 CHECK_MOVE_WEIGHT = 0.5  # placement and constraint check: a move costs half an optimization-priority violation
-UNLIMITED = 2**31 - 1
 QUENCH_BLOCKS = 1  # blocks of the zero-temperature descent after each phase's search
 NEEDED_PROPOSALS = 500  # under a seconds budget, proposals per replica a phase must fix (the CPU's auto steps' rate)
 NEEDED_BLOCKS = 2  # and at least the probe block and one that cools
 
 
+class Phase(StrEnum):
+    """A phase by the name the plan document and the replay give it (a `str`: it is written as is)."""
+
+    PLACEMENT = "Placement"
+    CONSTRAINT_CHECK = "ConstraintCheck"
+    BALANCING = "Balancing"
+    FEWEST_MOVEMENTS = "FewestMovements"  # plbjax's own last pass, not one of SF's
+
+
+PHASES = (Phase.PLACEMENT, Phase.CONSTRAINT_CHECK, Phase.BALANCING)  # SF's phases, in SF's order
+
+
 @dataclasses.dataclass(frozen=True)
 class Run:
-    """What every phase of one plan reads: the state and its encoding, SF's constraint priorities,
-    and how the searches run."""
+    """What every phase of one plan reads: the prepared state and its encoding, SF's constraint
+    priorities, and how the searches run."""
 
-    state: ClusterState
-    problem: Problem
-    index: Index
+    encoded: Encoded
     priorities: np.ndarray
     model: Model
     kernel: KernelConfig
@@ -44,27 +57,72 @@ class Run:
 @dataclasses.dataclass(frozen=True)
 class PhaseResult:
     """A phase's outcome: its name, whether it ran and why (its entry in the plan's `Phases`), the
-    placement it leaves and its search (None: none ran)."""
+    placement it hands on and its search (None: none ran); `finished` false where the search
+    stopped short of what the phase set out to do (the minimal-movement pass: `Search.Minimal`)."""
 
-    phase: str
+    phase: Phase
     ran: bool
     reason: str
     placement: Placement
     search: AnnealResult | None = None
+    finished: bool = True
 
 
-def interrupted(phase: str, now: Placement) -> PhaseResult:
+class Reached(NamedTuple):
+    """Where a plan stands when a phase begins: its initial placement, where the phases started, and
+    the results of those that came before, in order."""
+
+    initial: Placement
+    results: tuple[PhaseResult, ...] = ()
+
+    @property
+    def now(self) -> Placement:
+        """The placement the last phase handed on."""
+        return self.results[-1].placement if self.results else self.initial
+
+    def then(self, result: PhaseResult) -> Reached:
+        """Where the plan stands after `result`."""
+        return Reached(self.initial, (*self.results, result))
+
+    def result(self, phase: Phase) -> PhaseResult:
+        """`phase`'s result (it has come)."""
+        return self.results[self._position(phase)]
+
+    def before(self, phase: Phase) -> Placement:
+        """The placement `phase` started from (it has come)."""
+        k = self._position(phase)
+        return self.results[k - 1].placement if k else self.initial
+
+    def movements(self, index: Index, phase: Phase) -> int:
+        """Movements `phase` made, as the search and SF's throttles count them (`movements`); 0 if
+        it has not come."""
+        if phase not in (r.phase for r in self.results):
+            return 0
+        before = self.before(phase)
+        return movements(index, before.node_of, before.primary_of, self.result(phase).placement)
+
+    def _position(self, phase: Phase) -> int:
+        return [r.phase for r in self.results].index(phase)
+
+
+class PhaseSearch(Protocol):
+    """A phase: from where the plan stands, within `schedule`, its result."""
+
+    def __call__(self, run: Run, reached: Reached, schedule: Schedule) -> PhaseResult: ...
+
+
+def interrupted(phase: Phase, now: Placement) -> PhaseResult:
     """`phase` not run: the run was stopped before it."""
     return PhaseResult(phase, False, "the run was interrupted before this phase", now)
 
 
-def throttle_limits(settings: dict, phase: str, replicas: int) -> dict[str, int]:
+def throttle_limits(settings: dict, phase: Phase, replicas: int) -> dict[str, int]:
     """{setting: most movements it allows} for a phase with `replicas` placed (SF's
     GetAllowedMovements: MaxPercentageToMove(ForPlacement), 0 = none; the global throttles and
     their per-phase pairs, 0 = no limit; percentages rounded up). The constraint check has none."""
-    if phase == "ConstraintCheck":
+    if phase == Phase.CONSTRAINT_CHECK:
         return {}
-    share = "MaxPercentageToMove" if phase == "Balancing" else "MaxPercentageToMoveForPlacement"
+    share = "MaxPercentageToMove" if phase == Phase.BALANCING else "MaxPercentageToMoveForPlacement"
     limits = {share: math.ceil(settings[share] * replicas)}
     for absolute, percentage in (
         ("GlobalMovementThrottleThreshold", "GlobalMovementThrottleThresholdPercentage"),
@@ -77,7 +135,7 @@ def throttle_limits(settings: dict, phase: str, replicas: int) -> dict[str, int]
     return limits
 
 
-def movement_budget(state: ClusterState, phase: str, replicas: int) -> int:
+def movement_budget(state: ClusterState, phase: Phase, replicas: int) -> int:
     """Most movements a phase may make under SF's throttles. Balancing, and placement when it moves
     existing replicas, count against GlobalMovementThrottleThreshold(Percentage) and their own
     ...For{phase} pair (0: no limit; a percentage counts existing replicas, rounded up) and against
@@ -93,10 +151,10 @@ def scoped_search(run: Run, now: Placement, what: Scope, schedule: Schedule) -> 
     swappable = what.swappable & run.free_partitions
     partners = None if what.partners is None else what.partners & run.free
     what = dataclasses.replace(what, movable=what.movable & run.free, swappable=swappable, partners=partners)
-    scoped = scope(run.problem, now.node_of, now.primary_of, what)
+    scoped = scope(run.encoded.problem, now.node_of, now.primary_of, what)
     result = _quench(run, now, what, anneal(run.model, scoped, run.kernel, schedule, run.progress), schedule)
-    node_of, primary_of = settle(run.index, *result.solution)
-    return assessed(run.problem, node_of, primary_of), result
+    node_of, primary_of = settle(run.encoded.index, *result.solution)
+    return assessed(run.encoded.problem, node_of, primary_of), result
 
 
 def needed(schedule: Schedule, kernel: KernelConfig, replicas: int) -> Schedule:
@@ -138,7 +196,7 @@ def _quench(run: Run, now: Placement, what: Scope, result: AnnealResult, schedul
     replica placed), too hot to settle what an optimization-priority violation or a movement is
     worth; the descent takes every move, swap or undo that still lowers the energy."""
     start = tuple(np.asarray(x) for x in result.solution)
-    scoped = scope(run.problem, now.node_of, now.primary_of, dataclasses.replace(what, start=start))
+    scoped = scope(run.encoded.problem, now.node_of, now.primary_of, dataclasses.replace(what, start=start))
     cold = dataclasses.replace(
         schedule, steps=QUENCH_BLOCKS * run.kernel.block_steps, seconds=None, initial_temperature=1e-9, final_ratio=1.0
     )

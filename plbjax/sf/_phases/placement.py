@@ -1,5 +1,6 @@
 """SF's placement: the missing replicas placed (replicas of lower-priority services may make room),
-with moves of existing replicas where some fit nowhere (MoveExistingReplicaForPlacement)."""
+with moves of existing replicas where some fit nowhere (MoveExistingReplicaForPlacement), and the
+placement handed on as SF's Failover Manager builds it (primaries promoted where they were lost)."""
 
 from __future__ import annotations
 
@@ -12,13 +13,16 @@ from plbjax.sf._model import Placement, Scope, movements, no_worse
 from plbjax.sf._phases.on_every_node import everywhere, place_everywhere
 from plbjax.sf._phases.phase import (
     CHECK_MOVE_WEIGHT,
+    Phase,
     PhaseResult,
+    Reached,
     Run,
     movement_budget,
     scoped_search,
     search_until_fixed,
     spent,
 )
+from plbjax.sf._phases.primaries import built_from_primaries, elect_primaries
 
 _WAITING = (
     "{} replica(s) of affinity children wait for a later refresh"
@@ -26,13 +30,23 @@ _WAITING = (
 )
 
 
-def placement_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResult:
+def placement_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResult:
+    """Place the missing replicas (`_placed`), then hand on the placement as SF's Failover Manager
+    builds it: lost primaries replaced by promotions (`elect_primaries`), and no replica placed in a
+    partition still without a primary (`built_from_primaries`)."""
+    (_, _, problem, index), now = run.encoded, reached.now
+    result = _placed(run, now, schedule)
+    placed = elect_primaries(problem, index, result.placement, run.priorities)
+    return dataclasses.replace(result, placement=built_from_primaries(problem, index, now, placed))
+
+
+def _placed(run: Run, now: Placement, schedule: Schedule) -> PhaseResult:
     """Place the missing replicas (replicas of lower-priority services may make room); where some
     still fit nowhere, SF's placement with moves (MoveExistingReplicaForPlacement) moves existing
     replicas away, within MaxPercentageToMoveForPlacement and the placement throttles, and is kept
     only when it places more. Under a seconds budget the first search takes what its replicas to
     place need and goes on only while some are unplaced (`search_until_fixed`)."""
-    problem, index, state, priorities = run.problem, run.index, run.state, run.priorities
+    (state, _, problem, index), priorities = run.encoded, run.priorities
     now, added = place_everywhere(problem, index, state, now, priorities)
     todo = np.zeros_like(now.node_of, dtype=bool)
     todo[: index.n_replicas] = now.node_of[: index.n_replicas] < 0
@@ -43,7 +57,7 @@ def placement_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResult
         reason = "no replica is missing" if not added else f"{added} instance(s) added on every node with room"
         if waiting.any():
             reason = f"{reason}; {_WAITING.format(int(waiting.sum()))}"
-        return PhaseResult("Placement", bool(added), reason, now)
+        return PhaseResult(Phase.PLACEMENT, bool(added), reason, now)
     # replicas of lower priority than one waiting for a node may be migrated to make room for it
     priority = {s.name: s.priority for s in state.services}
     of_replica = np.array([priority[index.partitions[p][0]] for p in np.asarray(problem.replica_partition)])
@@ -57,7 +71,7 @@ def placement_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResult
             and now.node_of[now.primary_of[p]] < 0
             and len(index.partition_rows[p]) >= 2
         )
-    budget = movement_budget(state, "Placement", int(placed.sum()))
+    budget = movement_budget(state, Phase.PLACEMENT, int(placed.sum()))
     what = Scope(todo | evictable, headless, priorities == 0, move_weight=CHECK_MOVE_WEIGHT, budget=budget)
     placed_all = lambda placement: bool((placement.node_of[todo] >= 0).all())
     result, search = search_until_fixed(run, now, what, schedule, int(todo.sum()), placed_all)
@@ -81,16 +95,17 @@ def placement_phase(run: Run, now: Placement, schedule: Schedule) -> PhaseResult
         reason += f"; {left} could not be placed (see Unplaced)"
     if waiting.any():
         reason += "; " + _WAITING.format(int(waiting.sum()))
-    return PhaseResult("Placement", True, reason, result, search)
+    return PhaseResult(Phase.PLACEMENT, True, reason, result, search)
 
 
 def _waiting_children(run: Run, now: Placement) -> np.ndarray:
     """[R] replicas one refresh does not place when PlaceChildWithoutParent is false: those of
     affinity children whose parent partition has no replica yet (SF's AffinitySubspace::
     GetTargetNodes: no candidate node while the parent's ExistingReplicaCount is 0)."""
-    parent = np.asarray(run.problem.replica_parent)
-    if not run.one_refresh or run.state.settings["PlaceChildWithoutParent"] or not (parent >= 0).any():
+    state, _, problem, _ = run.encoded
+    parent = np.asarray(problem.replica_parent)
+    if not run.one_refresh or state.settings["PlaceChildWithoutParent"] or not (parent >= 0).any():
         return np.zeros(parent.shape[0], bool)
-    partition = np.asarray(run.problem.replica_partition)
+    partition = np.asarray(problem.replica_partition)
     placed = np.bincount(partition[now.node_of >= 0], minlength=now.primary_of.shape[0])
     return (parent >= 0) & (placed[np.maximum(parent, 0)] == 0)

@@ -21,7 +21,7 @@ from plbjax.sf._encoding import (
     without_dropped,
 )
 from plbjax.sf._model import Placement, assessed, violating
-from plbjax.sf._phases.drops import drop_surplus
+from plbjax.sf._phases.drops import Drop, drop_surplus
 from plbjax.sf._phases.on_every_node import capacity_in_force, parent_hosts, service_nodes
 from plbjax.sf._phases.primaries import elect_primaries
 from plbjax.sf._state import ClusterState, apply_resource_governance
@@ -69,15 +69,13 @@ def frozen_masks(index: Index, problem: Problem, frozen: Collection[tuple[str, s
 
 
 class Prepared(NamedTuple):
-    """The state as the phases see it: governed, surplus replicas dropped, encoded, primaries elected."""
+    """The state as the phases see it: governed, surplus replicas dropped, encoded (with resource
+    governance's reports), primaries elected."""
 
-    state: ClusterState
-    problem: Problem
-    index: Index
+    encoded: Encoded
     input: Placement  # the input's placement as it runs now (replicas on Down nodes count as lost)
     initial: Placement  # the plan's initial placement: where placement starts
-    drops: list[dict]
-    health: list[dict]  # resource governance's reports
+    drops: list[Drop]
 
 
 class _UsableNodes(dict):
@@ -101,7 +99,7 @@ def prepare(encoded: Encoded, priorities: np.ndarray) -> Prepared:
     running = np.array([status != "Down" for status in index.node_status] + [False], bool)
     input_node = np.where(running[index.input_node], index.input_node, -1)  # -1 indexes the last, False
     given = assessed(problem, input_node, index.initial_primary)
-    drops: list[dict] = []
+    drops: list[Drop] = []
     if surplus_replicas(state, problem, index).any() or any(s.target < 0 for s in state.services):
         state, drops = drop_surplus(
             state,
@@ -122,4 +120,4 @@ def prepare(encoded: Encoded, priorities: np.ndarray) -> Prepared:
         problem, index = with_parent_hosts(state, problem, index, hosts)
         initial = assessed(problem, index.initial_node, index.initial_primary)
     initial = elect_primaries(problem, index, initial, priorities)
-    return Prepared(state, problem, index, given, initial, drops, governance_health)
+    return Prepared(Encoded(state, governance_health, problem, index), given, initial, drops)

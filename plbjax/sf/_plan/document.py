@@ -10,29 +10,27 @@ from typing import NamedTuple
 
 import numpy as np
 
-from plbjax.anneal import AnnealResult
 from plbjax.sf._encoding import Index, Problem
 from plbjax.sf._model import Placement, headless
-from plbjax.sf._phases import MetricBalance, PhaseResult, Prepared, Run, balances, everywhere
+from plbjax.sf._phases import Drop, MetricBalance, Phase, Prepared, Reached, Run, balances, everywhere
 from plbjax.sf._plan.diagnostics import elimination_sequence, health_reports
-from plbjax.sf._plan.explain import Stages, explain
+from plbjax.sf._plan.explain import explain
 from plbjax.sf._state import ClusterState
 
 SCHEMA_VERSION = 1
 
 
 class Outcome(NamedTuple):
-    """The phases' results, in SF's order, and the minimal-movement pass's."""
+    """Where the phases left the plan: each one's result, in SF's order, then the minimal-movement
+    pass's; and the metrics' balance before balancing."""
 
-    placement: PhaseResult
-    placed: Placement  # after placement, lost primaries replaced by promotions
-    check: PhaseResult
-    balancing: PhaseResult
+    reached: Reached
     balance_before: list[MetricBalance]
-    final: Placement
-    removed: int
-    searches: list[AnnealResult]
-    minimal: bool  # the minimal-movement pass ran to its end (or had nothing to do)
+
+    @property
+    def final(self) -> Placement:
+        """The placement the plan leaves."""
+        return self.reached.now
 
 
 class Parts(NamedTuple):
@@ -43,14 +41,8 @@ class Parts(NamedTuple):
     out: Outcome
 
 
-def stages(parts: Parts) -> Stages:
-    """The placement before the phases and after each one."""
-    out = parts.out
-    return Stages(parts.ready.initial, out.placed, out.check.placement, out.balancing.placement, out.final)
-
-
 @dataclasses.dataclass(frozen=True)
-class SearchReport:
+class SearchSummary:
     """The plan's `Search`: how the searches ran and where the time went."""
 
     version: str
@@ -88,33 +80,31 @@ class SearchReport:
         return entry
 
 
-def _phase_entry(result: PhaseResult) -> dict:
-    return {"Phase": result.phase, "Ran": result.ran, "Reason": result.reason}
+def _with_drops(reached: Reached, drops: list[Drop]) -> Reached:
+    """`reached` with placement's result saying the surplus drops, which it counts as its own."""
+    if not drops:
+        return reached
+    placing = reached.result(Phase.PLACEMENT)
+    said = dataclasses.replace(placing, ran=True, reason=f"{len(drops)} surplus replica(s) dropped; {placing.reason}")
+    return reached._replace(results=tuple(said if r is placing else r for r in reached.results))
 
 
 def render(
-    parts: Parts, actions: tuple[dict, ...], history: Mapping[str, tuple[str, ...]], search: SearchReport
+    parts: Parts, actions: tuple[dict, ...], history: Mapping[str, tuple[str, ...]], search: SearchSummary
 ) -> dict:
     """The plan document."""
     run, ready, out = parts
-    problem, index = run.problem, run.index
-    placement = out.placement
-    if ready.drops:
-        dropped = sum(a["Action"].startswith("Drop") for a in ready.drops)
-        placement = dataclasses.replace(
-            placement, ran=True, reason=f"{dropped} surplus replica(s) dropped; {placement.reason}"
-        )
+    state, _, problem, index = run.encoded
     final = out.final
-    balance_after = balances(run.state, problem, index, final)
+    balance_after = balances(state, problem, index, final)
     told = explain(
-        run.state,
+        state,
         index,
         problem,
-        stages(parts),
-        [_phase_entry(placement), _phase_entry(out.check), _phase_entry(out.balancing)],
+        _with_drops(out.reached, ready.drops),
         balance_after,
         run.priorities,
-        int(((ready.initial.node_of >= 0) & ~everywhere(run.state, index)).sum()),
+        int(((ready.initial.node_of >= 0) & ~everywhere(state, index)).sum()),
     )
     return {
         "SchemaVersion": SCHEMA_VERSION,
@@ -123,7 +113,7 @@ def render(
         "Score": {"Before": float(ready.input.report.avg), "After": float(final.report.avg)},
         "Actions": list(actions),
         "Nodes": _node_entries(index, problem, ready.input, final),
-        "Health": ready.health + health_reports(index, problem, final.node_of, final.report),
+        "Health": ready.encoded.health + health_reports(index, problem, final.node_of, final.report),
         "Unplaced": _unplaced(index, problem, final),
         "History": {k: list(v) for k, v in history.items()},
         "Remaining": told.remaining,

@@ -1,48 +1,22 @@
 """Why a plan does what it does, and where it stopped: each action's phase and reason, the throttle
 that bound a phase, the violations and imbalances left and what keeps them.
 
-Computed on the host from what the phases already hold: the placement after each phase, their
-assessments (`_assessment.assess`) and SF's throttle settings. A balancing action's share is its part
+Computed on the host from what the phases hand on (their `PhaseResult`s, in a `Reached`): each
+one's placement and its assessment, and SF's throttle settings. A balancing action's share is its part
 of the phase's gain in AvgStdDev's global term (weighted load deviation per metric): how much that
 term would rise were this action alone undone, over the same for all the phase's actions.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple, Protocol
+from typing import NamedTuple
 
 import numpy as np
 
 from plbjax.sf._encoding import AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, UPGRADE_DOMAIN, Index, Problem
-from plbjax.sf._model import Assessment
-from plbjax.sf._phases import MetricBalance, throttle_limits
+from plbjax.sf._model import Assessment, Placement
+from plbjax.sf._phases import PHASES, Drop, MetricBalance, Phase, PhaseResult, Reached, throttle_limits
 from plbjax.sf._state import ClusterState
-
-PHASES = ("Placement", "ConstraintCheck", "Balancing")
-
-
-class Where(Protocol):
-    """A placement with its assessment (`_assessment.Placement`)."""
-
-    @property
-    def node_of(self) -> np.ndarray: ...
-
-    @property
-    def primary_of(self) -> np.ndarray: ...
-
-    @property
-    def report(self) -> Assessment[np.ndarray]: ...
-
-
-class Stages(NamedTuple):
-    """The placement before the phases and after each one; `final` after the minimal-movement pass."""
-
-    start: Where
-    placed: Where
-    checked: Where
-    balanced: Where
-    final: Where
-
 
 # ---------------------------------------------------------------------------------------------
 # throttles
@@ -60,13 +34,6 @@ def movements_entry(limits: dict[str, int], spent: int, used: int) -> dict:
     if used >= allowed:
         out["Throttle"] = {"Setting": setting, "Limit": limits[setting], "Allowed": allowed, "Used": used}
     return out
-
-
-def movements(start: Where, end: Where, n_partitions: int) -> int:
-    """Movements from `start` to `end` as SF's throttles count them (moves of placed replicas, swaps)."""
-    moved = (end.node_of != start.node_of) & (start.node_of >= 0)
-    swapped = (end.primary_of != start.primary_of) & (start.primary_of >= 0)
-    return int(moved.sum() + swapped[:n_partitions].sum())
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,40 +132,41 @@ REMOVED = ("RemoveData", "RemoveNode")  # deactivation intents whose node's repl
 
 
 class Explainer:
-    """Phase and reason of each action `_decoding.diff` builds (its `why` hook)."""
+    """Phase and reason of each action `decoding.diff` builds (its `why` hook)."""
 
-    def __init__(self, index: Index, problem: Problem, stages: Stages, balance_before: list[MetricBalance]):
-        self.index, self.problem, self.stages = index, problem, stages
+    def __init__(self, index: Index, problem: Problem, reached: Reached, balance_before: list[MetricBalance]):
+        self.index, self.problem, self.reached = index, problem, reached
         self.partition_of = np.asarray(problem.replica_partition)
-        s = stages
-        self.row_phase = _first_change([s.start.node_of, s.placed.node_of, s.checked.node_of, s.balanced.node_of])
-        self.part_phase = _first_change(
-            [s.start.primary_of, s.placed.primary_of, s.checked.primary_of, s.balanced.primary_of]
-        )
+        initial, self.placed = reached.initial, reached.result(Phase.PLACEMENT).placement
+        stages = [initial, *(reached.result(phase).placement for phase in PHASES)]
+        self.row_phase = _first_change([stage.node_of for stage in stages])
+        self.part_phase = _first_change([stage.primary_of for stage in stages])
         self.ratio = {b.metric: (b.max_load, b.min_load, b.threshold) for b in balance_before if not b.balanced}
-        self.added_to = set(s.placed.node_of[(s.start.node_of < 0) & (s.placed.node_of >= 0)].tolist())
+        self.added_to = set(self.placed.node_of[(initial.node_of < 0) & (self.placed.node_of >= 0)].tolist())
         self.gains = self._gains()
         self.total = sum(float(g.sum()) for g in self.gains.values())
 
     def _gains(self) -> dict[tuple[str, int], np.ndarray]:
         """{("move", r) or ("swap", p): [M] per-metric gain} for balancing's movements."""
-        index, problem, final, start = self.index, self.problem, self.stages.final, self.stages.start
+        index, problem, final, initial = self.index, self.problem, self.reached.now, self.reached.initial
         m = len(index.metrics)
         primary, secondary = (np.asarray(x, np.float64)[:, :m] for x in (problem.load_primary, problem.load_secondary))
-        moved = (final.node_of != start.node_of) & (start.node_of >= 0) & (final.node_of >= 0) & (self.row_phase == 2)
+        moved = (
+            (final.node_of != initial.node_of) & (initial.node_of >= 0) & (final.node_of >= 0) & (self.row_phase == 2)
+        )
         rows = np.flatnonzero(moved[: index.n_replicas])
         is_primary = final.primary_of[np.asarray(problem.replica_partition)[rows]] == rows
         load = np.where(is_primary[:, None], primary[rows], secondary[rows])
-        swapped = (final.primary_of != start.primary_of) & (start.primary_of >= 0) & (self.part_phase == 2)
+        swapped = (final.primary_of != initial.primary_of) & (initial.primary_of >= 0) & (self.part_phase == 2)
         parts = np.flatnonzero(swapped[: index.n_partitions])
-        new, old = final.primary_of[parts], start.primary_of[parts]
+        new, old = final.primary_of[parts], initial.primary_of[parts]
         ok = (new >= 0) & (final.node_of[np.maximum(new, 0)] >= 0) & (final.node_of[old] >= 0)
         parts, new, old = parts[ok], new[ok], old[ok]
         extra = primary - secondary  # what a primary carries beyond a secondary
         gains = undo_gains(
             problem,
             np.asarray(final.report.loads, np.float64)[:, :m],
-            (np.concatenate([start.node_of[rows], final.node_of[old]]), np.concatenate([load, extra[old]])),
+            (np.concatenate([initial.node_of[rows], final.node_of[old]]), np.concatenate([load, extra[old]])),
             (np.concatenate([final.node_of[rows], final.node_of[new]]), -np.concatenate([load, extra[new]])),
         )
         keys = [("move", int(r)) for r in rows] + [("swap", int(p)) for p in parts]
@@ -212,8 +180,12 @@ class Explainer:
         swap = kind in ("SwapPrimarySecondary", "PromoteSecondary")
         phase = PHASES[int(self.part_phase[p] if swap else self.row_phase[r])]
         if kind.startswith("Add") or kind == "PromoteSecondary" or self._leaves_deactivated(kind, source):
-            phase = "Placement"
-        explain = {"Placement": self._placement, "ConstraintCheck": self._check, "Balancing": self._balancing}
+            phase = Phase.PLACEMENT
+        explain = {
+            Phase.PLACEMENT: self._placement,
+            Phase.CONSTRAINT_CHECK: self._check,
+            Phase.BALANCING: self._balancing,
+        }
         return {"Phase": phase, **explain[phase](r, kind, source, target)}
 
     def _leaves_deactivated(self, kind: str, source: int) -> bool:
@@ -241,8 +213,8 @@ class Explainer:
 
     def _check(self, r: int, kind: str, source: int, target: int) -> dict:
         p = int(self.partition_of[r])
-        primary = kind == "SwapPrimarySecondary" or self.stages.placed.primary_of[p] == r
-        fixes = _replica_violations(self.index, self.stages.placed.report, r, p, source, primary)
+        primary = kind == "SwapPrimarySecondary" or self.placed.primary_of[p] == r
+        fixes = _replica_violations(self.index, self.placed.report, r, p, source, primary)
         if not fixes:
             return {"Reason": f"makes room for a replica in violation (leaves {self.index.nodes[source]})"}
         return {"Reason": "fixes " + "; ".join(fixes), "Constraint": fixes[0].split(" ")[0]}
@@ -269,19 +241,19 @@ def ratio_text(hi: float, lo: float) -> str:
     return f"{hi / lo:.2f}" if lo > 0 else "inf"
 
 
-def drop_reasons(state: ClusterState, drops: list[dict]) -> list[dict]:
-    """The surplus drops (and a one-per-node service's instances where it may not go) with their
-    phase (the plan reports them under Placement) and reason."""
+def drop_reasons(state: ClusterState, drops: list[Drop]) -> list[dict]:
+    """The surplus drops' actions (and a one-per-node service's instances where it may not go) with
+    their phase (the plan reports them under Placement) and reason."""
     targets = {s.name: s.target for s in state.services}
     out = []
-    for a in drops:
-        where = f"on {a['SourceNode']}" if a["SourceNode"] else "that has no node"
-        if targets[a["ServiceName"]] < 0:
+    for drop in drops:
+        where = f"on {drop.node}" if drop.node else "that has no node"
+        if targets[drop.service] < 0:
             reason = f"drops the instance {where}: its service, on every node it may use, may not use that node"
         else:
-            target = targets[a["ServiceName"]]
+            target = targets[drop.service]
             reason = f"drops a surplus replica {where}: the partition holds more than its target {target}"
-        out.append({**a, "Phase": "Placement", "Reason": reason})
+        out.append({**drop.action(), "Phase": Phase.PLACEMENT, "Reason": reason})
     return out
 
 
@@ -289,16 +261,17 @@ def drop_reasons(state: ClusterState, drops: list[dict]) -> list[dict]:
 # what is left
 
 
-def _phase_causes(balancing: dict) -> list[str]:
-    """What in the balancing phase kept a metric imbalanced: it did not run, or a throttle stopped it."""
-    causes = [] if balancing.get("Ran") else [f"balancing did not run: {balancing['Reason']}"]
-    if "Throttle" in balancing:
-        t = balancing["Throttle"]
+def _phase_causes(balancing: PhaseResult, throttle: dict | None) -> list[str]:
+    """What in the balancing phase kept a metric imbalanced: it did not run, or a throttle stopped it
+    (`throttle`: its entry's `Throttle`)."""
+    causes = [] if balancing.ran else [f"balancing did not run: {balancing.reason}"]
+    if throttle:
+        t = throttle
         causes.append(f"balancing stopped at {t['Setting']} ({t['Used']} of {t['Allowed']} movements allowed)")
     return causes
 
 
-def _load_causes(index: Index, problem: Problem, final: Where, metric: int, hi_n: int, lo_n: int) -> list[str]:
+def _load_causes(index: Index, problem: Problem, final: Placement, metric: int, hi_n: int, lo_n: int) -> list[str]:
     """What in the loads keeps a metric's most loaded node `hi_n` apart from its least loaded `lo_n`:
     nothing at all on `lo_n`, load placement constraints keep off it, replicas too large to move."""
     loads = np.asarray(final.report.loads)[:, metric]
@@ -337,20 +310,21 @@ def _load_causes(index: Index, problem: Problem, final: Where, metric: int, hi_n
 
 
 def _metric_causes(
-    index: Index, problem: Problem, final: Where, metric: int, members: np.ndarray, balancing: dict
+    index: Index, problem: Problem, final: Placement, metric: int, members: np.ndarray, phase_causes: list[str]
 ) -> tuple[dict, list[str]]:
-    """(the most and least loaded node, what keeps one metric imbalanced) as far as the engine can tell."""
+    """(the most and least loaded node, what keeps one metric imbalanced) as far as the engine can
+    tell; `phase_causes`: what in the balancing phase kept it so (`_phase_causes`)."""
     loads = np.asarray(final.report.loads)[: index.n_nodes, metric]
     nodes = np.flatnonzero(np.asarray(problem.metric_nodes)[metric, : index.n_nodes] & members)
     hi_n, lo_n = int(nodes[np.argmax(loads[nodes])]), int(nodes[np.argmin(loads[nodes])])
-    causes = _phase_causes(balancing) + _load_causes(index, problem, final, metric, hi_n, lo_n)
+    causes = phase_causes + _load_causes(index, problem, final, metric, hi_n, lo_n)
     if not causes:
         causes.append("the search found no placement that balances it further within the constraints and throttles")
     return {"MostLoadedNode": index.nodes[hi_n], "LeastLoadedNode": index.nodes[lo_n]}, causes
 
 
 def imbalanced_after(
-    index: Index, problem: Problem, final: Where, after: list[MetricBalance], balancing: dict
+    index: Index, problem: Problem, final: Placement, after: list[MetricBalance], phase_causes: list[str]
 ) -> list[dict]:
     """Every metric (and node type) still imbalanced after the plan: its ratio against its threshold
     (Ratio null: infinite) and what keeps it so."""
@@ -361,7 +335,7 @@ def imbalanced_after(
             continue
         members = np.ones(index.n_nodes, bool) if b.node_type is None else types == b.node_type
         m = index.metrics.index(b.metric)
-        where, causes = _metric_causes(index, problem, final, m, members, balancing)
+        where, causes = _metric_causes(index, problem, final, m, members, phase_causes)
         if 0 < b.threshold <= 1 and not np.asarray(problem.metric_defrag)[m]:
             causes.append(f"its BalancingThreshold {b.threshold:g} holds only where max - min <= 1 (SF's rule)")
         out.append(
@@ -388,61 +362,65 @@ def _stopped(entry: dict, used: int, idle: str, done: str) -> str:
     return done if used else f"moved nothing: {idle}"
 
 
-def phase_entries(
-    state: ClusterState,
-    index: Index,
-    stages: Stages,
-    entries: list[dict],
-    priorities: np.ndarray,
-    placeable: int,
-    imbalanced: list[str],
-) -> list[dict]:
-    """The plan's `Phases` with, for each phase that ran, its `Movements` (allowed, used), the
-    `Throttle` that bound it, why it `Stopped`; the constraint check's violations before and after
-    by kind. `placeable`: replicas placement's throttles count."""
-    placement, check, balancing = (dict(e) for e in entries)
-    s, n = stages, index.n_partitions
-    if placement["Ran"]:
-        used = movements(s.start, s.placed, n)
-        added = int(((s.start.node_of < 0) & (s.placed.node_of >= 0))[: index.n_replicas].sum())
-        left = int(np.asarray(s.placed.report.violations.unplaced)[: index.n_replicas].sum())
-        placement.update(movements_entry(throttle_limits(state.settings, "Placement", placeable), 0, used))
-        if not left:
-            placement.pop("Throttle", None)
-        done = f"{added} replica(s) placed, {used} movement(s)" + (f"; {left} left unplaced" if left else "")
-        if used + added or left:
-            idle = f"{left} replica(s) fit no node (see Unplaced)"
-            placement["Stopped"] = _stopped(placement, used + added, idle, done)
-    if check["Ran"]:
-        before = violation_counts(index, s.placed.report, priorities)
-        after = violation_counts(index, s.checked.report, priorities)
-        used = movements(s.placed, s.checked, n)
-        check.update(movements_entry({}, 0, used), ViolationsBefore=before, ViolationsAfter=after)
-        idle = f"no movement found that reduces the violations ({counts_text(before)})"
-        done = f"{used} movement(s); violations {counts_text(before)} -> left: {counts_text(after)}"
-        check["Stopped"] = _stopped(check, used, idle, done)
-    if balancing["Ran"]:
-        limits = throttle_limits(state.settings, "Balancing", int((s.checked.node_of >= 0).sum()))
-        used = movements(s.checked, s.balanced, n)
-        balancing.update(movements_entry(limits, movements(s.start, s.placed, n), used))
-        still = ", ".join(sorted(set(imbalanced)))
-        done = f"{used} movement(s); " + (f"still imbalanced: {still}" if still else "every metric balanced")
-        idle = (
-            "no placement found that lowers AvgStdDev by more than ScoreImprovementThreshold "
-            f"({state.settings['ScoreImprovementThreshold']:g}) without worsening a constraint"
-        )
-        balancing["Stopped"] = _stopped(balancing, used, idle, done)
-    return [placement, check, balancing]
+def _entry(result: PhaseResult) -> dict:
+    """A phase's entry in the plan's `Phases`: whether it ran and why."""
+    return {"Phase": result.phase, "Ran": result.ran, "Reason": result.reason}
 
 
-def remaining(
-    index: Index, problem: Problem, final: Where, after: list[MetricBalance], balancing: dict, priorities: np.ndarray
-) -> dict:
-    """The plan's `Remaining`: metrics still imbalanced and violations left, by kind."""
-    return {
-        "Imbalanced": imbalanced_after(index, problem, final, after, balancing),
-        "Violations": violation_counts(index, final.report, priorities),
-    }
+def _placement_entry(state: ClusterState, index: Index, reached: Reached, placeable: int) -> dict:
+    """Placement's entry; once it ran, its `Movements`, the `Throttle` that bound it (only while
+    replicas are left unplaced) and why it `Stopped`. `placeable`: replicas its throttles count."""
+    entry = _entry(reached.result(Phase.PLACEMENT))
+    if not entry["Ran"]:
+        return entry
+    initial, placed = reached.initial, reached.result(Phase.PLACEMENT).placement
+    used = reached.movements(index, Phase.PLACEMENT)
+    added = int(((initial.node_of < 0) & (placed.node_of >= 0))[: index.n_replicas].sum())
+    left = int(np.asarray(placed.report.violations.unplaced)[: index.n_replicas].sum())
+    entry.update(movements_entry(throttle_limits(state.settings, Phase.PLACEMENT, placeable), 0, used))
+    if not left:
+        entry.pop("Throttle", None)
+    done = f"{added} replica(s) placed, {used} movement(s)" + (f"; {left} left unplaced" if left else "")
+    if used + added or left:
+        entry["Stopped"] = _stopped(entry, used + added, f"{left} replica(s) fit no node (see Unplaced)", done)
+    return entry
+
+
+def _check_entry(index: Index, reached: Reached, priorities: np.ndarray) -> dict:
+    """The constraint check's entry; once it ran, its `Movements`, the violations before and after
+    by kind and why it `Stopped`."""
+    result = reached.result(Phase.CONSTRAINT_CHECK)
+    entry = _entry(result)
+    if not entry["Ran"]:
+        return entry
+    before = violation_counts(index, reached.before(Phase.CONSTRAINT_CHECK).report, priorities)
+    after = violation_counts(index, result.placement.report, priorities)
+    used = reached.movements(index, Phase.CONSTRAINT_CHECK)
+    entry.update(movements_entry({}, 0, used), ViolationsBefore=before, ViolationsAfter=after)
+    idle = f"no movement found that reduces the violations ({counts_text(before)})"
+    done = f"{used} movement(s); violations {counts_text(before)} -> left: {counts_text(after)}"
+    entry["Stopped"] = _stopped(entry, used, idle, done)
+    return entry
+
+
+def _balancing_entry(state: ClusterState, index: Index, reached: Reached, imbalanced: list[str]) -> dict:
+    """Balancing's entry; once it ran, its `Movements` (placement's count against the same
+    throttles), the `Throttle` that bound it and why it `Stopped`."""
+    entry = _entry(reached.result(Phase.BALANCING))
+    if not entry["Ran"]:
+        return entry
+    placed = int((reached.before(Phase.BALANCING).node_of >= 0).sum())
+    used = reached.movements(index, Phase.BALANCING)
+    limits = throttle_limits(state.settings, Phase.BALANCING, placed)
+    entry.update(movements_entry(limits, reached.movements(index, Phase.PLACEMENT), used))
+    still = ", ".join(sorted(set(imbalanced)))
+    done = f"{used} movement(s); " + (f"still imbalanced: {still}" if still else "every metric balanced")
+    idle = (
+        "no placement found that lowers AvgStdDev by more than ScoreImprovementThreshold "
+        f"({state.settings['ScoreImprovementThreshold']:g}) without worsening a constraint"
+    )
+    entry["Stopped"] = _stopped(entry, used, idle, done)
+    return entry
 
 
 class Told(NamedTuple):
@@ -456,14 +434,20 @@ def explain(
     state: ClusterState,
     index: Index,
     problem: Problem,
-    stages: Stages,
-    entries: list[dict],
+    reached: Reached,
     after: list[MetricBalance],
     priorities: np.ndarray,
     placeable: int,
 ) -> Told:
-    """Phases and what is left, from the placements after each phase and the metric balances after
-    the plan."""
+    """The plan's `Phases`, from each phase's result and where it started (`placeable`: replicas
+    placement's throttles count), and its `Remaining`: the metrics still imbalanced after the plan
+    (`after`) and what keeps them so, and the violations left by kind."""
     still = [b.metric for b in after if not b.balanced]
-    phases = phase_entries(state, index, stages, entries, priorities, placeable, still)
-    return Told(phases, remaining(index, problem, stages.final, after, phases[2], priorities))
+    balancing = _balancing_entry(state, index, reached, still)
+    phases = [_placement_entry(state, index, reached, placeable), _check_entry(index, reached, priorities), balancing]
+    causes = _phase_causes(reached.result(Phase.BALANCING), balancing.get("Throttle"))
+    remaining = {
+        "Imbalanced": imbalanced_after(index, problem, reached.now, after, causes),
+        "Violations": violation_counts(index, reached.now.report, priorities),
+    }
+    return Told(phases, remaining)

@@ -1,7 +1,9 @@
-"""SF's three kinds of work, in its order — placement, constraint check, balancing — to a `Plan`.
+"""SF's three kinds of work, in its order — placement, constraint check, balancing — then the
+minimal-movement pass, to a `Plan`: one loop over the phases (`STEPS`), each a `PhaseSearch` from
+where the last left the plan (`Reached`) to its `PhaseResult`.
 
 Every phase runs the same annealer on the same encoded cluster (one compilation), scoped by
-`_scope.scope` (a `Search`: the cluster and what the phase may do): which replicas may move, which
+`search_scope.scope` (a `Search`: the cluster and what the phase may do): which replicas may move, which
 primaries may swap, which constraints may not get worse. Violations enter the energy weighted by
 SF's constraint priorities (hard 0, soft 1, optimization 2, off -1), so placement and constraint
 checks trade them the way SF does: a hard constraint that held is never broken, a soft one may give
@@ -15,41 +17,42 @@ import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Collection, Iterator, Mapping
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
-from plbjax.anneal import STOP, AnnealResult, Schedule, enable_compilation_cache
-from plbjax.sf._encoding import diff
+from plbjax.anneal import STOP, Schedule, enable_compilation_cache
+from plbjax.sf._encoding import Index, diff
 from plbjax.sf._model import Placement, model, movements
 from plbjax.sf._phases import (
+    PHASES,
     QUENCH_BLOCKS,
     Encoded,
+    Phase,
     PhaseResult,
+    PhaseSearch,
     Prepared,
+    Reached,
     Run,
     SearchConfig,
     balances,
     balancing_model,
     balancing_phase,
-    built_from_primaries,
     constraint_phase,
-    elect_primaries,
+    fewest_movements_phase,
     frozen_masks,
     governed_encoding,
     interrupted,
     placement_phase,
     prepare,
     priorities_of,
-    tidy,
 )
-from plbjax.sf._plan.document import Outcome, Parts, SearchReport, history, render, stages
+from plbjax.sf._plan.document import Outcome, Parts, SearchSummary, history, render
 from plbjax.sf._plan.explain import Explainer, drop_reasons
 from plbjax.sf._plan.probe import findings_encoded
 from plbjax.sf._state import ClusterState
 from plbjax.version import VERSION
-
-NO_STAGE = "none"  # `refresh_stage` when no stage has work
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +62,7 @@ class Plan:
 
     actions: tuple[dict, ...]
     history: Mapping[str, tuple[str, ...]]
-    search: SearchReport
+    search: SearchSummary
     _parts: Parts = dataclasses.field(repr=False, compare=False)
 
     def document(self) -> dict:
@@ -87,7 +90,7 @@ class _Budget:
     (placement a third, the constraint check half of what is left, balancing the rest but a block,
     the minimal-movement pass what remains; a phase with nothing to do takes nothing). Placement and
     the constraint check take their share only while their work is not done: each first searches
-    what its replicas to place or fix need (`_phase.search_until_fixed`), so a fix of a few
+    what its replicas to place or fix need (`phase.search_until_fixed`), so a fix of a few
     violations hands nearly all of the budget to balancing. Each phase's
     search leaves time for its zero-temperature block, balancing's also for the minimal-movement
     pass's first block (a search runs one block at least), so the run does not overrun its budget by
@@ -106,64 +109,58 @@ class _Budget:
             self.left -= search.seconds
 
 
-def _skipped(name: str, now: Placement, only: str) -> PhaseResult:
-    reason = "one refresh: no stage has work" if only == NO_STAGE else f"one refresh runs one stage: {only}"
-    return PhaseResult(name, False, reason, now)
+class _Step(NamedTuple):
+    """A phase in the plan's order: its search, the share of the seconds left it may take and the
+    blocks it leaves for what follows (`_Budget`)."""
+
+    phase: Phase
+    search: PhaseSearch
+    share: float
+    reserve_blocks: int
 
 
-def _run_phases(run: Run, start: Placement, schedule: Schedule, clock: _Clock, only: str | None = None) -> Outcome:
-    """Placement, constraint check, balancing (or `only` one of them) and the minimal-movement pass,
-    each from where the last left off, sharing `search.seconds`; an interrupted run stops after the
-    current phase, then the minimal-movement pass runs on what it has. `clock` times each."""
-    budget = _Budget(schedule)
-    wanted = lambda name: only is None or only == name
-    with clock("Placement"):
-        placement = interrupted("Placement", start)
-        if not STOP.is_set():
-            placement = (
-                placement_phase(run, start, budget.next(1 / 3))
-                if wanted("Placement")
-                else _skipped("Placement", start, str(only))
-            )
-        budget.spend(placement.search)
-        placed = elect_primaries(run.problem, run.index, placement.placement, run.priorities)
-        placed = built_from_primaries(run.problem, run.index, start, placed)
-    check = interrupted("ConstraintCheck", placed)
-    if not STOP.is_set():
-        with clock("ConstraintCheck"):
-            check = (
-                constraint_phase(run, placed, budget.next(1 / 2))
-                if wanted("ConstraintCheck")
-                else _skipped("ConstraintCheck", placed, str(only))
-            )
-        budget.spend(check.search)
-    balance_before = balances(run.state, run.problem, run.index, check.placement)
-    balancing = interrupted("Balancing", check.placement)
-    if not STOP.is_set():
-        with clock("Balancing"):
-            balancing = (
-                balancing_phase(
-                    run,
-                    check.placement,
-                    budget.next(1.0, QUENCH_BLOCKS + 1),
-                    balance_before,
-                    movements(run.index, start.node_of, start.primary_of, placed),
-                )
-                if wanted("Balancing")
-                else _skipped("Balancing", check.placement, str(only))
-            )
-        budget.spend(balancing.search)
-    with clock("FewestMovements"):
-        final, removed, tidied, minimal = tidy(run, balancing.placement, budget.next(1.0, 0))
-    searches = [s for s in (placement.search, check.search, balancing.search, tidied) if s is not None]
-    return Outcome(placement, placed, check, balancing, balance_before, final, removed, searches, minimal)
+STEPS = (
+    _Step(Phase.PLACEMENT, placement_phase, 1 / 3, QUENCH_BLOCKS),
+    _Step(Phase.CONSTRAINT_CHECK, constraint_phase, 1 / 2, QUENCH_BLOCKS),
+    _Step(Phase.BALANCING, balancing_phase, 1.0, QUENCH_BLOCKS + 1),
+    _Step(Phase.FEWEST_MOVEMENTS, fewest_movements_phase, 1.0, 0),
+)
 
 
-def _search_report(search: SearchConfig, out: Outcome, clock: _Clock) -> SearchReport:
+def _run_phases(
+    run: Run, initial: Placement, schedule: Schedule, clock: _Clock, wanted: tuple[Phase, ...] = PHASES
+) -> Outcome:
+    """SF's phases (those not `wanted` skipped) and the minimal-movement pass, each from where the
+    last left off, sharing `search.seconds`; an interrupted run stops after the current phase, then
+    the minimal-movement pass runs on what it has. `clock` times each."""
+    budget, reached = _Budget(schedule), Reached(initial)
+    for step in STEPS:
+        with clock(step.phase):
+            result = _result(step, run, reached, budget.next(step.share, step.reserve_blocks), wanted)
+        budget.spend(result.search)
+        reached = reached.then(result)
+    state, _, problem, index = run.encoded
+    return Outcome(reached, balances(state, problem, index, reached.before(Phase.BALANCING)))
+
+
+def _result(step: _Step, run: Run, reached: Reached, schedule: Schedule, wanted: tuple[Phase, ...]) -> PhaseResult:
+    """`step`'s result; one of SF's phases does not run after a stop, nor where one refresh runs
+    another (or none)."""
+    if step.phase not in PHASES:
+        return step.search(run, reached, schedule)
+    if STOP.is_set():
+        return interrupted(step.phase, reached.now)
+    if step.phase not in wanted:
+        reason = f"one refresh runs one stage: {wanted[0]}" if wanted else "one refresh: no stage has work"
+        return PhaseResult(step.phase, False, reason, reached.now)
+    return step.search(run, reached, schedule)
+
+
+def _search_summary(search: SearchConfig, index: Index, out: Outcome, clock: _Clock) -> SearchSummary:
     """The plan's `Search`."""
-    searches: list[AnnealResult] = out.searches
+    searches = [r.search for r in out.reached.results if r.search is not None]
     shrunk = [s.shrunk for s in searches if s.shrunk]
-    return SearchReport(
+    return SearchSummary(
         version=VERSION,
         backend=jax.default_backend(),
         chains=min((s.chains for s in searches), default=0),
@@ -172,12 +169,18 @@ def _search_report(search: SearchConfig, out: Outcome, clock: _Clock) -> SearchR
         seed=search.seed,
         budget=search.budget,
         interrupted=STOP.is_set(),
-        minimal=out.minimal,
-        movements_removed=out.removed,
+        minimal=out.reached.result(Phase.FEWEST_MOVEMENTS).finished,
+        movements_removed=_removed(index, out),
         compile_seconds=round(sum(s.compile_seconds for s in searches), 3),
         phase_seconds=dict(clock.seconds),
         device_memory=shrunk[-1] if shrunk else None,
     )
+
+
+def _removed(index: Index, out: Outcome) -> int:
+    """Movements the minimal-movement pass undid."""
+    made = lambda placement: movements(index, index.initial_node, index.initial_primary, placement)
+    return made(out.reached.result(Phase.BALANCING).placement) - made(out.final)
 
 
 def plan(
@@ -185,7 +188,7 @@ def plan(
     search: SearchConfig | None = None,
     progress: Callable[[int, int, float, float], None] | None = None,
     *,
-    phase: str | None = None,
+    phase: Phase | None = None,
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
     unsearched: Callable[[Callable[[], Plan] | None], None] | None = None,
@@ -215,17 +218,17 @@ def plan(
     )
 
 
-def refresh_stage(encoded: Encoded, frozen: Collection[tuple[str, str]] = ()) -> str:
+def refresh_stage(encoded: Encoded, frozen: Collection[tuple[str, str]] = ()) -> Phase | None:
     """The stage one SF refresh runs (PLBScheduler::RefreshAction, every timer expired): the first
     of placement (replicas to place or drop), the constraint check (a hard violation; unless
     ConstraintCheckEnabled is false) and balancing (unless LoadBalancingEnabled is false; the
-    phase itself finds whether a metric is imbalanced), or NO_STAGE."""
+    phase itself finds whether a metric is imbalanced), or None."""
     found, settings = findings_encoded(encoded, frozen), encoded.state.settings
     if found.unplaced:
-        return "Placement"
+        return Phase.PLACEMENT
     if found.violations and settings["ConstraintCheckEnabled"]:
-        return "ConstraintCheck"
-    return "Balancing" if settings["LoadBalancingEnabled"] else NO_STAGE
+        return Phase.CONSTRAINT_CHECK
+    return Phase.BALANCING if settings["LoadBalancingEnabled"] else None
 
 
 def _first_refresh(encoded: Encoded) -> Encoded:
@@ -240,7 +243,7 @@ def plan_encoded(
     search: SearchConfig | None = None,
     progress: Callable[[int, int, float, float], None] | None = None,
     *,
-    phase: str | None = None,
+    phase: Phase | None = None,
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
     clock: _Clock | None = None,
@@ -250,56 +253,71 @@ def plan_encoded(
     """`plan` of a state already governed and encoded (a `Session`'s)."""
     enable_compilation_cache(only_if_unset=True)
     clock = clock or _Clock()
+    wanted = PHASES if phase is None else (phase,)
     if refresh and phase is None:
         with clock("Prepare"):
-            phase = refresh_stage(encoded, frozen)
+            stage = refresh_stage(encoded, frozen)
+        wanted = () if stage is None else (stage,)
         encoded = _first_refresh(encoded)
     search = (search or SearchConfig()).resolved(jax.default_backend(), encoded.state.replica_count())
     priorities = priorities_of(encoded.state)
     with clock("Prepare"):
         ready = prepare(encoded, priorities)
-    problem, index = ready.problem, ready.index
-    free, free_partitions = frozen_masks(index, problem, frozen)
-    free &= ~np.asarray(problem.replica_stays)  # in transition on a node that blocks its type
-    run = Run(
-        ready.state,
-        problem,
-        index,
-        priorities,
-        model(search.swap_probability),
-        search.kernel,
-        progress,
-        free,
-        free_partitions,
-        node_type,
-        phase is not None,
-        balancing_model(ready.state, search),
-    )
+    run = _run(ready.encoded, priorities, search, progress, frozen, node_type, wanted != PHASES)
     if unsearched is not None:
         unsearched(lambda: _unsearched_plan(run, ready, search))
-    out = _run_phases(run, ready.initial, search.schedule, clock, phase)
+    out = _run_phases(run, ready.initial, search.schedule, clock, wanted)
     if unsearched is not None:
         unsearched(None)
     with clock("Decode"):
         parts = Parts(run, ready, out)
         actions, moved = _decoded(parts)
-    return Plan(actions, moved, _search_report(search, out, clock), parts)
+    return Plan(actions, moved, _search_summary(search, run.encoded.index, out, clock), parts)
+
+
+def _run(
+    encoded: Encoded,
+    priorities: np.ndarray,
+    search: SearchConfig,
+    progress: Callable[[int, int, float, float], None] | None,
+    frozen: Collection[tuple[str, str]],
+    node_type: str | None,
+    one_refresh: bool,
+) -> Run:
+    """What the phases of a plan of the prepared `encoded` read."""
+    state, _, problem, index = encoded
+    free, free_partitions = frozen_masks(index, problem, frozen)
+    free &= ~np.asarray(problem.replica_stays)  # in transition on a node that blocks its type
+    swaps = model(search.swap_probability)
+    return Run(
+        encoded,
+        priorities,
+        swaps,
+        search.kernel,
+        progress,
+        free,
+        free_partitions,
+        node_type,
+        one_refresh,
+        balancing_model(state, search),
+    )
 
 
 def _unsearched_plan(run: Run, ready: Prepared, search: SearchConfig) -> Plan:
     """The plan of a run stopped before its first search: the prepared state as it is."""
-    start = ready.initial
-    phases = [interrupted(name, start) for name in ("Placement", "ConstraintCheck", "Balancing")]
-    balance = balances(run.state, run.problem, run.index, start)
-    parts = Parts(run, ready, Outcome(phases[0], start, phases[1], phases[2], balance, start, 0, [], True))
+    initial = ready.initial
+    results = tuple(interrupted(phase, initial) for phase in (*PHASES, Phase.FEWEST_MOVEMENTS))
+    state, _, problem, index = run.encoded
+    balance = balances(state, problem, index, initial)
+    parts = Parts(run, ready, Outcome(Reached(initial, results), balance))
     actions, moved = _decoded(parts)
-    return Plan(actions, moved, _search_report(search, parts.out, _Clock()), parts)
+    return Plan(actions, moved, _search_summary(search, index, parts.out, _Clock()), parts)
 
 
 def _decoded(parts: Parts) -> tuple[tuple[dict, ...], dict[str, tuple[str, ...]]]:
     """The plan's actions, each with its phase and reason, and the History it leaves."""
     run, ready, out = parts
-    index, final = run.index, out.final
-    why = Explainer(index, run.problem, stages(parts), out.balance_before)
-    actions = drop_reasons(run.state, ready.drops) + diff(index, final.node_of, final.primary_of, why)
-    return tuple(actions), history(run.state, index, out.check.placement, final)
+    (state, _, problem, index), final = run.encoded, out.final
+    why = Explainer(index, problem, out.reached, out.balance_before)
+    actions = drop_reasons(state, ready.drops) + diff(index, final.node_of, final.primary_of, why)
+    return tuple(actions), history(state, index, out.reached.before(Phase.BALANCING), final)

@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Callable, Collection
 
 from plbjax.sf._encoding import with_partitions, without_dropped
-from plbjax.sf._phases import Encoded, SearchConfig, governed_encoding
+from plbjax.sf._phases import Encoded, Phase, SearchConfig, governed_encoding
 from plbjax.sf._plan.planning import Plan, plan_encoded
 from plbjax.sf._plan.probe import Findings, findings_encoded
 from plbjax.sf._state import REREAD, ClusterState, gc_paused, governed_again, parse_state, reparse, resolve_settings
@@ -73,7 +73,7 @@ class Session:
         search: SearchConfig | None = None,
         progress: Callable[[int, int, float, float], None] | None = None,
         *,
-        phase: str | None = None,
+        phase: Phase | None = None,
         node_type: str | None = None,
         frozen: Collection[tuple[str, str]] = (),
         refresh: bool = False,

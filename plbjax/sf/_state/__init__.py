@@ -4,7 +4,9 @@
     schema_check.py  the document against schemas/state.schema.json (a fast path, then jsonschema)
     columns.py       the Partitions of a large document read a column at a time
     building.py      SF's rules and defaults, kind by kind, into the types of cluster.py
-    cluster.py       ClusterState, Node, Service, Partition, Replica, Metric; SF's constants
+    cluster.py       ClusterState, Node, Service, Partition, Replica, Metric and the records read once
+                     (NodeType, Correlation, PlacementPolicy, ResourceGovernance, Upgrade, BlockEntry);
+                     SF's constants
     settings.py      SF's PlacementAndLoadBalancing settings, each with SF's default
     expressions.py   placement constraint expressions, parsed once
     governance.py    resource governance: the built-in CPU and memory metrics
@@ -13,7 +15,7 @@
 Reads nothing else of plbjax.sf; `_encoding` reads it.
 """
 
-from plbjax.sf._state.cluster import DEFAULT_METRICS, ClusterState, Partition
+from plbjax.sf._state.cluster import DEFAULT_METRICS, INTENTS, ClusterState, Partition
 from plbjax.sf._state.expressions import node_mask
 from plbjax.sf._state.governance import apply_resource_governance, governed_again
 from plbjax.sf._state.reading import gc_paused, load_state, parse_state
@@ -23,6 +25,7 @@ from plbjax.sf._state.settings import PLB_SETTINGS, resolve_settings
 __all__ = [
     "ClusterState",
     "DEFAULT_METRICS",
+    "INTENTS",
     "PLB_SETTINGS",
     "Partition",
     "REREAD",

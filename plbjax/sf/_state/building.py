@@ -14,12 +14,19 @@ from plbjax.sf._state.cluster import (
     DEFAULT_METRICS,
     DEFAULT_MOVE_COST,
     METRIC_WEIGHTS,
+    BlockEntry,
     ClusterState,
+    CodePackage,
+    Correlation,
     Metric,
     Node,
+    NodeType,
     Partition,
+    PlacementPolicy,
     Replica,
+    ResourceGovernance,
     Service,
+    Upgrade,
 )
 from plbjax.sf._state.columns import Columns
 from plbjax.sf._state.expressions import parse as parse_constraint
@@ -99,23 +106,28 @@ def _ignored_loads(services: list[dict]) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _node_types(entries: list[dict]) -> dict[str, dict]:
-    by_name: dict[str, dict] = {}
+def _node_types(entries: list[dict]) -> dict[str, NodeType]:
+    by_name: dict[str, NodeType] = {}
     seen: dict[str, str] = {}
     for i, entry in enumerate(entries):
         where = f"NodeTypes[{i}]"
         _claim(seen, entry["Name"], f"{where}.Name", f"node type {entry['Name']!r}")
         _check_properties(entry.get("PlacementProperties", {}), f"{where}.PlacementProperties")
         overrides = "PlacementAndLoadBalancingOverrides"
-        _check_balancing_thresholds(
-            entry.get(overrides, {}).get("MetricBalancingThresholdsPerNodeType", {}),
-            f"{where}.{overrides}.MetricBalancingThresholdsPerNodeType",
+        given = entry.get(overrides, {})
+        balancing = given.get("MetricBalancingThresholdsPerNodeType", {})
+        _check_balancing_thresholds(balancing, f"{where}.{overrides}.MetricBalancingThresholdsPerNodeType")
+        by_name[entry["Name"]] = NodeType(
+            name=entry["Name"],
+            capacities={k: float(v) for k, v in entry.get("Capacities", {}).items()},
+            properties=dict(entry.get("PlacementProperties", {})),
+            balancing_thresholds={k: float(v) for k, v in balancing.items()},
+            activity_thresholds={k: float(v) for k, v in given.get("MetricActivityThresholdsPerNodeType", {}).items()},
         )
-        by_name[entry["Name"]] = entry
     return by_name
 
 
-def _nodes(entries: list[dict], node_types: dict[str, dict]) -> list[Node]:
+def _nodes(entries: list[dict], node_types: dict[str, NodeType]) -> list[Node]:
     nodes = []
     seen: dict[str, str] = {}
     for i, entry in enumerate(entries):
@@ -125,13 +137,13 @@ def _nodes(entries: list[dict], node_types: dict[str, dict]) -> list[Node]:
         type_name = entry.get("NodeType")
         if node_types and type_name is not None and type_name not in node_types:
             raise BadInput(f"{where}.NodeType: {type_name!r} is not among NodeTypes")
-        node_type = node_types.get(type_name, {})  # pyright: ignore[reportCallIssue, reportArgumentType]  # None -> {}
+        node_type = node_types.get(type_name) if type_name is not None else None
         _check_properties(entry.get("PlacementProperties", {}), f"{where}.PlacementProperties")
-        properties = node_type.get("PlacementProperties", {}) | entry.get("PlacementProperties", {})
+        properties = (node_type.properties if node_type is not None else {}) | entry.get("PlacementProperties", {})
         properties["NodeName"] = name
         if type_name is not None:
             properties["NodeType"] = type_name
-        capacities = node_type.get("Capacities", {}) | entry.get("Capacities", {})
+        capacities = (node_type.capacities if node_type is not None else {}) | entry.get("Capacities", {})
         upgrade_domain = str(entry["UpgradeDomain"])
         if not upgrade_domain:
             raise BadInput(f"{where}.UpgradeDomain: must not be empty")
@@ -199,16 +211,28 @@ def _services(entries: list[dict]) -> list[Service]:
                 placement_constraints=constraints or None,
                 metrics=_metrics(entry.get("Metrics"), stateful, target, where),
                 default_move_cost=entry.get("DefaultMoveCost", DEFAULT_MOVE_COST),
-                correlations=tuple(entry.get("Correlations", [])),
-                placement_policies=tuple(entry.get("PlacementPolicies", [])),
+                correlations=tuple(Correlation(c["ServiceName"], c["Scheme"]) for c in entry.get("Correlations", [])),
+                placement_policies=tuple(
+                    PlacementPolicy(p["Type"], p.get("DomainName")) for p in entry.get("PlacementPolicies", [])
+                ),
                 priority=entry.get("Priority", 0),
                 balancing_enabled=entry.get("BalancingPolicy", "Enabled") == "Enabled",
-                resource_governance=entry.get("ResourceGovernance"),
+                resource_governance=_resource_governance(entry.get("ResourceGovernance")),
                 application=entry.get("ApplicationName", _application_of(name)),
             )
         )
     _check_correlations(services)
     return services
+
+
+def _resource_governance(given: dict | None) -> ResourceGovernance | None:
+    """A service's ResourceGovernance, as given (None: not given)."""
+    if given is None:
+        return None
+    packages = tuple(
+        CodePackage(p["Name"], p.get("CpuShares", 0), p.get("MemoryInMB", 0)) for p in given.get("CodePackages", [])
+    )
+    return ResourceGovernance(cpu_cores=given.get("CpuCores"), code_packages=packages)
 
 
 def _application_of(service_name: str) -> str | None:
@@ -259,7 +283,7 @@ def _check_correlations(services: list[Service]) -> None:
         if len(service.correlations) > 1:
             raise BadInput(f"{where}[1]: SF supports one correlation per service")
         for correlation in service.correlations:
-            other = correlation["ServiceName"]
+            other = correlation.service
             if other not in position:
                 raise BadInput(f"{where}[0].ServiceName: unknown service {other!r}")
             if other == service.name:
@@ -337,7 +361,7 @@ def _partitions(entries: list[dict], services: dict[str, Service], node_names: s
 
 def read_upgrade(
     upgrade: dict | None, services: list[Service], nodes: list[Node], replica_ids: set[str]
-) -> dict | None:
+) -> Upgrade | None:
     if upgrade is None:
         return None
     if upgrade["Scope"] == "Application":
@@ -357,10 +381,16 @@ def read_upgrade(
             raise BadInput(f"Upgrade.Snapshot.{rid}: unknown ReplicaId {rid!r}")
         if node not in node_names:
             raise BadInput(f"Upgrade.Snapshot.{rid}: unknown node {node!r}")
-    return upgrade | {"UpgradeDomainsDone": done} if "UpgradeDomainsDone" in upgrade else upgrade
+    return Upgrade(
+        in_progress=upgrade["InProgress"],
+        scope=upgrade["Scope"],
+        application=upgrade.get("ApplicationName"),
+        domains_done=tuple(done),
+        snapshot={str(rid): node for rid, node in upgrade.get("Snapshot", {}).items()},
+    )
 
 
-def read_block_list(entries: list[dict], services: list[Service], node_names: set[str]) -> tuple[dict, ...]:
+def read_block_list(entries: list[dict], services: list[Service], node_names: set[str]) -> tuple[BlockEntry, ...]:
     type_names = {s.type_name for s in services}
     for i, entry in enumerate(entries):
         if entry["NodeName"] not in node_names:
@@ -369,7 +399,7 @@ def read_block_list(entries: list[dict], services: list[Service], node_names: se
             raise BadInput(
                 f"BlockList[{i}].ServiceTypeName: no service has ServiceTypeName {entry['ServiceTypeName']!r}"
             )
-    return tuple(entries)
+    return tuple(BlockEntry(entry["NodeName"], entry["ServiceTypeName"]) for entry in entries)
 
 
 def read_history(history: dict, replica_ids: set[str], node_names: set[str]) -> dict[str, tuple[str, ...]]:

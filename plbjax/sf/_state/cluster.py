@@ -1,8 +1,10 @@
 """The cluster state (contract section 1) as frozen domain types, with Service Fabric's constants.
 
 `ClusterState` holds a validated state document's nodes, services, partitions and replicas
-(`Node`, `Service`, `Partition`, `Replica`, a service's `Metric`), SF's defaults filled in; the
-readers that build it are `_reading` (documents), `_building` (SF's rules) and `_reparse` (a
+(`Node`, `Service`, `Partition`, `Replica`, a service's `Metric`), SF's defaults filled in, and the
+document's other parts as typed records read once (`NodeType`, a service's `Correlation`,
+`PlacementPolicy` and `ResourceGovernance`, the `Upgrade`, the block list's `BlockEntry`); the
+readers that build it are `reading` (documents), `building` (SF's rules) and `rereading` (a
 round's update). Tuples keep the input order.
 """
 
@@ -35,6 +37,71 @@ DEFAULT_METRICS = (("PrimaryCount", "High"), ("ReplicaCount", "Medium"), ("Count
 # Loads, capacities and settings are searched in 32-bit floats, and the score squares node loads:
 # larger numbers would overflow to infinities. Identifiers may be any size.
 LARGEST = 1e15
+# A Disabled node's DeactivationIntent (SF's NodeDeactivationIntent but Invalid).
+INTENTS = ("Pause", "Restart", "RemoveData", "RemoveNode")
+
+
+@dataclass(frozen=True)
+class NodeType:
+    """A node type (NodeTypes[]): what its nodes share, and its PLB overrides."""
+
+    name: str
+    capacities: dict[str, float]  # Capacities, a node's own override them
+    properties: dict[str, str | int | float | bool]  # PlacementProperties, a node's own override them
+    balancing_thresholds: dict[str, float]  # MetricBalancingThresholdsPerNodeType
+    activity_thresholds: dict[str, float]  # MetricActivityThresholdsPerNodeType
+
+
+@dataclass(frozen=True)
+class Correlation:
+    """A service's affinity to another service, its parent (Services[].Correlations[])."""
+
+    service: str  # ServiceName: the parent
+    scheme: str  # "Affinity" | "AlignedAffinity" | "NonAlignedAffinity"
+
+
+@dataclass(frozen=True)
+class PlacementPolicy:
+    """A service's domain policy (Services[].PlacementPolicies[])."""
+
+    kind: str  # Type: "RequireDomainDistribution" | "PreferPrimaryDomain" | "RequiredDomain" | "InvalidDomain"
+    domain: str | None  # DomainName, e.g. "fd:/dc0" (None only for RequireDomainDistribution)
+
+
+@dataclass(frozen=True)
+class CodePackage:
+    """A code package of a governed service (ResourceGovernance.CodePackages[])."""
+
+    name: str
+    cpu_shares: int  # CpuShares, 0 when not given
+    memory_in_mb: float  # MemoryInMB as given, 0 when not given
+
+
+@dataclass(frozen=True)
+class ResourceGovernance:
+    """A service's ResourceGovernance (its service package's), as given."""
+
+    cpu_cores: float | None  # CpuCores as given; None when not given
+    code_packages: tuple[CodePackage, ...]
+
+
+@dataclass(frozen=True)
+class Upgrade:
+    """The upgrade in the document (Upgrade), its references checked."""
+
+    in_progress: bool
+    scope: str  # "Cluster" | "Application"
+    application: str | None  # ApplicationName (Scope "Application")
+    domains_done: tuple[str, ...]  # UpgradeDomainsDone, as text
+    snapshot: dict[str, str]  # str(ReplicaId) -> the node it was on when the upgrade started
+
+
+@dataclass(frozen=True)
+class BlockEntry:
+    """A node blocklisted for a service type (BlockList[])."""
+
+    node: str  # NodeName
+    service_type: str  # ServiceTypeName
 
 
 @dataclass(frozen=True)
@@ -101,11 +168,11 @@ class Service:
     placement_constraints: str | None
     metrics: tuple[Metric, ...]
     default_move_cost: str
-    correlations: tuple[dict, ...]
-    placement_policies: tuple[dict, ...]
+    correlations: tuple[Correlation, ...]  # at most one (SF keeps one parent per service)
+    placement_policies: tuple[PlacementPolicy, ...]
     priority: int
     balancing_enabled: bool
-    resource_governance: dict | None
+    resource_governance: ResourceGovernance | None
     application: str | None  # ApplicationName, default fabric:/App for fabric:/App/Svc
 
 
@@ -119,12 +186,12 @@ class ClusterState:
     defragmentation_metrics: dict[str, bool]  # default False
     node_buffer_percentage: dict[str, float]  # default 0
     global_metric_weights: dict[str, float]  # only the given ones (SF's default is computed)
-    node_types: tuple[dict, ...]
+    node_types: tuple[NodeType, ...]
     nodes: tuple[Node, ...]
     services: tuple[Service, ...]
     partitions: tuple[Partition, ...]
-    upgrade: dict | None
-    block_list: tuple[dict, ...]
+    upgrade: Upgrade | None
+    block_list: tuple[BlockEntry, ...]
     history: dict[str, tuple[str, ...]]  # str(ReplicaId) -> nodes
     resource_thresholds: dict[str, float]  # only the given ones
     document: dict  # deep copy of the validated input

@@ -1,9 +1,9 @@
 """The Partitions of a large state document, read and checked a column at a time (`Columns`).
 
 The Partitions of a large state hold nearly all of it: a million replicas. The general path
-(`_schema_check`, `_building`) checks and copies them one value at a time in Python (a minute at a
+(`schema_check`, `building`) checks and copies them one value at a time in Python (a minute at a
 million replicas). For a document made of plain dicts and lists, `Columns` (through
-`_reading._parse_columns`) checks the same rules a column at a time: every replica's keys, the
+`reading._parse_columns`) checks the same rules a column at a time: every replica's keys, the
 types and ranges of its values, references, uniqueness. It only ever accepts what the general path
 accepts, and builds the same state; anything it does not accept goes to the general path, which
 names the problem as before.

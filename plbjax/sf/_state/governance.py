@@ -19,7 +19,15 @@ import math
 from typing import TypeGuard
 
 from plbjax.errors import BadInput
-from plbjax.sf._state.cluster import METRIC_WEIGHTS, ClusterState, Metric, Node, Partition, Service
+from plbjax.sf._state.cluster import (
+    METRIC_WEIGHTS,
+    ClusterState,
+    Metric,
+    Node,
+    Partition,
+    ResourceGovernance,
+    Service,
+)
 
 CPU = "servicefabric:/_CpuCores"
 MEMORY = "servicefabric:/_MemoryInMB"
@@ -124,30 +132,35 @@ def cpu_shares_split(service: Service) -> dict[str, float]:
     ungoverned). A service without ResourceGovernance or code packages gives {}.
     (This is data, not a health report: the plan's HealthState has no informational "Ok".)
     """
-    rg = service.resource_governance or {}
-    packages = rg.get("CodePackages", [])
-    if not packages:
+    rg = service.resource_governance
+    if rg is None or not rg.code_packages:
         return {}
-    cores = float(rg.get("CpuCores", 0))
-    shares = [p.get("CpuShares", 0) for p in packages]
+    packages = rg.code_packages
+    cores = float(_cpu_cores(rg))
+    shares = [p.cpu_shares for p in packages]
     total = sum(shares) if all(shares) else 0
-    return {p["Name"]: cores * (share / total if total else 1 / len(packages)) for p, share in zip(packages, shares)}
+    return {p.name: cores * (share / total if total else 1 / len(packages)) for p, share in zip(packages, shares)}
 
 
 # ---------------------------------------------------------------------------------- helpers
 
 
-def _is_governed(rg: dict | None) -> TypeGuard[dict]:
+def _is_governed(rg: ResourceGovernance | None) -> TypeGuard[ResourceGovernance]:
     """SF's IsGoverned: CpuCores given, or MemoryInMB given (> 0) on every code package."""
-    if not rg:
+    if rg is None:
         return False
-    packages = rg.get("CodePackages", [])
-    return "CpuCores" in rg or (bool(packages) and all(p.get("MemoryInMB", 0) > 0 for p in packages))
+    packages = rg.code_packages
+    return rg.cpu_cores is not None or (bool(packages) and all(p.memory_in_mb > 0 for p in packages))
 
 
-def _memory_in_mb(rg: dict) -> float:
+def _cpu_cores(rg: ResourceGovernance) -> float:
+    """CpuCores, 0 when not given."""
+    return 0 if rg.cpu_cores is None else rg.cpu_cores
+
+
+def _memory_in_mb(rg: ResourceGovernance) -> float:
     """ServicePackageResourceGovernanceDescription::SetMemoryInMB: the sum, if every CP has one."""
-    values = [p.get("MemoryInMB", 0) for p in rg.get("CodePackages", [])]
+    values = [p.memory_in_mb for p in rg.code_packages]
     return float(sum(values)) if values and all(v > 0 for v in values) else 0.0
 
 
@@ -168,7 +181,7 @@ def _govern_service(service: Service, settings: dict) -> Service:
     if not _is_governed(rg):
         return service
     declared = {m.name for m in service.metrics}
-    loads = {CPU: float(rg.get("CpuCores", 0)), MEMORY: _memory_in_mb(rg)}
+    loads = {CPU: float(_cpu_cores(rg)), MEMORY: _memory_in_mb(rg)}
     added = []
     for metric in RG_METRICS:
         if metric in declared:

@@ -1,7 +1,7 @@
 """Reading the cluster state document: `load_state` (JSON or YAML) and `parse_state`.
 
-A document is checked against ``schemas/state.schema.json`` (`_schema_check`; its Partitions by
-column where they are plain, `_columns`) and against Service Fabric's rules (`_building`), and
+A document is checked against ``schemas/state.schema.json`` (`schema_check`; its Partitions by
+column where they are plain, `columns`) and against Service Fabric's rules (`building`), and
 becomes a frozen `ClusterState`. Every problem is one `BadInput` naming the offending key or value,
 e.g. ``small.yaml: Nodes[3].FaultDomain: 5 is not of type 'string'``. The input is never modified.
 """

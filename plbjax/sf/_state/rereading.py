@@ -2,7 +2,7 @@
 
 The replay's documents differ from round to round only in Partitions (loads reported, actions
 completed), History and Settings (throttles); `reparse` takes everything else from the state it is
-given and reads the changed partitions by column (`_columns`).
+given and reads the changed partitions by column (`columns`).
 """
 
 from __future__ import annotations

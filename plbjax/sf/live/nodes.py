@@ -15,6 +15,7 @@ plbjax can search with is treated as no capacity (and reported).
 from __future__ import annotations
 
 from plbjax.errors import BadInput
+from plbjax.sf import INTENTS
 from plbjax.sf.live import fields
 from plbjax.sf.live.dumpdir import Dump, at, enum, flag, need, need_name, number
 from plbjax.sf.live.report import Report
@@ -33,7 +34,6 @@ STATUS = {
 # CpuPercentageNodeCapacity / MemoryPercentageNodeCapacity), never given directly.
 RESOURCE_METRICS = ("servicefabric:/_CpuCores", "servicefabric:/_MemoryInMB")
 LARGEST_CAPACITY = 1e15  # plbjax.sf._state.cluster.LARGEST
-INTENTS = ("Pause", "Restart", "RemoveData", "RemoveNode")  # the state's DeactivationIntent
 
 
 def read_nodes(dump: Dump, node_types: list[dict], report: Report) -> list[dict]:

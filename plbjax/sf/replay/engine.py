@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from plbjax.sf import Plan, SearchConfig, Session
+from plbjax.sf import Phase, Plan, SearchConfig, Session
 from plbjax.sf.replay.round_search import ADAPTIVE, round_search
 from plbjax.sf.replay.types import FULL, Effort, Needs, PartitionKey, PlannedRound
 
@@ -63,7 +63,7 @@ class EnginePlanner:
     def __call__(
         self,
         state_doc: dict,
-        phase: str,
+        phase: Phase,
         node_type: str | None,
         seed: int,
         frozen: frozenset[PartitionKey],
@@ -76,7 +76,7 @@ class EnginePlanner:
     def plan(
         self,
         state_doc: dict,
-        phase: str,
+        phase: Phase,
         node_type: str | None,
         seed: int,
         frozen: frozenset[PartitionKey],

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from plbjax.sf.replay.types import EPS, PartitionKey, partition_key
+from plbjax.sf.replay.types import TIME_EPS, PartitionKey, PlanAction, partition_key
 
 
 class HistoryAge:
@@ -31,17 +31,16 @@ class HistoryAge:
                         self.partition_of[str(r["ReplicaId"])] = partition_key(p)
         self.last_moved: dict[PartitionKey, float] = dict.fromkeys(self.partition_of.values(), 0.0)
 
-    def moved(self, action: Mapping, now: float) -> None:
+    def moved(self, action: PlanAction, now: float) -> None:
         """A balancing movement (a move or a swap) issued at `now`."""
-        key = partition_key(action)
-        self.last_moved[key] = now
-        if action.get("ReplicaId") is not None:
-            self.partition_of[str(action["ReplicaId"])] = key
+        self.last_moved[action.partition] = now
+        if action.replica_id is not None:
+            self.partition_of[str(action.replica_id)] = action.partition
 
     def expired(self, history: Mapping[str, object], now: float, interval: float) -> set[str]:
         """The History replicas whose partition has no balancing movement within `interval` of `now`
         (a replica of unknown partition: none); those partitions are forgotten."""
-        gone = {k for k, t in self.last_moved.items() if now - t >= interval - EPS}
+        gone = {k for k, t in self.last_moved.items() if now - t >= interval - TIME_EPS}
         if gone:
             self.last_moved = {k: t for k, t in self.last_moved.items() if k not in gone}
             self.partition_of = {rid: k for rid, k in self.partition_of.items() if k not in gone}

@@ -10,14 +10,14 @@ from dataclasses import dataclass, field
 
 from plbjax.sf import apply_to_partition
 from plbjax.sf.replay.layout import census_of, derived, layout_of
-from plbjax.sf.replay.types import EPS, PartitionKey, partition_key
+from plbjax.sf.replay.types import TIME_EPS, PartitionKey, PlanAction
 
 
 @dataclass(frozen=True, order=True)
 class _Flying:
     done: float
     seq: int
-    action: dict = field(compare=False)
+    action: PlanAction = field(compare=False)
 
 
 class InFlight:
@@ -40,9 +40,9 @@ class InFlight:
         """When the next action completes (None: none is in flight)."""
         return self.heap[0].done if self.heap else None
 
-    def issue(self, action: dict, now: float, seconds: float) -> None:
+    def issue(self, action: PlanAction, now: float, seconds: float) -> None:
         """`action` completes `seconds` after `now`, or after its partition's last one in flight."""
-        key = partition_key(action)
+        key = action.partition
         done = max(now + seconds, self.busy.get(key, -math.inf))
         self.busy[key] = done
         self.seq += 1
@@ -53,9 +53,9 @@ class InFlight:
         """`doc` with the actions due by `now` applied (one after the other, on one copy of it:
         `_Completions`), and how many were applied; the others are cancelled."""
         batch, applied = None, 0
-        while self.heap and self.heap[0].done <= now + EPS:
+        while self.heap and self.heap[0].done <= now + TIME_EPS:
             done = heapq.heappop(self.heap)
-            key = partition_key(done.action)
+            key = done.action.partition
             self.flying[key] -= 1
             if not self.flying[key]:
                 del self.flying[key]
@@ -93,18 +93,18 @@ class _Completions:
         self.touched: set[int] = set()
         self.taken: set[str] | None = None
 
-    def apply(self, action: dict) -> bool:
-        if action["Action"][:4] in ("Move", "Add") and self.status.get(action["TargetNode"]) != "Up":
+    def apply(self, action: PlanAction) -> bool:
+        if action.kind[:4] in ("Move", "Add") and self.status.get(action.target) != "Up":
             return False
-        at = self.at.get(partition_key(action))
+        at = self.at.get(action.partition)
         if not at:
             return False
         k = at[-1]
         try:
-            part = apply_to_partition(self.parts[k], action)
+            part = apply_to_partition(self.parts[k], action.document)
         except (ValueError, KeyError, StopIteration):
             return False
-        if action["ReplicaId"] is None:
+        if action.replica_id is None:
             part = dict(part, Replicas=[self._named(r) for r in part["Replicas"]])
         self.parts[k] = part
         self.touched.add(k)

@@ -41,6 +41,7 @@ import gc
 import math
 from collections.abc import Callable
 
+from plbjax.sf import Phase
 from plbjax.sf.replay.document import StateDocument
 from plbjax.sf.replay.events import Event, apply_events, describe
 from plbjax.sf.replay.history import HistoryAge
@@ -51,16 +52,15 @@ from plbjax.sf.replay.scheduler import Scheduler, tick_at_or_after
 from plbjax.sf.replay.throttles import Window
 from plbjax.sf.replay.timeline import Timeline
 from plbjax.sf.replay.types import (
-    EPS,
+    TIME_EPS,
     Counts,
+    PlanAction,
     Planner,
     Probe,
     Progress,
     Replay,
     Row,
     Stopwatch,
-    is_movement,
-    partition_key,
 )
 
 _NODE_DOWN = {"NodeDown", "NodeRemoved"}
@@ -119,14 +119,14 @@ class _Loop:
         self.now = 0.0  # the time last processed
         self.rows: list[Row] = []
         self.actions: list[dict] = []
-        self.rounds: dict[str, int] = {}
+        self.rounds: dict[Phase, int] = {}
         self.calls = self.cumulative = 0  # planner calls, movements issued
 
     def run(self) -> Replay:
         end, interrupted = self.timeline.duration, False
         while True:
             t = min([*self._wakes(), self.scheduler.next_round(self.now)], default=math.inf)
-            if t > end + EPS:
+            if t > end + TIME_EPS:
                 break
             if self.stop():
                 end, interrupted = self.now, True
@@ -134,9 +134,12 @@ class _Loop:
             self.scheduler.catch_up(self.now, t)
             self.now = t
             self._complete(t)
-            if self.pending.next_time() <= t + EPS:
+            if self.pending.next_time() <= t + TIME_EPS:
                 self._apply_events(t)
-            if t > self.scheduler.timers.round + EPS and abs(t - tick_at_or_after(t, self.scheduler.gap())) < EPS:
+            if (
+                t > self.scheduler.timers.round + TIME_EPS
+                and abs(t - tick_at_or_after(t, self.scheduler.gap())) < TIME_EPS
+            ):
                 try:
                     self._round(t)
                 except _Stopped:
@@ -183,10 +186,10 @@ class _Loop:
         if expired:
             self.state.forget_history(expired)
 
-    def _run_phase(self, now: float, phase: str, node_types: tuple[str | None, ...]) -> None:
+    def _run_phase(self, now: float, phase: Phase, node_types: tuple[str | None, ...]) -> None:
         share = self.touched.share(self.state.doc["Partitions"])
         asked = effort(phase, self.scheduler.balancing.action, share, self.state.settings())
-        if phase == "Balancing":
+        if phase == Phase.BALANCING:
             self.touched.clear()
         issued = 0
         for node_type in node_types:
@@ -207,24 +210,23 @@ class _Loop:
         self.rounds[phase] = self.rounds.get(phase, 0) + 1
         self.scheduler.ran(phase, issued)
 
-    def _issue(self, now: float, phase: str, node_type: str | None, actions: tuple[dict, ...]) -> Counts:
+    def _issue(self, now: float, phase: Phase, node_type: str | None, actions: tuple[dict, ...]) -> Counts:
         """Record a round's actions and put them in flight (per partition one after the other)."""
-        moved = set()
-        for action in actions:
-            fields = {k: v for k, v in action.items() if k != "Phase"}  # the round's phase names it (timeline.md)
+        issued, moved = [PlanAction.of(action) for action in actions], set()
+        for action in issued:
+            fields = {k: v for k, v in action.document.items() if k != "Phase"}  # the round's phase names it
             typed = {"NodeType": node_type} if node_type else {}
             self.actions.append({"Time": now, "Phase": phase, **typed, **fields})
-            kind = action["Action"]
-            self.touched.moved(partition_key(action))
-            if is_movement(kind):
+            self.touched.moved(action.partition)
+            if action.is_movement():
                 self.cumulative += 1
                 self.window.moved(now, phase)
-                if phase == "Balancing":
-                    moved.add(partition_key(action))
+                if phase == Phase.BALANCING:
+                    moved.add(action.partition)
                     self.history.moved(action, now)
-            self.flight.issue(action, now, self.timeline.action_seconds.of(kind))
+            self.flight.issue(action, now, self.timeline.action_seconds.of(action.kind))
         self.window.partitions_moved(now, moved)
-        return Counts.of(actions)
+        return Counts.of(issued)
 
     def _complete(self, now: float) -> None:
         """Apply the actions whose time has come, as the Failover Manager completes them."""
@@ -238,7 +240,7 @@ class _Loop:
     def _apply_events(self, now: float) -> None:
         """Every event due by `now`, in order (one batch: `apply_events`), then one Event row naming them."""
         applied = self.stopwatch.timed("events", self._apply_due, now)
-        self._row(now, "Event", "", None, Counts(), describe(applied))
+        self._row(now, "Event", None, None, Counts(), describe(applied))
 
     def _apply_due(self, now: float) -> list[Event]:
         self.state.doc, applied = apply_events(self.state.doc, self.pending.due(now), now, skip_gone=True)
@@ -261,7 +263,7 @@ class _Loop:
         self,
         now: float,
         trigger: str,
-        phase: str,
+        phase: Phase | None,
         node_type: str | None,
         counts: Counts,
         events: tuple[tuple[str, str], ...] = (),

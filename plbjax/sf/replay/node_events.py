@@ -12,9 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from plbjax.errors import BadInput
-
-INTENTS = ("Pause", "Restart", "RemoveData", "RemoveNode")
-
+from plbjax.sf import INTENTS
 
 # ------------------------------------------------------------------------------ helpers
 

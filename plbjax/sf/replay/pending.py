@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
 from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event
-from plbjax.sf.replay.types import EPS
+from plbjax.sf.replay.types import TIME_EPS
 
 _time = attrgetter("time")
 
@@ -40,11 +40,11 @@ class Pending:
     def due(self, now: float) -> list[Event]:
         """The events due by `now`, taken from the timeline and the expiries, in (time, order)."""
         events, due = self.events, []
-        while self.next_time() <= now + EPS:
+        while self.next_time() <= now + TIME_EPS:
             n = self.next
             if n < len(events) and (not self.expiries or (events[n].time, n) < self.expiries[0][:2]):
                 # the timeline's events up to `now` and to the next expiry (which follows the events of its time)
-                limit = min(now + EPS, self.expiries[0][0]) if self.expiries else now + EPS
+                limit = min(now + TIME_EPS, self.expiries[0][0]) if self.expiries else now + TIME_EPS
                 end = bisect.bisect_right(events, limit, lo=n + 1, key=_time)
                 due += events[n:end]
                 self.next = end

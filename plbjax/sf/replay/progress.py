@@ -7,6 +7,8 @@ import time
 from collections.abc import Mapping
 from typing import TextIO
 
+from plbjax.sf import Phase
+
 
 class ReplayProgress:
     """A `replay` progress callback printing, every `every` wall seconds (the first after
@@ -18,7 +20,7 @@ class ReplayProgress:
         self.start = time.perf_counter()
         self.next = self.start + quiet_for
 
-    def __call__(self, now: float, timings: Mapping[str, float], rounds: Mapping[str, int], movements: int) -> None:
+    def __call__(self, now: float, timings: Mapping[str, float], rounds: Mapping[Phase, int], movements: int) -> None:
         wall = time.perf_counter()
         if wall < self.next:
             return
@@ -27,7 +29,7 @@ class ReplayProgress:
         print(line, file=self.stream or sys.stderr, flush=True)
 
     def line(
-        self, now: float, rounds: Mapping[str, int], movements: int, wall: float, timings: Mapping[str, float]
+        self, now: float, rounds: Mapping[Phase, int], movements: int, wall: float, timings: Mapping[str, float]
     ) -> str:
         share = f" ({100 * now / self.duration:.0f}%)" if self.duration > 0 else ""
         phases = ", ".join(f"{phase} {count}" for phase, count in rounds.items()) or "none"

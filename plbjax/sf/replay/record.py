@@ -81,7 +81,7 @@ def _columns(row: Row) -> dict:
     return {
         "Time": simulated_time(row.time),
         "Trigger": row.trigger,
-        "Phase": row.phase,
+        "Phase": row.phase or "",
         "NodeType": row.node_type or "",
         **dict(zip(COLUMNS[4:10], row.counts)),
         "CumulativeMovements": row.cumulative_movements,

@@ -30,7 +30,7 @@ import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 
-from plbjax.sf import SearchConfig
+from plbjax.sf import Phase, SearchConfig
 from plbjax.sf.replay.settings import Settings
 from plbjax.sf.replay.types import Effort, PartitionKey
 
@@ -38,10 +38,10 @@ ADAPTIVE, FIXED = "adaptive", "fixed"
 QUICK, SLOW = "QuickLoadBalancing", "LoadBalancing"
 
 
-def effort(phase: str, action: str, share: float, settings: Settings) -> Effort:
+def effort(phase: Phase, action: str, share: float, settings: Settings) -> Effort:
     """The effort of a round of `phase`; `action`: SF's balancing action (QUICK or SLOW)."""
     blocks = settings.max_annealing_rounds if settings.max_annealing_rounds > 0 else None
-    if phase != "Balancing":
+    if phase != Phase.BALANCING:
         return Effort(1.0, None, blocks)
     if action == SLOW:
         return Effort(1.0, settings.slow_balancing_timeout, blocks)

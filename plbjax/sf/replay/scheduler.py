@@ -26,35 +26,38 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from plbjax.sf import Phase
 from plbjax.sf.replay.document import StateDocument
 from plbjax.sf.replay.inflight import InFlight
 from plbjax.sf.replay.round_search import BalancingAction
 from plbjax.sf.replay.settings import Settings, with_settings
 from plbjax.sf.replay.throttles import Window, throttle_overrides
-from plbjax.sf.replay.types import EPS, Needs, PartitionKey
+from plbjax.sf.replay.types import TIME_EPS, Needs, PartitionKey
 
 
 def tick_at_or_after(t: float, gap: float) -> float:
     """The first refresh time (a multiple of `gap`) at or after `t`, to the nanosecond (101 x 0.1
     is 10.100000000000001 in floating point)."""
-    return round(math.ceil(t / gap - EPS) * gap, 9)
+    return round(math.ceil(t / gap - TIME_EPS) * gap, 9)
 
 
 def last_check_before(last: float, interval: float, gap: float, since: float, until: float) -> float:
     """A timer restarted at `last` and again whenever it has expired at a refresh from `since` on:
     its last restart before `until` (`last` itself if none)."""
     first = max(since, tick_at_or_after(last + interval, gap)) if math.isfinite(last) else since
-    if first >= until - EPS:
+    if first >= until - TIME_EPS:
         return last
     period = max(gap, tick_at_or_after(interval, gap))
-    return first + math.floor((until - first - EPS) / period) * period
+    return first + math.floor((until - first - TIME_EPS) / period) * period
 
 
 @dataclass
 class Timers:
     """When each timer last restarted, and the last round."""
 
-    phases: dict[str, float] = field(default_factory=lambda: {"Placement": -math.inf, "ConstraintCheck": -math.inf})
+    phases: dict[Phase, float] = field(
+        default_factory=lambda: {Phase.PLACEMENT: -math.inf, Phase.CONSTRAINT_CHECK: -math.inf}
+    )
     balancing: dict[str | None, float] = field(default_factory=dict)  # per node type (None: the cluster)
     round: float = -math.inf
 
@@ -65,7 +68,7 @@ class Timers:
 
 
 @dataclass
-class Changes:
+class ChangeTimes:
     """When the cluster last changed, by kind, and the earliest change no round has seen yet."""
 
     node_down: float = -math.inf
@@ -86,7 +89,7 @@ class PlacementMode(NamedTuple):
 class Fruitless:
     """The document version at which a search found nothing: it is not run again on that version."""
 
-    phases: dict[str, int] = field(default_factory=dict)  # Placement, ConstraintCheck
+    phases: dict[Phase, int] = field(default_factory=dict)  # Placement, ConstraintCheck
     placement_new: int | None = None  # placement without moves while moves may follow (its retries count)
 
 
@@ -95,7 +98,7 @@ class Scheduler:
 
     def __init__(self, state: StateDocument, flight: InFlight, window: Window) -> None:
         self.state, self.flight, self.window = state, flight, window
-        self.timers, self.changes, self.fruitless = Timers(), Changes(), Fruitless()
+        self.timers, self.changes, self.fruitless = Timers(), ChangeTimes(), Fruitless()
         self.placement, self.with_move = PlacementMode(), False
         self.balancing = BalancingAction()  # SF's quick or slow balancing search (`round_search`)
         self.last_avg: float | None = None  # AvgStdDev after the last balancing
@@ -119,7 +122,7 @@ class Scheduler:
             changes.node_down + s.balancing_delay_after_node_down,
             changes.new_node + s.balancing_delay_after_new_node,
         )
-        wakes = [w for w in delays if w >= after - EPS]
+        wakes = [w for w in delays if w >= after - TIME_EPS]
         wakes += [changes.wake] if changes.wake is not None else []
         wakes += self.window.wakes(s)
         times = [tick_at_or_after(max(w, after), gap) for w in wakes + self._live_dues(after)]
@@ -147,7 +150,7 @@ class Scheduler:
         if not math.isfinite(timers.round):
             return
         gap, s = self.gap(), self._settings()
-        since = max(timers.round + gap, tick_at_or_after(last + EPS, gap) if last > timers.round else 0)
+        since = max(timers.round + gap, tick_at_or_after(last + TIME_EPS, gap) if last > timers.round else 0)
         for phase in timers.phases:
             timers.phases[phase] = last_check_before(timers.phases[phase], s.interval(phase), gap, since, now)
         if s.balancing_enabled and not self._balancing_throttled(since):
@@ -166,7 +169,7 @@ class Scheduler:
 
     # ---------------------------------------------------------------- a round
 
-    def begin_round(self, now: float) -> tuple[str, tuple[str | None, ...]] | None:
+    def begin_round(self, now: float) -> tuple[Phase, tuple[str | None, ...]] | None:
         """A round at `now`: the phase it runs (and the node types to balance), or None."""
         self.timers.round = now
         self.window.slide(now, self._settings())
@@ -176,63 +179,63 @@ class Scheduler:
         """The round has seen every change so far, its own included."""
         self.changes.wake = None
 
-    def ran(self, phase: str, issued: int) -> None:
+    def ran(self, phase: Phase, issued: int) -> None:
         """`phase` ran and issued `issued` actions."""
         version = self.state.version
-        if phase == "Balancing":
+        if phase == Phase.BALANCING:
             self.last_avg = self._needs().avg_std_dev
             self.balancing.ran(self._settings().retry_times)
-        elif not issued and phase == "Placement" and not self.with_move and self._settings().move_for_placement:
+        elif not issued and phase == Phase.PLACEMENT and not self.with_move and self._settings().move_for_placement:
             self.fruitless.placement_new = version  # not searched again; the retries still count
         elif not issued:
             self.fruitless.phases[phase] = version
 
-    def _decide(self, now: float) -> tuple[str, tuple[str | None, ...]] | None:
+    def _decide(self, now: float) -> tuple[Phase, tuple[str | None, ...]] | None:
         """SF's RefreshAction: the phase to run now (and the node types to balance), or None."""
         s, needs, expired = self._settings(), self._needs(), []
         for order, phase in enumerate(s.phases_on()):
             due = self.timers.phases[phase] + s.interval(phase)
-            if now >= due - EPS:
+            if now >= due - TIME_EPS:
                 expired.append((due, order, phase))
         if s.balancing_enabled:
             due = min(self.timers.last_balancing(t) + iv for t, iv in s.balancing_intervals.items())
-            if now >= due - EPS:
-                expired.append((due, 2, "Balancing"))
+            if now >= due - TIME_EPS:
+                expired.append((due, 2, Phase.BALANCING))
         for _, _, phase in sorted(expired):
-            if phase == "Balancing":
+            if phase == Phase.BALANCING:
                 types = self._balancing_types(now, needs)
                 if types:
                     return phase, types
                 continue
             self.timers.phases[phase] = now
             if not self._has_work(phase, needs) or self.fruitless.phases.get(phase) == self.state.version:
-                self.placement = self.placement if phase != "Placement" else PlacementMode()  # SF: "not needed"
-            elif phase == "ConstraintCheck" and not self._constraint_check_skipped(now):
+                self.placement = self.placement if phase != Phase.PLACEMENT else PlacementMode()  # SF: "not needed"
+            elif phase == Phase.CONSTRAINT_CHECK and not self._constraint_check_skipped(now):
                 return phase, (None,)
-            elif phase == "Placement":
+            elif phase == Phase.PLACEMENT:
                 self.with_move = self._next_placement(now)
                 if self.with_move or self.fruitless.placement_new != self.state.version:
                     return phase, (None,)
         return None
 
     @staticmethod
-    def _has_work(phase: str, needs: Needs) -> bool:
-        return bool(needs.unplaced if phase == "Placement" else needs.violations)
+    def _has_work(phase: Phase, needs: Needs) -> bool:
+        return bool(needs.unplaced if phase == Phase.PLACEMENT else needs.violations)
 
     # ---------------------------------------------------------------- what the planner receives
 
-    def view(self, phase: str, now: float) -> dict:
+    def view(self, phase: Phase, now: float) -> dict:
         """The document handed to the planner: Settings carry the throttle allowance left."""
         allowance = self.window.allowance(self._settings(), now, self.state.existing())
         overrides = throttle_overrides(allowance, phase)
-        if phase == "Placement" and not self.with_move:
+        if phase == Phase.PLACEMENT and not self.with_move:
             overrides["MoveExistingReplicaForPlacement"] = False
         return with_settings(self.state.doc, overrides) if overrides else self.state.doc
 
-    def frozen(self, phase: str) -> frozenset[PartitionKey]:
+    def frozen(self, phase: Phase) -> frozenset[PartitionKey]:
         """Partitions with an action in flight; for Balancing also those at the per-partition throttle."""
         frozen = set(self.flight.busy)
-        if phase == "Balancing":
+        if phase == Phase.BALANCING:
             frozen |= self.window.throttled_partitions(self._settings().partition_threshold)
         return frozenset(frozen)
 
@@ -245,8 +248,8 @@ class Scheduler:
         with a fifth of its search; the replay runs them in full.)"""
         s, changes = self._settings(), self.changes
         throttled = (
-            now < changes.node_down + s.fix_partial_delay_after_node_down - EPS
-            or now < changes.new_node + s.fix_partial_delay_after_new_node - EPS
+            now < changes.node_down + s.fix_partial_delay_after_node_down - TIME_EPS
+            or now < changes.new_node + s.fix_partial_delay_after_new_node - TIME_EPS
         )
         return throttled and self.state.domain_violations_only(self.flight.frozen())
 
@@ -269,7 +272,7 @@ class Scheduler:
         """SF's IsCreationWithMoveThrottled: a global or placement movement throttle reached, or
         MaxPercentageToMoveForPlacement 0."""
         s = self._settings()
-        reached = self.window.allowance(s, now, self.state.existing()).reached("Placement")
+        reached = self.window.allowance(s, now, self.state.existing()).reached(Phase.PLACEMENT)
         return reached or s.max_percentage_to_move_for_placement == 0
 
     # ---------------------------------------------------------------- balancing
@@ -279,7 +282,7 @@ class Scheduler:
         if self._balancing_throttled(now):
             return ()
         imbalanced, timers = self._imbalanced_types(needs), self._settings().balancing_intervals
-        expired = [t for t, iv in timers.items() if now >= self.timers.last_balancing(t) + iv - EPS]
+        expired = [t for t, iv in timers.items() if now >= self.timers.last_balancing(t) + iv - TIME_EPS]
         chosen = tuple(t for t in expired if t in imbalanced and not self._small_change(t, needs))
         for t in expired:
             self.timers.balancing[t] = now
@@ -291,9 +294,9 @@ class Scheduler:
         """SF's IsBalancingThrottled: soon after a node event, a global throttle reached, or nothing to move."""
         s, changes = self._settings(), self.changes
         return (
-            now < changes.node_down + s.balancing_delay_after_node_down - EPS
-            or now < changes.new_node + s.balancing_delay_after_new_node - EPS
-            or self.window.allowance(s, now, self.state.existing()).reached("Balancing")
+            now < changes.node_down + s.balancing_delay_after_node_down - TIME_EPS
+            or now < changes.new_node + s.balancing_delay_after_new_node - TIME_EPS
+            or self.window.allowance(s, now, self.state.existing()).reached(Phase.BALANCING)
             or s.max_percentage_to_move == 0
             or self._per_partition_throttled()
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
+from plbjax.sf import Phase
 from plbjax.sf.replay.timeline import settings_of
 
 
@@ -49,9 +50,9 @@ class Settings:
     balancing_intervals: Mapping[str | None, float] = field(default_factory=dict)  # node type (None: cluster)
     balancing_enabled: bool = True
 
-    def interval(self, phase: str) -> float:
+    def interval(self, phase: Phase) -> float:
         """The placement or constraint-check timer's interval."""
-        return float(self.placement_interval if phase == "Placement" else self.constraint_check_interval)
+        return float(self.placement_interval if phase == Phase.PLACEMENT else self.constraint_check_interval)
 
     def global_throttles(self) -> tuple[tuple[float, float], ...]:
         """(absolute, percentage) of the global throttles: overall, for balancing, for placement."""
@@ -61,9 +62,10 @@ class Settings:
             (self.placement_threshold, self.placement_percentage),
         )
 
-    def phases_on(self) -> tuple[str, ...]:
+    def phases_on(self) -> tuple[Phase, ...]:
         """Placement, and the constraint check unless ConstraintCheckEnabled is false (SF's RefreshAction)."""
-        return ("Placement", "ConstraintCheck") if self.constraint_check_enabled else ("Placement",)
+        placement = (Phase.PLACEMENT,)
+        return (*placement, Phase.CONSTRAINT_CHECK) if self.constraint_check_enabled else placement
 
 
 def read_settings(state_doc: dict) -> Settings:

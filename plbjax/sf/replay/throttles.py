@@ -10,8 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from plbjax.sf import PHASES, Phase
 from plbjax.sf.replay.settings import Settings
-from plbjax.sf.replay.types import PHASES, PartitionKey
+from plbjax.sf.replay.types import PartitionKey
 
 
 class Throttle(NamedTuple):
@@ -19,7 +20,7 @@ class Throttle(NamedTuple):
 
     absolute: str
     percentage: str
-    phases: tuple[str, ...]
+    phases: tuple[Phase, ...]
 
 
 # In the order of `Settings.global_throttles` and `Allowance`'s fields.
@@ -28,12 +29,12 @@ THROTTLES = (
     Throttle(
         "GlobalMovementThrottleThresholdForBalancing",
         "GlobalMovementThrottleThresholdPercentageForBalancing",
-        ("Balancing",),
+        (Phase.BALANCING,),
     ),
     Throttle(
         "GlobalMovementThrottleThresholdForPlacement",
         "GlobalMovementThrottleThresholdPercentageForPlacement",
-        ("Placement",),
+        (Phase.PLACEMENT,),
     ),
 )
 
@@ -45,9 +46,9 @@ class Allowance(NamedTuple):
     balancing: int | None
     placement: int | None
 
-    def reached(self, phase: str) -> bool:
+    def reached(self, phase: Phase) -> bool:
         """Whether the overall throttle or `phase`'s own (Balancing or Placement) has no movement left."""
-        own = self.balancing if phase == "Balancing" else self.placement
+        own = self.balancing if phase == Phase.BALANCING else self.placement
         return any(left is not None and left <= 0 for left in (self.overall, own))
 
 
@@ -56,7 +57,7 @@ class Movement:
     """A move or swap issued by a phase, counted against the global throttles."""
 
     time: float
-    phase: str
+    phase: Phase
 
 
 def limit(absolute: float, percentage: float, existing: int) -> int | None:
@@ -75,14 +76,14 @@ def throttle_allowance(settings: Settings, movements: Sequence[Movement], now: f
     return Allowance(*left)
 
 
-def throttle_overrides(allowance: Allowance, phase: str) -> dict[str, object]:
+def throttle_overrides(allowance: Allowance, phase: Phase) -> dict[str, object]:
     """The planner's Settings for `allowance`: each global throttle set becomes the absolute count left
     (its percentage 0); a placement with none left gets MaxPercentageToMoveForPlacement 0."""
     overrides: dict[str, object] = {}
     for throttle, left in zip(THROTTLES, allowance):
         if left is not None and left > 0:
             overrides |= {throttle.absolute: left, throttle.percentage: 0}
-        elif left is not None and phase == "Placement" and phase in throttle.phases:
+        elif left is not None and phase == Phase.PLACEMENT and phase in throttle.phases:
             overrides["MaxPercentageToMoveForPlacement"] = 0
     return overrides
 
@@ -100,9 +101,9 @@ class Window:
         self.movements = [m for m in self.movements if now - m.time < settings.movement_interval]
         self.partition_moves = [(t, k) for t, k in self.partition_moves if now - t < settings.partition_interval]
 
-    def moved(self, now: float, phase: str) -> None:
+    def moved(self, now: float, phase: Phase) -> None:
         """A move or swap issued by `phase` (the constraint check's do not count)."""
-        if phase in ("Balancing", "Placement"):
+        if phase in (Phase.BALANCING, Phase.PLACEMENT):
             self.movements.append(Movement(now, phase))
 
     def partitions_moved(self, now: float, keys: set[PartitionKey]) -> None:

@@ -1,6 +1,7 @@
-"""The replay's types: what the probe and the planner answer (`Needs`, `PlannedRound`), a round's
-counts, the series' rows and the record (`Replay`), where the wall time goes (`Stopwatch`), and
-`Gone`, raised by an event whose replica no longer exists."""
+"""The replay's types: what the probe and the planner answer (`Needs`, `PlannedRound`), a plan
+action as the replay reads it (`PlanAction`), a round's counts, the series' rows and the record
+(`Replay`), where the wall time goes (`Stopwatch`), and `Gone`, raised by an event whose replica no
+longer exists."""
 
 from __future__ import annotations
 
@@ -11,15 +12,15 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypeVar
 
 from plbjax.errors import BadInput
+from plbjax.sf import Phase
 
 PartitionKey = tuple[str, str]  # (ServiceName, str(PartitionId))
-PHASES = ("Placement", "ConstraintCheck", "Balancing")
-EPS = 1e-9  # simulated times closer than this are the same time
+TIME_EPS = 1e-9  # simulated times closer than this are the same time
 # Where a replay's wall time goes (Replay.timings): applying events, the probe, the planner's own
 # work (preparing and decoding a plan), its searches, and the rest (the scheduler, throttles,
 # applying completed actions: "loop"). All but "search" is the host's share.
 PARTS = ("events", "probe", "planner", "search", "loop")
-Progress = Callable[[float, Mapping[str, float], Mapping[str, int], int], None]
+Progress = Callable[[float, Mapping[str, float], Mapping[Phase, int], int], None]
 T = TypeVar("T")
 
 
@@ -72,7 +73,7 @@ class Planner(Protocol):
     def __call__(
         self,
         state_doc: dict,
-        phase: str,
+        phase: Phase,
         node_type: str | None,
         seed: int,
         frozen: frozenset[PartitionKey],
@@ -94,8 +95,8 @@ class Counts(NamedTuple):
     promotions: int = 0
 
     @classmethod
-    def of(cls, actions: Sequence[Mapping]) -> Counts:
-        kinds = Counter(action_kind(a["Action"]) for a in actions)
+    def of(cls, actions: Sequence[PlanAction]) -> Counts:
+        kinds = Counter(action_kind(a.kind) for a in actions)
         return cls(len(actions), *(kinds[kind] for kind in cls._fields[1:]))
 
 
@@ -107,9 +108,23 @@ def action_kind(action: str) -> str:
     return next(kind for prefix, kind in _KINDS if action.startswith(prefix))
 
 
-def is_movement(action: str) -> bool:
-    """Whether a plan action counts against the movement throttles: a move or a swap."""
-    return action_kind(action) in ("moves", "swaps")
+class PlanAction(NamedTuple):
+    """A plan action as the replay reads it, read once from the plan's action document (`document`,
+    kept as issued: what completes and what the record writes)."""
+
+    partition: PartitionKey
+    replica_id: str | int | None  # None: an Add's replica, named when it completes
+    kind: str  # Action: MoveSecondary, SwapPrimarySecondary, AddInstance, ...
+    target: str | None  # TargetNode
+    document: dict
+
+    @classmethod
+    def of(cls, action: dict) -> PlanAction:
+        return cls(partition_key(action), action["ReplicaId"], action["Action"], action["TargetNode"], action)
+
+    def is_movement(self) -> bool:
+        """Whether it counts against the movement throttles: a move or a swap."""
+        return action_kind(self.kind) in ("moves", "swaps")
 
 
 @dataclass(frozen=True)
@@ -118,7 +133,7 @@ class Row:
 
     time: float
     trigger: str
-    phase: str
+    phase: Phase | None  # None: an event row
     node_type: str | None
     counts: Counts
     cumulative_movements: int
@@ -133,7 +148,7 @@ class Replay:
     rows: tuple[Row, ...]
     actions: tuple[dict, ...]  # {Time, Phase, NodeType?, ...the plan's action fields}
     final_state: dict
-    rounds: Mapping[str, int]
+    rounds: Mapping[Phase, int]
     cancelled: int  # in-flight actions that no longer fitted when they completed
     duration: float
     seconds: float
@@ -142,7 +157,7 @@ class Replay:
 
 
 def partition_key(action_or_partition: Mapping) -> PartitionKey:
-    """The partition of a plan action or a state document's partition."""
+    """The partition of a plan action's or a state document's partition."""
     return action_or_partition["ServiceName"], str(action_or_partition["PartitionId"])
 
 

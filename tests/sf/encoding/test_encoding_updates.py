@@ -13,7 +13,20 @@ from conftest import QUICK, cluster
 from paths import ROOT
 
 from plbjax.sf import load_state, parse_state
+from plbjax.sf._encoding.assembly import (
+    ClassArrays,
+    NodeArrays,
+    ReplicaArrays,
+    Shares,
+    WeightArrays,
+    class_arrays,
+    node_arrays,
+    problem_of,
+    shares_of,
+    weight_arrays,
+)
 from plbjax.sf._encoding.encoder import encode
+from plbjax.sf._encoding.problem import Problem
 from plbjax.sf._model import assessment as _assessment
 from plbjax.sf._model.assessment import Placement, assess, no_worse
 from plbjax.sf._phases import preparation as _preparation
@@ -93,14 +106,14 @@ def _old_encodings(monkeypatch) -> None:
 
 
 def _same_prepared(a, b) -> None:
-    leaves_a, tree_a = jax.tree.flatten(a.problem)
-    leaves_b, tree_b = jax.tree.flatten(b.problem)
+    leaves_a, tree_a = jax.tree.flatten(a.encoded.problem)
+    leaves_b, tree_b = jax.tree.flatten(b.encoded.problem)
     assert tree_a == tree_b
     for x, y in zip(leaves_a, leaves_b):
         assert x.shape == y.shape and x.dtype == y.dtype and np.array_equal(np.asarray(x), np.asarray(y))
-    for field in dataclasses.fields(a.index):
+    for field in dataclasses.fields(a.encoded.index):
         if field.compare:
-            x, y = getattr(a.index, field.name), getattr(b.index, field.name)
+            x, y = getattr(a.encoded.index, field.name), getattr(b.encoded.index, field.name)
             assert np.array_equal(x, y) if isinstance(x, np.ndarray) else x == y, field.name
     assert a.drops == b.drops
     for field in ("node_of", "primary_of"):
@@ -109,6 +122,28 @@ def _same_prepared(a, b) -> None:
 
 def _without_timings(document: dict) -> str:
     return json.dumps({k: v for k, v in document.items() if k != "Search"}, sort_keys=True, default=str)
+
+
+def test_the_shares_hold_every_field_of_problem_once_and_give_it_back():
+    """`Problem` is assembled in one place from its stages' shares: together they name each of its
+    fields once, and an encoded problem's shares assemble it again."""
+    names = [name for share in (NodeArrays, ClassArrays, WeightArrays, ReplicaArrays) for name in share._fields]
+    problem_fields = [f.name for f in dataclasses.fields(Problem) if f.name != "features"]
+    assert len(names) == len(set(names)) and sorted(names) == sorted(problem_fields)
+    problem, index = encode(parse_state(cluster(0)))
+    assert index.stages is not None
+    again = problem_of(problem.features, shares_of(problem))
+    assert all(x is y for x, y in zip(jax.tree.leaves(again), jax.tree.leaves(problem), strict=True))
+    fresh = Shares(
+        node_arrays(index.stages.nodes, index.stages.cluster),
+        class_arrays(index.stages.classes, index.stages.cluster.N),
+        weight_arrays(index.stages.weights),
+        shares_of(problem).replicas,
+    )
+    assert all(
+        np.array_equal(x, y) and x.dtype == y.dtype
+        for x, y in zip(jax.tree.leaves(fresh), jax.tree.leaves(shares_of(problem)), strict=True)
+    )
 
 
 @pytest.mark.parametrize("build", [_with_surplus, _with_everywhere_parent, _with_everywhere_child])

@@ -1,4 +1,4 @@
-"""`_scope`: a phase's scope is built apart from the cluster it searches, which it neither changes nor copies."""
+"""`search_scope`: a phase's scope is built apart from the cluster it searches, which it neither changes nor copies."""
 
 from __future__ import annotations
 

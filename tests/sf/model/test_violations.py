@@ -1,4 +1,4 @@
-"""The violations record (`_violations.Violations`): each field measured in its constraint kind, the
+"""The violations record (`violation_record.Violations`): each field measured in its constraint kind, the
 measured order the fields' order, the record crossing `jit`, and the comparisons made on it."""
 
 from __future__ import annotations

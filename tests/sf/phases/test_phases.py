@@ -16,12 +16,12 @@ from plbjax.sf import full_scope, model, parse_state, scope
 from plbjax.sf._encoding.encoder import encode
 from plbjax.sf._model import energy as E
 from plbjax.sf._model.assessment import assessed
-from plbjax.sf._phases.balancing import balances, balancing_phase
+from plbjax.sf._phases.balancing import balancing_phase
 from plbjax.sf._phases.constraint_check import constraint_phase
-from plbjax.sf._phases.fewest_movements import tidy
-from plbjax.sf._phases.phase import PhaseResult, Run
+from plbjax.sf._phases.fewest_movements import fewest_movements_phase
+from plbjax.sf._phases.phase import PhaseResult, Reached, Run
 from plbjax.sf._phases.placement import placement_phase
-from plbjax.sf._phases.preparation import frozen_masks, priorities_of
+from plbjax.sf._phases.preparation import Encoded, frozen_masks, priorities_of
 from plbjax.sf._plan.planning import Plan, plan
 
 LOADED, EMPTY = ("N0", "N1", "N2"), ("N3", "N4", "N5")
@@ -72,7 +72,7 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
     """A balanced placement reached with 5 two-move chains through average nodes and a needless
     trade of two replicas between average nodes ends with the 30 direct moves."""
     run = _run(parse_state(_spread_cluster()))
-    problem, index = run.problem, run.index
+    _, _, problem, index = run.encoded
     node = {name: i for i, name in enumerate(index.nodes)}
     on = lambda name: [r for r in range(index.n_replicas) if index.initial_node[r] == node[name]]
     node_of = index.initial_node.copy()
@@ -86,8 +86,9 @@ def test_tidy_collapses_chains_and_undoes_moves_that_do_not_pay():
     node_of[a], node_of[b] = node["N8"], node["N7"]
     final = assessed(problem, node_of, index.initial_primary)
     assert int(((node_of != index.initial_node) & (index.initial_node >= 0)).sum()) == 37
-    tidied, removed, *_ = tidy(run, final, CONFIG.schedule)
-    assert removed == 7
+    result = fewest_movements_phase(run, Reached(final), CONFIG.schedule)
+    tidied = result.placement
+    assert result.reason == "7 movement(s) undone"
     assert int(((tidied.node_of != index.initial_node) & (index.initial_node >= 0)).sum()) == 30
     np.testing.assert_allclose(tidied.report.loads, final.report.loads)
     energy = jax.jit(E.energy_of)
@@ -139,18 +140,19 @@ def _run(state) -> Run:
     """What the phases read for `state`, encoded as it is (no preparation)."""
     problem, index = encode(state)
     masks = frozen_masks(index, problem, ())
-    return Run(state, problem, index, priorities_of(state), model(), CONFIG.kernel, None, *masks)
+    return Run(Encoded(state, [], problem, index), priorities_of(state), model(), CONFIG.kernel, None, *masks)
 
 
 def test_phases_with_nothing_to_do_do_not_run_say_why_and_keep_the_placement():
     """A balanced cluster with every replica placed and no violation: no phase searches."""
     state = parse_state(_spread_cluster((10,) * 10))
     run = _run(state)
-    now = assessed(run.problem, run.index.initial_node, run.index.initial_primary)
+    _, _, problem, index = run.encoded
+    now = assessed(problem, index.initial_node, index.initial_primary)
     results = [
-        placement_phase(run, now, CONFIG.schedule),
-        constraint_phase(run, now, CONFIG.schedule),
-        balancing_phase(run, now, CONFIG.schedule, balances(state, run.problem, run.index, now), 0),
+        placement_phase(run, Reached(now), CONFIG.schedule),
+        constraint_phase(run, Reached(now), CONFIG.schedule),
+        balancing_phase(run, Reached(now), CONFIG.schedule),
     ]
     assert [(r.phase, r.ran, r.reason, r.search) for r in results] == [
         ("Placement", False, "no replica is missing", None),
@@ -163,8 +165,9 @@ def test_phases_with_nothing_to_do_do_not_run_say_why_and_keep_the_placement():
 def test_a_phase_result_is_frozen():
     state = parse_state(_spread_cluster((10,) * 10))
     run = _run(state)
+    _, _, problem, index = run.encoded
     result = placement_phase(
-        run, assessed(run.problem, run.index.initial_node, run.index.initial_primary), CONFIG.schedule
+        run, Reached(assessed(problem, index.initial_node, index.initial_primary)), CONFIG.schedule
     )
     assert isinstance(result, PhaseResult)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -1,6 +1,6 @@
 """How `search.seconds` is split between the phases: a phase with little to do (a few violations to
 fix, a few replicas to place) searches what its work needs and leaves the rest of its share to the
-next (`_phase.search_until_fixed`); step-bounded searches run as given."""
+next (`phase.search_until_fixed`); step-bounded searches run as given."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from plbjax.sf._phases.phase import (
     NEEDED_BLOCKS,
     NEEDED_PROPOSALS,
     QUENCH_BLOCKS,
+    Phase,
     PhaseResult,
     needed,
     search_until_fixed,
@@ -97,16 +98,17 @@ def test_a_check_of_one_violation_leaves_nearly_all_of_the_budget_to_balancing(m
     machine that runs a few blocks of a 60-replica cluster in under 30 s)."""
     handed = []
 
-    def balancing(run, now, schedule, balance, spent):
+    def balancing(run, reached, schedule):
         handed.append(schedule)
-        return PhaseResult("Balancing", False, "not searched in this test", now)
+        return PhaseResult(Phase.BALANCING, False, "not searched in this test", reached.now)
 
-    monkeypatch.setattr(_plan, "balancing_phase", balancing)
+    steps = [s._replace(search=balancing) if s.phase == Phase.BALANCING else s for s in _plan.STEPS]
+    monkeypatch.setattr(_plan, "STEPS", tuple(steps))
     search = SearchConfig(chains=2, tries=1, parallel=False, block_steps=500, seconds=60.0)
     done = _plan.plan(parse_state(packed_cluster()), search)
     check = next(p for p in done.document()["Phases"] if p["Phase"] == "ConstraintCheck")
     assert check["Ran"] and "violations reduced" in check["Reason"]
-    ran = done._parts.out.check.search
+    ran = done._parts.out.reached.result(Phase.CONSTRAINT_CHECK).search
     assert ran is not None
     replicas = int(check["Reason"].split()[0])
     wanted = needed(Schedule(steps=None, seconds=60.0), search.kernel, replicas).steps

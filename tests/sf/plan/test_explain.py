@@ -16,8 +16,8 @@ from paths import ROOT
 
 from plbjax import load_state, parse_state, plan
 from plbjax.cli import summary
-from plbjax.sf._phases.phase import movement_budget, throttle_limits
-from plbjax.sf._plan.explain import PHASES, movements_entry
+from plbjax.sf._phases.phase import PHASES, movement_budget, throttle_limits
+from plbjax.sf._plan.explain import movements_entry
 from plbjax.sf._state.settings import PLB_SETTINGS
 from plbjax.sf.replay import parse_timeline, replay, write_outputs
 from plbjax.sf.replay.engine import engine

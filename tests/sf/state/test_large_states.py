@@ -21,6 +21,15 @@ from plbjax.sf import ClusterSpec, generate
 from plbjax.sf._encoding.encoder import encode
 from plbjax.sf._encoding.problem import PRIORITY_SETTINGS, THRESHOLD_PRIORITY
 from plbjax.sf._state.building import build_state
+from plbjax.sf._state.cluster import (
+    BlockEntry,
+    CodePackage,
+    Correlation,
+    NodeType,
+    PlacementPolicy,
+    ResourceGovernance,
+    Upgrade,
+)
 from plbjax.sf._state.columns import _PARTITIONS_SCHEMA, Columns
 from plbjax.sf._state.governance import apply_resource_governance
 from plbjax.sf._state.reading import _parse_columns, load_state, parse_state
@@ -238,8 +247,63 @@ def _pinned_scope(state, problem) -> dict:
 def state_digest(state) -> str:
     """The digest of the parsed state (its repr covers every field but the document) and its document."""
     # NodeInfo.deactivation_intent came after the pins; none of their nodes is Disabled, so it is None
-    text = repr(state).replace(", deactivation_intent=None", "")
+    text = repr(_as_pinned(state)).replace(", deactivation_intent=None", "")
     return _digest(text, json.dumps(state.document, sort_keys=True))
+
+
+def _as_pinned(state):
+    """`state` with its typed records (issue 46) as the pins held them: the document's own parts
+    (UpgradeDomainsDone as text), each first checked to be what its record holds."""
+    doc = state.document
+    node_types = tuple(doc.get("NodeTypes", []))
+    for record, entry in zip(state.node_types, node_types, strict=True):
+        overrides = entry.get("PlacementAndLoadBalancingOverrides", {})
+        assert record == NodeType(
+            entry["Name"],
+            {k: float(v) for k, v in entry.get("Capacities", {}).items()},
+            entry.get("PlacementProperties", {}),
+            {k: float(v) for k, v in overrides.get("MetricBalancingThresholdsPerNodeType", {}).items()},
+            {k: float(v) for k, v in overrides.get("MetricActivityThresholdsPerNodeType", {}).items()},
+        )
+    services = []
+    for service, entry in zip(state.services, doc["Services"], strict=True):
+        correlations = tuple(entry.get("Correlations", []))
+        policies = tuple(entry.get("PlacementPolicies", []))
+        rg = entry.get("ResourceGovernance")
+        assert service.correlations == tuple(Correlation(c["ServiceName"], c["Scheme"]) for c in correlations)
+        assert service.placement_policies == tuple(PlacementPolicy(p["Type"], p.get("DomainName")) for p in policies)
+        assert service.resource_governance == (
+            None
+            if rg is None
+            else ResourceGovernance(
+                rg.get("CpuCores"),
+                tuple(
+                    CodePackage(p["Name"], p.get("CpuShares", 0), p.get("MemoryInMB", 0))
+                    for p in rg.get("CodePackages", [])
+                ),
+            )
+        )
+        services.append(
+            dataclasses.replace(service, correlations=correlations, placement_policies=policies, resource_governance=rg)
+        )
+    block_list = tuple(doc.get("BlockList", []))
+    assert state.block_list == tuple(BlockEntry(b["NodeName"], b["ServiceTypeName"]) for b in block_list)
+    upgrade = doc.get("Upgrade")
+    if upgrade is not None:
+        done = [str(ud) for ud in upgrade.get("UpgradeDomainsDone", [])]
+        assert state.upgrade == Upgrade(
+            upgrade["InProgress"],
+            upgrade["Scope"],
+            upgrade.get("ApplicationName"),
+            tuple(done),
+            {str(k): v for k, v in upgrade.get("Snapshot", {}).items()},
+        )
+        upgrade = upgrade | {"UpgradeDomainsDone": done} if "UpgradeDomainsDone" in upgrade else upgrade
+    else:
+        assert state.upgrade is None
+    return dataclasses.replace(
+        state, node_types=node_types, services=tuple(services), block_list=block_list, upgrade=upgrade
+    )
 
 
 # Problem fields added after the pins were recorded (their own tests cover them).

@@ -10,6 +10,15 @@ from paths import ROOT
 
 from plbjax.errors import BadInput
 from plbjax.sf import load_state, parse_state
+from plbjax.sf._state.cluster import (
+    BlockEntry,
+    CodePackage,
+    Correlation,
+    NodeType,
+    PlacementPolicy,
+    ResourceGovernance,
+    Upgrade,
+)
 from plbjax.sf._state.schema_check import fast_conforms, plain_copy, state_schema
 from plbjax.sf._state.settings import PLB_SETTINGS, resolve_settings
 
@@ -192,9 +201,23 @@ def test_service_options(doc):
     svc = state.service("fabric:/Shop/Web")
     assert not svc.balancing_enabled and svc.priority == 3 and svc.default_move_cost == "VeryHigh"
     assert svc.application == "fabric:/Other"
-    assert svc.placement_policies == ({"Type": "RequiredDomain", "DomainName": "fd:/dc0"},)
-    assert svc.resource_governance["CodePackages"][0]["MemoryInMB"] == 512
-    assert state.service("fabric:/Shop/Sessions").correlations[0]["Scheme"] == "Affinity"
+    assert svc.placement_policies == (PlacementPolicy("RequiredDomain", "fd:/dc0"),)
+    assert svc.resource_governance == ResourceGovernance(1, (CodePackage("Code", 0, 512),))
+    assert state.service("fabric:/Shop/Sessions").correlations == (Correlation("fabric:/Shop/Orders", "Affinity"),)
+
+
+def test_node_types_are_read_once_into_records(doc):
+    doc["NodeTypes"][0]["PlacementAndLoadBalancingOverrides"] = {
+        "MetricBalancingThresholdsPerNodeType": {"CPU": 2},
+        "MetricActivityThresholdsPerNodeType": {"CPU": 5},
+        "MinLoadBalancingIntervalPerNodeType": 3,
+    }
+    state = parse_state(doc)
+    first = state.node_types[0]
+    assert isinstance(first, NodeType) and first.name == doc["NodeTypes"][0]["Name"]
+    assert (first.balancing_thresholds, first.activity_thresholds) == ({"CPU": 2.0}, {"CPU": 5.0})
+    assert first.capacities == {k: float(v) for k, v in doc["NodeTypes"][0].get("Capacities", {}).items()}
+    assert [t.name for t in state.node_types] == [t["Name"] for t in doc["NodeTypes"]]
 
 
 def with_optional_sections(doc):
@@ -219,8 +242,8 @@ def test_optional_sections(doc):
     state = parse_state(with_optional_sections(doc))
     n3 = state.nodes[3]
     assert (n3.status, n3.priority, n3.available_resources) == ("Down", 2, {"CpuCores": 8.0})
-    assert state.upgrade["Snapshot"] == {"100": "N0", "w0a": "N0"}
-    assert state.block_list == ({"NodeName": "N2", "ServiceTypeName": "WebType"},)
+    assert state.upgrade == Upgrade(True, "Application", "fabric:/Shop", ("UD0",), {"100": "N0", "w0a": "N0"})
+    assert state.block_list == (BlockEntry("N2", "WebType"),)
     assert state.history == {"101": ("N3", "N4")}
     assert state.resource_thresholds == {"CPU": 0.8} and state.global_metric_weights == {"CPU": 2.0}
     assert state.defragmentation_metrics["Memory"] is True
