@@ -15,7 +15,7 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,9 +23,9 @@ from typing import TYPE_CHECKING, Any
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf, open_dict
 
-from plbjax import anneal
+from plbjax import anneal, sweep
 from plbjax.config import BalancingConfig, DeviceConfig, ReplayConfig, RunConfig, from_hydra, register
 from plbjax.errors import BadInput, did_you_mean
 from plbjax.files import discard_partial_files, write_text
@@ -41,6 +41,8 @@ CONFIG_DIR = "pkg://plbjax.conf"  # the repository's conf/, shipped in the packa
 register()
 register_help()
 _job_started = False
+COMMAND: list[str] = []  # the command line as typed (the plan's Provenance.Command)
+STOPPED: list[int] = []  # the signals that stopped a job: a sweep runs no more jobs, exits 128 + the first
 REQUIRED = {"plbjax": "state", "plbjax-replay": "timeline"}  # the key a bare path on the command line names
 _VALUE_FLAGS = (  # Hydra's flags that take the next word as their value
     *("-c", "--cfg", "-p", "--package", "-i", "--info", "--experimental-rerun"),
@@ -48,19 +50,57 @@ _VALUE_FLAGS = (  # Hydra's flags that take the next word as their value
 )
 
 
+class _Compilations:
+    """Seconds JAX spent tracing, lowering and compiling what its persistent cache did not supply,
+    from `jax.monitoring` events (a compile's cache hit comes before its duration, in one thread),
+    so that a progress line can tell a search compiled now from one loaded from the cache."""
+
+    FRESH = ("/jax/core/compile/jaxpr_trace_duration", "/jax/core/compile/jaxpr_to_mlir_module_duration")
+    BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
+
+    def __init__(self):
+        self.seconds, self.hit, self.registered = 0.0, False, False
+
+    def event(self, event: str, **kwargs) -> None:
+        if event == "/jax/compilation_cache/cache_hits":
+            self.hit = True
+
+    def duration(self, event: str, seconds: float, **kwargs) -> None:
+        if event in self.FRESH or (event == self.BACKEND_COMPILE and not self.hit):
+            self.seconds += seconds
+        if event == self.BACKEND_COMPILE:
+            self.hit = False
+
+    def register(self) -> None:
+        if not self.registered:
+            import jax
+
+            jax.monitoring.register_event_listener(self.event)
+            jax.monitoring.register_event_duration_secs_listener(self.duration)
+            self.registered = True
+
+
+_compilations = _Compilations()
+COMPILED = 1.0  # seconds of tracing and compiling (not from the cache) that make a search 'compiled', not 'loaded'
+
+
 class Progress:
-    """Prints a line to stderr every couple of seconds once a search has run for a few seconds, and
-    when a compilation that takes more than a second (a cold run) starts and ends."""
+    """Prints a line to stderr every couple of seconds once a search has run for a few seconds, and,
+    when getting the compiled search takes more than `compile_quiet_for` seconds, that it is loading
+    or compiling it, then which it was: compiled now (a cold run) or loaded from the cache."""
 
     def __init__(self, quiet_for: float = 3.0, every: float = 2.0, compile_quiet_for: float = 1.0):
         self.quiet_for, self.every, self.last = quiet_for, every, 0.0
         self.compile_quiet_for, self.told = compile_quiet_for, threading.Event()
         self.timer: threading.Timer | None = None
+        self.compiled_before = 0.0
+        _compilations.register()
 
     def compiling(self, seconds: float | None) -> None:
-        """A compilation starts (None) or ended after `seconds`."""
+        """Setting up and compiling (or loading) the search starts (None) or ended after `seconds`."""
         if seconds is None:
             self.told.clear()
+            self.compiled_before = _compilations.seconds
             self.timer = threading.Timer(self.compile_quiet_for, self._tell)
             self.timer.daemon = True
             self.timer.start()
@@ -68,12 +108,15 @@ class Progress:
         if self.timer is not None:
             self.timer.cancel()
         if self.told.is_set():
-            print(f"plbjax: compiled in {seconds:.1f} s; searching", file=sys.stderr, flush=True)
+            loaded = _compilations.seconds - self.compiled_before < COMPILED
+            done = f"loaded the compiled search in {seconds:.1f} s" if loaded else f"compiled in {seconds:.1f} s"
+            print(f"plbjax: {done}; searching", file=sys.stderr, flush=True)
 
     def _tell(self) -> None:
         self.told.set()
         print(
-            "plbjax: compiling the search for this cluster's shape (once: later runs load it from the cache)",
+            "plbjax: loading or compiling the search for this cluster's shape (compiled once, then loaded "
+            "from the cache)",
             file=sys.stderr,
             flush=True,
         )
@@ -158,6 +201,7 @@ def _stop_on_signals(prog: str, message: str, run_dir: Path | None = None):
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        STOPPED.extend(signals.received[:1])
 
 
 AFTER_STOP_WAIT = 3.0  # seconds a stopped run waits for its search to end before writing what it has
@@ -268,27 +312,51 @@ def summary(plan: dict, seconds: float) -> str:
     return "\n".join(lines)
 
 
-def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
-    """Load, plan, write. Raises BadInput for bad input."""
+def _load(cfg: RunConfig, settings: Mapping[str, Any]):
+    """The state document with the command line's PLB settings (`+settings.NAME=VALUE`, checked as
+    the document's own Settings are, by the same code as plbjax-replay's) and thresholds."""
+    from plbjax.sf import load_state, parse_state
+    from plbjax.sf.replay.settings import with_settings
+
+    state = load_state(cfg.state)
+    if settings:
+        state = parse_state(with_settings(state.document, settings), str(cfg.state))
+    return _with_thresholds(state, cfg.balancing)
+
+
+def _sweeping() -> bool:
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def run(
+    cfg: RunConfig, run_dir: Path | None = None, settings: Mapping[str, Any] | None = None, resolved: dict | None = None
+) -> dict:
+    """Load, plan, write. `settings`: PLB settings replacing the state's; `resolved`: the whole
+    configuration for the plan's Provenance (else `cfg`'s). Raises BadInput for bad input. A signal
+    stops the search: the best plan found is written, then the process exits 128 + its number
+    (a sweep's job just ends with its plan)."""
     import jax
 
-    from plbjax.sf import load_state
+    from plbjax.provenance import environment, provenance
     from plbjax.sf import plan as make_plan
 
     anneal.enable_compilation_cache()
     _check_writable(cfg.out, "out")
     _check_writable(cfg.plot, "plot")
-    state = _with_thresholds(load_state(cfg.state), cfg.balancing)
+    made = provenance(
+        VERSION, environment(), cfg.state, resolved or dataclasses.asdict(cfg), COMMAND or ["plbjax"], cfg.search.seed
+    )
+    state = _load(cfg, settings or {})
     start = time.perf_counter()
     stopping = "stopping the search; writing the best plan found (a second signal exits at once)"
     with _stop_on_signals("plbjax", stopping, run_dir) as signals:
-        progress = Progress() if cfg.progress else None
+        progress = Progress() if cfg.progress and not _sweeping() else None
         found, running = _plan_in_worker(
             lambda unsearched: make_plan(state, cfg.search, progress, unsearched=unsearched, refresh=cfg.refresh),
             signals,
-            wait=run_dir is not None and HydraConfig.get().mode == RunMode.MULTIRUN,
+            wait=run_dir is not None and _sweeping(),
         )
-    plan = found.document()
+    plan = {**found.document(), "Provenance": made}
     text = json.dumps(plan, indent=2, allow_nan=False)
     targets = [p for p in (run_dir / "plan.json" if run_dir else None, cfg.out) if p]
     if jax.process_index() != 0:  # in a multi-host run one process writes
@@ -299,40 +367,78 @@ def run(cfg: RunConfig, run_dir: Path | None = None) -> dict:
         from plbjax.plotting import plot_node_loads
 
         plot_node_loads(plan, cfg.plot)
-    print(summary(plan, time.perf_counter() - start))
-    if state.notes:
-        more = f" (and {len(state.notes) - 3} more)" if len(state.notes) > 3 else ""
-        print("plbjax: note: " + "; ".join(state.notes[:3]) + more)
-    if plan["Search"]["Interrupted"]:
-        print("plbjax: the run was interrupted; the plan is the best found until then (Search.Interrupted)")
-    if not plan["Search"]["Minimal"]:
-        print("plbjax: the minimal-movement pass had no time to finish: some movements may be unneeded")
-    if targets:
-        print("plan written to " + ", ".join(str(t) for t in targets))
+    report = _report(plan, time.perf_counter() - start, state.notes, targets)
+    if _sweeping() and run_dir is not None:  # one line a job; the whole report in the job's folder
+        write_text(run_dir / "summary.txt", report + "\n")
+        print(_job_line(plan, run_dir), flush=True)
+    else:
+        print(report)
+    code = 128 + signals.received[0] if signals.received and not _sweeping() else 0
     if running:  # the search is still compiling: the process ends without waiting for it
         sys.stdout.flush()
         logging.shutdown()
-        os._exit(0)
+        os._exit(code)
+    if code:
+        sys.exit(code)
     return plan
+
+
+def _report(plan: dict, seconds: float, notes: Sequence[str], targets: list) -> str:
+    """The console report of a run: the plan's summary, the state's notes, how the run ended, where
+    the plan went."""
+    lines = [summary(plan, seconds)]
+    if notes:
+        more = f" (and {len(notes) - 3} more)" if len(notes) > 3 else ""
+        lines.append("plbjax: note: " + "; ".join(notes[:3]) + more)
+    if plan["Search"]["Interrupted"]:
+        lines.append("plbjax: the run was interrupted; the plan is the best found until then (Search.Interrupted)")
+    if not plan["Search"]["Minimal"]:
+        lines.append("plbjax: the minimal-movement pass had no time to finish: some movements may be unneeded")
+    if targets:
+        lines.append("plan written to " + ", ".join(str(t) for t in targets))
+    return "\n".join(lines)
+
+
+def _job_line(plan: dict, run_dir: Path) -> str:
+    """A sweep job's one console line: its number, what it varied, the plan's outcome."""
+    overrides = " ".join(HydraConfig.get().overrides.task)
+    interrupted = ", interrupted" if plan["Search"]["Interrupted"] else ""
+    return (
+        f"plbjax: job {run_dir.name} ({overrides}): {len(plan['Actions'])} action(s), AvgStdDev "
+        f"{plan['Score']['Before']:.4f} -> {plan['Score']['After']:.4f}, {plan['Search']['Seconds']:.1f} s"
+        f"{interrupted}; {run_dir / 'summary.txt'}"
+    )
 
 
 def _job(cfg: DictConfig, required: str, work: Callable[[Any, Path], float], prog: str) -> float:
     """One Hydra job: the config checked, the devices set up, `work(config, run_dir)` done. Bad input
-    exits 2 with one line, or, in a sweep, is written to the job's directory and the sweep goes on."""
+    exits 2 with one line, or, in a sweep, is written to the job's directory and the sweep goes on; so
+    is any other error in a sweep (its traceback in the job's log), and the sweep exits non-zero."""
     global _job_started
     _job_started = True
     hydra_config = HydraConfig.get()
     run_dir = Path(hydra_config.runtime.output_dir)
+    sweeping = hydra_config.mode == RunMode.MULTIRUN
+    if STOPPED:
+        write_text(run_dir / FAILED, f"not run: {signal.Signals(STOPPED[0]).name} stopped the sweep\n")
+        return math.nan
     try:
         config = from_hydra(cfg, required)
         configure_devices(config.device)
         return work(config, run_dir)
     except BadInput as exc:
         print(f"{prog}: bad input: {exc}", file=sys.stderr)
-        if hydra_config.mode != RunMode.MULTIRUN:
+        if not sweeping:
             _drop_run_dir(run_dir)
             sys.exit(2)
         write_text(run_dir / FAILED, f"bad input: {exc}\n")  # a sweep goes on; its summary lists the job
+        return math.nan
+    except Exception as exc:
+        if not sweeping:
+            raise
+        logging.getLogger(prog).exception("job %s failed", run_dir.name)  # the job's log keeps the traceback
+        print(f"{prog}: job {run_dir.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        write_text(run_dir / FAILED, f"error: {type(exc).__name__}: {exc}\n")
         return math.nan
 
 
@@ -398,9 +504,21 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     return result
 
 
+def _take_settings(cfg: DictConfig) -> dict[str, Any]:
+    """`+settings.NAME=VALUE` taken out of `cfg` (plbjax's schema has no `settings`: they go into
+    the state document's Settings, where they are checked)."""
+    with open_dict(cfg):
+        settings = cfg.pop("settings", None)
+    return dict(OmegaConf.to_container(settings, resolve=True)) if isinstance(settings, DictConfig) else {}
+
+
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="config")
 def _app(cfg: DictConfig) -> float:
-    return _job(cfg, "state", lambda config, run_dir: run(config, run_dir)["Score"]["After"], "plbjax")
+    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    settings = _take_settings(cfg)
+    return _job(
+        cfg, "state", lambda config, run_dir: run(config, run_dir, settings, resolved)["Score"]["After"], "plbjax"
+    )
 
 
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="replay")
@@ -484,6 +602,7 @@ def _main(app: Callable[[], Any], prog: str) -> None:
     if "--version" in sys.argv[1:]:
         print(f"{prog} {VERSION}")
         sys.exit(0)
+    COMMAND[:] = [prog, *sys.argv[1:]]
     held = _HeldStderr(sys.stderr)
     multirun = any(arg in ("-m", "--multirun") for arg in sys.argv[1:])  # sweep workers inherit no redirect
     try:
@@ -494,6 +613,11 @@ def _main(app: Callable[[], Any], prog: str) -> None:
     try:
         with redirect_stderr(sys.stderr if multirun else held):
             app()
+        if multirun and STOPPED:
+            sys.exit(128 + STOPPED[0])
+        if multirun and sweep.FAILURES:
+            print(f"{prog}: {len(sweep.FAILURES)} job(s) failed: {', '.join(sweep.FAILURES)}", file=sys.stderr)
+            sys.exit(1)
     except SystemExit as exc:
         if exc.code not in (0, None) and not _job_started:
             print(f"{prog}: bad config: {held.one_line(prog)}", file=sys.stderr)

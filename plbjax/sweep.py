@@ -1,10 +1,13 @@
-"""Summary of a `plbjax -m` sweep: a table and a plot of moves against the imbalance they leave."""
+"""Summary of a `plbjax -m` sweep: a table with a column per swept key, the same aggregated over
+repeated seeds, and a plot of moves against the imbalance they leave."""
 
 from __future__ import annotations
 
 import csv
 import json
-import textwrap
+import math
+import statistics
+from collections.abc import Iterable
 from pathlib import Path
 
 import yaml
@@ -13,58 +16,24 @@ from omegaconf import DictConfig
 
 from plbjax.files import atomic_path, write_figure, write_text
 
-FAILED = "failed.txt"  # a sweep job that refused its input says why here
+FAILED = "failed.txt"  # a sweep job that refused its input or failed says why here
 REPLAY_SUMMARY = "summary.json"  # a replay job's summary (plbjax-replay writes its record to the job directory)
+SEED = "search.seed"  # the key whose values are repeats of one configuration
+FAILURES: list[str] = []  # the jobs of the last sweep summarised that failed ("3: bad input: ...")
+AGGREGATED = "summary-by-config.csv"  # the jobs grouped by everything swept but the seed
 
-
-def collect(sweep_dir: Path) -> list[dict]:
-    """One row per job directory; `overrides` shows what varies across jobs. A job without a plan
-    (bad input, killed, crashed) is listed with its status and no numbers. A replay sweep's rows
-    have their own columns (`REPLAY_COLUMNS`: the record's summary.json)."""
-    rows, job_overrides = [], []
-    jobs = [p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
-    replays = any(_is_replay(job) for job in jobs)
-    for job in sorted(jobs, key=lambda p: (0, int(p.name)) if p.name.isdigit() else (1, p.name)):
-        job_overrides.append(yaml.safe_load((job / ".hydra" / "overrides.yaml").read_text()) or [])
-        row = {"job": job.name, "status": "ok", **dict.fromkeys(REPLAY_COLUMNS if replays else PLAN_COLUMNS)}
-        if (job / "plan.json").exists():
-            plan = json.loads((job / "plan.json").read_text())
-            row.update(
-                actions=len(plan["Actions"]),
-                score_before=plan["Score"]["Before"],
-                score_after=plan["Score"]["After"],
-                seconds=plan["Search"]["Seconds"],
-                imbalanced_before=_imbalanced(plan, "IsBalancedBefore"),
-                imbalanced_after=_imbalanced(plan, "IsBalancedAfter"),
-                version=plan["Search"].get("Version"),
-            )
-            if plan["Search"].get("Interrupted"):
-                row["status"] = "interrupted"
-        elif (job / REPLAY_SUMMARY).exists():  # a replay: churn against time-averaged imbalance
-            replayed = json.loads((job / REPLAY_SUMMARY).read_text())
-            row.update(
-                time_averaged_avg_std_dev=replayed["TimeAveragedAvgStdDev"],
-                movements=replayed["CumulativeMovements"],
-                rounds=", ".join(f"{phase} {n}" for phase, n in replayed["Rounds"].items()) or "-",
-                max_violations=replayed["MaxViolations"],
-                final_unplaced=replayed["FinalUnplaced"],
-                wall_seconds=replayed["Seconds"],
-                version=replayed.get("Version"),
-            )
-            if replayed.get("Interrupted"):
-                row["status"] = f"interrupted at {replayed['SimulatedSeconds']:g} simulated s"
-        else:
-            failed = job / FAILED
-            missing = f"no {'record' if replays else 'plan'} (killed or crashed)"
-            row["status"] = failed.read_text().strip() if failed.exists() else missing
-        rows.append(row)
-    common = set.intersection(*map(set, job_overrides)) if job_overrides else set()
-    for row, overrides in zip(rows, job_overrides):
-        row["overrides"] = " ".join(o for o in overrides if o not in common)
-    return [{"job": r["job"], "overrides": r["overrides"], **r} for r in rows]
-
-
-PLAN_COLUMNS = ("actions", "score_before", "score_after", "seconds", "imbalanced_before", "imbalanced_after", "version")
+PLAN_COLUMNS = (
+    "actions",  # the plan's Actions
+    "movements",  # the movements the phases counted against their throttles (Phases[].Movements.Used)
+    "energy",  # the final energy of the last phase searched (its Search record), when the plan has it
+    "score_before",
+    "score_after",
+    "steps",  # Search.Steps: every phase's steps per chain
+    "seconds",
+    "imbalanced_before",
+    "imbalanced_after",
+    "version",
+)
 REPLAY_COLUMNS = (
     "time_averaged_avg_std_dev",
     "movements",
@@ -74,6 +43,90 @@ REPLAY_COLUMNS = (
     "wall_seconds",
     "version",  # the plbjax that made the job's plan or record
 )
+AGGREGATES = {  # the numbers aggregated over seeds
+    "plan": ("energy", "score_after", "actions", "movements", "seconds"),
+    "replay": ("time_averaged_avg_std_dev", "movements", "max_violations", "wall_seconds"),
+}
+
+
+def _key_value(override: str) -> tuple[str, str]:
+    """`+settings.X=1` -> ("settings.X", "1")."""
+    key, _, value = override.partition("=")
+    return key.lstrip("+~"), value
+
+
+def _jobs(sweep_dir: Path) -> list[Path]:
+    jobs = [p.parent.parent for p in sweep_dir.glob("*/.hydra/overrides.yaml")]
+    return sorted(jobs, key=lambda p: (0, int(p.name)) if p.name.isdigit() else (1, p.name))
+
+
+def collect(sweep_dir: Path) -> list[dict]:
+    """One row per job directory: `job`, a column per swept key (the keys whose values differ
+    between jobs), `status`, then a plan's (`PLAN_COLUMNS`, steps and T0 per phase searched) or a
+    replay's numbers (`REPLAY_COLUMNS`: the record's summary.json). A job without a plan (bad input,
+    failed, killed) is listed with its status and no numbers."""
+    jobs = _jobs(sweep_dir)
+    overrides = [dict(map(_key_value, yaml.safe_load((j / ".hydra/overrides.yaml").read_text()) or [])) for j in jobs]
+    swept = [k for k in dict.fromkeys(k for o in overrides for k in o) if len({o.get(k) for o in overrides}) > 1]
+    replays = any(_is_replay(job) for job in jobs)
+    rows = []
+    for job, values in zip(jobs, overrides):
+        row = {"job": job.name, **{k: values.get(k, "") for k in swept}, "status": "ok"}
+        row |= dict.fromkeys(REPLAY_COLUMNS if replays else PLAN_COLUMNS)
+        if (job / "plan.json").exists():
+            row |= _plan_numbers(json.loads((job / "plan.json").read_text()))
+        elif (job / REPLAY_SUMMARY).exists():  # a replay: churn against time-averaged imbalance
+            row |= _replay_numbers(json.loads((job / REPLAY_SUMMARY).read_text()))
+        else:
+            failed = job / FAILED
+            missing = f"no {'record' if replays else 'plan'} (killed or crashed)"
+            row["status"] = failed.read_text().strip().splitlines()[0] if failed.exists() else missing
+        rows.append(row)
+    phase_columns = list(dict.fromkeys(k for r in rows for k in r if k.startswith(("steps_", "t0_"))))
+    return [{**r, **{c: r.get(c) for c in phase_columns}} for r in rows]
+
+
+def _plan_numbers(plan: dict) -> dict:
+    """A plan job's numbers; `steps_<Phase>` and `t0_<Phase>` for each phase with a Search record."""
+    searched = [(p["Phase"], p["Search"]) for p in plan["Phases"] if p.get("Ran") and p.get("Search")]
+    numbers = {
+        "actions": len(plan["Actions"]),
+        "movements": sum((p.get("Movements") or {}).get("Used", 0) for p in plan["Phases"]),
+        "energy": _energy(searched[-1][1]) if searched else None,
+        "score_before": plan["Score"]["Before"],
+        "score_after": plan["Score"]["After"],
+        "steps": plan["Search"]["Steps"],
+        "seconds": plan["Search"]["Seconds"],
+        "imbalanced_before": _imbalanced(plan, "IsBalancedBefore"),
+        "imbalanced_after": _imbalanced(plan, "IsBalancedAfter"),
+        "version": plan["Search"].get("Version"),
+    }
+    for phase, search in searched:
+        numbers[f"steps_{phase}"] = search.get("Steps")
+        numbers[f"t0_{phase}"] = search.get("InitialTemperature")
+    if plan["Search"].get("Interrupted"):
+        numbers["status"] = "interrupted"
+    return numbers
+
+
+def _energy(search: dict) -> float | None:
+    """A phase's final energy, from its Search record."""
+    return next((search[k] for k in ("FinalEnergy", "BestEnergy", "Energy") if search.get(k) is not None), None)
+
+
+def _replay_numbers(replayed: dict) -> dict:
+    numbers = {
+        "time_averaged_avg_std_dev": replayed["TimeAveragedAvgStdDev"],
+        "movements": replayed["CumulativeMovements"],
+        "rounds": ", ".join(f"{phase} {n}" for phase, n in replayed["Rounds"].items()) or "-",
+        "max_violations": replayed["MaxViolations"],
+        "final_unplaced": replayed["FinalUnplaced"],
+        "wall_seconds": replayed["Seconds"],
+        "version": replayed.get("Version"),
+    }
+    if replayed.get("Interrupted"):
+        numbers["status"] = f"interrupted at {replayed['SimulatedSeconds']:g} simulated s"
+    return numbers
 
 
 def _is_replay(job: Path) -> bool:
@@ -89,35 +142,92 @@ def _imbalanced(plan: dict, when: str) -> str:
     return ", ".join(dict.fromkeys(b["Metric"] for b in plan["Balance"] if not b[when])) or "-"
 
 
+def swept_keys(rows: list[dict]) -> list[str]:
+    """The rows' columns that name swept keys (between `job` and `status`)."""
+    columns = list(rows[0])
+    return columns[1 : columns.index("status")]
+
+
+def aggregate(rows: list[dict]) -> list[dict]:
+    """The jobs grouped by every swept key but the seed: per group the jobs that finished (`n`) and
+    of each number its mean, standard deviation (sample; 0 for one job), min and max."""
+    keys = [k for k in swept_keys(rows) if k != SEED]
+    numbers = AGGREGATES["replay" if "time_averaged_avg_std_dev" in rows[0] else "plan"]
+    groups: dict[tuple, list[dict]] = {}
+    for row in rows:
+        groups.setdefault(tuple(row[k] for k in keys), []).append(row)
+    out = []
+    for values, members in groups.items():
+        done = [r for r in members if r["status"] == "ok"]
+        group = {**dict(zip(keys, values)), "jobs": " ".join(r["job"] for r in members), "n": len(done)}
+        for name in numbers:
+            group |= _spread(name, [r[name] for r in done if r[name] is not None])
+        out.append(group)
+    return out
+
+
+def _spread(name: str, values: list[float]) -> dict:
+    if not values:
+        return dict.fromkeys((f"{name}_mean", f"{name}_std", f"{name}_min", f"{name}_max"))
+    std = statistics.stdev(values) if len(values) > 1 else 0.0
+    return {
+        f"{name}_mean": statistics.fmean(values),
+        f"{name}_std": std,
+        f"{name}_min": min(values),
+        f"{name}_max": max(values),
+    }
+
+
 def _number(value, digits: str) -> str:
-    return "-" if value is None else format(value, digits)
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return format(value, digits)
 
 
-def write_summary(sweep_dir: Path) -> list[dict]:
-    """Write summary.csv, summary.md and summary.png into `sweep_dir`."""
-    rows = collect(sweep_dir)
-    if not rows:
-        return rows
-    with atomic_path(sweep_dir / "summary.csv") as tmp, open(tmp, "w", newline="") as f:
+def _write_csv(path: Path, rows: list[dict]) -> None:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
+
+
+def write_summary(sweep_dir: Path) -> list[dict]:
+    """Write summary.csv, summary-by-config.csv, summary.md and summary.png into `sweep_dir`; the
+    failed jobs are kept in FAILURES."""
+    rows = collect(sweep_dir)
+    FAILURES[:] = [f"{r['job']}: {r['status']}" for r in rows if r["status"] not in ("ok", "interrupted")]
+    if not rows:
+        return rows
+    _write_csv(sweep_dir / "summary.csv", rows)
+    groups = aggregate(rows)
+    _write_csv(sweep_dir / AGGREGATED, groups)
     made = ", ".join(sorted({r["version"] for r in rows if r["version"]})) or "unknown"
     lines = [f"{len(rows)} job(s) by plbjax {made}", "", *_table(rows)]
+    if any(g["jobs"].count(" ") for g in groups):  # some configuration ran more than once
+        lines += ["", f"Over seeds ({SEED}): mean ± standard deviation [min, max]", "", *_aggregated_table(groups)]
+    if FAILURES:
+        lines += ["", "Failed:", *(f"- job {failure}" for failure in FAILURES)]
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
     write_figure(sweep_dir / "summary.png", figure(rows), dpi=120)
     print("\n".join(lines))
-    print(f"sweep summary written to {sweep_dir / 'summary.md'} (and summary.csv, summary.png)")
+    print(f"sweep summary written to {sweep_dir / 'summary.md'} (and summary.csv, {AGGREGATED}, summary.png)")
     return rows
+
+
+def _markdown(head: Iterable[str], cells: Iterable[Iterable[str]]) -> list[str]:
+    head = list(head)
+    return [
+        "| " + " | ".join(head) + " |",
+        "|" + "---|" * len(head),
+        *("| " + " | ".join(row) + " |" for row in cells),
+    ]
 
 
 def _table(rows: list[dict]) -> list[str]:
     """The summary as a Markdown table: a plan's numbers, or a replay's (time-averaged)."""
-    if "movements" in rows[0]:
-        head = (
-            "| job | overrides | status | time-averaged AvgStdDev | movements | rounds | max violations | "
-            "unplaced at the end | wall s |"
-        )
+    keys = swept_keys(rows)
+    if "time_averaged_avg_std_dev" in rows[0]:
+        head = ["time-averaged AvgStdDev", "movements", "rounds", "max violations", "unplaced at the end", "wall s"]
         cells = [
             (
                 _number(r["time_averaged_avg_std_dev"], ".4f"),
@@ -130,38 +240,58 @@ def _table(rows: list[dict]) -> list[str]:
             for r in rows
         ]
     else:
-        head = (
-            "| job | overrides | status | actions | AvgStdDev before | AvgStdDev after | imbalanced before | "
-            "imbalanced after | search s |"
-        )
+        head = ["actions", "energy", "AvgStdDev before", "AvgStdDev after", "imbalanced before", "imbalanced after"]
+        t0 = [k for k in rows[0] if k.startswith("t0_")]
+        head += ["steps", *(f"T0 {k[3:]}" for k in t0), "search s"]
         cells = [
             (
                 _number(r["actions"], "d"),
+                _number(r["energy"], ".6g"),
                 _number(r["score_before"], ".4f"),
                 _number(r["score_after"], ".4f"),
                 r["imbalanced_before"] or "-",
                 r["imbalanced_after"] or "-",
+                _number(r["steps"], "d"),
+                *(_number(r[k], ".4g") for k in t0),
                 _number(r["seconds"], ".2f"),
             )
             for r in rows
         ]
-    return [
-        head,
-        "|---" * head.count(" | ") + "|---|",
-        *(f"| {r['job']} | {r['overrides']} | {r['status']} | " + " | ".join(c) + " |" for r, c in zip(rows, cells)),
-    ]
+    return _markdown(
+        ["job", *keys, "status", *head],
+        ([r["job"], *(str(r[k]) for k in keys), r["status"], *c] for r, c in zip(rows, cells)),
+    )
+
+
+def _aggregated_table(groups: list[dict]) -> list[str]:
+    """The groups as a Markdown table: each number as mean ± std [min, max]."""
+    keys = list(groups[0])[: list(groups[0]).index("jobs")]
+    numbers = [k[: -len("_mean")] for k in groups[0] if k.endswith("_mean")]
+    digits = {"actions": ".3g", "movements": ".3g", "max_violations": ".3g", "energy": ".6g"}
+
+    def cell(group: dict, name: str) -> str:
+        if group[f"{name}_mean"] is None:
+            return "-"
+        d = digits.get(name, ".4f")
+        m, s, lo, hi = (format(group[f"{name}_{x}"], d) for x in ("mean", "std", "min", "max"))
+        return f"{m} ± {s} [{lo}, {hi}]"
+
+    return _markdown(
+        [*keys, "jobs", "n", *numbers],
+        ([*(str(g[k]) for k in keys), g["jobs"], str(g["n"]), *(cell(g, n) for n in numbers)] for g in groups),
+    )
 
 
 def _point(row: dict) -> tuple | None:
     """(churn, imbalance left) of a job: a plan's actions and AvgStdDev after, a replay's movements
     and time-averaged AvgStdDev; None without numbers."""
-    churn, left = ("movements", "time_averaged_avg_std_dev") if "movements" in row else ("actions", "score_after")
+    churn, left = ("movements", "time_averaged_avg_std_dev") if "rounds" in row else ("actions", "score_after")
     return None if row[churn] is None else (row[churn], round(row[left], 4))
 
 
 def figure(rows: list[dict]):
     """Churn against imbalance, a point per outcome labelled with its jobs' numbers (jobs that end
-    alike share a point and a label); beside it, what each job varied."""
+    alike share a point and a label; summary.md says what each job varied)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -171,7 +301,7 @@ def figure(rows: list[dict]):
     points: dict[tuple, list[str]] = {}
     for r in planned:
         points.setdefault(_point(r) or (), []).append(r["job"])
-    fig, (ax, key) = plt.subplots(1, 2, figsize=(10, 4), gridspec_kw={"width_ratios": [3, 2]})
+    fig, ax = plt.subplots(figsize=(7, 4))
     ax.scatter([x for x, _ in points], [y for _, y in points])
     if planned and planned[0].get("score_before") is not None:
         ax.axhline(planned[0]["score_before"], color="grey", linestyle="--", label="before")
@@ -180,18 +310,12 @@ def figure(rows: list[dict]):
         ax.annotate(", ".join(jobs), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7)
         for (x, y), jobs in points.items()
     ]
-    replays = "movements" in rows[0]
+    replays = "rounds" in rows[0]
     ax.set_xlabel("movements over the replay" if replays else "actions in the plan")
     ax.set_ylabel("time-averaged AvgStdDev" if replays else "AvgStdDev after the plan")
-    ax.set_title("plbjax sweep: churn vs imbalance", fontsize=10)
+    ax.set_title("plbjax sweep: churn vs imbalance (points: job numbers, as in summary.md)", fontsize=9)
     ax.margins(0.15)
-    key.axis("off")
-    listed = [
-        f"{r['job']}: {r['overrides'] or '(defaults)'}" + ("" if r["status"] == "ok" else f" ({r['status']})")
-        for r in rows
-    ]
     _apart(fig, labels + ([ax.get_legend()] if ax.get_legend() else []))
-    key.text(0, 1, "\n".join(textwrap.shorten(line, 60) for line in listed), va="top", fontsize=7, family="monospace")
     return fig
 
 
