@@ -18,7 +18,12 @@ per imbalanced node type whose timer has passed. Placement searches without movi
 PLBActionRetryTimes times, then once with moves (`_next_placement`); a constraint check with only
 fault/upgrade domain violations waits out ConstraintFixPartialDelayAfterNodeDown/NewNode. A
 Placement or ConstraintCheck that changed nothing is not re-run until the state changes (SF would
-search the same state again)."""
+search the same state again).
+
+After each round the scheduler says what holds back each phase that has work (`_holds`: the first
+of SF's reasons above that applies, with its setting), and its `Chronicle` keeps those stretches, the
+events applied (`applied`, SF's OnNodeDown/OnNodeUp/OnLoadChanged/SystemStateChanged) and the
+state's needs at time 0 for the record (`story`)."""
 
 from __future__ import annotations
 
@@ -27,12 +32,18 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from plbjax.sf import Phase
+from plbjax.sf.replay.chronicle import Chronicle, Reason
 from plbjax.sf.replay.document import StateDocument
+from plbjax.sf.replay.events import Event
 from plbjax.sf.replay.inflight import InFlight
 from plbjax.sf.replay.round_search import BalancingAction
 from plbjax.sf.replay.settings import Settings, with_settings
-from plbjax.sf.replay.throttles import Window, throttle_overrides
-from plbjax.sf.replay.types import TIME_EPS, Needs, PartitionKey
+from plbjax.sf.replay.throttles import THROTTLES, Window, throttle_overrides
+from plbjax.sf.replay.timeline import settings_of
+from plbjax.sf.replay.types import TIME_EPS, Needs, PartitionKey, Story
+
+_NODE_DOWN = {"NodeDown", "NodeRemoved"}  # SF's OnNodeDown
+_NEW_NODE = {"NodeUp", "NodeAdded"}  # SF's OnNodeUp
 
 
 def tick_at_or_after(t: float, gap: float) -> float:
@@ -102,6 +113,7 @@ class Scheduler:
         self.placement, self.with_move = PlacementMode(), False
         self.balancing = BalancingAction()  # SF's quick or slow balancing search (`round_search`)
         self.last_avg: float | None = None  # AvgStdDev after the last balancing
+        self.chronicle = Chronicle(self._needs())  # the cluster's story, from the state at time 0
 
     def _settings(self) -> Settings:
         return self.state.settings()
@@ -134,12 +146,12 @@ class Scheduler:
         for phase in s.phases_on():
             if self._has_work(phase, needs) and self.fruitless.phases.get(phase) != self.state.version:
                 dues.append(self.timers.phases[phase] + s.interval(phase))
-        if s.balancing_enabled and not self._balancing_throttled(at):
+        if s.balancing_enabled and self._balancing_throttle(at) is None:
             imbalanced = self._imbalanced_types(needs)
             dues += [
                 self.timers.last_balancing(t) + iv
                 for t, iv in s.balancing_intervals.items()
-                if t in imbalanced and not self._small_change(t, needs)
+                if t in imbalanced and self._small_change(t, needs) is None
             ]
         return dues
 
@@ -153,7 +165,7 @@ class Scheduler:
         since = max(timers.round + gap, tick_at_or_after(last + TIME_EPS, gap) if last > timers.round else 0)
         for phase in timers.phases:
             timers.phases[phase] = last_check_before(timers.phases[phase], s.interval(phase), gap, since, now)
-        if s.balancing_enabled and not self._balancing_throttled(since):
+        if s.balancing_enabled and self._balancing_throttle(since) is None:
             for t, iv in s.balancing_intervals.items():
                 timers.balancing[t] = last_check_before(timers.last_balancing(t), iv, gap, since, now)
 
@@ -161,6 +173,20 @@ class Scheduler:
         """SF's SystemStateChanged: a change other than a load report; placement starts over without moves."""
         self.changes.state_change = now
         self.placement = PlacementMode()
+
+    def applied(self, now: float, events: list[Event]) -> None:
+        """Events applied at `now`, as SF's scheduler hears of them: OnNodeDown (NodeDown,
+        NodeRemoved), OnNodeUp (NodeUp, NodeAdded), OnLoadChanged (LoadReport); every other kind is
+        a SystemStateChanged (PLBScheduler.cpp). The chronicle names them."""
+        changes = self.changes
+        for event in events:
+            changes.node_down = now if event.kind in _NODE_DOWN else changes.node_down
+            changes.new_node = now if event.kind in _NEW_NODE else changes.new_node
+            if event.kind == "LoadReport":
+                changes.load_change = now
+            else:
+                self.state_changed(now)
+        self.chronicle.applied(now, events)
 
     def woken(self, now: float) -> None:
         """The document changed at `now`: the next round looks again."""
@@ -176,8 +202,14 @@ class Scheduler:
         return self._decide(now)
 
     def end_round(self) -> None:
-        """The round has seen every change so far, its own included."""
+        """The round has seen every change so far, its own included; what holds each phase back
+        from now on goes to the chronicle."""
         self.changes.wake = None
+        self._holds(self.timers.round)
+
+    def story(self, end: float) -> Story:
+        """The cluster's story up to `end` (the record's)."""
+        return self.chronicle.story(end)
 
     def ran(self, phase: Phase, issued: int) -> None:
         """`phase` ran and issued `issued` actions."""
@@ -210,7 +242,7 @@ class Scheduler:
             self.timers.phases[phase] = now
             if not self._has_work(phase, needs) or self.fruitless.phases.get(phase) == self.state.version:
                 self.placement = self.placement if phase != Phase.PLACEMENT else PlacementMode()  # SF: "not needed"
-            elif phase == Phase.CONSTRAINT_CHECK and not self._constraint_check_skipped(now):
+            elif phase == Phase.CONSTRAINT_CHECK and self._check_throttle(now) is None:
                 return phase, (None,)
             elif phase == Phase.PLACEMENT:
                 self.with_move = self._next_placement(now)
@@ -221,6 +253,60 @@ class Scheduler:
     @staticmethod
     def _has_work(phase: Phase, needs: Needs) -> bool:
         return bool(needs.unplaced if phase == Phase.PLACEMENT else needs.violations)
+
+    # ---------------------------------------------------------------- what holds a phase back
+
+    def _holds(self, now: float) -> None:
+        """What holds back each phase that has work, as the refreshes from `now` on will meet it
+        (None: nothing but its own interval): balancing while something is imbalanced, the
+        constraint check while a hard constraint is broken, placement while replicas wait."""
+        needs, s = self._needs(), self._settings()
+        imbalanced = self._imbalanced_types(needs) & set(s.balancing_intervals)
+        self.chronicle.hold(now, Phase.BALANCING, self._balancing_hold(now, needs, imbalanced) if imbalanced else None)
+        check = None
+        if needs.violations and Phase.CONSTRAINT_CHECK not in s.phases_on():
+            check = Reason(
+                "ConstraintCheckEnabled", "is false: SF runs no constraint check (PLBScheduler::RefreshAction)"
+            )
+        elif needs.violations:
+            check = self._check_throttle(now) or self._fruitless(Phase.CONSTRAINT_CHECK)
+        self.chronicle.hold(now, Phase.CONSTRAINT_CHECK, check)
+        self.chronicle.hold(now, Phase.PLACEMENT, self._fruitless(Phase.PLACEMENT) if needs.unplaced else None)
+
+    def _balancing_hold(self, now: float, needs: Needs, imbalanced: set[str | None]) -> Reason | None:
+        """Why balancing, with `imbalanced` node types to balance, will not run: disabled, throttled
+        (`_balancing_throttle`) or nothing changed for any of them (`_small_change`)."""
+        if not self._settings().balancing_enabled:
+            return self._balancing_off()
+        small = [self._small_change(t, needs) for t in sorted(imbalanced, key=str)]
+        return self._balancing_throttle(now) or (small[0] if all(small) else None)
+
+    def _balancing_off(self) -> Reason:
+        """SF's RefreshAction: isBalancingEnabled = LoadBalancingEnabled && balancingEnabled_ (a cluster
+        upgrade pauses it) && canBalanceDueToAppUpgrade."""
+        if not settings_of(self.state.doc)["LoadBalancingEnabled"]:
+            return Reason("LoadBalancingEnabled", "is false: SF does not balance (PLBScheduler::RefreshAction)")
+        if (self.state.doc.get("Upgrade") or {}).get("Scope", "Cluster") == "Cluster":
+            return Reason(
+                "cluster upgrade", "SF pauses balancing during a cluster upgrade (PLBScheduler::SetBalancingEnabled)"
+            )
+        return Reason(
+            "AllowBalancingDuringApplicationUpgrade",
+            "is false and an application upgrade is in progress (PLBScheduler::RefreshAction)",
+        )
+
+    def _fruitless(self, phase: Phase) -> Reason | None:
+        """The replay's own rule: a phase that found nothing to do in this state is not searched
+        again until the state changes (SF searches again at every MinPlacementInterval or
+        MinConstraintCheckInterval, and reports a violation it failed to fix
+        ConstraintViolationHealthReportLimit times to health: PLBDiagnostics.cpp)."""
+        if self.fruitless.phases.get(phase) != self.state.version:
+            return None
+        return Reason(
+            "replay: no new search of an unchanged state",
+            f"the last {phase} round found no action in this state; the replay searches again when the state "
+            "changes (SF would search again at every interval)",
+        )
 
     # ---------------------------------------------------------------- what the planner receives
 
@@ -241,17 +327,27 @@ class Scheduler:
 
     # ---------------------------------------------------------------- placement and the constraint check
 
-    def _constraint_check_skipped(self, now: float) -> bool:
+    def _check_throttle(self, now: float) -> Reason | None:
         """SF's RefreshAction with IsConstraintCheckThrottled: within ConstraintFixPartialDelayAfter-
         NodeDown/NewNode of a node event, a check whose violations are all fault or upgrade domain
         ones (AllViolationsSkippable) is skipped, its timer restarted. (SF runs the others "light",
         with a fifth of its search; the replay runs them in full.)"""
         s, changes = self._settings(), self.changes
-        throttled = (
-            now < changes.node_down + s.fix_partial_delay_after_node_down - TIME_EPS
-            or now < changes.new_node + s.fix_partial_delay_after_new_node - TIME_EPS
+        delays = (
+            ("ConstraintFixPartialDelayAfterNodeDown", changes.node_down, s.fix_partial_delay_after_node_down, "down"),
+            ("ConstraintFixPartialDelayAfterNewNode", changes.new_node, s.fix_partial_delay_after_new_node, "up"),
         )
-        return throttled and self.state.domain_violations_only(self.flight.frozen())
+        for setting, since, delay, went in delays:
+            if now < since + delay - TIME_EPS:
+                if not self.state.domain_violations_only(self.flight.frozen()):
+                    return None
+                return Reason(
+                    setting,
+                    f"SF skips a check whose violations are all fault/upgrade domain ones for {delay:g} s after "
+                    f"a node went {went} (at {since:g} s): until {since + delay:g} s "
+                    "(PLBScheduler::IsConstraintCheckThrottled)",
+                )
+        return None
 
     def _next_placement(self, now: float) -> bool:
         """SF's placementAction_ (RefreshAction's Placement stage, PLBSchedulerAction::CanRetry): this
@@ -279,27 +375,52 @@ class Scheduler:
 
     def _balancing_types(self, now: float, needs: Needs) -> tuple[str | None, ...]:
         """Node types to balance now (None: the whole cluster); restarts the expired timers."""
-        if self._balancing_throttled(now):
+        if self._balancing_throttle(now) is not None:
             return ()
         imbalanced, timers = self._imbalanced_types(needs), self._settings().balancing_intervals
         expired = [t for t, iv in timers.items() if now >= self.timers.last_balancing(t) + iv - TIME_EPS]
-        chosen = tuple(t for t in expired if t in imbalanced and not self._small_change(t, needs))
+        chosen = tuple(t for t in expired if t in imbalanced and self._small_change(t, needs) is None)
         for t in expired:
             self.timers.balancing[t] = now
         if expired and not imbalanced:
             self.balancing.balanced()
         return chosen
 
-    def _balancing_throttled(self, now: float) -> bool:
-        """SF's IsBalancingThrottled: soon after a node event, a global throttle reached, or nothing to move."""
+    def _balancing_throttle(self, now: float) -> Reason | None:
+        """SF's IsBalancingThrottled, the first that holds: soon after a node event, a global throttle
+        reached, nothing to move, or too many imbalanced partitions at the per-partition throttle."""
         s, changes = self._settings(), self.changes
-        return (
-            now < changes.node_down + s.balancing_delay_after_node_down - TIME_EPS
-            or now < changes.new_node + s.balancing_delay_after_new_node - TIME_EPS
-            or self.window.allowance(s, now, self.state.existing()).reached(Phase.BALANCING)
-            or s.max_percentage_to_move == 0
-            or self._per_partition_throttled()
+        delays = (
+            ("BalancingDelayAfterNodeDown", changes.node_down, s.balancing_delay_after_node_down, "down"),
+            ("BalancingDelayAfterNewNode", changes.new_node, s.balancing_delay_after_new_node, "up"),
         )
+        for setting, since, delay, went in delays:
+            if now < since + delay - TIME_EPS:
+                return Reason(
+                    setting,
+                    f"SF waits {delay:g} s after a node went {went} (at {since:g} s) before balancing: until "
+                    f"{since + delay:g} s (PLBScheduler::IsBalancingThrottled)",
+                )
+        allowance = self.window.allowance(s, now, self.state.existing())
+        for throttle, left in zip(THROTTLES[:2], allowance):
+            if left is not None and left <= 0:
+                return Reason(
+                    f"{throttle.absolute}/{throttle.percentage}",
+                    f"the movements of the last {s.movement_interval:g} s (GlobalMovementThrottleCountingInterval) "
+                    "reached the global throttle (PLBScheduler::ThrottleGlobalMovements)",
+                )
+        if s.max_percentage_to_move == 0:
+            return Reason(
+                "MaxPercentageToMove", "is 0: balancing may move nothing (PLBScheduler::IsBalancingThrottled)"
+            )
+        if self._per_partition_throttled():
+            return Reason(
+                "MovementThrottledPartitionsPercentageThreshold",
+                f"more than {s.throttled_partitions_share:.0%} of the imbalanced partitions moved "
+                f"{s.partition_threshold} times (MovementPerPartitionThrottleThreshold) in the last "
+                f"{s.partition_interval:g} s (PLBScheduler::ThrottleBalancingForPerFUMovements)",
+            )
+        return None
 
     def _per_partition_throttled(self) -> bool:
         """SF's ThrottleBalancingForPerFUMovements: more of the imbalanced partitions (those of a
@@ -312,15 +433,25 @@ class Scheduler:
         imbalanced = self.state.partitions_of({m for m, _ in self._needs().imbalanced})
         return len(throttled & imbalanced) > len(imbalanced) * s.throttled_partitions_share
 
-    def _small_change(self, node_type: str | None, needs: Needs) -> bool:
-        """SF's ThrottleBalancingForSmallStdDevChange for the timer of `node_type`."""
+    def _small_change(self, node_type: str | None, needs: Needs) -> Reason | None:
+        """SF's ThrottleBalancingForSmallStdDevChange for the timer of `node_type`: why it skips
+        balancing, or None."""
         last, changes = self.timers.last_balancing(node_type), self.changes
         if changes.state_change > last:
-            return False
+            return None
         if changes.state_change < last and changes.load_change < last:
-            return True
+            return Reason(
+                "PLBScheduler::ThrottleBalancingForSmallStdDevChange",
+                "nothing changed since the last balancing round: SF balances again after a change",
+            )
         threshold = self._settings().avg_std_dev_delta
-        return threshold >= 0 and self.last_avg is not None and needs.avg_std_dev <= self.last_avg * (1 + threshold)
+        if threshold >= 0 and self.last_avg is not None and needs.avg_std_dev <= self.last_avg * (1 + threshold):
+            return Reason(
+                "AvgStdDevDeltaThrottleThreshold",
+                f"AvgStdDev is at most {threshold:.0%} worse than after the last balancing round "
+                "(PLBScheduler::ThrottleBalancingForSmallStdDevChange)",
+            )
+        return None
 
     def _imbalanced_types(self, needs: Needs) -> set[str | None]:
         if not self._settings().per_node_type:

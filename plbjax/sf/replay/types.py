@@ -142,6 +142,52 @@ class Row:
 
 
 @dataclass(frozen=True)
+class ClusterEvent:
+    """A timeline event as the record names it: its time, kind and subject (a node, a service, an
+    upgrade domain, ...: `events.describe`)."""
+
+    time: float
+    kind: str
+    subject: str
+
+
+@dataclass(frozen=True)
+class LoadChange:
+    """The LoadReport events of one service at one time: how many, and the loads they reported
+    summed by metric."""
+
+    time: float
+    service: str
+    reports: int
+    loads: Mapping[str, float]
+
+
+@dataclass(frozen=True)
+class Hold:
+    """A stretch in which SF's scheduler held a phase back although it had work (an imbalance,
+    violations, replicas to place): from `since` to `until` (the replay's end when `open`), the SF
+    setting (or rule) that held it and why."""
+
+    phase: Phase
+    since: float
+    until: float
+    setting: str
+    why: str
+    open: bool = False
+
+
+@dataclass(frozen=True)
+class Story:
+    """The cluster's story beside the rounds' (`chronicle`): the state's needs at time 0, every
+    event applied (load reports by service and time) and every stretch a phase was held."""
+
+    initial: Needs | None = None
+    events: tuple[ClusterEvent, ...] = ()
+    loads: tuple[LoadChange, ...] = ()
+    holds: tuple[Hold, ...] = ()
+
+
+@dataclass(frozen=True)
 class Replay:
     """The record of a replay."""
 
@@ -154,6 +200,7 @@ class Replay:
     seconds: float
     timings: Mapping[str, float] = field(default_factory=dict)  # wall seconds by part (see `PARTS`)
     interrupted: bool = False  # stopped early: `duration` is the simulated time reached
+    story: Story = field(default_factory=Story)  # the cluster's: `Scheduler.story`
 
 
 def partition_key(action_or_partition: Mapping) -> PartitionKey:
