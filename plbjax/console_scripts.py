@@ -1,11 +1,49 @@
 """Every command plbjax installs, in one place: pyproject's [project.scripts] points at these.
 
 Each imports its command's module only when run, so one command's start-up never pays for another's.
+Each exits 130 on SIGINT (Ctrl-C) and 143 on SIGTERM, with one line, after what it writes on a stop
+(`plbjax` the best plan found, `plbjax-replay` the record so far, `plbjax-apply` its journal; the
+others leave no file half-written), the shell's 128 + the signal's number.
 """
 
 from __future__ import annotations
 
+import functools
+import signal
+import sys
+from collections.abc import Callable
 
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the command is, as Python raises KeyboardInterrupt on SIGINT."""
+
+
+def _terminate(signum, frame) -> None:
+    raise Terminated
+
+
+def _exit_on_signals(command: Callable[[], int | None]) -> Callable[[], int | None]:
+    """`command` with SIGTERM raised like SIGINT, and either, where the command does not handle it,
+    ending it with one line and status 128 + the signal's number."""
+
+    @functools.wraps(command)
+    def run() -> int | None:
+        from plbjax.files import discard_partial_files
+
+        signal.signal(signal.SIGTERM, _terminate)
+        try:
+            return command()
+        except KeyboardInterrupt as exc:
+            signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
+            discard_partial_files()
+            print(f"{command.__name__.replace('_', '-')}: {signum.name}: exiting", file=sys.stderr, flush=True)
+            return 128 + signum
+
+    return run
+
+
+
+@_exit_on_signals
 def plbjax() -> int | None:
     """`plbjax`: a plan of a state document (the Hydra app, sweeps included); plbjax.cli."""
     from plbjax.cli import main
@@ -13,6 +51,7 @@ def plbjax() -> int | None:
     return main()
 
 
+@_exit_on_signals
 def plbjax_replay() -> int | None:
     """`plbjax-replay`: the PLB loop over a timeline's simulated time; plbjax.cli."""
     from plbjax.cli import replay_main
@@ -20,6 +59,7 @@ def plbjax_replay() -> int | None:
     return replay_main()
 
 
+@_exit_on_signals
 def plbjax_generate() -> int | None:
     """`plbjax-generate`: synthetic state documents and timelines; plbjax.generate_cli."""
     from plbjax.generate_cli import main
@@ -27,6 +67,7 @@ def plbjax_generate() -> int | None:
     return main()
 
 
+@_exit_on_signals
 def plbjax_roadef() -> int | None:
     """`plbjax-roadef`: ROADEF/EURO 2012 machine reassignment instances; plbjax.roadef.cli."""
     from plbjax.roadef.cli import main
@@ -34,6 +75,7 @@ def plbjax_roadef() -> int | None:
     return main()
 
 
+@_exit_on_signals
 def plbjax_dump() -> int | None:
     """`plbjax-dump`: a live cluster's REST answers into a dump directory; plbjax.sf.live.dump."""
     from plbjax.sf.live.dump import main
@@ -41,6 +83,7 @@ def plbjax_dump() -> int | None:
     return main()
 
 
+@_exit_on_signals
 def plbjax_import() -> int | None:
     """`plbjax-import`: a dump directory into a state document; plbjax.sf.live.importer."""
     from plbjax.sf.live.importer import main
@@ -48,6 +91,7 @@ def plbjax_import() -> int | None:
     return main()
 
 
+@_exit_on_signals
 def plbjax_export() -> int | None:
     """`plbjax-export`: a plan as an sfctl, PowerShell or REST script; plbjax.sf.live.export."""
     from plbjax.sf.live.export import main
@@ -55,6 +99,7 @@ def plbjax_export() -> int | None:
     return main()
 
 
+@_exit_on_signals
 def plbjax_apply() -> int | None:
     """`plbjax-apply`: a plan carried out on a live cluster; plbjax.sf.live.apply."""
     from plbjax.sf.live.apply import main

@@ -39,6 +39,9 @@ def _sweep(launcher: list[str], tmp_path: Path) -> list[dict]:
     out, err = run.communicate(timeout=600)
     assert run.returncode == 0, err
     assert f"sweep summary written to {sweep / 'summary.md'}" in out
+    assert len([line for line in out.splitlines() if line.startswith("plbjax: job ")]) == 4  # a line a job
+    (group,) = csv.DictReader(open(sweep / "summary-by-config.csv"))  # the seeds of one configuration
+    assert group["n"] == "4" and float(group["score_after_min"]) <= float(group["score_after_mean"])
     return list(csv.DictReader(open(sweep / "summary.csv")))
 
 
@@ -46,7 +49,7 @@ def _sweep(launcher: list[str], tmp_path: Path) -> list[dict]:
 def test_a_4_job_sweep_through_the_joblib_launcher(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
     rows = _sweep(["hydra/launcher=local", "hydra.launcher.n_jobs=2", "device.memory_fraction=0.4"], tmp_path)
-    assert [r["overrides"] for r in rows] == [f"search.seed={i}" for i in range(4)]
+    assert [r["search.seed"] for r in rows] == [str(i) for i in range(4)]
     assert all(r["status"] == "ok" and int(r["actions"]) > 0 for r in rows)
 
 
@@ -54,7 +57,7 @@ def test_a_4_job_sweep_through_the_joblib_launcher(tmp_path):
 def test_a_4_job_sweep_through_the_submitit_launchers_local_executor(tmp_path):
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
     rows = _sweep(["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=10"], tmp_path)
-    assert [r["overrides"] for r in rows] == [f"search.seed={i}" for i in range(4)]
+    assert [r["search.seed"] for r in rows] == [str(i) for i in range(4)]
     assert all(r["status"] == "ok" and int(r["actions"]) > 0 for r in rows)
     assert len(list((tmp_path / "sweep" / ".submitit").iterdir())) >= 4  # submitit ran the jobs
 

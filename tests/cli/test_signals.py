@@ -1,0 +1,57 @@
+"""Exit statuses on signals, in real processes: every console command exits 130 on SIGINT and 143 on
+SIGTERM (128 + the signal's number), with one line and no traceback (`plbjax` after writing the best
+plan found until then: tests/cli/test_cli.py, tests/cli/test_stops.py)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+from paths import ROOT
+
+ROOT = ROOT
+
+
+def _command(entry: str, *args: str, cwd) -> subprocess.Popen:
+    """A console script as pyproject's entry point runs it: sys.exit(entry())."""
+    code = f"import sys; from plbjax.console_scripts import {entry}; sys.exit({entry}())"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_ends_plbjax_dump_with_128_plus_its_number(signum, tmp_path):
+    """plbjax-dump waits on a cluster that accepts its connection and never answers: the signal comes
+    while the command is at work, not while Python starts."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        connected = threading.Event()
+        accepted: list[socket.socket] = []
+
+        def accept() -> None:
+            accepted.append(server.accept()[0])
+            connected.set()
+
+        threading.Thread(target=accept, daemon=True).start()
+        endpoint = f"http://127.0.0.1:{server.getsockname()[1]}"
+        process = _command("plbjax_dump", "--endpoint", endpoint, "--insecure", "-o", "dump", cwd=tmp_path)
+        assert connected.wait(120), process.communicate(timeout=60)
+        process.send_signal(signum)
+        _, stderr = process.communicate(timeout=60)
+        for conn in accepted:
+            conn.close()
+    assert process.returncode == 128 + signum, stderr
+    assert stderr.strip().splitlines()[-1] == f"plbjax-dump: {signal.Signals(signum).name}: exiting"
+    assert "Traceback" not in stderr
