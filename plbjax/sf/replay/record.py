@@ -1,9 +1,11 @@
 """A replay's output directory (timeline.md §3): series, actions, final state, summary and plots.
 
-Every file is written atomically (`plbjax.files`). The series has §3's columns, then one per metric
-that any row reports (`MaxMinRatio.<metric>`, sorted; empty where a row lacks it, `inf` where the
-smallest load is 0), then `What` (the row's story: `NodeDown N0, N3`, `Balancing: 6 moves, 1 swap`)
-and one `Violations.<kind>` per constraint kind any row breaks (replicas; the plan's kind names).
+Every file is written atomically (`plbjax.files`). The series starts with the state at time 0 (a
+`Start` row, when the replay's `Story` has it) and has §3's columns, then one per metric that any row
+reports (`MaxMinRatio.<metric>`, sorted; empty where a row lacks it, `inf` where the smallest load is
+0), then `What` (the row's story: `NodeDown N0, N3`, `Balancing: 6 moves, 1 swap`), `Held` (the
+phases SF held back then, by which setting and until when: `narrative`) and one `Violations.<kind>`
+per constraint kind any row breaks (replicas; the plan's kind names).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from plbjax.files import write_figure, write_text
+from plbjax.sf.replay.narrative import event_texts, events_json, held_at, holds_json, loads_json, sentences
 from plbjax.sf.replay.types import Counts, Replay, Row
 from plbjax.version import VERSION
 
@@ -48,25 +51,38 @@ LABELLED_EVENTS = 20  # more marked event times: their lines are not labelled
 MAX_LABELLED_NODES = 60  # more nodes: the heatmap's rows are not labelled, its height is capped
 
 
+def rows_of(replay: Replay) -> tuple[Row, ...]:
+    """The record's rows: the state at time 0 (a `Start` row, when the story has it), then the replay's."""
+    initial = replay.story.initial
+    start = (Row(0.0, "Start", None, None, Counts(), 0, initial),) if initial is not None else ()
+    return start + replay.rows
+
+
 def series(replay: Replay) -> list[dict]:
     """The series rows as {column: value}: §3's, MaxMinRatio per metric (None where absent, "inf"
-    where infinite), What, then Violations per kind."""
-    metrics = sorted({m for row in replay.rows for m in row.needs.max_min_ratio})
-    kinds = sorted({k for row in replay.rows for k in row.needs.violations_by_kind})
+    where infinite), What, Held, then Violations per kind."""
+    rows, texts = rows_of(replay), event_texts(replay.story)
+    metrics = sorted({m for row in rows for m in row.needs.max_min_ratio})
+    kinds = sorted({k for row in rows for k in row.needs.violations_by_kind})
     return [
         _columns(row)
         | {f"MaxMinRatio.{m}": _ratio(row.needs.max_min_ratio.get(m)) for m in metrics}
-        | {"What": what(row)}
+        | {"What": what(row, texts), "Held": held_at(replay.story, row.time)}
         | {f"Violations.{k}": row.needs.violations_by_kind.get(k, 0) for k in kinds}
-        for row in replay.rows
+        for row in rows
     ]
 
 
-def what(row: Row) -> str:
-    """What a row records: its events (`NodeDown N0, N3; 18000 LoadReport events`), or its phase
-    (and node type) and the actions it issued (`Balancing: 6 moves, 1 swap`, `Placement: no action`)."""
+def what(row: Row, texts: dict[float, str] | None = None) -> str:
+    """What a row records: the state at time 0; its events, every subject named from the story's
+    `texts` (`narrative.event_texts`: `NodeDown N0, N3; LoadReport fabric:/Shop/Web 3 reports (CPU 15
+    +40% a report)`), else as the loop described them (`18000 LoadReport events`); or its phase (and
+    node type) and the actions it issued (`Balancing: 6 moves, 1 swap`, `Placement: no action`)."""
+    if row.trigger == "Start":
+        return "the initial state"
     if row.trigger == "Event":
-        return "; ".join(text for _, text in row.events) or "events of replicas no longer there"
+        told = (texts or {}).get(row.time)
+        return told or "; ".join(text for _, text in row.events) or "events of replicas no longer there"
     kinds = zip(Counts._fields[1:], row.counts[1:])
     done = ", ".join(_counted(n, kind[:-1]) for kind, n in kinds if n)
     return f"{row.phase}{' ' + row.node_type if row.node_type else ''}: {done or 'no action'}"
@@ -120,19 +136,24 @@ SUMMARY_KEYS = (
     "Interrupted",
     "CancelledActions",  # beyond §3: in-flight actions that no longer fitted when they completed
     "Version",  # the plbjax that played it
+    "Initial",  # the state at time 0: AvgStdDev, ImbalancedMetrics, Violations, Unplaced
+    "ClusterEvents",  # every event but load reports: {Time, Kind, Subjects}
+    "LoadReports",  # per service: reports, times, each metric's hottest and coolest report
+    "Held",  # every stretch a phase with work was held back: {Phase, Since, Until, Setting, Why, ...}
 )
 
 
 def summary(replay: Replay) -> dict:
     """Rounds and actions by kind, churn, time-averaged imbalance, worst violations, wall time:
-    the keys of timeline.md §3 in that order, then `CancelledActions` (`SUMMARY_KEYS`). Actions by
-    kind are the plan's action names (`MoveSecondary`, `AddInstance`, ...), as issued; a replay
-    stopped early has `Interrupted` true and `SimulatedSeconds` the time it reached;
-    `CancelledActions` counts those that no longer fitted when they completed."""
+    the keys of timeline.md §3 in that order, then `CancelledActions` and the cluster's story
+    (`SUMMARY_KEYS`). Actions by kind are the plan's action names (`MoveSecondary`, `AddInstance`,
+    ...), as issued; a replay stopped early has `Interrupted` true and `SimulatedSeconds` the time it
+    reached; `CancelledActions` counts those that no longer fitted when they completed. The time
+    average runs from time 0 when the story has the state then."""
     actions: dict[str, int] = {}
     for action in replay.actions:
         actions[action["Action"]] = actions.get(action["Action"], 0) + 1
-    rows = replay.rows
+    rows, initial = rows_of(replay), replay.story.initial
     return {
         "Rounds": dict(replay.rounds),
         "Actions": actions,
@@ -145,13 +166,25 @@ def summary(replay: Replay) -> dict:
         "Interrupted": replay.interrupted,
         "CancelledActions": replay.cancelled,
         "Version": VERSION,
+        "Initial": None
+        if initial is None
+        else {
+            "AvgStdDev": _number(initial.avg_std_dev),
+            "ImbalancedMetrics": sorted({m for m, _ in initial.imbalanced}),
+            "Violations": initial.violations,
+            "Unplaced": initial.unplaced,
+        },
+        "ClusterEvents": events_json(replay.story),
+        "LoadReports": loads_json(replay.story),
+        "Held": holds_json(replay.story, rows),
     }
 
 
 def story(replay: Replay) -> list[str]:
-    """The end of a run in sentences: what was replayed, the rounds, the actions, the imbalance,
-    the violations and what is left unplaced."""
-    result, rows = summary(replay), replay.rows
+    """The end of a run in sentences: what was replayed, the rounds, the actions, the imbalance
+    (from time 0 when the story has it), the violations, what is left unplaced, then the cluster's
+    story (`narrative.sentences`: its events, load reports, what held phases back)."""
+    result, rows = summary(replay), rows_of(replay)
     rounds = ", ".join(f"{n} {phase}" for phase, n in result["Rounds"].items())
     actions = ", ".join(f"{n} {kind}" for kind, n in result["Actions"].items())
     cancelled = result["CancelledActions"]
@@ -165,7 +198,9 @@ def story(replay: Replay) -> list[str]:
     ]
     if rows:
         lines.append(
-            f"AvgStdDev went from {rows[0].needs.avg_std_dev:.4f} at {rows[0].time:g} s to "
+            f"AvgStdDev went from {rows[0].needs.avg_std_dev:.4f} at {rows[0].time:g} s"
+            + (" (the initial state)" if rows[0].trigger == "Start" else "")
+            + " to "
             f"{rows[-1].needs.avg_std_dev:.4f} at the end, {result['TimeAveragedAvgStdDev']:.4f} on average over time."
         )
     worst = max(rows, key=lambda r: r.needs.violations, default=None)
@@ -183,7 +218,7 @@ def story(replay: Replay) -> list[str]:
         if unplaced
         else "Every replica placed at the end."
     )
-    return lines
+    return lines + sentences(replay.story, rows)
 
 
 def time_average(samples: list[tuple[float, float]], duration: float) -> float:
@@ -217,7 +252,7 @@ def write_outputs(replay: Replay, out: str | Path, plans: Sequence[dict] = ()) -
     if plans:
         _write_plans(replay, out / "plans", plans)
     for name, plot in zip(PLOTS, (plot_imbalance, plot_node_loads)):
-        if replay.rows:
+        if rows_of(replay):
             plot(replay, out / name)
         else:
             _nothing(out / name)
@@ -248,7 +283,7 @@ def plot_imbalance(replay: Replay, path: Path) -> None:
     """AvgStdDev and MaxMinRatio per metric over time, with a dotted line at each event time other
     than load reports (labelled with its events while there are at most `LABELLED_EVENTS`); actions
     per round and cumulative movements. One legend names every line."""
-    rows = replay.rows
+    rows, texts = rows_of(replay), event_texts(replay.story)
     times = [r.time for r in rows] + [max(replay.duration, rows[-1].time)]  # the last values hold to the end
 
     def held(values: list) -> list:
@@ -272,7 +307,7 @@ def plot_imbalance(replay: Replay, path: Path) -> None:
             ax.axvline(r.time, color="grey", linestyle=":", linewidth=1, label="events" if ax is bottom else None)
         if len(marked) <= LABELLED_EVENTS:
             top.annotate(
-                textwrap.shorten(what(r), 40),
+                textwrap.shorten(what(r, texts), 40),
                 (r.time, 1),
                 xycoords=("data", "axes fraction"),
                 xytext=(2, -2),
@@ -300,7 +335,7 @@ def plot_imbalance(replay: Replay, path: Path) -> None:
 
 def plot_node_loads(replay: Replay, path: Path) -> None:
     """One heatmap per metric: load per node (rows) over time (columns, each row's time)."""
-    rows = [r for r in replay.rows if r.needs.node_loads]
+    rows = [r for r in rows_of(replay) if r.needs.node_loads]
     nodes = sorted({n for r in rows for n in r.needs.node_loads})
     metrics = sorted({m for r in rows for loads in r.needs.node_loads.values() for m in loads})
     per_metric = 0.3 * min(len(nodes), MAX_LABELLED_NODES) + (2.0 if len(nodes) > MAX_LABELLED_NODES else 0.0)
