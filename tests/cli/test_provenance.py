@@ -4,15 +4,20 @@ folder that is none, as an installed wheel), and the Provenance record's parts."
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
+import sys
 
+import jsonschema
 import pytest
 from paths import ROOT
 
 from plbjax import provenance, version
 
 ROOT = ROOT
+EXAMPLE = ROOT / "examples" / "small.yaml"
+FAST = ["search.chains=4", "search.steps=1000", "search.block_steps=250"]
 
 
 def _git(repo, *args: str) -> None:
@@ -75,3 +80,43 @@ def test_the_provenance_record_has_every_part():
         "Seed",
     ]
     assert made["Config"] == config and made["Command"] == ["plbjax", "x"] and made["Seed"] == 3
+
+
+def _plbjax(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "plbjax.cli", *args], cwd=cwd, capture_output=True, text=True, timeout=600
+    )
+
+
+def test_the_plan_and_its_out_copy_say_how_they_were_made(tmp_path):
+    """Provenance in plan.json and the out= copy alike: the version, the input's hash, every config key
+    (the PLB setting given on the command line among them), the command line and the seed; the
+    setting lifted the throttle (more than MaxPercentageToMove's default 0.3 x 22 = 7 moves allowed)."""
+    out = tmp_path / "plan.json"
+    args = [str(EXAMPLE), f"out={out}", "+settings.MaxPercentageToMove=1", "search.seed=3", *FAST]
+    done = _plbjax(*args, f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    plan = json.loads(out.read_text())
+    jsonschema.validate(plan, json.loads((ROOT / "plbjax" / "schemas" / "plan.schema.json").read_text()))
+    assert plan == json.loads((tmp_path / "run" / "plan.json").read_text())
+    made = plan["Provenance"]
+    assert made["Version"] == version.VERSION == plan["Search"]["Version"]
+    assert made["Input"] == {"Path": str(EXAMPLE), "Sha256": hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()}
+    config = made["Config"]
+    assert config["settings"] == {"MaxPercentageToMove": 1} and config["search"]["seed"] == 3 == made["Seed"]
+    assert set(config["search"]) >= {"chains", "steps", "tries", "block_steps", "probe_factor", "final_ratio"}
+    assert config["state"] == str(EXAMPLE) and config["out"] == str(out)
+    assert made["Command"][0] == "plbjax" and made["Command"][1:5] == args[:4]
+    assert made["Backend"] == plan["Search"]["Backend"] and made["Jax"] and made["Jaxlib"]
+    balancing = next(p for p in plan["Phases"] if p["Phase"] == "Balancing")
+    assert balancing["Movements"]["Allowed"] > 7
+
+
+def test_a_bad_plb_setting_is_refused_as_in_the_state_document(tmp_path):
+    done = _plbjax(str(EXAMPLE), "+settings.MaxPercentageToMov=1", cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1] == (
+        f"plbjax: bad input: {EXAMPLE}: Settings.MaxPercentageToMov: unknown PlacementAndLoadBalancing setting "
+        "(did you mean 'MaxPercentageToMove'?)"
+    )
+    assert not (tmp_path / "outputs").exists()
