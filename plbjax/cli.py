@@ -343,10 +343,10 @@ def run(
     anneal.enable_compilation_cache()
     _check_writable(cfg.out, "out")
     _check_writable(cfg.plot, "plot")
+    state = _load(cfg, settings or {})
     made = provenance(
         VERSION, environment(), cfg.state, resolved or dataclasses.asdict(cfg), COMMAND or ["plbjax"], cfg.search.seed
     )
-    state = _load(cfg, settings or {})
     start = time.perf_counter()
     stopping = "stopping the search; writing the best plan found (a second signal exits at once)"
     with _stop_on_signals("plbjax", stopping, run_dir) as signals:

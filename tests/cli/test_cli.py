@@ -300,6 +300,8 @@ def test_help_names_every_key_with_its_default_and_meaning(tmp_path):
         assert len(line.split(maxsplit=1)) == 2, f"{key} has no meaning: {line!r}"
     assert "search.seconds=null" in done.stdout and "state=???" in done.stdout
     assert "Search.Budget" in done.stdout  # which rule bounds the search
+    assert "130 after Ctrl-C (SIGINT), 143\nafter SIGTERM" in done.stdout  # the exit statuses
+    assert "+settings.NAME=VALUE" in done.stdout and "+preset=cpu" in done.stdout
     examples = lines[lines.index("== Examples ==") + 1 :]
     assert sum(line.strip().startswith("plbjax ") for line in examples) == 3
     assert "is powered by Hydra" not in done.stdout

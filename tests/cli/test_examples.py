@@ -105,7 +105,7 @@ def compose_hydra(command: str, args: list[str], tmp_path: Path):
     from hydra import compose, initialize_config_module
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from plbjax.cli import REQUIRED, _plain_forms
+    from plbjax.cli import REQUIRED, _plain_forms, _take_settings
     from plbjax.config import from_hydra
 
     args = [a for a in args if a not in ("-m", "--multirun")]
@@ -115,6 +115,8 @@ def compose_hydra(command: str, args: list[str], tmp_path: Path):
         overrides.append(override.input_line if value is None else f"{override.get_key_element()}={value}")
     with initialize_config_module("plbjax.conf", version_base=None):
         cfg = compose(HYDRA_APPS[command], overrides=overrides)
+    if command == "plbjax":  # +settings.NAME=VALUE: the state's Settings, checked when the state is read
+        _take_settings(cfg)
     return from_hydra(cfg, REQUIRED[command])
 
 
