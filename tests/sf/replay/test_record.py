@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 
 import pytest
@@ -12,16 +13,19 @@ from plbjax import parse_state
 from plbjax.sf.replay.loop import replay
 from plbjax.sf.replay.record import COLUMNS, PLOTS, SUMMARY_KEYS, story, time_average, write_outputs
 from plbjax.sf.replay.timeline import parse_timeline
+from plbjax.sf.replay.types import Story
 
 
 @pytest.fixture(scope="module")
 def played():
+    """The rounds' record, without the cluster's story (test_story.py tells it)."""
     state = cluster({"N0": 5, "N1": 0, "N2": 0}, {})
     events = [
         {"Time": 7.5, "Kind": "ReplicaFailed", "ReplicaId": "r4"},
         {"Time": 17, "Kind": "NodeDown", "NodeName": "N2"},
     ]
-    return replay(parse_timeline({"State": state, "Events": events, "Duration": 25}), OneMove(), probe, 1)
+    played = replay(parse_timeline({"State": state, "Events": events, "Duration": 25}), OneMove(), probe, 1)
+    return dataclasses.replace(played, story=Story())
 
 
 def test_output_files(played, tmp_path):
@@ -29,7 +33,7 @@ def test_output_files(played, tmp_path):
     with open(out / "series.csv", newline="") as f:
         rows = list(csv.DictReader(f))
     header = list(rows[0])
-    assert header == [*COLUMNS, "MaxMinRatio.Count", "What"]
+    assert header == [*COLUMNS, "MaxMinRatio.Count", "What", "Held"]
     series = json.loads((out / "series.json").read_text())
     assert [r["Time"] for r in series] == [float(r["Time"]) for r in rows]
     assert [(r["Trigger"], r["Phase"]) for r in series] == [
@@ -100,6 +104,7 @@ def test_a_quiet_replay_still_writes_every_file(tmp_path):
     state = cluster({"N0": 1, "N1": 1}, {})
     quiet = replay(parse_timeline({"State": state, "Events": []}), OneMove(), probe, 0)
     assert quiet.rows == () and quiet.duration == 5
+    quiet = dataclasses.replace(quiet, story=Story())  # no Start row either
     out = write_outputs(quiet, tmp_path)
     assert (out / "series.csv").read_text().splitlines() == [",".join(COLUMNS)]
     assert json.loads((out / "summary.json").read_text())["Rounds"] == {}
@@ -160,7 +165,7 @@ def test_output_files_and_columns_are_exactly_timeline_md_section_3(tmp_path):
     assert SECTION_3_FILES | set(PLOTS) <= {p.name for p in out.iterdir()}
     assert all(name.endswith(".png") for name in PLOTS)
     header = (out / "series.csv").read_text().splitlines()[0].split(",")
-    assert header == [*SECTION_3_COLUMNS, "MaxMinRatio.Count", "What"] and list(COLUMNS) == SECTION_3_COLUMNS
+    assert header == [*SECTION_3_COLUMNS, "MaxMinRatio.Count", "What", "Held"] and list(COLUMNS) == SECTION_3_COLUMNS
     rows = json.loads((out / "series.json").read_text())
     assert all(list(r) == header for r in rows)
     with open(out / "series.csv", newline="") as f:
@@ -172,5 +177,7 @@ def test_output_files_and_columns_are_exactly_timeline_md_section_3(tmp_path):
     assert actions and all(list(a)[:2] == ["Time", "Phase"] for a in actions)
     assert all(a.get("NodeType") == "A" for a in actions if a["Phase"] == "Balancing")
     assert all("NodeType" not in a for a in actions if a["Phase"] != "Balancing")
-    assert list(json.loads((out / "summary.json").read_text())) == [*SECTION_3_SUMMARY, "CancelledActions", "Version"]
+    story_keys = ["Initial", "ClusterEvents", "LoadReports", "Held"]
+    summary_keys = [*SECTION_3_SUMMARY, "CancelledActions", "Version", *story_keys]
+    assert list(json.loads((out / "summary.json").read_text())) == summary_keys
     assert json.loads((out / "summary.json").read_text())["SimulatedSeconds"] == 10.15

@@ -220,3 +220,69 @@ def test_with_sfs_default_timers_phases_run_at_the_refresh_their_timer_expires()
     ]
     assert [r.time for r in result.rows if r.trigger == "Event"] == [7.05, 9.5, 9.95]
     assert [a["Action"] for a in result.actions if a["Time"] == 10] == ["AddInstance", "AddInstance"]
+
+
+def _scheduler(state: dict, probe_=probe):
+    from plbjax.sf.replay.document import StateDocument
+    from plbjax.sf.replay.inflight import InFlight
+    from plbjax.sf.replay.scheduler import Scheduler
+    from plbjax.sf.replay.throttles import Window
+    from plbjax.sf.replay.types import Stopwatch
+
+    return Scheduler(StateDocument(state, probe_, Stopwatch()), InFlight(), Window())
+
+
+def _round(scheduler, now: float, issued: int = 0):
+    """One refresh at `now` without the loop: the phase it picks is taken to have run, issuing `issued`."""
+    choice = scheduler.begin_round(now)
+    if choice is not None:
+        scheduler.ran(choice[0], issued)
+    scheduler.end_round()
+    return choice and choice[0]
+
+
+def _holds(scheduler, end: float) -> list[tuple]:
+    return [(h.phase, h.since, h.until, h.setting, h.open) for h in scheduler.story(end).holds]
+
+
+def test_the_scheduler_says_what_holds_balancing_back_and_until_when():
+    """PLBScheduler::IsBalancingThrottled (BalancingDelayAfterNodeDown from OnNodeDown) and
+    ThrottleBalancingForSmallStdDevChange (no change since the last balancing): each stretch an
+    imbalanced cluster is not balanced, with its setting; the state at time 0 is kept."""
+    from plbjax.sf.replay.events import Event
+
+    state = cluster({"N0": 4, "N1": 0, "N2": 0}, {})
+    scheduler = _scheduler(state)
+    assert scheduler.story(0).initial == probe(state, frozenset())
+    assert _round(scheduler, 5) == "Balancing"  # then nothing changes: held until something does
+    scheduler.applied(7, [Event(7, "NodeDown", {"NodeName": "N2"})])
+    assert _round(scheduler, 7) is None and _round(scheduler, 10) is None  # within the 120 s delay
+    assert _round(scheduler, 127) == "Balancing"
+    assert _holds(scheduler, 200) == [
+        ("Balancing", 5, 7, "PLBScheduler::ThrottleBalancingForSmallStdDevChange", False),
+        ("Balancing", 7, 127, "BalancingDelayAfterNodeDown", False),
+        ("Balancing", 127, 200, "PLBScheduler::ThrottleBalancingForSmallStdDevChange", True),
+    ]
+    why = scheduler.story(200).holds[1].why
+    assert "120 s after a node went down (at 7 s)" in why and "until 127 s" in why
+    assert [(e.time, e.kind, e.subject) for e in scheduler.story(200).events] == [(7, "NodeDown", "N2")]
+
+
+def test_the_scheduler_says_what_holds_a_violation_and_names_its_own_rule():
+    """IsConstraintCheckThrottled with AllViolationsSkippable: after a node came up (OnNodeUp), a
+    fault-domain-only violation waits ConstraintFixPartialDelayAfterNewNode; a check that found no
+    fix is not searched again on the same state (the replay's rule, named as such, not SF's)."""
+    from plbjax.sf.replay.events import Event
+
+    scheduler = _scheduler(cluster({"N0": 2, "N1": 0, "N2": 0}, {"LoadBalancingEnabled": False}), _violating)
+    scheduler.applied(0, [Event(0, "NodeUp", {"NodeName": "N2"})])
+    assert _round(scheduler, 0) is None
+    assert _round(scheduler, 120) == "ConstraintCheck"  # it found nothing
+    assert _holds(scheduler, 130) == [
+        ("ConstraintCheck", 0, 120, "ConstraintFixPartialDelayAfterNewNode", False),
+        ("ConstraintCheck", 120, 130, "replay: no new search of an unchanged state", True),
+    ]
+    assert "until 120 s" in scheduler.story(130).holds[0].why
+    off = _scheduler(cluster({"N0": 2, "N1": 0}, {"ConstraintCheckEnabled": False}), _violating)
+    _round(off, 0)
+    assert [h.setting for h in off.story(1).holds] == ["ConstraintCheckEnabled"]
