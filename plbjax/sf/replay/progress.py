@@ -45,11 +45,11 @@ class Compiles:
         if self.compiled >= NOTEWORTHY:
             loaded = f"; loaded {self.hits} from the cache in {self.loaded:.1f} s" if self.hits else ""
             return (
-                f"compiled its search in {self.compiled:.1f} s (once per cluster shape: later runs load it "
+                f"compiled its code in {self.compiled:.1f} s (once per cluster shape: later runs load it "
                 f"from the cache){loaded}"
             )
         if self.hits:
-            return f"loaded its compiled search from the cache in {self.loaded + self.compiled:.1f} s"
+            return f"loaded its compiled code from the cache in {self.loaded + self.compiled:.1f} s"
         return None
 
 

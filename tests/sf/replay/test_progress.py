@@ -25,9 +25,9 @@ def test_a_round_says_whether_it_compiled_or_loaded_its_search():
     jax.monitoring.record_event_duration_secs(BACKEND_COMPILE, 0.3)
     progress(30, {}, {"Balancing": 1, "Placement": 1}, 7)
     assert shown.getvalue().splitlines() == [
-        "plbjax-replay: Balancing round at 5 s: compiled its search in 11.5 s (once per cluster shape: later runs "
+        "plbjax-replay: Balancing round at 5 s: compiled its code in 11.5 s (once per cluster shape: later runs "
         "load it from the cache)",
-        "plbjax-replay: Placement round at 30 s: loaded its compiled search from the cache in 0.3 s",
+        "plbjax-replay: Placement round at 30 s: loaded its compiled code from the cache in 0.3 s",
     ]
 
 
