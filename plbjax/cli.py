@@ -400,13 +400,14 @@ def _report(plan: dict, seconds: float, notes: Sequence[str], targets: list) -> 
 
 
 def _job_line(plan: dict, run_dir: Path) -> str:
-    """A sweep job's one console line: its number, what it varied, the plan's outcome."""
+    """A sweep job's one console line: its number, what it ran with, the plan's outcome (the whole
+    report is the job folder's summary.txt)."""
     overrides = " ".join(HydraConfig.get().overrides.task)
     interrupted = ", interrupted" if plan["Search"]["Interrupted"] else ""
     return (
         f"plbjax: job {run_dir.name} ({overrides}): {len(plan['Actions'])} action(s), AvgStdDev "
         f"{plan['Score']['Before']:.4f} -> {plan['Score']['After']:.4f}, {plan['Search']['Seconds']:.1f} s"
-        f"{interrupted}; {run_dir / 'summary.txt'}"
+        f"{interrupted}"
     )
 
 

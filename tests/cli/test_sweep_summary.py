@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import csv
 import itertools
+import json
 import re
 import shlex
 import subprocess
 import sys
 
+import pytest
 from paths import ROOT
 
 ROOT = ROOT
@@ -116,3 +118,47 @@ def test_a_replay_sweep_has_its_own_columns(tmp_path):
     assert table[2] == "| 0 | 1.1 | ok | 0.9516 | 16 | Balancing 8, Placement 1 | 15 | 0 | 43.16 |"
     assert table[3] == "| 1 | 2 | no record (killed or crashed) | - | - | - | - | - | - |"
     assert (tmp_path / "summary.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.slow
+def test_the_readme_thresholds_by_temperatures_sweep_rows_differ(tmp_path):
+    """README's sweep of balancing thresholds x initial temperatures, with the movement throttle
+    lifted by `+settings.MaxPercentageToMove=1`, on its tiny generated cluster (fewer steps, one
+    seed): no two rows alike, no job stopped by the throttle, seeds aggregated per configuration."""
+    from plbjax.generate_cli import main as generate
+
+    lines = (ROOT / "README.md").read_text().splitlines()
+    generating = next(line for line in lines if line.startswith("plbjax-generate ") and "tiny.json" in line)
+    generate(shlex.split(generating.split("#")[0])[1:] + ["-o", str(tmp_path / "tiny.json")])
+    line = next(line for line in lines if line.startswith("plbjax -m tiny.json "))
+    args = [a for a in shlex.split(line.split("#")[0])[2:] if not a.startswith("search.seed=")]
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "plbjax.cli",
+            "-m",
+            *args,
+            "search.seed=0,1",
+            "search.steps=2000",
+            f"hydra.sweep.dir={sweep}",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    assert len([line for line in done.stdout.splitlines() if line.startswith("plbjax: job ")]) == 8  # a line a job
+    rows = list(csv.DictReader(open(sweep / "summary.csv")))
+    assert {"balancing.threshold", "search.initial_temperature", "search.seed"} <= set(rows[0])  # a column a key
+    first = [r for r in rows if r["search.seed"] == "0"]
+    outcomes = [(r["actions"], r["score_after"], r["imbalanced_after"]) for r in first]
+    assert len(first) == 4 and len(set(outcomes)) == 4, outcomes
+    for job in first:
+        plan = json.loads((sweep / job["job"] / "plan.json").read_text())
+        assert not any(p.get("Throttle") and "stopped at the throttle" in p.get("Stopped", "") for p in plan["Phases"])
+    groups = list(csv.DictReader(open(sweep / "summary-by-config.csv")))
+    assert len(groups) == 4 and all(g["n"] == "2" for g in groups)
+    assert "mean ± standard deviation" in (sweep / "summary.md").read_text()
