@@ -18,7 +18,7 @@ import yaml
 
 from plbjax.errors import BadInput
 from plbjax.sf import load_state, parse_state
-from plbjax.sf._state import resolve_settings
+from plbjax.sf._state import PLB_SETTINGS, resolve_settings
 from plbjax.sf.replay.events import KINDS, Event, apply_events
 
 TOP_KEYS = frozenset({"SchemaVersion", "State", "Duration", "ActionSeconds", "Events"})
@@ -34,8 +34,16 @@ _REVALIDATE = {
 
 
 def settings_of(state_doc: Mapping) -> dict:
-    """Every PLB setting of the state document: SF's defaults overridden by its Settings."""
-    return resolve_settings(state_doc.get("Settings"))
+    """Every PLB setting of the state document: SF's defaults overridden by its Settings; the
+    placement and constraint-check intervals as SF's scheduler reads them: the deprecated
+    PLBRefreshInterval where it is changed and they are not (PLBScheduler.cpp,
+    GetMinPlacementInterval and GetMinConstraintCheckInterval)."""
+    settings = resolve_settings(state_doc.get("Settings"))
+    refresh = settings["PLBRefreshInterval"]
+    if refresh != PLB_SETTINGS["PLBRefreshInterval"]:
+        for name in ("MinPlacementInterval", "MinConstraintCheckInterval"):
+            settings[name] = refresh if settings[name] == PLB_SETTINGS[name] else settings[name]
+    return settings
 
 
 @dataclass(frozen=True)

@@ -286,3 +286,16 @@ def test_the_scheduler_says_what_holds_a_violation_and_names_its_own_rule():
     off = _scheduler(cluster({"N0": 2, "N1": 0}, {"ConstraintCheckEnabled": False}), _violating)
     _round(off, 0)
     assert [h.setting for h in off.story(1).holds] == ["ConstraintCheckEnabled"]
+
+
+def test_a_changed_plb_refresh_interval_sets_the_placement_and_constraint_check_intervals():
+    """PLBScheduler::GetMinPlacementInterval/GetMinConstraintCheckInterval: the deprecated
+    PLBRefreshInterval, changed from its default, stands for MinPlacementInterval and
+    MinConstraintCheckInterval left at theirs (1 s); one set explicitly keeps its own value."""
+    failed = {"Time": 3, "Kind": "ReplicaFailed", "ReplicaId": "r0"}
+    settings = {"PLBRefreshInterval": 10, "MinLoadBalancingInterval": 100}
+    state = cluster({"N0": 1, "N1": 1}, settings)
+    del state["Settings"]["MinPlacementInterval"], state["Settings"]["MinConstraintCheckInterval"]
+    assert ran(play(state, [failed], duration=12)) == [(10, "Placement", None)]
+    state["Settings"]["MinPlacementInterval"] = 2
+    assert ran(play(state, [failed], duration=12)) == [(4, "Placement", None)]  # timer restarted at 0 and 2
