@@ -12,6 +12,7 @@ from plbjax.sf import Phase
 from plbjax.sf.replay.types import TIME_EPS, Hold, LoadChange, Row, Story
 
 TOLD = 8  # the summary's sentences tell this many event times, services and held stretches; the files all
+SPANS = 4  # stretches held for one reason that a sentence lists
 NAMED = 12  # subjects of one kind at one time named in a sentence (the files name them all)
 
 
@@ -167,19 +168,29 @@ def held_at(story: Story, t: float) -> str:
     )
 
 
-def _held_sentence(entry: dict) -> str:
-    need = ""
-    if entry.get("Violations"):
-        kinds = ", ".join(entry["ViolationsByKind"]) or "a hard constraint"
-        need = f" with {entry['Violations']} replica{'s' if entry['Violations'] > 1 else ''} breaking {kinds}"
-    elif entry.get("ImbalancedMetrics"):
-        need = f" with {', '.join(entry['ImbalancedMetrics'])} imbalanced"
-    elif entry.get("Unplaced"):
-        need = f" with {entry['Unplaced']} replica{'s' if entry['Unplaced'] > 1 else ''} to place"
-    end = " to the end" if entry["ToTheEnd"] else ""
-    return (
-        f"{entry['Phase']} held {entry['Since']:g}-{entry['Until']:g} s{end}{need}: {entry['Setting']}: {entry['Why']}."
+def _held_sentence(entries: list[dict]) -> str:
+    """One sentence for the stretches held by the same setting for the same reason: their times (up
+    to `SPANS`), what the phase had to do (the most it had), the setting and why."""
+    first, need = entries[0], ""
+    violations = max(e.get("Violations", 0) for e in entries)
+    metrics = sorted({m for e in entries for m in e.get("ImbalancedMetrics", ())})
+    unplaced = max(e.get("Unplaced", 0) for e in entries)
+    if violations:
+        kinds = ", ".join(sorted({k for e in entries for k in e.get("ViolationsByKind", {})})) or "a hard constraint"
+        need = f" with {violations} replica{'s' if violations > 1 else ''} breaking {kinds}"
+    elif metrics:
+        need = f" with {', '.join(metrics)} imbalanced"
+    elif unplaced:
+        need = f" with {unplaced} replica{'s' if unplaced > 1 else ''} to place"
+    spans = [f"{e['Since']:g}-{e['Until']:g} s{' to the end' if e['ToTheEnd'] else ''}" for e in entries]
+    when = (
+        spans[0]
+        if len(spans) == 1
+        else f"{len(spans)} times, {sum(e['Until'] - e['Since'] for e in entries):g} s in all ("
     )
+    if len(spans) > 1:
+        when += ", ".join(spans[:SPANS]) + (", ..." if len(spans) > SPANS else "") + ")"
+    return f"{first['Phase']} held {when}{need}: {first['Setting']}: {first['Why']}."
 
 
 def sentences(story: Story, rows: Sequence[Row]) -> list[str]:
@@ -200,10 +211,12 @@ def sentences(story: Story, rows: Sequence[Row]) -> list[str]:
     if loads:
         more = f"; and {len(loads) - TOLD} more services" if len(loads) > TOLD else ""
         lines.append(f"Load reports: {'; '.join(_hot_sentence(e) for e in loads[:TOLD])}{more}.")
-    held = holds_json(story, rows)
-    lines += [_held_sentence(entry) for entry in held[:TOLD]]
-    if len(held) > TOLD:
-        lines.append(f"And {len(held) - TOLD} more held stretches (summary.json's Held, series.csv's Held column).")
+    alike: dict[tuple, list[dict]] = {}  # the stretches held by one setting for one reason
+    for entry in holds_json(story, rows):
+        alike.setdefault((entry["Phase"], entry["Setting"], entry["Why"]), []).append(entry)
+    lines += [_held_sentence(entries) for entries in list(alike.values())[:TOLD]]
+    if len(alike) > TOLD:
+        lines.append(f"And {len(alike) - TOLD} more reasons (summary.json's Held, series.csv's Held column).")
     return lines
 
 

@@ -159,3 +159,15 @@ def test_a_played_node_failure_tells_its_story():
     assert [(e.time, e.kind, e.subject) for e in record.story.events] == [(30, "NodeDown", "N2"), (200, "NodeUp", "N2")]
     delays = [(h.setting, h.until) for h in record.story.holds if h.setting.startswith("BalancingDelay")]
     assert ("BalancingDelayAfterNewNode", 320.0) in delays
+
+
+def test_stretches_held_for_one_reason_make_one_sentence():
+    from plbjax.sf.replay.narrative import SPANS, sentences
+
+    why = ("PLBScheduler::ThrottleBalancingForSmallStdDevChange", "nothing changed")
+    holds = tuple(Hold(Phase.BALANCING, 100.0 * k, 100.0 * k + 50, *why) for k in range(SPANS + 1))
+    told = sentences(Story(holds=holds), ())
+    assert told == [
+        "Balancing held 5 times, 250 s in all (0-50 s, 100-150 s, 200-250 s, 300-350 s, ...): "
+        "PLBScheduler::ThrottleBalancingForSmallStdDevChange: nothing changed."
+    ]
