@@ -62,10 +62,10 @@ def _on_event(event: str, **_) -> None:
             progress.compiles.hit = True
 
 
-def _on_duration(event: str, seconds: float, **_) -> None:
+def _on_duration(event: str, duration_secs: float, **_) -> None:
     if event in COMPILE_EVENTS:
         for progress in _LIVE:
-            progress.compiles.took(event, seconds)
+            progress.compiles.took(event, duration_secs)
 
 
 @functools.cache

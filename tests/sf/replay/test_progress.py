@@ -7,7 +7,10 @@ import io
 
 import jax
 
+from plbjax.sf import Phase
 from plbjax.sf.replay.progress import BACKEND_COMPILE, CACHE_HIT, ReplayProgress
+
+B, P = Phase.BALANCING, Phase.PLACEMENT
 
 
 def test_a_round_says_whether_it_compiled_or_loaded_its_search():
@@ -20,10 +23,10 @@ def test_a_round_says_whether_it_compiled_or_loaded_its_search():
     progress(0, {}, {}, 0)
     jax.monitoring.record_event_duration_secs("/jax/core/compile/jaxpr_trace_duration", 2.0)
     jax.monitoring.record_event_duration_secs(BACKEND_COMPILE, 9.5)
-    progress(5, {}, {"Balancing": 1}, 7)
+    progress(5, {}, {B: 1}, 7)
     jax.monitoring.record_event(CACHE_HIT)
     jax.monitoring.record_event_duration_secs(BACKEND_COMPILE, 0.3)
-    progress(30, {}, {"Balancing": 1, "Placement": 1}, 7)
+    progress(30, {}, {B: 1, P: 1}, 7)
     assert shown.getvalue().splitlines() == [
         "plbjax-replay: Balancing round at 5 s: compiled its code in 11.5 s (once per cluster shape: later runs "
         "load it from the cache)",
@@ -33,9 +36,9 @@ def test_a_round_says_whether_it_compiled_or_loaded_its_search():
 
 def test_the_progress_line_names_the_last_rounds_phase():
     progress = ReplayProgress(7200, quiet_for=3600, every=3600, stream=io.StringIO())
-    progress(3600, {}, {"Balancing": 12, "Placement": 3}, 5)
-    progress(3700, {}, {"Balancing": 12, "Placement": 4}, 5)
-    line = progress.line(3700, {"Balancing": 12, "Placement": 4}, 5, 60.0, {"search": 1.0})
+    progress(3600, {}, {B: 12, P: 3}, 5)
+    progress(3700, {}, {B: 12, P: 4}, 5)
+    line = progress.line(3700, {B: 12, P: 4}, 5, 60.0, {"search": 1.0})
     assert (
         "simulated 3,700 s of 7,200 (51%); last round Placement at 3,700 s; rounds: Balancing 12, Placement 4" in line
     )

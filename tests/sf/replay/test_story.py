@@ -12,7 +12,7 @@ from replay_fakes import SERVICE, OneMove, cluster, play, probe
 
 from plbjax.sf import Phase
 from plbjax.sf.replay.record import story, summary, write_outputs
-from plbjax.sf.replay.types import ClusterEvent, Hold, LoadChange, Needs, Story
+from plbjax.sf.replay.types import ClusterEvent, Hold, LoadChange, Needs, Replay, Story
 
 NODES = ("N0", "N1", "N2", "N3", "N4")
 
@@ -24,7 +24,7 @@ def played():
     return play(cluster(dict.fromkeys(NODES, 1) | {"N0": 6}, {}), events, duration=60)
 
 
-def _with(played, **story) -> object:
+def _with(played: Replay, **story) -> Replay:
     return dataclasses.replace(played, story=Story(**story))
 
 
