@@ -25,7 +25,7 @@ AGGREGATED = "summary-by-config.csv"  # the jobs grouped by everything swept but
 PLAN_COLUMNS = (
     "actions",  # the plan's Actions
     "movements",  # the movements the phases counted against their throttles (Phases[].Movements.Used)
-    "energy",  # the final energy of the last phase searched (its Search record), when the plan has it
+    "energy",  # the best energy of the last phase searched (Search.Phases[-1].Energy), when the plan has it
     "score_before",
     "score_after",
     "steps",  # Search.Steps: every phase's steps per chain
@@ -87,12 +87,13 @@ def collect(sweep_dir: Path) -> list[dict]:
 
 
 def _plan_numbers(plan: dict) -> dict:
-    """A plan job's numbers; `steps_<Phase>` and `t0_<Phase>` for each phase with a Search record."""
-    searched = [(p["Phase"], p["Search"]) for p in plan["Phases"] if p.get("Ran") and p.get("Search")]
+    """A plan job's numbers; `steps_<Phase>` and `t0_<Phase>` for each phase searched (the plan's
+    `Search.Phases` records, when it has them)."""
+    searched = [(record["Phase"], record) for record in plan["Search"].get("Phases", [])]
     numbers = {
         "actions": len(plan["Actions"]),
         "movements": sum((p.get("Movements") or {}).get("Used", 0) for p in plan["Phases"]),
-        "energy": _energy(searched[-1][1]) if searched else None,
+        "energy": searched[-1][1].get("Energy") if searched else None,
         "score_before": plan["Score"]["Before"],
         "score_after": plan["Score"]["After"],
         "steps": plan["Search"]["Steps"],
@@ -107,11 +108,6 @@ def _plan_numbers(plan: dict) -> dict:
     if plan["Search"].get("Interrupted"):
         numbers["status"] = "interrupted"
     return numbers
-
-
-def _energy(search: dict) -> float | None:
-    """A phase's final energy, from its Search record."""
-    return next((search[k] for k in ("FinalEnergy", "BestEnergy", "Energy") if search.get(k) is not None), None)
 
 
 def _replay_numbers(replayed: dict) -> dict:

@@ -162,3 +162,70 @@ def test_the_readme_thresholds_by_temperatures_sweep_rows_differ(tmp_path):
     groups = list(csv.DictReader(open(sweep / "summary-by-config.csv")))
     assert len(groups) == 4 and all(g["n"] == "2" for g in groups)
     assert "mean ± standard deviation" in (sweep / "summary.md").read_text()
+
+
+def _job(sweep, job: str, overrides: list[str], plan: dict | None = None, failed: str | None = None) -> None:
+    import yaml
+
+    (sweep / job / ".hydra").mkdir(parents=True)
+    (sweep / job / ".hydra" / "overrides.yaml").write_text(yaml.safe_dump(overrides))
+    if plan is not None:
+        (sweep / job / "plan.json").write_text(json.dumps(plan))
+    if failed is not None:
+        (sweep / job / "failed.txt").write_text(failed + "\n")
+
+
+def _plan(actions: int, after: float, energy: float, t0: float) -> dict:
+    """The parts of a plan document the summary reads, with the per-phase Search records."""
+    records = [
+        {
+            "Phase": "Balancing",
+            "Stopped": "converged",
+            "Blocks": 4,
+            "Steps": 1024,
+            "InitialTemperature": t0,
+            "Energy": energy + 1,
+        },
+        {
+            "Phase": "FewestMovements",
+            "Stopped": "steps",
+            "Blocks": 1,
+            "Steps": 64,
+            "InitialTemperature": 0.0,
+            "Energy": energy,
+        },
+    ]
+    return {
+        "Actions": [{}] * actions,
+        "Phases": [{"Phase": "Balancing", "Ran": True, "Movements": {"Allowed": 9, "Used": actions}}],
+        "Score": {"Before": 1.5, "After": after},
+        "Balance": [{"Metric": "CPU", "IsBalancedBefore": False, "IsBalancedAfter": after < 1}],
+        "Search": {"Steps": 1088, "Seconds": 2.0, "Version": "0.1.0+gabc", "Phases": records},
+    }
+
+
+def test_a_column_per_swept_key_and_the_seeds_aggregated(tmp_path):
+    """Two thresholds x two seeds and a failed job: a column per swept key (a `+settings.` key by its
+    name), T0 and steps per phase searched, the final energy; per threshold the seeds' mean, standard
+    deviation, min and max (summary-by-config.csv, summary.md); the failed job listed in FAILURES."""
+    from plbjax import sweep
+
+    common = ["state=s.yaml", "+settings.MaxPercentageToMove=1"]
+    _job(tmp_path, "0", [*common, "balancing.threshold=1.1", "search.seed=0"], _plan(4, 0.5, 100.0, 7.0))
+    _job(tmp_path, "1", [*common, "balancing.threshold=1.1", "search.seed=1"], _plan(6, 0.7, 110.0, 8.0))
+    _job(tmp_path, "2", [*common, "balancing.threshold=2", "search.seed=0"], _plan(2, 1.2, 130.0, 5.0))
+    _job(tmp_path, "3", [*common, "balancing.threshold=2", "search.seed=1"], failed="bad input: x")
+    rows = sweep.write_summary(tmp_path)
+    assert list(rows[0])[:4] == ["job", "balancing.threshold", "search.seed", "status"]
+    assert rows[0]["energy"] == 100.0 and rows[0]["movements"] == 4 and rows[0]["steps"] == 1088
+    assert rows[0]["t0_Balancing"] == 7.0 and rows[0]["steps_FewestMovements"] == 64
+    assert rows[3]["status"] == "bad input: x" and rows[3]["energy"] is None
+    assert sweep.FAILURES == ["3: bad input: x"]
+    groups = list(csv.DictReader(open(tmp_path / "summary-by-config.csv")))
+    assert [(g["balancing.threshold"], g["jobs"], g["n"]) for g in groups] == [("1.1", "0 1", "2"), ("2", "2 3", "1")]
+    assert float(groups[0]["energy_mean"]) == 105.0 and float(groups[0]["energy_std"]) == pytest.approx(50**0.5)
+    assert (groups[0]["actions_min"], groups[0]["actions_max"]) == ("4", "6")
+    md = (tmp_path / "summary.md").read_text()
+    assert "| 1.1 | 0 1 | 2 | 105 ± 7.07107 [100, 110] |" in md and "- job 3: bad input: x" in md
+    csv_rows = list(csv.DictReader(open(tmp_path / "summary.csv")))
+    assert csv_rows[1]["search.seed"] == "1" and csv_rows[1]["version"] == "0.1.0+gabc"
