@@ -61,13 +61,13 @@ class _Compilations:
     def __init__(self):
         self.seconds, self.hit, self.registered = 0.0, False, False
 
-    def event(self, event: str, **kwargs) -> None:
+    def event(self, event: str, **kwargs: str | int) -> None:
         if event == "/jax/compilation_cache/cache_hits":
             self.hit = True
 
-    def duration(self, event: str, seconds: float, **kwargs) -> None:
+    def duration(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event in self.FRESH or (event == self.BACKEND_COMPILE and not self.hit):
-            self.seconds += seconds
+            self.seconds += duration_secs
         if event == self.BACKEND_COMPILE:
             self.hit = False
 
@@ -505,17 +505,24 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     return result
 
 
+def _plain(cfg: DictConfig) -> dict[str, Any]:
+    """`cfg` as plain dicts, lists and values, interpolations resolved."""
+    plain = OmegaConf.to_container(cfg, resolve=True)
+    assert isinstance(plain, dict)
+    return {str(key): value for key, value in plain.items()}
+
+
 def _take_settings(cfg: DictConfig) -> dict[str, Any]:
     """`+settings.NAME=VALUE` taken out of `cfg` (plbjax's schema has no `settings`: they go into
     the state document's Settings, where they are checked)."""
     with open_dict(cfg):
         settings = cfg.pop("settings", None)
-    return dict(OmegaConf.to_container(settings, resolve=True)) if isinstance(settings, DictConfig) else {}
+    return _plain(settings) if isinstance(settings, DictConfig) else {}
 
 
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="config")
 def _app(cfg: DictConfig) -> float:
-    resolved = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
+    resolved = _plain(cfg)
     settings = _take_settings(cfg)
     return _job(
         cfg, "state", lambda config, run_dir: run(config, run_dir, settings, resolved)["Score"]["After"], "plbjax"

@@ -26,12 +26,12 @@ def input_record(path: str | Path) -> dict[str, str]:
 def environment() -> dict[str, Any]:
     """{Python, Jax, Jaxlib, Backend, Devices}: what ran the search (Devices: one kind per device)."""
     import jax
-    import jaxlib
+    import jaxlib.version
 
     return {
         "Python": platform.python_version(),
         "Jax": jax.__version__,
-        "Jaxlib": jaxlib.__version__,
+        "Jaxlib": jaxlib.version.__version__,
         "Backend": jax.default_backend(),
         "Devices": [device.device_kind for device in jax.devices()],
     }
