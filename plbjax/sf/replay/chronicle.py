@@ -25,7 +25,7 @@ class Chronicle:
     def __init__(self, initial: Needs | None = None) -> None:
         self.initial = initial
         self.events: list[ClusterEvent] = []
-        self.loads: dict[tuple[float, str], LoadChange] = {}
+        self.loads: dict[tuple[float, str], tuple[list[int], dict[str, float]]] = {}  # (reports, summed loads)
         self.holds: list[Hold] = []
         self.held: dict[Phase, tuple[float, Reason]] = {}  # the open stretch per phase
 
@@ -36,12 +36,10 @@ class Chronicle:
                 text = describe([event])[0][1]
                 self.events.append(ClusterEvent(now, event.kind, text[len(event.kind) :].strip()))
                 continue
-            service = str(event.fields["ServiceName"])
-            last = self.loads.get((now, service)) or LoadChange(now, service, 0, {})
-            loads = dict(last.loads)
+            reports, loads = self.loads.setdefault((now, str(event.fields["ServiceName"])), ([0], {}))
+            reports[0] += 1
             for metric, value in event.fields["Loads"].items():
                 loads[metric] = loads.get(metric, 0.0) + float(value)
-            self.loads[(now, service)] = LoadChange(now, service, last.reports + 1, loads)
 
     def hold(self, now: float, phase: Phase, reason: Reason | None) -> None:
         """What holds `phase` back from `now` on (None: nothing: its open stretch ends)."""
@@ -59,4 +57,5 @@ class Chronicle:
         """The story up to `end`; stretches still open end there, marked `open`."""
         still = [Hold(p, since, max(end, since), r.setting, r.why, True) for p, (since, r) in self.held.items()]
         holds = tuple(sorted([*self.holds, *still], key=lambda h: (h.since, h.phase)))
-        return Story(self.initial, tuple(self.events), tuple(self.loads.values()), holds)
+        loads = tuple(LoadChange(t, service, n[0], dict(m)) for (t, service), (n, m) in self.loads.items())
+        return Story(self.initial, tuple(self.events), loads, holds)
