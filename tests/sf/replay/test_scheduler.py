@@ -299,3 +299,20 @@ def test_a_changed_plb_refresh_interval_sets_the_placement_and_constraint_check_
     assert ran(play(state, [failed], duration=12)) == [(10, "Placement", None)]
     state["Settings"]["MinPlacementInterval"] = 2
     assert ran(play(state, [failed], duration=12)) == [(4, "Placement", None)]  # timer restarted at 0 and 2
+
+
+def test_the_scheduler_names_the_upgrade_or_setting_that_stops_balancing():
+    """PLBScheduler::RefreshAction's isBalancingEnabled: LoadBalancingEnabled, a cluster upgrade
+    (SetBalancingEnabled), an application upgrade without AllowBalancingDuringApplicationUpgrade."""
+
+    def held(settings: dict, upgrade: dict | None) -> list[str]:
+        state = cluster({"N0": 4, "N1": 0}, settings) | ({"Upgrade": upgrade} if upgrade else {})
+        scheduler = _scheduler(state)
+        _round(scheduler, 5)
+        return [h.setting for h in scheduler.story(6).holds]
+
+    assert held({"LoadBalancingEnabled": False}, None) == ["LoadBalancingEnabled"]
+    assert held({}, {"InProgress": True, "Scope": "Cluster"}) == ["cluster upgrade"]
+    app = {"InProgress": True, "Scope": "Application", "ApplicationName": "fabric:/App"}
+    assert held({"AllowBalancingDuringApplicationUpgrade": False}, app) == ["AllowBalancingDuringApplicationUpgrade"]
+    assert held({}, app) == ["PLBScheduler::ThrottleBalancingForSmallStdDevChange"]  # balancing ran at 5
