@@ -2,20 +2,26 @@
 
 SF keeps a partition at its TargetReplicaSetSize / InstanceCount; when it holds more (the target was
 lowered, or a replica thought lost came back), the PLB picks which ones go and the Failover Manager
-drops them (`DropSecondary`, `DropInstance`, `DropPrimary`). The pick, in this order: replicas not
-on a node deactivated with Pause (SF's PlacementCreator: those are not droppable), replicas that
-are not running (no node, or a node that is not Up), replicas whose going breaks no constraint that
-held, then none of a higher priority (SF's Searcher::SearchForExtraReplicas relaxes constraints from
-the lowest priority up; the constraints a drop can break are the fault and upgrade domain spread of
-the others and the affinity of a child replica beside it, Checker::DropExtraReplicas), replicas that
-break an enabled constraint, replicas beside fewer replicas of affinity children, secondaries before
-the primary, replicas sharing their fault or upgrade domain with more of the partition's others (so
-the rest keeps its spread), then the replica on the node most loaded relative to the cluster's mean
-in its service's metrics; ties by ReplicaId. A running primary is dropped only when a running
-secondary has room for the primary's load. Drops are picked one at a time. A service with one
-instance per node (InstanceCount -1) drops its running instances on nodes it may not use. The phases
-then plan the state without the dropped replicas (a partition left without a primary gets one by
-promotion, `phases.elect_primaries`).
+drops them (`DropSecondary`, `DropInstance`, `DropPrimary`). Some are never dropped, so a partition
+may stay above its target: a replica on a node deactivated with Pause (SF's PlacementCreator:
+`isDroppable = nodeResult != IsPaused`) and a primary on a node that is not Down (SF's
+Checker::DropExtraReplicas skips primaries; SF's test DroppingWithDeactivatingNodesTest). A primary
+without a node, or on a Down node, goes only when a running secondary has room for the primary's
+load, so that one can be promoted; else it stays a primary to place (listed in `Unplaced` where it
+fits nowhere). Of the rest, in this order: replicas that are not running (no node, or a node that
+is not Up), replicas whose going breaks no constraint that held, then none of a higher priority
+(SF's Searcher::SearchForExtraReplicas relaxes constraints from the lowest priority up; the
+constraints a drop can break are the fault and upgrade domain spread of the others and the affinity
+of a child replica beside it, Checker::DropExtraReplicas), replicas that break an enabled
+constraint, replicas beside fewer replicas of affinity children, replicas sharing their fault or
+upgrade domain with more of the partition's others (so the rest keeps its spread), then the replica
+on the node most loaded relative to the cluster's mean in its service's metrics; ties by ReplicaId.
+Drops are picked one at a time. A service with one instance per node (InstanceCount -1) drops its
+running instances on nodes it may not use; in one refresh only once every node it may use holds
+one (SF's PlacementCreator: a -1 partition's replica difference is the nodes it lacks, and only at
+0 the count of its replicas on blocked nodes, negated). The phases then plan the state without the
+dropped replicas (a partition left without a primary gets one by promotion,
+`phases.elect_primaries`).
 """
 
 from __future__ import annotations
@@ -75,8 +81,10 @@ def drop_surplus(
     violating: np.ndarray,
     usable: dict[str, list[str]],
     priorities: tuple[int, int, int],
+    one_refresh: bool = False,
 ) -> tuple[ClusterState, list[Drop]]:
-    """The state without each partition's surplus replicas, and the drops.
+    """The state without each partition's surplus replicas, and the drops (`one_refresh`: as one SF
+    refresh drops them, a one-per-node partition's only when it lacks no instance).
 
     `loads` [N, M]: node loads of the input's running replicas; `capacity` [N, M]: capacity in force
     (inf where unlimited or not enforced); `violating` [R]: replicas (rows of `index`) that break an
@@ -91,7 +99,7 @@ def drop_surplus(
     for part in state.partitions:
         service = state.service(part.service)
         if part.service in everywhere:
-            kept, dropped = view.pick_blocked(part)
+            kept, dropped = view.pick_blocked(part, one_refresh)
         elif len(part.replicas) > service.target:
             kept, dropped = view.pick(part, service, len(part.replicas) - service.target)
         else:
@@ -136,26 +144,41 @@ class _DropView:
                 )
 
     def pick(self, part: Partition, service, extra: int) -> tuple[list, list]:
-        """(kept, dropped): `extra` drops picked one at a time, as each changes the others' crowding."""
+        """(kept, dropped): up to `extra` drops picked one at a time, as each changes the others'
+        crowding, among the droppable replicas."""
         kept, dropped = list(part.replicas), []
         for _ in range(extra):
-            dropped.append(min(kept, key=lambda rep: self.drop_order(part, service, rep, kept)))
+            droppable = [rep for rep in kept if self.droppable(service, rep, kept)]
+            if not droppable:
+                break
+            dropped.append(min(droppable, key=lambda rep: self.drop_order(part, service, rep, kept)))
             kept = [rep for rep in kept if rep is not dropped[-1]]
         return kept, dropped
 
-    def pick_blocked(self, part: Partition) -> tuple[list, list]:
+    def droppable(self, service, rep, others) -> bool:
+        """Not on a node deactivated with Pause (SF's PlacementCreator), not a primary on a node that
+        is not Down (SF's Checker::DropExtraReplicas), and a lost primary only when a running
+        secondary can take over within capacity."""
+        if rep.node is not None and self.node[rep.node].deactivation_intent == "Pause":
+            return False
+        if rep.role != "Primary":
+            return True
+        lost = rep.node is None or self.status[rep.node] == "Down"
+        return lost and any(self.can_lead(service, o) for o in others if o is not rep)
+
+    def pick_blocked(self, part: Partition, one_refresh: bool) -> tuple[list, list]:
         """(kept, dropped) of a partition with one instance per node: its running instances on nodes
         its service may not use go (SF's PlacementCreator drops a -1 partition's replicas on its
         blocked nodes, placement constraints, domains and block list, once every node it may use
-        holds one: a plan places those it lacks)."""
+        holds one: a plan places those it lacks, one refresh only adds them and drops nothing)."""
         allowed = set(self.usable[part.service])
+        if one_refresh and allowed - {rep.node for rep in part.replicas if rep.node is not None}:
+            return list(part.replicas), []
         dropped = [rep for rep in part.replicas if self.running(rep) and rep.node not in allowed]
         return [rep for rep in part.replicas if all(rep is not d for d in dropped)], dropped
 
     def drop_order(self, part: Partition, service, rep, others) -> tuple:
-        """The key that sorts the replica to drop first (the module's order). A running primary goes
-        only when a secondary can take over within capacity."""
-        keeps_lead = rep.role == "Primary" and self.running(rep) and not any(self.can_lead(service, o) for o in others)
+        """The key that sorts the droppable replica to drop first (the module's order)."""
         followers = self.children.get(part.service, []).count(rep.node) if self.running(rep) else 0
         rest = [o for o in others if o is not rep]
         fault, upgrade, affinity = self.priorities
@@ -165,8 +188,6 @@ class _DropView:
             (affinity, followers > 0),
         ]
         return (
-            rep.node is not None and self.node[rep.node].deactivation_intent == "Pause",
-            keeps_lead,
             self.running(rep),
             tuple(sum(p == level for p, b in broken if b) for level in (0, 1, 2)),
             not self.violating[self.row_of[str(rep.replica_id)]],

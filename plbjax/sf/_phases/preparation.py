@@ -92,9 +92,10 @@ class _UsableNodes(dict):
         return self[service]
 
 
-def prepare(encoded: Encoded, priorities: np.ndarray) -> Prepared:
-    """Surplus drops (the phases plan partitions without them), children of one-per-node parents
-    confined to where a parent instance will be, and elected primaries."""
+def prepare(encoded: Encoded, priorities: np.ndarray, one_refresh: bool = False) -> Prepared:
+    """Surplus drops (the phases plan partitions without them; `one_refresh`: only those one SF
+    refresh makes, `drops.drop_surplus`), children of one-per-node parents confined to where a
+    parent instance will be, and elected primaries."""
     state, governance_health, problem, index = encoded
     running = np.array([status != "Down" for status in index.node_status] + [False], bool)
     input_node = np.where(running[index.input_node], index.input_node, -1)  # -1 indexes the last, False
@@ -109,6 +110,7 @@ def prepare(encoded: Encoded, priorities: np.ndarray) -> Prepared:
             violating(index, given, priorities),
             _UsableNodes(index, service_nodes(problem)[:, : index.n_nodes]),
             (int(priorities[FAULT_DOMAIN]), int(priorities[UPGRADE_DOMAIN]), int(priorities[AFFINITY])),
+            one_refresh,
         )
     if drops:
         problem, index = without_dropped(state, index)

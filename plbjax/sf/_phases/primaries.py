@@ -71,13 +71,14 @@ _PROMOTION_KINDS = (CAPACITY, AFFINITY, PREFERRED, THRESHOLD)  # the constraints
 
 def _candidates(index: Index, now: Placement, p: int) -> list[int]:
     """The placed secondaries that may take over partition p's primary, least loaded node first,
-    none on a node deactivated with Restart; none when p needs no promotion."""
+    those on a node deactivated with Pause last (it keeps its replicas in their roles while another
+    can lead), none on one deactivated with Restart; none when p needs no promotion."""
     primary = int(now.primary_of[p])
-    restart = lambda r: now.node_of[r] >= 0 and index.node_intent[now.node_of[r]] == "Restart"
-    if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0 and not restart(primary)):
+    intent = lambda r: index.node_intent[now.node_of[r]] if now.node_of[r] >= 0 else None
+    if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0 and intent(primary) != "Restart"):
         return []
-    placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0 and not restart(r)]
-    return sorted(placed, key=lambda r: (now.report.loads[now.node_of[r]].sum(), r))
+    placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0 and intent(r) != "Restart"]
+    return sorted(placed, key=lambda r: (intent(r) == "Pause", now.report.loads[now.node_of[r]].sum(), r))
 
 
 def _relatives(problem: Problem, index: Index, p: int) -> set[int]:
