@@ -11,6 +11,7 @@ from plbjax.anneal._check import ExactEnergyFn, ModelReport, Tolerance, check_mo
 from plbjax.anneal._config import KernelConfig, Schedule
 from plbjax.anneal._driver import (
     STOP,
+    STOPS,
     AnnealResult,
     anneal,
     clear_compiled,
@@ -33,6 +34,7 @@ from plbjax.anneal._model import (
 
 __all__ = [
     "STOP",
+    "STOPS",
     "AnnealResult",
     "ApplyFn",
     "Chain",

@@ -44,3 +44,6 @@ class Schedule:
     probe_factor: float = 50.0  # SF: 50 x the largest |dE| of its probe moves
     final_ratio: float = 1e-4  # final temperature / initial temperature
     reserve_blocks: int = 0  # blocks the caller runs after this search within `seconds` (left time for)
+    patience: int | None = None  # stop once this many blocks in a row improved nothing and left every chain
+    # at its best (frozen: more cooling cannot pay); None: run every block the steps or seconds allow
+    tolerance: float = 1e-5  # an improvement smaller than this share of the energy counts as none

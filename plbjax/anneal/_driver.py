@@ -27,7 +27,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from plbjax.anneal._config import KernelConfig, Schedule
 from plbjax.anneal._kernel import Chain, init, resample, run_block
 from plbjax.anneal._model import Model
-from plbjax.anneal._store import stored
+from plbjax.anneal._store import compiled, forget
 
 STOP = threading.Event()  # set (e.g. by a signal handler): running searches end after their block
 AFTER_STOP_SECONDS = 1.5  # how long a search that must finish (`finish=True`) goes on after STOP
@@ -42,19 +42,21 @@ def init_chains(model: Model, problem, keys: jax.Array) -> Chain:
 
 @eqx.filter_jit(donate="all-except-first")
 def _run_blocks(kept, chains: Chain, model: Model, config: KernelConfig, layout=None) -> Chain:
-    """One block of every chain. `kept` = (problem, [start, end] temperatures) is read only; the
-    chains passed in are donated (their buffers hold the result, so a run needs one copy of them).
-    `layout`: the chains' sharding over devices (None on one device)."""
-    problem, temperatures = kept
-    chains = jax.vmap(run_block, in_axes=(None, None, None, 0, None, None))(
-        model, problem, config, chains, temperatures[0], temperatures[1]
+    """One block of every chain. `kept` = (problem, [start, end] temperatures, steps) is read only;
+    the block's length is a runtime value, so blocks of every length share the program (`config`'s
+    `block_steps` is not part of it). The chains passed in are donated (their buffers hold the
+    result, so a run needs one copy of them). `layout`: the chains' sharding over devices (None on
+    one device)."""
+    problem, temperatures, steps = kept
+    chains = jax.vmap(run_block, in_axes=(None, None, None, 0, None, None, None))(
+        model, problem, config, chains, temperatures[0], temperatures[1], steps
     )
     return resample(chains, temperatures[0], temperatures[1], layout) if config.population else chains
 
 
 def enable_compilation_cache(only_if_unset: bool = False) -> None:
     """Keep compiled searches on disk (`PLBJAX_CACHE_DIR`, by default ~/.cache/plbjax/xla) so
-    repeated runs on similar clusters skip tracing (`_store`) and XLA compilation. `only_if_unset`:
+    repeated runs on similar clusters skip tracing, lowering (`_store`) and XLA compilation. `only_if_unset`:
     leave a cache directory the caller chose for JAX alone."""
     if only_if_unset and jax.config.values["jax_compilation_cache_dir"]:
         return
@@ -94,6 +96,7 @@ def clear_compiled() -> None:
     maps, and a few hundred exhaust the system's limit ("LLVM compilation error: Cannot allocate
     memory"; seen in the validity sweep after ~400 clusters of 17 shapes)."""
     _executables.clear()
+    forget()
     jax.clear_caches()
 
 
@@ -101,6 +104,7 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig)
     """The compiled block runner for this model, these shapes and this kernel config, and the seconds
     compiling took."""
     layout = chains.key.sharding if isinstance(chains.key.sharding, NamedSharding) else None
+    config = dataclasses.replace(config, block_steps=0)  # a runtime value (`_run_blocks`)
     key = (
         model,
         config,
@@ -110,13 +114,13 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig)
     )
     if key not in _executables:
         start = time.perf_counter()
-        kept = (problem, jnp.ones(2, jnp.float32))
+        kept = (problem, jnp.ones(2, jnp.float32), jnp.int32(1))
         if layout is None and jax.process_count() == 1:
             blocks = lambda kept, chains: _run_blocks(kept, chains, model, config)
-            _executables[key] = stored(blocks, kept, chains, (model, config))
+            _executables[key] = compiled(blocks, kept, chains)
         else:
-            compiled = _run_blocks.lower(kept, chains, model, config, layout).compile()
-            _executables[key] = lambda kept, chains: compiled(kept, chains, model, config, layout)
+            sharded = _run_blocks.lower(kept, chains, model, config, layout).compile()
+            _executables[key] = lambda kept, chains: sharded(kept, chains, model, config, layout)
         return _executables[key], time.perf_counter() - start
     return _executables[key], 0.0
 
@@ -134,6 +138,18 @@ class AnnealResult:
     initial_temperature: float
     energies: np.ndarray  # best energy per chain
     shrunk: str | None = None  # why the search ran smaller than asked, if it did
+    stopped: str = "steps"  # why it ended (`STOPS`)
+    blocks: int = 0  # blocks run
+    planned_blocks: int | None = None  # blocks the steps asked for (None: the seconds bound it)
+
+
+STOPS = {
+    "steps": "ran the steps asked",
+    "seconds": "its share of search.seconds ran out",
+    "converged": "converged: Schedule.patience blocks in a row improved nothing and left every chain at its best",
+    "interrupted": "the run was stopped (SIGINT or SIGTERM)",
+    "fixed": "every replica it set out to place or fix was, after the search that work needed",
+}  # why a search ends: the plan's per-phase `Search.Stopped`
 
 
 def _out_of_memory(error: Exception) -> bool:
@@ -228,6 +244,7 @@ def _anneal(
     # Without a given temperature the first block is the probe (SF: T0 from the largest |dE| of random
     # valid moves): it runs greedy, so chains stay near the input, and sets T0 for the rest.
     t0 = schedule.initial_temperature
+    steps = jnp.int32(kernel.block_steps)
     planned = math.ceil(schedule.steps / kernel.block_steps) if schedule.steps else None
     blocks = planned or 1
     done = 0
@@ -235,19 +252,22 @@ def _anneal(
     budget = min(schedule.seconds or math.inf, deadline - start if deadline is not None else math.inf)
     first_seconds = 0.0
     saved_energy, saved_at = initial_energy, start
-    while done < blocks and not (done and STOP.is_set() and not finish):
+    still = _Stillness(schedule.patience, schedule.tolerance)
+    while done < blocks and not (done and STOP.is_set() and not finish) and not still.converged:
         if t0 is None:
             t_a = t_b = 0.0
         else:
             t_a = t0 * schedule.final_ratio ** (done / blocks)
             t_b = t0 * schedule.final_ratio ** ((done + 1) / blocks)
-        chains = compiled((problem, jnp.array([t_a, t_b], jnp.float32)), chains)
+        chains = compiled((problem, jnp.array([t_a, t_b], jnp.float32), steps), chains)
         best_energy = _host(chains.best_energy)  # waits for the block
         done += 1
         elapsed = time.perf_counter() - start
         if t0 is None:
             found = float(np.median(_host(chains.largest_delta)))
             t0 = schedule.probe_factor * found if found > 0 else max(initial_energy, 1.0)
+        else:
+            still.observe(best_energy, _host(chains.state.energy))
         if done == 1:
             first_seconds = elapsed
         if finish and STOP.is_set():  # from the first block after the stop: AFTER_STOP_SECONDS more at most
@@ -282,4 +302,37 @@ def _anneal(
         accepted=int(_host(chains.accepted).sum()),
         initial_temperature=t0,
         energies=energies,
+        stopped=_why_stopped(still.converged, done, planned),
+        blocks=done,
+        planned_blocks=planned,
     )
+
+
+def _why_stopped(converged: bool, done: int, planned: int | None) -> str:
+    """The `STOPS` key of a search that ran `done` of `planned` blocks."""
+    if converged:
+        return "converged"
+    if planned is not None and done >= planned:
+        return "steps"
+    return "interrupted" if STOP.is_set() else "seconds"
+
+
+class _Stillness:
+    """Whether a search has converged: `patience` blocks in a row (after the probe) that lowered no
+    chain's best energy by more than `tolerance` of it and ended with every chain at its best (the
+    chains are frozen: at their temperature they no longer leave their best state, so cooling further
+    finds nothing; a hot chain wanders above its best and keeps the search going)."""
+
+    def __init__(self, patience: int | None, tolerance: float):
+        self.patience, self.tolerance = patience, tolerance
+        self.quiet, self.best, self.converged = 0, math.inf, False
+
+    def observe(self, best: np.ndarray, current: np.ndarray) -> None:
+        if self.patience is None:
+            return
+        margin = self.tolerance * max(1.0, float(np.abs(best).max()))
+        improved = float(best.min()) < self.best - margin
+        frozen = bool(np.all(current - best <= margin))
+        self.best = min(self.best, float(best.min()))
+        self.quiet = 0 if improved or not frozen else self.quiet + 1
+        self.converged = self.quiet >= self.patience

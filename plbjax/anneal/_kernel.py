@@ -2,8 +2,8 @@
 annealing's `resample`.
 
 A `Chain` wraps the model's state with what every search needs: the random key, the best solution
-seen at a refresh, acceptance counts and the temperature probe. `run_block` runs a static number of
-steps under a geometric temperature ramp, then refreshes.
+seen at a refresh, acceptance counts and the temperature probe. `run_block` runs a number of steps
+(static, or traced to share one program) under a geometric temperature ramp, then refreshes.
 """
 
 from __future__ import annotations
@@ -168,9 +168,10 @@ def step(model: Model, problem, config: KernelConfig, chain: Chain, temperature:
     )
 
 
-def run_block(model: Model, problem, config: KernelConfig, chain: Chain, t_start, t_end) -> Chain:
-    """`config.block_steps` steps cooling geometrically from t_start to t_end, then a refresh."""
-    n = config.block_steps
+def run_block(model: Model, problem, config: KernelConfig, chain: Chain, t_start, t_end, steps=None) -> Chain:
+    """`steps` steps (`config.block_steps` when None; a traced count keeps one compiled program for
+    every block length) cooling geometrically from t_start to t_end, then a refresh."""
+    n = config.block_steps if steps is None else steps
     ratio = jnp.where(t_start > 0, t_end / jnp.maximum(t_start, 1e-30), 0.0)
 
     def body(i, c):

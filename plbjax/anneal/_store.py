@@ -1,29 +1,34 @@
-"""Searches traced once, not once per process: a block runner's lowered program is kept on disk.
+"""Programs compiled once, not once per process: compiled executables kept on disk.
 
-Tracing and lowering the annealer's block (seconds, whatever the cluster's size) is redone by every
-process that plans; XLA's persistent cache only skips the compilation after it. When the compilation
-cache is on (`enable_compilation_cache`), the lowered program is also serialized (`jax.export`) to
-`<cache>/programs/`, keyed by what it was traced from: plbjax's sources, JAX's version and backend,
-the model's functions and settings, the kernel config and the arguments' structure, shapes and
-dtypes. A later process deserializes it (milliseconds) and XLA's cache supplies the executable.
-Anything the key cannot describe exactly (an object without a stable description) is not stored.
+Tracing, lowering and compiling a search's block runner is redone by every process that plans;
+XLA's persistent cache only skips the compilation, and loading from it still traces and lowers
+first (about a second at the bundled example's size). When the compilation cache is on
+(`enable_compilation_cache`), `compiled` also keeps each executable XLA compiled, serialized, in
+`<cache>/programs/`, keyed by what it was built from: plbjax's sources, JAX's and jaxlib's versions,
+the backend and device, XLA's flags, the function and what it closes over, and the arguments'
+structure, shapes and dtypes. A later process loads it (tenths of a second) and runs it. A file that
+fails its checksum or does not load is skipped with a warning and removed; anything the key cannot
+describe exactly is compiled as usual.
 """
 
 from __future__ import annotations
 
 import functools
 import hashlib
-import importlib.util
+import logging
 import os
+import pickle
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
 import jax
-from jax import export
+import jaxlib
+from jax.experimental import serialize_executable
 
 _SOURCES = Path(__file__).resolve().parents[1]  # the plbjax package
-_SERIALIZABLE = importlib.util.find_spec("flatbuffers") is not None  # what jax.export serializes with
+_loaded: dict[str, Callable] = {}  # this process's programs by key
+_CACHE_HIT = "/jax/compilation_cache/cache_hits"  # JAX's monitoring event: XLA's cache supplied an executable
 
 
 @functools.cache
@@ -52,17 +57,19 @@ def describe(value) -> str:
     return repr(value)
 
 
-def _key(tag, kept, carried) -> str | None:
+def _key(fn: Callable, args: tuple) -> str | None:
     """The store's key for this program, or None when something in it has no stable description."""
-    shapes = [(x.shape, str(x.dtype)) for x in jax.tree.leaves((kept, carried))]
+    shapes = [(jax.numpy.shape(x), str(jax.numpy.result_type(x))) for x in jax.tree.leaves(args)]
     text = "|".join(
         (
             _sources_digest(),
             jax.__version__,
+            jaxlib.__version__,
             jax.default_backend(),
             jax.devices()[0].device_kind,
-            describe(tag),
-            str(jax.tree.structure((kept, carried))),
+            os.environ.get("XLA_FLAGS", ""),
+            describe(fn),
+            str(jax.tree.structure(args)),
             repr(shapes),
         )
     )
@@ -83,44 +90,70 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _exported(fn: Callable, kept, carried, path: Path) -> export.Exported:
-    """The lowered program of fn(kept, carried) over flat leaves, from the store or traced now."""
-    if path.exists():
-        try:
-            return export.deserialize(bytearray(path.read_bytes()))
-        except Exception:  # a stale or damaged file: trace again and replace it
-            pass
-    exported = export.export(jax.jit(_flat(fn, kept, carried)))(_specs(kept), _specs(carried))
-    _write(path, bytes(exported.serialize()))
-    return exported
-
-
-def _flat(fn: Callable, kept, carried) -> Callable:
-    """fn over the arguments' leaves, returning leaves."""
+def _build(fn: Callable, kept, carried):
+    """fn(kept, carried) -> carried' compiled over their leaves, `carried` donated, and whether XLA
+    compiled it afresh (an executable XLA's cache loaded does not serialize whole on a CPU:
+    "Function ... not found" when run)."""
     kept_tree, carried_tree = jax.tree.structure(kept), jax.tree.structure(carried)
-    return lambda kept_leaves, carried_leaves: jax.tree.leaves(
-        fn(jax.tree.unflatten(kept_tree, kept_leaves), jax.tree.unflatten(carried_tree, carried_leaves))
-    )
+    flat = lambda k, c: jax.tree.leaves(fn(jax.tree.unflatten(kept_tree, k), jax.tree.unflatten(carried_tree, c)))
+    lowered = jax.jit(flat, donate_argnums=(1,)).lower(jax.tree.leaves(kept), jax.tree.leaves(carried))
+    hits = []
+    heard = lambda event, **_: event == _CACHE_HIT and hits.append(event)
+    jax.monitoring.register_event_listener(heard)
+    try:
+        return lowered.compile(), not hits
+    finally:
+        jax.monitoring.unregister_event_listener(heard)
 
 
-def _specs(tree) -> list[jax.ShapeDtypeStruct]:
-    return [jax.ShapeDtypeStruct(x.shape, x.dtype) for x in jax.tree.leaves(tree)]
+def _load(path: Path):
+    """The compiled program stored at `path`, or None (absent, or damaged: removed with a warning,
+    never loaded unchecked)."""
+    if not path.exists():
+        return None
+    try:
+        digest, payload = pickle.loads(path.read_bytes())
+        if hashlib.sha256(payload).hexdigest() != digest:
+            raise ValueError("its checksum does not match")
+        return serialize_executable.deserialize_and_load(*pickle.loads(payload))
+    except Exception as error:  # any damage: removed, compiled again
+        logging.getLogger(__name__).warning("skipped the damaged compiled program %s (%s); compiling it", path, error)
+        path.unlink(missing_ok=True)
+        return None
 
 
-def stored(fn: Callable, kept, carried, tag) -> Callable:
-    """`fn(kept, carried) -> carried'` (same structure) compiled for these arguments' shapes, with
-    `carried` donated. `tag` describes what `fn` closes over (model, config). Its lowered program
-    comes from the store when an earlier process wrote it, and is written there otherwise; without
-    the compilation cache, or when `tag` has no stable description, it is traced as usual."""
+def _store(path: Path, program) -> None:
+    try:
+        payload = pickle.dumps(serialize_executable.serialize(program))
+    except Exception:  # a program this backend cannot serialize is compiled by each process
+        return
+    _write(path, pickle.dumps((hashlib.sha256(payload).hexdigest(), payload)))
+
+
+def compiled(fn: Callable, kept, carried) -> Callable:
+    """`fn(kept, carried) -> carried'` (the same structure) compiled for these arguments' structure,
+    shapes and dtypes, `carried` donated; `fn` is known by its module, name and what it closes over
+    (`describe`). Loaded from the store when an earlier process compiled it, stored otherwise; kept
+    for the rest of the process either way."""
+    key = _key(fn, (kept, carried))
+    if key is not None and key in _loaded:
+        return _loaded[key]
     directory = _directory()
-    key = _key(tag, kept, carried) if directory is not None else None
-    if directory is not None and key is not None and _SERIALIZABLE:
-        program = _exported(fn, kept, carried, directory / f"{key}.jaxexport").call
-    else:
-        program = _flat(fn, kept, carried)
-    kept_leaves, carried_leaves = jax.tree.leaves(kept), jax.tree.leaves(carried)
-    compiled = jax.jit(program, donate_argnums=(1,)).lower(kept_leaves, carried_leaves).compile()
+    path = directory / f"{key}.xla" if directory is not None and key is not None else None
+    program = _load(path) if path is not None else None
+    if program is None:
+        program, afresh = _build(fn, kept, carried)
+        if path is not None and afresh:
+            _store(path, program)
     carried_tree = jax.tree.structure(carried)
-    return lambda kept, carried: jax.tree.unflatten(
-        carried_tree, compiled(jax.tree.leaves(kept), jax.tree.leaves(carried))
+    call = lambda kept, carried: jax.tree.unflatten(
+        carried_tree, program(jax.tree.leaves(kept), jax.tree.leaves(carried))
     )
+    if key is not None:
+        _loaded[key] = call
+    return call
+
+
+def forget() -> None:
+    """Drop this process's loaded programs (the store on disk stays)."""
+    _loaded.clear()

@@ -16,7 +16,7 @@ import pytest
 from conftest import QUICK, searchable
 
 from plbjax import anneal as A
-from plbjax.anneal import _kernel
+from plbjax.anneal import _driver, _kernel
 from plbjax.sf._model import chain as S
 from plbjax.sf._model.moves import DRAWS
 
@@ -152,6 +152,36 @@ def test_the_driver_runs_the_steps_asked_in_whole_blocks():
 def test_a_seconds_budget_ends_the_search():
     result = _run(schedule=dataclasses.replace(FAST, steps=None, seconds=0.5))
     assert 0 < result.steps and result.seconds < 30  # blocks fitted to the budget (generous: a busy CI)
+
+
+def test_a_frozen_search_stops_once_patience_blocks_improve_nothing():
+    """Cold chains settle; with patience enough to try every item at every place a few times over
+    (64 x 16 moves, 200 proposals a block), the search ends when that many blocks improved nothing,
+    says why, and has found what running every block finds; with too little patience it stops in a
+    local optimum."""
+    long = dataclasses.replace(FAST, steps=50 * ONE.block_steps, initial_temperature=0.01)
+    full = _run(schedule=long)
+    assert full.stopped == "steps" and full.blocks == 50
+    patient = _run(schedule=dataclasses.replace(long, patience=3 * 64 * 16 // 200))
+    assert patient.stopped == "converged" and patient.blocks < 50
+    assert patient.steps == patient.blocks * ONE.block_steps
+    assert patient.energy == full.energy
+    hasty = _run(schedule=dataclasses.replace(long, patience=1))
+    assert hasty.stopped == "converged" and hasty.blocks < patient.blocks
+
+
+def test_a_hot_search_does_not_stop_while_its_chains_wander():
+    """Hot chains leave their best state: not frozen, so patience does not end the search."""
+    hot = dataclasses.replace(FAST, steps=20 * ONE.block_steps, initial_temperature=1e6, final_ratio=1.0, patience=1)
+    result = _run(schedule=hot)
+    assert result.stopped == "steps" and result.blocks == 20
+
+
+def test_blocks_of_any_length_share_one_compiled_program():
+    _driver.clear_compiled()
+    first = _run(config=dataclasses.replace(ONE, block_steps=50))
+    again = _run(config=dataclasses.replace(ONE, block_steps=20), schedule=dataclasses.replace(FAST, steps=200))
+    assert first.compile_seconds > 0 and again.compile_seconds == 0 and again.steps == 200
 
 
 def test_the_stop_flag_ends_the_search_after_its_block():

@@ -1,4 +1,4 @@
-"""Searches traced once, not once per process: the block runner's lowered program kept on disk."""
+"""Searches compiled once, not once per process: the block runner's executable kept on disk."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import jax
 import numpy as np
 import pytest
 from conftest import cluster
+from jax._src import compilation_cache  # reset_cache: JAX binds its cache once a process
 
 from plbjax.anneal import _driver, _store
 from plbjax.sf import SearchConfig, parse_state, plan
@@ -16,57 +17,76 @@ SEARCH = SearchConfig(chains=1, tries=16, parallel=True, steps=1000, seconds=Non
 
 @pytest.fixture
 def cache_dir(tmp_path):
-    """A fresh compilation cache directory for this test, so a fresh program store; JAX's setting
-    restored after. XLA's executables stay in the process's cache (tests/conftest.py binds it before
-    any test: JAX binds it once), so these tests compile the search once between them."""
+    """A fresh compilation cache directory for this test: a fresh program store and, JAX's cache
+    reset to it, a fresh XLA cache (so the search is compiled afresh, as on a new machine); JAX's
+    setting restored after."""
     before = jax.config.values["jax_compilation_cache_dir"]
     jax.config.update("jax_compilation_cache_dir", str(tmp_path))
+    compilation_cache.reset_cache()
     _driver.clear_compiled()
     yield tmp_path
     jax.config.update("jax_compilation_cache_dir", before)
+    compilation_cache.reset_cache()
     _driver.clear_compiled()
 
 
-def test_a_stored_program_plans_as_a_traced_one_and_is_not_traced_again(cache_dir, monkeypatch):
+def test_a_stored_program_plans_as_a_compiled_one_and_is_not_built_again(cache_dir, monkeypatch):
     state = parse_state(cluster(11))
     first = plan(state, SEARCH)
-    programs = sorted((cache_dir / "programs").glob("*.jaxexport"))
+    programs = sorted((cache_dir / "programs").glob("*.xla"))
     assert programs, "the search's program was not stored"
     _driver.clear_compiled()  # as a new process: nothing compiled in memory
-    traced = []
-    monkeypatch.setattr(_store, "_flat", lambda *a: traced.append(a) or pytest.fail("traced again"))
+    monkeypatch.setattr(_store, "_build", lambda *a: pytest.fail("built again"))
     second = plan(state, SEARCH)
-    assert not traced
     assert second.actions == first.actions and second.document()["Score"] == first.document()["Score"]
-    assert sorted((cache_dir / "programs").glob("*.jaxexport")) == programs
+    assert sorted((cache_dir / "programs").glob("*.xla")) == programs
 
 
-def test_without_a_serializer_nothing_is_stored_and_the_plan_is_the_same(cache_dir, monkeypatch):
+def test_an_executable_from_xlas_cache_is_used_but_not_stored(cache_dir, monkeypatch):
+    """XLA's cache supplies executables that do not serialize whole on a CPU: such a program runs
+    but is not stored (the next fresh compilation stores it)."""
     state = parse_state(cluster(11))
-    stored = plan(state, SEARCH)
-    programs = sorted((cache_dir / "programs").glob("*"))
-    monkeypatch.setattr(_store, "_SERIALIZABLE", False)
+    monkeypatch.setattr(_store, "_CACHE_HIT", "/jax/compilation_cache/compile_requests_use_cache")  # heard as a hit
+    plan(state, SEARCH)
+    assert not list((cache_dir / "programs").glob("*.xla"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("damage", [b"not a program", None])
+def test_a_damaged_program_file_is_skipped_with_a_warning_and_removed(cache_dir, caplog, damage):
+    state = parse_state(cluster(11))
+    first = plan(state, SEARCH)
+    for path in (cache_dir / "programs").glob("*.xla"):
+        data = path.read_bytes()  # None: one byte flipped in the middle (the checksum catches it)
+        path.write_bytes(
+            damage or data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 1]) + data[len(data) // 2 + 1 :]
+        )
     _driver.clear_compiled()
-    for path in programs:
+    second = plan(state, SEARCH)
+    assert "skipped the damaged compiled program" in caplog.text
+    assert second.actions == first.actions
+    assert not list((cache_dir / "programs").glob("*.xla"))  # XLA's cache gave the program: stored next time
+
+
+@pytest.mark.slow
+def test_a_damaged_entry_in_xlas_cache_is_skipped(cache_dir):
+    """JAX reads its own cache entries; a damaged one is compiled again, not a crash."""
+    state = parse_state(cluster(11))
+    first = plan(state, SEARCH)
+    entries = [p for p in cache_dir.iterdir() if p.is_file()]
+    for path in entries:
+        path.write_bytes(b"damaged")
+    for path in (cache_dir / "programs").glob("*.xla"):
         path.unlink()
-    traced = plan(state, SEARCH)
-    assert traced.actions == stored.actions
-    assert not list((cache_dir / "programs").glob("*"))
-
-
-def test_a_damaged_program_file_is_traced_again_and_replaced(cache_dir):
-    state = parse_state(cluster(11))
-    plan(state, SEARCH)
-    for path in (cache_dir / "programs").glob("*.jaxexport"):
-        path.write_bytes(b"not a program")
     _driver.clear_compiled()
-    plan(state, SEARCH)
-    assert all(p.read_bytes() != b"not a program" for p in (cache_dir / "programs").glob("*.jaxexport"))
+    assert plan(state, SEARCH).actions == first.actions
 
 
 def test_keys_name_the_model_settings_and_refuse_what_has_no_stable_description():
     kept, carried = (np.zeros(3, np.float32),), np.zeros(2, np.int32)
-    assert _store._key((model(0.3), 1), kept, carried) == _store._key((model(0.3), 1), kept, carried)
-    assert _store._key((model(0.3), 1), kept, carried) != _store._key((model(0.5), 1), kept, carried)
-    assert _store._key((model(0.3), 1), kept, carried) != _store._key((model(0.3), 1), kept, np.zeros(3, np.int32))
-    assert _store._key(object(), kept, carried) is None
+    of = lambda m: lambda k, c: (m, k, c)  # a program closing over a model
+    key = lambda m, c=carried: _store._key(of(m), (kept, c))
+    assert key(model(0.3)) == key(model(0.3))
+    assert key(model(0.3)) != key(model(0.5))
+    assert key(model(0.3)) != key(model(0.3), np.zeros(3, np.int32))
+    assert key(object()) is None

@@ -158,28 +158,31 @@ def scoped_search(run: Run, now: Placement, what: Scope, schedule: Schedule) -> 
 
 
 def needed(schedule: Schedule, kernel: KernelConfig, replicas: int) -> Schedule:
-    """The search a phase with `replicas` replicas to fix needs, under a seconds budget with no step
-    bound: `NEEDED_PROPOSALS` proposals a replica in whole blocks (at least `NEEDED_BLOCKS`), its
-    seconds still the cap. A step-bounded schedule is returned as it is."""
-    if schedule.seconds is None or schedule.steps is not None:
-        return schedule
+    """The search a phase with `replicas` replicas to fix needs: `NEEDED_PROPOSALS` proposals a
+    replica in whole blocks (at least `NEEDED_BLOCKS`), within `schedule`'s steps and seconds;
+    `schedule` itself when that is all of it."""
     blocks = max(NEEDED_BLOCKS, math.ceil(NEEDED_PROPOSALS * replicas / (kernel.tries * kernel.block_steps)))
-    return dataclasses.replace(schedule, steps=blocks * kernel.block_steps)
+    steps = blocks * kernel.block_steps
+    if schedule.steps is not None and steps >= schedule.steps:
+        return schedule
+    return dataclasses.replace(schedule, steps=steps)
 
 
 def search_until_fixed(
     run: Run, now: Placement, what: Scope, schedule: Schedule, replicas: int, fixed: Callable[[Placement], bool]
 ) -> tuple[Placement, AnnealResult]:
-    """`scoped_search` of a phase whose work is `replicas` replicas to fix. Under a seconds budget
-    with no step bound it first searches what that work `needed`; only when the result is not
-    `fixed` does it go on from there for the rest of `schedule.seconds` (a phase with little to do
-    leaves the budget to the next). A step-bounded schedule runs as given, in one search."""
+    """`scoped_search` of a phase whose work is `replicas` replicas to fix: first the search that
+    work `needed`; only when the result is not `fixed` does it go on from there with the rest of
+    `schedule`'s steps or seconds. A fix of a few violations costs in proportion to them, not to the
+    cluster, and leaves the budget to the next phase (its search `Stopped`: "fixed")."""
     first = needed(schedule, run.kernel, replicas)
     placement, search = scoped_search(run, now, what, first)
-    if first is schedule or fixed(placement) or STOP.is_set():
+    if first is schedule or STOP.is_set():
         return placement, search
+    if fixed(placement):
+        return placement, dataclasses.replace(search, stopped="fixed")
     start = (placement.node_of, placement.primary_of)
-    placement, more = scoped_search(run, now, dataclasses.replace(what, start=start), spent(schedule, search.seconds))
+    placement, more = scoped_search(run, now, dataclasses.replace(what, start=start), _rest(schedule, first, search))
     return placement, dataclasses.replace(
         more,
         initial_energy=search.initial_energy,
@@ -187,7 +190,16 @@ def search_until_fixed(
         seconds=search.seconds + more.seconds,
         compile_seconds=search.compile_seconds + more.compile_seconds,
         accepted=search.accepted + more.accepted,
+        blocks=search.blocks + more.blocks,
+        planned_blocks=None if schedule.steps is None else schedule.steps // run.kernel.block_steps,
     )
+
+
+def _rest(schedule: Schedule, first: Schedule, search: AnnealResult) -> Schedule:
+    """`schedule` less the `first` search's steps (by what it asked) and seconds (by what it took)."""
+    steps = None if schedule.steps is None else max(schedule.steps - (first.steps or 0), 1)
+    seconds = None if schedule.seconds is None else max(schedule.seconds - search.seconds, 1e-3)
+    return dataclasses.replace(schedule, steps=steps, seconds=seconds)
 
 
 def _quench(run: Run, now: Placement, what: Scope, result: AnnealResult, schedule: Schedule) -> AnnealResult:
@@ -210,6 +222,7 @@ def _quench(run: Run, now: Placement, what: Scope, result: AnnealResult, schedul
         seconds=result.seconds + descent.seconds,
         compile_seconds=result.compile_seconds + descent.compile_seconds,
         accepted=result.accepted + descent.accepted,
+        blocks=result.blocks + descent.blocks,
     )
 
 

@@ -1,11 +1,13 @@
 """How a plan searches: the `search` settings (the Hydra `search` group's schema) and their defaults.
 
 `auto` values are chosen for the backend and the cluster's size (`resolved`): what the benchmarks
-found best (docs/benchmarks.md), parallel tries, and steps that grow with the cluster
+found best (docs/benchmarks.md), parallel tries, and blocks of steps that grow with the cluster
 (`auto_search`), so a tiny cluster is not searched as long as a large one. On a CPU a small cluster
 (1,024 replicas or fewer) shares the 256 tries among up to 8 independent chains: one wide chain
 settles in whichever local optimum it reaches first (a movement too many, a costlier fix), where SF's
-few, tiny clusters need the best of several.
+few, tiny clusters need the best of several; and its blocks (one temperature each) are as short as
+`BLOCK_PROPOSALS` a replica allow. Every search stops early once it has tried every move of a replica
+to a node `patience` times over (at least two blocks) without improving, every chain frozen at its best.
 """
 
 from __future__ import annotations
@@ -18,22 +20,31 @@ from plbjax.anneal import KernelConfig, Schedule
 from plbjax.errors import BadInput
 
 AUTO = "auto"
-_AUTO_KEYS = ("chains", "steps", "tries", "parallel")
+_AUTO_KEYS = ("chains", "steps", "tries", "parallel", "block_steps")
+BLOCK_STEPS = 1_000  # steps a block at most (SF: 1,000 a round)
 _MIN_STEPS = 2_000  # two blocks: the probe (greedy) and one that cools
-_MIN_CPU_STEPS = 10_000  # a CPU chain's floor: tiny clusters' optima need a few cooling blocks (the brute-force oracle)
+_MIN_CPU_BLOCKS = 10  # a CPU chain's floor: tiny clusters' optima need a few cooling blocks (the brute-force oracle)
+BLOCK_PROPOSALS = 64  # on a CPU, a block's proposals per replica (a chain's), in power-of-two steps
+MIN_PATIENCE = 2  # blocks in a row that improve nothing before a search may stop
 SMALL_CLUSTER = 2048  # on a CPU, fewer replicas than this share a step's tries among several chains
 
 
 def auto_search(backend: str, replicas: int) -> dict:
-    """The `auto` values for a backend and a cluster of `replicas` replicas. Steps grow with the
-    cluster: on a CPU 20 a replica (at least 10,000) up to 20,000 at 1,000 replicas, then 500
-    proposals a replica beyond 10,000 replicas; on a GPU a step per ten replicas, at least 2,000 (a
+    """The `auto` values for a backend and a cluster of `replicas` replicas. On a CPU the blocks
+    grow with the cluster: 20 steps a replica (at least 10 blocks) up to 20 blocks at 1,000 replicas,
+    then 500 proposals a replica beyond 10,000 replicas, and a block is `BLOCK_PROPOSALS` proposals
+    a replica (at least 64 steps, at most 1,000); on a GPU a step per ten replicas, at least 2,000 (a
     probe block and one cooling block; docs/benchmarks.md, "Default search length")."""
     if backend == "cpu":
         chains = min(8, 2 ** max(0, math.floor(math.log2(SMALL_CLUSTER / max(replicas, 1)))))
-        steps = max(_MIN_CPU_STEPS, min(20 * replicas, max(20_000, math.ceil(500 * replicas / 256))))
-        return dict(chains=chains, tries=256 // chains, parallel=True, steps=steps)
-    return dict(chains=1, tries=65_536, parallel=True, steps=max(_MIN_STEPS, math.ceil(replicas / 10)))
+        tries = 256 // chains
+        wanted = max(1, math.ceil(BLOCK_PROPOSALS * replicas / tries))
+        block_steps = min(BLOCK_STEPS, max(64, 2 ** math.ceil(math.log2(wanted))))
+        steps = min(20 * replicas, max(20_000, math.ceil(500 * replicas / 256)))
+        blocks = max(_MIN_CPU_BLOCKS, math.ceil(steps / BLOCK_STEPS))
+        return dict(chains=chains, tries=tries, parallel=True, steps=blocks * block_steps, block_steps=block_steps)
+    steps = max(_MIN_STEPS, math.ceil(replicas / 10))
+    return dict(chains=1, tries=65_536, parallel=True, steps=steps, block_steps=BLOCK_STEPS)
 
 
 def _check_number(name: str, value, kind: type, minimum: float | None = None, allow_none: bool = False) -> None:
@@ -47,7 +58,8 @@ def _check_number(name: str, value, kind: type, minimum: float | None = None, al
 
 @dataclasses.dataclass
 class SearchConfig:
-    """The search of every phase of a plan. `chains`, `steps`, `tries` and `parallel` may be `auto`."""
+    """The search of every phase of a plan. `chains`, `steps`, `tries`, `parallel` and `block_steps`
+    may be `auto`."""
 
     seed: int = 0  # random seed: the same state, seed and steps give the same plan
     seconds: float | None = None  # null: steps bound the search (deterministic); N: its budget in s, compile excluded
@@ -56,7 +68,9 @@ class SearchConfig:
     tries: Any = AUTO  # proposals evaluated together per step
     parallel: Any = AUTO  # apply every accepted proposal independent of earlier ones
     room: int | None = None  # most proposals a step finishes; None: tries / 16, at least 32
-    block_steps: int = 1_000  # steps between exact refreshes and best-so-far checks
+    block_steps: Any = AUTO  # steps between exact refreshes and best-so-far checks (one temperature)
+    patience: float | None = 2.0  # stop a search once it has tried this many times every replica on every node
+    # (at least two blocks) and improved nothing, every chain frozen at its best; null: run every block
     swap_probability: float = 0.3  # SF's SwapPrimaryProbability
     initial_temperature: float | None = None  # None: probe_factor x the largest |dE| of the first block
     probe_factor: float = 50.0  # SF's factor
@@ -74,7 +88,9 @@ class SearchConfig:
         _check_number("seed", self.seed, int)
         _check_number("seconds", self.seconds, float, 0.0, allow_none=True)
         _check_number("room", self.room, int, 1, allow_none=True)
-        _check_number("block_steps", self.block_steps, int, 1)
+        if self.block_steps != AUTO:
+            _check_number("block_steps", self.block_steps, int, 1)
+        _check_number("patience", self.patience, float, 0.0, allow_none=True)
         _check_number("swap_probability", self.swap_probability, float, 0.0)
         _check_number("initial_temperature", self.initial_temperature, float, 0.0, allow_none=True)
         _check_number("probe_factor", self.probe_factor, float, 0.0)
@@ -111,8 +127,17 @@ class SearchConfig:
             population=self.population,
         )
 
+    def schedule_for(self, replicas: int, nodes: int) -> Schedule:
+        """`schedule` for a cluster of `replicas` replicas on `nodes` nodes: `patience` in blocks, as
+        many as try every move of a replica to a node `patience` times (at least `MIN_PATIENCE`)."""
+        if self.patience is None:
+            return self.schedule
+        sweep = replicas * nodes / (self.kernel.tries * self.kernel.block_steps)
+        return dataclasses.replace(self.schedule, patience=max(MIN_PATIENCE, math.ceil(self.patience * sweep)))
+
     @property
     def schedule(self) -> Schedule:
+        """The search's schedule; it runs every block its steps or seconds allow (`schedule_for`)."""
         return Schedule(
             chains=self.chains,
             steps=self.steps,

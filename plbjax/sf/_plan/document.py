@@ -58,6 +58,7 @@ class SearchSummary:
     compile_seconds: float
     phase_seconds: Mapping[str, float]
     device_memory: str | None = None  # why the search ran smaller than asked, if it did
+    phases: tuple[dict, ...] = ()  # each phase's search (`Search.Phases`)
 
     def entry(self) -> dict:
         """The plan's `Search` entry."""
@@ -74,6 +75,7 @@ class SearchSummary:
             "MovementsRemoved": self.movements_removed,
             "CompileSeconds": self.compile_seconds,
             "PhaseSeconds": dict(self.phase_seconds),
+            "Phases": list(self.phases),
         }
         if self.device_memory:
             entry["DeviceMemory"] = self.device_memory

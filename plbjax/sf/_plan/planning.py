@@ -22,7 +22,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
-from plbjax.anneal import STOP, Schedule, enable_compilation_cache
+from plbjax.anneal import STOP, AnnealResult, Schedule, enable_compilation_cache
 from plbjax.sf._encoding import Index, diff
 from plbjax.sf._model import Placement, model, movements
 from plbjax.sf._phases import (
@@ -174,7 +174,26 @@ def _search_summary(search: SearchConfig, index: Index, out: Outcome, clock: _Cl
         compile_seconds=round(sum(s.compile_seconds for s in searches), 3),
         phase_seconds=dict(clock.seconds),
         device_memory=shrunk[-1] if shrunk else None,
+        phases=tuple(_phase_search(r.phase, r.search, search) for r in out.reached.results if r.search is not None),
     )
+
+
+def _phase_search(phase: Phase, result: AnnealResult, search: SearchConfig) -> dict:
+    """A phase's entry in the plan's `Search.Phases`: how its search ran and why it `Stopped`."""
+    return {
+        "Phase": phase,
+        "Stopped": result.stopped,
+        "Blocks": result.blocks,
+        "Steps": result.steps,
+        "Chains": result.chains,
+        "Tries": search.tries,
+        "BlockSteps": search.block_steps,
+        "InitialTemperature": result.initial_temperature,
+        "InitialEnergy": result.initial_energy,
+        "Energy": result.energy,
+        "Seconds": round(result.seconds, 3),
+        "CompileSeconds": round(result.compile_seconds, 3),
+    }
 
 
 def _removed(index: Index, out: Outcome) -> int:
@@ -266,7 +285,8 @@ def plan_encoded(
     run = _run(ready.encoded, priorities, search, progress, frozen, node_type, wanted != PHASES)
     if unsearched is not None:
         unsearched(lambda: _unsearched_plan(run, ready, search))
-    out = _run_phases(run, ready.initial, search.schedule, clock, wanted)
+    index = ready.encoded.index
+    out = _run_phases(run, ready.initial, search.schedule_for(index.n_replicas, index.n_nodes), clock, wanted)
     if unsearched is not None:
         unsearched(None)
     with clock("Decode"):

@@ -18,7 +18,18 @@ ROOT = ROOT
 
 def test_the_defaults_are_bound_by_steps():
     search = SearchConfig().resolved("cpu", 100)
-    assert search.seconds is None and search.steps == 10_000 and search.budget == "steps"
+    assert search.seconds is None and search.steps == 10 * search.block_steps and search.budget == "steps"
+
+
+@pytest.mark.parametrize(
+    ("replicas", "chains", "block_steps", "blocks"),
+    [(22, 8, 64, 10), (100, 8, 256, 10), (1_000, 2, 512, 20), (10_000, 1, 1_000, 20), (100_000, 1, 1_000, 196)],
+)
+def test_a_cpu_block_holds_proposals_in_proportion_to_the_cluster(replicas, chains, block_steps, blocks):
+    """A block (one temperature) is 64 proposals a replica on a CPU, in power-of-two steps from 64
+    to 1,000; the blocks are as many as before (10 at least, 20 a replica up to 1,000 replicas)."""
+    search = SearchConfig().resolved("cpu", replicas)
+    assert (search.chains, search.block_steps, search.steps // search.block_steps) == (chains, block_steps, blocks)
 
 
 def test_seconds_given_are_the_budget_and_auto_steps_no_longer_bind():

@@ -1,6 +1,6 @@
-"""How `search.seconds` is split between the phases: a phase with little to do (a few violations to
-fix, a few replicas to place) searches what its work needs and leaves the rest of its share to the
-next (`phase.search_until_fixed`); step-bounded searches run as given."""
+"""How `search.seconds` and steps are split between the phases: a phase with little to do (a few
+violations to fix, a few replicas to place) searches what its work needs and leaves the rest of its
+steps or share of the seconds to the next (`phase.search_until_fixed`)."""
 
 from __future__ import annotations
 
@@ -65,8 +65,9 @@ def test_a_phase_needs_proposals_per_replica_in_whole_blocks_and_keeps_its_secon
     assert needed(BUDGET, KERNEL, 1).steps == NEEDED_BLOCKS * 100
     many = needed(BUDGET, KERNEL, 10_000)
     assert many.steps == NEEDED_PROPOSALS * 10_000 // 4 and many.seconds == 30.0
-    for given in (Schedule(steps=None, seconds=None), Schedule(steps=3_000, seconds=30.0)):
-        assert needed(given, KERNEL, 10_000) is given  # step-bounded: as given
+    given = Schedule(steps=3_000, seconds=30.0)
+    assert needed(given, KERNEL, 10_000) is given  # needs more than its steps: as given
+    assert needed(Schedule(steps=30_000, seconds=None), KERNEL, 1).steps == NEEDED_BLOCKS * 100
 
 
 def test_a_phase_that_fixed_its_work_stops_after_what_it_needed(monkeypatch):
@@ -86,8 +87,22 @@ def test_a_phase_not_fixed_goes_on_from_its_result_for_the_rest_of_its_share(mon
     assert search.initial_energy == 2.0
 
 
-@pytest.mark.parametrize("schedule", [Schedule(steps=None, seconds=None), Schedule(steps=3_000, seconds=30.0)])
-def test_a_step_bounded_phase_searches_once_as_given(monkeypatch, schedule):
+def test_a_step_bounded_phase_fixed_early_stops_and_says_so(monkeypatch):
+    steps = Schedule(steps=30_000, seconds=None)
+    (placement, search), calls = _until_fixed(monkeypatch, steps, ["fixed"])
+    assert placement.name == "fixed" and search.stopped == "fixed"
+    assert [s for _, s in calls] == [needed(steps, KERNEL, 10)]
+
+
+def test_a_step_bounded_phase_not_fixed_goes_on_with_the_rest_of_its_steps(monkeypatch):
+    steps = Schedule(steps=30_000, seconds=None)
+    _, calls = _until_fixed(monkeypatch, steps, ["half", "fixed"])
+    (_, first), (_, rest) = calls
+    assert rest.steps == 30_000 - first.steps and rest.seconds is None
+
+
+def test_a_phase_whose_work_needs_all_its_steps_searches_once_as_given(monkeypatch):
+    schedule = Schedule(steps=1_000, seconds=30.0)  # 10 replicas need 13 blocks of 100 steps
     (placement, _), calls = _until_fixed(monkeypatch, schedule, ["half"])
     assert placement.name == "half" and [s for _, s in calls] == [schedule]
 

@@ -37,7 +37,7 @@ def _canonical(document: dict) -> str:
     (the actions' Phase and Reason, the phases' Movements, Throttle, violations and Stopped, the
     plan's Remaining), which tests/sf/plan/test_explain.py checks."""
     clocks = ("Seconds", "CompileSeconds", "PhaseSeconds", "Version")  # and the release that made it
-    newer = ("Budget", "Minimal")  # Search fields the pins predate (tests/sf/phases/test_search_bounds.py)
+    newer = ("Budget", "Minimal", "Phases")  # Search fields the pins predate (tests/sf/phases/test_search_*.py)
     document = dict(document, Search={k: v for k, v in document["Search"].items() if k not in clocks + newer})
     document.pop("Remaining", None)
     document["Actions"] = [{k: v for k, v in a.items() if k not in EXPLAINED} for a in document["Actions"]]
