@@ -343,7 +343,11 @@ def test_a_bare_path_is_the_state_and_preset_needs_no_plus(tmp_path):
         ([str(EXAMPLE), "other.yaml"], "other.yaml: not key=value (the state is named once, as state=PATH)"),
         ([str(EXAMPLE), "+search.chainz=4"], "search.chainz: unknown config key (did you mean 'search.chains'?)"),
         ([str(EXAMPLE), "preset=cpuu"], "preset=cpuu: no such preset (did you mean 'cpu'?) (one of: cpu, gpu)"),
-        ([str(EXAMPLE), "+settings.MaxPercentageToMove=0.1"], "the state document's Settings"),
+        (
+            [str(EXAMPLE), "+settings.MaxPercentageToMov=1"],  # checked as the state's Settings are
+            f"{EXAMPLE}: Settings.MaxPercentageToMov: unknown PlacementAndLoadBalancing setting "
+            "(did you mean 'MaxPercentageToMove'?)",
+        ),
     ],
 )
 def test_a_misspelled_key_or_a_second_path_gets_a_one_line_hint(tmp_path, args, line):

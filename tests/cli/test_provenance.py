@@ -110,13 +110,3 @@ def test_the_plan_and_its_out_copy_say_how_they_were_made(tmp_path):
     assert made["Backend"] == plan["Search"]["Backend"] and made["Jax"] and made["Jaxlib"]
     balancing = next(p for p in plan["Phases"] if p["Phase"] == "Balancing")
     assert balancing["Movements"]["Allowed"] > 7
-
-
-def test_a_bad_plb_setting_is_refused_as_in_the_state_document(tmp_path):
-    done = _plbjax(str(EXAMPLE), "+settings.MaxPercentageToMov=1", cwd=tmp_path)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1] == (
-        f"plbjax: bad input: {EXAMPLE}: Settings.MaxPercentageToMov: unknown PlacementAndLoadBalancing setting "
-        "(did you mean 'MaxPercentageToMove'?)"
-    )
-    assert not (tmp_path / "outputs").exists()
