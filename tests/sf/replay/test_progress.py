@@ -16,7 +16,7 @@ B, P = Phase.BALANCING, Phase.PLACEMENT
 def test_a_round_says_whether_it_compiled_or_loaded_its_search():
     """A cold round's compile (tracing and XLA's, no cache hit) is "compiled"; a warm round's
     executable answered by the persistent cache is "loaded ... from the cache", not "compiling";
-    small compiles are not worth a line."""
+    one traced again before XLA's cache answered says so; small compiles are not worth a line."""
     shown = io.StringIO()
     progress = ReplayProgress(630, quiet_for=3600, every=3600, stream=shown)
     jax.monitoring.record_event_duration_secs(BACKEND_COMPILE, 0.2)
@@ -27,10 +27,16 @@ def test_a_round_says_whether_it_compiled_or_loaded_its_search():
     jax.monitoring.record_event(CACHE_HIT)
     jax.monitoring.record_event_duration_secs(BACKEND_COMPILE, 0.3)
     progress(30, {}, {B: 1, P: 1}, 7)
+    jax.monitoring.record_event_duration_secs("/jax/core/compile/jaxpr_trace_duration", 9.6)
+    jax.monitoring.record_event(CACHE_HIT)
+    jax.monitoring.record_event_duration_secs(BACKEND_COMPILE, 1.3)
+    progress(35, {}, {B: 2, P: 1}, 7)
     assert shown.getvalue().splitlines() == [
         "plbjax-replay: Balancing round at 5 s: compiled its code in 11.5 s (once per cluster shape: later runs "
         "load it from the cache)",
         "plbjax-replay: Placement round at 30 s: loaded its compiled code from the cache in 0.3 s",
+        "plbjax-replay: Balancing round at 35 s: loaded its compiled code from the cache in 1.3 s, after tracing it "
+        "again for 9.6 s",
     ]
 
 
