@@ -45,9 +45,7 @@ from plbjax.baseline import (
     wait_idle,
 )
 from plbjax.sf import ClusterSpec, generate, model, parse_state
-from plbjax.sf import (
-    energy_of as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
-)
+from plbjax.sf._model import energy as E  # the engine's exact energy and AvgStdDev of a placement (not exported)
 
 ROOT = Path(__file__).resolve().parents[1]
 MODEL = model()  # SF's search, SF's swap probability

@@ -54,9 +54,7 @@ import plbjax
 from plbjax import baseline as bn
 from plbjax.baseline import CLUSTER_SEED, Contention, machine, wait_idle
 from plbjax.sf import ClusterSpec, generate, parse_state
-from plbjax.sf import (
-    energy_of as E,  # the engine's AvgStdDev of a placement (not exported)
-)
+from plbjax.sf._model import energy as E  # the engine's AvgStdDev of a placement (not exported)
 from plbjax.sf._phases import movement_budget
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -57,9 +57,7 @@ from plbjax.baseline import (
     timed,
 )
 from plbjax.sf import ClusterSpec, Search, generate, model, parse_state
-from plbjax.sf import (
-    energy_of as E,  # the engine's exact energy and AvgStdDev of a placement (not exported)
-)
+from plbjax.sf._model import energy as E  # the engine's exact energy and AvgStdDev of a placement (not exported)
 
 MODEL = model()  # SF's search, SF's swap probability
 
