@@ -499,8 +499,19 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     for out in outs:
         write_outputs(record, out, plans or ())
     result = summary(record)
-    print("plbjax-replay: " + "\n  ".join([*story(record), f"Written to {', '.join(map(str, outs))}."]))
-    if signals.received and HydraConfig.get().mode != RunMode.MULTIRUN:
+    told = "plbjax-replay: " + "\n  ".join([*story(record), f"Written to {', '.join(map(str, outs))}."])
+    if _sweeping():  # one line a job; the story in the job's folder
+        write_text(run_dir / "summary.txt", told + "\n")
+        overrides = " ".join(HydraConfig.get().overrides.task)
+        print(
+            f"plbjax-replay: job {run_dir.name} ({overrides}): time-averaged AvgStdDev "
+            f"{result['TimeAveragedAvgStdDev']:.4f}, {result['CumulativeMovements']} movement(s), "
+            f"{result['Seconds']:.1f} s" + (", interrupted" if result.get("Interrupted") else ""),
+            flush=True,
+        )
+    else:
+        print(told)
+    if signals.received and not _sweeping():
         sys.exit(128 + signals.received[0])
     return result
 
