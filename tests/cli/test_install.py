@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -43,6 +44,11 @@ def test_a_wheel_installed_in_a_fresh_venv_runs_both_console_scripts_from_anothe
     )
     assert out.returncode == 0, out.stderr
     assert (elsewhere / "plan.json").exists()
+    from plbjax.version import base_version
+
+    release = _run(scripts / "plbjax", "--version", cwd=elsewhere)  # no checkout: the package's release alone
+    assert release.stdout == f"plbjax {base_version()}\n", release.stderr
+    assert json.loads((elsewhere / "plan.json").read_text())["Provenance"]["Version"] == base_version()
     roadef = _run(scripts / "plbjax-roadef", "-h", cwd=elsewhere)
     assert roadef.returncode == 0 and "plbjax-roadef" in roadef.stdout, roadef.stderr
     generated = _run(scripts / "plbjax-generate", "--nodes", "8", "--services", "2", "-o", "g.json", cwd=elsewhere)
