@@ -325,6 +325,7 @@ def _load(cfg: RunConfig, settings: Mapping[str, Any]):
 
 
 def _sweeping() -> bool:
+    """Whether this job is one of a sweep's (`-m`)."""
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
