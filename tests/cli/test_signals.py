@@ -55,3 +55,26 @@ def test_a_signal_ends_plbjax_dump_with_128_plus_its_number(signum, tmp_path):
     assert process.returncode == 128 + signum, stderr
     assert stderr.strip().splitlines()[-1] == f"plbjax-dump: {signal.Signals(signum).name}: exiting"
     assert "Traceback" not in stderr
+
+
+@pytest.mark.slow
+def test_sigint_during_a_sweep_ends_it_with_130_after_its_summary(tmp_path):
+    """Ctrl-C in a sweep's first job (a 60-second search): that job writes its best plan, the next is
+    not run, the summary lists both, and the sweep exits 130."""
+    import csv
+    import time
+
+    example = ROOT / "examples" / "small.yaml"
+    sweep = tmp_path / "sweep"
+    args = ["-m", f"state={example}", "search.seconds=60", "search.steps=null", "search.seed=0,1"]
+    process = _command("plbjax", *args, f"hydra.sweep.dir={sweep}", cwd=tmp_path)
+    deadline = time.monotonic() + 300
+    while not (sweep / "0" / ".hydra" / "overrides.yaml").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(10)  # into job 0's search (a warm or cold compile, then 60 s of search)
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr
+    rows = list(csv.DictReader(open(sweep / "summary.csv")))
+    assert [r["status"] for r in rows] == ["interrupted", "not run: SIGINT stopped the sweep"]
+    assert "Traceback" not in stderr and "sweep summary written to" in stdout
