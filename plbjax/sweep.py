@@ -73,14 +73,15 @@ def collect(sweep_dir: Path) -> list[dict]:
     for job, values in zip(jobs, overrides):
         row = {"job": job.name, **{k: values.get(k, "") for k in swept}, "status": "ok"}
         row |= dict.fromkeys(REPLAY_COLUMNS if replays else PLAN_COLUMNS)
+        failed = job / FAILED
         if (job / "plan.json").exists():
             row |= _plan_numbers(json.loads((job / "plan.json").read_text()))
         elif (job / REPLAY_SUMMARY).exists():  # a replay: churn against time-averaged imbalance
             row |= _replay_numbers(json.loads((job / REPLAY_SUMMARY).read_text()))
-        else:
-            failed = job / FAILED
-            missing = f"no {'record' if replays else 'plan'} (killed or crashed)"
-            row["status"] = failed.read_text().strip().splitlines()[0] if failed.exists() else missing
+        elif not failed.exists():
+            row["status"] = f"no {'record' if replays else 'plan'} (killed or crashed)"
+        if failed.exists():  # also a job that failed after writing its plan (e.g. its plot)
+            row["status"] = failed.read_text().strip().splitlines()[0]
         rows.append(row)
     phase_columns = list(dict.fromkeys(k for r in rows for k in r if k.startswith(("steps_", "t0_"))))
     return [{**r, **{c: r.get(c) for c in phase_columns}} for r in rows]

@@ -229,3 +229,22 @@ def test_a_column_per_swept_key_and_the_seeds_aggregated(tmp_path):
     assert "| 1.1 | 0 1 | 2 | 105 ± 7.07107 [100, 110] |" in md and "- job 3: bad input: x" in md
     csv_rows = list(csv.DictReader(open(tmp_path / "summary.csv")))
     assert csv_rows[1]["search.seed"] == "1" and csv_rows[1]["version"] == "0.1.0+gabc"
+
+
+def test_a_job_that_fails_is_listed_and_the_sweep_exits_1(tmp_path):
+    """A job whose plot cannot be drawn (an error that is not bad input, after its plan is written):
+    one line on stderr, its error in the summary, the traceback in the job's log, exit status 1."""
+    sweep = tmp_path / "sweep"
+    done = subprocess.run(
+        [sys.executable, "-m", "plbjax.cli", "-m", f"state={ROOT}/examples/small.yaml", "plot=a.png,b.nope"]
+        + [f"hydra.sweep.dir={sweep}", *FAST],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("plbjax: 1 job(s) failed: 1: error: ValueError: ")
+    rows = list(csv.DictReader(open(sweep / "summary.csv")))
+    assert rows[0]["status"] == "ok" and rows[1]["status"].startswith("error: ValueError: ")
+    assert "Traceback" in next((sweep / "1").glob("*.log")).read_text() and "Traceback" not in done.stderr
