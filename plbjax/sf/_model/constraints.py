@@ -8,6 +8,8 @@ child domains (each holds floor(n/d) or floor(n/d)+1).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 
@@ -129,16 +131,85 @@ def misplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
     return misplaced_on(problem, jnp.arange(node_of.shape[0]), node_of)
 
 
-def affinity_violated(problem: Problem, node_of, primary_of, r, node, as_primary) -> jax.Array:
-    """Replica r on `node` (in the given role) is away from its parent's replicas (SF's affinity:
-    aligned puts primary with primary and secondaries with secondaries)."""
+class Change(NamedTuple):
+    """A placement seen after a move, without copying it: replicas on other nodes ((replica, node)
+    pairs; replica -1: none) and partitions with another primary ((partition, primary) pairs;
+    partition -1: none)."""
+
+    moved: tuple = ()
+    primaries: tuple = ()
+
+
+def _nodes_at(node_of: jax.Array, rows: jax.Array, change: Change) -> jax.Array:
+    """[L] nodes of replica `rows` (-1 for padding or unplaced) after `change`."""
+    nodes = jnp.where(rows >= 0, node_of[jnp.maximum(rows, 0)], -1)
+    for r, t in change.moved:
+        nodes = jnp.where((rows == r) & (r >= 0), t, nodes)
+    return nodes
+
+
+def _primary_at(primary_of: jax.Array, partition, change: Change) -> jax.Array:
+    primary = primary_of[partition]
+    for p, new in change.primaries:
+        primary = jnp.where((partition == p) & (p >= 0), new, primary)
+    return primary
+
+
+def parent_partition(problem: Problem, partition) -> jax.Array:
+    """The parent partition of `partition`'s service (-1: none)."""
+    row = problem.partition_replicas[partition, 0]
+    return jnp.where(row >= 0, problem.replica_parent[jnp.maximum(row, 0)], -1)
+
+
+def _covering(problem: Problem, node_of, primary_of, child, change: Change) -> jax.Array:
+    """Child partition `child` has more replicas than its parent and one beside every parent replica
+    (of the parent's role, when aligned), so its others may be anywhere: SF's
+    AllowHigherChildTargetReplicaCountForAffinity (AffinityConstraint::GetInvalidReplicas: no
+    violation once the colocated parent replicas reach the parent's target or all its active ones;
+    AffinitySubspace::GetTargetNodes). A partition's rows are its target (surplus replicas are
+    dropped before the phases)."""
+    parent = parent_partition(problem, child)
+    prows = problem.partition_replicas[jnp.maximum(parent, 0)]
+    crows = problem.partition_replicas[child]
+    pnodes, cnodes = _nodes_at(node_of, prows, change), _nodes_at(node_of, crows, change)
+    pprimary = _primary_at(primary_of, jnp.maximum(parent, 0), change)
+    cprimary = _primary_at(primary_of, child, change)
+    aligned = problem.replica_aligned[jnp.maximum(crows[0], 0)] & (pprimary >= 0) & (cprimary >= 0)
+    beside = (pnodes[:, None] == cnodes[None, :]) & (pnodes[:, None] >= 0)
+    roles = ~aligned | ((prows == pprimary)[:, None] == (crows == cprimary)[None, :])
+    colocated = jnp.sum(jnp.any(beside & roles, axis=1))
+    target, active = jnp.sum(prows >= 0), jnp.sum(pnodes >= 0)
+    return (parent >= 0) & (jnp.sum(crows >= 0) > target) & (colocated >= jnp.minimum(target, active))
+
+
+def _stray(problem: Problem, node_of, primary_of, r, change: Change) -> jax.Array:
+    """Replica r (after `change`) is a child replica away from its parent's replicas (SF's affinity:
+    aligned puts primary with primary and secondaries with secondaries), its partition not
+    `_covering`."""
     parent = jnp.maximum(problem.replica_parent[r], 0)
     rows = problem.partition_replicas[parent]
-    here = (rows >= 0) & (node_of[jnp.maximum(rows, 0)] == node)
-    is_primary = rows == primary_of[parent]
-    aligned_ok = jnp.any(here & jnp.where(as_primary, is_primary, ~is_primary))
+    node = _nodes_at(node_of, jnp.reshape(r, (1,)), change)[0]
+    here = (rows >= 0) & (_nodes_at(node_of, rows, change) == node)
+    is_primary = rows == _primary_at(primary_of, parent, change)
+    primary = _primary_at(primary_of, problem.replica_partition[r], change) == r
+    aligned_ok = jnp.any(here & jnp.where(primary, is_primary, ~is_primary))
     ok = jnp.where(problem.replica_aligned[r], aligned_ok, jnp.any(here))
-    return (problem.replica_parent[r] >= 0) & (node >= 0) & ~ok
+    covering = _covering(problem, node_of, primary_of, problem.replica_partition[r], change)
+    return (problem.replica_parent[r] >= 0) & (r >= 0) & (node >= 0) & ~ok & ~covering
+
+
+def strays(problem: Problem, node_of, primary_of, rows: jax.Array, change: Change | None = None) -> jax.Array:
+    """[L] which of replica `rows` (-1: none) are in affinity violation after `change` (`_stray`)."""
+    change = Change() if change is None else change
+    return jax.vmap(lambda r: _stray(problem, node_of, primary_of, r, change))(rows)
+
+
+def affinity_violated(problem: Problem, node_of, primary_of, r, node, as_primary) -> jax.Array:
+    """Replica r would be in affinity violation on `node` (as its partition's primary when
+    `as_primary`, else in the role `primary_of` gives it)."""
+    p = problem.replica_partition[r]
+    primaries = ((jnp.where(as_primary, p, -1), r),)
+    return _stray(problem, node_of, primary_of, r, Change(moved=((r, node),), primaries=primaries))
 
 
 def off_preferred(problem: Problem, service, node) -> jax.Array:
@@ -170,10 +241,7 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
     exclusion = (same & ~jnp.eye(k, dtype=bool)).sum(axis=(1, 2)) // 2
     domains = domain_violations_of(problem, node_of)
     replicas = jnp.arange(node_of.shape[0])
-    is_primary = primary_of[problem.replica_partition] == replicas
-    affinity = jax.vmap(affinity_violated, in_axes=(None, None, None, 0, 0, 0))(
-        problem, node_of, primary_of, replicas, node_of, is_primary
-    )
+    affinity = strays(problem, node_of, primary_of, replicas)
     primary_node = jnp.where(primary_of >= 0, node_of[jnp.maximum(primary_of, 0)], -1)
     preferred = off_preferred(problem, problem.partition_service, primary_node)
     headless = (primary_of >= 0) & (node_of[jnp.maximum(primary_of, 0)] < 0)

@@ -22,13 +22,15 @@ import numpy as np
 from plbjax.anneal import draw, uniform
 from plbjax.sf._encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
 from plbjax.sf._model.constraints import (
-    affinity_violated,
+    Change,
     away_from_home,
     excess_change,
     fits,
     misplaced_on,
     off_preferred,
+    parent_partition,
     partition_nodes,
+    strays,
 )
 from plbjax.sf._model.energy import running_primary
 from plbjax.sf._model.search_scope import Search, SearchScope
@@ -85,10 +87,11 @@ def _f32(x) -> jax.Array:
 
 def _leg(search: Search, node_of, primary_of, r, dst):
     """Replica r going from its node to `dst` (a node): the change of every constraint measure but
-    capacity's, its movement cost and count changes, and whether the move is allowed on its own
-    (not a replica that stays, an Up node open to the phase that its service may use, no replica of
-    its partition there, no return to a node it was balanced away from, the partition's movement
-    throttle kept). Movements count from the search's origin."""
+    capacity's and affinity's (`_affinity`: it depends on the whole move), its movement cost and
+    count changes, and whether the move is allowed on its own (not a replica that stays, an Up node
+    open to the phase that its service may use, no replica of its partition there, no return to a
+    node it was balanced away from, the partition's movement throttle kept). Movements count from
+    the search's origin."""
     problem, scope = search.cluster, search.scope
     src = node_of[r]
     p, s = problem.replica_partition[r], problem.replica_service[r]
@@ -96,11 +99,6 @@ def _leg(search: Search, node_of, primary_of, r, dst):
     is_primary = primary_of[p] == r
     allowed = problem.class_allowed[cls, dst]
     changes = jnp.zeros(CONSTRAINTS).at[PLACEMENT].set(_f32(~allowed) - _f32(misplaced_on(problem, r, src)))
-    if problem.features.affinity:
-        changes = changes.at[AFFINITY].set(
-            _f32(affinity_violated(problem, node_of, primary_of, r, dst, is_primary))
-            - _f32(affinity_violated(problem, node_of, primary_of, r, src, is_primary))
-        )
     if problem.features.preferred:
         changes = changes.at[PREFERRED].set(
             _f32(is_primary) * (_f32(off_preferred(problem, s, dst)) - _f32(off_preferred(problem, s, src)))
@@ -127,6 +125,21 @@ def _leg(search: Search, node_of, primary_of, r, dst):
         moved(dst) * problem.node_move_factor[dst] - moved(src) * problem.node_move_factor[jnp.maximum(src, 0)]
     )
     return changes, cost, moved(dst) - moved(src), ok
+
+
+def _affinity(problem: Problem, node_of, primary_of, p, p2, change: Change) -> jax.Array:
+    """The change of the affinity measure when `change` moves replicas of partitions p and p2 (-1:
+    none) or hands their primaries over: the child replicas in violation among theirs and their
+    children's, after less before (a child's violation depends on its siblings and its parent's
+    replicas, `constraints.strays`), each replica counted once."""
+    rows = []
+    for x, other in ((p, p2), (p2, p)):
+        own = problem.partition_replicas[jnp.maximum(x, 0)]
+        counted = (x >= 0) & ~((other >= 0) & (parent_partition(problem, x) == other))  # else among other's children
+        rows += [jnp.where(counted, own, -1), jnp.where(x >= 0, problem.children_of[jnp.maximum(x, 0)], -1)]
+    rows = jnp.concatenate(rows)
+    after = strays(problem, node_of, primary_of, rows, change)
+    return _f32(jnp.sum(after) - jnp.sum(strays(problem, node_of, primary_of, rows)))
 
 
 def _enforced(scope: SearchScope, changes: jax.Array) -> jax.Array:
@@ -168,8 +181,7 @@ def _children_on(problem: Problem, node_of, r, node):
 def _move_to(search: Search, node_of, primary_of, loads, r, t, drawn) -> Move:
     """Replica r moved (or placed) on node t (-1: no node; `drawn`: the draw found one). A parent's
     replica takes the child replica beside it along (SF's affinity repair moves children after their
-    parent), so it is valid with at most one child beside it; the children waiting on t (none of
-    their parent's replicas is there, by exclusion) are fixed if their role fits."""
+    parent), so it is valid with at most one child beside it."""
     problem, scope = search.cluster, search.scope
     p, s = problem.replica_partition[r], problem.replica_service[r]
     a, dst = node_of[r], jnp.maximum(t, 0)
@@ -198,12 +210,10 @@ def _move_to(search: Search, node_of, primary_of, loads, r, t, drawn) -> Move:
     changes2, cost2, moved2, ok2 = _leg(search, node_of, primary_of, q, dst)
     load2 = jnp.where(along, _load(problem, primary_of, q), 0.0)
     gone = lambda x: jnp.where(along, x, 0.0)
-    changes = changes + gone(changes2.at[AFFINITY].set(0.0))  # the child stays with its parent replica
-    kids = problem.children_of[p]
-    waiting = (kids >= 0) & (node_of[jnp.maximum(kids, 0)] == dst) & (t >= 0)
-    fits_role = (primary_of[problem.replica_partition[jnp.maximum(kids, 0)]] == kids) == (primary_of[p] == r)
-    fixed = waiting & (~problem.replica_aligned[jnp.maximum(kids, 0)] | fits_role)
-    changes = changes.at[AFFINITY].add(-jnp.sum(fixed).astype(jnp.float32))
+    q_along = jnp.where(along, q, -1)
+    change = Change(moved=((r, jnp.where(t >= 0, dst, -1)), (q_along, dst)))
+    p2 = jnp.where(along, problem.replica_partition[q], -1)
+    changes = (changes + gone(changes2)).at[AFFINITY].set(_affinity(problem, node_of, primary_of, p, p2, change))
     total = load + load2
     changes = _with_capacity(problem, changes, loads, a, -total, dst, total)
     valid = (
@@ -281,6 +291,9 @@ def propose_exchange(search: Search, node_of, primary_of, loads, words) -> Move:
     changes, cost, moved, ok = _leg(search, node_of, primary_of, r, jnp.maximum(b, 0))
     changes2, cost2, moved2, ok2 = _leg(search, node_of, primary_of, q, jnp.maximum(a, 0))
     changes = _with_capacity(problem, changes + changes2, loads, a, delta_a, b, delta_b)
+    if problem.features.affinity:
+        change = Change(moved=((r, b), (q, a)))
+        changes = changes.at[AFFINITY].set(_affinity(problem, node_of, primary_of, p, p2, change))
     valid = (
         (scope.n_movable > 0)
         & (count > 0)
@@ -368,10 +381,11 @@ def propose_swap(search: Search, node_of, primary_of, loads, words) -> Move:
         k_init = scope.origin_primary[kp]
         k_swapped = (_f32(kid_b != k_init) - _f32(kid != k_init)) * _f32(running_primary(scope, kp))
         swapped = swapped + jnp.where(along, k_swapped, 0.0)
-    aff = lambda r, n, prim: _f32(affinity_violated(problem, node_of, primary_of, r, n, prim))
     changes = _with_capacity(problem, jnp.zeros(CONSTRAINTS), loads, a, delta_a + load2, b, delta_b + load2_b)
     if problem.features.affinity:
-        changes = changes.at[AFFINITY].set(aff(old, a, False) + aff(q, b, True) - aff(old, a, True) - aff(q, b, False))
+        change = Change(primaries=((p, q), (jnp.where(along, kp, -1), kid_b)))
+        p2 = jnp.where(along, kp, -1)
+        changes = changes.at[AFFINITY].set(_affinity(problem, node_of, primary_of, p, p2, change))
     if problem.features.preferred:
         off = lambda svc, n: _f32(off_preferred(problem, svc, n))
         s2 = problem.partition_service[jnp.maximum(kp, 0)]

@@ -9,6 +9,7 @@ import dataclasses
 import numpy as np
 
 from plbjax.anneal import Schedule
+from plbjax.sf._encoding import AFFINITY, CONSTRAINTS
 from plbjax.sf._model import Placement, Scope, movements, no_worse
 from plbjax.sf._phases.on_every_node import everywhere, place_everywhere
 from plbjax.sf._phases.phase import (
@@ -23,7 +24,9 @@ from plbjax.sf._phases.phase import (
     spent,
 )
 from plbjax.sf._phases.primaries import built_from_primaries, elect_primaries
+from plbjax.sf._state import ClusterState
 
+_AFFINITY = np.arange(CONSTRAINTS) == AFFINITY
 _WAITING = (
     "{} replica(s) of affinity children wait for a later refresh"
     " (their parent has no replica; PlaceChildWithoutParent is false)"
@@ -90,12 +93,31 @@ def _placed(run: Run, now: Placement, schedule: Schedule) -> PhaseResult:
         ):
             result, left = moved, int(moved.report.violations.unplaced.sum())
             reason += "; existing replicas moved to make room"
+    if left and _affinity_relaxed(state, todo, result):
+        relaxed = dataclasses.replace(what, movable=todo & (result.node_of < 0), enforce=what.enforce & ~_AFFINITY)
+        rest = schedule if schedule.seconds is None else spent(schedule, search.seconds)
+        placed, more = scoped_search(run, result, relaxed, rest)
+        search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
+        if int(placed.report.violations.unplaced.sum()) < left:
+            result, left = placed, int(placed.report.violations.unplaced.sum())
+            reason += "; placed with affinity relaxed during the cluster upgrade"
     left -= int(waiting.sum())
     if left:
         reason += f"; {left} could not be placed (see Unplaced)"
     if waiting.any():
         reason += "; " + _WAITING.format(int(waiting.sum()))
     return PhaseResult(Phase.PLACEMENT, True, reason, result, search)
+
+
+def _affinity_relaxed(state: ClusterState, todo: np.ndarray, result: Placement) -> bool:
+    """Whether placement runs again without affinity: during a cluster upgrade (SF's PLB has
+    balancing off), with RelaxAffinityConstraintDuringUpgrade, when no replica could be placed
+    (Searcher::SearchForPlacement: `!balancingEnabled_ && !solution.IsAnyReplicaPlaced()`, then
+    RandomWalkPlacement with relaxAffinity, which leaves the affinity constraint out)."""
+    upgrade = state.upgrade
+    cluster = upgrade is not None and upgrade.in_progress and upgrade.scope == "Cluster"
+    relax = state.settings["RelaxAffinityConstraintDuringUpgrade"]
+    return bool(cluster and relax and not (result.node_of[todo] >= 0).any())
 
 
 def _waiting_children(run: Run, now: Placement) -> np.ndarray:
