@@ -238,7 +238,7 @@ def _table(rows: list[dict]) -> list[str]:
         ]
     else:
         head = ["actions", "energy", "AvgStdDev before", "AvgStdDev after", "imbalanced before", "imbalanced after"]
-        t0 = [k for k in rows[0] if k.startswith("t0_")]
+        t0 = [k for k in rows[0] if k.startswith("t0_") and k != "t0_FewestMovements"]  # that one is ~0
         head += ["steps", *(f"T0 {k[3:]}" for k in t0), "search s"]
         cells = [
             (
