@@ -28,19 +28,15 @@ def _exit_on_signals(command: Callable[[], int | None]) -> Callable[[], int | No
 
     @functools.wraps(command)
     def run() -> int | None:
-        from plbjax.files import discard_partial_files
-
         signal.signal(signal.SIGTERM, _terminate)
         try:
             return command()
-        except KeyboardInterrupt as exc:
+        except KeyboardInterrupt as exc:  # on its way here it removed the files it was writing (plbjax.files)
             signum = signal.SIGTERM if isinstance(exc, Terminated) else signal.SIGINT
-            discard_partial_files()
             print(f"{command.__name__.replace('_', '-')}: {signum.name}: exiting", file=sys.stderr, flush=True)
             return 128 + signum
 
     return run
-
 
 
 @_exit_on_signals
