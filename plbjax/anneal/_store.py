@@ -4,7 +4,7 @@ Tracing, lowering and compiling a search's block runner is redone by every proce
 XLA's persistent cache only skips the compilation, and loading from it still traces and lowers
 first (about a second at the bundled example's size). When the compilation cache is on
 (`enable_compilation_cache`), `compiled` also keeps each executable XLA compiled, serialized, in
-`<cache>/programs/`, keyed by what it was built from: plbjax's sources, JAX's and jaxlib's versions,
+`<cache>/programs/`, keyed by what it was built from: the sources it is traced from, JAX's and jaxlib's versions,
 the backend and device, XLA's flags, the function and what it closes over, and the arguments'
 structure, shapes and dtypes. A later process loads it (tenths of a second) and runs it. A file that
 fails its checksum or does not load is skipped with a warning and removed; anything the key cannot
@@ -27,15 +27,17 @@ import jaxlib
 from jax.experimental import serialize_executable
 
 _SOURCES = Path(__file__).resolve().parents[1]  # the plbjax package
+_TRACED = ("anneal", "sf/_model", "sf/_encoding", "roadef")  # the code a search's program is traced from
 _loaded: dict[str, Callable] = {}  # this process's programs by key
 _CACHE_HIT = "/jax/compilation_cache/cache_hits"  # JAX's monitoring event: XLA's cache supplied an executable
 
 
 @functools.cache
 def _sources_digest() -> str:
-    """A digest of every plbjax source file: a program traced from other code is another program."""
+    """A digest of the source files programs are traced from (`_TRACED`): a program traced from
+    other code is another program; an edit elsewhere (the command line, the plan) keeps them."""
     digest = hashlib.sha256()
-    for path in sorted(_SOURCES.rglob("*.py")):
+    for path in sorted(p for folder in _TRACED for p in (_SOURCES / folder).rglob("*.py")):
         digest.update(path.relative_to(_SOURCES).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -90,12 +92,18 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _build(fn: Callable, kept, carried):
+def _build(fn: Callable, kept, carried, key: str | None):
     """fn(kept, carried) -> carried' compiled over their leaves, `carried` donated, and whether XLA
     compiled it afresh (an executable XLA's cache loaded does not serialize whole on a CPU:
-    "Function ... not found" when run)."""
+    "Function ... not found" when run). Named after its `key`, so XLA's cache, whose key holds the
+    program's name, has it only under the key the store missed: it is compiled afresh, then stored."""
     kept_tree, carried_tree = jax.tree.structure(kept), jax.tree.structure(carried)
-    flat = lambda k, c: jax.tree.leaves(fn(jax.tree.unflatten(kept_tree, k), jax.tree.unflatten(carried_tree, c)))
+
+    def flat(k, c):
+        return jax.tree.leaves(fn(jax.tree.unflatten(kept_tree, k), jax.tree.unflatten(carried_tree, c)))
+
+    if key is not None:
+        flat.__name__ = flat.__qualname__ = f"plbjax_{key[:16]}"
     lowered = jax.jit(flat, donate_argnums=(1,)).lower(jax.tree.leaves(kept), jax.tree.leaves(carried))
     hits = []
     heard = lambda event, **_: event == _CACHE_HIT and hits.append(event)
@@ -142,7 +150,7 @@ def compiled(fn: Callable, kept, carried) -> Callable:
     path = directory / f"{key}.xla" if directory is not None and key is not None else None
     program = _load(path) if path is not None else None
     if program is None:
-        program, afresh = _build(fn, kept, carried)
+        program, afresh = _build(fn, kept, carried, key)
         if path is not None and afresh:
             _store(path, program)
     carried_tree = jax.tree.structure(carried)

@@ -20,7 +20,7 @@ from plbjax.sf._phases.balance_rule import MetricBalance
 from plbjax.sf._phases.balancing import balances, balancing_model, balancing_phase
 from plbjax.sf._phases.constraint_check import constraint_phase
 from plbjax.sf._phases.drops import Drop
-from plbjax.sf._phases.fewest_movements import fewest_movements_phase
+from plbjax.sf._phases.fewest_movements import fewest_movements_phase, tidy_blocks
 from plbjax.sf._phases.on_every_node import everywhere
 from plbjax.sf._phases.phase import (
     PHASES,
@@ -74,4 +74,5 @@ __all__ = [
     "priorities_of",
     "surplus_replicas",
     "throttle_limits",
+    "tidy_blocks",
 ]

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from plbjax.anneal import Schedule, anneal
+from plbjax.anneal import KernelConfig, Schedule, anneal
 from plbjax.sf._encoding import Index, settle
 from plbjax.sf._model import Placement, Scope, assessed, movements, no_worse, scope
 from plbjax.sf._phases.phase import Phase, PhaseResult, Reached, Run
@@ -37,8 +37,7 @@ def fewest_movements_phase(run: Run, reached: Reached, schedule: Schedule) -> Ph
         undo_share=1.0,
     )
     scoped = scope(problem, index.initial_node, index.initial_primary, what)
-    blocks = math.ceil(TIDY_PROPOSALS * count / (run.kernel.tries * run.kernel.block_steps))
-    steps = blocks * run.kernel.block_steps
+    steps = tidy_blocks(run.kernel, count) * run.kernel.block_steps
     schedule = dataclasses.replace(schedule, steps=steps, initial_temperature=1e-9, final_ratio=1.0)
     result = anneal(run.model, scoped, run.kernel, schedule, run.progress, finish=True)
     tidied = assessed(problem, *settle(index, *result.solution))
@@ -47,6 +46,11 @@ def fewest_movements_phase(run: Run, reached: Reached, schedule: Schedule) -> Ph
     if removed > 0 and no_worse(final.report.violations, tidied.report.violations, priorities):
         return PhaseResult(Phase.FEWEST_MOVEMENTS, True, f"{removed} movement(s) undone", tidied, result, finished)
     return PhaseResult(Phase.FEWEST_MOVEMENTS, True, "no movement could be undone", final, result, finished)
+
+
+def tidy_blocks(kernel: KernelConfig, count: int) -> int:
+    """Blocks the pass searches to undo or collapse `count` movements (`TIDY_PROPOSALS` each)."""
+    return max(1, math.ceil(TIDY_PROPOSALS * count / (kernel.tries * kernel.block_steps)))
 
 
 def _undoable(index: Index, final: Placement) -> tuple[np.ndarray, np.ndarray]:

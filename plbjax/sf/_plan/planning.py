@@ -44,9 +44,11 @@ from plbjax.sf._phases import (
     frozen_masks,
     governed_encoding,
     interrupted,
+    movement_budget,
     placement_phase,
     prepare,
     priorities_of,
+    tidy_blocks,
 )
 from plbjax.sf._plan.document import Outcome, Parts, SearchSummary, history, render
 from plbjax.sf._plan.explain import Explainer, drop_reasons
@@ -91,10 +93,10 @@ class _Budget:
     the minimal-movement pass what remains; a phase with nothing to do takes nothing). Placement and
     the constraint check take their share only while their work is not done: each first searches
     what its replicas to place or fix need (`phase.search_until_fixed`), so a fix of a few
-    violations hands nearly all of the budget to balancing. Each phase's
-    search leaves time for its zero-temperature block, balancing's also for the minimal-movement
-    pass's first block (a search runs one block at least), so the run does not overrun its budget by
-    more than a block's misestimate. Compilation is not counted."""
+    violations hands nearly all of the budget to balancing. Each phase's search leaves time for its
+    zero-temperature block, balancing's also for the minimal-movement pass (as many blocks as undo
+    every movement its throttles allow, `_tidying`), so the run does not overrun its budget by more
+    than a block's misestimate. Compilation is not counted."""
 
     def __init__(self, schedule: Schedule):
         self.schedule, self.left = schedule, schedule.seconds
@@ -135,12 +137,23 @@ def _run_phases(
     the minimal-movement pass runs on what it has. `clock` times each."""
     budget, reached = _Budget(schedule), Reached(initial)
     for step in STEPS:
+        reserve = step.reserve_blocks + (_tidying(run, reached) if step.phase == Phase.BALANCING else 0)
         with clock(step.phase):
-            result = _result(step, run, reached, budget.next(step.share, step.reserve_blocks), wanted)
+            result = _result(step, run, reached, budget.next(step.share, reserve), wanted)
         budget.spend(result.search)
         reached = reached.then(result)
     state, _, problem, index = run.encoded
     return Outcome(reached, balances(state, problem, index, reached.before(Phase.BALANCING)))
+
+
+def _tidying(run: Run, reached: Reached) -> int:
+    """Blocks beyond its first that the minimal-movement pass may need after balancing: as many as
+    undo every movement balancing's throttles allow (balancing leaves them time, so a plan under a
+    seconds budget ends minimal)."""
+    state, _, _, index = run.encoded
+    placed = int((reached.now.node_of >= 0).sum())
+    most = min(movement_budget(state, Phase.BALANCING, placed), placed + index.n_partitions)
+    return tidy_blocks(run.kernel, most) - 1
 
 
 def _result(step: _Step, run: Run, reached: Reached, schedule: Schedule, wanted: tuple[Phase, ...]) -> PhaseResult:

@@ -63,9 +63,6 @@ from plbjax.sf.replay.types import (
     Stopwatch,
 )
 
-_NODE_DOWN = {"NodeDown", "NodeRemoved"}
-_NEW_NODE = {"NodeUp", "NodeAdded"}
-
 
 class _Stopped(Exception):
     """`stop()` held after a planner call: its plan is dropped and the clock stops."""
@@ -159,6 +156,7 @@ class _Loop:
             seconds,
             self.stopwatch.timings(),
             interrupted,
+            self.scheduler.story(end),
         )
 
     def _wakes(self) -> list[float]:
@@ -244,16 +242,10 @@ class _Loop:
 
     def _apply_due(self, now: float) -> list[Event]:
         self.state.doc, applied = apply_events(self.state.doc, self.pending.due(now), now, skip_gone=True)
-        changes = self.scheduler.changes
         for event in applied:
             self.pending.applied(event)
             self.touched.event(event.kind, event.fields)
-            changes.node_down = now if event.kind in _NODE_DOWN else changes.node_down
-            changes.new_node = now if event.kind in _NEW_NODE else changes.new_node
-            if event.kind == "LoadReport":
-                changes.load_change = now
-            else:
-                self.scheduler.state_changed(now)
+        self.scheduler.applied(now, applied)
         if applied:
             self._changed(now)
         self.state.clean_history()

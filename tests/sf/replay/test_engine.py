@@ -100,7 +100,8 @@ def test_replay_command_writes_the_record(tmp_path):
     files = {p.name for p in (tmp_path / "r").iterdir()}
     assert {"series.csv", "series.json", "actions.jsonl", "final-state.json", "summary.json", "plans"} <= files
     assert json.loads((tmp_path / "r" / "summary.json").read_text())["SimulatedSeconds"] == 630
-    rounds = [r for r in json.loads((tmp_path / "r" / "series.json").read_text()) if r["Trigger"] != "Event"]
+    series = json.loads((tmp_path / "r" / "series.json").read_text())
+    rounds = [r for r in series if r["Trigger"] not in ("Event", "Start")]  # Start: the state at time 0
     index = json.loads((tmp_path / "r" / "plans" / "index.json").read_text())  # record.plans: each round's plan
     assert [(e["Time"], e["Phase"]) for e in index] == [(r["Time"], r["Phase"]) for r in rounds]
     actions = [json.loads(line) for line in (tmp_path / "r" / "actions.jsonl").read_text().splitlines()]

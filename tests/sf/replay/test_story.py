@@ -144,12 +144,6 @@ def _series(record) -> list[dict]:
     return series(record)
 
 
-def _loop_tells_the_story() -> bool:
-    """Whether loop.py hands the scheduler's story to the record (`Scheduler.story`)."""
-    return play(cluster({"N0": 1}, {}), duration=1).story.initial is not None
-
-
-@pytest.mark.skipif(not _loop_tells_the_story(), reason="loop.py does not pass Scheduler.story to Replay yet")
 def test_a_played_node_failure_tells_its_story():
     """Through the loop: the state at 0, the events, and the balancing delays after a node went down
     and came back (BalancingDelayAfterNodeDown/NewNode, SF's defaults of 120 s)."""
