@@ -157,14 +157,15 @@ class _DropView:
 
     def droppable(self, service, rep, others) -> bool:
         """Not on a node deactivated with Pause (SF's PlacementCreator), not a primary on a node that
-        is not Down (SF's Checker::DropExtraReplicas), and a lost primary only when a running
-        secondary can take over within capacity."""
+        is not Down (SF's Checker::DropExtraReplicas), a lost primary only when a running secondary
+        can take over within capacity, and not the last secondary that can while none leads."""
         if rep.node is not None and self.node[rep.node].deactivation_intent == "Pause":
             return False
+        successors = [o for o in others if o is not rep and self.can_lead(service, o)]
         if rep.role != "Primary":
-            return True
-        lost = rep.node is None or self.status[rep.node] == "Down"
-        return lost and any(self.can_lead(service, o) for o in others if o is not rep)
+            led = any(o.role == "Primary" and o.node is not None and self.status[o.node] != "Down" for o in others)
+            return led or bool(successors) or not self.can_lead(service, rep)
+        return (rep.node is None or self.status[rep.node] == "Down") and bool(successors)
 
     def pick_blocked(self, part: Partition, one_refresh: bool) -> tuple[list, list]:
         """(kept, dropped) of a partition with one instance per node: its running instances on nodes

@@ -39,12 +39,14 @@ def test_drops_spare_paused_nodes_and_keep_the_primary():
     assert roles == {("N0", "Primary")} | {(n, "Secondary") for n in paused}, roles
 
 
-def _every_node() -> dict:
+def _every_node(paused: bool = True) -> dict:
     """SF's PlacementOnEveryNodeNotNeededWithPausedNode: N0-N3 in dc0-dc3, N2 paused; a service on
     every node with "FaultDomain != fd:/dc0" (here a node property, plbjax's constraints do not read
-    the fault domain) holds instances on N0, N1 and N2."""
+    the fault domain) holds instances on N0, N1 and N2. Not `paused`: SF's
+    PlacementOnEveryNodeWithAddAndDrop, the same with N2 active."""
     node_list = [dict(n, PlacementProperties={"Dc": f"dc{i}"}) for i, n in enumerate(sf_nodes(4))]
-    node_list[2] |= {"NodeStatus": "Disabled", "DeactivationIntent": "Pause"}
+    if paused:
+        node_list[2] |= {"NodeStatus": "Disabled", "DeactivationIntent": "Pause"}
     svc = {
         "ServiceName": "S",
         "ServiceKind": "Stateless",
@@ -58,19 +60,21 @@ def _every_node() -> dict:
     reason="plbjax/sf/_plan/planning.py must pass one_refresh to prepare (issue 48.7; not this file's owner)",
     strict=False,
 )
-def test_one_refresh_adds_the_missing_instance_and_drops_nothing():
+@pytest.mark.parametrize("paused", [True, False])
+def test_one_refresh_adds_the_missing_instance_and_drops_nothing(paused):
     """SF's PlacementOnEveryNodeNotNeededWithPausedNode (PLBPlacement.Test.cpp), first refresh: a -1
     partition lacking an instance on a node it may use adds it ("0 add instance 3", one action) and
     drops its instance on the blocked N0 only in the next refresh (PlacementCreator: the replica
     difference is the nodes it lacks; the blocked ones' count only at 0)."""
-    result, _, _ = checked_plan(_every_node(), DEFAULT, refresh=True)
+    result, _, _ = checked_plan(_every_node(paused), DEFAULT, refresh=True)
     assert [(a["Action"], a["TargetNode"]) for a in result["Actions"]] == [("AddInstance", "N3")], result["Actions"]
 
 
-def test_next_refresh_drops_the_blocked_instance():
+@pytest.mark.parametrize("paused", [True, False])
+def test_next_refresh_drops_the_blocked_instance(paused):
     """The same test's second refresh: every node it may use holds one, so N0's goes ("0 drop
     instance 0", one action); N2's, on the paused node, stays."""
-    doc = _every_node()
+    doc = _every_node(paused)
     doc["Partitions"] = [fu("S", "0", "I/0, I/1, I/2, I/3")]
     result, _, _ = checked_plan(doc, DEFAULT, refresh=True)
     assert [(a["Action"], a["SourceNode"]) for a in result["Actions"]] == [("DropInstance", "N0")], result["Actions"]
@@ -165,3 +169,57 @@ def test_every_partition_with_secondaries_ends_with_a_primary_or_in_unplaced(see
         running = [r for r in partition["Replicas"] if r.get("NodeName") and r["NodeName"] not in down]
         if any(r["Role"] == "Secondary" for r in running) and not any(r["Role"] == "Primary" for r in running):
             assert (partition["ServiceName"], str(partition["PartitionId"])) in unplaced, (partition, result["Actions"])
+
+
+# ------------------------------------------------- services on every node: block lists, capacity
+
+
+def _on_every_node(name: str = "S", **extra) -> dict:
+    return {"ServiceName": name, "ServiceKind": "Stateless", "InstanceCount": -1} | extra
+
+
+def test_instances_on_blocklisted_nodes_are_dropped():
+    """SF's PlacementOnAllNodesWithBlockListTest: five nodes, the type blocklisted on N1 and N2; a
+    service on every node holds instances on N0, N1, N3 and N4: 1 action, "drop * 1"."""
+    doc = document(
+        [_on_every_node(ServiceTypeName="TestType")], [fu("S", "0", "I/0, I/1, I/3, I/4")], sf_nodes(5), None, False
+    )
+    doc["BlockList"] = [{"NodeName": n, "ServiceTypeName": "TestType"} for n in ("N1", "N2")]
+    for refresh in (False, True):
+        result, _, _ = checked_plan(doc, DEFAULT, refresh=refresh)
+        assert [(a["Action"], a["SourceNode"]) for a in result["Actions"]] == [("DropInstance", "N1")], result[
+            "Actions"
+        ]
+
+
+def test_instances_on_every_node_where_they_fit():
+    """SF's PlacementOnEveryNodeWithCapacity: four nodes of capacity 50; one 40-load instance of
+    another service on N0; a service on every node of load 40 adds 3 instances, none on N0."""
+    metric = [{"Name": "MyMetric", "Weight": "High", "DefaultLoad": 40}]
+    four = [dict(n, Capacities={"MyMetric": 50}) for n in sf_nodes(4)]
+    services = [
+        {"ServiceName": "T1", "ServiceKind": "Stateless", "InstanceCount": 1, "Metrics": metric},
+        _on_every_node("T2", Metrics=metric),
+    ]
+    doc = document(
+        services, [fu("T1", "1", "I/0"), {"ServiceName": "T2", "PartitionId": "2", "Replicas": []}], four, None, False
+    )
+    result, _ = run(doc, DEFAULT)
+    adds = sorted(
+        a["TargetNode"] for a in result["Actions"] if a["PartitionId"] == "2" and a["Action"] == "AddInstance"
+    )
+    assert adds == ["N1", "N2", "N3"], result["Actions"]
+
+
+def test_instances_outside_the_placement_constraint_are_dropped():
+    """SF's ServiceOnEveryNodeReplicaDrop: instances on all four nodes, then the service may use only
+    dc0's node (here a node property): 3 actions, "0 drop instance *", none on N0."""
+    node_list = [dict(n, PlacementProperties={"Dc": f"dc{i}"}) for i, n in enumerate(sf_nodes(4))]
+    svc = _on_every_node(PlacementConstraints="Dc == dc0")
+    result, after = run(document([svc], [fu("S", "0", "I/0, I/1, I/2, I/3")], node_list, None, False), DEFAULT)
+    assert sorted((a["Action"], a["SourceNode"]) for a in result["Actions"]) == [
+        ("DropInstance", "N1"),
+        ("DropInstance", "N2"),
+        ("DropInstance", "N3"),
+    ], result["Actions"]
+    assert list(node_of(after).values()) == ["N0"]
