@@ -4,11 +4,13 @@ need and goes on only while some are left (`search_until_fixed`), leaving the re
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 
-from plbjax.anneal import Schedule
+from plbjax.anneal import AnnealResult, Schedule
 from plbjax.sf._encoding import AFFINITY, CAPACITY, Index, Problem
-from plbjax.sf._model import Placement, Scope, violating, violation_rank
+from plbjax.sf._model import Placement, Scope, movements, violating, violation_rank
 from plbjax.sf._phases.on_every_node import everywhere
 from plbjax.sf._phases.phase import (
     CHECK_MOVE_WEIGHT,
@@ -17,18 +19,21 @@ from plbjax.sf._phases.phase import (
     Reached,
     Run,
     movement_budget,
+    scoped_search,
     search_until_fixed,
+    spent,
     swappable,
 )
 
 
 def _swaps_that_fix(problem: Problem, now: Placement, priorities: np.ndarray) -> np.ndarray:
     """[P] the partitions whose primary the constraint check may swap: those whose primary is on a
-    node over capacity, and affinity children in violation. SF's constraint check swaps a primary
-    only to fix a violation a role change can fix; a swap moves no replica, so it fixes no domain
-    spread or placement constraint, and only lightens a node its primary leaves. A parent's primary
-    never swaps to fix its child: the child's goes to it (AffinityConstraint::CorrectViolations swaps
-    an aligned child's replica onto its parent's; GetInvalidReplicas lists only child replicas)."""
+    node over capacity, and affinity children in violation that can swap to their parent. SF's
+    constraint check swaps a primary only to fix a violation a role change can fix; a swap moves no
+    replica, so it fixes no domain spread or placement constraint, and only lightens a node its
+    primary leaves. A parent's primary
+    never swaps to fix its child (GetInvalidReplicas lists only child replicas): the child's swaps
+    to it (`_swaps_to_parents`)."""
     v = now.report.violations
     partitions = np.zeros(now.primary_of.shape[0], bool)
     if priorities[CAPACITY] >= 0:
@@ -37,16 +42,29 @@ def _swaps_that_fix(problem: Problem, now: Placement, priorities: np.ndarray) ->
         where = np.where(primary >= 0, now.node_of[np.maximum(primary, 0)], -1)
         partitions |= (where >= 0) & over[np.maximum(where, 0)]
     if priorities[AFFINITY] >= 0:
-        partitions[np.asarray(problem.replica_partition)[np.flatnonzero(v.affinity)]] = True
+        partitions[_swaps_to_parents(problem, now)] = True
     return partitions
 
 
+def _swaps_to_parents(problem: Problem, now: Placement) -> np.ndarray:
+    """The child partitions in affinity violation with a replica on their parent's primary's node:
+    SF swaps an aligned child's primary there (AffinityConstraint::CorrectViolations tries
+    TrySwapMovement onto the parent's primary's node, AffinitySubspace::GetTargetNodes' one target),
+    else moves its replicas (no swap then: a swap and a move are no fix SF makes)."""
+    strays = np.flatnonzero(now.report.violations.affinity)
+    child = np.asarray(problem.replica_partition)[strays]
+    parent = np.asarray(problem.replica_parent)[strays]
+    head = now.primary_of[parent]
+    target = np.where(head >= 0, now.node_of[np.maximum(head, 0)], -1)
+    rows = np.asarray(problem.partition_replicas)[child]
+    there = (rows >= 0) & (now.node_of[np.maximum(rows, 0)] == target[:, None]) & (target[:, None] >= 0)
+    return child[there.any(axis=1)]
+
+
 def _parents_of_strays(problem: Problem, index: Index, now: Placement, priorities: np.ndarray) -> np.ndarray:
-    """[R] the replicas of the parents of child replicas in affinity violation. SF fixes affinity by
-    moving the child (AffinitySubspace::GetTargetNodes: the child's targets are its parent's nodes),
-    then balances the fix with no more movements (Searcher::SearchForConstraintCheck), where a
-    parent replica moves with the child replica beside it: so a parent replica may move onto the
-    node of a stray child replica when that balances better (never a swap of its primary)."""
+    """[R] the replicas of the parents of child replicas in affinity violation: SF's fix moves only
+    the children (AffinityConstraint::GetInvalidReplicas; AffinitySubspace::GetTargetNodes: their
+    targets are the parent's nodes), its balancing (`_balanced`) the parents too."""
     out = np.zeros(now.node_of.shape[0], bool)
     if priorities[AFFINITY] < 0:
         return out
@@ -54,6 +72,27 @@ def _parents_of_strays(problem: Problem, index: Index, now: Placement, prioritie
     for p in np.unique(parents[parents >= 0]):
         out[list(index.partition_rows[p])] = True
     return out & (now.node_of >= 0)
+
+
+def _balanced(
+    run: Run, now: Placement, what: Scope, fix: Placement, search: AnnealResult, schedule: Schedule
+) -> tuple[Placement, AnnealResult]:
+    """The fix balanced as SF balances it (Searcher::SearchForConstraintCheck: an annealing from
+    the fix, kept when it makes no more movements, no worse violations and a lower AvgStdDev):
+    `what`'s replicas may move from where the fix left them, a parent replica with the child
+    replica beside it, within the fix's movements."""
+    index, priorities = run.encoded.index, run.priorities
+    used = movements(index, now.node_of, now.primary_of, fix)
+    wider = dataclasses.replace(what, budget=used, start=(fix.node_of, fix.primary_of))
+    rest = schedule if schedule.seconds is None else spent(schedule, search.seconds)
+    balanced, more = scoped_search(run, now, wider, rest)
+    search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
+    kept = (
+        violation_rank(priorities, balanced.report.measures) <= violation_rank(priorities, fix.report.measures)
+        and movements(index, now.node_of, now.primary_of, balanced) <= used
+        and float(balanced.report.avg) < float(fix.report.avg) - 1e-9
+    )
+    return (balanced if kept else fix), search
 
 
 def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResult:
@@ -66,7 +105,7 @@ def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseRes
     if not bad.any():
         return PhaseResult(Phase.CONSTRAINT_CHECK, False, "no constraint violation", now)
     what = Scope(
-        bad | (_parents_of_strays(problem, index, now, priorities) & elsewhere),
+        bad,
         swappable(index, now, _swaps_that_fix(problem, now, priorities)),
         priorities == 0,
         move_weight=CHECK_MOVE_WEIGHT,
@@ -75,6 +114,9 @@ def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseRes
     )
     fixed = lambda placement: not (violating(index, placement, priorities) & elsewhere).any()
     result, search = search_until_fixed(run, now, what, schedule, int(bad.sum()), fixed)
+    parents = _parents_of_strays(problem, index, now, priorities) & elsewhere
+    if parents.any():
+        result, search = _balanced(run, now, dataclasses.replace(what, movable=bad | parents), result, search, schedule)
     before = violation_rank(priorities, now.report.measures)
     after = violation_rank(priorities, result.report.measures)
     reason = f"{int(bad.sum())} replica(s) in violation"

@@ -121,13 +121,24 @@ def _affinity_relaxed(state: ClusterState, todo: np.ndarray, result: Placement) 
 
 
 def _waiting_children(run: Run, now: Placement) -> np.ndarray:
-    """[R] replicas one refresh does not place when PlaceChildWithoutParent is false: those of
-    affinity children whose parent partition has no replica yet (SF's AffinitySubspace::
-    GetTargetNodes: no candidate node while the parent's ExistingReplicaCount is 0)."""
-    state, _, problem, _ = run.encoded
+    """[R] replicas not placed when PlaceChildWithoutParent is false: those of affinity children
+    whose parent service has no partition (in any refresh), or, in one refresh, whose parent
+    partition has no replica yet (SF's AffinitySubspace::GetTargetNodes: no candidate node while
+    the parent's PartitionCount is not 1 or its ExistingReplicaCount is 0)."""
+    state, _, problem, index = run.encoded
     parent = np.asarray(problem.replica_parent)
-    if not run.one_refresh or state.settings["PlaceChildWithoutParent"] or not (parent >= 0).any():
+    if state.settings["PlaceChildWithoutParent"]:
         return np.zeros(parent.shape[0], bool)
+    with_partitions = {p.service for p in state.partitions}
+    orphans = [
+        i for i, s in enumerate(state.services) if s.correlations and s.correlations[0].service not in with_partitions
+    ]
+    orphan = np.isin(
+        np.asarray(problem.replica_service), [index.services.index(state.services[i].name) for i in orphans]
+    )
+    orphan[index.n_replicas :] = False
+    if not run.one_refresh or not (parent >= 0).any():
+        return orphan
     partition = np.asarray(problem.replica_partition)
     placed = np.bincount(partition[now.node_of >= 0], minlength=now.primary_of.shape[0])
-    return (parent >= 0) & (placed[np.maximum(parent, 0)] == 0)
+    return orphan | ((parent >= 0) & (placed[np.maximum(parent, 0)] == 0))

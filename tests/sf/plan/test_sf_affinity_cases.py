@@ -110,8 +110,9 @@ def test_children_of_larger_target_beside_every_parent_replica_are_no_violation(
 
 def test_children_of_larger_target_move_one_replica_beside_the_uncovered_parent():
     """SF's ConstraintCheckAffinityChildTargetLargerInvalidReplicas (PLBConstraintCheck.Test.cpp:1583):
-    each child leaves one parent replica without a child beside it; one move each fixes it."""
-    doc = _larger([4, 5], "P/0, S/1, S/2", ["P/0, S/2, S/3, S/4", "P/0, S/1, S/3, S/4"])
+    each child leaves one parent replica without a child beside it; one move each fixes it. (Child 2's
+    service asks for 5, its FailoverUnit for its 4: replica difference 0, so nothing to place.)"""
+    doc = _larger([4, 4], "P/0, S/1, S/2", ["P/0, S/2, S/3, S/4", "P/0, S/1, S/3, S/4"])
     result = refresh(doc)
     assert len(result["Actions"]) == 2, shown(result)
     assert count(result, "1 move secondary 3|4=>1") == 1 and count(result, "2 move secondary 3|4=>2") == 1, shown(
@@ -216,9 +217,9 @@ def test_new_non_aligned_children_put_their_primaries_beside_parent_secondaries(
     assert count(result, "1 add primary 3|4") == 1 and count(result, "2 add primary 3|4") == 1, shown(result)
 
 
-def test_a_stateless_child_adds_its_instance_beside_the_parent():
+def test_a_child_is_added_without_its_parent_when_allowed():
     """SF's PlacementWithAffinityTest9 (PLBPlacement.Test.cpp:2262): PlaceChildWithoutParent true,
-    the parent without a partition: the child's two missing replicas are added anyway."""
+    the parent service without a partition: the child's two missing secondaries are added anyway."""
     services = [stateful("S0", 3), stateful("S1", 3, "S0")]
     doc = document(services, [fu("S1", 1, "P/2")], nodes(5), Settings={"PlaceChildWithoutParent": True})
     result = refresh(doc)
@@ -233,9 +234,9 @@ def test_no_child_is_added_without_its_parent():
 
 
 def test_stateless_parent_and_child_instances_stay_together():
-    """SF's PlacementWithAffinityTest7 (PLBPlacement.Test.cpp:2202), smaller (6 nodes, the parent's
-    type blocklisted on N0-N3): both new partitions of three go to N4, N5 and ... only two nodes
-    remain, so each places two replicas, the child's beside the parent's, none on N0-N3."""
+    """SF's PlacementWithAffinityTest7 (PLBPlacement.Test.cpp:2202), smaller: the child's partition
+    (id 0) comes before its parent's, and the parent's type is blocklisted on N0-N3 of six nodes;
+    both new partitions of two replicas are added on N4 and N5, together, none on N0-N3."""
     services = [stateful("S0", 2, ServiceTypeName="Parent"), stateful("S1", 2, "S0", ServiceTypeName="Child")]
     doc = document(services, [fu("S1", 0), fu("S0", 1)], nodes(6))
     doc["BlockList"] = [{"NodeName": f"N{i}", "ServiceTypeName": "Parent"} for i in range(4)]
