@@ -12,7 +12,7 @@ PACKAGE = ROOT / "plbjax"
 # The groups, lowest layer first. A group is a module or a package with everything under it; the
 # packages `plbjax` and `plbjax.sf` (the face of sf's private folders) are only their own __init__.
 LAYERS = [
-    {"plbjax.errors", "plbjax.files", "plbjax.generators", "plbjax.version"},
+    {"plbjax.errors", "plbjax.files", "plbjax.generators", "plbjax.version", "plbjax.provenance"},
     {"plbjax.anneal"},
     {"plbjax.sf._state", "plbjax.sf._generator", "plbjax.roadef"},
     {"plbjax.sf._encoding"},
@@ -42,6 +42,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     FILES: set(),
     "plbjax.generators": set(),
     VERSION: set(),
+    "plbjax.provenance": set(),
     ANNEAL: set(),
     STATE: {ERRORS},
     GENERATOR: {ERRORS},
@@ -65,6 +66,7 @@ MAY_IMPORT: dict[str, set[str]] = {
         FILES,
         "plbjax.help",
         "plbjax.plotting",
+        "plbjax.provenance",
         SF,
         "plbjax.sf.replay",
         "plbjax.sweep",

@@ -55,7 +55,7 @@ def _params(kind: str, given: list[str]) -> dict[str, object]:
 
 def _parser() -> argparse.ArgumentParser:
     assert __doc__ is not None
-    ap = argparse.ArgumentParser(prog="plbjax-generate timeline", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="plbjax-generate timeline", description=" ".join(__doc__.split()))
     ap.add_argument("kind", choices=sorted(KINDS))
     ap.add_argument("--state", required=True, metavar="PATH", help="the timeline's initial state document")
     ap.add_argument("--seed", type=int, default=0)
