@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import importlib.metadata
 import logging
 import os
 import pickle
@@ -23,7 +24,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jax
-import jaxlib
 from jax.experimental import serialize_executable
 
 _SOURCES = Path(__file__).resolve().parents[1]  # the plbjax package
@@ -41,6 +41,11 @@ def _sources_digest() -> str:
         digest.update(path.relative_to(_SOURCES).as_posix().encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+@functools.cache
+def _jaxlib_version() -> str:
+    return importlib.metadata.version("jaxlib")
 
 
 def describe(value) -> str:
@@ -66,7 +71,7 @@ def _key(fn: Callable, args: tuple) -> str | None:
         (
             _sources_digest(),
             jax.__version__,
-            jaxlib.__version__,
+            _jaxlib_version(),
             jax.default_backend(),
             jax.devices()[0].device_kind,
             os.environ.get("XLA_FLAGS", ""),
