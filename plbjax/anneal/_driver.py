@@ -63,8 +63,7 @@ def enable_compilation_cache(only_if_unset: bool = False) -> None:
     logging.getLogger("jax").setLevel(logging.WARNING)  # not Hydra's INFO lines about absent TPUs
     path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
     jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)  # the chains' set-up and the
-    # assessments compile in a tenth of a second each, but every process would pay it
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def shard(problem, chains: Chain):
