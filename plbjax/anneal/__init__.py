@@ -11,7 +11,6 @@ from plbjax.anneal._check import ExactEnergyFn, ModelReport, Tolerance, check_mo
 from plbjax.anneal._config import KernelConfig, Schedule
 from plbjax.anneal._driver import (
     STOP,
-    STOPS,
     AnnealResult,
     anneal,
     clear_compiled,
@@ -34,7 +33,6 @@ from plbjax.anneal._model import (
 
 __all__ = [
     "STOP",
-    "STOPS",
     "AnnealResult",
     "ApplyFn",
     "Chain",

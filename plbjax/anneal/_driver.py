@@ -138,18 +138,8 @@ class AnnealResult:
     initial_temperature: float
     energies: np.ndarray  # best energy per chain
     shrunk: str | None = None  # why the search ran smaller than asked, if it did
-    stopped: str = "steps"  # why it ended (`STOPS`)
+    stopped: str = "steps"  # why it ended: steps, seconds, converged, interrupted (a phase adds fixed)
     blocks: int = 0  # blocks run
-    planned_blocks: int | None = None  # blocks the steps asked for (None: the seconds bound it)
-
-
-STOPS = {
-    "steps": "ran the steps asked",
-    "seconds": "its share of search.seconds ran out",
-    "converged": "converged: Schedule.patience blocks in a row improved nothing and left every chain at its best",
-    "interrupted": "the run was stopped (SIGINT or SIGTERM)",
-    "fixed": "every replica it set out to place or fix was, after the search that work needed",
-}  # why a search ends: the plan's per-phase `Search.Stopped`
 
 
 def _out_of_memory(error: Exception) -> bool:
@@ -304,12 +294,11 @@ def _anneal(
         energies=energies,
         stopped=_why_stopped(still.converged, done, planned),
         blocks=done,
-        planned_blocks=planned,
     )
 
 
 def _why_stopped(converged: bool, done: int, planned: int | None) -> str:
-    """The `STOPS` key of a search that ran `done` of `planned` blocks."""
+    """Why a search that ran `done` of `planned` blocks ended (`AnnealResult.stopped`)."""
     if converged:
         return "converged"
     if planned is not None and done >= planned:

@@ -191,7 +191,6 @@ def search_until_fixed(
         compile_seconds=search.compile_seconds + more.compile_seconds,
         accepted=search.accepted + more.accepted,
         blocks=search.blocks + more.blocks,
-        planned_blocks=None if schedule.steps is None else schedule.steps // run.kernel.block_steps,
     )
 
 
