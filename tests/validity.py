@@ -355,6 +355,13 @@ class _Cluster:
             for p in doc["Partitions"]
         }
 
+    def droppable(self, replica: dict) -> bool:
+        """SF drops surplus secondaries and instances, never a running primary
+        (Checker::DropExtraReplicas) nor a replica on a node deactivated with Pause (PlacementCreator)."""
+        node = self.nodes[replica["NodeName"]]
+        paused = self.status[node["NodeName"]] != "Up" and node.get("DeactivationIntent", "Pause") == "Pause"
+        return replica["Role"] != "Primary" and not paused
+
     def target(self, service: str) -> int:
         svc = self.services[service]
         return svc.get("TargetReplicaSetSize", svc.get("InstanceCount"))
@@ -505,15 +512,11 @@ def _fd(cluster: _Cluster, node: str) -> tuple[str, ...]:
 def _partition_rules(cluster: _Cluster, doc: dict) -> dict[str, set]:
     """Per rule, the partitions (or child replicas) that break it in `doc`."""
     out: dict[str, set] = {"exclusion": set(), "fault_domain": set(), "upgrade_domain": set(), "affinity": set()}
-    primary_node, replica_nodes, secondary_nodes = {}, defaultdict(set), defaultdict(set)
+    roles_at: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))  # service -> node -> roles
     for part in doc["Partitions"]:
         for r in part["Replicas"]:
             if r.get("NodeName") and cluster.keeps[r["NodeName"]]:
-                replica_nodes[part["ServiceName"]].add(r["NodeName"])
-                if r["Role"] == "Primary":
-                    primary_node[part["ServiceName"]] = r["NodeName"]
-                else:
-                    secondary_nodes[part["ServiceName"]].add(r["NodeName"])
+                roles_at[part["ServiceName"]][r["NodeName"]].add(_side(r["Role"]))
     settings = cluster.doc.get("Settings", {})
     for part in doc["Partitions"]:
         key = (part["ServiceName"], str(part["PartitionId"]))
@@ -540,19 +543,54 @@ def _partition_rules(cluster: _Cluster, doc: dict) -> dict[str, set]:
             out["upgrade_domain"].add(key)
         corr = cluster.services[part["ServiceName"]].get("Correlations")
         if corr and int(settings.get("AffinityConstraintPriority", 0)) == 0:
-            parent = corr[0]["ServiceName"]
-            aligned = (
-                corr[0]["Scheme"] == "AlignedAffinity"
-                and cluster.services[part["ServiceName"]]["ServiceKind"] == "Stateful"
-            )
-            for r in running:
-                if aligned and r["Role"] == "Primary":
-                    ok = primary_node.get(parent) == r["NodeName"]
-                else:
-                    ok = r["NodeName"] in (secondary_nodes if aligned else replica_nodes)[parent]
-                if not ok:
-                    out["affinity"].add(key + (str(r["ReplicaId"]) if r["ReplicaId"] is not None else r["NodeName"],))
+            out["affinity"] |= {
+                key + (rid,) for rid in _affinity_breaks(cluster, part["ServiceName"], corr[0], running, roles_at)
+            }
     return out
+
+
+def _affinity_breaks(cluster: _Cluster, child: str, correlation: dict, running: list, roles_at: dict) -> set:
+    """The child replicas of `part` that SF's AffinityConstraint::GetInvalidReplicas lists: a child
+    must sit beside a replica of its parent (its primary beside the parent's primary when aligned and
+    both have one); a child with a larger target than its parent is valid once every parent replica,
+    or the parent's target of them, has a child replica beside it
+    (AllowHigherChildTargetReplicaCountForAffinity, default true)."""
+    parent = correlation["ServiceName"]
+    parent_nodes = roles_at[parent]  # node -> roles of the parent's running replicas
+    settings = cluster.doc.get("Settings", {})
+    both_primaries = any("Primary" in roles for roles in parent_nodes.values()) and any(
+        r["Role"] == "Primary" for r in running
+    )
+    colocate_primary = both_primaries and correlation["Scheme"] == "AlignedAffinity"
+
+    def beside(node: str, role: str) -> bool:
+        roles = parent_nodes.get(node, set())
+        return (role in roles) if colocate_primary else bool(roles)
+
+    child_target, parent_target = cluster.target(child), cluster.target(parent)
+    if settings.get("AllowHigherChildTargetReplicaCountForAffinity", True) not in (False, "false") and (
+        0 <= parent_target < child_target
+    ):
+        child_roles = defaultdict(set)
+        for r in running:
+            child_roles[r["NodeName"]].add(_side(r["Role"]))
+        colocated = sum(
+            1
+            for node, roles in parent_nodes.items()
+            for role in roles
+            if ((role in child_roles[node]) if colocate_primary else bool(child_roles[node]))
+        )
+        if parent_target <= colocated or sum(len(roles) for roles in parent_nodes.values()) == colocated:
+            return set()
+    return {
+        str(r["ReplicaId"]) if r["ReplicaId"] is not None else r["NodeName"]
+        for r in running
+        if not beside(r["NodeName"], _side(r["Role"]))
+    }
+
+
+def _side(role: str) -> str:
+    return "Primary" if role == "Primary" else "Secondary"
 
 
 def breaks(doc: dict, predicates: dict, plan: dict) -> list[str]:
@@ -611,7 +649,7 @@ def _in_transition(cluster: _Cluster, after: dict) -> list[str]:
 
 
 def _accounting(cluster: _Cluster, after: dict, plan: dict) -> list[str]:
-    """Every replica still missing is in Unplaced; no partition keeps a surplus; a service on every
+    """Every replica still missing is in Unplaced; no partition keeps a surplus it could drop; a service on every
     node keeps no running instance on a node it may not use (SF drops those)."""
     out = []
     unplaced = Counter((u["ServiceName"], str(u["PartitionId"])) for u in plan["Unplaced"])
@@ -626,8 +664,8 @@ def _accounting(cluster: _Cluster, after: dict, plan: dict) -> list[str]:
                 if r["NodeName"] not in cluster.allowed[part["ServiceName"]]
             ]
             continue
-        if len(running) > target:
+        if len(running) > target and any(cluster.droppable(r) for r in running):
             out.append(f"surplus: {key} keeps {len(running)} replicas, target {target}")
-        elif target - len(running) != unplaced[key]:
+        elif len(running) <= target and target - len(running) != unplaced[key]:
             out.append(f"unplaced: {key} misses {target - len(running)} replicas, Unplaced lists {unplaced[key]}")
     return out

@@ -1,14 +1,14 @@
-"""Programs compiled once, not once per process: compiled executables kept on disk.
+"""Searches traced once, not once per process: a block runner's lowered program kept on disk.
 
-Tracing, lowering and compiling a search's block runner is redone by every process that plans;
-XLA's persistent cache only skips the compilation, and loading from it still traces and lowers
-first (about a second at the bundled example's size). When the compilation cache is on
-(`enable_compilation_cache`), `compiled` also keeps each executable XLA compiled, serialized, in
-`<cache>/programs/`, keyed by what it was built from: the sources it is traced from, JAX's and jaxlib's versions,
-the backend and device, XLA's flags, the function and what it closes over, and the arguments'
-structure, shapes and dtypes. A later process loads it (tenths of a second) and runs it. A file that
-fails its checksum or does not load is skipped with a warning and removed; anything the key cannot
-describe exactly is compiled as usual.
+Tracing and lowering a search's block runner is redone by every process that plans; XLA's
+persistent cache only skips the compilation after it. When the compilation cache is on
+(`enable_compilation_cache`), `compiled` also keeps each lowered program, serialized (`jax.export`)
+and checksummed, in `<cache>/programs/`, keyed by what it was traced from: the sources it is traced
+from, JAX's and jaxlib's versions, the backend and device, XLA's flags, the function and what it
+closes over, and the arguments' structure, shapes and dtypes. A later process deserializes it and
+XLA's cache supplies the executable. A file that fails its checksum or does not load is skipped with
+a warning and removed; anything the key cannot describe exactly is traced as usual. (Executables
+themselves are not stored: deserialized XLA:CPU executables crashed test processes now and then.)
 """
 
 from __future__ import annotations
@@ -24,12 +24,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import jax
-from jax.experimental import serialize_executable
+from jax import export
 
 _SOURCES = Path(__file__).resolve().parents[1]  # the plbjax package
 _TRACED = ("anneal", "sf/_model", "sf/_encoding", "roadef")  # the code a search's program is traced from
 _loaded: dict[str, Callable] = {}  # this process's programs by key
-_CACHE_HIT = "/jax/compilation_cache/cache_hits"  # JAX's monitoring event: XLA's cache supplied an executable
 
 
 @functools.cache
@@ -97,30 +96,23 @@ def _write(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def _build(fn: Callable, kept, carried, key: str | None):
-    """fn(kept, carried) -> carried' compiled over their leaves, `carried` donated, and whether XLA
-    compiled it afresh (an executable XLA's cache loaded does not serialize whole on a CPU:
-    "Function ... not found" when run). Named after its `key`, so XLA's cache, whose key holds the
-    program's name, has it only under the key the store missed: it is compiled afresh, then stored."""
+def _flat(fn: Callable, kept, carried) -> Callable:
+    """fn over the arguments' leaves, returning leaves."""
     kept_tree, carried_tree = jax.tree.structure(kept), jax.tree.structure(carried)
-
-    def flat(k, c):
-        return jax.tree.leaves(fn(jax.tree.unflatten(kept_tree, k), jax.tree.unflatten(carried_tree, c)))
-
-    if key is not None:
-        flat.__name__ = flat.__qualname__ = f"plbjax_{key[:16]}"
-    lowered = jax.jit(flat, donate_argnums=(1,)).lower(jax.tree.leaves(kept), jax.tree.leaves(carried))
-    hits = []
-    heard = lambda event, **_: event == _CACHE_HIT and hits.append(event)
-    jax.monitoring.register_event_listener(heard)
-    try:
-        return lowered.compile(), not hits
-    finally:
-        jax.monitoring.unregister_event_listener(heard)
+    return lambda k, c: jax.tree.leaves(fn(jax.tree.unflatten(kept_tree, k), jax.tree.unflatten(carried_tree, c)))
 
 
-def _load(path: Path):
-    """The compiled program stored at `path`, or None (absent, or damaged: removed with a warning,
+def _specs(tree) -> list[jax.ShapeDtypeStruct]:
+    return [jax.ShapeDtypeStruct(jax.numpy.shape(x), jax.numpy.result_type(x)) for x in jax.tree.leaves(tree)]
+
+
+def _export(fn: Callable, kept, carried) -> export.Exported:
+    """fn(kept, carried) traced and lowered over flat leaves."""
+    return export.export(jax.jit(_flat(fn, kept, carried)))(_specs(kept), _specs(carried))
+
+
+def _load(path: Path) -> export.Exported | None:
+    """The lowered program stored at `path`, or None (absent, or damaged: removed with a warning,
     never loaded unchecked)."""
     if not path.exists():
         return None
@@ -128,39 +120,40 @@ def _load(path: Path):
         digest, payload = pickle.loads(path.read_bytes())
         if hashlib.sha256(payload).hexdigest() != digest:
             raise ValueError("its checksum does not match")
-        return serialize_executable.deserialize_and_load(*pickle.loads(payload))
-    except Exception as error:  # any damage: removed, compiled again
-        logging.getLogger(__name__).warning("skipped the damaged compiled program %s (%s); compiling it", path, error)
+        return export.deserialize(bytearray(payload))
+    except Exception as error:  # any damage: removed, traced again
+        logging.getLogger(__name__).warning("skipped the damaged stored program %s (%s); tracing it", path, error)
         path.unlink(missing_ok=True)
         return None
 
 
-def _store(path: Path, program) -> None:
-    try:
-        payload = pickle.dumps(serialize_executable.serialize(program))
-    except Exception:  # a program this backend cannot serialize is compiled by each process
-        return
+def _store(path: Path, exported: export.Exported) -> None:
+    payload = bytes(exported.serialize())
     _write(path, pickle.dumps((hashlib.sha256(payload).hexdigest(), payload)))
 
 
 def compiled(fn: Callable, kept, carried) -> Callable:
     """`fn(kept, carried) -> carried'` (the same structure) compiled for these arguments' structure,
     shapes and dtypes, `carried` donated; `fn` is known by its module, name and what it closes over
-    (`describe`). Loaded from the store when an earlier process compiled it, stored otherwise; kept
-    for the rest of the process either way."""
+    (`describe`). Its lowered program comes from the store when an earlier process wrote it, and is
+    stored otherwise; XLA's cache supplies the executable; kept for the rest of the process."""
     key = _key(fn, (kept, carried))
     if key is not None and key in _loaded:
         return _loaded[key]
     directory = _directory()
-    path = directory / f"{key}.xla" if directory is not None and key is not None else None
-    program = _load(path) if path is not None else None
-    if program is None:
-        program, afresh = _build(fn, kept, carried, key)
-        if path is not None and afresh:
-            _store(path, program)
+    if directory is not None and key is not None:
+        path = directory / f"{key}.jaxexport"
+        exported = _load(path)
+        if exported is None:
+            exported = _export(fn, kept, carried)
+            _store(path, exported)
+        program = exported.call
+    else:
+        program = _flat(fn, kept, carried)
+    executable = jax.jit(program, donate_argnums=(1,)).lower(_specs(kept), _specs(carried)).compile()
     carried_tree = jax.tree.structure(carried)
     call = lambda kept, carried: jax.tree.unflatten(
-        carried_tree, program(jax.tree.leaves(kept), jax.tree.leaves(carried))
+        carried_tree, executable(jax.tree.leaves(kept), jax.tree.leaves(carried))
     )
     if key is not None:
         _loaded[key] = call

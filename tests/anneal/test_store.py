@@ -1,4 +1,4 @@
-"""Searches compiled once, not once per process: the block runner's executable kept on disk."""
+"""Searches traced once, not once per process: the block runner's lowered program kept on disk."""
 
 from __future__ import annotations
 
@@ -33,22 +33,13 @@ def cache_dir(tmp_path):
 def test_a_stored_program_plans_as_a_compiled_one_and_is_not_built_again(cache_dir, monkeypatch):
     state = parse_state(cluster(11))
     first = plan(state, SEARCH)
-    programs = sorted((cache_dir / "programs").glob("*.xla"))
+    programs = sorted((cache_dir / "programs").glob("*.jaxexport"))
     assert programs, "the search's program was not stored"
     _driver.clear_compiled()  # as a new process: nothing compiled in memory
-    monkeypatch.setattr(_store, "_build", lambda *a: pytest.fail("built again"))
+    monkeypatch.setattr(_store, "_export", lambda *a: pytest.fail("traced again"))
     second = plan(state, SEARCH)
     assert second.actions == first.actions and second.document()["Score"] == first.document()["Score"]
-    assert sorted((cache_dir / "programs").glob("*.xla")) == programs
-
-
-def test_an_executable_from_xlas_cache_is_used_but_not_stored(cache_dir, monkeypatch):
-    """XLA's cache supplies executables that do not serialize whole on a CPU: such a program runs
-    but is not stored (the next fresh compilation stores it)."""
-    state = parse_state(cluster(11))
-    monkeypatch.setattr(_store, "_CACHE_HIT", "/jax/compilation_cache/compile_requests_use_cache")  # heard as a hit
-    plan(state, SEARCH)
-    assert not list((cache_dir / "programs").glob("*.xla"))
+    assert sorted((cache_dir / "programs").glob("*.jaxexport")) == programs
 
 
 @pytest.mark.slow
@@ -56,16 +47,17 @@ def test_an_executable_from_xlas_cache_is_used_but_not_stored(cache_dir, monkeyp
 def test_a_damaged_program_file_is_skipped_with_a_warning_and_removed(cache_dir, caplog, damage):
     state = parse_state(cluster(11))
     first = plan(state, SEARCH)
-    for path in (cache_dir / "programs").glob("*.xla"):
+    stored = sorted((cache_dir / "programs").glob("*.jaxexport"))
+    for path in stored:
         data = path.read_bytes()  # None: one byte flipped in the middle (the checksum catches it)
         path.write_bytes(
             damage or data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 1]) + data[len(data) // 2 + 1 :]
         )
     _driver.clear_compiled()
     second = plan(state, SEARCH)
-    assert "skipped the damaged compiled program" in caplog.text
+    assert "skipped the damaged stored program" in caplog.text
     assert second.actions == first.actions
-    assert not list((cache_dir / "programs").glob("*.xla"))  # XLA's cache gave the program: stored next time
+    assert sorted((cache_dir / "programs").glob("*.jaxexport")) == stored  # traced and stored again
 
 
 @pytest.mark.slow
@@ -76,7 +68,7 @@ def test_a_damaged_entry_in_xlas_cache_is_skipped(cache_dir):
     entries = [p for p in cache_dir.iterdir() if p.is_file()]
     for path in entries:
         path.write_bytes(b"damaged")
-    for path in (cache_dir / "programs").glob("*.xla"):
+    for path in (cache_dir / "programs").glob("*.jaxexport"):
         path.unlink()
     _driver.clear_compiled()
     assert plan(state, SEARCH).actions == first.actions
