@@ -353,7 +353,9 @@ def run(
     with _stop_on_signals("plbjax", stopping, run_dir) as signals:
         progress = Progress() if cfg.progress and not _sweeping() else None
         found, running = _plan_in_worker(
-            lambda unsearched: make_plan(state, cfg.search, progress, unsearched=unsearched, refresh=cfg.refresh),
+            lambda unsearched: make_plan(
+                state, cfg.search, progress, unsearched=unsearched, refresh=cfg.refresh, trace=cfg.record.trace
+            ),
             signals,
             wait=run_dir is not None and _sweeping(),
         )
@@ -365,9 +367,11 @@ def run(
     for target in targets:
         write_text(target, text + "\n")
     if cfg.plot:
-        from plbjax.plotting import plot_node_loads
+        from plbjax.plotting import plot_node_loads, plot_trace
 
         plot_node_loads(plan, cfg.plot)
+        if cfg.record.trace:
+            plot_trace(plan, trace_plot(cfg.plot))
     report = _report(plan, time.perf_counter() - start, state.notes, targets)
     if _sweeping() and run_dir is not None:  # one line a job; the whole report in the job's folder
         write_text(run_dir / "summary.txt", report + "\n")
@@ -382,6 +386,12 @@ def run(
     if code:
         sys.exit(code)
     return plan
+
+
+def trace_plot(plot: str) -> Path:
+    """Where `plot=`'s trace goes with `record.trace=true`: `<plot stem>-trace.png` beside it."""
+    path = Path(plot)
+    return path.with_name(f"{path.stem}-trace.png")
 
 
 def _report(plan: dict, seconds: float, notes: Sequence[str], targets: list) -> str:

@@ -42,6 +42,11 @@ class RecordConfig:
 
 
 @dataclasses.dataclass
+class PlanRecordConfig:
+    trace: bool = False  # each phase's blocks in the plan (Search.Phases[].Trace); with plot=, also <plot>-trace.png
+
+
+@dataclasses.dataclass
 class RunConfig:
     state: str = MISSING  # cluster state document (JSON or YAML)
     out: str | None = None  # also write the plan here (it is always written to the run directory)
@@ -51,6 +56,7 @@ class RunConfig:
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)
+    record: PlanRecordConfig = dataclasses.field(default_factory=PlanRecordConfig)  # what else the plan holds
 
 
 REPLAY_ROUND_STEPS = 2_000  # a replay plans hundreds of rounds: each phase's full search, in steps

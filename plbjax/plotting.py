@@ -1,6 +1,8 @@
-"""Picture of node loads per metric before and after a plan (PNG)."""
+"""Pictures of a plan (PNG): node loads per metric before and after; its searches' trace."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import matplotlib
 
@@ -30,3 +32,22 @@ def plot_node_loads(plan: dict, path: str) -> None:
     axes[0, 0].legend(fontsize=7)
     axes[0, 0].set_title(f"node loads: AvgStdDev {plan['Score']['Before']:.3f} -> {plan['Score']['After']:.3f}")
     write_figure(path, fig, dpi=120)
+
+
+def plot_trace(plan: dict, path: str | Path) -> None:
+    """Best energy against steps, a line per phase searched (`Search.Phases[].Trace`); log-y when
+    every energy drawn is positive."""
+    fig, ax = plt.subplots(figsize=(7, 4))
+    energies = []
+    for phase in plan["Search"]["Phases"]:
+        trace = phase.get("Trace", [])
+        energies += [b["BestEnergy"] for b in trace]
+        ax.plot([b["Steps"] for b in trace], [b["BestEnergy"] for b in trace], marker=".", label=phase["Phase"])
+    if energies and min(energies) > 0:
+        ax.set_yscale("log")
+    ax.set_xlabel("steps (per chain, from the phase's start)")
+    ax.set_ylabel("best energy")
+    ax.set_title("search trace: each phase's best energy at the end of each block")
+    if energies:
+        ax.legend(fontsize=8)
+    write_figure(path, fig, dpi=110)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 import numpy as np
@@ -22,10 +23,12 @@ SCHEMA_VERSION = 1
 
 class Outcome(NamedTuple):
     """Where the phases left the plan: each one's result, in SF's order, then the minimal-movement
-    pass's; and the metrics' balance before balancing."""
+    pass's; the metrics' balance before balancing; and, when asked for, each phase's blocks
+    (`Search.Phases[].Trace`)."""
 
     reached: Reached
     balance_before: list[MetricBalance]
+    traces: Mapping[Phase, tuple[dict, ...]] = MappingProxyType({})
 
     @property
     def final(self) -> Placement:

@@ -129,21 +129,63 @@ STEPS = (
 )
 
 
+class _Trace:
+    """A phase's `progress` that records its searches' blocks (`Search.Phases[].Trace`): each block's
+    number, the phase's steps so far, the temperature the block ended at and the best energy over the
+    chains; it passes everything on to the plan's `progress`."""
+
+    def __init__(self, progress: Callable[[int, int, float, float], None] | None):
+        self.progress, self.steps = progress, 0
+        self.blocks: list[dict] = []
+        self.compiling = getattr(progress, "compiling", None)
+
+    def __call__(self, done: int, total: int, elapsed: float, best_energy: float) -> None:
+        if self.progress is not None:
+            self.progress(done, total, elapsed, best_energy)
+
+    def block(self, steps: int, temperature: float, best_energy: float) -> None:
+        self.steps += steps
+        block = len(self.blocks) + 1
+        self.blocks.append({"Block": block, "Steps": self.steps, "Temperature": temperature, "BestEnergy": best_energy})
+
+
+def _phase_run(run: Run, phase: Phase, trace: bool) -> tuple[Run, _Trace | None]:
+    """`run` as `phase` reads it: its progress told the phase first (a `progress` with a
+    `phase_begins(phase)` method: its lines name it), with a `trace`, recorded (`_Trace`)."""
+    begins = getattr(run.progress, "phase_begins", None)
+    if begins is not None:
+        begins(phase)
+    if not trace:
+        return run, None
+    traced = _Trace(run.progress)
+    return dataclasses.replace(run, progress=traced), traced
+
+
 def _run_phases(
-    run: Run, initial: Placement, schedule: Schedule, clock: _Clock, wanted: tuple[Phase, ...] = PHASES
+    run: Run,
+    initial: Placement,
+    schedule: Schedule,
+    clock: _Clock,
+    wanted: tuple[Phase, ...] = PHASES,
+    trace: bool = False,
 ) -> Outcome:
     """SF's phases (those not `wanted` skipped) and the minimal-movement pass, each from where the
     last left off, sharing `search.seconds`; an interrupted run stops after the current phase, then
-    the minimal-movement pass runs on what it has. `clock` times each."""
+    the minimal-movement pass runs on what it has. `clock` times each; `trace`: each phase's blocks
+    are recorded."""
     budget, reached = _Budget(schedule), Reached(initial)
+    traces: dict[Phase, tuple[dict, ...]] = {}
     for step in STEPS:
         reserve = step.reserve_blocks + (_tidying(run, reached) if step.phase == Phase.BALANCING else 0)
+        phase_run, traced = _phase_run(run, step.phase, trace)
         with clock(step.phase):
-            result = _result(step, run, reached, budget.next(step.share, reserve), wanted)
+            result = _result(step, phase_run, reached, budget.next(step.share, reserve), wanted)
         budget.spend(result.search)
         reached = reached.then(result)
+        if traced is not None:
+            traces[step.phase] = tuple(traced.blocks)
     state, _, problem, index = run.encoded
-    return Outcome(reached, balances(state, problem, index, reached.before(Phase.BALANCING)))
+    return Outcome(reached, balances(state, problem, index, reached.before(Phase.BALANCING)), traces)
 
 
 def _tidying(run: Run, reached: Reached) -> int:
@@ -187,13 +229,18 @@ def _search_summary(search: SearchConfig, index: Index, out: Outcome, clock: _Cl
         compile_seconds=round(sum(s.compile_seconds for s in searches), 3),
         phase_seconds=dict(clock.seconds),
         device_memory=shrunk[-1] if shrunk else None,
-        phases=tuple(_phase_search(r.phase, r.search, search) for r in out.reached.results if r.search is not None),
+        phases=tuple(
+            _phase_search(r.phase, r.search, search, out.traces.get(r.phase))
+            for r in out.reached.results
+            if r.search is not None
+        ),
     )
 
 
-def _phase_search(phase: Phase, result: AnnealResult, search: SearchConfig) -> dict:
-    """A phase's entry in the plan's `Search.Phases`: how its search ran and why it `Stopped`."""
-    return {
+def _phase_search(phase: Phase, result: AnnealResult, search: SearchConfig, trace: tuple[dict, ...] | None) -> dict:
+    """A phase's entry in the plan's `Search.Phases`: how its search ran and why it `Stopped`; its
+    blocks' `Trace` when one was recorded."""
+    entry = {
         "Phase": phase,
         "Stopped": result.stopped,
         "Blocks": result.blocks,
@@ -207,6 +254,7 @@ def _phase_search(phase: Phase, result: AnnealResult, search: SearchConfig) -> d
         "Seconds": round(result.seconds, 3),
         "CompileSeconds": round(result.compile_seconds, 3),
     }
+    return entry if trace is None else entry | {"Trace": list(trace)}
 
 
 def _removed(index: Index, out: Outcome) -> int:
@@ -225,6 +273,7 @@ def plan(
     frozen: Collection[tuple[str, str]] = (),
     unsearched: Callable[[Callable[[], Plan] | None], None] | None = None,
     refresh: bool = False,
+    trace: bool = False,
 ) -> Plan:
     """Run the phases on `state` and return the plan (`Plan.document()`: the plan document).
     `search`'s `auto` values are chosen for this backend and cluster size. One PLB round (the
@@ -233,7 +282,7 @@ def plan(
     for a caller that may have to stop before the search ends (a compilation cannot be
     interrupted), receives a function that builds the plan of the prepared state with nothing
     searched, then None once the search is over. `refresh`: one SF refresh, the first stage that
-    has work (`refresh_stage`)."""
+    has work (`refresh_stage`). `trace`: each phase's blocks in `Search.Phases[].Trace`."""
     clock = _Clock()
     with clock("Prepare"):
         encoded = governed_encoding(state)
@@ -247,6 +296,7 @@ def plan(
         clock=clock,
         unsearched=unsearched,
         refresh=refresh,
+        trace=trace,
     )
 
 
@@ -281,6 +331,7 @@ def plan_encoded(
     clock: _Clock | None = None,
     unsearched: Callable[[Callable[[], Plan] | None], None] | None = None,
     refresh: bool = False,
+    trace: bool = False,
 ) -> Plan:
     """`plan` of a state already governed and encoded (a `Session`'s)."""
     enable_compilation_cache(only_if_unset=True)
@@ -299,7 +350,8 @@ def plan_encoded(
     if unsearched is not None:
         unsearched(lambda: _unsearched_plan(run, ready, search))
     index = ready.encoded.index
-    out = _run_phases(run, ready.initial, search.schedule_for(index.n_replicas, index.n_nodes), clock, wanted)
+    schedule = search.schedule_for(index.n_replicas, index.n_nodes)
+    out = _run_phases(run, ready.initial, schedule, clock, wanted, trace)
     if unsearched is not None:
         unsearched(None)
     with clock("Decode"):
