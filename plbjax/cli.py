@@ -86,20 +86,31 @@ COMPILED = 1.0  # seconds of tracing and compiling (not from the cache) that mak
 
 class Progress:
     """Prints a line to stderr every couple of seconds once a search has run for a few seconds, and,
-    when getting the compiled search takes more than `compile_quiet_for` seconds, that it is loading
-    or compiling it, then which it was: compiled now (a cold run) or loaded from the cache."""
+    when getting the compiled search takes more than `compile_quiet_for` seconds, that it is getting
+    it ready, then which it was: compiled now (a cold run) or loaded from the cache. Each line names
+    the phase searching (`phase_begins`)."""
 
     def __init__(self, quiet_for: float = 3.0, every: float = 2.0, compile_quiet_for: float = 1.0):
         self.quiet_for, self.every, self.last = quiet_for, every, 0.0
         self.compile_quiet_for, self.told = compile_quiet_for, threading.Event()
         self.timer: threading.Timer | None = None
         self.compiled_before = 0.0
+        self.phase: str | None = None
         _compilations.register()
+
+    def phase_begins(self, phase: str) -> None:
+        """The plan's next phase (its lines name it)."""
+        self.phase = phase
+
+    def _say(self, text: str) -> None:
+        named = f"{self.phase}: " if self.phase else ""
+        print(f"plbjax: {named}{text}", file=sys.stderr, flush=True)
 
     def compiling(self, seconds: float | None) -> None:
         """Setting up and compiling (or loading) the search starts (None) or ended after `seconds`."""
-        if seconds is None:
+        if seconds is None:  # a search starts: its lines come by its own clock
             self.told.clear()
+            self.last = 0.0
             self.compiled_before = _compilations.seconds
             self.timer = threading.Timer(self.compile_quiet_for, self._tell)
             self.timer.daemon = True
@@ -110,25 +121,16 @@ class Progress:
         if self.told.is_set():
             loaded = _compilations.seconds - self.compiled_before < COMPILED
             done = f"loaded the compiled search in {seconds:.1f} s" if loaded else f"compiled in {seconds:.1f} s"
-            print(f"plbjax: {done}; searching", file=sys.stderr, flush=True)
+            self._say(f"{done}; searching")
 
     def _tell(self) -> None:
         self.told.set()
-        print(
-            "plbjax: loading or compiling the search for this cluster's shape (compiled once, then loaded "
-            "from the cache)",
-            file=sys.stderr,
-            flush=True,
-        )
+        self._say("getting the search for this cluster's shape ready (a cold run compiles it, a warm one loads it)")
 
     def __call__(self, done: int, total: int, elapsed: float, best_energy: float) -> None:
         if elapsed >= self.quiet_for and (elapsed - self.last >= self.every or done == total):
             self.last = elapsed
-            print(
-                f"plbjax: search {done}/{total} blocks, {elapsed:.1f} s, best energy {best_energy:.6g}",
-                file=sys.stderr,
-                flush=True,
-            )
+            self._say(f"search {done}/{total} blocks, {elapsed:.1f} s, best energy {best_energy:.6g}")
 
 
 def configure_devices(device: DeviceConfig) -> None:

@@ -1,8 +1,10 @@
-"""What `plbjax` says while it gets the compiled search: loading or compiling until it knows, then
-which it was (seconds JAX spent tracing and compiling outside its persistent cache decide)."""
+"""What `plbjax` says while it searches: each line names the phase; while it gets the compiled search,
+that it is getting it ready, then whether it compiled or loaded it (seconds JAX spent tracing and
+compiling outside its persistent cache decide): a warm run never says "compiling"."""
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -14,14 +16,33 @@ from plbjax import cli
 def test_the_compile_line_says_loaded_or_compiled_after_the_fact(fresh, said, capsys, monkeypatch):
     monkeypatch.setattr(cli._compilations, "seconds", 10.0)
     progress = cli.Progress(compile_quiet_for=0.0)
+    progress.phase_begins("Balancing")
     progress.compiling(None)
     time.sleep(0.2)  # the announcement's timer
     cli._compilations.seconds += fresh
     progress.compiling(1.2)
-    assert capsys.readouterr().err.splitlines() == [
-        "plbjax: loading or compiling the search for this cluster's shape (compiled once, then loaded from the cache)",
-        f"plbjax: {said}; searching",
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [
+        "plbjax: Balancing: getting the search for this cluster's shape ready (a cold run compiles it, a warm one "
+        "loads it)",
+        f"plbjax: Balancing: {said}; searching",
     ]
+    assert fresh or "compiling" not in "".join(lines)  # loaded from the cache: nothing says compiling
+
+
+def test_every_search_line_names_its_phase(capsys):
+    """A plan's searches report to the progress each phase's name first."""
+    import yaml
+    from paths import ROOT
+
+    from plbjax import SearchConfig, parse_state, plan
+
+    state = parse_state(yaml.safe_load((ROOT / "examples" / "small.yaml").read_text()))
+    plan(state, SearchConfig(chains=4, steps=1000, block_steps=250), cli.Progress(quiet_for=0.0, every=0.0))
+    lines = [line for line in capsys.readouterr().err.splitlines() if " blocks, " in line]
+    named = {line.split(":")[1].strip() for line in lines}
+    assert named == {"Balancing", "FewestMovements"}, lines
+    assert all(re.fullmatch(r"plbjax: \w+: search \d+/\d+ blocks, [\d.]+ s, best energy \S+", line) for line in lines)
 
 
 def test_a_quick_load_says_nothing(capsys):
