@@ -81,7 +81,10 @@ def _parser() -> _Parser:
         prog="plbjax-roadef",
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
+        epilog="exit status: 0 a feasible assignment written (the best found within the limit); 1 the search failed\n"
+        "(the best written so far stands); 2 bad input (one line naming it); 130 after Ctrl-C (SIGINT), 143 after\n"
+        "SIGTERM\n\n"
+        "examples:\n"
         "  plbjax-roadef -t 300 -p model_a1_1.txt -i assignment_a1_1.txt -o new_a1_1.txt\n"
         "  plbjax-roadef -t 60 -p model.txt -i original.txt -o new.txt -s 3 --chains 2\n"
         "  plbjax-roadef -t 30 -p model.txt -i original.txt -o new.txt --probe-factor 0.01 --no-parallel\n"

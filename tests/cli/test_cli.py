@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 
 import jsonschema
@@ -300,11 +301,25 @@ def test_help_names_every_key_with_its_default_and_meaning(tmp_path):
         assert len(line.split(maxsplit=1)) == 2, f"{key} has no meaning: {line!r}"
     assert "search.seconds=null" in done.stdout and "state=???" in done.stdout
     assert "Search.Budget" in done.stdout  # which rule bounds the search
-    assert "130 after Ctrl-C (SIGINT), 143\nafter SIGTERM" in done.stdout  # the exit statuses
     assert "+settings.NAME=VALUE" in done.stdout and "+preset=cpu" in done.stdout
     examples = lines[lines.index("== Examples ==") + 1 :]
     assert sum(line.strip().startswith("plbjax ") for line in examples) == 3
     assert "is powered by Hydra" not in done.stdout
+
+
+SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]  # command -> module:function
+
+
+@pytest.mark.parametrize("command", [*sorted(SCRIPTS), "plbjax-generate timeline"])
+def test_every_commands_help_gives_the_exit_statuses_after_a_signal(command, tmp_path):
+    name, *words = command.split()
+    module, function = SCRIPTS[name].split(":")
+    code = f"import sys; from {module} import {function}; sys.exit({function}())"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *words, "--help"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert "130 after Ctrl-C (SIGINT), 143 after SIGTERM" in " ".join(done.stdout.split()), done.stdout
 
 
 def test_replay_help_names_every_key(tmp_path):

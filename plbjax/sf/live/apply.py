@@ -33,7 +33,7 @@ EPILOG = """\
 exit status: 0 every step done and the cluster as the plan's target; 1 done, but the cluster differs
 (or --verify found differences); 2 bad input (a file that is not a plan, a journal of another plan, an
 unreachable endpoint); 3 a step timed out; 4 a step refused by SF or skipped (precondition failed);
-130 / 143 interrupted (SIGINT / SIGTERM: no new step, those in flight watched; a second: stop at once).
+130 after Ctrl-C (SIGINT), 143 after SIGTERM (no new step, those in flight watched; a second: stop at once).
 
 examples:
   plbjax-apply plan.json --state state.json --endpoint https://mycluster:19080 --cert client.pem --key client.key

@@ -104,7 +104,9 @@ def main(argv: list[str] | None = None) -> None:
         prog="plbjax-dump",
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
+        epilog="exit status: 0 dump written; 2 bad input or a call that failed (one line naming it); 130 after\n"
+        "Ctrl-C (SIGINT), 143 after SIGTERM (no file half-written)\n\n"
+        "examples:\n"
         "  plbjax-dump --endpoint https://mycluster:19080 --cert client.pem --key client.key -o dump/\n"
         "  plbjax-dump --endpoint http://localhost:19080 --insecure -o dump/\n"
         "  plbjax-dump --endpoint https://mycluster:19080 --cert client.pem --replica-loads -o dump/\n"

@@ -674,7 +674,9 @@ def _parser() -> argparse.ArgumentParser:
         prog="plbjax-export",
         description=__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        epilog="examples:\n"
+        epilog="exit status: 0 script written; 2 bad input (one line naming it); 130 after Ctrl-C (SIGINT), 143\n"
+        "after SIGTERM (no file half-written)\n\n"
+        "examples:\n"
         "  plbjax-export plan.json --state state.json --format sfctl -o moves.sh   (then review, and: ./moves.sh)\n"
         "  plbjax-export plan.json --state state.json --format powershell -o moves.ps1\n"
         "  plbjax-export outputs/2026-01-01/12-00-00/plan.json --format rest --wait-timeout 600 -o moves.sh\n"

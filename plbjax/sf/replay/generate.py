@@ -55,7 +55,12 @@ def _params(kind: str, given: list[str]) -> dict[str, object]:
 
 def _parser() -> argparse.ArgumentParser:
     assert __doc__ is not None
-    ap = argparse.ArgumentParser(prog="plbjax-generate timeline", description=" ".join(__doc__.split()))
+    ap = argparse.ArgumentParser(
+        prog="plbjax-generate timeline",
+        description=" ".join(__doc__.split()),
+        epilog="exit status: 0 written; 2 bad input (one line naming it); 130 after Ctrl-C (SIGINT), 143 after "
+        "SIGTERM (no file half-written)",
+    )
     ap.add_argument("kind", choices=sorted(KINDS))
     ap.add_argument("--state", required=True, metavar="PATH", help="the timeline's initial state document")
     ap.add_argument("--seed", type=int, default=0)
