@@ -15,10 +15,11 @@ import signal
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import contextmanager, redirect_stderr
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -427,7 +428,8 @@ def _job_line(plan: dict, run_dir: Path) -> str:
 def _job(cfg: DictConfig, required: str, work: Callable[[Any, Path], float], prog: str) -> float:
     """One Hydra job: the config checked, the devices set up, `work(config, run_dir)` done. Bad input
     exits 2 with one line, or, in a sweep, is written to the job's directory and the sweep goes on; so
-    is any other error in a sweep (its traceback in the job's log), and the sweep exits non-zero."""
+    is any other error in a sweep (its traceback in the job's log), and the sweep exits non-zero;
+    outside a sweep any other error exits 1 with one line (`_internal_error`)."""
     global _job_started
     _job_started = True
     hydra_config = HydraConfig.get()
@@ -449,11 +451,24 @@ def _job(cfg: DictConfig, required: str, work: Callable[[Any, Path], float], pro
         return math.nan
     except Exception as exc:
         if not sweeping:
-            raise
+            _internal_error(prog, exc, run_dir)
         logging.getLogger(prog).exception("job %s failed", run_dir.name)  # the job's log keeps the traceback
         print(f"{prog}: job {run_dir.name} failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         write_text(run_dir / FAILED, f"error: {type(exc).__name__}: {exc}\n")
         return math.nan
+
+
+TRACEBACK = "traceback.txt"  # where an unexpected error's traceback goes, in the run directory
+
+
+def _internal_error(prog: str, exc: Exception, run_dir: Path) -> NoReturn:
+    """An unexpected error (a defect, not bad input): its traceback written to the run directory,
+    one line on stderr naming it and the file, exit status 1."""
+    path = run_dir / TRACEBACK
+    write_text(path, traceback.format_exc())
+    first = next(iter(str(exc).splitlines()), "")
+    print(f"{prog}: internal error: {type(exc).__name__}: {first} (traceback in {path})", file=sys.stderr)
+    sys.exit(1)
 
 
 def _drop_run_dir(run_dir: Path) -> None:
