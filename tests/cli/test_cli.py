@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -220,7 +221,7 @@ def test_sigterm_mid_search_writes_the_best_plan_found(tmp_path):
     )
     assert process.stderr is not None
     for line in process.stderr:  # progress lines start after a few seconds of search
-        if line.startswith("plbjax: search"):
+        if re.match(r"plbjax: \w+: search \d", line):  # e.g. plbjax: Balancing: search 3/9 blocks
             break
     started = time.perf_counter()
     process.send_signal(signal.SIGTERM)
