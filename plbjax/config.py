@@ -11,7 +11,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from plbjax.errors import BadInput, did_you_mean
-from plbjax.sf import SearchConfig
+from plbjax.sf import REFRESH_ACTIONS, SearchConfig
 
 
 @dataclasses.dataclass
@@ -52,11 +52,15 @@ class RunConfig:
     out: str | None = None  # also write the plan here (it is always written to the run directory)
     plot: str | None = None  # PNG of node loads per metric before and after the plan
     progress: bool = True  # progress lines on stderr, each naming its phase, for searches longer than a few seconds
-    refresh: bool = False  # one SF refresh: only the first stage with work (placement, constraint check, balancing)
+    refresh: Any = False  # one SF refresh: true, the first stage with work; or an SF action's (One refresh, below)
     search: SearchConfig = dataclasses.field(default_factory=SearchConfig)
     device: DeviceConfig = dataclasses.field(default_factory=DeviceConfig)
     balancing: BalancingConfig = dataclasses.field(default_factory=BalancingConfig)
     record: PlanRecordConfig = dataclasses.field(default_factory=PlanRecordConfig)  # what else the plan holds
+
+    def __post_init__(self) -> None:
+        if self.refresh not in (True, False) and self.refresh not in REFRESH_ACTIONS:
+            raise BadInput(f"refresh: {self.refresh!r} is not true, false or one of {', '.join(REFRESH_ACTIONS)}")
 
 
 REPLAY_ROUND_STEPS = 2_000  # a replay plans hundreds of rounds: each phase's full search, in steps

@@ -18,7 +18,7 @@ from plbjax.sf._encoding import Index, Problem, apply_actions, apply_to_partitio
 from plbjax.sf._generator import ClusterSpec, generate
 from plbjax.sf._model import Scope, Search, full_scope, model, scope
 from plbjax.sf._phases import PHASES, Phase, SearchConfig
-from plbjax.sf._plan import Findings, Plan, Session, findings, plan
+from plbjax.sf._plan import REFRESH_ACTIONS, Findings, Plan, Session, findings, plan
 from plbjax.sf._state import INTENTS, ClusterState, load_state, parse_state
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "Phase",
     "Problem",
     "Plan",
+    "REFRESH_ACTIONS",
     "Scope",
     "Search",
     "SearchConfig",

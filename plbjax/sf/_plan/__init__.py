@@ -10,8 +10,8 @@
 Reads `_phases` and below; the face `plbjax.sf` reads it.
 """
 
-from plbjax.sf._plan.planning import Plan, plan
+from plbjax.sf._plan.planning import REFRESH_ACTIONS, Plan, plan
 from plbjax.sf._plan.probe import Findings, findings
 from plbjax.sf._plan.session import Session
 
-__all__ = ["Findings", "Plan", "Session", "findings", "plan"]
+__all__ = ["REFRESH_ACTIONS", "Findings", "Plan", "Session", "findings", "plan"]

@@ -23,6 +23,7 @@ import jax
 import numpy as np
 
 from plbjax.anneal import STOP, AnnealResult, Schedule, enable_compilation_cache
+from plbjax.errors import BadInput
 from plbjax.sf._encoding import Index, diff
 from plbjax.sf._model import Placement, model, movements
 from plbjax.sf._phases import (
@@ -272,7 +273,7 @@ def plan(
     node_type: str | None = None,
     frozen: Collection[tuple[str, str]] = (),
     unsearched: Callable[[Callable[[], Plan] | None], None] | None = None,
-    refresh: bool = False,
+    refresh: bool | str = False,
     trace: bool = False,
 ) -> Plan:
     """Run the phases on `state` and return the plan (`Plan.document()`: the plan document).
@@ -282,7 +283,8 @@ def plan(
     for a caller that may have to stop before the search ends (a compilation cannot be
     interrupted), receives a function that builds the plan of the prepared state with nothing
     searched, then None once the search is over. `refresh`: one SF refresh, the first stage that
-    has work (`refresh_stage`). `trace`: each phase's blocks in `Search.Phases[].Trace`."""
+    has work, or the stage of one of SF's actions (`refresh_stages`). `trace`: each phase's
+    blocks in `Search.Phases[].Trace`."""
     clock = _Clock()
     with clock("Prepare"):
         encoded = governed_encoding(state)
@@ -313,11 +315,34 @@ def refresh_stage(encoded: Encoded, frozen: Collection[tuple[str, str]] = ()) ->
     return Phase.BALANCING if settings["LoadBalancingEnabled"] else None
 
 
-def _first_refresh(encoded: Encoded) -> Encoded:
-    """`encoded` as SF's first refresh sees it: placement is NewReplicaPlacement, which moves no
-    existing replica (NewReplicaPlacementWithMove comes after PLBActionRetryTimes refreshes)."""
-    settings = dict(encoded.state.settings, MoveExistingReplicaForPlacement=False)
-    return encoded._replace(state=dataclasses.replace(encoded.state, settings=settings))
+REFRESH_ACTIONS = {  # SF's PLBSchedulerActionType -> the stage it runs
+    "NewReplicaPlacement": Phase.PLACEMENT,
+    "NewReplicaPlacementWithMove": Phase.PLACEMENT,
+    "ConstraintCheck": Phase.CONSTRAINT_CHECK,
+    "QuickLoadBalancing": Phase.BALANCING,
+    "LoadBalancing": Phase.BALANCING,
+}
+
+
+def refresh_stages(
+    encoded: Encoded, refresh: bool | str, frozen: Collection[tuple[str, str]] = ()
+) -> tuple[tuple[Phase, ...], Encoded]:
+    """The stage one SF refresh runs and `encoded` as that refresh sees it. `refresh` true: the
+    first stage with work (`refresh_stage`); an action of SF's PLBSchedulerActionType
+    (`REFRESH_ACTIONS`): that stage, as PLBScheduler runs it (Searcher::ProcessSearchType).
+    NewReplicaPlacement moves no existing replica; NewReplicaPlacementWithMove, which SF runs after
+    PLBActionRetryTimes refreshes that placed nothing, may (MoveExistingReplicaForPlacement)."""
+    if refresh is True:
+        stage = refresh_stage(encoded, frozen)
+        action = "NewReplicaPlacement" if stage is Phase.PLACEMENT else None
+    elif refresh in REFRESH_ACTIONS:
+        stage, action = REFRESH_ACTIONS[refresh], refresh
+    else:
+        raise BadInput(f"refresh: {refresh!r} is not true, false or one of {', '.join(REFRESH_ACTIONS)}")
+    if action == "NewReplicaPlacement":
+        settings = dict(encoded.state.settings, MoveExistingReplicaForPlacement=False)
+        encoded = encoded._replace(state=dataclasses.replace(encoded.state, settings=settings))
+    return (() if stage is None else (stage,)), encoded
 
 
 def plan_encoded(
@@ -330,7 +355,7 @@ def plan_encoded(
     frozen: Collection[tuple[str, str]] = (),
     clock: _Clock | None = None,
     unsearched: Callable[[Callable[[], Plan] | None], None] | None = None,
-    refresh: bool = False,
+    refresh: bool | str = False,
     trace: bool = False,
 ) -> Plan:
     """`plan` of a state already governed and encoded (a `Session`'s)."""
@@ -339,9 +364,7 @@ def plan_encoded(
     wanted = PHASES if phase is None else (phase,)
     if refresh and phase is None:
         with clock("Prepare"):
-            stage = refresh_stage(encoded, frozen)
-        wanted = () if stage is None else (stage,)
-        encoded = _first_refresh(encoded)
+            wanted, encoded = refresh_stages(encoded, refresh, frozen)
     search = (search or SearchConfig()).resolved(jax.default_backend(), encoded.state.replica_count())
     priorities = priorities_of(encoded.state)
     with clock("Prepare"):

@@ -76,7 +76,7 @@ class Session:
         phase: Phase | None = None,
         node_type: str | None = None,
         frozen: Collection[tuple[str, str]] = (),
-        refresh: bool = False,
+        refresh: bool | str = False,
     ) -> Plan:
         """The plan of `doc` (`plbjax.sf.plan`, with the same round arguments)."""
         encoded = self.encoded(doc)
