@@ -6,8 +6,9 @@ found best (docs/benchmarks.md), parallel tries, and blocks of steps that grow w
 (1,024 replicas or fewer) shares the 256 tries among up to 8 independent chains: one wide chain
 settles in whichever local optimum it reaches first (a movement too many, a costlier fix), where SF's
 few, tiny clusters need the best of several; and its blocks (one temperature each) are as short as
-`BLOCK_PROPOSALS` a replica allow. Every search stops early once it has tried every move of a replica
-to a node `patience` times over (at least two blocks) without improving, every chain frozen at its best.
+`BLOCK_PROPOSALS` a replica allow (at least `MIN_BLOCK_STEPS`). Every search stops early once it has
+tried every move of a replica to a node `patience` times over (at least two blocks, and half a
+step-bound search's blocks) without improving, every chain frozen at its best.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ BLOCK_STEPS = 1_000  # steps a block at most (SF: 1,000 a round)
 _MIN_STEPS = 2_000  # two blocks: the probe (greedy) and one that cools
 _MIN_CPU_BLOCKS = 10  # a CPU chain's floor: tiny clusters' optima need a few cooling blocks (the brute-force oracle)
 BLOCK_PROPOSALS = 64  # on a CPU, a block's proposals per replica (a chain's), in power-of-two steps
+MIN_BLOCK_STEPS = 256  # on a CPU, a block's steps at least: tiny clusters' optima need them (the brute-force oracle)
 MIN_PATIENCE = 2  # blocks in a row that improve nothing before a search may stop
+PATIENCE_SHARE = 0.5  # and at least this share of a step-bound search's blocks: a search cools half its course
 SMALL_CLUSTER = 2048  # on a CPU, fewer replicas than this share a step's tries among several chains
 
 
@@ -33,13 +36,13 @@ def auto_search(backend: str, replicas: int) -> dict:
     """The `auto` values for a backend and a cluster of `replicas` replicas. On a CPU the blocks
     grow with the cluster: 20 steps a replica (at least 10 blocks) up to 20 blocks at 1,000 replicas,
     then 500 proposals a replica beyond 10,000 replicas, and a block is `BLOCK_PROPOSALS` proposals
-    a replica (at least 64 steps, at most 1,000); on a GPU a step per ten replicas, at least 2,000 (a
-    probe block and one cooling block; docs/benchmarks.md, "Default search length")."""
+    a replica (at least `MIN_BLOCK_STEPS`, at most 1,000); on a GPU a step per ten replicas, at
+    least 2,000 (a probe block and one cooling block; docs/benchmarks.md, "Default search length")."""
     if backend == "cpu":
         chains = min(8, 2 ** max(0, math.floor(math.log2(SMALL_CLUSTER / max(replicas, 1)))))
         tries = 256 // chains
         wanted = max(1, math.ceil(BLOCK_PROPOSALS * replicas / tries))
-        block_steps = min(BLOCK_STEPS, max(64, 2 ** math.ceil(math.log2(wanted))))
+        block_steps = min(BLOCK_STEPS, max(MIN_BLOCK_STEPS, 2 ** math.ceil(math.log2(wanted))))
         steps = min(20 * replicas, max(20_000, math.ceil(500 * replicas / 256)))
         blocks = max(_MIN_CPU_BLOCKS, math.ceil(steps / BLOCK_STEPS))
         return dict(chains=chains, tries=tries, parallel=True, steps=blocks * block_steps, block_steps=block_steps)
@@ -129,11 +132,15 @@ class SearchConfig:
 
     def schedule_for(self, replicas: int, nodes: int) -> Schedule:
         """`schedule` for a cluster of `replicas` replicas on `nodes` nodes: `patience` in blocks, as
-        many as try every move of a replica to a node `patience` times (at least `MIN_PATIENCE`)."""
+        many as try every move of a replica to a node `patience` times, at least `MIN_PATIENCE` and,
+        when steps bound the search, `PATIENCE_SHARE` of its blocks (a frozen tiny cluster is not
+        yet cold: stopping in the first half of the cooling lost optima the brute-force oracle finds)."""
         if self.patience is None:
             return self.schedule
         sweep = replicas * nodes / (self.kernel.tries * self.kernel.block_steps)
-        return dataclasses.replace(self.schedule, patience=max(MIN_PATIENCE, math.ceil(self.patience * sweep)))
+        planned = math.ceil(PATIENCE_SHARE * self.steps / self.block_steps) if self.steps else 0
+        patience = max(MIN_PATIENCE, planned, math.ceil(self.patience * sweep))
+        return dataclasses.replace(self.schedule, patience=patience)
 
     @property
     def schedule(self) -> Schedule:

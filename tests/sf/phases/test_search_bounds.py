@@ -3,6 +3,7 @@ step-bound) and which plbjax made an output (`--version`, the plan's `Search.Ver
 
 from __future__ import annotations
 
+import math
 import subprocess
 import sys
 
@@ -23,13 +24,23 @@ def test_the_defaults_are_bound_by_steps():
 
 @pytest.mark.parametrize(
     ("replicas", "chains", "block_steps", "blocks"),
-    [(22, 8, 64, 10), (100, 8, 256, 10), (1_000, 2, 512, 20), (10_000, 1, 1_000, 20), (100_000, 1, 1_000, 196)],
+    [(22, 8, 256, 10), (100, 8, 256, 10), (1_000, 2, 512, 20), (10_000, 1, 1_000, 20), (100_000, 1, 1_000, 196)],
 )
 def test_a_cpu_block_holds_proposals_in_proportion_to_the_cluster(replicas, chains, block_steps, blocks):
-    """A block (one temperature) is 64 proposals a replica on a CPU, in power-of-two steps from 64
+    """A block (one temperature) is 64 proposals a replica on a CPU, in power-of-two steps from 256
     to 1,000; the blocks are as many as before (10 at least, 20 a replica up to 1,000 replicas)."""
     search = SearchConfig().resolved("cpu", replicas)
     assert (search.chains, search.block_steps, search.steps // search.block_steps) == (chains, block_steps, blocks)
+
+
+def test_patience_spans_half_a_step_bound_search_and_sweeps_of_the_moves():
+    """A search stops early only after half its blocks (a tiny cluster's chains freeze before they
+    are cold), or more where `patience` sweeps of every replica-to-node move take more blocks."""
+    search = SearchConfig().resolved("cpu", 22)
+    assert search.schedule_for(22, 6).patience == 5  # 10 blocks
+    assert search.schedule_for(22, 6_000).patience == math.ceil(2 * 22 * 6_000 / (32 * 256))
+    assert SearchConfig(seconds=5).resolved("cpu", 22).schedule_for(22, 6).patience == 2  # no planned blocks
+    assert SearchConfig(patience=None).resolved("cpu", 22).schedule_for(22, 6).patience is None
 
 
 def test_seconds_given_are_the_budget_and_auto_steps_no_longer_bind():

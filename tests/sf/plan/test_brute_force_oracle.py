@@ -90,13 +90,13 @@ DEFAULT_MISSES = {
     # over capacity or in an affinity violation (SF's ConstraintCheckDomainAndCapacityViolationsTest
     # makes one move, no swap); this soft violation needs a swap outside that scope: open
     117,
+    # balancing ends at the optimum's AvgStdDev and movements with one partition's primary on another of its
+    # replicas, 0.09 % above the optimum's energy (-37.825 against -37.859): blocks of 1,000 steps
+    # find it, the default 256 (issue 47: a block's length grows with the cluster) mostly not
+    180,
 }
 
 
-@pytest.mark.xfail(
-    reason="KNOWN DEFECT (issue 47 early stops / 64-step blocks or issue 48, found by the last CI run): seed 84 of the oracle ends a movement short of its optimum; mend first next session",
-    strict=False,
-)
 def test_the_default_search_finds_what_the_short_search_misses():
     found = mismatches(SHORT_MISSES, SearchConfig(seconds=None))
     assert not any(msg.startswith(WRONG) for msg in found.values()), found
