@@ -100,7 +100,8 @@ class _Layout(NamedTuple):
 def replica_rows(cluster: Entities, allowed: list[np.ndarray], nodes: Nodes, use_costs: bool) -> Rows:
     """The replica rows of the partitions, column by column. `allowed[s]`: nodes service s may use.
     A replica stays on an Up node or on one deactivated with Pause or Restart (`nodes.kept`); a
-    service with one instance per node keeps, beyond its allowed nodes, its instances on kept ones."""
+    service with one instance per node has a row for each node it may use and for each of its
+    running instances elsewhere (until dropped)."""
     services, n_part = cluster.services, len(cluster.partitions)
     part_service = np.fromiter(
         map(cluster.service_ix.__getitem__, map(attrgetter("service"), cluster.partitions)), np.int64, n_part
@@ -112,8 +113,12 @@ def replica_rows(cluster: Entities, allowed: list[np.ndarray], nodes: Nodes, use
     everywhere_of = np.array([s.target < 0 for s in services] + [False], bool)
     given = _given_replicas(cluster.partitions)
     given_node = _given_nodes(given, cluster.node_ix)
-    on_kept = everywhere_of[part_service[given.partition]] & np.append(nodes.kept, False)[given_node]
-    target = target_of[part_service] + np.bincount(given.partition[on_kept], minlength=n_part)
+    usable = np.zeros((len(services) + 1, len(nodes.up) + 1), bool)  # [S+1, N+1]: the last, nowhere
+    usable[: len(services), : len(nodes.up)] = allowed
+    running = np.append(nodes.up | nodes.kept, False)[given_node]
+    beyond = running & ~usable[part_service[given.partition], given_node]  # kept until dropped
+    beyond &= everywhere_of[part_service[given.partition]]
+    target = target_of[part_service] + np.bincount(given.partition[beyond], minlength=n_part)
     layout = _layout(given, target, stateful_of[part_service])
     code = np.empty(layout.n_rep, np.int8)
     code[layout.given_rows], code[layout.new_rows] = given.code, layout.new_code

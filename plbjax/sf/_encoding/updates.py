@@ -101,13 +101,13 @@ def with_parent_hosts(
 ) -> tuple[Problem, Index]:
     """The encoding of `state` with `parent_hosts` (see `encode`): only the placement classes, and
     the energy weights' node sets they scope, are derived again and replaced; the replica rows only
-    when a one-per-node service's class, and so its instance count, changed."""
+    when a one-per-node service's nodes, and so its instance count, changed."""
     stages = _staged(index)
     classes = placement_classes(state, stages.cluster, stages.nodes, parent_hosts)
     updated = dataclasses.replace(stages, classes=classes, weights=energy_weights(state, stages.cluster, classes))
-    everywhere = np.array([s.target < 0 for s in stages.cluster.services], bool)
-    counts = lambda s: np.array([int(m.sum()) for m in s.allowed()])[everywhere]
-    if not np.array_equal(counts(stages), counts(updated)):
+    everywhere = [i for i, s in enumerate(stages.cluster.services) if s.target < 0]
+    nodes_of = lambda s: np.array([s.allowed()[i] for i in everywhere])  # its rows: these and its instances elsewhere
+    if not np.array_equal(nodes_of(stages), nodes_of(updated)):
         return assemble(state, updated)
     shares = shares_of(problem)._replace(
         classes=class_arrays(classes, stages.cluster.N), weights=weight_arrays(updated.weights)

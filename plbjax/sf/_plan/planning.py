@@ -304,13 +304,14 @@ def plan(
 
 def refresh_stage(encoded: Encoded, frozen: Collection[tuple[str, str]] = ()) -> Phase | None:
     """The stage one SF refresh runs (PLBScheduler::RefreshAction, every timer expired): the first
-    of placement (replicas to place or drop), the constraint check (a hard violation; unless
+    of placement (replicas to place or drop), the constraint check (a violation of any enabled
+    constraint, soft ones included, as SystemState::IsConstraintSatisfied checks them; unless
     ConstraintCheckEnabled is false) and balancing (unless LoadBalancingEnabled is false; the
     phase itself finds whether a metric is imbalanced), or None."""
     found, settings = findings_encoded(encoded, frozen), encoded.state.settings
     if found.unplaced:
         return Phase.PLACEMENT
-    if found.violations and settings["ConstraintCheckEnabled"]:
+    if (found.violations or found.soft_violations) and settings["ConstraintCheckEnabled"]:
         return Phase.CONSTRAINT_CHECK
     return Phase.BALANCING if settings["LoadBalancingEnabled"] else None
 
@@ -368,7 +369,7 @@ def plan_encoded(
     search = (search or SearchConfig()).resolved(jax.default_backend(), encoded.state.replica_count())
     priorities = priorities_of(encoded.state)
     with clock("Prepare"):
-        ready = prepare(encoded, priorities)
+        ready = prepare(encoded, priorities, one_refresh=wanted != PHASES)
     run = _run(ready.encoded, priorities, search, progress, frozen, node_type, wanted != PHASES)
     if unsearched is not None:
         unsearched(lambda: _unsearched_plan(run, ready, search))

@@ -32,6 +32,7 @@ class Findings:
     avg_std_dev: float
     node_loads: dict[str, dict[str, float]]
     violations_by_kind: dict[str, int] = dataclasses.field(default_factory=dict)  # replicas per constraint kind
+    soft_violations: int = 0  # placed replicas breaking only soft constraints (priority above 0), outside frozen ones
 
 
 def findings(state: ClusterState, frozen: Collection[tuple[str, str]] = ()) -> Findings:
@@ -55,6 +56,9 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
     violating = np.zeros(counted.shape[0], bool)
     for replicas in by_kind.values():
         violating |= replicas
+    soft = np.zeros(counted.shape[0], bool)
+    for replicas in violating_by_kind(index, now, np.where(priorities > 0, priorities, -1)).values():
+        soft |= replicas & counted & ~violating
     loads = now.report.loads[: index.n_nodes, : len(index.metrics)].tolist()
     return Findings(
         unplaced + surplus,
@@ -63,4 +67,5 @@ def findings_encoded(encoded: Encoded, frozen: Collection[tuple[str, str]] = ())
         float(now.report.avg),
         {name: dict(zip(index.metrics, row)) for name, row in zip(index.nodes, loads)},
         {kind: int(replicas.sum()) for kind, replicas in by_kind.items() if replicas.any()},
+        int(soft.sum()),
     )

@@ -9,15 +9,8 @@ from __future__ import annotations
 import pytest
 from sf_affinity_cases import count, document, fu, node, refresh, shown, stateful
 
-_SOFT_STAGE = pytest.mark.xfail(
-    reason="one refresh picks its stage by hard violations only (sf._plan.probe.findings_encoded); SF's "
-    "SystemState::IsConstraintSatisfied runs the constraint check for a violation of any enabled "
-    "constraint, soft UpgradeDomain (priority 1) included (issue 48.3)",
-    strict=True,
-)
 
-
-@pytest.mark.parametrize("one", [pytest.param(True, marks=_SOFT_STAGE), False], ids=["refresh", "plan"])
+@pytest.mark.parametrize("one", [True, False], ids=["refresh", "plan"])
 def test_an_upgrade_domain_violation_beside_a_fault_domain_rule_is_fixed_by_one_move(one):
     """SF's ConstraintCheckUpgradeDomainViolationWithFaultDomainTest (PLBConstraintCheck.Test.cpp:592):
     26 nodes over five two-level fault domains and nine upgrade domains; the partition's five

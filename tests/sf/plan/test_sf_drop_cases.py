@@ -56,10 +56,6 @@ def _every_node(paused: bool = True) -> dict:
     return document([svc], [fu("S", "0", "I/0, I/1, I/2")], node_list, None, False)
 
 
-@pytest.mark.xfail(
-    reason="plbjax/sf/_plan/planning.py must pass one_refresh to prepare (issue 48.7; not this file's owner)",
-    strict=False,
-)
 @pytest.mark.parametrize("paused", [True, False])
 def test_one_refresh_adds_the_missing_instance_and_drops_nothing(paused):
     """SF's PlacementOnEveryNodeNotNeededWithPausedNode (PLBPlacement.Test.cpp), first refresh: a -1
