@@ -169,9 +169,10 @@ def anneal(
     """Run `schedule.chains` chains; return the best solution found (or the initial one).
 
     A `progress` with a `compiling(seconds)` method hears when setting up and compiling the search
-    starts (None) and ends (its seconds); one with a `block(steps, temperature, best_energy)` method
-    hears each block's steps, the temperature it ended at and the lowest best energy over the chains
-    (read with the block's result, so a trace costs no device sync).
+    starts (None) and ends (its seconds); one with a `block(steps, temperature, best_energy, best)`
+    method hears each block's steps, the temperature it ended at, the lowest best energy over the
+    chains (read with the block's result, so a trace costs no device sync) and a function that
+    fetches that chain's best solution (called during `block` only).
     `deadline` (a `time.perf_counter()` instant) also bounds the search, compilation included;
     `STOP.set()` ends it after the current block (the best so far is returned); a search that should
     `finish` (a last pass over a result) goes on for `AFTER_STOP_SECONDS` more at most. The last
@@ -223,7 +224,7 @@ def _anneal(
 ) -> AnnealResult:
     """`anneal` with these configs."""
     notice = getattr(progress, "compiling", None)  # hears when the chains' setup and compilation start and end
-    traced = getattr(progress, "block", None)  # hears each block's steps, temperature and best energy
+    traced = getattr(progress, "block", None)  # hears each block's steps, temperature, best energy and solution
     ready_at = time.perf_counter()
     if notice is not None:
         notice(None)
@@ -272,7 +273,9 @@ def _anneal(
         if progress is not None:
             progress(done, blocks, elapsed, float(best_energy.min()))
         if traced is not None:
-            traced(kernel.block_steps, t_b, float(best_energy.min()))
+            lowest = int(np.argmin(best_energy))
+            best_now = lambda b=lowest, best=chains.best: jax.tree.map(lambda x: _host(x)[b], best)
+            traced(kernel.block_steps, t_b, float(best_energy[lowest]), best_now)
         if (
             checkpoint is not None
             and best_energy.min() < saved_energy

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
+import jax
+import numpy as np
 import pytest
 from conftest import QUICK, searchable
 
@@ -22,8 +24,8 @@ class _Recorder:
     def __call__(self, done, total, elapsed, best):
         self.calls.append(best)
 
-    def block(self, steps, temperature, best):
-        self.blocks.append((steps, temperature, best))
+    def block(self, steps, temperature, best, solution):
+        self.blocks.append((steps, temperature, best, solution()))
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def problem(states):
     return searchable(states[0])[0]
 
 
-def test_a_block_method_hears_each_blocks_steps_temperature_and_best_energy(problem):
+def test_a_block_method_hears_each_blocks_steps_temperature_best_energy_and_solution(problem):
     heard = _Recorder()
     result = A.anneal(S.model(), problem, QUICK.kernel, SCHEDULE, heard)
     assert len(heard.blocks) == result.blocks == 4 and sum(b[0] for b in heard.blocks) == result.steps
@@ -41,6 +43,8 @@ def test_a_block_method_hears_each_blocks_steps_temperature_and_best_energy(prob
     assert temperatures[1:] == pytest.approx([t0 * ratio ** (k / 4) for k in (2, 3, 4)], rel=1e-6)
     best = [b[2] for b in heard.blocks]
     assert best == heard.calls and best == sorted(best, reverse=True) and best[-1] == result.energy
+    last = heard.blocks[-1][3]  # the best chain's best solution, as the result's
+    assert all(np.array_equal(a, b) for a, b in zip(jax.tree.leaves(last), jax.tree.leaves(result.solution)))
 
 
 def test_a_plain_callable_still_hears_every_block(problem):

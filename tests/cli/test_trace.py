@@ -1,5 +1,5 @@
 """`record.trace=true`: each phase's blocks in the plan (`Search.Phases[].Trace`: steps so far,
-temperature, best energy), drawn beside the `plot=` picture; nothing of it otherwise."""
+temperature, best energy and its AvgStdDev), drawn beside the `plot=` picture; nothing of it otherwise."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ def test_each_phase_searched_has_its_blocks_traced(state):
     assert first[0]["Temperature"] == 0.0 and first[1]["Temperature"] > first[2]["Temperature"] > 0
     best = [b["BestEnergy"] for b in first]
     assert best == sorted(best, reverse=True) and balancing["Energy"] <= best[-1] * (1 + 1e-6)
+    assert first[0]["AvgStdDev"] <= document["Score"]["Before"] + 1e-6  # the probe's greedy descent
+    assert first[-1]["AvgStdDev"] == pytest.approx(document["Score"]["After"], abs=0.05)  # before the tidy-up
 
 
 def test_no_trace_unless_asked(state):

@@ -24,8 +24,8 @@ import numpy as np
 
 from plbjax.anneal import STOP, AnnealResult, Schedule, enable_compilation_cache
 from plbjax.errors import BadInput
-from plbjax.sf._encoding import Index, diff
-from plbjax.sf._model import Placement, model, movements
+from plbjax.sf._encoding import Index, diff, settle
+from plbjax.sf._model import Placement, assessed, model, movements
 from plbjax.sf._phases import (
     PHASES,
     QUENCH_BLOCKS,
@@ -132,11 +132,12 @@ STEPS = (
 
 class _Trace:
     """A phase's `progress` that records its searches' blocks (`Search.Phases[].Trace`): each block's
-    number, the phase's steps so far, the temperature the block ended at and the best energy over the
-    chains; it passes everything on to the plan's `progress`."""
+    number, the phase's steps so far, the temperature the block ended at, the best energy over the
+    chains and that chain's AvgStdDev (`score` of its best solution); it passes everything on to the
+    plan's `progress`."""
 
-    def __init__(self, progress: Callable[[int, int, float, float], None] | None):
-        self.progress, self.steps = progress, 0
+    def __init__(self, progress: Callable[[int, int, float, float], None] | None, score: Callable[..., float]):
+        self.progress, self.score, self.steps = progress, score, 0
         self.blocks: list[dict] = []
         self.compiling = getattr(progress, "compiling", None)
 
@@ -144,10 +145,17 @@ class _Trace:
         if self.progress is not None:
             self.progress(done, total, elapsed, best_energy)
 
-    def block(self, steps: int, temperature: float, best_energy: float) -> None:
+    def block(self, steps: int, temperature: float, best_energy: float, best: Callable) -> None:
         self.steps += steps
-        block = len(self.blocks) + 1
-        self.blocks.append({"Block": block, "Steps": self.steps, "Temperature": temperature, "BestEnergy": best_energy})
+        self.blocks.append(
+            {
+                "Block": len(self.blocks) + 1,
+                "Steps": self.steps,
+                "Temperature": temperature,
+                "BestEnergy": best_energy,
+                "AvgStdDev": self.score(best()),
+            }
+        )
 
 
 def _phase_run(run: Run, phase: Phase, trace: bool) -> tuple[Run, _Trace | None]:
@@ -158,7 +166,9 @@ def _phase_run(run: Run, phase: Phase, trace: bool) -> tuple[Run, _Trace | None]
         begins(phase)
     if not trace:
         return run, None
-    traced = _Trace(run.progress)
+    problem, index = run.encoded.problem, run.encoded.index
+    score = lambda solution: float(assessed(problem, *settle(index, *solution)).report.avg)
+    traced = _Trace(run.progress, score)
     return dataclasses.replace(run, progress=traced), traced
 
 
