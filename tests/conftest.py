@@ -13,7 +13,7 @@ import jax.numpy as jnp
 import pytest
 from planned import plan_dump
 
-from plbjax.anneal import enable_compilation_cache
+from plbjax.anneal import clear_compiled_if_crowded, enable_compilation_cache
 from plbjax.sf import ClusterSpec, SearchConfig, encode, full_scope, generate, parse_state, scope
 
 # 20 nodes of two node types in 4 fault domains x 2 racks, 4 services (half of them constrained to a
@@ -48,6 +48,14 @@ def pytest_configure(config):
     jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     enable_compilation_cache()
     jax.jit(jnp.negative)(jnp.zeros(()))
+
+
+@pytest.fixture(autouse=True)
+def _room_for_programs():
+    """A test worker runs hundreds of tests, each compiling programs that hold memory maps: before
+    each test, compiled programs are dropped once they hold half the system's limit (a compilation
+    finding none left crashes the worker)."""
+    clear_compiled_if_crowded()
 
 
 def cluster(seed: int, **changes) -> dict:

@@ -100,6 +100,31 @@ def clear_compiled() -> None:
     jax.clear_caches()
 
 
+MAPS_SHARE = 0.5  # of the system's memory-map limit, past which compiled programs are dropped
+
+
+def _maps_share() -> float:
+    """The share of the system's memory-map limit (Linux's vm.max_map_count) this process uses; 0
+    where the system does not say."""
+    try:
+        with open("/proc/self/maps", "rb") as maps:
+            used = sum(1 for _ in maps)
+        return used / int(Path("/proc/sys/vm/max_map_count").read_text())
+    except (OSError, ValueError, ZeroDivisionError):
+        return 0.0
+
+
+def clear_compiled_if_crowded() -> bool:
+    """`clear_compiled` once this process's compiled programs hold more than `MAPS_SHARE` of the
+    system's memory maps: XLA:CPU maps each program's code, and a compilation that finds no map
+    left crashes the process (a segmentation fault in LLVM, seen in a test worker after ~500
+    tests). Whether it cleared."""
+    if _maps_share() <= MAPS_SHARE:
+        return False
+    clear_compiled()
+    return True
+
+
 def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig):
     """The compiled block runner for this model, these shapes and this kernel config, and the seconds
     compiling took."""
@@ -113,6 +138,7 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig)
         tuple((x.shape, x.dtype) for x in jax.tree.leaves((problem, chains))),
     )
     if key not in _executables:
+        clear_compiled_if_crowded()
         start = time.perf_counter()
         kept = (problem, jnp.ones(2, jnp.float32), jnp.int32(1))
         if layout is None and jax.process_count() == 1:

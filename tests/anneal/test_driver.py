@@ -51,3 +51,16 @@ def test_a_plain_callable_still_hears_every_block(problem):
     heard = []
     A.anneal(S.model(), problem, QUICK.kernel, SCHEDULE, lambda *args: heard.append(args))
     assert [done for done, *_ in heard] == [1, 2, 3, 4]
+
+
+def test_compiled_programs_are_dropped_once_they_crowd_the_memory_maps(monkeypatch):
+    """XLA:CPU maps each program's code; past `MAPS_SHARE` of the system's limit they are dropped
+    (a compilation finding no map left crashes the process)."""
+    from plbjax.anneal import _driver
+
+    assert 0 < _driver._maps_share() < 1  # Linux says how many this process holds of how many
+    monkeypatch.setattr(_driver, "MAPS_SHARE", 1.0)
+    assert not A.clear_compiled_if_crowded()
+    _driver._executables["marker"] = None
+    monkeypatch.setattr(_driver, "MAPS_SHARE", 0.0)
+    assert A.clear_compiled_if_crowded() and "marker" not in _driver._executables
