@@ -7,8 +7,7 @@ and checksummed, in `<cache>/programs/`, keyed by what it was traced from: the s
 from, JAX's and jaxlib's versions, the backend and device, XLA's flags, the function and what it
 closes over, and the arguments' structure, shapes and dtypes. A later process deserializes it and
 XLA's cache supplies the executable. A file that fails its checksum or does not load is skipped with
-a warning and removed; anything the key cannot describe exactly is traced as usual. (Executables
-themselves are not stored: deserialized XLA:CPU executables crashed test processes now and then.)
+a warning and removed; anything the key cannot describe exactly is traced as usual.
 """
 
 from __future__ import annotations
