@@ -8,6 +8,17 @@ import math
 import jax
 import numpy as np
 
+# The smallest padded size of each dimension (named as in Problem; D: fault or upgrade domain ids),
+# None: exact. Small clusters share one shape, so a batch of them (or a test suite) compiles a few
+# searches, not one per cluster.
+FLOORS: dict[str, int | None] = {"N": 16, "R": 16, "P": 8, "M": 4, "S": 4, "K": 4, "Kc": 8, "Ms": 4, "C": 4, "D": 16}
+
+
+def padded(dim: str, n: int) -> int:
+    """The padded size of dimension `dim` (a key of `FLOORS`) holding `n`."""
+    floor = FLOORS[dim]
+    return max(int(n), 1) if floor is None else bucket(n, floor)
+
 
 def bucket(n: int, minimum: int = 1) -> int:
     """Round n up to a power of two up to 8, then to one of four sizes per octave (10, 12, 14, 16, 20...)."""

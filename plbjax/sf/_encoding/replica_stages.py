@@ -10,7 +10,7 @@ from itertools import chain
 
 import numpy as np
 
-from plbjax.sf._encoding.arrays import bucket
+from plbjax.sf._encoding.arrays import bucket, padded
 from plbjax.sf._encoding.problem import (
     HISTORY_WIDTH,
     PRIORITY_SETTINGS,
@@ -98,7 +98,7 @@ def children_of(parent: np.ndarray, n_partitions: int) -> np.ndarray:
     (-1 padded)."""
     children = np.flatnonzero(parent >= 0)
     counts = np.bincount(parent[children], minlength=n_partitions)
-    table = np.full((n_partitions, bucket(int(counts.max(initial=1)))), -1, np.int32)
+    table = np.full((n_partitions, padded("Kc", int(counts.max(initial=1)))), -1, np.int32)
     order = children[np.argsort(parent[children], kind="stable")]
     slot = np.arange(order.size) - np.repeat(np.cumsum(counts) - counts, counts)
     table[parent[order], slot] = order

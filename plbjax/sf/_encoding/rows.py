@@ -13,7 +13,7 @@ from typing import NamedTuple, cast
 
 import numpy as np
 
-from plbjax.sf._encoding.arrays import bucket
+from plbjax.sf._encoding.arrays import padded
 from plbjax.sf._encoding.stages import Entities, Nodes
 
 MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
@@ -52,11 +52,11 @@ class Rows:
 
     @property
     def R(self) -> int:  # the padded sizes, named as in Problem
-        return bucket(self.n_replicas, 8)
+        return padded("R", self.n_replicas)
 
     @property
     def P(self) -> int:
-        return bucket(self.sizes.size, 8)
+        return padded("P", self.sizes.size)
 
 
 def _order_within(texts: list[str], part: np.ndarray) -> np.ndarray | None:
@@ -294,7 +294,7 @@ def partition_table(rows: Rows, P: int) -> np.ndarray:
     """[P, K] the replica rows of each partition, -1 padded. Partitions placed on every node never
     move: they are left out."""
     on_every_node = rows.everywhere
-    K = bucket(int(rows.sizes[~on_every_node].max(initial=1)))
+    K = padded("K", int(rows.sizes[~on_every_node].max(initial=1)))
     table = np.full((P, K), -1, np.int32)
     listed = ~on_every_node[rows.partition]
     table[rows.partition[listed], rows.slot[listed]] = np.flatnonzero(listed)

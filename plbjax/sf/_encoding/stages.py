@@ -10,7 +10,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from plbjax.sf._encoding.arrays import bucket, pad
+from plbjax.sf._encoding.arrays import pad, padded
 from plbjax.sf._state import ClusterState, node_mask
 
 
@@ -57,15 +57,15 @@ class Entities:
 
     @property
     def N(self) -> int:  # the padded sizes, named as in Problem
-        return bucket(self.n_nodes, 8)
+        return padded("N", self.n_nodes)
 
     @property
     def M(self) -> int:
-        return bucket(self.n_metrics)
+        return padded("M", self.n_metrics)
 
     @property
     def S(self) -> int:
-        return bucket(len(self.services))
+        return padded("S", len(self.services))
 
 
 def entities(state: ClusterState) -> Entities:
@@ -120,6 +120,14 @@ class Nodes:
     ud_tree: np.ndarray  # int32[N, 2]
     move_factor: np.ndarray  # float32[nodes] moving onto the node costs move_cost x this (`_priority_factor`)
 
+    @property
+    def Df(self) -> int:  # fault domain ids (every level), padded
+        return padded("D", int(self.fd_tree.max()) + 1)
+
+    @property
+    def Du(self) -> int:  # upgrade domain ids (and the root), padded
+        return padded("D", int(self.ud_tree.max()) + 1)
+
 
 def encoded_nodes(state: ClusterState, cluster: Entities) -> Nodes:
     capacity, threshold_load = _capacities(state, cluster)
@@ -172,18 +180,18 @@ def placement_classes(
 ) -> Classes:
     """Each class's nodes, and how many eligible child domains each fault and upgrade domain has."""
     service_class, masks = _class_masks(cluster, _allowed_nodes(state, cluster, nodes.up), parent_hosts)
-    C, N, n = bucket(len(masks), 4), cluster.N, cluster.n_nodes
+    C, N, n = padded("C", len(masks)), cluster.N, cluster.n_nodes
     class_nodes = np.zeros((C, N), np.int32)
     class_count = np.zeros(C, np.int32)
-    fd_children = np.zeros((C, int(nodes.fd_tree.max()) + 1), np.int32)
-    ud_children = np.zeros((C, int(nodes.ud_tree.max()) + 1), np.int32)
+    fd_children = np.zeros((C, nodes.Df), np.int32)
+    ud_children = np.zeros((C, nodes.Du), np.int32)
     fd_usable, ud_usable = np.zeros(fd_children.shape, bool), np.zeros(ud_children.shape, bool)
     for c, mask in enumerate(masks):
         allowed = np.flatnonzero(mask)
         class_nodes[c, : len(allowed)] = allowed
         class_count[c] = len(allowed)
-        fd_children[c] = _eligible_children(nodes.fd_tree[:n], mask)
-        ud_children[c] = _eligible_children(nodes.ud_tree[:n], mask)
+        fd_children[c] = _eligible_children(nodes.fd_tree[:n], mask, nodes.Df)
+        ud_children[c] = _eligible_children(nodes.ud_tree[:n], mask, nodes.Du)
         fd_usable[c, nodes.fd_tree[:n][mask[:n]]] = True
         ud_usable[c, nodes.ud_tree[:n][mask[:n]]] = True
     return Classes(
@@ -289,7 +297,7 @@ def _service_weights(cluster: Entities, classes: Classes) -> tuple[np.ndarray, n
     partitions_of = {s.name: 0 for s in services}
     for part in cluster.partitions:
         partitions_of[part.service] += 1
-    ms = max([len(s.metrics) for s in services] + [1])
+    ms = padded("Ms", max([len(s.metrics) for s in services] + [1]))
     service_metrics = np.full((cluster.S, ms), -1, np.int32)
     local_w = np.zeros((cluster.S, ms), np.float32)
     weight_sum = np.zeros(M, np.float64)
@@ -326,9 +334,8 @@ def _domain_tree(paths: list[tuple[str, ...]], n_pad: int) -> np.ndarray:
     return tree
 
 
-def _eligible_children(tree: np.ndarray, eligible: np.ndarray) -> np.ndarray:
-    """For each domain id, how many distinct child domains hold at least one eligible node."""
-    n_domains = int(tree.max()) + 1 if tree.size else 1
+def _eligible_children(tree: np.ndarray, eligible: np.ndarray, n_domains: int) -> np.ndarray:
+    """For each domain id (of `n_domains`), how many distinct child domains hold at least one eligible node."""
     counts = np.zeros(n_domains, np.int32)
     for level in range(1, tree.shape[1]):
         pairs = np.unique(tree[eligible, level - 1].astype(np.int64) * n_domains + tree[eligible, level])

@@ -3,9 +3,11 @@ host-side `Index` with the input's and the plan's initial placement."""
 
 from __future__ import annotations
 
+import jax
 import numpy as np
 import pytest
 from conftest import cluster
+from sf_affinity_cases import document, fu, node, stateful
 
 from plbjax.sf import encode, parse_state
 from plbjax.sf._encoding.arrays import bucket
@@ -23,6 +25,18 @@ def test_the_cluster_holds_no_field_of_a_phase():
 def test_sizes_round_up_to_buckets():
     assert [bucket(n) for n in (0, 1, 3, 5, 8, 9, 11, 13, 15, 17, 33)] == [1, 1, 4, 8, 8, 10, 12, 14, 16, 20, 40]
     assert bucket(3, minimum=8) == 8
+
+
+def test_small_clusters_of_different_sizes_share_one_shape():
+    """SF's unit-test clusters (3 to 9 nodes, 1 to 4 services and metrics, up to 15 fault domains of
+    one depth) encode to arrays of one shape each, so they share one compiled search (`FLOORS`)."""
+    metric = lambda name: {"Name": name, "Weight": "High", "PrimaryDefaultLoad": 1, "SecondaryDefaultLoad": 1}
+    small = document([stateful("S", 1)], [fu("S", 0, "P/0")], [node(i, f"dc{i}/r0") for i in range(3)])
+    services = [stateful(f"S{k}", 3, Metrics=[metric(f"M{k}")]) for k in range(4)]
+    partitions = [fu(f"S{k}", k, "P/0, S/3, S/6") for k in range(4)]
+    larger = document(services, partitions, [node(i, f"dc{i % 3}/r{i}", f"ud{i % 4}") for i in range(9)])
+    shapes = [jax.tree.map(np.shape, encode(parse_state(doc))[0]) for doc in (small, larger)]
+    assert shapes[0] == shapes[1]
 
 
 def test_a_replica_on_a_down_node_is_in_the_input_and_unplaced_at_the_start():

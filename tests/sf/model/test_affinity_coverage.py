@@ -8,6 +8,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 from conftest import QUICK, searchable
 from sf_affinity_cases import document, fu, nodes, stateful
 
@@ -18,6 +19,8 @@ from plbjax.sf._model import chain as S
 from plbjax.sf._model import energy as E
 from plbjax.sf._model import violations
 from plbjax.sf._model.energy import node_loads
+
+pytestmark = pytest.mark.slow  # searches checked step by step
 
 
 def _state(child: str):

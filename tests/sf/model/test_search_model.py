@@ -23,6 +23,8 @@ from plbjax.sf._model.constraints import domain_violations_of
 from plbjax.sf._model.moves import DRAWS
 from plbjax.sf._plan.planning import plan
 
+pytestmark = pytest.mark.slow  # model checks on random clusters, each a search of its own
+
 
 def _hot(problem, temperature: float, steps: int, n: int = 8, config=QUICK.kernel):
     """n chains after `steps` steps at `temperature` (no refresh)."""

@@ -13,6 +13,8 @@ from __future__ import annotations
 import pytest
 from sf_cases import DEFAULT, document, fu, movements, run
 
+pytestmark = pytest.mark.slow  # a plan (and its compilation) each
+
 
 def _nodes(fds: list[str], **extra) -> list[dict]:
     """SF's CreateNodeDescription(i, fds[i]): node Ni in fault domain fd:/<fds[i]>, upgrade domain UDi."""

@@ -20,6 +20,8 @@ from sf_cases import DEFAULT, document, fu, movements, node_of, phase, run
 from plbjax.errors import BadInput
 from plbjax.sf import parse_state
 
+pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
+
 METRIC = "MyMetric"
 
 

@@ -30,6 +30,8 @@ from conftest import cluster
 from plbjax.sf import SearchConfig, parse_state
 from plbjax.sf._state import expressions as expressions
 
+pytestmark = pytest.mark.slow  # a plan (and its compilation) each
+
 CONFIG = SearchConfig(chains=8, steps=3000, seconds=None, block_steps=500, tries=1, parallel=False)
 NODES = [f"N{i}" for i in range(6)]
 BALANCED = {"Load": 10**6}  # MetricActivityThresholds: max load never above it, so never imbalanced

@@ -19,6 +19,8 @@ from sf_cases import DEFAULT, document, fu, movements, phase, run, sf_nodes
 
 from plbjax.sf import ClusterSpec, SearchConfig, generate
 
+pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
+
 
 def test_an_imbalanced_local_domain_triggers_balancing():
     """SF's BalancingWithImbalancedLocalDomains (PLBBalancing.Test.cpp:4744), following

@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from sf_affinity_cases import ONES, ZERO_METRICS, count, document, fu, node, nodes, refresh, shown, stateful, stateless
 
+pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
+
 
 def _weighted(services, partitions, n: int = 5, **settings) -> dict:
     """SF's affinity tests' frame: n nodes, the default metrics at global weight 1 (GlobalMetricWeights)."""

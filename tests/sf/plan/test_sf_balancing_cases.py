@@ -12,6 +12,8 @@ import dataclasses
 import pytest
 from sf_cases import DEFAULT, document, fu, movements, node_of, phase, run, sf_nodes
 
+pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
+
 SF_TEST = {"MaxPercentageToMove": 1.0}  # LoadBalancing.Test.exe.cfg
 
 

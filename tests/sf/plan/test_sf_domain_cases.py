@@ -9,6 +9,8 @@ from __future__ import annotations
 import pytest
 from sf_affinity_cases import count, document, fu, node, refresh, shown, stateful
 
+pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
+
 
 @pytest.mark.parametrize("one", [True, False], ids=["refresh", "plan"])
 def test_an_upgrade_domain_violation_beside_a_fault_domain_rule_is_fixed_by_one_move(one):

@@ -14,6 +14,8 @@ from sf_cases import CONFIG, DEFAULT, document, fu, node_of, nodes, part, run, s
 
 from plbjax.sf import ClusterSpec, generate
 
+pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
+
 _STATUSES = 5  # SF's NodeDeactivationStatus values the test walks (their order is not modelled)
 _INTENTS = ("None", "Pause", "Restart", "RemoveData", "RemoveNode")
 

@@ -32,6 +32,8 @@ from sf_cases import (
     stacked,
 )
 
+pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
+
 
 def _overloaded(**settings) -> dict:
     """N0 (capacity 100) holds 160 + 1: two of its instances must leave."""

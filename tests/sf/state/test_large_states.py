@@ -9,6 +9,7 @@ import copy
 import dataclasses
 import hashlib
 import json
+from unittest import mock
 
 import jax
 import numpy as np
@@ -18,6 +19,7 @@ from paths import ROOT
 
 from plbjax.errors import BadInput
 from plbjax.sf import ClusterSpec, generate
+from plbjax.sf._encoding.arrays import FLOORS
 from plbjax.sf._encoding.encoder import encode
 from plbjax.sf._encoding.problem import PRIORITY_SETTINGS, THRESHOLD_PRIORITY
 from plbjax.sf._state.building import build_state
@@ -192,12 +194,18 @@ def _digest(*values) -> str:
     return h.hexdigest()[:16]
 
 
+# The padding floors the pins were recorded with (`arrays.FLOORS` since raised them, so that small
+# clusters share a shape: the same arrays, more padding); None: exact
+PINNED_FLOORS = {"N": 8, "R": 8, "P": 8, "M": 1, "S": 1, "K": 1, "Kc": 1, "Ms": None, "C": 4, "D": None}
+
+
 def encoded_digest(state) -> str:
     """The digest of encode(apply_resource_governance(state)): every Problem leaf and Index field, in
-    the pins' layout (`PINNED_PROBLEM`: the fields a phase's scope holds now as the encoding left
-    them, `_pinned_scope`; Index fields by their pinned names)."""
+    the pins' layout (`PINNED_FLOORS`; `PINNED_PROBLEM`: the fields a phase's scope holds now as the
+    encoding left them, `_pinned_scope`; Index fields by their pinned names)."""
     governed, _ = apply_resource_governance(state)
-    problem, index = encode(governed)
+    with mock.patch.dict(FLOORS, PINNED_FLOORS):
+        problem, index = encode(governed)
     scoped = _pinned_scope(governed, problem)
     values = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)} | scoped
     values["features"] = _PinnedFeatures(problem.features)
