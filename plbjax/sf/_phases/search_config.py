@@ -33,10 +33,11 @@ SMALL_CLUSTER = 2048  # on a CPU, fewer replicas than this share a step's tries 
 
 
 def auto_search(backend: str, replicas: int) -> dict:
-    """The `auto` values for a backend and a cluster of `replicas` replicas. On a CPU the blocks
-    grow with the cluster: 20 steps a replica (at least 10 blocks) up to 20 blocks at 1,000 replicas,
-    then 500 proposals a replica beyond 10,000 replicas, and a block is `BLOCK_PROPOSALS` proposals
-    a replica (at least `MIN_BLOCK_STEPS`, at most 1,000); on a GPU a step per ten replicas, at
+    """The `auto` values for a backend and a cluster of `replicas` replicas. On a CPU a block is
+    `BLOCK_PROPOSALS` proposals a replica (at least `MIN_BLOCK_STEPS`, at most 1,000), and the steps
+    grow with the cluster: 20 a replica up to 20,000 (at least 10 blocks), then 500 proposals a
+    replica beyond 10,000 replicas (shorter blocks are more blocks: at 1,000 replicas, 20 blocks of
+    512 steps planned 8 % worse than 40); on a GPU a step per ten replicas, at
     least 2,000 (a probe block and one cooling block; docs/benchmarks.md, "Default search length")."""
     if backend == "cpu":
         chains = min(8, 2 ** max(0, math.floor(math.log2(SMALL_CLUSTER / max(replicas, 1)))))
@@ -44,7 +45,7 @@ def auto_search(backend: str, replicas: int) -> dict:
         wanted = max(1, math.ceil(BLOCK_PROPOSALS * replicas / tries))
         block_steps = min(BLOCK_STEPS, max(MIN_BLOCK_STEPS, 2 ** math.ceil(math.log2(wanted))))
         steps = min(20 * replicas, max(20_000, math.ceil(500 * replicas / 256)))
-        blocks = max(_MIN_CPU_BLOCKS, math.ceil(steps / BLOCK_STEPS))
+        blocks = max(_MIN_CPU_BLOCKS, math.ceil(steps / block_steps))
         return dict(chains=chains, tries=tries, parallel=True, steps=blocks * block_steps, block_steps=block_steps)
     steps = max(_MIN_STEPS, math.ceil(replicas / 10))
     return dict(chains=1, tries=65_536, parallel=True, steps=steps, block_steps=BLOCK_STEPS)

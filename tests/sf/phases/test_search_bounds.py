@@ -24,11 +24,12 @@ def test_the_defaults_are_bound_by_steps():
 
 @pytest.mark.parametrize(
     ("replicas", "chains", "block_steps", "blocks"),
-    [(22, 8, 256, 10), (100, 8, 256, 10), (1_000, 2, 512, 20), (10_000, 1, 1_000, 20), (100_000, 1, 1_000, 196)],
+    [(22, 8, 256, 10), (100, 8, 256, 10), (1_000, 2, 512, 40), (10_000, 1, 1_000, 20), (100_000, 1, 1_000, 196)],
 )
 def test_a_cpu_block_holds_proposals_in_proportion_to_the_cluster(replicas, chains, block_steps, blocks):
     """A block (one temperature) is 64 proposals a replica on a CPU, in power-of-two steps from 256
-    to 1,000; the blocks are as many as before (10 at least, 20 a replica up to 1,000 replicas)."""
+    to 1,000; the steps are as many as before (20 a replica up to 20,000, 10 blocks at least), so
+    shorter blocks are more of them."""
     search = SearchConfig().resolved("cpu", replicas)
     assert (search.chains, search.block_steps, search.steps // search.block_steps) == (chains, block_steps, blocks)
 
