@@ -121,6 +121,8 @@ def balancing_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResu
 
 
 TIGHTER_SHARE = 0.5  # the tighter search's steps, a share of the first's
+FEWER_MOVEMENTS_UP_TO = 16  # searches that made more movements keep them: a tie to the last movement is a
+# small cluster's (a tighter search cost 10,000 replicas' balancing a third more time, and found none)
 
 
 def _fewer_movements(
@@ -131,9 +133,11 @@ def _fewer_movements(
     SimulatedAnnealing over several SimulatedAnnealingSolutions, fewer movements breaking a tie), and
     its node-load heuristic walks straight from the most to the least loaded nodes; one chain of
     random moves can end a movement above the fewest (SF's BalancingBasicTest: three where the
-    search found four, undoing any one of which loses the balance). Step-bounded searches only."""
+    search found four, undoing any one of which loses the balance). Step-bounded searches that made
+    2 to `FEWER_MOVEMENTS_UP_TO` movements only."""
     made = movements(run.encoded.index, now.node_of, now.primary_of, found)
-    if made < 2 or schedule.seconds is not None or schedule.steps is None or STOP.is_set():
+    step_bound = schedule.seconds is None and schedule.steps is not None
+    if not 2 <= made <= FEWER_MOVEMENTS_UP_TO or not step_bound or STOP.is_set():
         return found, search
     steps = max(
         run.kernel.block_steps, int(schedule.steps * TIGHTER_SHARE) // run.kernel.block_steps * run.kernel.block_steps
