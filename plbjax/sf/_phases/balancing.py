@@ -136,8 +136,12 @@ def _fewer_movements(
     search found four, undoing any one of which loses the balance). Step-bounded searches that made
     2 to `FEWER_MOVEMENTS_UP_TO` movements only."""
     made = movements(run.encoded.index, now.node_of, now.primary_of, found)
-    step_bound = schedule.seconds is None and schedule.steps is not None
-    if not 2 <= made <= FEWER_MOVEMENTS_UP_TO or not step_bound or STOP.is_set():
+    if (
+        schedule.seconds is not None
+        or schedule.steps is None
+        or not 2 <= made <= FEWER_MOVEMENTS_UP_TO
+        or STOP.is_set()
+    ):
         return found, search
     steps = max(
         run.kernel.block_steps, int(schedule.steps * TIGHTER_SHARE) // run.kernel.block_steps * run.kernel.block_steps
