@@ -30,6 +30,21 @@ def _command(entry: str, *args: str, cwd) -> subprocess.Popen:
     )
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/task"), reason="reads Linux's /proc")
+def test_threads_started_by_the_imports_leave_the_signals_to_the_main_thread():
+    """jaxlib starts a thread at import; with SIGINT and SIGTERM blocked there, the kernel hands
+    them to the main thread, which raises at once even blocked in a socket read (plbjax-dump)."""
+    code = (
+        "import os, plbjax.sf.live.dump\n"
+        "for t in sorted(os.listdir('/proc/self/task'), key=int)[1:]:\n"
+        "    print(next(l for l in open(f'/proc/self/task/{t}/status') if l.startswith('SigBlk')).split()[1])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    masks = [int(m, 16) for m in done.stdout.split()]
+    wanted = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    assert masks and all(m & wanted == wanted for m in masks), done.stdout
+
+
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_ends_plbjax_dump_with_128_plus_its_number(signum, tmp_path):
     """plbjax-dump waits on a cluster that accepts its connection and never answers: the signal comes
