@@ -29,6 +29,8 @@ def _exit_on_signals(command: Callable[[], int | None]) -> Callable[[], int | No
     @functools.wraps(command)
     def run() -> int | None:
         signal.signal(signal.SIGTERM, _terminate)
+        # Python ignores SIGINT if its parent did (a shell's background job, a test worker): Ctrl-C is ours
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             return command()
         except KeyboardInterrupt as exc:  # on its way here it removed the files it was writing (plbjax.files)

@@ -18,10 +18,14 @@ ROOT = ROOT
 
 
 def _command(entry: str, *args: str, cwd) -> subprocess.Popen:
-    """A console script as pyproject's entry point runs it: sys.exit(entry())."""
+    """A console script as pyproject's entry point runs it: sys.exit(entry()), started as a shell
+    starts a background job, with SIGINT ignored (Python then keeps ignoring it unless told)."""
     code = f"import sys; from plbjax.console_scripts import {entry}; sys.exit({entry}())"
+    ignoring = (
+        "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_IGN); os.execv(sys.argv[1], sys.argv[1:])"
+    )
     return subprocess.Popen(
-        [sys.executable, "-c", code, *args],
+        [sys.executable, "-c", ignoring, sys.executable, "-c", code, *args],
         cwd=cwd,
         env=dict(os.environ, PYTHONPATH=str(ROOT)),
         stdout=subprocess.PIPE,
