@@ -18,7 +18,7 @@ from plbjax.sf._encoding.arrays import on_device, pad
 from plbjax.sf._encoding.problem import Features, Problem
 from plbjax.sf._encoding.replica_stages import ReplicaStages, children_of
 from plbjax.sf._encoding.rows import Rows, partition_table
-from plbjax.sf._encoding.stages import Classes, Entities, Nodes, Stages, Weights
+from plbjax.sf._encoding.stages import Classes, Entities, Nodes, Stages, Weights, top_fault_domain
 
 
 class NodeArrays(NamedTuple):
@@ -32,6 +32,8 @@ class NodeArrays(NamedTuple):
     ud_up: jax.Array
     fd_tree: jax.Array
     ud_tree: jax.Array
+    domain_nodes: jax.Array
+    domain_first: jax.Array
     node_move_factor: jax.Array
 
 
@@ -110,7 +112,21 @@ def node_arrays(nodes: Nodes, cluster: Entities) -> NodeArrays:
         ud_up=on_device(np.isin(np.arange(nodes.Du), nodes.ud_tree[:n][nodes.up, -1])),
         fd_tree=on_device(nodes.fd_tree),
         ud_tree=on_device(nodes.ud_tree),
+        **_domain_cells(nodes, N, n),
         node_move_factor=on_device(pad(nodes.move_factor, (N,), np.float32(1))),
+    )
+
+
+def _domain_cells(nodes: Nodes, N: int, n: int) -> dict[str, jax.Array]:
+    """The Up nodes ordered by (top fault domain, upgrade domain) cell, and where each cell starts
+    (cell f x Du + u; a top fault domain's cells are contiguous): `Problem.domain_nodes`."""
+    up = np.flatnonzero(nodes.up[:n])
+    cell = top_fault_domain(nodes.fd_tree)[up].astype(np.int64) * nodes.Du + nodes.ud_tree[up, -1]
+    order = np.argsort(cell, kind="stable")
+    first = np.searchsorted(cell[order], np.arange(nodes.Df * nodes.Du + 1))
+    return dict(
+        domain_nodes=on_device(pad(up[order].astype(np.int32), (N,), 0)),
+        domain_first=on_device(first.astype(np.int32)),
     )
 
 
@@ -169,10 +185,23 @@ def replica_arrays(cluster: Entities, rows: Rows, stages: ReplicaStages) -> Repl
     )
 
 
-def features_of(stages: Stages, replicas: ReplicaStages) -> Features:
+def _tight_domains(nodes: Nodes, rows: Rows) -> bool:
+    """Some partition has a multiple of the Up nodes' top fault domains or upgrade domains (two or
+    more) in replicas: every domain holds as many, so no single replica can move to another one."""
+    up = nodes.up
+    sizes = rows.sizes[~rows.everywhere]
+    for ids in (top_fault_domain(nodes.fd_tree)[: up.size][up], nodes.ud_tree[: up.size][up, -1]):
+        domains = np.unique(ids).size
+        if domains >= 2 and np.any((sizes >= domains) & (sizes % domains == 0)):
+            return True
+    return False
+
+
+def features_of(stages: Stages, replicas: ReplicaStages, rows: Rows) -> Features:
     """The optional rules the stages use."""
     policies, upgrade = replicas.policies, replicas.upgrade
     return Features(
+        compound=_tight_domains(stages.nodes, rows),
         affinity=bool((policies.parent >= 0).any()),
         defrag=bool(stages.weights.defrag.any()),
         thresholds=bool(np.isfinite(stages.nodes.threshold_load).any()),
@@ -203,6 +232,8 @@ def problem_of(features: Features, shares: Shares) -> Problem:
         ud_up=nodes.ud_up,
         fd_tree=nodes.fd_tree,
         ud_tree=nodes.ud_tree,
+        domain_nodes=nodes.domain_nodes,
+        domain_first=nodes.domain_first,
         node_move_factor=nodes.node_move_factor,
         # placement classes
         service_class=classes.service_class,

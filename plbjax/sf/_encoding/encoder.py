@@ -81,7 +81,7 @@ def assemble(
         classes = class_arrays(stages.classes, cluster.N)
         weights = weight_arrays(stages.weights)
     shares = Shares(nodes, classes, weights, replica_arrays(cluster, rows, replicas))
-    problem = problem_of(features_of(stages, replicas), shares)
+    problem = problem_of(features_of(stages, replicas, rows), shares)
     return problem, dataclasses.replace(_index(cluster, rows), stages=stages, rows=rows)
 
 

@@ -41,6 +41,7 @@ class Features:
     defrag: bool = False  # some metric is a defragmentation metric
     thresholds: bool = False  # ResourceThresholds are set
     preferred: bool = False  # PreferPrimaryDomain or upgrade snapshot nodes
+    compound: bool = False  # a partition fills every fault or upgrade domain evenly: compound moves
 
 
 class Problem(eqx.Module):
@@ -62,6 +63,8 @@ class Problem(eqx.Module):
     ud_up: Bool[Array, " Du"]  # upgrade domains (by domain id) holding Up nodes
     fd_tree: Int[Array, "N Lf"]  # column 0 is the root, then one fault-domain level per column
     ud_tree: Int[Array, "N 2"]  # root, upgrade domain
+    domain_nodes: Int[Array, " N"]  # Up nodes by (top fault domain, upgrade domain) cell, padded
+    domain_first: Int[Array, " Df*Du+1"]  # domain_nodes[domain_first[c]:domain_first[c + 1]] are cell c's
     # replicas
     replica_partition: Int[Array, " R"]
     replica_service: Int[Array, " R"]

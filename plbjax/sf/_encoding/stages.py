@@ -319,6 +319,11 @@ def _service_weights(cluster: Entities, classes: Classes) -> tuple[np.ndarray, n
 # ---------------------------------------------------------------------------------- domains
 
 
+def top_fault_domain(fd_tree: np.ndarray) -> np.ndarray:
+    """[N] each node's top-level fault domain id (the root's, 0, when there are none)."""
+    return fd_tree[:, min(1, fd_tree.shape[1] - 1)]
+
+
 def _domain_tree(paths: list[tuple[str, ...]], n_pad: int) -> np.ndarray:
     """Ids of every prefix of every path: column 0 is the root (id 0), column l the depth-l prefix.
 

@@ -3,12 +3,13 @@
 A state holds a placement and the running statistics SF's energy needs (sums and centred sums of
 squares of loads per metric over nodes, domains and each service's nodes, and each partition's
 domain violations), so a move costs O(M + K^2) whatever the cluster size: one proposal (`moves`),
-its energy change from two node-load changes (`propose`; the K^2 domain check only for moves that
-may be accepted, `finish`), and an in-place update. Moves on disjoint nodes and partitions
-(`footprint`) can be applied together: their changes of the sums add up, and the deviations are
-recomputed from the new sums, so a parallel step equals its moves applied one by one. `refresh`
-recomputes the statistics exactly (no float drift). `model(swap_probability)` is what the annealer runs,
-on a `Search` (the cluster and one phase's scope), what `anneal` calls the problem.
+its energy change from its node-load changes (two, or six for a compound move; `propose`; the K^2
+domain check only for moves that may be accepted, `finish`), and an in-place update. Moves on
+disjoint nodes and partitions (`footprint`) can be applied together: their changes of the sums add
+up, and the deviations are recomputed from the new sums, so a parallel step equals its moves
+applied one by one. `refresh` recomputes the statistics exactly (no float drift).
+`model(swap_probability)` is what the annealer runs, on a `Search` (the cluster and one phase's
+scope), what `anneal` calls the problem.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from plbjax.anneal import Model
 from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
 from plbjax.sf._model import energy as E
 from plbjax.sf._model.constraints import domain_violations_of, partition_domain_violations, penalty_of
-from plbjax.sf._model.moves import DRAWS, Move, partition_after, propose_batch, shares, two_services
+from plbjax.sf._model.moves import DRAWS, Move, partition_after, propose_batch, running, shares, two_services
 from plbjax.sf._model.search_scope import Search, SearchScope
 
 DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])  # the constraints `finish` checks
@@ -178,12 +179,10 @@ class Changes(eqx.Module):
     ud_sq: jax.Array
     l_total: jax.Array  # [Ms] of the move's service
     l_sq: jax.Array
-    local_a: jax.Array  # [Ms] the service's local loads on node_a and node_b
-    local_b: jax.Array
+    local: jax.Array  # [L, Ms] the service's local load changes on the move's nodes (`Move.nodes`)
     l2_total: jax.Array  # the same for an exchange's second service (zero if none)
     l2_sq: jax.Array
-    local2_a: jax.Array
-    local2_b: jax.Array
+    local2: jax.Array
     local_score: jax.Array
     cost: jax.Array
     moves: jax.Array
@@ -220,25 +219,28 @@ def _local_score(problem: Problem, state: SearchState, s, total, sq) -> jax.Arra
     return jnp.sum(problem.local_weight[s] * E.local_scores(problem, s, dev))
 
 
+def _changes(centre, counted, level, delta):
+    """Changes of the sum and the centred sum of squares when entries [L] (counted: not node -1) go
+    from `level` to `level + delta` [L, k], entry after entry (`level` holds what earlier entries
+    of the same node or domain added: `moves.running`)."""
+    total, sq = _node_change(centre, counted, level, delta)
+    return jnp.sum(total, axis=0), jnp.sum(sq, axis=0)
+
+
 def evaluate(search: Search, state: SearchState, move: Move, paired: bool = True):
-    """Energy after `move`, with the changes it makes to the statistics (incremental, O(M + Ms));
-    without `paired` (static) the move changes one service's loads only."""
+    """Energy after `move`, with the changes it makes to the statistics (incremental, O(L (M + Ms))
+    for its L node changes); without `paired` (static) the move changes one service's loads only."""
     problem = search.cluster
-    has_a = move.node_a >= 0  # a replica being placed has no source node
-    a, b = jnp.maximum(move.node_a, 0), move.node_b
-    da, db = move.delta_a, move.delta_b
-    g_total, g_sq = _node_change(state.g_centre, has_a & problem.metric_nodes[:, a], state.loads[a], da)
-    g_total_b, g_sq_b = _node_change(state.g_centre, problem.metric_nodes[:, b], state.loads[b], db)
-    g_total, g_sq = g_total + g_total_b, g_sq + g_sq_b
+    nodes, deltas = move.nodes(), move.deltas()
+    has = nodes >= 0  # a replica being placed has no source node
+    n = jnp.maximum(nodes, 0)
+    level = state.loads[n] + running(nodes, has, deltas)
+    g_total, g_sq = _changes(state.g_centre, has[:, None] & problem.metric_nodes[:, n].T, level, deltas)
 
     def domains(tree, loads, centre):
-        """The two nodes' changes on their leaf domains (which may be the same one)."""
-        leaf_a, leaf_b = tree[a, -1], tree[b, -1]
-        up_a, up_b = has_a & problem.node_up[a], problem.node_up[b]
-        total, sq = _node_change(centre, up_a, loads[leaf_a], da)
-        level_b = loads[leaf_b] + jnp.where(up_a & (leaf_a == leaf_b), da, 0.0)
-        total_b, sq_b = _node_change(centre, up_b, level_b, db)
-        return total + total_b, sq + sq_b
+        """The nodes' changes on their leaf domains (which may be shared)."""
+        leaf, up = tree[n, -1], has & problem.node_up[n]
+        return _changes(centre, up[:, None], loads[leaf] + running(leaf, up, deltas), deltas)
 
     zero = jnp.zeros_like(state.fd_total)
     fd_total, fd_sq, ud_total, ud_sq = zero, zero, zero, zero
@@ -246,30 +248,27 @@ def evaluate(search: Search, state: SearchState, move: Move, paired: bool = True
         fd_total, fd_sq = domains(problem.fd_tree, state.fd_loads, state.fd_centre)
         ud_total, ud_sq = domains(problem.ud_tree, state.ud_loads, state.ud_centre)
 
-    def local(s, on_a, on_b):
-        """Service s's local loads on the two nodes change by on_a, on_b [M]: the changes [Ms] of its
-        nodes' loads and running sums, and of its weighted local score."""
+    def local(s, on):
+        """Service s's local loads on the nodes change by `on` [L, M]: the changes [L, Ms] of its
+        nodes' loads, of its running sums [Ms], and of its weighted local score."""
         slots = problem.service_metrics[s]
         cls = problem.service_class[s]
-        local_a = jnp.where((slots >= 0) & has_a, on_a[jnp.maximum(slots, 0)], 0.0)
-        local_b = jnp.where(slots >= 0, on_b[jnp.maximum(slots, 0)], 0.0)
-        centre = state.l_centre[s]
-        l_total, l_sq = _node_change(centre, problem.class_allowed[cls, a], state.local[s, a], local_a)
-        l_total_b, l_sq_b = _node_change(centre, problem.class_allowed[cls, b], state.local[s, b], local_b)
-        l_total, l_sq = l_total + l_total_b, l_sq + l_sq_b
+        local = jnp.where((slots >= 0)[None, :] & has[:, None], on[:, jnp.maximum(slots, 0)], 0.0)
+        level = state.local[s, n] + running(nodes, has, local)
+        l_total, l_sq = _changes(state.l_centre[s], problem.class_allowed[cls, n][:, None], level, local)
         score = _local_score(problem, state, s, state.l_total[s] + l_total, state.l_sq[s] + l_sq) - _local_score(
             problem, state, s, state.l_total[s], state.l_sq[s]
         )
-        return local_a, local_b, l_total, l_sq, score
+        return local, l_total, l_sq, score
 
-    local_a, local_b, l_total, l_sq, local_score = local(move.service, move.local_a, move.local_b)
+    local_, l_total, l_sq, local_score = local(move.service, move.locals())
     if paired:
-        local2_a, local2_b, l2_total, l2_sq, local2_score = jax.tree.map(
+        local2, l2_total, l2_sq, local2_score = jax.tree.map(
             lambda x: jnp.where(move.service2 >= 0, x, 0.0),
-            local(jnp.maximum(move.service2, 0), move.load2, move.load2_b),
+            local(jnp.maximum(move.service2, 0), move.loads2()),
         )
     else:
-        local2_a = local2_b = l2_total = l2_sq = jnp.zeros_like(local_a)
+        local2, l2_total, l2_sq = jnp.zeros_like(local_), jnp.zeros_like(l_total), jnp.zeros_like(l_sq)
         local2_score = jnp.zeros_like(local_score)
     p2 = jnp.maximum(move.partition2, 0)
     changes = Changes(
@@ -281,12 +280,10 @@ def evaluate(search: Search, state: SearchState, move: Move, paired: bool = True
         ud_sq=ud_sq,
         l_total=l_total,
         l_sq=l_sq,
-        local_a=local_a,
-        local_b=local_b,
+        local=local_,
         l2_total=l2_total,
         l2_sq=l2_sq,
-        local2_a=local2_a,
-        local2_b=local2_b,
+        local2=local2,
         local_score=local_score + local2_score,
         cost=move.cost_delta,
         moves=move.moves_delta,
@@ -304,23 +301,25 @@ def _first_of(ids: jax.Array, size: int) -> jax.Array:
     return (ids < size) & (jnp.full(size + 1, ids.shape[0]).at[ids].min(rank)[ids] == rank)
 
 
-def _leaf_domains(problem: Problem, moves: Move, a, b, n_nodes: int, loads, tree, centre):
-    """Leaf-domain loads after the kept moves (`a`, `b`: their nodes, out of range when not kept),
-    and the change of their sum and centred sum of squares (moves on distinct nodes may share a leaf
-    domain: squares from the new loads)."""
+def _leaf_domains(problem: Problem, nodes, deltas, n_nodes: int, loads, tree, centre):
+    """Leaf-domain loads after the kept moves (`nodes` [X]: their nodes, out of range when not kept;
+    `deltas` [X, M]), and the change of their sum and centred sum of squares (moves on distinct nodes
+    may share a leaf domain: squares from the new loads)."""
     size = loads.shape[0]
-    leaf = lambda node: jnp.where(
-        (node < n_nodes) & problem.node_up[jnp.minimum(node, n_nodes - 1)],
-        tree[jnp.minimum(node, n_nodes - 1), -1],
-        size,
-    )
-    leaves = jnp.concatenate([leaf(a), leaf(b)])
-    new = loads.at[leaves].add(jnp.concatenate([moves.delta_a, moves.delta_b]), mode="drop")
+    node = jnp.minimum(nodes, n_nodes - 1)
+    leaves = jnp.where((nodes < n_nodes) & problem.node_up[node], tree[node, -1], size)
+    new = loads.at[leaves].add(deltas, mode="drop")
     row = jnp.minimum(leaves, size - 1)
     first = _first_of(leaves, size)[:, None]
     d_total = jnp.sum(jnp.where(first, new[row] - loads[row], 0.0), axis=0)
     d_sq = jnp.sum(jnp.where(first, (new[row] - centre) ** 2 - (loads[row] - centre) ** 2, 0.0), axis=0)
     return new, d_total, d_sq
+
+
+def _flat(x: jax.Array) -> jax.Array:
+    """[T, L, ...] entries of a step's moves as one list, entry by entry ([L, T]: every move's first
+    node, then every move's second, ...)."""
+    return jnp.swapaxes(x, 0, 1).reshape((-1,) + x.shape[2:])
 
 
 def apply(search: Search, state: SearchState, moves: Move, keep: jax.Array, energies, changes: Changes) -> SearchState:
@@ -331,8 +330,10 @@ def apply(search: Search, state: SearchState, moves: Move, keep: jax.Array, ener
     cluster = search.cluster
     total = lambda x: jnp.sum(jnp.where(keep.reshape((-1,) + (1,) * (x.ndim - 1)), x, 0.0), axis=0)
     n_nodes, n_parts, n_services = state.loads.shape[0], state.primary_of.shape[0], state.l_total.shape[0]
-    a = jnp.where(keep & (moves.node_a >= 0), moves.node_a, n_nodes)  # out of range: dropped
-    b = jnp.where(keep, moves.node_b, n_nodes)
+    nodes = moves.nodes()
+    nodes = _flat(jnp.where(keep[:, None] & (nodes >= 0), nodes, n_nodes))  # out of range: dropped
+    deltas = _flat(moves.deltas())
+    width = nodes.shape[0] // keep.shape[0]
     s = jnp.where(keep, moves.service, n_services)
     s2 = jnp.where(keep & (moves.service2 >= 0), moves.service2, n_services)
 
@@ -343,8 +344,8 @@ def apply(search: Search, state: SearchState, moves: Move, keep: jax.Array, ener
         n_services * n_nodes,
     )
     # One scatter per array (two chained ones made XLA on a GPU copy the whole array twice a step).
-    local = local_rows.at[jnp.concatenate([row(s, a), row(s, b), row(s2, a), row(s2, b)])].add(
-        jnp.concatenate([changes.local_a, changes.local_b, changes.local2_a, changes.local2_b]), mode="drop"
+    local = local_rows.at[jnp.concatenate([row(jnp.tile(s, width), nodes), row(jnp.tile(s2, width), nodes)])].add(
+        jnp.concatenate([_flat(changes.local), _flat(changes.local2)]), mode="drop"
     )
     both = jnp.concatenate([s, s2])
     l_total = state.l_total.at[both].add(jnp.concatenate([changes.l_total, changes.l2_total]), mode="drop")
@@ -364,18 +365,19 @@ def apply(search: Search, state: SearchState, moves: Move, keep: jax.Array, ener
     fd_loads, ud_loads = state.fd_loads, state.ud_loads
     if cluster.features.defrag:
         fd_loads, fd_total, fd_sq = _leaf_domains(
-            cluster, moves, a, b, n_nodes, fd_loads, cluster.fd_tree, state.fd_centre
+            cluster, nodes, deltas, n_nodes, fd_loads, cluster.fd_tree, state.fd_centre
         )
         ud_loads, ud_total, ud_sq = _leaf_domains(
-            cluster, moves, a, b, n_nodes, ud_loads, cluster.ud_tree, state.ud_centre
+            cluster, nodes, deltas, n_nodes, ud_loads, cluster.ud_tree, state.ud_centre
         )
         summed = dataclasses.replace(summed, fd_total=fd_total, fd_sq=fd_sq, ud_total=ud_total, ud_sq=ud_sq)
     parts = jnp.where(keep, moves.partition, n_parts)
     parts2 = jnp.where(keep & (moves.partition2 >= 0), moves.partition2, n_parts)
     n_replicas = state.node_of.shape[0]
+    placed, targets = moves.placed()
     replicas = jnp.concatenate(
         [
-            jnp.where(keep, moves.replica, n_replicas),
+            _flat(jnp.where(keep[:, None] & (placed >= 0), placed, n_replicas)),
             jnp.where(keep & (moves.replica2 >= 0), moves.replica2, n_replicas),
         ]
     )
@@ -386,11 +388,11 @@ def apply(search: Search, state: SearchState, moves: Move, keep: jax.Array, ener
         domain_violations=state.domain_violations.at[jnp.concatenate([parts, parts2])].set(
             jnp.concatenate([changes.domains, changes.domains2]), mode="drop"
         ),
-        node_of=state.node_of.at[replicas].set(jnp.concatenate([moves.target, moves.target2]), mode="drop"),
+        node_of=state.node_of.at[replicas].set(jnp.concatenate([_flat(targets), moves.target2]), mode="drop"),
         primary_of=state.primary_of.at[
             jnp.concatenate([parts, jnp.where(keep & (moves.new_primary2 >= 0), moves.partition2, n_parts)])
         ].set(jnp.concatenate([moves.new_primary, moves.new_primary2]), mode="drop"),
-        loads=state.loads.at[jnp.concatenate([a, b])].add(jnp.concatenate([moves.delta_a, moves.delta_b]), mode="drop"),
+        loads=state.loads.at[nodes].add(deltas, mode="drop"),
         local=local.reshape(state.local.shape),
         l_total=l_total,
         l_sq=l_sq,
@@ -411,6 +413,7 @@ def _allowed(scope: SearchScope, state: SearchState, move: Move) -> jax.Array:
 
 
 EXCHANGE = 0.1  # share of exchanges among the search's proposals
+COMPOUND = 0.1  # share of compound moves, where the cluster has them (`Features.compound`)
 
 
 def propose(search: Search, state: SearchState, words, swap_probability: float = 0.3):
@@ -419,7 +422,7 @@ def propose(search: Search, state: SearchState, words, swap_probability: float =
     domain violations, times their penalty, are the most the move can remove), whether it may be
     allowed, and its changes."""
     cluster = search.cluster
-    mix = shares(swap_probability, EXCHANGE)
+    mix = shares(swap_probability, EXCHANGE, COMPOUND if cluster.features.compound else 0.0)
     parts, order = propose_batch(search, state.node_of, state.primary_of, state.loads, words, mix)
     evaluated = [
         (
@@ -441,15 +444,17 @@ def finish(search: Search, state: SearchState, moves: Move, changes: Changes):
     the penalty."""
     cluster, scope = search.cluster, search.scope
 
-    def after(partition, replica, target, service):
-        nodes = partition_after(cluster, state.node_of, partition, replica, target)
+    def after(partition, replicas, targets, service):
+        nodes = partition_after(cluster, state.node_of, partition, replicas, targets)
         return partition_domain_violations(cluster, nodes, service)
 
-    after1 = jax.vmap(after)(moves.partition, moves.replica, moves.target, moves.service)
+    after1 = jax.vmap(after)(moves.partition, *moves.placed(), moves.service)
     second = moves.partition2 >= 0
     p2 = jnp.maximum(moves.partition2, 0)
     after2 = jnp.where(
-        second[:, None], jax.vmap(after)(p2, moves.replica2, moves.target2, cluster.partition_service[p2]), 0
+        second[:, None],
+        jax.vmap(after)(p2, moves.replica2[:, None], moves.target2[:, None], cluster.partition_service[p2]),
+        0,
     )
     change = (after1 + after2 - changes.domains - changes.domains2).astype(jnp.float32)
     worse = jnp.any(scope.enforce[DOMAINS] & (change > 0), axis=-1)
@@ -461,7 +466,7 @@ def finish(search: Search, state: SearchState, moves: Move, changes: Changes):
 
 
 def footprint(search: Search, state: SearchState, move: Move) -> jax.Array:
-    """Ids of what a move's validity and changes depend on: its two nodes (ids 0..N-1), its partitions
+    """Ids of what a move's validity and changes depend on: its nodes (ids 0..N-1), its partitions
     and their affinity parents' (N..N+P-1: a child's affinity reads where its parent's replicas are,
     and a parent's replica moves with the child beside it), and the movement budget (one last id)
     while fewer movements remain than there are partitions, so kept moves never exceed it. Sums over
@@ -471,7 +476,7 @@ def footprint(search: Search, state: SearchState, move: Move) -> jax.Array:
     tight = search.scope.move_budget - state.moves < n_parts
     partition = lambda p: jnp.where(p >= 0, n_nodes + p, -1)
     parent = lambda r: jnp.where(r >= 0, partition(cluster.replica_parent[jnp.maximum(r, 0)]), -1)
-    ids = [move.node_a, move.node_b, partition(move.partition), partition(move.partition2)]
+    ids = [*move.nodes(), partition(move.partition), partition(move.partition2)]
     if cluster.features.affinity:
         ids += [parent(move.replica), parent(move.replica2)]
     ids.append(jnp.where(tight & (move.moves_delta > 0), n_nodes + n_parts, -1))

@@ -5,7 +5,8 @@ and the exchange of two replicas of different partitions (a trade when both node
 the fault- and upgrade-domain distribution, whose K^2 check `chain.finish` adds only for moves that
 may be accepted); `propose_batch` draws a step's worth, computing each kind only where it is drawn.
 Every move is described by the same fields — up to two replicas whose nodes change, the partition
-whose primary may change, and the load change on two nodes — so energy and apply code are shared.
+whose primary may change, the load change on two nodes, and a compound move's repair legs (none
+unless the cluster's domains are tight: `repairs`) — so energy and apply code are shared.
 A move may also undo one, back to the replica's node at the search's origin (the minimal-movement
 pass undoes what does not pay for itself).
 """
@@ -30,6 +31,7 @@ from plbjax.sf._model.constraints import (
     off_preferred,
     parent_partition,
     partition_nodes,
+    relative_excess,
     strays,
 )
 from plbjax.sf._model.energy import running_primary
@@ -59,15 +61,78 @@ class Move(eqx.Module):
     moves_delta: jax.Array  # change in the number of movements (moved replicas, swapped primaries)
     penalty_delta: jax.Array  # change in the violations' energy (domain distribution: see `chain.finish`)
     valid: jax.Array  # no constraint worse (domain distribution: see `chain.finish`)
+    repaired: jax.Array  # [E] more replicas of `partition` a compound move places on `repaired_to` (-1: none)
+    repaired_to: jax.Array  # [E]
+    leg_nodes: jax.Array  # [2E] their source and target nodes (-1: none)
+    leg_deltas: jax.Array  # [2E, M] their load changes, all `service`'s
+
+    def nodes(self) -> jax.Array:
+        """[..., L] every node whose load changes, in order (node_a, node_b, then the repair legs')."""
+        return jnp.concatenate([self.node_a[..., None], self.node_b[..., None], self.leg_nodes], axis=-1)
+
+    def deltas(self) -> jax.Array:
+        """[..., L, M] their load changes."""
+        pair = jnp.stack([self.delta_a, self.delta_b], axis=-2)
+        return jnp.concatenate([pair, self.leg_deltas], axis=-2)
+
+    def locals(self) -> jax.Array:
+        """[..., L, M] what `service`'s replicas bring to them."""
+        pair = jnp.stack([self.local_a, self.local_b], axis=-2)
+        return jnp.concatenate([pair, self.leg_deltas], axis=-2)
+
+    def loads2(self) -> jax.Array:
+        """[..., L, M] what `service2`'s replicas bring to them."""
+        pair = jnp.stack([self.load2, self.load2_b], axis=-2)
+        return jnp.concatenate([pair, jnp.zeros_like(self.leg_deltas)], axis=-2)
+
+    def placed(self) -> tuple[jax.Array, jax.Array]:
+        """([..., 1 + E], same) `partition`'s replicas the move places, and their nodes."""
+        replicas = jnp.concatenate([self.replica[..., None], self.repaired], axis=-1)
+        return replicas, jnp.concatenate([self.target[..., None], self.repaired_to], axis=-1)
 
 
 DRAWS = 5  # random words one proposal uses
+REPAIRS = 2  # a compound move's legs after its first: the fault domains', then the upgrade domains'
 
 
-def partition_after(problem: Problem, node_of, partition, replica, target) -> jax.Array:
-    """[K] nodes of `partition` once `replica` is on `target`."""
-    before = partition_nodes(problem, node_of, partition)
-    return jnp.where(problem.partition_replicas[partition] == replica, target, before)
+def repairs(problem: Problem) -> int:
+    """The repair legs every move carries (static): none unless the cluster has compound moves."""
+    return REPAIRS if problem.features.compound else 0
+
+
+def _no_repairs(problem: Problem) -> dict[str, jax.Array]:
+    e, m = repairs(problem), problem.load_primary.shape[1]
+    none = jnp.full(e, -1, jnp.int32)
+    return dict(
+        repaired=none,
+        repaired_to=none,
+        leg_nodes=jnp.full(2 * e, -1, jnp.int32),
+        leg_deltas=jnp.zeros((2 * e, m), jnp.float32),
+    )
+
+
+def earlier(keys: jax.Array, counted: jax.Array) -> jax.Array:
+    """[L, L] entry j comes before entry i and has the same key (both counted)."""
+    rank = jnp.arange(keys.shape[0])
+    same = (keys[:, None] == keys[None, :]) & counted[:, None] & counted[None, :]
+    return same & (rank[None, :] < rank[:, None])
+
+
+def running(keys: jax.Array, counted: jax.Array, values: jax.Array) -> jax.Array:
+    """[L, ...] the sum of `values` [L, ...] of the earlier entries with each entry's key: what a
+    key's level has gained before the entry (exact zeros where there are none)."""
+    mask = earlier(keys, counted)
+    mask = mask.reshape(mask.shape + (1,) * (values.ndim - 1))
+    return jnp.sum(jnp.where(mask, values[None], 0.0), axis=1)
+
+
+def partition_after(problem: Problem, node_of, partition, replicas, targets) -> jax.Array:
+    """[K] nodes of `partition` once each of `replicas` [k] (-1: none) is on its one of `targets`."""
+    nodes = partition_nodes(problem, node_of, partition)
+    row = problem.partition_replicas[partition]
+    for r, t in zip(replicas, targets):
+        nodes = jnp.where((row == r) & (r >= 0), t, nodes)
+    return nodes
 
 
 def _excess(limit, loads, a, delta_a, b, delta_b) -> jax.Array:
@@ -85,13 +150,13 @@ def _f32(x) -> jax.Array:
     return x.astype(jnp.float32)
 
 
-def _leg(search: Search, node_of, primary_of, r, dst):
+def _leg(search: Search, node_of, primary_of, r, dst, before=None):
     """Replica r going from its node to `dst` (a node): the change of every constraint measure but
     capacity's and affinity's (`_affinity`: it depends on the whole move), its movement cost and
     count changes, and whether the move is allowed on its own (not a replica that stays, an Up node
     open to the phase that its service may use, no replica of its partition there, no return to a
     node it was balanced away from, the partition's movement throttle kept). Movements count from
-    the search's origin."""
+    the search's origin; `before`: the partition's nodes (a compound move's earlier legs made)."""
     problem, scope = search.cluster, search.scope
     src = node_of[r]
     p, s = problem.replica_partition[r], problem.replica_service[r]
@@ -106,7 +171,7 @@ def _leg(search: Search, node_of, primary_of, r, dst):
             - _f32(away_from_home(problem, r, src))
         )
     changes = changes.at[UNPLACED].set(-_f32(src < 0) * (1.0 + _f32(is_primary)))
-    before = partition_nodes(problem, node_of, p)
+    before = partition_nodes(problem, node_of, p) if before is None else before
     rows = problem.partition_replicas[p]
     init_row = jnp.where(rows >= 0, scope.origin_node[jnp.maximum(rows, 0)], -1)
     moved_after = jnp.sum((jnp.where(rows == r, dst, before) != init_row) & (init_row >= 0))
@@ -154,10 +219,11 @@ def _with_capacity(problem: Problem, changes, loads, a, delta_a, b, delta_b) -> 
     return changes
 
 
-def _single(**fields) -> Move:
-    """A move of one replica (or a swap): no second replica."""
+def _single(problem: Problem, **fields) -> Move:
+    """A move of one replica: no second replica, no repair legs."""
     none = jnp.asarray(-1, jnp.int32)
     return Move(
+        **_no_repairs(problem),
         replica2=none,
         target2=none,
         partition2=none,
@@ -191,6 +257,7 @@ def _move_to(search: Search, node_of, primary_of, loads, r, t, drawn) -> Move:
         changes = _with_capacity(problem, changes, loads, a, -load, dst, load)
         valid = drawn & (t >= 0) & ok & fits(search, loads, dst, load) & _enforced(scope, changes)
         return _single(
+            problem,
             replica=r,
             target=dst,
             partition=p,
@@ -227,6 +294,7 @@ def _move_to(search: Search, node_of, primary_of, loads, r, t, drawn) -> Move:
     )
     none = jnp.asarray(-1, jnp.int32)
     return Move(
+        **_no_repairs(problem),
         replica=r,
         target=dst,
         replica2=jnp.where(along, q, none),
@@ -312,6 +380,7 @@ def propose_exchange(search: Search, node_of, primary_of, loads, words) -> Move:
             valid &= (_children_on(problem, node_of, x, a)[1] == 0) & (_children_on(problem, node_of, x, b)[1] == 0)
     same = s == s2
     return Move(
+        **_no_repairs(problem),
         replica=r,
         target=b,
         replica2=q,
@@ -334,6 +403,125 @@ def propose_exchange(search: Search, node_of, primary_of, loads, words) -> Move:
         moves_delta=moved + moved2,
         penalty_delta=jnp.sum(problem.penalty * changes),
         valid=valid,
+    )
+
+
+def _pick(mask, word) -> jax.Array:
+    """The position of a uniformly drawn True of `mask` (0 when there is none)."""
+    return jnp.argmax(mask & (jnp.cumsum(mask) - 1 == draw(word, jnp.sum(mask))))
+
+
+def _in_cells(problem: Problem, first_cell, end_cell, word):
+    """A random Up node of domain cells first_cell..end_cell-1 (`Problem.domain_nodes`), and whether
+    there is one."""
+    lo, hi = problem.domain_first[first_cell], problem.domain_first[end_cell]
+    return problem.domain_nodes[lo + draw(word, hi - lo)], hi > lo
+
+
+def _excess_legs(limit, loads, nodes, deltas) -> jax.Array:
+    """Change of the summed relative excess over `limit` when each of `nodes` [L] (-1: none) in turn
+    gains its `deltas` [L, M] (a node may come more than once)."""
+    has, n = nodes >= 0, jnp.maximum(nodes, 0)
+    level = loads[n] + running(nodes, has, deltas)
+    change = relative_excess(level + deltas, limit[n]) - relative_excess(level, limit[n])
+    return jnp.sum(jnp.where(has[:, None], change, 0.0))
+
+
+def _fit_legs(search: Search, loads, nodes, deltas) -> jax.Array:
+    """Every node of `nodes` [L] stays within capacity once it has all its `deltas` [L, M]."""
+    has = nodes >= 0
+    last = has & ~jnp.any(earlier(nodes, has), axis=0)
+    total = running(nodes, has, deltas) + deltas
+    return jnp.all(jax.vmap(fits, in_axes=(None, None, 0, 0))(search, loads, jnp.where(last, nodes, -1), total))
+
+
+def propose_compound(search: Search, node_of, primary_of, loads, words) -> Move:
+    """SF's compound move, for partitions that fill their domains evenly (`Checker::MoveSolution`: a
+    random move, then each replica in breach of a domain constraint moved to a random node that
+    keeps the constraints checked before). A random movable replica moves to a random node of its
+    service's; if that crowds its top fault domain, another of the partition's replicas there moves
+    to a node of the fault domain the first one left; if the upgrade domains are then uneven, a
+    replica in the crowded one moves to a node of the short one in its own fault domain. The whole
+    move's domain check is `chain.finish`'s; partitions with affinity take no compound moves."""
+    problem, scope = search.cluster, search.scope
+    r = scope.movable[draw(words[0], scope.n_movable)]
+    p, s = problem.replica_partition[r], problem.replica_service[r]
+    cls = problem.service_class[s]
+    t1 = problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])]
+    rows, n0, src1 = problem.partition_replicas[p], partition_nodes(problem, node_of, p), node_of[r]
+    top = min(1, problem.fd_tree.shape[1] - 1)
+    fd = lambda n: problem.fd_tree[jnp.maximum(n, 0), top]
+    ud = lambda n: problem.ud_tree[jnp.maximum(n, 0), 1]
+    du = problem.ud_up.shape[0]
+    n1 = jnp.where(rows == r, t1, n0)
+    crowded = (rows >= 0) & (rows != r) & (n1 >= 0) & (fd(n1) == fd(t1)) & (fd(t1) != fd(src1))
+    leg2, k2 = jnp.any(crowded), _pick(crowded, words[2] & 0xFFFF)
+    r2, src2 = jnp.where(leg2, rows[k2], -1), n1[k2]
+    t2, found2 = _in_cells(problem, fd(src1) * du, (fd(src1) + 1) * du, words[2] >> 16)
+    n2 = jnp.where(leg2 & (rows == r2), t2, n1)
+    gone = jnp.stack([ud(src1), jnp.where(leg2, ud(src2), -1)])
+    came = jnp.stack([ud(t1), jnp.where(leg2, ud(t2), -1)])
+    net = jax.vmap(lambda u: jnp.sum(came == u) - jnp.sum(gone == u))
+    over, short = (net(came) > 0) & (came >= 0), (net(gone) < 0) & (gone >= 0)
+    uneven = (rows >= 0) & (rows != r) & (rows != r2) & (n2 >= 0) & (ud(n2) == came[jnp.argmax(over)])
+    uneven &= jnp.any(short)
+    leg3, k3 = jnp.any(uneven), _pick(uneven, words[3] & 0xFFFF)
+    r3, src3 = jnp.where(leg3, rows[k3], -1), n2[k3]
+    cell = fd(src3) * du + gone[jnp.argmax(short)]
+    t3, found3 = _in_cells(problem, cell, cell + 1, words[3] >> 16)
+
+    legs = [(r, t1, n0, jnp.asarray(True)), (r2, t2, n1, leg2), (r3, t3, n2, leg3)]
+    changes, cost, moved = jnp.zeros(CONSTRAINTS), jnp.zeros(()), jnp.zeros(())
+    valid = (scope.n_movable > 0) & (problem.class_node_count[cls] > 0) & (src1 >= 0)
+    valid &= ~leg2 | found2
+    valid &= ~leg3 | found3
+    for replica, dst, before, on in legs:
+        c, cost_i, moved_i, ok = _leg(search, node_of, primary_of, jnp.maximum(replica, 0), dst, before)
+        changes, cost, moved = (
+            changes + jnp.where(on, c, 0.0),
+            cost + jnp.where(on, cost_i, 0.0),
+            moved + jnp.where(on, moved_i, 0.0),
+        )
+        valid &= ~on | (ok & scope.may_move[jnp.maximum(replica, 0)])
+    load = lambda replica, on: jnp.where(on, _load(problem, primary_of, jnp.maximum(replica, 0)), 0.0)
+    l1, l2, l3 = load(r, True), load(r2, leg2), load(r3, leg3)
+    off = lambda n, on: jnp.where(on, n, -1)
+    nodes = jnp.stack([src1, t1, off(src2, leg2), off(t2, leg2), off(src3, leg3), off(t3, leg3)])
+    deltas = jnp.stack([-l1, l1, -l2, l2, -l3, l3])
+    changes = changes.at[CAPACITY].set(_excess_legs(problem.capacity, loads, nodes, deltas))
+    if problem.features.thresholds:
+        changes = changes.at[THRESHOLD].set(_excess_legs(problem.threshold_load, loads, nodes, deltas))
+    valid &= _fit_legs(search, loads, nodes, deltas) & _enforced(scope, changes)
+    if problem.features.affinity:
+        valid &= (problem.replica_parent[r] < 0) & ~jnp.any(problem.children_of[p] >= 0)
+    none, zero = jnp.asarray(-1, jnp.int32), jnp.zeros_like(l1)
+    return Move(
+        replica=r,
+        target=t1,
+        replica2=none,
+        target2=none,
+        partition=p,
+        new_primary=primary_of[p],
+        partition2=none,
+        service=s,
+        service2=none,
+        node_a=src1,
+        node_b=t1,
+        delta_a=-l1,
+        delta_b=l1,
+        local_a=-l1,
+        local_b=l1,
+        load2=zero,
+        load2_b=zero,
+        new_primary2=none,
+        cost_delta=cost,
+        moves_delta=moved,
+        penalty_delta=jnp.sum(problem.penalty * changes),
+        valid=valid,
+        repaired=jnp.stack([r2, r3]),
+        repaired_to=jnp.stack([off(t2, leg2), off(t3, leg3)]),
+        leg_nodes=nodes[2:],
+        leg_deltas=deltas[2:],
     )
 
 
@@ -406,6 +594,7 @@ def propose_swap(search: Search, node_of, primary_of, loads, words) -> Move:
         & _enforced(scope, changes)
     )
     return Move(
+        **_no_repairs(problem),
         replica=q,
         target=b,
         replica2=jnp.where(along, kid_b, none),
@@ -431,14 +620,16 @@ def propose_swap(search: Search, node_of, primary_of, loads, words) -> Move:
     )
 
 
-KINDS = (propose_move, propose_swap, propose_exchange)
+KINDS = (propose_move, propose_swap, propose_exchange, propose_compound)
 
 
-def shares(swap: float, exchange: float) -> tuple[float, ...]:
-    """The probability of each of `KINDS` (replica moves take what the others leave; exchanges, which
-    move two replicas, no more than swaps leave: SwapPrimaryProbability 1 searches swaps only)."""
+def shares(swap: float, exchange: float, compound: float = 0.0) -> tuple[float, ...]:
+    """The probability of each of `KINDS` (replica moves take what the others leave; exchanges and
+    compound moves, which move more replicas, no more than swaps leave: SwapPrimaryProbability 1
+    searches swaps only)."""
     exchange = min(exchange, 1.0 - swap)
-    return (max(1.0 - swap - exchange, 0.0), swap, exchange)
+    compound = min(compound, 1.0 - swap - exchange)
+    return (max(1.0 - swap - exchange - compound, 0.0), swap, exchange, compound)
 
 
 def propose(search: Search, node_of, primary_of, loads, words, mix: tuple[float, ...]) -> Move:

@@ -57,6 +57,7 @@ class SearchScope(eqx.Module):
     # what the search may touch
     movable: Int[Array, " R"]  # replica indices that may move, padded
     n_movable: Int[Array, ""]
+    may_move: Bool[Array, " R"]  # the same replicas as a mask
     swappable: Int[Array, " P"]  # partitions whose primary may swap, padded
     n_swappable: Int[Array, ""]
     by_node: Int[Array, " R"]  # exchange partners ordered by their origin node, padded
@@ -97,6 +98,7 @@ def scope(problem: Problem, origin_node: np.ndarray, origin_primary: np.ndarray,
         history=what.history and bool((problem.history >= 0).any()),
         movable=on_device(pad(moving, (r,), 0)),
         n_movable=on_device(len(moving), np.int32),
+        may_move=on_device(what.movable, bool),
         swappable=on_device(pad(swapping, (p,), 0)),
         n_swappable=on_device(len(swapping), np.int32),
         by_node=on_device(pad(by_node.astype(np.int32), (r,), 0)),

@@ -33,23 +33,22 @@ def test_an_upgrade_domain_violation_beside_a_fault_domain_rule_is_fixed_by_one_
     assert not result["Remaining"]["Violations"], result["Remaining"]
 
 
-@pytest.mark.xfail(
-    reason="SF's balancing move is compound (Checker::MoveSolution repairs, replica by replica, the "
-    "dynamic constraints a random move breaks); plbjax's moves change at most two nodes' loads and "
-    "never pass a fault- or upgrade-domain violation, so a partition spread one replica per domain "
-    "over every domain cannot move (issue 48.5)",
-    strict=True,
-)
 def test_balancing_moves_replicas_onto_empty_nodes_across_domains():
     """SF's BalancingWithFaultAndUpgradeDomainTest1 (PLBBalancing.Test.cpp:710): nine nodes over four
     fault and four upgrade domains, ten four-replica partitions all on N0, N3, N6, N8 (one per fault
-    and upgrade domain), five nodes empty; SF's balancing moves replicas onto them."""
+    and upgrade domain), five nodes empty; SF's balancing moves replicas onto them. No replica can
+    move alone: SF's compound move (Checker::MoveSolution) moves three, as N0=>N1 (crowding dc3),
+    N8=>N4 (back to dc0, crowding UD2), N6=>N7 (back to UD3). The other pairings of fault and upgrade
+    domains are N1, N3, N4, N7 (three moves) and N1, N2, N5, N7 (four)."""
     layout = [("dc0", "0"), ("dc3", "0"), ("dc0", "1"), ("dc1", "1"), ("dc0", "2"), ("dc1", "2"), ("dc2", "2")]
     layout += [("dc2", "3"), ("dc3", "3")]
     nodes = [node(i, fd, ud) for i, (fd, ud) in enumerate(layout)]
     doc = document([stateful("S", 4)], [fu("S", i, "P/0, S/3, S/6, S/8") for i in range(10)], nodes)
     result = refresh(doc)
     assert count(result, "* move * *=>*") > 0, shown(result)
+    moved = {a["PartitionId"] for a in result["Actions"] if a["Action"] in ("MovePrimary", "MoveSecondary")}
+    assert all(count(result, f"{p} move * *=>*") in (3, 4) for p in moved), shown(result)
+    assert not result["Remaining"]["Violations"], result["Remaining"]
 
 
 @pytest.mark.xfail(

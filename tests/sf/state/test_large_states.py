@@ -219,13 +219,14 @@ def encoded_digest(state) -> str:
 
 
 class _PinnedFeatures:
-    """`Features` as the pins saw them, with the flag that is the scope's now (`SearchScope.history`)."""
+    """`Features` as the pins saw them: with the flag that is the scope's now (`SearchScope.history`),
+    without the one added since (`compound`)."""
 
     def __init__(self, features):
         self.features = features
 
     def __repr__(self) -> str:
-        return repr(self.features)[:-1] + ", history=False)"
+        return repr(self.features).split(", compound=")[0] + ", history=False)"
 
 
 def _pinned_scope(state, problem) -> dict:
