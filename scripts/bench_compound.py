@@ -8,7 +8,8 @@ with this tree and the `--before` commit alternately, for `--seeds` search seeds
 - `grid`: SF's BalancingWithFaultAndUpgradeDomainTest1 made larger: 50 nodes, two in each pair of
   five fault and five upgrade domains, 200 five-replica partitions (1,000 replicas) all on the ten
   nodes of two "diagonals" (one replica per fault and upgrade domain), 40 nodes empty;
-- `example`: the bundled example (three replicas over three fault domains: compound moves too).
+- `example`: the bundled example (three replicas over three fault domains: compound moves too);
+- `example-cold`: the same with an empty compile cache (what the larger program costs to build).
 
 Reported per tree and seed: AvgStdDev after, movements, process wall seconds.
 
@@ -23,6 +24,7 @@ import json
 import statistics
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -76,8 +78,9 @@ def grid_document(seed: int = 0) -> dict:
     return {"SchemaVersion": 1, "Nodes": nodes, "Services": [service], "Partitions": partitions}
 
 
-def run(tree: Tree, state: Path, seed: int) -> dict:
-    wall, plan = tree.plan(state, [f"search.seed={seed}"])
+def run(tree: Tree, state: Path, seed: int, cold: bool = False) -> dict:
+    cache = Path(tempfile.mkdtemp(dir=WORK)) if cold else None
+    wall, plan = tree.plan(state, [f"search.seed={seed}"], cache=cache)
     return dict(
         wall=wall,
         after=plan["Score"]["After"],
@@ -93,15 +96,18 @@ def plot(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(result["runs"]["after"]), figsize=(8, 3.5))
-    for ax, name in zip(np.atleast_1d(axes), result["runs"]["after"]):
-        for k, tree in enumerate(("before", "after")):
-            values = [r["after"] for r in result["runs"][tree][name]]
-            ax.scatter([k] * len(values), values, label=f"{tree} ({result[tree]})")
-        ax.set_xticks([0, 1], ["before", "after"])
-        ax.set_title(name)
-        ax.set_ylabel("AvgStdDev after the plan (each seed)")
-    fig.suptitle(f"compound moves, {result['machine']['cpu_model']}", fontsize=9)
+    names = list(result["runs"]["after"])
+    fig, axes = plt.subplots(2, len(names), figsize=(3 * len(names), 5), squeeze=False)
+    for column, name in enumerate(names):
+        for row, (key, label) in enumerate((("after", "AvgStdDev after"), ("wall", "process wall s"))):
+            ax = axes[row, column]
+            for k, tree in enumerate(("before", "after")):
+                values = [r[key] for r in result["runs"][tree][name]]
+                ax.scatter([k] * len(values), values, label=f"{tree} ({result[tree]})")
+            ax.set_xticks([0, 1], ["before", "after"])
+            ax.set_title(name if row == 0 else "", fontsize=9)
+            ax.set_ylabel(label if column == 0 else "")
+    fig.suptitle(f"compound moves, each seed, {result['machine']['cpu_model']}", fontsize=9)
     fig.tight_layout()
     write_figure(path, fig)
 
@@ -115,16 +121,17 @@ def main(argv=None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     grid = WORK / "grid.json"
     grid.write_text(json.dumps(grid_document()))
-    states = {"grid": grid, "example": ROOT / "examples" / "small.yaml"}
+    example = ROOT / "examples" / "small.yaml"
+    states = {"grid": (grid, False), "example": (example, False), "example-cold": (example, True)}
     trees = [worktree(args.before), Tree("after", ROOT)]
     commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     result = dict(machine=machine(), before=args.before, after=commit.stdout.strip(), runs={}, medians={})
-    for name, state in states.items():
+    for name, (state, cold) in states.items():
         for tree in trees:
             tree.plan(state)  # warm its compile cache
-        for seed in range(args.seeds):
+        for seed in range(2 if cold else args.seeds):
             for tree in trees:
-                one = run(tree, state, seed)
+                one = run(tree, state, seed, cold)
                 result["runs"].setdefault(tree.name, {}).setdefault(name, []).append(one)
                 print(f"{name} {tree.name} seed {seed}: {json.dumps(one)}", flush=True)
         for tree in trees:

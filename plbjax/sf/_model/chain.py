@@ -413,7 +413,8 @@ def _allowed(scope: SearchScope, state: SearchState, move: Move) -> jax.Array:
 
 
 EXCHANGE = 0.1  # share of exchanges among the search's proposals
-COMPOUND = 0.1  # share of compound moves, where the cluster has them (`Features.compound`)
+COMPOUND = 0.05  # share of compound moves where the cluster has them (`Features.compound`): a step of
+# fewer than 20 tries has none (more cost the example's short searches quality; docs/benchmarks.md)
 
 
 def propose(search: Search, state: SearchState, words, swap_probability: float = 0.3):

@@ -87,7 +87,7 @@ def test_compound_moves_pass_the_model_check(parallel, defrag):
     """Incremental statistics equal recomputation with moves of up to six nodes, and a parallel step
     equals its kept moves one by one."""
     problem, _ = searchable(parse_state(tight_document(1, defrag)))
-    config = A.KernelConfig(tries=16, parallel=True, room=16) if parallel else QUICK.kernel
+    config = A.KernelConfig(tries=64, parallel=True, room=32) if parallel else QUICK.kernel  # 3 compound a step
     report = A.check_model(
         S.model(),
         problem,
