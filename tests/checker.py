@@ -74,6 +74,45 @@ def _domain_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> b
     return True
 
 
+def _branches(usable: list[tuple[str, ...]]) -> tuple[int, int]:
+    """(level, domains): the first domain-tree level where the usable nodes lie in 2+ domains."""
+    depth = max([len(u) for u in usable] + [0])
+    for level in range(1, depth + 1):
+        domains = {tuple(u)[:level] for u in usable}
+        if len(domains) > 1:
+            return level, len(domains)
+    return 0, 0
+
+
+def _quorum_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]], target: int) -> bool:
+    """SF's quorum rule (FaultDomainConstraint::HasQuorumDomainViolation): at the first level where the
+    usable domains branch, none holds more than max(T - (T // 2 + 1), 1) replicas, one more when
+    the domains could not take T so."""
+    level, domains = _branches(usable)
+    if not domains:
+        return True
+    limit = max(target - (target // 2 + 1), 1)
+    limit += domains * limit < target
+    inside = {tuple(u)[:level] for u in usable}
+    counts = Counter(tuple(p)[:level] for p in paths if tuple(p)[:level] in inside)
+    return all(c <= limit for c in counts.values())
+
+
+def _quorum_rule(state: ClusterState, svc, usable: list) -> tuple[bool, bool]:
+    """Whether SF's quorum rule holds for the fault and the upgrade domains of `svc` (the settings, or
+    QuorumBasedLogicAutoSwitch: the target divisible by both domain counts, no more nodes than their
+    product); RequireDomainDistribution keeps the fault-domain spread."""
+    settings, target = state.settings, svc.target
+    fds = _branches([n.fault_domain for n in usable])[1]
+    uds = _branches([(n.upgrade_domain,) for n in usable])[1]
+    auto = settings["QuorumBasedLogicAutoSwitch"] and target > 0 and fds and uds
+    auto = bool(auto and target % fds == 0 and target % uds == 0 and len(usable) <= fds * uds)
+    nonpacking = any(p.kind == "RequireDomainDistribution" for p in svc.placement_policies)
+    fault = (auto or settings["QuorumBasedReplicaDistributionPerFaultDomains"]) and not nonpacking
+    upgrade = auto or settings["QuorumBasedReplicaDistributionPerUpgradeDomains"]
+    return bool(fault and target > 0), bool(upgrade and target > 0)
+
+
 def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[str, set]:
     """Violated constraints of `placement` (as from `placement_of`), keyed by constraint name."""
     nodes = {n.name: n for n in state.nodes}
@@ -100,10 +139,15 @@ def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[
                 given = partitions.get((service, str(pid)))
                 loads[node][metric.name] += role_load(state, metric, given, rid, role, {r for r, _, _ in reps})
         usable = [nodes[n] for n in allowed]
-        if not _domain_ok([nodes[n].fault_domain for _, _, n in placed], [n.fault_domain for n in usable]):
-            out["fault_domain"].add((service, pid))
-        if not _domain_ok([(nodes[n].upgrade_domain,) for _, _, n in placed], [(n.upgrade_domain,) for n in usable]):
-            out["upgrade_domain"].add((service, pid))
+        quorum = _quorum_rule(state, svc, usable)
+        fault = [nodes[n].fault_domain for _, _, n in placed], [n.fault_domain for n in usable]
+        upgrade = [(nodes[n].upgrade_domain,) for _, _, n in placed], [(n.upgrade_domain,) for n in usable]
+        for kind, rule, (paths, domains) in (
+            ("fault_domain", quorum[0], fault),
+            ("upgrade_domain", quorum[1], upgrade),
+        ):
+            if not (_quorum_ok(paths, domains, svc.target) if rule else _domain_ok(paths, domains)):
+                out[kind].add((service, pid))
     for name, node in nodes.items():
         for metric, cap in node.capacities.items():
             buffered = (

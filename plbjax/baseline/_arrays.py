@@ -57,6 +57,8 @@ Arrays = namedtuple(
         "replica_count",
         "move_penalty",
         "service_nonpacking",
+        "domain_quorum",
+        "quorum_level",
         "node_move_factor",
     ],
 )

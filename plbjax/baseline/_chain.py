@@ -85,6 +85,7 @@ def anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pro
     n_movable, n_swappable = A.n_movable, A.n_swappable
     swap_cost, replica_count, move_penalty = A.swap_cost, A.replica_count, A.move_penalty
     nonpacking, node_move_factor = A.service_nonpacking, A.node_move_factor
+    quorum, quorum_level = A.domain_quorum, A.quorum_level
     check_capacity, check_fd, check_ud = A.enforce[CAPACITY], A.enforce[FAULT_DOMAIN], A.enforce[UPGRADE_DOMAIN]
     pen = A.penalty
     domains_fd = check_fd or pen[FAULT_DOMAIN] != 0
@@ -173,16 +174,18 @@ def anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pro
                 continue
             fd = 0
             if domains_fd:
-                fd = domain_violation(fd_tree, fd_children, fd_usable, after, cls, nonpacking[s]) - domain_violation(
-                    fd_tree, fd_children, fd_usable, before, cls, nonpacking[s]
-                )
+                pack, limit, level = nonpacking[s], quorum[s, 0], quorum_level[s, 0]
+                fd = domain_violation(
+                    fd_tree, fd_children, fd_usable, after, cls, pack, limit, level
+                ) - domain_violation(fd_tree, fd_children, fd_usable, before, cls, pack, limit, level)
                 if check_fd and fd > 0:
                     continue
             ud = 0
             if domains_ud:
-                ud = domain_violation(ud_tree, ud_children, ud_usable, after, cls, False) - domain_violation(
-                    ud_tree, ud_children, ud_usable, before, cls, False
-                )
+                limit, level = quorum[s, 1], quorum_level[s, 1]
+                ud = domain_violation(
+                    ud_tree, ud_children, ud_usable, after, cls, False, limit, level
+                ) - domain_violation(ud_tree, ud_children, ud_usable, before, cls, False, limit, level)
                 if check_ud and ud > 0:
                     continue
             init = initial_node[r]

@@ -124,10 +124,20 @@ def _penalty(A, node_of, loads):
             rr = A.partition_replicas[p, k]
             nodes[k] = node_of[rr] if rr >= 0 else -1
         cls = A.service_class[A.partition_service[p]]
+        s = A.partition_service[p]
         fd += domain_violation(
-            A.fd_tree, A.fd_children, A.fd_usable, nodes, cls, A.service_nonpacking[A.partition_service[p]]
+            A.fd_tree,
+            A.fd_children,
+            A.fd_usable,
+            nodes,
+            cls,
+            A.service_nonpacking[s],
+            A.domain_quorum[s, 0],
+            A.quorum_level[s, 0],
         )
-        ud += domain_violation(A.ud_tree, A.ud_children, A.ud_usable, nodes, cls, False)
+        ud += domain_violation(
+            A.ud_tree, A.ud_children, A.ud_usable, nodes, cls, False, A.domain_quorum[s, 1], A.quorum_level[s, 1]
+        )
     return (
         pen[CAPACITY] * excess
         + pen[PLACEMENT] * misplaced
@@ -159,18 +169,22 @@ def excess_change(capacity, loads, node, delta):
 
 
 @nb.njit(cache=True)
-def domain_violation(tree, children, usable, nodes_in, cls, nonpacking=False):
+def domain_violation(tree, children, usable, nodes_in, cls, nonpacking=False, quorum=0, quorum_level=0):
     """plbjax.sf._model.constraints.domain_violation: sum over levels and parents of max(0, max - min - 1);
     with `nonpacking` (RequireDomainDistribution) the top level counts replicas beyond one per domain;
-    at each level a replica in a domain without a node of the class is left out."""
+    under the quorum rule (`quorum` > 0) level `quorum_level` counts replicas beyond `quorum` per domain,
+    and no other level counts; at each level a replica in a domain without a node of the class is left out."""
     K = nodes_in.shape[0]
     total = 0
     nodes = np.empty(K, np.int64)
     for level in range(1, tree.shape[1]):
+        if quorum > 0 and level != quorum_level:
+            continue
         for q in range(K):
             n = nodes_in[q]
             nodes[q] = n if n >= 0 and usable[cls, tree[n, level]] else -1
-        if nonpacking and level == 1:
+        if (nonpacking and level == 1) or quorum > 0:
+            limit = quorum if quorum > 0 else 1
             for i in range(K):
                 if nodes[i] < 0:
                     continue
@@ -181,7 +195,7 @@ def domain_violation(tree, children, usable, nodes_in, cls, nonpacking=False):
                         if q < i:
                             first_child = False
                 if first_child:
-                    total += count - 1
+                    total += max(count - limit, 0)
             continue
         for i in range(K):
             if nodes[i] < 0:

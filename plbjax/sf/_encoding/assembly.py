@@ -48,6 +48,8 @@ class ClassArrays(NamedTuple):
     ud_children: jax.Array
     fd_usable: jax.Array
     ud_usable: jax.Array
+    domain_quorum: jax.Array
+    quorum_level: jax.Array
 
 
 class WeightArrays(NamedTuple):
@@ -141,6 +143,8 @@ def class_arrays(classes: Classes, N: int) -> ClassArrays:
         ud_children=on_device(classes.ud_children),
         fd_usable=on_device(classes.fd_usable),
         ud_usable=on_device(classes.ud_usable),
+        domain_quorum=on_device(classes.quorum),
+        quorum_level=on_device(classes.quorum_level),
     )
 
 
@@ -244,6 +248,8 @@ def problem_of(features: Features, shares: Shares) -> Problem:
         ud_children=classes.ud_children,
         fd_usable=classes.fd_usable,
         ud_usable=classes.ud_usable,
+        domain_quorum=classes.domain_quorum,
+        quorum_level=classes.quorum_level,
         # energy weights
         service_metrics=weights.service_metrics,
         local_weight=weights.local_weight,

@@ -97,6 +97,9 @@ class Problem(eqx.Module):
     ud_children: Int[Array, "C Du"]
     fd_usable: Bool[Array, "C Df"]  # fault domains (any level) holding a node of the class
     ud_usable: Bool[Array, "C Du"]
+    # services: SF's quorum-based domain rule (fault, upgrade domains; `stages._quorum_rules`)
+    domain_quorum: Int[Array, "S 2"]  # most replicas of a partition per domain (0: the even spread)
+    quorum_level: Int[Array, "S 2"]  # the domain-tree level it holds at
     # energy weights: AvgStdDev = sum(global_weight * dev) + sum(local_weight * dev)
     global_weight: Float[Array, " M"]
     local_weight: Float[Array, "S Ms"]

@@ -173,6 +173,8 @@ class Classes:
     ud_children: np.ndarray  # int32[C, Du]
     fd_usable: np.ndarray  # bool[C, Df]
     ud_usable: np.ndarray  # bool[C, Du]
+    quorum: np.ndarray  # int32[S, 2] most replicas per fault / upgrade domain under the quorum rule (0: none)
+    quorum_level: np.ndarray  # int32[S, 2] the domain-tree level it holds at (the first with 2+ domains)
 
 
 def placement_classes(
@@ -194,6 +196,7 @@ def placement_classes(
         ud_children[c] = _eligible_children(nodes.ud_tree[:n], mask, nodes.Du)
         fd_usable[c, nodes.fd_tree[:n][mask[:n]]] = True
         ud_usable[c, nodes.ud_tree[:n][mask[:n]]] = True
+    quorum, quorum_level = _quorum_rules(state, cluster, nodes, service_class, masks)
     return Classes(
         service_class=service_class,
         masks=masks,
@@ -203,7 +206,58 @@ def placement_classes(
         ud_children=ud_children,
         fd_usable=fd_usable,
         ud_usable=ud_usable,
+        quorum=quorum,
+        quorum_level=quorum_level,
     )
+
+
+def _branching(tree: np.ndarray, mask: np.ndarray) -> tuple[int, int]:
+    """(level, domains): the first level of the domain tree where the nodes in `mask` lie in two or
+    more domains, and how many; (0, 0) where they never do."""
+    for level in range(1, tree.shape[1]):
+        domains = np.unique(tree[mask, level]).size
+        if domains > 1:
+            return level, domains
+    return 0, 0
+
+
+def _quorum_rules(
+    state: ClusterState, cluster: Entities, nodes: Nodes, service_class: np.ndarray, masks: list[np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """SF's quorum-based replica distribution per service (`FaultDomainConstraint`'s
+    HasQuorumDomainViolation): where it holds, a domain at the first level with two or more domains
+    may hold at most max(T - (T / 2 + 1), 1) of a partition's T replicas, one more when the domains
+    could not take T so. It holds per fault or upgrade domains by `QuorumBasedReplicaDistributionPer*`,
+    and for both where `QuorumBasedLogicAutoSwitch` finds the spread too strict for the nodes
+    (PlacementCreator: T divisible by the fault and the upgrade domains' counts, and no more of the
+    service's nodes than their product). RequireDomainDistribution keeps its own fault-domain rule."""
+    settings, n = state.settings, cluster.n_nodes
+    S = service_class.shape[0]
+    quorum, level = np.zeros((S, 2), np.int32), np.zeros((S, 2), np.int32)
+    given = (
+        bool(settings["QuorumBasedReplicaDistributionPerFaultDomains"]),
+        bool(settings["QuorumBasedReplicaDistributionPerUpgradeDomains"]),
+    )
+    for s, svc in enumerate(cluster.services):
+        mask, target = masks[service_class[s]][:n], svc.target
+        if target <= 0 or not mask.any():
+            continue
+        branches = [_branching(nodes.fd_tree[:n], mask), _branching(nodes.ud_tree[:n], mask)]
+        fds, uds = branches[0][1], branches[1][1]
+        auto = (
+            bool(settings["QuorumBasedLogicAutoSwitch"])
+            and fds > 0
+            and uds > 0
+            and target % fds == 0
+            and target % uds == 0
+            and mask.sum() <= fds * uds
+        )
+        nonpacking = any(p.kind == "RequireDomainDistribution" for p in svc.placement_policies)
+        for d, (at, domains) in enumerate(branches):
+            if (auto or given[d]) and domains > 0 and not (d == 0 and nonpacking):
+                limit = max(target - (target // 2 + 1), 1)
+                quorum[s, d], level[s, d] = limit + (domains * limit < target), at
+    return quorum, level
 
 
 def _allowed_nodes(state: ClusterState, cluster: Entities, up: np.ndarray) -> dict[str, np.ndarray]:

@@ -3,7 +3,8 @@
 A search step may never make a constraint worse than it is (SF's balancing keeps every constraint
 whose priority is not -1). Domain distribution follows SF's rule: at every level of the domain tree,
 the replicas of a partition under one parent differ by at most one between that parent's usable
-child domains (each holds floor(n/d) or floor(n/d)+1).
+child domains (each holds floor(n/d) or floor(n/d)+1); or, under SF's quorum rule, no domain of the
+first level with two or more holds more than a quorum's complement.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def domain_violation(
     nodes: jax.Array,
     cls: jax.Array,
     nonpacking: jax.Array | bool = False,
+    quorum: jax.Array | int = 0,
+    quorum_level: jax.Array | int = 0,
 ) -> jax.Array:
     """How far one partition's replicas on `nodes` ([K], -1 = none) are from an even spread.
 
@@ -33,7 +36,8 @@ def domain_violation(
     (RequireDomainDistribution) the top level instead allows one replica per domain. At each level a
     replica counts unless its domain there holds no node of the class, `usable` [C, D] (SF's
     FaultDomainConstraint::HasDomainViolation leaves out only those: a replica out of place on a
-    node of a usable domain counts in the spread).
+    node of a usable domain counts in the spread). Under SF's quorum rule (`quorum` > 0) only level
+    `quorum_level` counts, and there the replicas beyond `quorum` in each domain.
     """
     paths = tree[jnp.maximum(nodes, 0)]  # [K, L+1]
     k = nodes.shape[0]
@@ -54,7 +58,9 @@ def domain_violation(
         least = jnp.where(occupied < children[cls, parent], 0, least)
         spread = jnp.sum(jnp.where(first_in_parent, jnp.maximum(most - least - 1, 0), 0))
         packed = jnp.sum(jnp.where(first_in_child, count - 1, 0))
-        total += jnp.where(nonpacking & (level == 1), packed, spread)
+        beyond = jnp.sum(jnp.where(first_in_child, jnp.maximum(count - quorum, 0), 0))
+        even = jnp.where(nonpacking & (level == 1), packed, spread)
+        total += jnp.where(quorum > 0, jnp.where(level == quorum_level, beyond, 0), even)
     return total
 
 
@@ -72,8 +78,19 @@ def partition_domain_violations(problem: Problem, nodes: jax.Array, service: jax
                 nodes,
                 cls,
                 problem.service_nonpacking[service],
+                problem.domain_quorum[service, 0],
+                problem.quorum_level[service, 0],
             ),
-            domain_violation(problem.ud_tree, problem.ud_children, problem.ud_usable, nodes, cls),
+            domain_violation(
+                problem.ud_tree,
+                problem.ud_children,
+                problem.ud_usable,
+                nodes,
+                cls,
+                False,
+                problem.domain_quorum[service, 1],
+                problem.quorum_level[service, 1],
+            ),
         ]
     )
 
