@@ -123,8 +123,8 @@ def _penalty(A, node_of, loads):
         for k in range(K):
             rr = A.partition_replicas[p, k]
             nodes[k] = node_of[rr] if rr >= 0 else -1
-        cls = A.service_class[A.partition_service[p]]
         s = A.partition_service[p]
+        cls = A.service_class[s]
         fd += domain_violation(
             A.fd_tree,
             A.fd_children,

@@ -238,11 +238,15 @@ def _quorum_rules(
         bool(settings["QuorumBasedReplicaDistributionPerFaultDomains"]),
         bool(settings["QuorumBasedReplicaDistributionPerUpgradeDomains"]),
     )
+    # each class's (level, domains) in the fault and the upgrade domain trees, and its node count
+    shapes = [
+        ((_branching(nodes.fd_tree[:n], m[:n]), _branching(nodes.ud_tree[:n], m[:n])), int(m[:n].sum())) for m in masks
+    ]
     for s, svc in enumerate(cluster.services):
-        mask, target = masks[service_class[s]][:n], svc.target
-        if target <= 0 or not mask.any():
+        branches, count = shapes[service_class[s]]
+        target = svc.target
+        if target <= 0 or not count:
             continue
-        branches = [_branching(nodes.fd_tree[:n], mask), _branching(nodes.ud_tree[:n], mask)]
         fds, uds = branches[0][1], branches[1][1]
         auto = (
             bool(settings["QuorumBasedLogicAutoSwitch"])
@@ -250,7 +254,7 @@ def _quorum_rules(
             and uds > 0
             and target % fds == 0
             and target % uds == 0
-            and mask.sum() <= fds * uds
+            and count <= fds * uds
         )
         nonpacking = any(p.kind == "RequireDomainDistribution" for p in svc.placement_policies)
         for d, (at, domains) in enumerate(branches):
