@@ -3,7 +3,8 @@
 The flow runs through six private folders, each behind its face (its `__init__`), each reading only
 the ones before it:
 
-    _state      the state document -> ClusterState         (load_state, parse_state)
+    _state      the state document -> ClusterState         (load_state, parse_state; the vocabulary:
+                                                            Role, ActionKind, Action, statuses)
     _encoding   ClusterState <-> arrays: Problem, Index     (encode, apply_actions, diff)
     _model      SF's energy, constraints and moves          (model, scope)
     _phases     placement, constraint check, balancing      (Phase, SearchConfig)
@@ -19,9 +20,28 @@ from plbjax.sf._generator import ClusterSpec, generate
 from plbjax.sf._model import Scope, Search, full_scope, model, scope
 from plbjax.sf._phases import PHASES, Phase, SearchConfig
 from plbjax.sf._plan import REFRESH_ACTIONS, Findings, Plan, Session, findings, plan
-from plbjax.sf._state import INTENTS, ClusterState, load_state, parse_state
+from plbjax.sf._state import (
+    IDLE_SECONDARY,
+    INTENTS,
+    Action,
+    ActionKind,
+    ClusterState,
+    Intent,
+    NodeStatus,
+    ReplicaStatus,
+    Role,
+    load_state,
+    parse_state,
+)
 
 __all__ = [
+    "Action",
+    "ActionKind",
+    "IDLE_SECONDARY",
+    "Intent",
+    "NodeStatus",
+    "ReplicaStatus",
+    "Role",
     "ClusterSpec",
     "Findings",
     "findings",

@@ -11,6 +11,8 @@
     expressions.py   placement constraint expressions, parsed once
     governance.py    resource governance: the built-in CPU and memory metrics
     rereading.py     a state read again between PLB rounds: only what a round changes
+    vocabulary.py    Role, ReplicaStatus, NodeStatus, Intent, ActionKind and the typed Action:
+                     SF's words mapped once, compared as members everywhere else
 
 Reads nothing else of plbjax.sf; `_encoding` reads it.
 """
@@ -21,8 +23,16 @@ from plbjax.sf._state.governance import apply_resource_governance, governed_agai
 from plbjax.sf._state.reading import gc_paused, load_state, parse_state
 from plbjax.sf._state.rereading import REREAD, reparse
 from plbjax.sf._state.settings import PLB_SETTINGS, resolve_settings
+from plbjax.sf._state.vocabulary import IDLE_SECONDARY, Action, ActionKind, Intent, NodeStatus, ReplicaStatus, Role
 
 __all__ = [
+    "Action",
+    "ActionKind",
+    "IDLE_SECONDARY",
+    "Intent",
+    "NodeStatus",
+    "ReplicaStatus",
+    "Role",
     "ClusterState",
     "DEFAULT_METRICS",
     "INTENTS",
