@@ -8,8 +8,8 @@ import statistics
 from dataclasses import dataclass, field
 
 from plbjax import parse_state
-from plbjax.sf.replay.loop import replay
-from plbjax.sf.replay.timeline import parse_timeline, settings_of
+from plbjax.sf.replay.rounds.loop import replay
+from plbjax.sf.replay.timeline.reading import parse_timeline, settings_of
 from plbjax.sf.replay.types import Needs, PlannedRound
 
 SERVICE = "fabric:/App/Svc"

@@ -3,12 +3,23 @@
 A timeline (a state and events) is played on a simulated clock: events change the state as the
 Failover Manager would, SF's scheduler picks one phase per round, an injected planner plans it,
 and its actions are applied (after their ActionSeconds). The record is written by `write_outputs`.
+
+The folders follow the loop's parts:
+- `timeline/`: the timeline document read once, its events applied, the events due;
+- `state/`: the state document the loop holds between rounds, and what is derived from it;
+- `scheduler/`: SF's scheduler, its settings, throttles, History's ageing, the actions in flight;
+- `rounds/`: the loop itself and each round's search effort;
+- `record/`: the series, actions, summary, story, plots and progress written out.
+Beside them: `types` (what travels between the parts), `engine` (the planner and probe on
+`plbjax.sf`), `scenarios` and `generate` (timelines made for `plbjax-generate timeline`).
 """
 
-from plbjax.sf.replay.events import Event, apply_event
-from plbjax.sf.replay.loop import replay
-from plbjax.sf.replay.record import summary, write_outputs
+from plbjax.sf.replay.engine import engine
+from plbjax.sf.replay.record import ReplayProgress, story, summary, write_outputs
+from plbjax.sf.replay.rounds.loop import replay
+from plbjax.sf.replay.scheduler.settings import with_settings
 from plbjax.sf.replay.timeline import ActionSeconds, Timeline, load_timeline, parse_timeline
+from plbjax.sf.replay.timeline.events import Event, apply_event
 from plbjax.sf.replay.types import Needs, PlannedRound, Planner, Probe, Replay, Row
 
 __all__ = [
@@ -19,12 +30,16 @@ __all__ = [
     "Planner",
     "Probe",
     "Replay",
+    "ReplayProgress",
     "Row",
     "Timeline",
     "apply_event",
+    "engine",
     "load_timeline",
     "parse_timeline",
     "replay",
+    "story",
     "summary",
+    "with_settings",
     "write_outputs",
 ]

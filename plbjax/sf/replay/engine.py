@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 
 from plbjax.sf import Phase, Plan, SearchConfig, Session
-from plbjax.sf.replay.round_search import ADAPTIVE, round_search
+from plbjax.sf.replay.rounds.search import ADAPTIVE, round_search
 from plbjax.sf.replay.types import FULL, Effort, Needs, PartitionKey, PlannedRound
 
 

@@ -1,4 +1,4 @@
-"""The state document during a replay (plbjax.sf.replay.document): the probe asked once per version
+"""The state document during a replay (plbjax.sf.replay.state.document): the probe asked once per version
 and set of frozen partitions, History cleared on a new imbalance and kept clean of what is gone."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from replay_fakes import SERVICE, OneMove, action, cluster, planned, probe, ran
 
 from plbjax.sf.replay import parse_timeline, replay
-from plbjax.sf.replay.document import StateDocument
+from plbjax.sf.replay.state.document import StateDocument
 from plbjax.sf.replay.types import Needs, Stopwatch
 
 

@@ -157,7 +157,7 @@ def test_a_document_differing_only_in_throttles_keeps_the_sessions_encoding():
     with those settings, without replacing it; the plan is the one of the view parsed afresh."""
     from plbjax import parse_state
     from plbjax.sf import Session
-    from plbjax.sf.replay.settings import with_settings
+    from plbjax.sf.replay.scheduler.settings import with_settings
 
     doc, session = _small(), Session()
     first = session.encoded(doc)
@@ -345,7 +345,7 @@ def test_an_interrupted_replay_command_writes_its_record_up_to_there_and_exits_1
 def test_max_min_ratio_is_per_metric_over_the_whole_cluster_also_when_balancing_per_node_type():
     """timeline.md §3: a MaxMinRatio.<metric> column for every metric, over the whole cluster,
     whether or not SeparateBalancingStrategyPerNodeType splits the balance per node type."""
-    from plbjax.sf.replay.settings import with_settings
+    from plbjax.sf.replay.scheduler.settings import with_settings
 
     doc = _small()
     whole = EngineProbe()(doc, frozenset()).max_min_ratio

@@ -1,4 +1,4 @@
-"""Timeline events applied to a state document (plbjax.sf.replay.events)."""
+"""Timeline events applied to a state document (plbjax.sf.replay.timeline.events)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 from paths import ROOT
 
 from plbjax import BadInput, load_state, parse_state
-from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event, Gone, apply_event, apply_events
+from plbjax.sf.replay.timeline.events import BLOCK_LIST_EXPIRED, Event, Gone, apply_event, apply_events
 
 SMALL = ROOT / "examples" / "small.yaml"
 

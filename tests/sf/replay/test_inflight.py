@@ -1,4 +1,4 @@
-"""Actions in flight (plbjax.sf.replay.inflight): completed when their ActionSeconds have passed, one
+"""Actions in flight (plbjax.sf.replay.scheduler.inflight): completed when their ActionSeconds have passed, one
 after the other per partition, their partitions frozen until then; one that no longer fits is
 cancelled; a replica an Add creates gets an unused `replay-N`."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 from replay_fakes import SERVICE, OneMove, cluster, counts, play
 
 from plbjax import parse_state
-from plbjax.sf.replay.inflight import InFlight
+from plbjax.sf.replay.scheduler.inflight import InFlight
 from plbjax.sf.replay.types import PlanAction
 
 

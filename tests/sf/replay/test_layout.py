@@ -1,4 +1,4 @@
-"""Load reports and completed actions through a kept layout (plbjax.sf.replay.layout) give the
+"""Load reports and completed actions through a kept layout (plbjax.sf.replay.state.layout) give the
 documents that applying them one by one to the whole document gives: the same values in the same
 key order, the inputs unchanged, across chains of batches that reuse the layout."""
 
@@ -12,10 +12,10 @@ import pytest
 
 from plbjax import BadInput, apply_actions
 from plbjax.sf import ClusterSpec, apply_to_partition, generate
-from plbjax.sf.replay.document import StateDocument
-from plbjax.sf.replay.events import NAMED, Event, _subject, apply_events, describe
-from plbjax.sf.replay.inflight import InFlight
-from plbjax.sf.replay.layout import Census, census_of
+from plbjax.sf.replay.scheduler.inflight import InFlight
+from plbjax.sf.replay.state.document import StateDocument
+from plbjax.sf.replay.state.layout import Census, census_of
+from plbjax.sf.replay.timeline.events import NAMED, Event, _subject, apply_events, describe
 from plbjax.sf.replay.types import PlanAction, Stopwatch
 
 KINDS = (

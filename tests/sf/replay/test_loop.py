@@ -1,4 +1,4 @@
-"""The PLB loop on a simulated clock with fake planners and probes (plbjax.sf.replay.loop): the
+"""The PLB loop on a simulated clock with fake planners and probes (plbjax.sf.replay.rounds.loop): the
 record, determinism, timings, progress and a stopped replay. Its fakes serve the other replay tests."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import random
 from replay_fakes import SERVICE, OneMove, cluster, counts, play, probe, ran
 
 from plbjax.sf.replay import summary
-from plbjax.sf.replay.loop import replay
-from plbjax.sf.replay.progress import ReplayProgress
-from plbjax.sf.replay.timeline import parse_timeline
+from plbjax.sf.replay.record.progress import ReplayProgress
+from plbjax.sf.replay.rounds.loop import replay
+from plbjax.sf.replay.timeline.reading import parse_timeline
 from plbjax.sf.replay.types import PARTS
 
 

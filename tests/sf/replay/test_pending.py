@@ -1,12 +1,12 @@
-"""The events still to apply (plbjax.sf.replay.pending): the timeline's in order, and the block-list
+"""The events still to apply (plbjax.sf.replay.timeline.pending): the timeline's in order, and the block-list
 expiries the entries added schedule, among them in time order."""
 
 from __future__ import annotations
 
 from replay_fakes import cluster, planned, play
 
-from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event
-from plbjax.sf.replay.pending import Pending
+from plbjax.sf.replay.timeline.events import BLOCK_LIST_EXPIRED, Event
+from plbjax.sf.replay.timeline.pending import Pending
 
 
 def test_an_expiry_follows_the_events_of_its_time_and_only_the_latest_until_expires():

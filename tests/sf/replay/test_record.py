@@ -1,4 +1,4 @@
-"""A replay's output directory (plbjax.sf.replay.record)."""
+"""A replay's output directory (plbjax.sf.replay.record.writing)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import pytest
 from replay_fakes import OneMove, cluster, probe
 
 from plbjax import parse_state
-from plbjax.sf.replay.loop import replay
-from plbjax.sf.replay.record import COLUMNS, PLOTS, SUMMARY_KEYS, story, time_average, write_outputs
-from plbjax.sf.replay.timeline import parse_timeline
+from plbjax.sf.replay.record.writing import COLUMNS, PLOTS, SUMMARY_KEYS, story, time_average, write_outputs
+from plbjax.sf.replay.rounds.loop import replay
+from plbjax.sf.replay.timeline.reading import parse_timeline
 from plbjax.sf.replay.types import Story
 
 
@@ -87,7 +87,7 @@ def test_the_story_is_told_in_sentences(played):
 
 def test_event_rows_name_their_events():
     """`describe`: up to NAMED events of a kind by subject, more counted; kinds in order of appearance."""
-    from plbjax.sf.replay.events import Event, describe
+    from plbjax.sf.replay.timeline.events import Event, describe
 
     loads = [Event(1, "LoadReport", {"ServiceName": f"s{i}", "Loads": {}}) for i in range(5)]
     downs = [Event(1, "NodeDown", {"NodeName": n}) for n in ("N0", "N3")]
@@ -121,7 +121,7 @@ def test_node_loads_of_a_large_cluster_stay_a_readable_size(tmp_path):
     """Past MAX_LABELLED_NODES nodes the heatmap's rows are not labelled and its height is capped."""
     import matplotlib.image
 
-    from plbjax.sf.replay.record import MAX_LABELLED_NODES, plot_node_loads
+    from plbjax.sf.replay.record.writing import MAX_LABELLED_NODES, plot_node_loads
 
     state = cluster({f"N{i:03d}": i % 3 for i in range(3 * MAX_LABELLED_NODES)}, {})
     events = [{"Time": 1, "Kind": "ReplicaFailed", "ReplicaId": "r0"}]

@@ -1,4 +1,4 @@
-"""A replay's progress lines (plbjax.sf.replay.progress): the last round's phase, and each round that
+"""A replay's progress lines (plbjax.sf.replay.record.progress): the last round's phase, and each round that
 compiled its search or loaded it compiled from JAX's cache, told from JAX's own events."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import io
 import jax
 
 from plbjax.sf import Phase
-from plbjax.sf.replay.progress import BACKEND_COMPILE, CACHE_HIT, ReplayProgress
+from plbjax.sf.replay.record.progress import BACKEND_COMPILE, CACHE_HIT, ReplayProgress
 
 B, P = Phase.BALANCING, Phase.PLACEMENT
 

@@ -1,5 +1,5 @@
-"""How long a replay round searches (plbjax.sf.replay.round_search) and History bounded as SF bounds
-its per-partition movement counters (plbjax.sf.replay.history)."""
+"""How long a replay round searches (plbjax.sf.replay.rounds.search) and History bounded as SF bounds
+its per-partition movement counters (plbjax.sf.replay.scheduler.history)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from replay_fakes import SERVICE, OneMove, cluster, play
 
 from plbjax.sf import SearchConfig
-from plbjax.sf.replay.history import HistoryAge
-from plbjax.sf.replay.round_search import QUICK, SLOW, BalancingAction, Touched, effort, round_search
-from plbjax.sf.replay.settings import read_settings
+from plbjax.sf.replay.rounds.search import QUICK, SLOW, BalancingAction, Touched, effort, round_search
+from plbjax.sf.replay.scheduler.history import HistoryAge
+from plbjax.sf.replay.scheduler.settings import read_settings
 from plbjax.sf.replay.types import Effort, PlanAction
 
 SEARCH = SearchConfig(seconds=None, steps=2000, block_steps=500)

@@ -1,4 +1,4 @@
-"""SF's scheduler rules the replay follows (plbjax.sf.replay.scheduler; PLBScheduler.cpp,
+"""SF's scheduler rules the replay follows (plbjax.sf.replay.scheduler.phases; PLBScheduler.cpp,
 ServiceDomain.cpp), with fake planners and probes: the timers and their order, the first balancing,
 the settings and upgrades that gate phases, placement retries."""
 
@@ -8,7 +8,7 @@ import pytest
 from replay_fakes import OneMove, action, cluster, counts, planned, play, probe, ran
 
 from plbjax.sf.replay import parse_timeline, replay
-from plbjax.sf.replay.scheduler import last_check_before, tick_at_or_after
+from plbjax.sf.replay.scheduler.phases import last_check_before, tick_at_or_after
 from plbjax.sf.replay.types import Needs
 
 FAILED_R0 = {"Time": 0, "Kind": "ReplicaFailed", "ReplicaId": "r0"}
@@ -223,10 +223,10 @@ def test_with_sfs_default_timers_phases_run_at_the_refresh_their_timer_expires()
 
 
 def _scheduler(state: dict, probe_=probe):
-    from plbjax.sf.replay.document import StateDocument
-    from plbjax.sf.replay.inflight import InFlight
-    from plbjax.sf.replay.scheduler import Scheduler
-    from plbjax.sf.replay.throttles import Window
+    from plbjax.sf.replay.scheduler.inflight import InFlight
+    from plbjax.sf.replay.scheduler.phases import Scheduler
+    from plbjax.sf.replay.scheduler.throttles import Window
+    from plbjax.sf.replay.state.document import StateDocument
     from plbjax.sf.replay.types import Stopwatch
 
     return Scheduler(StateDocument(state, probe_, Stopwatch()), InFlight(), Window())
@@ -249,7 +249,7 @@ def test_the_scheduler_says_what_holds_balancing_back_and_until_when():
     """PLBScheduler::IsBalancingThrottled (BalancingDelayAfterNodeDown from OnNodeDown) and
     ThrottleBalancingForSmallStdDevChange (no change since the last balancing): each stretch an
     imbalanced cluster is not balanced, with its setting; the state at time 0 is kept."""
-    from plbjax.sf.replay.events import Event
+    from plbjax.sf.replay.timeline.events import Event
 
     state = cluster({"N0": 4, "N1": 0, "N2": 0}, {})
     scheduler = _scheduler(state)
@@ -272,7 +272,7 @@ def test_the_scheduler_says_what_holds_a_violation_and_names_its_own_rule():
     """IsConstraintCheckThrottled with AllViolationsSkippable: after a node came up (OnNodeUp), a
     fault-domain-only violation waits ConstraintFixPartialDelayAfterNewNode; a check that found no
     fix is not searched again on the same state (the replay's rule, named as such, not SF's)."""
-    from plbjax.sf.replay.events import Event
+    from plbjax.sf.replay.timeline.events import Event
 
     scheduler = _scheduler(cluster({"N0": 2, "N1": 0, "N2": 0}, {"LoadBalancingEnabled": False}), _violating)
     scheduler.applied(0, [Event(0, "NodeUp", {"NodeName": "N2"})])

@@ -1,10 +1,10 @@
-"""The scheduler's settings of a state document (plbjax.sf.replay.settings)."""
+"""The scheduler's settings of a state document (plbjax.sf.replay.scheduler.settings)."""
 
 from __future__ import annotations
 
 from replay_fakes import cluster
 
-from plbjax.sf.replay.settings import read_settings, with_settings
+from plbjax.sf.replay.scheduler.settings import read_settings, with_settings
 
 TYPES = {"A0": "A", "B0": "B"}
 

@@ -1,4 +1,4 @@
-"""The cluster's story in a replay's record (plbjax.sf.replay.narrative, record): the state at time 0,
+"""The cluster's story in a replay's record (plbjax.sf.replay.record.narrative, record): the state at time 0,
 every event named, load reports by service, and the stretches SF's scheduler held a phase back."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from replay_fakes import SERVICE, OneMove, cluster, play, probe
 
 from plbjax.sf import Phase
-from plbjax.sf.replay.record import story, summary, write_outputs
+from plbjax.sf.replay.record.writing import story, summary, write_outputs
 from plbjax.sf.replay.types import ClusterEvent, Hold, LoadChange, Needs, Replay, Story
 
 NODES = ("N0", "N1", "N2", "N3", "N4")
@@ -88,7 +88,7 @@ def test_every_event_is_named_and_load_reports_are_told_by_service(played):
 
 
 def test_load_report_rows_name_each_service_and_its_change():
-    from plbjax.sf.replay.narrative import event_texts
+    from plbjax.sf.replay.record.narrative import event_texts
 
     loads = (
         LoadChange(10.0, "a", 2, {"CPU": 20.0}),
@@ -139,7 +139,7 @@ def test_held_stretches_are_in_the_series_the_summary_and_its_sentences(played):
 
 
 def _series(record) -> list[dict]:
-    from plbjax.sf.replay.record import series
+    from plbjax.sf.replay.record.writing import series
 
     return series(record)
 
@@ -156,7 +156,7 @@ def test_a_played_node_failure_tells_its_story():
 
 
 def test_stretches_held_for_one_reason_make_one_sentence():
-    from plbjax.sf.replay.narrative import SPANS, sentences
+    from plbjax.sf.replay.record.narrative import SPANS, sentences
 
     why = ("PLBScheduler::ThrottleBalancingForSmallStdDevChange", "nothing changed")
     holds = tuple(Hold(Phase.BALANCING, 100.0 * k, 100.0 * k + 50, *why) for k in range(SPANS + 1))

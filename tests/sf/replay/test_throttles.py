@@ -1,4 +1,4 @@
-"""SF's movement throttles over the replay's clock (plbjax.sf.replay.throttles): the global throttles'
+"""SF's movement throttles over the replay's clock (plbjax.sf.replay.scheduler.throttles): the global throttles'
 allowance and what the planner's Settings say of it, the counting windows, the per-partition throttle."""
 
 from __future__ import annotations
@@ -7,8 +7,15 @@ from replay_fakes import SERVICE, OneMove, cluster, play, probe, ran
 
 from plbjax import parse_state
 from plbjax.sf.replay import parse_timeline, replay
-from plbjax.sf.replay.settings import read_settings
-from plbjax.sf.replay.throttles import Allowance, Movement, Window, limit, throttle_allowance, throttle_overrides
+from plbjax.sf.replay.scheduler.settings import read_settings
+from plbjax.sf.replay.scheduler.throttles import (
+    Allowance,
+    Movement,
+    Window,
+    limit,
+    throttle_allowance,
+    throttle_overrides,
+)
 from plbjax.sf.replay.types import Needs
 
 A, B = (SERVICE, "p0"), (SERVICE, "p1")

@@ -1,4 +1,4 @@
-"""Reading and validating timeline documents (plbjax.sf.replay.timeline)."""
+"""Reading and validating timeline documents (plbjax.sf.replay.timeline.reading)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from referencing import Registry, Resource
 
 from plbjax import BadInput, load_state
 from plbjax.sf.replay import scenarios
-from plbjax.sf.replay.timeline import ActionSeconds, load_timeline, parse_timeline
+from plbjax.sf.replay.timeline.reading import ActionSeconds, load_timeline, parse_timeline
 
 ROOT = ROOT
 EXAMPLES = sorted((ROOT / "examples" / "timelines").glob("*.yaml"))
@@ -313,7 +313,7 @@ def test_timeline_schema_is_published_beside_the_state_schema_and_knows_every_ki
     fields and required fields are the parser's (`events.KINDS`)."""
     from importlib.resources import files
 
-    from plbjax.sf.replay.events import KINDS
+    from plbjax.sf.replay.timeline.events import KINDS
 
     published = {p.name for p in files("plbjax.schemas").iterdir()}
     assert {"state.schema.json", "timeline.schema.json"} <= published
@@ -380,7 +380,7 @@ def test_timeline_with_every_event_kind_loads_and_matches_the_schema(small):
         {"Kind": "SettingsChanged", "Settings": {"MinPlacementInterval": 2}, "MetricBalancingThresholds": {"CPU": 2}},
         {"Kind": "BlockListAdded", "NodeName": "N2", "ServiceTypeName": "WebType", "Until": 30},
     ]
-    from plbjax.sf.replay.events import KINDS
+    from plbjax.sf.replay.timeline.events import KINDS
 
     assert {e["Kind"] for e in events} == set(KINDS)
     doc = {"State": small, "Events": [{"Time": float(i), **e} for i, e in enumerate(events)]}

@@ -19,7 +19,7 @@ import yaml
 from plbjax.errors import BadInput
 from plbjax.sf import load_state, parse_state
 from plbjax.sf._state import PLB_SETTINGS, resolve_settings
-from plbjax.sf.replay.events import KINDS, Event, apply_events
+from plbjax.sf.replay.timeline.events import KINDS, Event, apply_events
 
 TOP_KEYS = frozenset({"SchemaVersion", "State", "Duration", "ActionSeconds", "Events"})
 ACTION_KINDS = ("Move", "Add", "Swap", "Drop", "Promote")

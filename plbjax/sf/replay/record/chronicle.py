@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from plbjax.sf import Phase
-from plbjax.sf.replay.events import Event, describe
+from plbjax.sf.replay.timeline.events import Event, describe
 from plbjax.sf.replay.types import TIME_EPS, ClusterEvent, Hold, LoadChange, Needs, Story
 
 

@@ -8,8 +8,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from plbjax.sf._state import DEFAULT_METRICS
-from plbjax.sf.replay.layout import Census, census_of
-from plbjax.sf.replay.settings import Settings, read_settings, with_settings
+from plbjax.sf.replay.scheduler.settings import Settings, read_settings, with_settings
+from plbjax.sf.replay.state.layout import Census, census_of
 from plbjax.sf.replay.types import Needs, PartitionKey, Probe, Stopwatch, partition_key
 
 _NO_DOMAINS = {"FaultDomainConstraintPriority": -1, "UpgradeDomainConstraintPriority": -1}

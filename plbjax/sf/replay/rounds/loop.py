@@ -42,15 +42,15 @@ import math
 from collections.abc import Callable
 
 from plbjax.sf import Phase
-from plbjax.sf.replay.document import StateDocument
-from plbjax.sf.replay.events import Event, apply_events, describe
-from plbjax.sf.replay.history import HistoryAge
-from plbjax.sf.replay.inflight import InFlight
-from plbjax.sf.replay.pending import Pending
-from plbjax.sf.replay.round_search import Touched, effort
-from plbjax.sf.replay.scheduler import Scheduler, tick_at_or_after
-from plbjax.sf.replay.throttles import Window
-from plbjax.sf.replay.timeline import Timeline
+from plbjax.sf.replay.rounds.search import Touched, effort
+from plbjax.sf.replay.scheduler.history import HistoryAge
+from plbjax.sf.replay.scheduler.inflight import InFlight
+from plbjax.sf.replay.scheduler.phases import Scheduler, tick_at_or_after
+from plbjax.sf.replay.scheduler.throttles import Window
+from plbjax.sf.replay.state.document import StateDocument
+from plbjax.sf.replay.timeline.events import Event, apply_events, describe
+from plbjax.sf.replay.timeline.pending import Pending
+from plbjax.sf.replay.timeline.reading import Timeline
 from plbjax.sf.replay.types import (
     TIME_EPS,
     Counts,

@@ -32,14 +32,14 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from plbjax.sf import Phase
-from plbjax.sf.replay.chronicle import Chronicle, Reason
-from plbjax.sf.replay.document import StateDocument
-from plbjax.sf.replay.events import Event
-from plbjax.sf.replay.inflight import InFlight
-from plbjax.sf.replay.round_search import BalancingAction
-from plbjax.sf.replay.settings import Settings, with_settings
-from plbjax.sf.replay.throttles import THROTTLES, Window, throttle_overrides
-from plbjax.sf.replay.timeline import settings_of
+from plbjax.sf.replay.record.chronicle import Chronicle, Reason
+from plbjax.sf.replay.rounds.search import BalancingAction
+from plbjax.sf.replay.scheduler.inflight import InFlight
+from plbjax.sf.replay.scheduler.settings import Settings, with_settings
+from plbjax.sf.replay.scheduler.throttles import THROTTLES, Window, throttle_overrides
+from plbjax.sf.replay.state.document import StateDocument
+from plbjax.sf.replay.timeline.events import Event
+from plbjax.sf.replay.timeline.reading import settings_of
 from plbjax.sf.replay.types import TIME_EPS, Needs, PartitionKey, Story
 
 _NODE_DOWN = {"NodeDown", "NodeRemoved"}  # SF's OnNodeDown

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from plbjax.sf import PHASES, Phase
-from plbjax.sf.replay.settings import Settings
+from plbjax.sf.replay.scheduler.settings import Settings
 from plbjax.sf.replay.types import PartitionKey
 
 

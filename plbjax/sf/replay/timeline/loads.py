@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from plbjax.errors import BadInput
-from plbjax.sf.replay.cluster_events import service_index
-from plbjax.sf.replay.layout import derived, layout_of
+from plbjax.sf.replay.state.layout import derived, layout_of
+from plbjax.sf.replay.timeline.cluster import service_index
 from plbjax.sf.replay.types import Gone
 
 ROLES = ("Primary", "Secondary", "Instance")

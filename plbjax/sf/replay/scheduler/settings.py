@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 from plbjax.sf import Phase
-from plbjax.sf.replay.timeline import settings_of
+from plbjax.sf.replay.timeline.reading import settings_of
 
 
 def _sf(name: str):

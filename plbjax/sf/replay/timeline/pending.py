@@ -9,7 +9,7 @@ import math
 from collections.abc import Mapping, Sequence
 from operator import attrgetter
 
-from plbjax.sf.replay.events import BLOCK_LIST_EXPIRED, Event
+from plbjax.sf.replay.timeline.events import BLOCK_LIST_EXPIRED, Event
 from plbjax.sf.replay.types import TIME_EPS
 
 _time = attrgetter("time")

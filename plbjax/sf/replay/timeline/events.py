@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from plbjax.errors import BadInput
-from plbjax.sf.replay.cluster_events import (
+from plbjax.sf.replay.timeline.cluster import (
     block_list_added,
     block_list_expired,
     replica_failed,
@@ -27,8 +27,8 @@ from plbjax.sf.replay.cluster_events import (
     upgrade_domain_completed,
     upgrade_started,
 )
-from plbjax.sf.replay.load_reports import LoadReports, load_report
-from plbjax.sf.replay.node_events import node_added, node_disabled, node_down, node_enabled, node_removed, node_up
+from plbjax.sf.replay.timeline.loads import LoadReports, load_report
+from plbjax.sf.replay.timeline.nodes import node_added, node_disabled, node_down, node_enabled, node_removed, node_up
 from plbjax.sf.replay.types import Gone
 
 # Kind -> (required fields, optional fields), besides Time and Kind.

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass, field
 
 from plbjax.sf import apply_to_partition
-from plbjax.sf.replay.layout import census_of, derived, layout_of
+from plbjax.sf.replay.state.layout import census_of, derived, layout_of
 from plbjax.sf.replay.types import TIME_EPS, PartitionKey, PlanAction
 
 

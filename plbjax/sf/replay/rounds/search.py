@@ -31,7 +31,7 @@ import math
 from collections.abc import Mapping, Sequence
 
 from plbjax.sf import Phase, SearchConfig
-from plbjax.sf.replay.settings import Settings
+from plbjax.sf.replay.scheduler.settings import Settings
 from plbjax.sf.replay.types import Effort, PartitionKey
 
 ADAPTIVE, FIXED = "adaptive", "fixed"

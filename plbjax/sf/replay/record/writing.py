@@ -25,7 +25,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from plbjax.files import write_figure, write_text
-from plbjax.sf.replay.narrative import event_texts, events_json, held_at, holds_json, loads_json, sentences
+from plbjax.sf.replay.record.narrative import event_texts, events_json, held_at, holds_json, loads_json, sentences
 from plbjax.sf.replay.types import Counts, Replay, Row
 from plbjax.version import VERSION
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from plbjax.errors import BadInput
-from plbjax.sf.replay.node_events import lose, node_index
+from plbjax.sf.replay.timeline.nodes import lose, node_index
 from plbjax.sf.replay.types import Gone
 
 SERVICE_CHANGES = frozenset(
