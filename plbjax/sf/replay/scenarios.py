@@ -11,6 +11,7 @@ import math
 import random
 
 from plbjax.errors import BadInput
+from plbjax.sf import NodeStatus, Role
 
 DAY = 86400.0
 
@@ -26,7 +27,7 @@ def _custom_metrics(service: dict) -> list[dict]:
 
 
 def _role_loads(service: dict, role: str, factor: float) -> dict[str, float]:
-    key = {"Primary": "PrimaryDefaultLoad", "Secondary": "SecondaryDefaultLoad"}.get(role, "DefaultLoad")
+    key = {Role.PRIMARY: "PrimaryDefaultLoad", Role.SECONDARY: "SecondaryDefaultLoad"}.get(Role(role), "DefaultLoad")
     return {m["Name"]: round(m.get(key, m.get("DefaultLoad", 0.0)) * factor, 3) for m in _custom_metrics(service)}
 
 
@@ -92,7 +93,7 @@ def rolling_upgrade(
     when the domain starts (their primaries are swapped out, nothing new is placed there) and
     activated again just before the domain completes (its replicas return to the snapshot)."""
     domains = sorted({str(n["UpgradeDomain"]) for n in state["Nodes"]})
-    running = [n for n in state["Nodes"] if n.get("NodeStatus", "Up") == "Up"]
+    running = [n for n in state["Nodes"] if n.get("NodeStatus", NodeStatus.UP) == NodeStatus.UP]
     events: list[dict] = [{"Time": at, "Kind": "UpgradeStarted", "Scope": "Cluster", "UpgradeDomains": domains}]
     for i, ud in enumerate(domains):
         start, done = at + i * per_domain, at + (i + 1) * per_domain

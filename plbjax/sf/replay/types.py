@@ -1,7 +1,6 @@
-"""The replay's types: what the probe and the planner answer (`Needs`, `PlannedRound`), a plan
-action as the replay reads it (`PlanAction`), a round's counts, the series' rows and the record
-(`Replay`), where the wall time goes (`Stopwatch`), and `Gone`, raised by an event whose replica no
-longer exists."""
+"""The replay's types: what the probe and the planner answer (`Needs`, `PlannedRound`), a round's
+counts, the series' rows and the record (`Replay`), where the wall time goes (`Stopwatch`), and
+`Gone`, raised by an event whose replica no longer exists."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypeVar
 
 from plbjax.errors import BadInput
-from plbjax.sf import Phase
+from plbjax.sf import Action, ActionKind, Phase
 
 PartitionKey = tuple[str, str]  # (ServiceName, str(PartitionId))
 TIME_EPS = 1e-9  # simulated times closer than this are the same time
@@ -42,10 +41,10 @@ class Needs:
 
 
 class PlannedRound(NamedTuple):
-    """What the planner plans for one phase of a round: its actions (the plan's action documents, in
-    order) and the History that replaces the document's."""
+    """What the planner plans for one phase of a round: its actions (in order) and the History that
+    replaces the document's."""
 
-    actions: tuple[dict, ...]
+    actions: tuple[Action, ...]
     history: Mapping[str, tuple[str, ...]]  # str(ReplicaId) -> nodes it left
     search_seconds: float = 0.0  # of the planner's wall time, its searches' (compilation excluded)
 
@@ -95,36 +94,28 @@ class Counts(NamedTuple):
     promotions: int = 0
 
     @classmethod
-    def of(cls, actions: Sequence[PlanAction]) -> Counts:
-        kinds = Counter(action_kind(a.kind) for a in actions)
+    def of(cls, actions: Sequence[Action]) -> Counts:
+        kinds = Counter(_COUNTED[verb(a.kind)] for a in actions)
         return cls(len(actions), *(kinds[kind] for kind in cls._fields[1:]))
 
 
-_KINDS = (("Move", "moves"), ("Swap", "swaps"), ("Add", "adds"), ("Drop", "drops"), ("Promote", "promotions"))
+VERBS = ("Move", "Add", "Swap", "Drop", "Promote")  # what an action does, as ActionSeconds names it
+_COUNTED: dict[str, str] = dict(zip(VERBS, ("moves", "adds", "swaps", "drops", "promotions"), strict=True))
 
 
-def action_kind(action: str) -> str:
-    """The `Counts` field of a plan action: moves, swaps, adds, drops or promotions."""
-    return next(kind for prefix, kind in _KINDS if action.startswith(prefix))
+def verb(kind: ActionKind) -> str:
+    """What an action of `kind` does: Move, Add, Swap, Drop or Promote."""
+    return next(v for v in VERBS if kind.startswith(v))
 
 
-class PlanAction(NamedTuple):
-    """A plan action as the replay reads it, read once from the plan's action document (`document`,
-    kept as issued: what completes and what the record writes)."""
+def as_action(action: Action | Mapping) -> Action:
+    """A plan's action as the loop holds it: typed (a plan document's action is read once)."""
+    return action if isinstance(action, Action) else Action.from_document(action)
 
-    partition: PartitionKey
-    replica_id: str | int | None  # None: an Add's replica, named when it completes
-    kind: str  # Action: MoveSecondary, SwapPrimarySecondary, AddInstance, ...
-    target: str | None  # TargetNode
-    document: dict
 
-    @classmethod
-    def of(cls, action: dict) -> PlanAction:
-        return cls(partition_key(action), action["ReplicaId"], action["Action"], action["TargetNode"], action)
-
-    def is_movement(self) -> bool:
-        """Whether it counts against the movement throttles: a move or a swap."""
-        return action_kind(self.kind) in ("moves", "swaps")
+def partition_of(action: Action) -> PartitionKey:
+    """The partition `action` acts on."""
+    return action.service, str(action.partition)
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 from replay_fakes import SERVICE, OneMove, cluster, counts, play
 
 from plbjax import parse_state
+from plbjax.sf import Action
 from plbjax.sf.replay.scheduler.inflight import InFlight
-from plbjax.sf.replay.types import PlanAction
 
 
 def _move(pid: str, rid: str, source: str, target: str) -> dict:
@@ -25,9 +25,9 @@ def _move(pid: str, rid: str, source: str, target: str) -> dict:
 def test_a_partitions_actions_complete_after_its_earlier_ones_and_free_it_after_the_last():
     doc = cluster({"N0": 2, "N1": 0}, {})
     flight = InFlight()
-    flight.issue(PlanAction.of(_move("p0", "r0", "N0", "N1")), 0, 3)
-    flight.issue(PlanAction.of(_move("p0", "r0", "N1", "N0")), 1, 1)  # due at 2, but after the first: at 3
-    flight.issue(PlanAction.of(_move("p1", "r1", "N0", "N1")), 1, 1)
+    flight.issue(Action.from_document(_move("p0", "r0", "N0", "N1")), 0, 3)
+    flight.issue(Action.from_document(_move("p0", "r0", "N1", "N0")), 1, 1)  # due at 2, but after the first: at 3
+    flight.issue(Action.from_document(_move("p1", "r1", "N0", "N1")), 1, 1)
     assert flight.frozen() == {(SERVICE, "p0"), (SERVICE, "p1")} and flight.next_done() == 2
     after, applied = flight.complete(doc, 2)
     assert applied == 1 and counts(after) == {"N0": 1, "N1": 1} and flight.frozen() == {(SERVICE, "p0")}
@@ -42,8 +42,8 @@ def test_an_action_that_no_longer_fits_is_cancelled_and_an_add_gets_an_unused_id
     doc["Partitions"][1]["Replicas"][0]["ReplicaId"] = "replay-1"
     add = _move("p0", "r0", "", "N1") | {"ReplicaId": None, "Action": "AddInstance", "SourceNode": None}
     flight = InFlight()
-    flight.issue(PlanAction.of(add), 0, 0)
-    flight.issue(PlanAction.of(_move("p1", "replay-1", "N0", "N9")), 0, 0)  # N9 is not Up
+    flight.issue(Action.from_document(add), 0, 0)
+    flight.issue(Action.from_document(_move("p1", "replay-1", "N0", "N9")), 0, 0)  # N9 is not Up
     after, applied = flight.complete(doc, 0)
     assert applied == 1 and flight.cancelled == 1
     assert after["Partitions"][0]["Replicas"] == [{"ReplicaId": "replay-2", "Role": "Instance", "NodeName": "N1"}]

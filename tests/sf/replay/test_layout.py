@@ -11,12 +11,12 @@ import random
 import pytest
 
 from plbjax import BadInput, apply_actions
-from plbjax.sf import ClusterSpec, apply_to_partition, generate
+from plbjax.sf import Action, ClusterSpec, apply_to_partition, generate
 from plbjax.sf.replay.scheduler.inflight import InFlight
 from plbjax.sf.replay.state.document import StateDocument
 from plbjax.sf.replay.state.layout import Census, census_of
 from plbjax.sf.replay.timeline.events import NAMED, Event, _subject, apply_events, describe
-from plbjax.sf.replay.types import PlanAction, Stopwatch
+from plbjax.sf.replay.types import Stopwatch
 
 KINDS = (
     "MovePrimary",
@@ -151,7 +151,7 @@ def test_load_report_batches_are_the_reports_one_by_one_across_completions(clust
         assert same(after, reports_one_by_one(doc, reports))
         doc = after
         for _ in range(6):
-            flight.issue(PlanAction.of(random_action(doc, rng)), t, 1.0)
+            flight.issue(Action.from_document(random_action(doc, rng)), t, 1.0)
         before, given = copy.deepcopy(doc), doc
         doc, _ = flight.complete(doc, t + 1)
         assert same(given, before) and census_of(doc["Partitions"]) == Census.of(doc["Partitions"])
@@ -165,7 +165,7 @@ def test_completions_are_apply_actions_one_after_the_other(cluster):
     for t in range(10):
         actions = [random_action(doc, rng) for _ in range(12)]
         for action in actions:
-            flight.issue(PlanAction.of(action), t, 0.5)
+            flight.issue(Action.from_document(action), t, 0.5)
         before = copy.deepcopy(doc)
         got, count = flight.complete(doc, t + 0.5)
         expected, expected_count = one_by_one(doc, actions, oracle)
@@ -238,8 +238,8 @@ def test_an_add_may_take_the_name_of_a_replica_dropped_earlier_in_its_batch(clus
     add = key | {"ReplicaId": None, "Action": "AddSecondary", "SourceNode": None, "TargetNode": target}
     flight = InFlight()
     census_of(doc["Partitions"])  # the census read before the batch, as the loop reads it
-    flight.issue(PlanAction.of(drop), 0, 1)
-    flight.issue(PlanAction.of(add), 0, 1)
+    flight.issue(Action.from_document(drop), 0, 1)
+    flight.issue(Action.from_document(add), 0, 1)
     after, count = flight.complete(doc, 1)
     added = [
         r

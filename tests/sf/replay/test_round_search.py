@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 from replay_fakes import SERVICE, OneMove, cluster, play
 
-from plbjax.sf import SearchConfig
+from plbjax.sf import Action, SearchConfig
 from plbjax.sf.replay.rounds.search import QUICK, SLOW, BalancingAction, Touched, effort, round_search
 from plbjax.sf.replay.scheduler.history import HistoryAge
 from plbjax.sf.replay.scheduler.settings import read_settings
-from plbjax.sf.replay.types import Effort, PlanAction
+from plbjax.sf.replay.types import Effort
 
 SEARCH = SearchConfig(seconds=None, steps=2000, block_steps=500)
 
@@ -103,7 +103,7 @@ def test_history_entries_go_once_their_partitions_last_balancing_move_leaves_the
     age = HistoryAge(doc)
     assert age.expired(doc["History"], 599.0, 600.0) == set()  # the initial History moved at the start
     move = {"ServiceName": "S", "PartitionId": "p1", "ReplicaId": "r1", "Action": "MoveSecondary", "TargetNode": "N0"}
-    age.moved(PlanAction.of(move), 300.0)
+    age.moved(Action.from_document(move), 300.0)
     history = {"r0": ["N1"], "r1": ["N0"], "r9": ["N3"]}  # r9: no balancing move known
     assert age.expired(history, 600.0, 600.0) == {"r0", "r9"}
     assert age.expired(history, 899.0, 600.0) == {"r0", "r9"}

@@ -39,9 +39,9 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from plbjax.sf import Phase
+from plbjax.sf import Action, Phase
 from plbjax.sf.replay.rounds.search import Touched, effort
 from plbjax.sf.replay.scheduler.history import HistoryAge
 from plbjax.sf.replay.scheduler.inflight import InFlight
@@ -54,13 +54,14 @@ from plbjax.sf.replay.timeline.reading import Timeline
 from plbjax.sf.replay.types import (
     TIME_EPS,
     Counts,
-    PlanAction,
     Planner,
     Probe,
     Progress,
     Replay,
     Row,
     Stopwatch,
+    as_action,
+    partition_of,
 )
 
 
@@ -208,19 +209,20 @@ class _Loop:
         self.rounds[phase] = self.rounds.get(phase, 0) + 1
         self.scheduler.ran(phase, issued)
 
-    def _issue(self, now: float, phase: Phase, node_type: str | None, actions: tuple[dict, ...]) -> Counts:
+    def _issue(self, now: float, phase: Phase, node_type: str | None, actions: Sequence[Action | dict]) -> Counts:
         """Record a round's actions and put them in flight (per partition one after the other)."""
-        issued, moved = [PlanAction.of(action) for action in actions], set()
+        issued, moved = [as_action(action) for action in actions], set()
         for action in issued:
-            fields = {k: v for k, v in action.document.items() if k != "Phase"}  # the round's phase names it
+            fields = {k: v for k, v in action.document().items() if k != "Phase"}  # the round's phase names it
             typed = {"NodeType": node_type} if node_type else {}
             self.actions.append({"Time": now, "Phase": phase, **typed, **fields})
-            self.touched.moved(action.partition)
-            if action.is_movement():
+            partition = partition_of(action)
+            self.touched.moved(partition)
+            if action.kind.is_movement:
                 self.cumulative += 1
                 self.window.moved(now, phase)
                 if phase == Phase.BALANCING:
-                    moved.add(action.partition)
+                    moved.add(partition)
                     self.history.moved(action, now)
             self.flight.issue(action, now, self.timeline.action_seconds.of(action.kind))
         self.window.partitions_moved(now, moved)

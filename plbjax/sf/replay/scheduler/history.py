@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from plbjax.sf.replay.types import TIME_EPS, PartitionKey, PlanAction, partition_key
+from plbjax.sf import Action
+from plbjax.sf.replay.types import TIME_EPS, PartitionKey, partition_key, partition_of
 
 
 class HistoryAge:
@@ -31,11 +32,11 @@ class HistoryAge:
                         self.partition_of[str(r["ReplicaId"])] = partition_key(p)
         self.last_moved: dict[PartitionKey, float] = dict.fromkeys(self.partition_of.values(), 0.0)
 
-    def moved(self, action: PlanAction, now: float) -> None:
+    def moved(self, action: Action, now: float) -> None:
         """A balancing movement (a move or a swap) issued at `now`."""
-        self.last_moved[action.partition] = now
-        if action.replica_id is not None:
-            self.partition_of[str(action.replica_id)] = action.partition
+        self.last_moved[partition_of(action)] = now
+        if action.replica is not None:
+            self.partition_of[str(action.replica)] = partition_of(action)
 
     def expired(self, history: Mapping[str, object], now: float, interval: float) -> set[str]:
         """The History replicas whose partition has no balancing movement within `interval` of `now`

@@ -8,16 +8,16 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from plbjax.sf import apply_to_partition
+from plbjax.sf import Action, NodeStatus, apply_to_partition
 from plbjax.sf.replay.state.layout import census_of, derived, layout_of
-from plbjax.sf.replay.types import TIME_EPS, PartitionKey, PlanAction
+from plbjax.sf.replay.types import TIME_EPS, PartitionKey, partition_of
 
 
 @dataclass(frozen=True, order=True)
 class _Flying:
     done: float
     seq: int
-    action: PlanAction = field(compare=False)
+    action: Action = field(compare=False)
 
 
 class InFlight:
@@ -40,9 +40,9 @@ class InFlight:
         """When the next action completes (None: none is in flight)."""
         return self.heap[0].done if self.heap else None
 
-    def issue(self, action: PlanAction, now: float, seconds: float) -> None:
+    def issue(self, action: Action, now: float, seconds: float) -> None:
         """`action` completes `seconds` after `now`, or after its partition's last one in flight."""
-        key = action.partition
+        key = partition_of(action)
         done = max(now + seconds, self.busy.get(key, -math.inf))
         self.busy[key] = done
         self.seq += 1
@@ -55,7 +55,7 @@ class InFlight:
         batch, applied = None, 0
         while self.heap and self.heap[0].done <= now + TIME_EPS:
             done = heapq.heappop(self.heap)
-            key = done.action.partition
+            key = partition_of(done.action)
             self.flying[key] -= 1
             if not self.flying[key]:
                 del self.flying[key]
@@ -89,22 +89,22 @@ class _Completions:
         self.old = doc["Partitions"]
         self.parts = list(self.old)
         self.at = layout_of(self.old).at
-        self.status = {n["NodeName"]: n.get("NodeStatus", "Up") for n in doc["Nodes"]}
+        self.status = {n["NodeName"]: n.get("NodeStatus", NodeStatus.UP) for n in doc["Nodes"]}
         self.touched: set[int] = set()
         self.taken: set[str] | None = None
 
-    def apply(self, action: PlanAction) -> bool:
-        if action.kind[:4] in ("Move", "Add") and self.status.get(action.target) != "Up":
+    def apply(self, action: Action) -> bool:
+        if (action.kind.is_move or action.kind.is_add) and self.status.get(action.target) != NodeStatus.UP:
             return False
-        at = self.at.get(action.partition)
+        at = self.at.get(partition_of(action))
         if not at:
             return False
         k = at[-1]
         try:
-            part = apply_to_partition(self.parts[k], action.document)
+            part = apply_to_partition(self.parts[k], action)
         except (ValueError, KeyError, StopIteration):
             return False
-        if action.replica_id is None:
+        if action.replica is None:
             part = dict(part, Replicas=[self._named(r) for r in part["Replicas"]])
         self.parts[k] = part
         self.touched.add(k)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from plbjax.errors import BadInput
+from plbjax.sf import NodeStatus
 from plbjax.sf.replay.timeline.nodes import lose, node_index
 from plbjax.sf.replay.types import Gone
 
@@ -169,7 +170,9 @@ def upgrade_domain_completed(doc: dict, f: Mapping) -> dict:
     if ud not in {str(n["UpgradeDomain"]) for n in doc["Nodes"]}:
         raise BadInput(f"UpgradeDomain: {f['UpgradeDomain']!r} is not an upgrade domain")
     running = {
-        n["NodeName"] for n in doc["Nodes"] if str(n["UpgradeDomain"]) == ud and n.get("NodeStatus", "Up") == "Up"
+        n["NodeName"]
+        for n in doc["Nodes"]
+        if str(n["UpgradeDomain"]) == ud and n.get("NodeStatus", NodeStatus.UP) == NodeStatus.UP
     }
     home = {rid: node for rid, node in upgrade.get("Snapshot", {}).items() if node in running}
     doc["Partitions"] = [_return_home(p, home) for p in doc["Partitions"]]

@@ -12,11 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from plbjax.errors import BadInput
+from plbjax.sf import Role
 from plbjax.sf.replay.state.layout import derived, layout_of
 from plbjax.sf.replay.timeline.cluster import service_index
 from plbjax.sf.replay.types import Gone
 
-ROLES = ("Primary", "Secondary", "Instance")
+ROLES = tuple(Role)
 
 
 def checked_loads(service: dict, loads: object, names: set) -> dict:
@@ -125,8 +126,8 @@ class LoadReports:
 
 def _default_loads(service: dict, loads: dict, role: str | None) -> dict:
     by_role: dict[str | None, tuple[str, ...]] = {
-        "Primary": ("PrimaryDefaultLoad",),
-        "Secondary": ("SecondaryDefaultLoad",),
+        Role.PRIMARY: ("PrimaryDefaultLoad",),
+        Role.SECONDARY: ("SecondaryDefaultLoad",),
     }
     keys = by_role.get(role)
     if keys is None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from plbjax.errors import BadInput
-from plbjax.sf import INTENTS
+from plbjax.sf import INTENTS, Intent, NodeStatus, Role
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -35,14 +35,14 @@ def _set_node(doc: dict, name: str, **changes) -> dict:
 
 def _promote(replicas: list[dict], down: set[str | None]) -> list[dict]:
     """`replicas` with the first secondary on a running node made primary if none is primary."""
-    if any(r["Role"] == "Primary" for r in replicas) or not any(r["Role"] == "Secondary" for r in replicas):
+    if any(r["Role"] == Role.PRIMARY for r in replicas) or not any(r["Role"] == Role.SECONDARY for r in replicas):
         return replicas
-    chosen = next((r for r in replicas if r["Role"] == "Secondary" and r.get("NodeName") not in down), None)
-    return [dict(r, Role="Primary") if r is chosen else r for r in replicas]
+    chosen = next((r for r in replicas if r["Role"] == Role.SECONDARY and r.get("NodeName") not in down), None)
+    return [dict(r, Role=Role.PRIMARY.value) if r is chosen else r for r in replicas]
 
 
 def _down_nodes(doc: dict) -> set[str | None]:
-    return {n["NodeName"] for n in doc["Nodes"] if n.get("NodeStatus") == "Down"} | {None}
+    return {n["NodeName"] for n in doc["Nodes"] if n.get("NodeStatus") == NodeStatus.DOWN} | {None}
 
 
 def lose(doc: dict, lost: Callable[[dict, dict], bool]) -> dict:
@@ -77,18 +77,21 @@ def _on_node(name: str) -> Callable[[dict, dict], bool]:
 
 
 def node_down(doc: dict, f: Mapping) -> dict:
-    return lose(_set_node(doc, f["NodeName"], NodeStatus="Down", DeactivationIntent=None), _on_node(f["NodeName"]))
+    return lose(
+        _set_node(doc, f["NodeName"], NodeStatus=NodeStatus.DOWN.value, DeactivationIntent=None),
+        _on_node(f["NodeName"]),
+    )
 
 
 def node_up(doc: dict, f: Mapping) -> dict:
     """A down node runs again (a deactivated node that never went down stays Disabled)."""
-    if _status(doc, f["NodeName"]) == "Disabled":
+    if _status(doc, f["NodeName"]) == NodeStatus.DISABLED:
         return doc
-    return _set_node(doc, f["NodeName"], NodeStatus="Up")
+    return _set_node(doc, f["NodeName"], NodeStatus=NodeStatus.UP.value)
 
 
 def _status(doc: dict, name: object) -> str:
-    return doc["Nodes"][node_index(doc, name)].get("NodeStatus", "Up")
+    return doc["Nodes"][node_index(doc, name)].get("NodeStatus", NodeStatus.UP)
 
 
 def node_added(doc: dict, f: Mapping) -> dict:
@@ -120,15 +123,15 @@ def node_disabled(doc: dict, f: Mapping) -> dict:
     also swaps its primaries out (a secondary elsewhere is promoted); RemoveData and RemoveNode
     also lose its replicas, to be built elsewhere. A Down node stays Down (it holds no replica; the
     state has one status per node)."""
-    name, intent = f["NodeName"], f.get("Intent", "Pause")
+    name, intent = f["NodeName"], f.get("Intent", Intent.PAUSE.value)
     if intent not in INTENTS:
         raise BadInput(f"Intent: {intent!r} is not one of {', '.join(INTENTS)}")
-    if _status(doc, name) == "Down":
+    if _status(doc, name) == NodeStatus.DOWN:
         return doc
-    doc = _set_node(doc, name, NodeStatus="Disabled", DeactivationIntent=intent)
-    if intent in ("RemoveData", "RemoveNode"):
+    doc = _set_node(doc, name, NodeStatus=NodeStatus.DISABLED.value, DeactivationIntent=intent)
+    if not Intent(intent).keeps_replicas:
         return lose(doc, _on_node(name))
-    if intent == "Restart":
+    if intent == Intent.RESTART:
         return _swap_out(doc, name)
     return doc
 
@@ -137,10 +140,10 @@ def _swap_out(doc: dict, name: str) -> dict:
     down, partitions = _down_nodes(doc) | {name}, []
     for part in doc["Partitions"]:
         replicas = part["Replicas"]
-        if any(r["Role"] == "Primary" and r.get("NodeName") == name for r in replicas) and any(
-            r["Role"] == "Secondary" and r.get("NodeName") not in down for r in replicas
+        if any(r["Role"] == Role.PRIMARY and r.get("NodeName") == name for r in replicas) and any(
+            r["Role"] == Role.SECONDARY and r.get("NodeName") not in down for r in replicas
         ):
-            demoted = [dict(r, Role="Secondary") if r["Role"] == "Primary" else r for r in replicas]
+            demoted = [dict(r, Role=Role.SECONDARY.value) if r["Role"] == Role.PRIMARY else r for r in replicas]
             part = dict(part, Replicas=_promote(demoted, down))
         partitions.append(part)
     doc["Partitions"] = partitions
@@ -152,6 +155,6 @@ def node_enabled(doc: dict, f: Mapping) -> dict:
     stays down."""
     if f.get("Intent") is not None and f["Intent"] not in INTENTS:
         raise BadInput(f"Intent: {f['Intent']!r} is not one of {', '.join(INTENTS)}")
-    if _status(doc, f["NodeName"]) == "Down":
+    if _status(doc, f["NodeName"]) == NodeStatus.DOWN:
         return doc
-    return _set_node(doc, f["NodeName"], NodeStatus="Up", DeactivationIntent=None)
+    return _set_node(doc, f["NodeName"], NodeStatus=NodeStatus.UP.value, DeactivationIntent=None)

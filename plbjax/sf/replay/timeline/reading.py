@@ -17,12 +17,12 @@ from pathlib import Path
 import yaml
 
 from plbjax.errors import BadInput
-from plbjax.sf import load_state, parse_state
+from plbjax.sf import ActionKind, load_state, parse_state
 from plbjax.sf._state import PLB_SETTINGS, resolve_settings
 from plbjax.sf.replay.timeline.events import KINDS, Event, apply_events
+from plbjax.sf.replay.types import VERBS, verb
 
 TOP_KEYS = frozenset({"SchemaVersion", "State", "Duration", "ActionSeconds", "Events"})
-ACTION_KINDS = ("Move", "Add", "Swap", "Drop", "Promote")
 # Events whose new objects only the state's own validation can check.
 _REVALIDATE = {
     "NodeAdded": "Node",
@@ -56,9 +56,9 @@ class ActionSeconds:
     Drop: float = 0.0
     Promote: float = 0.0
 
-    def of(self, action: str) -> float:
-        """Seconds for a plan action (`MoveSecondary`, `SwapPrimarySecondary`, `PromoteSecondary`...)."""
-        return next(getattr(self, k) for k in ACTION_KINDS if action.startswith(k))
+    def of(self, kind: ActionKind | str) -> float:
+        """Seconds for an action of `kind` (MoveSecondary, SwapPrimarySecondary, PromoteSecondary...)."""
+        return getattr(self, verb(ActionKind(kind)))
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,8 @@ def _action_seconds(value: object) -> ActionSeconds:
     if not isinstance(value, Mapping):
         raise BadInput("ActionSeconds: a mapping {Move, Add, Swap, Drop, Promote: seconds} is required")
     for key in value:
-        if key not in ACTION_KINDS:
-            raise BadInput(f"ActionSeconds.{key}: unknown action kind (known: {', '.join(ACTION_KINDS)})")
+        if key not in VERBS:
+            raise BadInput(f"ActionSeconds.{key}: unknown action kind (known: {', '.join(VERBS)})")
     return ActionSeconds(**{k: _number(v, f"ActionSeconds.{k}") for k, v in value.items()})
 
 
