@@ -323,7 +323,7 @@ def _load(cfg: RunConfig, settings: Mapping[str, Any]):
     """The state document with the command line's PLB settings (`+settings.NAME=VALUE`, checked as
     the document's own Settings are, by the same code as plbjax-replay's) and thresholds."""
     from plbjax.sf import load_state, parse_state
-    from plbjax.sf.replay.settings import with_settings
+    from plbjax.sf.replay import with_settings
 
     state = load_state(cfg.state)
     if settings:
@@ -493,7 +493,7 @@ def _with_overrides(timeline, cfg: ReplayConfig):
     """`timeline` with its initial state's Settings and metric thresholds replaced where the config
     sets them (`settings.<SF name>`, `balancing.*`: what sweeps vary); a bad setting exits 2 naming it."""
     from plbjax.sf import parse_state
-    from plbjax.sf.replay.settings import with_settings
+    from plbjax.sf.replay import with_settings
 
     balancing = cfg.balancing
     if not cfg.settings and balancing.threshold is None and balancing.activity_threshold is None:
@@ -508,10 +508,7 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     Progress goes to stderr every few seconds. A SIGINT or SIGTERM stops the simulated clock: the
     record up to there is written (summary `Interrupted`), then the run exits 128 + the signal's
     number (130, 143; a sweep's job just ends with its record)."""
-    from plbjax.sf.replay import load_timeline, replay, summary, write_outputs
-    from plbjax.sf.replay.engine import engine
-    from plbjax.sf.replay.progress import ReplayProgress
-    from plbjax.sf.replay.record import story
+    from plbjax.sf.replay import ReplayProgress, engine, load_timeline, replay, story, summary, write_outputs
 
     anneal.enable_compilation_cache()
     timeline = _with_overrides(load_timeline(cfg.timeline), cfg)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from plbjax.sf.live.importer import main as import_main
+from plbjax.sf.live import import_main
 
 DUMPS = Path(__file__).parent / "data" / "sf-dump"
 

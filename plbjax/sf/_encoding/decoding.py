@@ -13,19 +13,21 @@ own nodes cannot be executed that way; `settle` undoes them first.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
 from plbjax.sf._encoding.problem import Index
+from plbjax.sf._state import Action, ActionKind, NodeStatus, Role
 
-SWAP, PROMOTE = "SwapPrimarySecondary", "PromoteSecondary"
+SWAP, PROMOTE = ActionKind.SWAP_PRIMARY_SECONDARY, ActionKind.PROMOTE_SECONDARY
 
 
 def _present(index: Index, r: int) -> int:
     """Replica r's node in the input if it is running there (Up or Disabled), else -1."""
     n = int(index.input_node[r])
-    return n if n >= 0 and index.node_status[n] != "Down" else -1
+    return n if n >= 0 and index.node_status[n] is not NodeStatus.DOWN else -1
 
 
 def _moved(index: Index, node_of: np.ndarray, p: int) -> dict[int, tuple[int, int]]:
@@ -58,7 +60,7 @@ def touched(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> np.nda
     down. The others are left as they are, however many there are."""
     n = index.n_partitions
     flat, partition = index.row_partition
-    down = np.array([status == "Down" for status in index.node_status] + [True], bool)
+    down = np.array([status is NodeStatus.DOWN for status in index.node_status] + [True], bool)
     given = np.asarray(index.input_node)[flat]
     present = np.where(given >= 0, given, -1)
     present[down[present]] = -1
@@ -86,17 +88,17 @@ def settle(index: Index, node_of: np.ndarray, primary_of: np.ndarray) -> tuple[n
     return node_of, primary_of
 
 
-Why = Callable[[int, str, int, int], dict]  # (replica row, action, source node, target node) -> extra fields
+Why = Callable[[int, ActionKind, int, int], dict]  # (replica row, action, source node, target node) -> notes
 
 
 def partition_actions(
     index: Index, p: int, node_of: np.ndarray, primary_of: np.ndarray, why: Why | None = None
-) -> list[dict]:
+) -> list[Action]:
     """Actions taking partition p from the input to (node_of, primary_of), in executable order.
 
     A running primary (Up or Disabled node) hands over by a swap; without one, a running secondary
-    is promoted, and a replica the plan adds is added in the role it ends with. `why` adds fields
-    to each action (its phase and reason)."""
+    is promoted, and a replica the plan adds is added in the role it ends with. `why` gives each
+    action's notes (its phase and reason)."""
     rows = index.partition_rows[p]
     if _cycles(_moved(index, node_of, p)):
         raise ValueError(f"partition {index.partitions[p]}: replicas rotate among its nodes; settle() first")
@@ -109,18 +111,18 @@ def partition_actions(
         primary = final  # added as the primary it ends as
     actions = []
 
-    def act(r: int, kind: str, target: int) -> None:
+    def act(r: int, kind: ActionKind, target: int) -> None:
         source = int(index.input_node[r]) if where[r] < 0 else where[r]
         actions.append(
-            {
-                "ServiceName": service,
-                "PartitionId": partition_id,
-                "ReplicaId": index.replica_ids[r],
-                "Action": kind,
-                "SourceNode": index.nodes[source] if source >= 0 else None,
-                "TargetNode": index.nodes[target],
-                **(why(r, kind, source, target) if why else {}),
-            }
+            Action(
+                service=service,
+                partition=partition_id,
+                replica=index.replica_ids[r],
+                kind=kind,
+                source=index.nodes[source] if source >= 0 else None,
+                target=index.nodes[target],
+                notes=why(r, kind, source, target) if why else {},
+            )
         )
 
     if final >= 0 and final != primary and where[final] >= 0:
@@ -131,8 +133,8 @@ def partition_actions(
     while pending:
         r = min(r for r, dst in pending.items() if dst not in occupied)
         dst = pending.pop(r)
-        role = ("Primary" if r == primary else "Secondary") if index.stateful[p] else "Instance"
-        act(r, ("Move" if where[r] >= 0 else "Add") + role, dst)
+        role = (Role.PRIMARY if r == primary else Role.SECONDARY) if index.stateful[p] else Role.INSTANCE
+        act(r, ActionKind.move(role) if where[r] >= 0 else ActionKind.add(role), dst)
         occupied.discard(where[r])
         occupied.add(dst)
         where[r] = dst
@@ -141,7 +143,7 @@ def partition_actions(
     return actions
 
 
-def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray, why: Why | None = None) -> list[dict]:
+def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray, why: Why | None = None) -> list[Action]:
     """Every partition's actions, partition by partition."""
     return [
         a
@@ -157,73 +159,80 @@ def _hand_over(replicas: list[dict], primary: dict, secondary: dict) -> None:
     secondary load when there is no other, UpdateSecondaryLoadMap): the new primary takes the old
     primary's reported loads, the old primary the other secondaries' average (the new primary's
     own loads when it was the only secondary)."""
-    others = [r for r in replicas if r["Role"] == "Secondary" and r is not secondary] or [secondary]
+    others = [r for r in replicas if r["Role"] == Role.SECONDARY and r is not secondary] or [secondary]
     reported = [{m: v for m, v in (r.get("Loads") or {}).items() if v is not None} for r in others]
     metrics = sorted({m for loads in reported for m in loads})
     average = {
         m: sum(loads[m] for loads in reported if m in loads) / sum(m in loads for loads in reported) for m in metrics
     }
     primary_loads = primary.get("Loads")
-    for replica, role, loads in ((primary, "Secondary", average), (secondary, "Primary", primary_loads)):
-        replica["Role"] = role
+    for replica, role, loads in ((primary, Role.SECONDARY, average), (secondary, Role.PRIMARY, primary_loads)):
+        replica["Role"] = role.value
         if loads:
             replica["Loads"] = dict(loads)
         else:
             replica.pop("Loads", None)
 
 
-def apply_actions(document: dict, actions: list[dict]) -> dict:
-    """The state document after `actions`, applied in order (a new dict; the input is not changed);
-    a Drop action removes its replica.
+ActionLike = Action | Mapping[str, Any]  # an Action, or a plan document's action
+
+
+def _typed(action: ActionLike) -> Action:
+    return action if isinstance(action, Action) else Action.from_document(action)
+
+
+def apply_actions(document: dict, actions: Iterable[ActionLike]) -> dict:
+    """The state document after `actions` (Actions, or a plan document's `Actions`), applied in
+    order (a new dict; the input is not changed); a drop removes its replica.
 
     Raises ValueError for an action that does not fit the document at that point."""
     doc = copy.deepcopy(document)
     parts = {(p["ServiceName"], str(p["PartitionId"])): p for p in doc["Partitions"]}
-    for act in actions:
-        _apply(parts[(act["ServiceName"], str(act["PartitionId"]))]["Replicas"], act)
+    for act in map(_typed, actions):
+        _apply(parts[(act.service, str(act.partition))]["Replicas"], act)
     return doc
 
 
-def apply_to_partition(partition: dict, action: dict) -> dict:
+def apply_to_partition(partition: dict, action: ActionLike) -> dict:
     """`partition` (a state document's) after `action`, as `apply_actions` leaves it: a new dict
     with a new Replicas list of copied replicas; `partition` is not changed. Raises ValueError,
     KeyError or StopIteration for an action that does not fit."""
     replicas = [dict(r) for r in partition["Replicas"]]
-    _apply(replicas, action)
+    _apply(replicas, _typed(action))
     return {**partition, "Replicas": replicas}
 
 
-def _apply(replicas: list[dict], act: dict) -> None:
+def _apply(replicas: list[dict], act: Action) -> None:
     """`act` applied to a partition's `replicas` (in place)."""
-    kind, target = act["Action"], act["TargetNode"]
-    if act["ReplicaId"] is None:
-        replica = {"ReplicaId": None, "Role": kind[3:], "NodeName": None}
+    kind, target, told = act.kind, act.target, act.document()
+    if act.replica is None:
+        replica = {"ReplicaId": None, "Role": str(kind.role), "NodeName": None}
         replicas.append(replica)
     else:
-        replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act["ReplicaId"]))
-    if replica.get("NodeName") != act["SourceNode"]:
-        raise ValueError(f"action {act}: replica is on {replica.get('NodeName')}")
-    if kind.startswith("Drop"):
-        if replica["Role"] != kind[4:]:
-            raise ValueError(f"action {act}: the replica is a {replica['Role']}")
+        replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act.replica))
+    if replica.get("NodeName") != act.source:
+        raise ValueError(f"action {told}: replica is on {replica.get('NodeName')}")
+    if kind.is_drop:
+        if replica["Role"] != kind.role:
+            raise ValueError(f"action {told}: the replica is a {replica['Role']}")
         replicas.remove(replica)
-    elif kind == SWAP:
+    elif kind is SWAP:
         other = next(r for r in replicas if r.get("NodeName") == target)
-        if replica["Role"] != "Primary" or other["Role"] != "Secondary":
-            raise ValueError(f"action {act}: not a primary/secondary pair")
+        if replica["Role"] != Role.PRIMARY or other["Role"] != Role.SECONDARY:
+            raise ValueError(f"action {told}: not a primary/secondary pair")
         _hand_over(replicas, replica, other)
-    elif kind == PROMOTE:
-        if replica["Role"] != "Secondary" or any(
-            r["Role"] == "Primary" and r is not replica and r.get("NodeName") == target for r in replicas
+    elif kind is PROMOTE:
+        if replica["Role"] != Role.SECONDARY or any(
+            r["Role"] == Role.PRIMARY and r is not replica and r.get("NodeName") == target for r in replicas
         ):
-            raise ValueError(f"action {act}: cannot promote")
-        old = next((r for r in replicas if r["Role"] == "Primary"), None)
+            raise ValueError(f"action {told}: cannot promote")
+        old = next((r for r in replicas if r["Role"] == Role.PRIMARY), None)
         if old is not None:
             _hand_over(replicas, old, replica)
-        replica["Role"] = "Primary"
+        replica["Role"] = Role.PRIMARY.value
     else:
         if any(r.get("NodeName") == target for r in replicas if r is not replica):
-            raise ValueError(f"action {act}: target already holds a replica of the partition")
+            raise ValueError(f"action {told}: target already holds a replica of the partition")
         replica["NodeName"] = target
-        if kind.startswith("Add"):
-            replica["Role"] = kind[3:]
+        if kind.is_add:
+            replica["Role"] = str(kind.role)

@@ -15,6 +15,7 @@ from jaxtyping import Array, Bool, Float, Int
 if TYPE_CHECKING:
     from plbjax.sf._encoding.rows import Rows
     from plbjax.sf._encoding.stages import Stages
+    from plbjax.sf._state import Intent, NodeStatus, Role
 
 CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, AFFINITY, PREFERRED, THRESHOLD, UNPLACED = range(8)
 CONSTRAINTS = 8
@@ -142,16 +143,16 @@ class Index:
     nodes: tuple[str, ...]
     metrics: tuple[str, ...]
     services: tuple[str, ...]
-    partitions: tuple[tuple[str, object], ...]  # (service name, PartitionId as given)
-    replica_ids: tuple[object, ...]  # ReplicaId as given; None for replicas to create
-    replica_roles: tuple[str, ...]  # role in the input (or the role a new one gets)
+    partitions: tuple[tuple[str, str | int], ...]  # (service name, PartitionId as given)
+    replica_ids: tuple[str | int | None, ...]  # ReplicaId as given; None for replicas to create
+    replica_roles: tuple[Role, ...]  # role in the input (or the role a new one gets)
     partition_rows: tuple[tuple[int, ...], ...]  # replica indices of each partition
     input_node: np.ndarray  # int32[R] node in the input (-1: none or padding)
     initial_node: np.ndarray  # int32[R] node the plan starts it on (-1: unplaced: none, or not Up nor kept)
     initial_primary: np.ndarray  # int32[P] primary replica in the input (-1: none)
     stateful: np.ndarray  # bool[P]
-    node_status: tuple[str, ...]  # Up / Down / Disabled
-    node_intent: tuple[str | None, ...]  # a Disabled node's DeactivationIntent
+    node_status: tuple[NodeStatus, ...]
+    node_intent: tuple[Intent | None, ...]  # a Disabled node's DeactivationIntent
     node_types: tuple[str | None, ...]
     n_nodes: int
     n_replicas: int

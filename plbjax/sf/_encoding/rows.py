@@ -15,9 +15,10 @@ import numpy as np
 
 from plbjax.sf._encoding.arrays import padded
 from plbjax.sf._encoding.stages import Entities, Nodes
+from plbjax.sf._state import Role
 
 MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
-_ROLE_CODES = {"Primary": 0, "Secondary": 1, "Instance": 2}  # any other role: 3
+_ROLE_CODES = {role: code for code, role in enumerate(Role)}  # Primary 0, Secondary 1, Instance 2; else 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +27,7 @@ class Rows:
     str(ReplicaId), then the ones it lacks (to create). Arrays over replicas [n] or partitions [p]."""
 
     ids: list  # ReplicaId as given; None for a replica to create
-    roles: list  # role in the input, or the role a new one gets
+    roles: list[Role]  # role in the input, or the role a new one gets
     partition: np.ndarray  # int32[n]
     slot: np.ndarray  # int[n] position within its partition
     service: np.ndarray  # int32[n]
@@ -131,7 +132,7 @@ def replica_rows(cluster: Entities, allowed: list[np.ndarray], nodes: Nodes, use
     primaries = np.flatnonzero(code == 0)
     primary_of = np.full(n_part, -1, np.int64)
     np.maximum.at(primary_of, partition[primaries], primaries)
-    names = ("Primary", "Secondary", "Instance")
+    names = tuple(Role)
     ends = layout.starts + layout.sizes
     return Rows(
         ids=_scatter(layout, given.ids, [None] * layout.new_rows.size),

@@ -11,7 +11,7 @@ from operator import attrgetter
 import numpy as np
 
 from plbjax.sf._encoding.arrays import pad, padded
-from plbjax.sf._state import ClusterState, node_mask
+from plbjax.sf._state import ClusterState, NodeStatus, node_mask
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,7 +132,7 @@ class Nodes:
 def encoded_nodes(state: ClusterState, cluster: Entities) -> Nodes:
     capacity, threshold_load = _capacities(state, cluster)
     return Nodes(
-        up=np.array([n.status == "Up" for n in cluster.nodes], bool),
+        up=np.array([n.status is NodeStatus.UP for n in cluster.nodes], bool),
         kept=np.array([n.keeps_replicas for n in cluster.nodes], bool),
         capacity=capacity,
         threshold_load=threshold_load,

@@ -71,6 +71,7 @@ from plbjax.sf._generator.spec import (
     node_layout,
     validate,
 )
+from plbjax.sf._state import Role
 
 _WEIGHTS = ("High", "Medium", "Low")
 _COLORS = ("Blue", "Green", "Red")
@@ -187,12 +188,12 @@ def _partition_docs(
     parts = []
     for p in range(int(spec.services) * PPS):
         s, k = divmod(p, PPS)
-        role0, role = ("Instance", "Instance") if services.stateless[s] else ("Primary", "Secondary")
+        role0, role = (Role.INSTANCE, Role.INSTANCE) if services.stateless[s] else (Role.PRIMARY, Role.SECONDARY)
         reps = []
         for q in range(R):
             rp = {
                 "ReplicaId": f"R{s}-{k}-{q}",
-                "Role": role0 if q == 0 else role,
+                "Role": (role0 if q == 0 else role).value,  # the word: YAML writes plain strings
                 "NodeName": nodes.names[assign_l[p][q]],
             }
             if loads_l is not None:

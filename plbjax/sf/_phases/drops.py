@@ -27,12 +27,13 @@ dropped replicas (a partition left without a primary gets one by promotion,
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
 
 from plbjax.sf._encoding import Index
-from plbjax.sf._state import ClusterState, Partition
+from plbjax.sf._state import Action, ActionKind, ClusterState, Intent, NodeStatus, Partition, Role
 
 
 class Drop(NamedTuple):
@@ -41,19 +42,14 @@ class Drop(NamedTuple):
     service: str
     partition_id: str | int
     replica_id: str | int
-    role: str  # "Primary" | "Secondary" | "Instance"
+    role: Role
     node: str | None
 
-    def action(self) -> dict:
-        """The plan's action (`DropPrimary`, `DropSecondary` or `DropInstance`)."""
-        return {
-            "ServiceName": self.service,
-            "PartitionId": self.partition_id,
-            "ReplicaId": self.replica_id,
-            "Action": "Drop" + self.role,
-            "SourceNode": self.node,
-            "TargetNode": None,
-        }
+    def action(self, notes: Mapping[str, object]) -> Action:
+        """The plan's action (`DropPrimary`, `DropSecondary` or `DropInstance`) with its `notes`."""
+        return Action(
+            self.service, self.partition_id, self.replica_id, ActionKind.drop(self.role), self.node, None, notes
+        )
 
 
 def _spread_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]]) -> bool:
@@ -130,7 +126,7 @@ class _DropView:
         self.row_of = {
             str(index.replica_ids[r]): r for r in range(index.n_replicas) if index.replica_ids[r] is not None
         }
-        up = np.array([s == "Up" for s in index.node_status])
+        up = np.array([s is NodeStatus.UP for s in index.node_status])
         self.loads = loads[: index.n_nodes]
         mean = self.loads[up].mean(axis=0) if up.any() else np.zeros(self.loads.shape[1])
         self.relative_loads = np.where(mean > 0, self.loads / np.where(mean > 0, mean, 1.0), 0.0)
@@ -159,13 +155,16 @@ class _DropView:
         """Not on a node deactivated with Pause (SF's PlacementCreator), not a primary on a node that
         is not Down (SF's Checker::DropExtraReplicas), a lost primary only when a running secondary
         can take over within capacity, and not the last secondary that can while none leads."""
-        if rep.node is not None and self.node[rep.node].deactivation_intent == "Pause":
+        if rep.node is not None and self.node[rep.node].deactivation_intent is Intent.PAUSE:
             return False
         successors = [o for o in others if o is not rep and self.can_lead(service, o)]
-        if rep.role != "Primary":
-            led = any(o.role == "Primary" and o.node is not None and self.status[o.node] != "Down" for o in others)
+        if rep.role is not Role.PRIMARY:
+            led = any(
+                o.role is Role.PRIMARY and o.node is not None and self.status[o.node] is not NodeStatus.DOWN
+                for o in others
+            )
             return led or bool(successors) or not self.can_lead(service, rep)
-        return (rep.node is None or self.status[rep.node] == "Down") and bool(successors)
+        return (rep.node is None or self.status[rep.node] is NodeStatus.DOWN) and bool(successors)
 
     def pick_blocked(self, part: Partition, one_refresh: bool) -> tuple[list, list]:
         """(kept, dropped) of a partition with one instance per node: its running instances on nodes
@@ -193,14 +192,14 @@ class _DropView:
             tuple(sum(p == level for p, b in broken if b) for level in (0, 1, 2)),
             not self.violating[self.row_of[str(rep.replica_id)]],
             followers,
-            rep.role == "Primary",
+            rep.role is Role.PRIMARY,
             -self.crowding(rep, others),
             -self.relative(service, rep.node) if rep.node is not None else 0.0,
             str(rep.replica_id),
         )
 
     def running(self, rep) -> bool:
-        return rep.node is not None and self.status[rep.node] == "Up"
+        return rep.node is not None and self.status[rep.node] is NodeStatus.UP
 
     def relative(self, service, name: str) -> float:
         """The node's load over the Up nodes' mean, summed over the service's metrics."""
@@ -211,7 +210,7 @@ class _DropView:
 
     def can_lead(self, service, rep) -> bool:
         """A running secondary whose node has room for the primary's load once promoted."""
-        if not self.running(rep) or rep.role != "Secondary":
+        if not self.running(rep) or rep.role is not Role.SECONDARY:
             return False
         grow = np.zeros(self.loads.shape[1])
         for m in service.metrics:

@@ -24,7 +24,7 @@ from plbjax.sf._model import Placement, assessed, violating
 from plbjax.sf._phases.drops import Drop, drop_surplus
 from plbjax.sf._phases.on_every_node import capacity_in_force, parent_hosts, service_nodes
 from plbjax.sf._phases.primaries import elect_primaries
-from plbjax.sf._state import ClusterState, apply_resource_governance
+from plbjax.sf._state import ClusterState, NodeStatus, apply_resource_governance
 
 
 class Encoded(NamedTuple):
@@ -97,7 +97,7 @@ def prepare(encoded: Encoded, priorities: np.ndarray, one_refresh: bool = False)
     refresh makes, `drops.drop_surplus`), children of one-per-node parents confined to where a
     parent instance will be, and elected primaries."""
     state, governance_health, problem, index = encoded
-    running = np.array([status != "Down" for status in index.node_status] + [False], bool)
+    running = np.array([status is not NodeStatus.DOWN for status in index.node_status] + [False], bool)
     input_node = np.where(running[index.input_node], index.input_node, -1)  # -1 indexes the last, False
     given = assessed(problem, input_node, index.initial_primary)
     drops: list[Drop] = []

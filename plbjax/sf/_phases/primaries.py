@@ -11,6 +11,7 @@ import numpy as np
 
 from plbjax.sf._encoding import AFFINITY, CAPACITY, PREFERRED, THRESHOLD, Index, Problem
 from plbjax.sf._model import Placement, Violations, assessed, headless, node_loads, violations
+from plbjax.sf._state import Intent
 
 
 def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: np.ndarray) -> Placement:
@@ -27,7 +28,7 @@ def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: 
     enforced = tuple(k for k in _PROMOTION_KINDS if priorities[k] == 0)
     primary = now.primary_of[: index.n_partitions]
     node = np.where(primary >= 0, now.node_of[primary], -1)
-    restart = np.array([intent == "Restart" for intent in index.node_intent] + [False])  # [-1]: no node
+    restart = np.array([intent is Intent.RESTART for intent in index.node_intent] + [False])  # [-1]: no node
     due = index.stateful[: index.n_partitions] & ((node < 0) | restart[node])
     waiting = [p for p in np.flatnonzero(due).tolist() if _candidates(index, now, p)]
     while waiting:
@@ -75,10 +76,12 @@ def _candidates(index: Index, now: Placement, p: int) -> list[int]:
     can lead), none on one deactivated with Restart; none when p needs no promotion."""
     primary = int(now.primary_of[p])
     intent = lambda r: index.node_intent[now.node_of[r]] if now.node_of[r] >= 0 else None
-    if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0 and intent(primary) != "Restart"):
+    if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0 and intent(primary) is not Intent.RESTART):
         return []
-    placed = [r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0 and intent(r) != "Restart"]
-    return sorted(placed, key=lambda r: (intent(r) == "Pause", now.report.loads[now.node_of[r]].sum(), r))
+    placed = [
+        r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0 and intent(r) is not Intent.RESTART
+    ]
+    return sorted(placed, key=lambda r: (intent(r) is Intent.PAUSE, now.report.loads[now.node_of[r]].sum(), r))
 
 
 def _relatives(problem: Problem, index: Index, p: int) -> set[int]:

@@ -11,6 +11,7 @@ import numpy as np
 
 from plbjax.sf._encoding import Index, Problem
 from plbjax.sf._model import Assessment, affinity_violated, partition_domain_violations, partition_nodes
+from plbjax.sf._state import NodeStatus
 
 SOURCE = "System.PLB"
 
@@ -54,7 +55,7 @@ def elimination_sequence(
         ("NodeCapacity", fits),
         ("Affinity", ~affinity),
     ]
-    remaining = np.array([s == "Up" for s in index.node_status])  # candidates: the Up nodes
+    remaining = np.array([s is NodeStatus.UP for s in index.node_status])  # candidates: the Up nodes
     out = []
     for name, ok in checks:
         eliminated = remaining & ~ok

@@ -16,7 +16,7 @@ from plbjax.sf._model import Placement, headless
 from plbjax.sf._phases import Drop, MetricBalance, Phase, Prepared, Reached, Run, balances, everywhere
 from plbjax.sf._plan.diagnostics import elimination_sequence, health_reports
 from plbjax.sf._plan.explain import explain
-from plbjax.sf._state import ClusterState
+from plbjax.sf._state import Action, ClusterState, Role
 
 SCHEMA_VERSION = 1
 
@@ -95,7 +95,7 @@ def _with_drops(reached: Reached, drops: list[Drop]) -> Reached:
 
 
 def render(
-    parts: Parts, actions: tuple[dict, ...], history: Mapping[str, tuple[str, ...]], search: SearchSummary
+    parts: Parts, actions: tuple[Action, ...], history: Mapping[str, tuple[str, ...]], search: SearchSummary
 ) -> dict:
     """The plan document."""
     run, ready, out = parts
@@ -116,7 +116,7 @@ def render(
         "Phases": told.phases,
         "Balance": _balance_entries(out.balance_before, balance_after),
         "Score": {"Before": float(ready.input.report.avg), "After": float(final.report.avg)},
-        "Actions": list(actions),
+        "Actions": [a.document() for a in actions],
         "Nodes": _node_entries(index, problem, ready.input, final),
         "Health": ready.encoded.health + health_reports(index, problem, final.node_of, final.report),
         "Unplaced": _unplaced(index, problem, final),
@@ -185,16 +185,16 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
     for r in np.flatnonzero(final.report.violations.unplaced):
         p = int(problem.replica_partition[r])
         service, pid = index.partitions[p]
-        role = ("Primary" if final.primary_of[p] == r else "Secondary") if index.stateful[p] else "Instance"
+        role = (Role.PRIMARY if final.primary_of[p] == r else Role.SECONDARY) if index.stateful[p] else Role.INSTANCE
         out.append(
             {
                 "ServiceName": service,
                 "PartitionId": pid,
-                "Role": role,
+                "Role": role.value,
                 "ConstraintEliminationSequence": elimination_sequence(
                     index, problem, final.node_of, final.primary_of, final.report.loads, int(r)
                 ),
             }
-            | ({"Reason": _NO_PRIMARY} if role == "Secondary" and without_primary[p] else {})
+            | ({"Reason": _NO_PRIMARY} if role is Role.SECONDARY and without_primary[p] else {})
         )
     return out

@@ -16,7 +16,9 @@ import numpy as np
 from plbjax.sf._encoding import AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, UPGRADE_DOMAIN, Index, Problem
 from plbjax.sf._model import Assessment, Placement
 from plbjax.sf._phases import PHASES, Drop, MetricBalance, Phase, PhaseResult, Reached, throttle_limits
-from plbjax.sf._state import ClusterState
+from plbjax.sf._state import Action, ActionKind, ClusterState, Intent, NodeStatus
+
+SWAP, PROMOTE = ActionKind.SWAP_PRIMARY_SECONDARY, ActionKind.PROMOTE_SECONDARY
 
 # ---------------------------------------------------------------------------------------------
 # throttles
@@ -128,9 +130,6 @@ def undo_gains(problem: Problem, loads: np.ndarray, gain: tuple, lose: tuple) ->
     return _global_terms(problem, new_total, new_squares, count) - now
 
 
-REMOVED = ("RemoveData", "RemoveNode")  # deactivation intents whose node's replicas are built elsewhere
-
-
 class Explainer:
     """Phase and reason of each action `decoding.diff` builds (its `why` hook)."""
 
@@ -175,11 +174,11 @@ class Explainer:
     def share(self, gain: np.ndarray) -> float | None:
         return round(float(gain.sum()) / self.total, 4) if self.total > 0 else None
 
-    def __call__(self, r: int, kind: str, source: int, target: int) -> dict:
+    def __call__(self, r: int, kind: ActionKind, source: int, target: int) -> dict:
         p = int(self.partition_of[r])
-        swap = kind in ("SwapPrimarySecondary", "PromoteSecondary")
+        swap = kind in (SWAP, PROMOTE)
         phase = PHASES[int(self.part_phase[p] if swap else self.row_phase[r])]
-        if kind.startswith("Add") or kind == "PromoteSecondary" or self._leaves_deactivated(kind, source):
+        if kind.is_add or kind is PROMOTE or self._leaves_deactivated(kind, source):
             phase = Phase.PLACEMENT
         explain = {
             Phase.PLACEMENT: self._placement,
@@ -188,40 +187,41 @@ class Explainer:
         }
         return {"Phase": phase, **explain[phase](r, kind, source, target)}
 
-    def _leaves_deactivated(self, kind: str, source: int) -> bool:
+    def _leaves_deactivated(self, kind: ActionKind, source: int) -> bool:
         """A primary swapped out of a node deactivated with Restart (`elect_primaries`), or a replica
         leaving one deactivated with RemoveData or RemoveNode (placed elsewhere)."""
         intent = self.index.node_intent[source] if source >= 0 else None
-        swap = kind == "SwapPrimarySecondary"
-        return (swap and intent == "Restart") or ((swap or kind.startswith("Move")) and intent in REMOVED)
+        swap = kind is SWAP
+        removed = intent is not None and not intent.keeps_replicas  # RemoveData, RemoveNode: built elsewhere
+        return (swap and intent is Intent.RESTART) or ((swap or kind.is_move) and removed)
 
-    def _placement(self, r: int, kind: str, source: int, target: int) -> dict:
+    def _placement(self, r: int, kind: ActionKind, source: int, target: int) -> dict:
         index = self.index
         if self._leaves_deactivated(kind, source):
-            what = "swaps the primary out of" if kind == "SwapPrimarySecondary" else "moves the replica off"
+            what = "swaps the primary out of" if kind is SWAP else "moves the replica off"
             return {"Reason": f"{what} {index.nodes[source]}, deactivated with Intent {index.node_intent[source]}"}
         given = int(index.input_node[r])
-        if kind.startswith("Add"):
-            lost = given >= 0 and index.node_status[given] == "Down"
+        if kind.is_add:
+            lost = given >= 0 and index.node_status[given] is NodeStatus.DOWN
             lost_on = f", in place of the one lost with Down node {index.nodes[given]}" if lost else ""
             return {"Reason": f"places a missing replica on {index.nodes[target]}{lost_on}"}
-        if kind == "PromoteSecondary":
+        if kind is PROMOTE:
             return {"Reason": f"the partition's primary is gone: the secondary on {index.nodes[target]} takes over"}
         if source in self.added_to:
             return {"Reason": f"makes room on {index.nodes[source]} for a replica placed there"}
         return {"Reason": "moved by placement to make room (MoveExistingReplicaForPlacement)"}
 
-    def _check(self, r: int, kind: str, source: int, target: int) -> dict:
+    def _check(self, r: int, kind: ActionKind, source: int, target: int) -> dict:
         p = int(self.partition_of[r])
-        primary = kind == "SwapPrimarySecondary" or self.placed.primary_of[p] == r
+        primary = kind is SWAP or self.placed.primary_of[p] == r
         fixes = _replica_violations(self.index, self.placed.report, r, p, source, primary)
         if not fixes:
             return {"Reason": f"makes room for a replica in violation (leaves {self.index.nodes[source]})"}
         return {"Reason": "fixes " + "; ".join(fixes), "Constraint": fixes[0].split(" ")[0]}
 
-    def _balancing(self, r: int, kind: str, source: int, target: int) -> dict:
+    def _balancing(self, r: int, kind: ActionKind, source: int, target: int) -> dict:
         p = int(self.partition_of[r])
-        gain = self.gains.get(("swap", p) if kind == "SwapPrimarySecondary" else ("move", r))
+        gain = self.gains.get(("swap", p) if kind is SWAP else ("move", r))
         if gain is None:
             return {"Reason": "part of the balancing move set"}
         candidates = [k for k, name in enumerate(self.index.metrics) if name in self.ratio] or list(range(len(gain)))
@@ -241,7 +241,7 @@ def ratio_text(hi: float, lo: float) -> str:
     return f"{hi / lo:.2f}" if lo > 0 else "inf"
 
 
-def drop_reasons(state: ClusterState, drops: list[Drop]) -> list[dict]:
+def drop_reasons(state: ClusterState, drops: list[Drop]) -> list[Action]:
     """The surplus drops' actions (and a one-per-node service's instances where it may not go) with
     their phase (the plan reports them under Placement) and reason."""
     targets = {s.name: s.target for s in state.services}
@@ -253,7 +253,7 @@ def drop_reasons(state: ClusterState, drops: list[Drop]) -> list[dict]:
         else:
             target = targets[drop.service]
             reason = f"drops a surplus replica {where}: the partition holds more than its target {target}"
-        out.append({**drop.action(), "Phase": Phase.PLACEMENT, "Reason": reason})
+        out.append(drop.action({"Phase": Phase.PLACEMENT, "Reason": reason}))
     return out
 
 

@@ -54,16 +54,16 @@ from plbjax.sf._phases import (
 from plbjax.sf._plan.document import Outcome, Parts, SearchSummary, history, render
 from plbjax.sf._plan.explain import Explainer, drop_reasons
 from plbjax.sf._plan.probe import findings_encoded
-from plbjax.sf._state import ClusterState
+from plbjax.sf._state import Action, ClusterState
 from plbjax.version import VERSION
 
 
 @dataclasses.dataclass(frozen=True)
 class Plan:
-    """A plan: its actions (the document's `Actions`, reasons included), the History it leaves and
-    how its search ran; `document()` renders the whole plan document."""
+    """A plan: its actions (typed; their notes hold each one's phase and reason), the History it
+    leaves and how its search ran; `document()` renders the whole plan document."""
 
-    actions: tuple[dict, ...]
+    actions: tuple[Action, ...]
     history: Mapping[str, tuple[str, ...]]
     search: SearchSummary
     _parts: Parts = dataclasses.field(repr=False, compare=False)
@@ -433,7 +433,7 @@ def _unsearched_plan(run: Run, ready: Prepared, search: SearchConfig) -> Plan:
     return Plan(actions, moved, _search_summary(search, index, parts.out, _Clock()), parts)
 
 
-def _decoded(parts: Parts) -> tuple[tuple[dict, ...], dict[str, tuple[str, ...]]]:
+def _decoded(parts: Parts) -> tuple[tuple[Action, ...], dict[str, tuple[str, ...]]]:
     """The plan's actions, each with its phase and reason, and the History it leaves."""
     run, ready, out = parts
     (state, _, problem, index), final = run.encoded, out.final

@@ -32,6 +32,7 @@ from plbjax.sf._state.columns import Columns
 from plbjax.sf._state.expressions import parse as parse_constraint
 from plbjax.sf._state.schema_check import plain_copy
 from plbjax.sf._state.settings import resolve_settings
+from plbjax.sf._state.vocabulary import Intent, NodeStatus, Role
 
 _LOAD_KEYS = ("PrimaryDefaultLoad", "SecondaryDefaultLoad", "DefaultLoad")
 _BUILTIN_PROPERTIES = ("NodeName", "NodeType")
@@ -148,8 +149,8 @@ def _nodes(entries: list[dict], node_types: dict[str, NodeType]) -> list[Node]:
         if not upgrade_domain:
             raise BadInput(f"{where}.UpgradeDomain: must not be empty")
         available = entry.get("AvailableResources")
-        status = entry.get("NodeStatus", "Up")
-        if "DeactivationIntent" in entry and status != "Disabled":
+        status = NodeStatus(entry.get("NodeStatus", NodeStatus.UP))
+        if "DeactivationIntent" in entry and status is not NodeStatus.DISABLED:
             raise BadInput(f"{where}.DeactivationIntent: only a Disabled node has one (NodeStatus {status})")
         nodes.append(
             Node(
@@ -162,7 +163,9 @@ def _nodes(entries: list[dict], node_types: dict[str, NodeType]) -> list[Node]:
                 status=status,
                 priority=entry.get("Priority", 0),
                 available_resources=None if available is None else {k: float(v) for k, v in available.items()},
-                deactivation_intent=entry.get("DeactivationIntent", "Pause") if status == "Disabled" else None,
+                deactivation_intent=(
+                    Intent(entry.get("DeactivationIntent", Intent.PAUSE)) if status is NodeStatus.DISABLED else None
+                ),
             )
         )
     return nodes
@@ -319,12 +322,13 @@ def _partitions(entries: list[dict], services: dict[str, Service], node_names: s
         replicas = []
         for j, rep in enumerate(entry["Replicas"]):
             rep_where = f"{where}.Replicas[{j}]"
-            rid, role, node = rep["ReplicaId"], rep["Role"], rep["NodeName"]
+            rid, word, node = rep["ReplicaId"], rep["Role"], rep["NodeName"]
+            role = Role(word)
             _claim(seen_replicas, str(rid), f"{rep_where}.ReplicaId", f"ReplicaId {rid!r}")
-            if service.stateful == (role == "Instance"):
-                kind, roles = ("stateful", "Primary or Secondary") if service.stateful else ("stateless", "Instance")
-                raise BadInput(f"{rep_where}.Role: {role!r} in {kind} service {service.name!r} (use {roles})")
-            if role == "Primary":
+            if service.stateful == (role is Role.INSTANCE):
+                kind, roles = ("stateful", "Primary or Secondary") if service.stateful else ("stateless", Role.INSTANCE)
+                raise BadInput(f"{rep_where}.Role: {word!r} in {kind} service {service.name!r} (use {roles})")
+            if role is Role.PRIMARY:
                 if has_primary:
                     raise BadInput(f"{rep_where}.Role: a second Primary in partition {pid!r}")
                 has_primary = True

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from plbjax.sf._state.vocabulary import Intent, NodeStatus, Role
+
 # LoadBalancing/Constants.cpp: MetricWeightZero/Low/Medium/High.
 METRIC_WEIGHTS = {"Zero": 0.0, "Low": 0.1, "Medium": 0.3, "High": 1.0}
 # A metric without Weight is "Low": the default constructors of ServiceLoadMetricDescription
@@ -38,7 +40,7 @@ DEFAULT_METRICS = (("PrimaryCount", "High"), ("ReplicaCount", "Medium"), ("Count
 # larger numbers would overflow to infinities. Identifiers may be any size.
 LARGEST = 1e15
 # A Disabled node's DeactivationIntent (SF's NodeDeactivationIntent but Invalid).
-INTENTS = ("Pause", "Restart", "RemoveData", "RemoveNode")
+INTENTS = tuple(Intent)
 
 
 @dataclass(frozen=True)
@@ -125,16 +127,16 @@ class Node:
     upgrade_domain: str
     capacities: dict[str, float]  # a metric absent here is unlimited on this node
     properties: dict[str, str | int | float | bool]  # includes NodeName and NodeType
-    status: str  # "Up" | "Down" | "Disabled"
+    status: NodeStatus
     priority: int
     available_resources: dict[str, float] | None
-    deactivation_intent: str | None = None  # a Disabled node's SF NodeDeactivationIntent (default Pause)
+    deactivation_intent: Intent | None = None  # a Disabled node's (default Pause)
 
     @property
     def keeps_replicas(self) -> bool:
         """Deactivated with Intent Pause or Restart: its replicas stay where they are (SF's PLB moves
         none off a deactivated node; only RemoveData and RemoveNode have them built elsewhere)."""
-        return self.deactivation_intent in ("Pause", "Restart")
+        return self.deactivation_intent is not None and self.deactivation_intent.keeps_replicas
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ class Replica:
     """A replica or instance. `loads` holds only reported loads; others come from the metric."""
 
     replica_id: str | int  # as given, never rewritten
-    role: str  # "Primary" | "Secondary" | "Instance"
+    role: Role
     node: str | None  # None: not placed yet
     loads: dict[str, float]
     move_cost: str | None  # None: the service's DefaultMoveCost

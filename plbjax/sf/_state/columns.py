@@ -20,11 +20,12 @@ import numpy as np
 from plbjax.errors import BadInput
 from plbjax.sf._state.cluster import BUILTIN_LOADS, LARGEST, Node, Partition, Replica, Service
 from plbjax.sf._state.schema_check import state_schema
+from plbjax.sf._state.vocabulary import Role
 
 _PARTITION_KEYS = frozenset(("ServiceName", "PartitionId", "Replicas"))
 _REPLICA_REQUIRED = frozenset(("ReplicaId", "Role", "NodeName"))
 _REPLICA_KEYS = _REPLICA_REQUIRED | {"Loads", "MoveCost"}
-_ROLES = {"Primary": 0, "Secondary": 1, "Instance": 2}
+_ROLES = {role.value: code for code, role in enumerate(Role)}  # Primary 0, Secondary 1, Instance 2
 _MOVE_COSTS = ("Zero", "Low", "Medium", "High", "VeryHigh")
 _NO_LOADS: dict = {}  # never modified
 # The (inlined) schema of Partitions that `Columns.read` checks, rule by rule.
@@ -194,9 +195,9 @@ class Columns:
         rep_service = part_service[rep_part]
         role = np.fromiter(map(_ROLES.__getitem__, self.roles), np.int8, len(self.roles))
         stateful = np.array([s.stateful for s in table] + [False], bool)[rep_service]
-        if (stateful == (role == _ROLES["Instance"])).any():
+        if (stateful == (role == _ROLES[Role.INSTANCE])).any():
             raise wrong
-        if rep_part.size and np.bincount(rep_part[role == _ROLES["Primary"]], minlength=1).max(initial=0) > 1:
+        if rep_part.size and np.bincount(rep_part[role == _ROLES[Role.PRIMARY]], minlength=1).max(initial=0) > 1:
             raise wrong
         node_of = {n.name: i for i, n in enumerate(nodes)} | {None: -1}
         node = np.fromiter(map(node_of.get, self.nodes, repeat(-2)), np.int64, len(self.nodes))
@@ -213,7 +214,8 @@ class Columns:
                     raise wrong
         floats = iter(self.values.tolist())
         loads = list(map(dict, map(zip, self.keys, repeat(floats))))
-        replicas = iter(map(Replica, self.rids, self.roles, self.nodes, loads, self.costs))
+        roles = [Role(word) for word in self.roles]
+        replicas = iter(map(Replica, self.rids, roles, self.nodes, loads, self.costs))
         partitions = list(
             map(Partition, self.services, self.pids, [tuple(islice(replicas, count)) for count in self.counts.tolist()])
         )

@@ -28,6 +28,7 @@ from plbjax.sf._state.cluster import (
     ResourceGovernance,
     Service,
 )
+from plbjax.sf._state.vocabulary import NodeStatus
 
 CPU = "servicefabric:/_CpuCores"
 MEMORY = "servicefabric:/_MemoryInMB"
@@ -95,7 +96,7 @@ def _govern_nodes(state: ClusterState) -> tuple[tuple[Node, ...], list[dict]]:
     for node in state.nodes:
         capacities, reasons = _node_capacities(node, state.settings, governed)
         nodes.append(node if capacities == node.capacities else dataclasses.replace(node, capacities=capacities))
-        if reasons and node.status != "Down":
+        if reasons and node.status is not NodeStatus.DOWN:
             health.append(
                 {
                     "SourceId": "System.PLB",

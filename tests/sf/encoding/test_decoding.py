@@ -38,10 +38,10 @@ def _check_decoded(state, index, node_of, primary_of) -> None:
     node_of, primary_of = settle(index, node_of, primary_of)
     actions = diff(index, node_of, primary_of)
     assert _placed(index, apply_actions(state.document, actions)) == _expected(index, node_of, primary_of)
-    assert sum(a["Action"] != "SwapPrimarySecondary" for a in actions) == int(
+    assert sum(a.kind != "SwapPrimarySecondary" for a in actions) == int(
         (node_of != index.initial_node)[: index.n_replicas].sum()
     )
-    assert sum(a["Action"] == "SwapPrimarySecondary" for a in actions) == int(
+    assert sum(a.kind == "SwapPrimarySecondary" for a in actions) == int(
         (primary_of != index.initial_primary)[: index.n_partitions].sum()
     )
 
@@ -92,7 +92,7 @@ def test_diff_is_net_of_intermediate_steps(states):
     node_of[a] = free[0]  # N1 -> N2
     node_of[a] = free[1]  # N2 -> N3
     actions = diff(index, node_of, primary_of)
-    assert [(x["Action"], x["SourceNode"], x["TargetNode"]) for x in actions] == [
+    assert [(x.kind, x.source, x.target) for x in actions] == [
         ("MoveSecondary", index.nodes[original], index.nodes[free[1]])
     ]
     node_of[a] = original  # and back
@@ -105,10 +105,10 @@ def test_diff_is_net_of_intermediate_steps(states):
     node_of[b] = free[0]  # b leaves, a takes b's node
     node_of[a] = index.initial_node[b]
     actions = diff(index, node_of, primary_of)
-    assert [x["ReplicaId"] for x in actions] == [index.replica_ids[b], index.replica_ids[a]]
+    assert [x.replica for x in actions] == [index.replica_ids[b], index.replica_ids[a]]
     primary_of[p] = a  # and a becomes primary: swap first
     actions = diff(index, node_of, primary_of)
-    assert [x["Action"] for x in actions] == ["SwapPrimarySecondary", "MoveSecondary", "MovePrimary"]
+    assert [x.kind for x in actions] == ["SwapPrimarySecondary", "MoveSecondary", "MovePrimary"]
     apply_actions(state.document, actions)
 
 

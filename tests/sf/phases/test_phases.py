@@ -178,7 +178,7 @@ def test_the_plan_document_renders_the_plans_actions_history_search_and_phases()
     result = plan(parse_state(_spread_cluster()), CONFIG)
     assert isinstance(result, Plan) and result.actions
     document = result.document()
-    assert document["Actions"] == list(result.actions)
+    assert document["Actions"] == [a.document() for a in result.actions]
     assert document["History"] == {k: list(v) for k, v in result.history.items()}
     assert document["Search"] == result.search.entry()
     assert [(p["Phase"], p["Ran"]) for p in document["Phases"]] == [
@@ -187,5 +187,5 @@ def test_the_plan_document_renders_the_plans_actions_history_search_and_phases()
         ("Balancing", True),
     ]
     assert json.dumps(result.document(), sort_keys=True) == json.dumps(document, sort_keys=True)
-    moved = {str(a["ReplicaId"]): a["SourceNode"] for a in result.actions}
+    moved = {str(a.replica): a.source for a in result.actions}
     assert {k: v[-1] for k, v in result.history.items()} == moved  # each balancing move remembers its node

@@ -205,7 +205,7 @@ def test_surplus_replicas_count_those_beyond_the_target_and_are_dropped():
     surplus = surplus_replicas(encoded.state, encoded.problem, encoded.index)
     p = encoded.index.partitions.index((part["ServiceName"], part["PartitionId"]))
     assert surplus[p] == 2 and surplus.sum() == 2
-    assert sum(a["Action"].startswith("Drop") for a in plan_encoded(encoded, QUICK).actions) == 2
+    assert sum(a.kind.is_drop for a in plan_encoded(encoded, QUICK).actions) == 2
     unchanged = governed_encoding(parse_state(cluster(2)))
     assert not surplus_replicas(unchanged.state, unchanged.problem, unchanged.index).any()
 

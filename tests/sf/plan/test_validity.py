@@ -107,12 +107,12 @@ def test_a_partition_placed_from_nothing_adds_its_primary_where_it_ends():
     node_of[rows] = [0, 1, 2]
     primary_of[0] = rows[2]
     actions = diff(index, node_of, primary_of)
-    assert sorted((a["Action"], a["TargetNode"]) for a in actions) == [
+    assert sorted((a.kind, a.target) for a in actions) == [
         ("AddPrimary", "N2"),
         ("AddSecondary", "N0"),
         ("AddSecondary", "N1"),
     ]
-    after = apply(doc, actions)
+    after = apply(doc, [a.document() for a in actions])
     assert sorted((r["Role"], r["NodeName"]) for r in after["Partitions"][0]["Replicas"]) == [
         ("Primary", "N2"),
         ("Secondary", "N0"),
@@ -243,4 +243,4 @@ def test_a_settled_rotation_keeps_each_node_s_role():
     node_of[primary], node_of[other] = index.initial_node[other], index.initial_node[primary]
     settled_nodes, settled_primary = settle(index, node_of, index.initial_primary)
     assert (settled_nodes == index.initial_node).all() and settled_primary[0] == other
-    assert [a["Action"] for a in diff(index, settled_nodes, settled_primary)] == ["SwapPrimarySecondary"]
+    assert [a.kind for a in diff(index, settled_nodes, settled_primary)] == ["SwapPrimarySecondary"]

@@ -9,6 +9,8 @@ import copy
 import dataclasses
 import hashlib
 import json
+import re
+from enum import Enum
 from unittest import mock
 
 import jax
@@ -186,6 +188,8 @@ def _digest(*values) -> str:
             h.update(f"[{len(value)}".encode())
             for item in value:
                 add(item)
+        elif isinstance(value, Enum):  # a role or status: its word, as the pins held it (issue 56)
+            h.update(repr(value.value).encode())
         else:
             h.update(repr(value).encode())
 
@@ -253,10 +257,14 @@ def _pinned_scope(state, problem) -> dict:
     )
 
 
+_ENUM_REPR = re.compile(r"<(?:Role|NodeStatus|Intent)\.\w+: ('\w*')>")
+
+
 def state_digest(state) -> str:
     """The digest of the parsed state (its repr covers every field but the document) and its document."""
     # NodeInfo.deactivation_intent came after the pins; none of their nodes is Disabled, so it is None
     text = repr(_as_pinned(state)).replace(", deactivation_intent=None", "")
+    text = _ENUM_REPR.sub(r"\1", text)  # roles and statuses as the pins held them: their words (issue 56)
     return _digest(text, json.dumps(state.document, sort_keys=True))
 
 
