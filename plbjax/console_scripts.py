@@ -76,7 +76,7 @@ def plbjax_roadef() -> int | None:
 @_exit_on_signals
 def plbjax_dump() -> int | None:
     """`plbjax-dump`: a live cluster's REST answers into a dump directory; plbjax.sf.live.dump."""
-    from plbjax.sf.live.dump import main
+    from plbjax.sf.live import dump_main as main
 
     return main()
 
@@ -84,7 +84,7 @@ def plbjax_dump() -> int | None:
 @_exit_on_signals
 def plbjax_import() -> int | None:
     """`plbjax-import`: a dump directory into a state document; plbjax.sf.live.importer."""
-    from plbjax.sf.live.importer import main
+    from plbjax.sf.live import import_main as main
 
     return main()
 
@@ -92,7 +92,7 @@ def plbjax_import() -> int | None:
 @_exit_on_signals
 def plbjax_export() -> int | None:
     """`plbjax-export`: a plan as an sfctl, PowerShell or REST script; plbjax.sf.live.export."""
-    from plbjax.sf.live.export import main
+    from plbjax.sf.live import export_main as main
 
     return main()
 
@@ -100,6 +100,6 @@ def plbjax_export() -> int | None:
 @_exit_on_signals
 def plbjax_apply() -> int | None:
     """`plbjax-apply`: a plan carried out on a live cluster; plbjax.sf.live.apply."""
-    from plbjax.sf.live.apply import main
+    from plbjax.sf.live import apply_main as main
 
     return main()

@@ -18,7 +18,8 @@ import urllib.request
 from urllib.parse import quote, urlencode
 
 from plbjax.errors import BadInput
-from plbjax.sf.live.expectations import Holding, holdings
+from plbjax.sf import Action, ActionKind
+from plbjax.sf.live.apply.expectations import Holding, holdings
 
 PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
 BUSY = 503  # SF's gateway: too busy now, try again
@@ -139,17 +140,17 @@ def service_id(service_name: str) -> str:
     return service_name.removeprefix("fabric:").lstrip("/").replace("/", "~")
 
 
-def move_request(action: dict) -> tuple[str, str, dict[str, str]]:
+def move_request(action: Action) -> tuple[str, str, dict[str, str]]:
     """(path, api-version, query) of the POST that carries out a movement action (REST reference: Move
     Primary Replica, Move Secondary Replica, Move Instance; never IgnoreConstraints)."""
-    kind, pid = action["Action"], quote(str(action["PartitionId"]))
-    src, dst = action["SourceNode"], action["TargetNode"]
-    if kind in ("MovePrimary", "SwapPrimarySecondary"):  # onto a secondary's node SF swaps the roles
+    kind, pid = action.kind, quote(str(action.partition))
+    src, dst = action.source or "", action.target or ""
+    if kind in (ActionKind.MOVE_PRIMARY, ActionKind.SWAP_PRIMARY_SECONDARY):  # onto a secondary's node SF swaps
         return f"/Partitions/{pid}/$/MovePrimaryReplica", "6.5", {"NodeName": dst}
-    if kind == "MoveSecondary":
+    if kind is ActionKind.MOVE_SECONDARY:
         return f"/Partitions/{pid}/$/MoveSecondaryReplica", "6.5", {"CurrentNodeName": src, "NewNodeName": dst}
-    if kind == "MoveInstance":
-        service = quote(service_id(action["ServiceName"]), safe="~")
+    if kind is ActionKind.MOVE_INSTANCE:
+        service = quote(service_id(action.service), safe="~")
         return (
             f"/Services/{service}/$/GetPartitions/{pid}/$/MoveInstance",
             "8.0",
@@ -194,7 +195,7 @@ class Cluster:
                 self.read_at = time.monotonic()
             return self.status
 
-    def move(self, action: dict) -> None:
+    def move(self, action: Action) -> None:
         """Send the request that carries out a movement action; HttpError (SF's refusal) or Unanswered."""
         path, version, query = move_request(action)
         self.client.post(path, version, **query)

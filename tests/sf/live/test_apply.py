@@ -15,12 +15,13 @@ from pathlib import Path
 import pytest
 from planned import DUMPS, plan_state
 
-from plbjax.sf.live.apply import main, state_bases
-from plbjax.sf.live.executor import Executor, compose
-from plbjax.sf.live.journal import Journal
+from plbjax.sf import Action
+from plbjax.sf.live.apply.command import main, state_bases
+from plbjax.sf.live.apply.executor import Executor, compose
+from plbjax.sf.live.apply.journal import Journal
+from plbjax.sf.live.apply.steps import action_loads, order, read_plan
 from plbjax.sf.live.rest import Client, Cluster, Unanswered
 from plbjax.sf.live.simulator import Simulator
-from plbjax.sf.live.steps import action_loads, order
 
 COMMANDS = ("MovePrimary", "MoveSecondary", "MoveInstance", "SwapPrimarySecondary")
 
@@ -34,9 +35,9 @@ def _copy(plan: Path, tmp_path: Path) -> Path:
 
 def _target(plan: Path) -> dict[str, dict[str, str]]:
     """Partition -> node -> role once the plan is carried out, from the state it was made from."""
-    actions = json.loads(plan.read_text())["Actions"]
+    actions = read_plan(plan).actions
     bases = state_bases(str(plan.parent / "state.json"))
-    return {pid: compose(base, [a for a in actions if str(a["PartitionId"]) == pid]) for pid, base in bases.items()}
+    return {pid: compose(base, [a for a in actions if str(a.partition) == pid]) for pid, base in bases.items()}
 
 
 def _apply(plan: Path, endpoint: str, *extra: str, state: bool = True) -> int:
@@ -140,8 +141,8 @@ class _Lossy(Cluster):
         super().__init__(client, poll)
         self.sent, self.lost = sent, set()
 
-    def move(self, action: dict) -> None:
-        key = (action["PartitionId"], action["Action"], action["TargetNode"])
+    def move(self, action: Action) -> None:
+        key = (action.partition, action.kind, action.target)
         if key in self.lost:
             return super().move(action)
         self.lost.add(key)
@@ -153,12 +154,12 @@ class _Lossy(Cluster):
 @pytest.mark.parametrize("sent", [True, False])
 def test_a_lost_answer_is_looked_for_and_no_move_is_made_twice(small_dump_plan, tmp_path, sent):
     plan = _copy(small_dump_plan, tmp_path)
-    document = json.loads(plan.read_text())
-    steps = order(document["Actions"], document["Nodes"], action_loads(tmp_path / "state.json", document["Actions"]))
+    read = read_plan(plan)
+    steps = order(read.actions, read.nodes, action_loads(tmp_path / "state.json", read.actions))
     sim = _sim(plan)
     with sim.serve() as url:
         cluster = _Lossy(Client(url, insecure=True, retries=3, backoff=0.05), 0.05, sent)
-        journal = Journal.open(tmp_path / "j.json", plan, url, document["Actions"])
+        journal = Journal.open(tmp_path / "j.json", str(plan), url, read.actions)
         ex = Executor(
             steps, cluster, journal, lambda line: None, per_node=2, max_in_flight=20, step_timeout=60, poll=0.05
         )

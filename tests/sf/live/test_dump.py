@@ -11,8 +11,8 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import pytest
 from paths import TESTS
 
-from plbjax.sf.live.dump import main
-from plbjax.sf.live.importer import import_dump
+from plbjax.sf.live.reading.dump import main
+from plbjax.sf.live.reading.importer import import_dump
 
 DUMPS = TESTS / "data" / "sf-dump"
 VERSIONS = {

@@ -22,11 +22,12 @@ import pytest
 from paths import TESTS
 from planned import DUMPS, plan_state
 
-from plbjax.sf import apply_actions, load_state
-from plbjax.sf.live import expectations, export
-from plbjax.sf.live.export import PS_NAMES, READER_PY, export_plan, main, read_cluster
+from plbjax.sf import ActionKind, apply_actions, load_state
+from plbjax.sf.live import export
+from plbjax.sf.live.apply import expectations
+from plbjax.sf.live.apply.steps import action_loads, order, plan_read, read_plan
+from plbjax.sf.live.export.script import PS_NAMES, READER_PY, export_plan, main, read_cluster
 from plbjax.sf.live.simulator import Move, Simulator
-from plbjax.sf.live.steps import action_loads, order
 
 PID = "36c1e850-719d-5bd9-a73d-bb6bcfbfc367"
 MOVES = ("MovePrimary", "MoveSecondary", "MoveInstance", "SwapPrimarySecondary")
@@ -152,7 +153,7 @@ def test_each_step_names_the_steps_it_needs_above_it_and_waits_for_them(small_du
     """The bundled dump's plan, loads unknown and known: each needed step is above and waited for, and
     the '# step k needs step d' line describes step d as step d describes itself."""
     plan = json.loads(small_dump_plan.read_text())
-    for loads in (None, action_loads(small_dump_plan.parent / "state.json", plan["Actions"])):
+    for loads in (None, action_loads(small_dump_plan.parent / "state.json", plan_read(plan, "plan.json").actions)):
         text = export_plan(plan, fmt, str(small_dump_plan), loads=loads)
         needs = _check_waits(text)
         assert needs, "a swap and the move of the replica it demotes: one step needs another"
@@ -165,7 +166,7 @@ def test_the_loads_the_export_reckons_with_are_the_plans(small_dump_plan):
     """LoadsBefore plus what each action changes is LoadsAfter, node by node and metric by metric."""
     plan = json.loads(small_dump_plan.read_text())
     total = {n["NodeName"]: dict(n["LoadsBefore"]) for n in plan["Nodes"]}
-    for change in action_loads(small_dump_plan.parent / "state.json", plan["Actions"]):
+    for change in action_loads(small_dump_plan.parent / "state.json", plan_read(plan, "plan.json").actions):
         for node, loads in change.items():
             for metric, value in loads.items():
                 total[node][metric] += value
@@ -302,6 +303,12 @@ def _moves(*moves: tuple[str, str, str, str, float], capacity: float = 10.0, bef
     return actions, nodes, loads
 
 
+def _order(actions: list[dict], nodes: list[dict], loads: list | None = None) -> list:
+    """`order` of a plan of these actions and nodes."""
+    read = plan_read(_plan(*actions, nodes=nodes), "plan.json")
+    return order(read.actions, read.nodes, loads)
+
+
 def _needs(steps) -> dict[int, set[int]]:
     """Plan index -> the plan indices of the steps it waits for."""
     return {s.index: {steps[d].index for d in s.needs} for s in steps}
@@ -313,7 +320,7 @@ def test_a_move_onto_a_full_node_waits_for_the_move_off_it_that_makes_room():
     actions, nodes, loads = _moves(
         ("pa", "1", "N2", "N1", 5.0), ("pb", "2", "N1", "N3", 4.0), ("pc", "3", "N1", "N3", 1.0), before={"N1": 8.0}
     )
-    steps = order(actions, nodes, loads)
+    steps = _order(actions, nodes, loads)
     assert [s.index for s in steps] == [1, 0, 2]
     assert _needs(steps) == {1: set(), 0: {1}, 2: set()} and not any(s.note for s in steps)
 
@@ -323,19 +330,19 @@ def test_moves_under_way_hold_room_on_their_target():
     actions, nodes, loads = _moves(
         ("pa", "1", "N2", "N1", 3.0), ("pb", "2", "N3", "N1", 3.0), ("pc", "3", "N1", "N4", 2.0), before={"N1": 5.0}
     )
-    assert _needs(order(actions, nodes, loads)) == {0: set(), 2: set(), 1: {2}}
+    assert _needs(_order(actions, nodes, loads)) == {0: set(), 2: set(), 1: {2}}
 
 
 def test_unknown_loads_a_move_onto_a_node_waits_for_every_move_off_it():
     actions, nodes, _ = _moves(("pa", "1", "N2", "N1", 1.0), ("pb", "2", "N1", "N3", 1.0), ("pc", "3", "N1", "N4", 1.0))
-    steps = order(actions, nodes)
+    steps = _order(actions, nodes)
     assert [s.index for s in steps] == [1, 2, 0] and _needs(steps)[0] == {1, 2}
 
 
 def test_a_partitions_actions_run_in_order_a_swap_before_the_move_of_the_replica_it_demotes():
     swap = _action("SwapPrimarySecondary", "N0", "N5") | {"ReplicaId": "120"}
     move = _action("MoveSecondary", "N0", "N3") | {"ReplicaId": "120"}
-    steps = order([swap, move], [])
+    steps = _order([swap, move], [])
     assert [s.index for s in steps] == [0, 1] and steps[1].needs == {0: "the partition's previous step"}
     text = export_plan(_plan(swap, move), "sfctl")
     assert "\nwait_for 2 1\n" in text
@@ -354,7 +361,7 @@ def test_a_move_after_the_failover_managers_action_waits_for_it():
     drop = _action("DropSecondary", "N1", None, pid="pa") | {"ReplicaId": "1"}
     move = _action("MoveSecondary", "N2", "N1", pid="pb") | {"ReplicaId": "2"}
     nodes = [{"NodeName": "N1", "Capacities": {"CPU": 10.0}, "LoadsBefore": {"CPU": 9.0}}]
-    steps = order([move, drop], nodes, [{"N2": {"CPU": -4.0}, "N1": {"CPU": 4.0}}, {"N1": {"CPU": -4.0}}])
+    steps = _order([move, drop], nodes, [{"N2": {"CPU": -4.0}, "N1": {"CPU": 4.0}}, {"N1": {"CPU": -4.0}}])
     assert [s.index for s in steps] == [1, 0] and _needs(steps)[0] == {1}
     text = export_plan(
         _plan(move, drop, nodes=nodes),
@@ -371,7 +378,7 @@ def test_a_cycle_runs_the_first_move_and_says_it_may_find_no_room(capsys, tmp_pa
     actions, nodes, loads = _moves(
         ("pa", "1", "N1", "N2", 6.0), ("pb", "2", "N2", "N1", 6.0), before={"N1": 8.0, "N2": 8.0}
     )
-    steps = order(actions, nodes, loads)
+    steps = _order(actions, nodes, loads)
     assert [s.index for s in steps] == [0, 1] and "a cycle" in steps[0].note and _needs(steps)[1] == {0}
     text = export_plan(_plan(*actions, nodes=nodes), "sfctl", loads=loads)
     assert "# step 1 may find no room: it needs room that only later steps free (a cycle)" in text
@@ -425,7 +432,9 @@ def test_the_bash_scripts_read_the_cluster_by_expectations_own_source():
     for fmt in ("sfctl", "rest"):
         text = export_plan(_plan(_action("SwapPrimarySecondary", "N0", "N1")), fmt)
         assert f"<<'PY' || true\n{READER_PY}\nPY\n" in text
-        assert READER_PY.startswith(inspect.getsource(expectations))
+        source = inspect.getsource(expectations)  # its own, its vocabulary as plain words (no plbjax there)
+        head, vocabulary = source.split("# the vocabulary", 1)
+        assert READER_PY.startswith(head) and vocabulary.split("# end of the vocabulary\n", 1)[1] in READER_PY
 
 
 def _listing(*replicas: tuple, camel: bool = False, token: str = "") -> str:
@@ -635,7 +644,7 @@ def _in_order(steps: list, sim: Simulator) -> None:
     moves = {(m.partition_id, m.kind, m.target): m for m in sim.moves}
 
     def move(step) -> Move:
-        return moves[(str(step.action["PartitionId"]), step.action["Action"], step.action["TargetNode"])]
+        return moves[(str(step.action.partition), step.action.kind, step.action.target)]
 
     pairs = [(move(steps[d]), move(s)) for s in steps if s.command for d in s.needs if steps[d].command]
     assert pairs and all(m.finished is not None and m.finished <= n.started for m, n in pairs)
@@ -643,8 +652,8 @@ def _in_order(steps: list, sim: Simulator) -> None:
 
 def _steps(small_dump_plan: Path) -> list:
     """The plan's steps, as its script (exported with --state) numbers them."""
-    plan = json.loads(small_dump_plan.read_text())
-    return order(plan["Actions"], plan["Nodes"], action_loads(small_dump_plan.parent / "state.json", plan["Actions"]))
+    read = read_plan(small_dump_plan)
+    return order(read.actions, read.nodes, action_loads(small_dump_plan.parent / "state.json", read.actions))
 
 
 @pytest.mark.parametrize("fmt", ["sfctl", "rest"])
@@ -665,7 +674,7 @@ def test_the_script_carries_the_plan_out(small_dump_plan, cluster, tmp_path, fmt
 
 def _refuse(cluster: Cluster, small_dump_plan: Path) -> tuple[int, dict]:
     """SF refuses the first step that waits for another (k, its action): FABRIC_E_CONSTRAINT_NOT_SATISFIED."""
-    k, a = next((k, s.action) for k, s in enumerate(_steps(small_dump_plan), 1) if s.command and s.needs)
+    k, a = next((k, s.action.document()) for k, s in enumerate(_steps(small_dump_plan), 1) if s.command and s.needs)
     post = "MovePrimary" if a["Action"] == SWAP[0] else a["Action"]
     cluster.sim.refuse_next(str(a["PartitionId"]), post, code="FABRIC_E_CONSTRAINT_NOT_SATISFIED")
     return k, a
@@ -712,8 +721,8 @@ def test_a_finished_script_run_again_issues_nothing(small_dump_plan, cluster, tm
 
 def test_a_wait_that_times_out_stops_the_script_naming_the_step(small_dump_plan, cluster, tmp_path):
     steps = _steps(small_dump_plan)
-    k, d = next((k, d) for k, s in enumerate(steps, 1) for d in s.needs if steps[d].action["Action"] != SWAP[0])
-    needed = steps[d].action
+    k, d = next((k, d) for k, s in enumerate(steps, 1) for d in s.needs if steps[d].action.kind != SWAP[0])
+    needed = steps[d].action.document()
     cluster.sim.slow(str(needed["PartitionId"]), float("inf"))
     done = cluster.run(_script(small_dump_plan, "rest", tmp_path), PLBJAX_WAIT_TIMEOUT="1")
     assert done.returncode == 3
@@ -728,7 +737,7 @@ def test_a_wait_that_times_out_stops_the_script_naming_the_step(small_dump_plan,
 
 def test_an_add_the_failover_manager_made_elsewhere_is_confirmed_at_the_end(small_dump_plan, tmp_path):
     steps = _steps(small_dump_plan)
-    k, add = next((k, s.action) for k, s in enumerate(steps, 1) if s.action["Action"] == "AddSecondary")
+    k, add = next((k, s.action.document()) for k, s in enumerate(steps, 1) if s.action.kind is ActionKind.ADD_SECONDARY)
     sim = Simulator.from_dump(DUMPS / "small", **QUICK)  # its world moves on when asked: none asked yet
 
     def elsewhere(pid: str, kind: str, nodes: list[str]) -> str:
@@ -746,11 +755,11 @@ def test_an_add_the_failover_manager_made_elsewhere_is_confirmed_at_the_end(smal
 
 def test_a_replica_not_where_the_plan_assumed_stops_the_script_in_sfs_words(small_dump_plan, cluster, tmp_path):
     steps = _steps(small_dump_plan)
-    alone = Counter(str(s.action["PartitionId"]) for s in steps)  # a partition with one step: this one
+    alone = Counter(str(s.action.partition) for s in steps)  # a partition with one step: this one
     k, a = next(
-        (k, s.action)
+        (k, s.action.document())
         for k, s in enumerate(steps, 1)
-        if s.action["Action"] == "MoveSecondary" and alone[str(s.action["PartitionId"])] == 1
+        if s.action.kind is ActionKind.MOVE_SECONDARY and alone[str(s.action.partition)] == 1
     )
     pid, src = str(a["PartitionId"]), a["SourceNode"]
     free = sorted(

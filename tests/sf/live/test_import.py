@@ -13,7 +13,7 @@ import pytest
 from paths import TESTS
 
 from plbjax import load_state, parse_state
-from plbjax.sf.live.importer import import_dump, main
+from plbjax.sf.live.reading.importer import import_dump, main
 
 DUMPS = TESTS / "data" / "sf-dump"
 PAGING = {"ContinuationToken", "Items"}
@@ -273,7 +273,7 @@ def test_bad_dump_exits_2_with_one_line(case, tmp_path, capsys):
 def test_module_runs_as_a_script(tmp_path):
     out = tmp_path / "state.json"
     done = subprocess.run(
-        [sys.executable, "-m", "plbjax.sf.live.importer", str(DUMPS / "small"), "-o", str(out)],
+        [sys.executable, "-m", "plbjax.sf.live.reading.importer", str(DUMPS / "small"), "-o", str(out)],
         capture_output=True,
         text=True,
         check=True,

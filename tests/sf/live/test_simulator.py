@@ -17,8 +17,8 @@ import pytest
 from paths import ROOT, TESTS
 
 from plbjax.sf import generate
-from plbjax.sf.live.dump import main as dump_main
-from plbjax.sf.live.importer import import_dump
+from plbjax.sf.live.reading.dump import main as dump_main
+from plbjax.sf.live.reading.importer import import_dump
 from plbjax.sf.live.simulator import Simulator
 
 DUMP = TESTS / "data" / "sf-dump" / "small"

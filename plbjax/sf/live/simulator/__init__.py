@@ -45,14 +45,20 @@ from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from plbjax.sf.live.importer import import_dump
-from plbjax.sf.live.simulator.cluster import PLAN_KINDS, Move
+from plbjax.sf import Role
+from plbjax.sf.live.reading.importer import import_dump
+from plbjax.sf.live.simulator.cluster import IDLE, PLAN_KINDS, PRIMARY, SECONDARY, Move
 from plbjax.sf.live.simulator.http import Gateway, Served
 from plbjax.sf.live.simulator.moves import MESSAGES
 from plbjax.sf.live.simulator.seed import build, read_dump, render, state_document
 
 __all__ = ["Move", "Simulator"]
-ROLES = {"Primary": "Primary", "ActiveSecondary": "Secondary", "IdleSecondary": "Secondary", None: "Instance"}
+ROLES = {
+    PRIMARY: Role.PRIMARY,
+    SECONDARY: Role.SECONDARY,
+    IDLE: Role.SECONDARY,
+    None: Role.INSTANCE,
+}  # SF's -> plbjax's
 
 
 class Simulator:
@@ -115,7 +121,7 @@ class Simulator:
             self.cluster.advance()
             return {
                 part.pid: {
-                    r.node: "InBuild" if r.status == "InBuild" else ROLES.get(r.role, "Secondary")
+                    r.node: "InBuild" if r.status == "InBuild" else ROLES.get(r.role, Role.SECONDARY)
                     for r in part.replicas
                     if r.status in ("Ready", "InBuild") and "Auxiliary" not in str(r.role)
                 }
@@ -148,8 +154,8 @@ class Simulator:
         for r in part.replicas:
             if r.status not in ("Ready", "Down") or r.role not in ROLES:
                 continue
-            role = ROLES[r.role] if not (r.role == "Primary" and primary) else "Secondary"
-            primary = primary or role == "Primary"
+            role = ROLES[r.role] if not (r.role == PRIMARY and primary) else Role.SECONDARY
+            primary = primary or role is Role.PRIMARY
             base = original.get(r.sid, {})
             rid = base.get("ReplicaId", r.sid)
             replicas.append({**base, "ReplicaId": rid, "Role": role, "NodeName": r.node})

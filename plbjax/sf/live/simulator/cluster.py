@@ -11,10 +11,17 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-SECONDARY, IDLE = "ActiveSecondary", "IdleSecondary"
+from plbjax.sf import IDLE_SECONDARY, ActionKind, Role
+
+PRIMARY, SECONDARY, IDLE = Role.PRIMARY.sf(), Role.SECONDARY.sf(), IDLE_SECONDARY  # SF's ReplicaRole words
 LIVE = ("Ready", "InBuild")
-ADD_KINDS = {"AddPrimary": "add", "AddSecondary": "add", "AddInstance": "add"}
-PLAN_KINDS = {**ADD_KINDS, "DropSecondary": "drop", "DropInstance": "drop", "PromoteSecondary": "promote"}
+ADD_KINDS = {ActionKind.add(role): "add" for role in Role}
+PLAN_KINDS = {
+    **ADD_KINDS,
+    ActionKind.DROP_SECONDARY: "drop",
+    ActionKind.DROP_INSTANCE: "drop",
+    ActionKind.PROMOTE_SECONDARY: "promote",
+}
 
 
 @dataclass
@@ -38,6 +45,11 @@ class Partition:
     stateful: bool
     target: int
     replicas: list[Replica]
+
+
+def replica_role(part: Partition) -> Role:
+    """The role of a replica the Failover Manager adds or drops: a secondary, or an instance."""
+    return Role.SECONDARY if part.stateful else Role.INSTANCE
 
 
 @dataclass
@@ -196,8 +208,8 @@ class Cluster:
         """Replicas shown being built when the cluster was seeded finish building, as the FM's own do."""
         for part in self.partitions.values():
             for replica in [r for r in part.replicas if r.status == "InBuild"]:
-                role = replica.role if replica.role == "Primary" else (SECONDARY if part.stateful else None)
-                kind = "AddSecondary" if part.stateful else "AddInstance"
+                role = replica.role if replica.role == PRIMARY else (SECONDARY if part.stateful else None)
+                kind = ActionKind.add(replica_role(part))
                 move = Move(kind, part.pid, None, replica.node, self.clock)
                 ready = lambda r=replica, role=role: _ready(r, role)
                 self.start(move, self.build_seconds, ready, lambda r=replica, p=part: p.replicas.remove(r))
@@ -254,19 +266,21 @@ class Cluster:
     def _restore(self, part: Partition) -> None:
         """Promote a primary where none is up, then build or drop replicas toward the target count."""
         live = [r for r in part.replicas if self._up(r)]
-        if part.stateful and live and not any(r.role == "Primary" for r in live):
+        if part.stateful and live and not any(r.role == PRIMARY for r in live):
             self._promote(part, [r for r in live if r.role == SECONDARY and r.status == "Ready"])
         target = self._target(part)
         if len(live) < target:
             self._add(part)
         elif len(live) > target:
-            self._drop(part, [r for r in live if r.role != "Primary" and r.status == "Ready"])
+            self._drop(part, [r for r in live if r.role != PRIMARY and r.status == "Ready"])
 
     def _promote(self, part: Partition, secondaries: list[Replica]) -> None:
         node = self.choose(part.pid, "promote", [r.node for r in secondaries])
         if node is not None:
-            next(r for r in secondaries if r.node == node).role = "Primary"
-            self.failovers.append(Move("PromoteSecondary", part.pid, None, node, self.clock, self.clock, "done"))
+            next(r for r in secondaries if r.node == node).role = PRIMARY
+            self.failovers.append(
+                Move(ActionKind.PROMOTE_SECONDARY, part.pid, None, node, self.clock, self.clock, "done")
+            )
 
     def _add(self, part: Partition) -> None:
         held = {r.node for r in part.replicas if r.status != "Dropped"} - {
@@ -282,16 +296,16 @@ class Cluster:
         replica = Replica(self.new_id(), node, role[0], "InBuild", gone.sid if gone else "")
         replica.sid = replica.sid or replica.rid
         part.replicas.append(replica)
-        kind = "AddSecondary" if part.stateful else "AddInstance"
-        move = Move(kind, part.pid, None, node, self.clock)
+        move = Move(ActionKind.add(replica_role(part)), part.pid, None, node, self.clock)
         self.start(move, self.build_seconds, lambda: _ready(replica, role[1]), lambda: part.replicas.remove(replica))
 
     def _drop(self, part: Partition, candidates: list[Replica]) -> None:
         node = self.choose(part.pid, "drop", [r.node for r in candidates])
         if node is not None:
             part.replicas.remove(next(r for r in candidates if r.node == node))
-            kind = "DropSecondary" if part.stateful else "DropInstance"
-            self.failovers.append(Move(kind, part.pid, node, None, self.clock, self.clock, "done"))
+            self.failovers.append(
+                Move(ActionKind.drop(replica_role(part)), part.pid, node, None, self.clock, self.clock, "done")
+            )
 
     # --- statistics ---------------------------------------------------------------------------
 

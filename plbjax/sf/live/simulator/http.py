@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from plbjax.sf import ActionKind
 from plbjax.sf.live.simulator import moves
 from plbjax.sf.live.simulator.cluster import Cluster, Refused, Replica
 
@@ -37,7 +38,11 @@ STATUS = {  # ErrorCode -> HTTP status: HttpUtil::ErrorCodeToHttpStatus (src/pro
     **dict.fromkeys(("FABRIC_E_SERVICE_TOO_BUSY", "FABRIC_E_NOT_READY", "FABRIC_E_RECONFIGURATION_PENDING"), 503),
 }
 MAX_RESULTS = ("Nodes", "Applications", "GetServices")  # the list calls that take MaxResults
-MOVE_VERSIONS = {"MovePrimaryReplica": 6.5, "MoveSecondaryReplica": 6.5, "MoveInstance": 8.0}
+MOVE_CALLS = {  # SF's REST move calls: the kind of move each makes and the api-version it needs
+    "MovePrimaryReplica": (ActionKind.MOVE_PRIMARY, 6.5),
+    "MoveSecondaryReplica": (ActionKind.MOVE_SECONDARY, 6.5),
+    ActionKind.MOVE_INSTANCE.value: (ActionKind.MOVE_INSTANCE, 8.0),  # the call has the kind's name
+}
 
 
 class NotFound(Exception):
@@ -148,9 +153,9 @@ class Gateway(BaseHTTPRequestHandler):
 
     def _post(self, words: list[str], query: dict) -> tuple[int, object]:
         """The move routes: 200 with no body when accepted."""
-        if not words or words[-1] not in MOVE_VERSIONS:
+        if not words or words[-1] not in MOVE_CALLS:
             raise NotFound()
-        _version(query, MOVE_VERSIONS[words[-1]])
+        _version(query, MOVE_CALLS[words[-1]][1])
         deadline = None
         while True:
             try:
@@ -191,18 +196,18 @@ def _version(query: dict, least: float) -> None:
 def _move(c: Cluster, words: list[str], query: dict) -> None:
     """Dispatch a move POST (lock held)."""
     call, pid = words[-1], words[-2]
-    kind = {"MovePrimaryReplica": "MovePrimary", "MoveSecondaryReplica": "MoveSecondary"}.get(call, "MoveInstance")
-    if call == "MoveInstance" and (len(words) != 5 or words[0] != "Services"):
+    kind = MOVE_CALLS[call][0]
+    if kind is ActionKind.MOVE_INSTANCE and (len(words) != 5 or words[0] != "Services"):
         raise NotFound()
-    if call != "MoveInstance" and (len(words) != 3 or words[0] != "Partitions"):
+    if kind is not ActionKind.MOVE_INSTANCE and (len(words) != 3 or words[0] != "Partitions"):
         raise NotFound()
     fault = c.refusal(pid, kind)
     if fault is not None:
         raise fault
-    if kind == "MovePrimary":
+    if kind is ActionKind.MOVE_PRIMARY:
         moves.move_primary(c, pid, query.get("nodename"))
     else:
-        service = words[1] if kind == "MoveInstance" else None
+        service = words[1] if kind is ActionKind.MOVE_INSTANCE else None
         moves.move_secondary(c, pid, query.get("currentnodename", ""), query.get("newnodename"), service)
 
 

@@ -9,7 +9,8 @@ TriggerSwapPrimary(Helper) / TriggerMoveSecondary(Helper)); names from src/prod/
 
 from __future__ import annotations
 
-from plbjax.sf.live.simulator.cluster import IDLE, SECONDARY, Cluster, Move, Partition, Refused, Replica
+from plbjax.sf import ActionKind
+from plbjax.sf.live.simulator.cluster import IDLE, PRIMARY, SECONDARY, Cluster, Move, Partition, Refused, Replica
 
 MESSAGES = {  # SF's texts: src/prod/src/data/statuscodes/SfStatus.mc
     "FABRIC_E_PARTITION_NOT_FOUND": "The operation failed because the requested partition does not exist.",
@@ -74,20 +75,20 @@ def move_primary(c: Cluster, pid: str, node: str | None) -> Move:
     if node:
         _node_up(c, node)
     _stable(c, part)
-    primary = next(r for r in _current(part) if r.role == "Primary")
+    primary = next(r for r in _current(part) if r.role == PRIMARY)
     if not node:  # chooseRandom: the PLB picks a secondary
         secondaries = [r.node for r in _current(part) if r.role == SECONDARY]
         if not secondaries:
             raise refuse("FABRIC_E_REPLICA_DOES_NOT_EXIST")
         node = sorted(secondaries)[0]
     there = next((r for r in _current(part) if r.node == node), None)
-    if there is not None and there.role == "Primary":
+    if there is not None and there.role == PRIMARY:
         raise refuse("FABRIC_E_PRIMARY_ALREADY_EXISTS")
     if there is not None and there.role != SECONDARY:
         raise refuse("FABRIC_E_REPLICA_DOES_NOT_EXIST")
     if there is not None:
         return _swap(c, part, primary, there)
-    return _rebuild(c, part, primary, node, "MovePrimary", "Primary")
+    return _rebuild(c, part, primary, node, ActionKind.MOVE_PRIMARY, PRIMARY)
 
 
 def move_secondary(c: Cluster, pid: str, current: str, new: str | None, service_id: str | None = None) -> Move:
@@ -97,7 +98,7 @@ def move_secondary(c: Cluster, pid: str, current: str, new: str | None, service_
     part = partition(c, pid, stateful=service_id is None)
     if service_id is not None and part.service_id != service_id:
         raise refuse("FABRIC_E_PARTITION_NOT_FOUND")
-    kind = "MoveSecondary" if part.stateful else "MoveInstance"
+    kind = ActionKind.MOVE_SECONDARY if part.stateful else ActionKind.MOVE_INSTANCE
     if new:
         _node_up(c, new)
     _stable(c, part)
@@ -105,7 +106,7 @@ def move_secondary(c: Cluster, pid: str, current: str, new: str | None, service_
     source = None
     for replica in _current(part):  # TriggerMoveSecondaryHelper's loop, in its order
         if replica.node == new:
-            primary = replica.role == "Primary"
+            primary = replica.role == PRIMARY
             raise refuse("FABRIC_E_PRIMARY_ALREADY_EXISTS" if primary else "FABRIC_E_SECONDARY_ALREADY_EXISTS")
         if replica.node == current:
             if replica.role not in (SECONDARY, None):
@@ -127,10 +128,10 @@ def _pick_new(c: Cluster, part: Partition) -> str:
 
 def _swap(c: Cluster, part: Partition, primary: Replica, secondary: Replica) -> Move:
     """The primary and a secondary exchange roles after swap_seconds."""
-    move = Move("SwapPrimarySecondary", part.pid, primary.node, secondary.node, c.clock)
+    move = Move(ActionKind.SWAP_PRIMARY_SECONDARY, part.pid, primary.node, secondary.node, c.clock)
 
     def finish() -> None:
-        primary.role, secondary.role = SECONDARY, "Primary"
+        primary.role, secondary.role = SECONDARY, PRIMARY
 
     c.start(move, c.swap_seconds, finish, lambda: None)
     return move

@@ -10,10 +10,10 @@ import uuid
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
-from plbjax.sf import load_state, parse_state
-from plbjax.sf.live.dumpdir import canonical, decode
+from plbjax.sf import Role, load_state, parse_state
+from plbjax.sf.live.reading.dumpdir import canonical, decode
 from plbjax.sf.live.rest import service_id
-from plbjax.sf.live.simulator.cluster import SECONDARY, Cluster, Partition, Replica
+from plbjax.sf.live.simulator.cluster import PRIMARY, SECONDARY, Cluster, Partition, Replica
 from plbjax.sf.live.simulator.http import Served
 
 DOWN = ("Down", "Removed", "Invalid", "Unknown")  # NodeStatus values of a node that is not up
@@ -253,7 +253,7 @@ def _replica_row(replica: dict, stateful: bool, down: set[str]) -> dict:
         "LastInBuildDurationInSeconds": "0",
     }
     if stateful:
-        return row | {"ReplicaRole": "Primary" if replica["Role"] == "Primary" else SECONDARY, "ReplicaId": rid}
+        return row | {"ReplicaRole": PRIMARY if replica["Role"] == Role.PRIMARY else SECONDARY, "ReplicaId": rid}
     return row | {"InstanceId": rid}
 
 

@@ -17,10 +17,11 @@ from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from plbjax.errors import BadInput
-from plbjax.sf.live.expectations import BUILDING, NONE, Holding, after, before, mismatches
-from plbjax.sf.live.journal import AGAIN, Journal, now
+from plbjax.sf import Action, ActionKind, NodeStatus, Role
+from plbjax.sf.live.apply.expectations import BUILDING, NONE, Holding, after, before, mismatches
+from plbjax.sf.live.apply.journal import AGAIN, Journal, now
+from plbjax.sf.live.apply.steps import Step
 from plbjax.sf.live.rest import BUSY, Cluster, HttpError
-from plbjax.sf.live.steps import Step
 
 FINAL = ("done", "skipped", "failed", "timed-out")
 SENDS = 3  # sends of one step in one run, each after its precondition was checked again
@@ -30,48 +31,59 @@ TICK = 0.05  # seconds between two looks at the finished calls
 def describe(k: int, steps: list[Step]) -> str:
     """'step K/N: Action service partition P A -> B', K counted from 1."""
     a = steps[k].action
-    return (
-        f"step {k + 1}/{len(steps)}: {a['Action']} {a['ServiceName']} partition {a['PartitionId']} "
-        f"{a['SourceNode'] or '-'} -> {a['TargetNode'] or '-'}"
-    )
+    where = f"{a.source or '-'} -> {a.target or '-'}"
+    return f"step {k + 1}/{len(steps)}: {a.kind} {a.service} partition {a.partition} {where}"
 
 
 def nodes_of(step: Step) -> list[str]:
     """The nodes a step's move counts against (none for the Failover Manager's steps)."""
     a = step.action
-    return [n for n in (a["SourceNode"], a["TargetNode"]) if n] if step.command else []
+    return [n for n in (a.source, a.target) if n] if step.command else []
 
 
-def precondition(action: dict, held: dict[str, Holding], status: dict[str, str]) -> str:
+def precondition(action: Action, held: dict[str, Holding], status: dict[str, str]) -> str:
     """Why `action` may not start now, in SF's words ('' when it may): a node not Up, or the partition's
     replicas not as `expectations.before` says."""
-    for node in (action["SourceNode"], action["TargetNode"]):
-        if node and status.get(node) != "Up":
+    for node in (action.source, action.target):
+        if node and status.get(node) != NodeStatus.UP:
             return f"node {node} is {status.get(node) or 'not in the cluster'}, not Up"
-    return "; ".join(mismatches(held, before(action)))
+    return "; ".join(mismatches(held, before(action.kind, action.source, action.target)))
 
 
-def shows(action: dict, held: dict[str, Holding]) -> bool:
+def shows(action: Action, held: dict[str, Holding]) -> bool:
     """Whether the cluster shows a sign of the move having been made (its target building or holding it)."""
-    src, dst = action["SourceNode"], action["TargetNode"]
-    if action["Action"] == "SwapPrimarySecondary":
-        return getattr(held.get(dst), "role", "") == "Primary" or getattr(held.get(src), "role", "") != "Primary"
-    return dst in held
+    src, dst = held.get(action.source or ""), held.get(action.target or "")
+    if action.kind is ActionKind.SWAP_PRIMARY_SECONDARY:
+        return getattr(dst, "role", "") == Role.PRIMARY or getattr(src, "role", "") != Role.PRIMARY
+    return dst is not None
 
 
 class Executor:
     """Carries out `steps` on `cluster`, recording each change in `journal`; `say` logs a line."""
 
-    def __init__(self, steps: list[Step], cluster: Cluster, journal: Journal, say: Callable[[str], None], **limits):
-        """`limits`: per_node, max_in_flight, step_timeout, poll (seconds); bases: partition -> node -> role
-        as the plan found it (from --state), or None: as this run first reads it."""
+    def __init__(
+        self,
+        steps: list[Step],
+        cluster: Cluster,
+        journal: Journal,
+        say: Callable[[str], None],
+        *,
+        per_node: int,
+        max_in_flight: int,
+        step_timeout: float,
+        poll: float,
+        bases: dict[str, dict[str, str]] | None = None,
+    ) -> None:
+        """The limits: moves per node and in the cluster at once, seconds a step may take and between two
+        looks at a partition; `bases`: partition -> node -> role as the plan found it (from --state), or
+        None: as this run first reads it."""
         self.steps, self.cluster, self.journal, self.say = steps, cluster, journal, say
-        self.per_node, self.max_in_flight = limits["per_node"], limits["max_in_flight"]
-        self.step_timeout, self.poll, self.bases = limits["step_timeout"], limits["poll"], limits.get("bases")
+        self.per_node, self.max_in_flight, self.step_timeout, self.poll = per_node, max_in_flight, step_timeout, poll
+        self.bases = bases
         self.seen: dict[str, dict[str, str]] = {}  # partition -> node -> role, as first read
-        self.partition: dict[str, list[tuple[int, dict]]] = {}  # partition -> its (index, action)s in order
+        self.partition: dict[str, list[tuple[int, Action]]] = {}  # partition -> its (index, action)s in order
         for step in sorted(steps, key=lambda s: s.index):
-            self.partition.setdefault(str(step.action["PartitionId"]), []).append((step.index, step.action))
+            self.partition.setdefault(str(step.action.partition), []).append((step.index, step.action))
         self.done_before: set[int] = set()  # actions done before this run
         self.state = ["pending"] * len(steps)
         self.since: dict[int, float] = {}  # step -> when its watch began (monotonic)
@@ -127,7 +139,7 @@ class Executor:
                 self.say(f"{describe(k, self.steps)}: issued by an earlier run; looking for it in the cluster")
                 self._begin(k)
             elif status in AGAIN:
-                self.journal.set(step.index, Status="pending", Step=k + 1)
+                self.journal.set(step.index, status="pending", step=k + 1)
 
     def _start_ready(self) -> None:
         for k, step in enumerate(self.steps):
@@ -153,10 +165,10 @@ class Executor:
         self.in_flight += step.command
         self.most = max(self.most, self.in_flight)
         if self.journal.status(step.index) != "issued":
-            self.journal.set(step.index, Status="pending", Step=k + 1, Started=now())
+            self.journal.set(step.index, status="pending", step=k + 1, started=now())
         if step.command:
             self.state[k] = "checking"
-            self._submit("check", k, self._read, str(step.action["PartitionId"]))
+            self._submit("check", k, self._read, str(step.action.partition))
         else:
             self.state[k], self.since[k] = "issued", time.monotonic()
             self.say(f"{describe(k, self.steps)}: watching for the Failover Manager to make it")
@@ -184,8 +196,8 @@ class Executor:
             return self._end(k, "failed", f"cannot read the cluster: {error}")
         held, status = result
         action, index = self.steps[k].action, self.steps[k].index
-        self.seen.setdefault(str(action["PartitionId"]), {n: h.role for n, h in held.items()})
-        if not mismatches(held, after(action)):
+        self.seen.setdefault(str(action.partition), {n: h.role for n, h in held.items()})
+        if not mismatches(held, after(action.kind, action.source, action.target)):
             return self._end(k, "done", "the cluster already shows it")
         if self.journal.status(index) == "issued" and shows(action, held):
             return self._watch(k)
@@ -197,8 +209,8 @@ class Executor:
         if self.sends[k] >= SENDS:
             return self._end(k, "failed", f"no answer to {SENDS} requests")
         self.sends[k] += 1
-        attempts = self.journal.entries[index]["Attempts"] + 1
-        self.journal.set(index, Status="issued", Attempts=attempts, Issued=now())  # before it is sent
+        attempts = self.journal.entries[index].attempts + 1
+        self.journal.set(index, status="issued", attempts=attempts, issued=now())  # before it is sent
         self.say(f"{describe(k, self.steps)}: started" + (f" (attempt {attempts})" if attempts > 1 else ""))
         self._submit("move", k, self.cluster.move, action)
 
@@ -208,9 +220,9 @@ class Executor:
             return self._watch(k)
         if isinstance(error, HttpError) and error.status != BUSY:
             reason = f"{error.code}: {error.detail}" if error.code else str(error)
-            return self._end(k, "failed", f"refused: {reason}", Error=error.code or f"HTTP {error.status}")
+            return self._end(k, "failed", f"refused: {reason}", error=error.code or f"HTTP {error.status}")
         self.say(f"{describe(k, self.steps)}: no answer ({error}); looking for it in the cluster")
-        self._submit("check", k, self._read, str(self.steps[k].action["PartitionId"]), min(self.poll, 1.0))
+        self._submit("check", k, self._read, str(self.steps[k].action.partition), min(self.poll, 1.0))
 
     def _watch(self, k: int) -> None:
         self.state[k], self.since[k] = "issued", time.monotonic()
@@ -220,7 +232,7 @@ class Executor:
         asked = {what for kind, what in self.jobs.values() if kind == "poll"}
         clock = time.monotonic()
         for k, since in self.since.items():
-            pid = str(self.steps[k].action["PartitionId"])
+            pid = str(self.steps[k].action.partition)
             if pid not in asked and clock - max(since, self.polled.get(pid, -1e9)) >= self.poll:
                 asked.add(pid)
                 self.polled[pid] = clock
@@ -229,7 +241,7 @@ class Executor:
     def _on_poll(self, pid: str, held, error: BadInput | None) -> None:
         if error is None:
             self.seen.setdefault(pid, {n: h.role for n, h in held.items()})
-        for k in [k for k in self.since if str(self.steps[k].action["PartitionId"]) == pid]:
+        for k in [k for k in self.since if str(self.steps[k].action.partition) == pid]:
             if error is not None:
                 self._end(k, "failed", f"cannot read the cluster: {error}")
             elif self._done(k, held):
@@ -239,11 +251,11 @@ class Executor:
         """Whether the cluster shows step k done: its action's outcome, or for an add the Failover Manager
         placed elsewhere, as many Ready replicas of that role as the plan expects there."""
         action = self.steps[k].action
-        if not mismatches(held, after(action)):
+        if not mismatches(held, after(action.kind, action.source, action.target)):
             return True
-        if not action["Action"].startswith("Add"):
+        if not action.kind.is_add:
             return False
-        pid, index, role = str(action["PartitionId"]), self.steps[k].index, action["Action"].removeprefix("Add")
+        pid, index, role = str(action.partition), self.steps[k].index, action.kind.role
         known = self.bases is not None and pid in self.bases
         base = self.bases[pid] if known and self.bases is not None else self.seen.get(pid, {})
         prior = [a for i, a in self.partition[pid] if i <= index and (known or i not in self.done_before)]
@@ -255,7 +267,7 @@ class Executor:
         for k in [k for k, since in self.since.items() if clock - since > self.step_timeout]:
             self._end(k, "timed-out", f"not done after {self.step_timeout:g} s")
 
-    def _end(self, k: int, status: str, reason: str = "", **fields: object) -> None:
+    def _end(self, k: int, status: str, reason: str = "", error: str | None = None) -> None:
         """Step k ends: its node and cluster counts freed, the journal written, a line logged."""
         step, since = self.steps[k], self.since.pop(k, None)
         if self.state[k] in ("checking", "issued"):
@@ -267,20 +279,21 @@ class Executor:
             took = f" after {time.monotonic() - since:.1f} s"
             self.durations += [time.monotonic() - since] if step.command else []
         self.state[k] = status
-        self.journal.set(step.index, Status=status, Finished=now(), Reason=reason, **fields)
+        failed = {"error": error} if error else {}
+        self.journal.set(step.index, status=status, finished=now(), reason=reason, **failed)
         self.say(f"{describe(k, self.steps)}: {status}{took}" + (f": {reason}" if reason else ""))
 
 
-def compose(base: dict[str, str], actions: list[dict]) -> dict[str, str]:
+def compose(base: dict[str, str], actions: list[Action]) -> dict[str, str]:
     """Node -> role after `actions` (one partition's, in order) from `base`; an add replacing a replica
-    on another node (its SourceNode) takes that node's out."""
-    out = dict(base)
+    on another node (its source) takes that node's out."""
+    out = dict[str | None, str](base.items())
     for action in actions:
-        if action["Action"].startswith("Add") and action["SourceNode"]:
-            out.pop(action["SourceNode"], None)
-        for node, role in after(action).items():
+        if action.kind.is_add and action.source:
+            out.pop(action.source, None)
+        for node, role in after(action.kind, action.source, action.target).items():
             if role == NONE:
                 out.pop(node, None)
             else:
                 out[node] = role
-    return {n: r for n, r in out.items() if r != BUILDING}
+    return {n: r for n, r in out.items() if n is not None and r != BUILDING}

@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from plbjax.errors import BadInput
 from plbjax.sf import INTENTS
-from plbjax.sf.live import fields
-from plbjax.sf.live.dumpdir import Dump, at, enum, flag, need, need_name, number
-from plbjax.sf.live.report import Report
+from plbjax.sf.live.reading import fields
+from plbjax.sf.live.reading.dumpdir import Dump, at, enum, flag, need, need_name, number
+from plbjax.sf.live.reading.report import Report
 
 STATUS = {
     "Up": "Up",

@@ -16,8 +16,8 @@ it does not model, a correlation scheme ``Invalid``, a policy without its domain
 from __future__ import annotations
 
 from plbjax.errors import BadInput
-from plbjax.sf.live.dumpdir import at, enum, integer, need, need_name, number
-from plbjax.sf.live.report import Report
+from plbjax.sf.live.reading.dumpdir import at, enum, integer, need, need_name, number
+from plbjax.sf.live.reading.report import Report
 
 # SF's built-in metrics: their load comes from the replica's role, never from default loads.
 BUILTIN_METRICS = frozenset({"PrimaryCount", "SecondaryCount", "ReplicaCount", "InstanceCount", "Count"})

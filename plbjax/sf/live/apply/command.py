@@ -1,13 +1,4 @@
-"""``plbjax-apply PLAN --endpoint URL``: carry a plan out on a live cluster through SF's REST API.
-
-Each step (`steps.order`) starts once the steps it needs are done, with at most --per-node moves into
-or out of any node and --max-in-flight moves in the cluster at once; before its request the partition's
-replicas and the nodes are read and its precondition checked (a step that may not start is skipped
-with SF's words, and the steps that need it too); it is done when the partition's replicas show its
-outcome. Adds, drops and promotions are the Failover Manager's: watched, never issued. Every change
-is written to a journal beside the plan before the request is sent; a rerun resumes from it and no
-move is ever made twice. The run ends by comparing the cluster with the plan's target placement.
-"""
+"""The command line of plbjax-apply: the plan read, its steps ordered, carried out, verified."""
 
 from __future__ import annotations
 
@@ -21,14 +12,17 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from plbjax.errors import BadInput
-from plbjax.sf.live.executor import Executor, describe, nodes_of, precondition
-from plbjax.sf.live.expectations import AUXILIARY, Holding, after, mismatches
-from plbjax.sf.live.journal import Journal, now
+from plbjax.sf import Action, NodeStatus, Role
+from plbjax.sf.live import apply as face
+from plbjax.sf.live.apply.executor import Executor, describe, nodes_of, precondition
+from plbjax.sf.live.apply.expectations import AUXILIARY, Holding, after, mismatches
+from plbjax.sf.live.apply.journal import Journal, now
+from plbjax.sf.live.apply.steps import Step, action_loads, order, read_plan
 from plbjax.sf.live.rest import Client, Cluster
-from plbjax.sf.live.steps import Step, action_loads, order, read_plan
 from plbjax.version import add_flag as add_version_flag
 
 PROG = "plbjax-apply"
+Bases = dict[str, dict[str, str]] | None  # partition -> node -> role as the state has it (None: no --state)
 EPILOG = """\
 exit status: 0 every step done and the cluster as the plan's target; 1 done, but the cluster differs
 (or --verify found differences); 2 bad input (a file that is not a plan, a journal of another plan, an
@@ -88,13 +82,11 @@ def state_bases(path: str) -> dict[str, dict[str, str]]:
     """Partition -> node -> role as the state has it (replicas on Down nodes hold nothing)."""
     from plbjax.sf import load_state
 
-    document = load_state(path).document
-    down = {n["NodeName"] for n in document.get("Nodes", []) if n.get("NodeStatus") == "Down"}
+    state = load_state(path)
+    down = {n.name for n in state.nodes if n.status is NodeStatus.DOWN}
     return {
-        str(p["PartitionId"]): {
-            r["NodeName"]: r["Role"] for r in p.get("Replicas", []) if r.get("NodeName") and r["NodeName"] not in down
-        }
-        for p in document.get("Partitions", [])
+        str(p.partition_id): {r.node: r.role for r in p.replicas if r.node and r.node not in down}
+        for p in state.partitions
     }
 
 
@@ -106,23 +98,25 @@ def dry_run(steps: list[Step], cluster: Cluster | None) -> None:
         counts = ", ".join(nodes_of(step)) or "no node (the Failover Manager makes it; watched, not issued)"
         line = f"{describe(k, steps)}; needs {needs}; counts against {counts}"
         if cluster is not None and step.command:
-            reason = precondition(step.action, cluster.replicas(str(step.action["PartitionId"])), cluster.nodes())
+            reason = precondition(step.action, cluster.replicas(str(step.action.partition)), cluster.nodes())
             line += f"; now: {'may start' if not reason else reason}"
         print(line + (f"; {step.note}" if step.note else ""))
 
 
-def differences(cluster: Cluster, actions: list[dict], bases: dict[str, dict[str, str]] | None) -> list[str]:
+def differences(cluster: Cluster, actions: list[Action], bases: Bases) -> list[str]:
     """Every difference between the cluster and the plan's target placement, one line each: the
     partitions the plan touches on the nodes it touches (with the state: every partition, every node)."""
-    targets: dict[str, tuple[str, dict[str, str]]] = {}
+    targets: dict[str, tuple[str, dict[str | None, str]]] = {}
     for action in actions:
-        pid = str(action["PartitionId"])
-        service, target = targets.setdefault(pid, (action["ServiceName"], dict((bases or {}).get(pid, {}))))
-        if action["Action"].startswith("Add") and action["SourceNode"] and bases is not None:
-            target.pop(action["SourceNode"], None)
-        target.update(after(action))
+        pid = str(action.partition)
+        service, target = targets.setdefault(
+            pid, (action.service, dict[str | None, str]((bases or {}).get(pid, {}).items()))
+        )
+        if action.kind.is_add and action.source and bases is not None:
+            target.pop(action.source, None)
+        target.update(after(action.kind, action.source, action.target))
     for pid, base in (bases or {}).items():
-        targets.setdefault(pid, ("", dict(base)))
+        targets.setdefault(pid, ("", dict[str | None, str](base.items())))
     with ThreadPoolExecutor(8) as pool:
         held = dict(zip(targets, pool.map(cluster.replicas, targets)))
     out = []
@@ -137,18 +131,18 @@ def differences(cluster: Cluster, actions: list[dict], bases: dict[str, dict[str
     return out
 
 
-def _chosen(line: str, held: dict[str, Holding], target: dict[str, str]) -> str:
+def _chosen(line: str, held: dict[str, Holding], target: dict[str | None, str]) -> str:
     """A missing replica's line, with the nodes holding that role which the target does not name (where
     the Failover Manager may have put it instead)."""
-    elsewhere = [n for n, h in held.items() if n not in target and f"not a Ready {h.sf_role or 'Instance'}" in line]
+    elsewhere = [n for n, h in held.items() if n not in target and f"not a Ready {h.sf_role or Role.INSTANCE}" in line]
     return line + (f" (the cluster has one on {', '.join(elsewhere)} instead)" if elsewhere else "")
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    assert __doc__ is not None
+    assert face.__doc__ is not None
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description=__doc__.splitlines()[0],
+        description=face.__doc__.splitlines()[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog=EPILOG,
     )
@@ -204,10 +198,10 @@ def run(args: argparse.Namespace) -> int:
     """The command's work; its exit status."""
     _check(args)
     plan = read_plan(args.plan)
-    actions = plan["Actions"]
+    actions = plan.actions
     loads = action_loads(args.state, actions) if args.state else None
     bases = state_bases(args.state) if args.state else None
-    steps = order(actions, plan.get("Nodes") or [], loads)
+    steps = order(actions, plan.nodes, loads)
     cluster = _client(args) if args.endpoint else None
     if args.dry_run:
         dry_run(steps, cluster)
@@ -221,11 +215,13 @@ def run(args: argparse.Namespace) -> int:
     return execute(args, steps, cluster, journal, actions, bases)
 
 
-def execute(args, steps: list[Step], cluster: Cluster, journal: Journal, actions: list[dict], bases) -> int:
+def execute(
+    args: argparse.Namespace, steps: list[Step], cluster: Cluster, journal: Journal, actions: list[Action], bases: Bases
+) -> int:
     """Carry the steps out, then verify; the exit status."""
     log, began = Log(not args.no_progress), time.monotonic()
-    limits = dict(per_node=args.per_node, max_in_flight=args.max_in_flight, poll=args.poll, bases=bases)
-    ex = Executor(steps, cluster, journal, log.say, step_timeout=args.step_timeout, **limits)
+    limits = dict(per_node=args.per_node, max_in_flight=args.max_in_flight, step_timeout=args.step_timeout)
+    ex = Executor(steps, cluster, journal, log.say, poll=args.poll, bases=bases, **limits)
     ex.tick = lambda: log.show(ex, began)
     caught: list[int] = []
 
@@ -274,7 +270,3 @@ def main(argv: list[str] | None = None) -> None:
     if code in (130, 143):
         os._exit(code)  # without waiting for a request still in the air (the journal is written)
     raise SystemExit(code)
-
-
-if __name__ == "__main__":
-    main()

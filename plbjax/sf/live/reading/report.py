@@ -9,7 +9,7 @@ report (``plbjax-import -r``) names each of them as well.
 
 from __future__ import annotations
 
-from plbjax.sf.live.fields import Info
+from plbjax.sf.live.reading.fields import Info
 
 # A shape says, per key of an SF object, what becomes of it: True = carried over, a string = why
 # not, a dict = the shape of the nested object (or of each object in a nested list).

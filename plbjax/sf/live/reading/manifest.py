@@ -16,8 +16,8 @@ import xml.etree.ElementTree as ET
 
 from plbjax.errors import BadInput
 from plbjax.sf import parse_state
-from plbjax.sf.live.fields import Info
-from plbjax.sf.live.report import Report
+from plbjax.sf.live.reading.fields import Info
+from plbjax.sf.live.reading.report import Report
 
 WHERE = "cluster-manifest"
 # FabricSettings sections that are per-metric maps in the state document, with the value type.

@@ -16,10 +16,16 @@ from __future__ import annotations
 
 import dataclasses
 
+# the vocabulary (a script's reader, which runs without plbjax, gets it as plain words: export.script)
+from plbjax.sf import ActionKind, Role
+
+SF_WORD = {role.value: role.sf() for role in Role}  # SF's word for a Ready replica's role
+# end of the vocabulary
+
 NONE = "-"  # an expectation that the node holds no replica of the partition
 BUILDING = "InBuild"  # a replica being built: holds room, has no role yet
 AUXILIARY = "Auxiliary"  # an auxiliary replica (SF 10+): holds room, outside plbjax's replica set
-ROLES = {"primary": "Primary", "activesecondary": "Secondary"}  # SF's role words of a Ready replica
+ROLES = {SF_WORD[r].lower(): r for r in (Role.PRIMARY, Role.SECONDARY)}  # SF's role words of a Ready replica
 GONE = ("down", "dropped", "standby", "invalid")  # statuses of replicas that hold no room
 
 
@@ -50,7 +56,7 @@ def holdings(listing: object) -> dict[str, Holding]:
         elif status.lower() != "ready":
             role = BUILDING
         elif not sf_role:
-            role = "Instance"
+            role = Role.INSTANCE
         else:
             role = ROLES.get(sf_role.lower(), BUILDING)
         node = str(item["nodename"])
@@ -69,29 +75,29 @@ def _items(listing: object) -> list[dict]:
     return [item for item in listing if isinstance(item, dict)]
 
 
-def before(action: dict) -> dict[str, str]:
-    """What the partition's nodes hold when `action` may start (node -> role, NONE: no replica)."""
-    kind, src, dst = action["Action"], action["SourceNode"], action["TargetNode"]
-    if kind == "SwapPrimarySecondary":
-        return {src: "Primary", dst: "Secondary"}
+def before(kind: str, src: str | None, dst: str | None) -> dict[str | None, str]:
+    """What the partition's nodes hold when an action of `kind` from `src` to `dst` may start (node ->
+    role, NONE: no replica)."""
+    if kind == ActionKind.SWAP_PRIMARY_SECONDARY:
+        return {src: Role.PRIMARY, dst: Role.SECONDARY}
     if kind.startswith("Move"):
         return {src: _role(kind, "Move"), dst: NONE}
-    if kind == "PromoteSecondary":
-        return {dst: "Secondary"}
+    if kind == ActionKind.PROMOTE_SECONDARY:
+        return {dst: Role.SECONDARY}
     return {}  # the Failover Manager's adds and drops: whatever it finds
 
 
-def after(action: dict) -> dict[str, str]:
-    """What the partition's nodes hold once `action` is done (node -> role, NONE: no replica)."""
-    kind, src, dst = action["Action"], action["SourceNode"], action["TargetNode"]
-    if kind == "SwapPrimarySecondary":
-        return {dst: "Primary", src: "Secondary"}
+def after(kind: str, src: str | None, dst: str | None) -> dict[str | None, str]:
+    """What the partition's nodes hold once an action of `kind` from `src` to `dst` is done (node ->
+    role, NONE: no replica)."""
+    if kind == ActionKind.SWAP_PRIMARY_SECONDARY:
+        return {dst: Role.PRIMARY, src: Role.SECONDARY}
     if kind.startswith("Move"):
         return {dst: _role(kind, "Move"), src: NONE}
     if kind.startswith("Drop"):
         return {src: NONE}
-    if kind == "PromoteSecondary":
-        return {dst: "Primary"}
+    if kind == ActionKind.PROMOTE_SECONDARY:
+        return {dst: Role.PRIMARY}
     return {dst: _role(kind, "Add")}
 
 
@@ -99,14 +105,18 @@ def _role(kind: str, verb: str) -> str:
     return kind.removeprefix(verb)
 
 
-def mismatches(held: dict[str, Holding], expected: dict[str, str]) -> list[str]:
+def mismatches(held: dict[str, Holding], expected: dict[str | None, str]) -> list[str]:
     """Each node whose holding is not the expected one, said in SF's words ([] when all match)."""
     out = []
     for node, role in expected.items():
-        holding = held.get(node)
+        holding = held.get(node or "")
         if role == NONE and holding is not None:
             out.append(f"{node} still holds {holding}")
         elif role != NONE and (holding is None or holding.role != role):
-            want = {"Secondary": "ActiveSecondary"}.get(role, role)
-            out.append(f"{node} holds {holding or 'no replica'}, not a Ready {want}")
+            out.append(f"{node} holds {holding or 'no replica'}, not a Ready {said(role)}")
     return out
+
+
+def said(role: str) -> str:
+    """A Ready replica's role in SF's words (a secondary is an ActiveSecondary; an instance, Instance)."""
+    return SF_WORD[role] if role == Role.SECONDARY else role

@@ -28,11 +28,29 @@ from pathlib import Path
 import numpy as np
 
 from plbjax.errors import BadInput
+from plbjax.sf import Action, ActionKind, Role
 
-COMMANDS = ("MovePrimary", "MoveSecondary", "MoveInstance", "SwapPrimarySecondary")
 FIELDS = ("ServiceName", "PartitionId", "Action", "SourceNode", "TargetNode")  # what each action must say
 Loads = dict[str, dict[str, float]]  # node -> metric -> change of that node's load
 EPS = 1e-6
+
+
+@dataclasses.dataclass(frozen=True)
+class Room:
+    """A node of the plan: its capacity and its load before the plan, per metric."""
+
+    node: str
+    capacities: dict[str, float]
+    loads: dict[str, float]
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanRead:
+    """What carrying a plan out needs of its document: its actions, its nodes' room, its score."""
+
+    actions: list[Action]
+    nodes: list[Room]
+    score: tuple[float, float]  # AvgStdDev before and after (nan if the plan does not say)
 
 
 @dataclasses.dataclass
@@ -41,16 +59,16 @@ class Step:
     waits for and why (`needs`: step -> reason), and a note where it may find no room."""
 
     index: int
-    action: dict
+    action: Action
     needs: dict[int, str] = dataclasses.field(default_factory=dict)
     note: str = ""
 
     @property
     def command(self) -> bool:
-        return self.action["Action"] in COMMANDS
+        return self.action.kind.is_movement
 
 
-def read_plan(path: str | Path) -> dict:
+def read_plan(path: str | Path) -> PlanRead:
     """The plan document at `path`; BadInput naming the file and key if it cannot be read or is not a plan."""
     try:
         plan = json.loads(Path(path).read_text())
@@ -58,12 +76,11 @@ def read_plan(path: str | Path) -> dict:
         raise BadInput(f"{path}: cannot read: {exc.strerror}") from None
     except json.JSONDecodeError as exc:
         raise BadInput(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}; not a plan") from None
-    plan_actions(plan, str(path))
-    return plan
+    return plan_read(plan, str(path))
 
 
-def plan_actions(plan: object, source: str) -> list[dict]:
-    """The plan's Actions; BadInput naming the key if it is not a plan."""
+def plan_read(plan: object, source: str) -> PlanRead:
+    """The plan document's actions, nodes and score; BadInput naming the key if it is not a plan."""
     actions = plan.get("Actions") if isinstance(plan, dict) else None
     if not isinstance(actions, list):
         what = "a state document, not" if isinstance(plan, dict) and {"Nodes", "Partitions"} & set(plan) else "not"
@@ -72,16 +89,26 @@ def plan_actions(plan: object, source: str) -> list[dict]:
         missing = [k for k in FIELDS if not isinstance(action, dict) or k not in action]
         if missing:
             raise BadInput(f"{source}: Actions[{i}].{missing[0]}: missing")
-    return actions
+    try:
+        read = [Action.from_document(a) for a in actions]
+    except ValueError as exc:
+        raise BadInput(f"{source}: Actions: {exc}") from None
+    assert isinstance(plan, dict)
+    nodes = [
+        Room(n["NodeName"], n.get("Capacities") or {}, dict(n.get("LoadsBefore") or {}))
+        for n in plan.get("Nodes") or []
+    ]
+    score = plan.get("Score") or {}
+    return PlanRead(read, nodes, (score.get("Before", float("nan")), score.get("After", float("nan"))))
 
 
-def order(actions: list[dict], nodes: list[dict], loads: list[Loads] | None = None) -> list[Step]:
+def order(actions: list[Action], nodes: list[Room], loads: list[Loads] | None = None) -> list[Step]:
     """`actions` as steps in an order that runs each after those it needs (see the module).
-    `nodes`: the plan's Nodes (Capacities, LoadsBefore); `loads`: per action, what it changes of
-    each node's load (`action_loads`); None: unknown."""
+    `nodes`: the plan's nodes' room; `loads`: per action, what it changes of each node's load
+    (`action_loads`); None: unknown."""
     ordering = _Ordering(actions, nodes, loads)
     for i, a in enumerate(actions):
-        if a["Action"] not in COMMANDS:
+        if not a.kind.is_movement:
             ordering.start(i, {})  # the Failover Manager's: whenever it makes them
     ready = [i for i in ordering.left if i not in ordering.previous or ordering.previous[i] in ordering.position]
     heapq.heapify(ready)
@@ -116,23 +143,23 @@ def order(actions: list[dict], nodes: list[dict], loads: list[Loads] | None = No
 class _Ordering:
     """The steps so far, what each is sure to find done, and what they hold of each node."""
 
-    def __init__(self, actions: list[dict], nodes: list[dict], loads: list[Loads] | None):
+    def __init__(self, actions: list[Action], nodes: list[Room], loads: list[Loads] | None):
         self.actions, self.loads = actions, loads
-        self.capacity = {n["NodeName"]: n.get("Capacities") or {} for n in nodes}
-        self.held = {n["NodeName"]: dict(n.get("LoadsBefore") or {}) for n in nodes}  # before, + steps started
+        self.capacity = {n.node: n.capacities for n in nodes}
+        self.held = {n.node: dict(n.loads) for n in nodes}  # before, + steps started
         self.previous: dict[int, int] = {}  # action -> the partition's previous action
         self.following: dict[int, int] = {}  # and back
         last: dict[tuple[str, str], int] = {}
         self.leaving: dict[str, set[int]] = defaultdict(set)  # node -> actions taking load off it
         for i, a in enumerate(actions):
-            key = (a["ServiceName"], str(a["PartitionId"]))
+            key = (a.service, str(a.partition))
             if key in last:
                 self.previous[i], self.following[last[key]] = last[key], i
             last[key] = i
             for node, change in self.changes(i).items():
                 if any(v < -EPS for v in change.values()):
                     self.leaving[node].add(i)
-        self.left = {i for i, a in enumerate(actions) if a["Action"] in COMMANDS}
+        self.left = {i for i, a in enumerate(actions) if a.kind.is_movement}
         self.steps: list[Step] = []
         self.position: dict[int, int] = {}  # action -> its step
         self.done_before: dict[int, int] = {}  # action -> the actions surely done when it starts (bits)
@@ -143,10 +170,10 @@ class _Ordering:
         if self.loads is not None:
             return self.loads[i]
         a = self.actions[i]
-        kind, src, dst = a["Action"], a["SourceNode"], a["TargetNode"]
-        if kind.startswith("Drop"):
+        src, dst = a.source or "", a.target or ""
+        if a.kind.is_drop:
             return {src: {"": -np.inf}}
-        if kind in COMMANDS:
+        if a.kind.is_movement:
             return {src: {"": -np.inf}, dst: {"": np.inf}}
         return {dst: {"": np.inf}}
 
@@ -173,7 +200,7 @@ class _Ordering:
         while j in self.previous:
             j = self.previous[j]
             needs[j] = "the partition's previous step"
-            if self.actions[j]["Action"] in COMMANDS:
+            if self.actions[j].kind.is_movement:
                 break
         done = self._done(needs)
         short = []
@@ -219,7 +246,7 @@ class _Ordering:
         return True
 
 
-def action_loads(state_path: str | Path, actions: list[dict]) -> list[Loads]:
+def action_loads(state_path: str | Path, actions: list[Action]) -> list[Loads]:
     """Per action, what it changes of each node's load, by the loads plbjax plans with (the state's
     default and reported loads, the load following the role); BadInput where the state does not hold
     an action's replica (not the state the plan was made from)."""
@@ -238,34 +265,33 @@ def action_loads(state_path: str | Path, actions: list[dict]) -> list[Loads]:
         new[key] = [r for r in index.partition_rows[p] if index.replica_ids[r] is None]
         where[key] = {index.nodes[n]: r for r in index.partition_rows[p] if (n := int(index.input_node[r])) >= 0}
 
-    def load(r: int, role: str) -> np.ndarray:
-        return as_secondary[r] if role == "Secondary" else as_primary[r]
+    def load(r: int, role: Role | None) -> np.ndarray:
+        return as_secondary[r] if role is Role.SECONDARY else as_primary[r]
 
     out = []
     for i, a in enumerate(actions):
-        key, kind, src, dst = (a["ServiceName"], str(a["PartitionId"])), a["Action"], a["SourceNode"], a["TargetNode"]
+        key, kind, src, dst = (a.service, str(a.partition)), a.kind, a.source, a.target
         if key not in rows:
             raise BadInput(f"--state: Actions[{i}]: partition {key[1]} of {key[0]} is not in the state")
-        if a["ReplicaId"] is None and new[key]:
+        if a.replica is None and new[key]:
             r = new[key].pop(0)
-        elif str(a["ReplicaId"]) in rows[key]:
-            r = rows[key][str(a["ReplicaId"])]
+        elif str(a.replica) in rows[key]:
+            r = rows[key][str(a.replica)]
         else:
-            raise BadInput(f"--state: Actions[{i}].ReplicaId: {a['ReplicaId']} is not in the state")
+            raise BadInput(f"--state: Actions[{i}].ReplicaId: {a.replica} is not in the state")
         change: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(metrics)))
-        if kind == "SwapPrimarySecondary":
-            other = where[key].get(dst, r)
-            change[src] += as_secondary[r] - as_primary[r]
-            change[dst] += as_primary[other] - as_secondary[other]
-        elif kind == "PromoteSecondary":
-            change[dst] += as_primary[r] - as_secondary[r]
+        if kind is ActionKind.SWAP_PRIMARY_SECONDARY:
+            other = where[key].get(dst or "", r)
+            change[src or ""] += as_secondary[r] - as_primary[r]
+            change[dst or ""] += as_primary[other] - as_secondary[other]
+        elif kind is ActionKind.PROMOTE_SECONDARY:
+            change[dst or ""] += as_primary[r] - as_secondary[r]
         else:
-            role = kind.removeprefix("Move").removeprefix("Add").removeprefix("Drop")
-            if src is not None and not kind.startswith("Add"):
-                change[src] -= load(r, role)
+            if src is not None and not kind.is_add:
+                change[src] -= load(r, kind.role)
                 where[key].pop(src, None)
-            if dst is not None and not kind.startswith("Drop"):
-                change[dst] += load(r, role)
+            if dst is not None and not kind.is_drop:
+                change[dst] += load(r, kind.role)
                 where[key][dst] = r
         out.append({n: dict(zip(metrics, v.tolist())) for n, v in change.items()})
     return out

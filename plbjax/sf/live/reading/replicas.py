@@ -22,12 +22,13 @@ primary beside the new one) the one that is up stays Primary, the other is count
 from __future__ import annotations
 
 from plbjax.errors import BadInput
-from plbjax.sf.live import fields
-from plbjax.sf.live.dumpdir import Dump, at, enum, need, need_id, number
-from plbjax.sf.live.report import Report
-from plbjax.sf.live.services import BUILTIN_METRICS
+from plbjax.sf import IDLE_SECONDARY, Role
+from plbjax.sf.live.reading import fields
+from plbjax.sf.live.reading.dumpdir import Dump, at, enum, need, need_id, number
+from plbjax.sf.live.reading.report import Report
+from plbjax.sf.live.reading.services import BUILTIN_METRICS
 
-ROLES = {"Primary": "Primary", "ActiveSecondary": "Secondary", "IdleSecondary": "Secondary"}
+ROLES = (Role.PRIMARY.sf(), Role.SECONDARY.sf(), IDLE_SECONDARY)  # SF's ReplicaRole words of a replica that counts
 ALL_ROLES = (*ROLES, "Unknown", "None", "IdleAuxiliary", "ActiveAuxiliary", "PrimaryAuxiliary")
 PLACED = ("Ready", "InBuild", "Down")
 STATUSES = (*PLACED, "Invalid", "Standby", "Dropped")
@@ -83,9 +84,9 @@ def _replicas(dump: Dump, service: dict, pid: str, nodes: set[str], report: Repo
             sf_role = enum(raw_role, ALL_ROLES)
             if sf_role is None and raw_role is not None:
                 raise BadInput(f"{at(where, 'ReplicaRole')}: {raw_role!r} is not an SF replica role")
-            role = ROLES.get(sf_role or "")
+            role = Role.from_sf(sf_role)
         else:
-            sf_role, role = "instance", "Instance"
+            sf_role, role = "instance", Role.INSTANCE
         node = item.get("NodeName")
         if role is None or status not in PLACED:
             report.note(
@@ -117,13 +118,13 @@ def _resolve(replicas: list[tuple[dict, str, str]], pid: str, report: Report) ->
                 "holds one replica of a partition per node"
             )
             continue
-        if replica["Role"] == "Primary":
+        if replica["Role"] == Role.PRIMARY:
             if primary is not None:
                 report.note(
                     f"{where}: replica {replica['ReplicaId']} ({status}) is counted as a Secondary: "
                     f"replica {primary} of partition {pid} is its Primary"
                 )
-                replica["Role"] = "Secondary"
+                replica["Role"] = Role.SECONDARY
             else:
                 primary = replica["ReplicaId"]
         kept[node] = (replica, where, status)
@@ -165,7 +166,7 @@ def _apply_loads(dump: Dump, service: dict, pid: str, replicas: list[tuple[dict,
         report.count("partition-load/*.json")
         primary = _reports(load.get("PrimaryLoadMetricReports"), f"{rel}: PrimaryLoadMetricReports", report)
         secondary = _reports(load.get("SecondaryLoadMetricReports"), f"{rel}: SecondaryLoadMetricReports", report)
-        by_role = {"Primary": primary, "Secondary": secondary, "Instance": secondary or primary}
+        by_role = {Role.PRIMARY: primary, Role.SECONDARY: secondary, Role.INSTANCE: secondary or primary}
     metrics = {m["Name"] for m in service.get("Metrics", [])} - BUILTIN_METRICS
     for replica, where in replicas:
         loads = dict(by_role.get(replica["Role"], {}))

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar, overload
 
 from plbjax.errors import BadInput
-from plbjax.sf.live.fields import NAMES
+from plbjax.sf.live.reading.fields import NAMES
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),
