@@ -8,7 +8,8 @@ import pytest
 from paths import ROOT
 
 from plbjax import BadInput, load_state, parse_state
-from plbjax.sf.replay.timeline.events import BLOCK_LIST_EXPIRED, Event, Gone, apply_event, apply_events
+from plbjax.sf.replay.timeline.changes import BlockListExpired
+from plbjax.sf.replay.timeline.events import Event, Gone, apply_event, apply_events
 
 SMALL = ROOT / "examples" / "small.yaml"
 
@@ -21,7 +22,7 @@ def small() -> dict:
 def apply(doc: dict, kind: str, **fields) -> dict:
     """Apply one event; the input must not change and the result must stay a valid state."""
     before = copy.deepcopy(doc)
-    after = apply_event(doc, Event(0.0, kind, fields), 0.0)
+    after = apply_event(doc, Event.read(0.0, kind, fields), 0.0)
     assert doc == before
     parse_state(after)
     return after
@@ -51,7 +52,7 @@ def test_node_added_and_removed(small):
     doc = apply(small, "NodeAdded", Node=new)
     assert node(doc, "N6") == new
     with pytest.raises(BadInput, match="Node.NodeName: 'N6' is already a node"):
-        apply_event(doc, Event(0, "NodeAdded", {"Node": new}), 0)
+        apply_event(doc, Event.read(0, "NodeAdded", {"Node": new}), 0)
     doc = apply(
         dict(doc, History={"112": ["N5", "N6"]}, BlockList=[{"NodeName": "N6", "ServiceTypeName": "OrdersType"}]),
         "NodeRemoved",
@@ -65,7 +66,7 @@ def test_node_added_and_removed(small):
 
 def test_unknown_node_names_the_key(small):
     with pytest.raises(BadInput, match=r"^NodeName: 'N9' is not a node$"):
-        apply_event(small, Event(0, "NodeDown", {"NodeName": "N9"}), 0)
+        apply_event(small, Event.read(0, "NodeDown", {"NodeName": "N9"}), 0)
 
 
 @pytest.mark.parametrize(
@@ -100,11 +101,11 @@ def test_load_reports_replica_partition_role_and_service_defaults(small):
     doc = apply(doc, "LoadReport", ServiceName="fabric:/Shop/Web", Loads={"CPU": 5})
     assert doc["Services"][1]["Metrics"][0]["DefaultLoad"] == 5
     with pytest.raises(BadInput, match="Loads.Disk: service 'fabric:/Shop/Orders' has no metric 'Disk'"):
-        apply_event(doc, Event(0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "Loads": {"Disk": 1}}), 0)
+        apply_event(doc, Event.read(0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "Loads": {"Disk": 1}}), 0)
     with pytest.raises(Gone, match="ReplicaId: 999"):
         apply_event(
             doc,
-            Event(0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "ReplicaId": 999, "Loads": {"CPU": 1}}),
+            Event.read(0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "ReplicaId": 999, "Loads": {"CPU": 1}}),
             0,
         )
 
@@ -144,7 +145,9 @@ def test_service_created_updated_deleted(small):
     with pytest.raises(BadInput, match="Changes.ServiceKind: not a field an update may change"):
         apply_event(
             doc,
-            Event(0, "ServiceUpdated", {"ServiceName": "fabric:/Shop/Orders", "Changes": {"ServiceKind": "Stateless"}}),
+            Event.read(
+                0, "ServiceUpdated", {"ServiceName": "fabric:/Shop/Orders", "Changes": {"ServiceKind": "Stateless"}}
+            ),
             0,
         )
 
@@ -156,7 +159,7 @@ def test_replica_failed_promotes_a_secondary(small):
     doc = apply(doc, "ReplicaFailed", ReplicaId="w0a")
     assert [r["ReplicaId"] for r in doc["Partitions"][4]["Replicas"]] == ["w0b"]
     with pytest.raises(Gone):
-        apply_event(doc, Event(0, "ReplicaFailed", {"ReplicaId": 110}), 0)
+        apply_event(doc, Event.read(0, "ReplicaFailed", {"ReplicaId": 110}), 0)
 
 
 def test_upgrade_snapshot_and_return_per_completed_domain(small):
@@ -175,7 +178,7 @@ def test_upgrade_snapshot_and_return_per_completed_domain(small):
     doc = apply(doc, "UpgradeCompleted")
     assert "Upgrade" not in doc
     with pytest.raises(BadInput, match="no upgrade is in progress"):
-        apply_event(doc, Event(0, "UpgradeCompleted", {}), 0)
+        apply_event(doc, Event.read(0, "UpgradeCompleted", {}), 0)
 
 
 def test_return_skips_a_node_holding_the_partition(small):
@@ -193,7 +196,7 @@ def test_settings_merge_and_block_list(small):
     assert doc["MetricBalancingThresholds"] == {"CPU": 3, "Memory": 2.0}
     doc = apply(doc, "BlockListAdded", NodeName="N1", ServiceTypeName="WebType")
     assert doc["BlockList"] == [{"NodeName": "N1", "ServiceTypeName": "WebType"}]
-    doc = apply(doc, BLOCK_LIST_EXPIRED, NodeName="N1", ServiceTypeName="WebType")
+    doc = apply_event(doc, Event(0.0, BlockListExpired("N1", "WebType")), 0.0)
     assert doc["BlockList"] == []
 
 
@@ -213,7 +216,7 @@ def _reports(doc: dict) -> list[Event]:
         ("LoadReport", {"ServiceName": orders, "PartitionId": 1, "Loads": {"CPU": 2, "Memory": 2}}),
         ("LoadReport", {"ServiceName": orders, "PartitionId": 1, "Role": "Primary", "Loads": {"CPU": 4}}),
     ]
-    return [Event(0.0, kind, fields, i) for i, (kind, fields) in enumerate(spec)]
+    return [Event.read(0.0, kind, fields, i) for i, (kind, fields) in enumerate(spec)]
 
 
 def test_apply_events_is_apply_event_one_after_the_other(small):
@@ -231,20 +234,26 @@ def test_apply_events_is_apply_event_one_after_the_other(small):
 
 
 def test_apply_events_skips_gone_reports_or_names_the_event(small):
-    gone = Event(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "ReplicaId": 999, "Loads": {"CPU": 1}}, 7)
+    gone = Event.read(
+        0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "ReplicaId": 999, "Loads": {"CPU": 1}}, 7
+    )
     events = [*_reports(small)[:2], gone, *_reports(small)[2:3]]
     doc, applied = apply_events(small, events, 0.0, skip_gone=True)
     assert applied == [events[0], events[1], events[3]]
     assert doc == apply_events(small, applied, 0.0)[0]
     with pytest.raises(BadInput, match=r"^Events\[7\]\.ReplicaId: 999"):
         apply_events(small, events, 0.0)
-    bad = [Event(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "PartitionId": 9, "Loads": {"CPU": 1}}, 3)]
+    bad = [
+        Event.read(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "PartitionId": 9, "Loads": {"CPU": 1}}, 3)
+    ]
     with pytest.raises(BadInput, match=r"^Events\[3\]\.PartitionId: 9 is not a partition of 'fabric:/Shop/Orders'"):
         apply_events(small, _reports(small)[:2] + bad, 0.0, skip_gone=True)
-    nope = [Event(0.0, "LoadReport", {"ServiceName": "fabric:/Nope", "PartitionId": 0, "Loads": {"CPU": 1}}, 4)]
+    nope = [Event.read(0.0, "LoadReport", {"ServiceName": "fabric:/Nope", "PartitionId": 0, "Loads": {"CPU": 1}}, 4)]
     with pytest.raises(BadInput, match=r"^Events\[4\]\.ServiceName: 'fabric:/Nope' is not a service"):
         apply_events(small, nope, 0.0)
-    disk = [Event(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "PartitionId": 0, "Loads": {"Disk": 1}}, 5)]
+    disk = [
+        Event.read(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "PartitionId": 0, "Loads": {"Disk": 1}}, 5)
+    ]
     with pytest.raises(BadInput, match=r"^Events\[5\]\.Loads\.Disk: service 'fabric:/Shop/Orders' has no metric"):
         apply_events(small, disk, 0.0)
 
@@ -282,7 +291,7 @@ def test_node_up_and_enabled_change_only_their_own_status(small):
     assert node(apply(disabled, "NodeUp", NodeName="N1"), "N1")["NodeStatus"] == "Disabled"
     assert node(apply(disabled, "NodeEnabled", NodeName="N1", Intent="Pause"), "N1")["NodeStatus"] == "Up"
     with pytest.raises(BadInput, match=r"^Intent: 'Reboot' is not one of Pause, Restart, RemoveData, RemoveNode$"):
-        apply_event(small, Event(0, "NodeDisabled", {"NodeName": "N0", "Intent": "Reboot"}), 0)
+        apply_event(small, Event.read(0, "NodeDisabled", {"NodeName": "N0", "Intent": "Reboot"}), 0)
 
 
 def test_node_disabled_pause_keeps_every_replica_where_it_is(small):
@@ -310,7 +319,7 @@ def test_settings_changed_merges_key_by_key_whatever_the_spelling(small):
     assert doc["MetricActivityThresholds"] == {"Memory": 100, "CPU": 10}
     assert doc["DefragmentationMetrics"] == {"Memory": True} and doc["ResourceThresholds"] == {"CPU": 0.9}
     with pytest.raises(BadInput, match=r"^Settings: a mapping is required$"):
-        apply_event(small, Event(0, "SettingsChanged", {"Settings": ["MinPlacementInterval"]}), 0)
+        apply_event(small, Event.read(0, "SettingsChanged", {"Settings": ["MinPlacementInterval"]}), 0)
 
 
 def test_replica_failed_of_a_primary_promotes_a_secondary_on_a_running_node(small):

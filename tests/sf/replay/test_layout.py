@@ -15,7 +15,7 @@ from plbjax.sf import Action, ClusterSpec, apply_to_partition, generate
 from plbjax.sf.replay.scheduler.inflight import InFlight
 from plbjax.sf.replay.state.document import StateDocument
 from plbjax.sf.replay.state.layout import Census, census_of
-from plbjax.sf.replay.timeline.events import NAMED, Event, _subject, apply_events, describe
+from plbjax.sf.replay.timeline.events import NAMED, Event, apply_events, describe
 from plbjax.sf.replay.types import Stopwatch
 
 KINDS = (
@@ -146,7 +146,7 @@ def test_load_report_batches_are_the_reports_one_by_one_across_completions(clust
     for _ in range(8):
         reports = random_reports(doc, rng, 60)
         before = copy.deepcopy(doc)
-        after, done = apply_events(doc, [Event(t, "LoadReport", f, i) for i, f in enumerate(reports)], t)
+        after, done = apply_events(doc, [Event.read(t, "LoadReport", f, i) for i, f in enumerate(reports)], t)
         assert len(done) == len(reports) and same(doc, before)
         assert same(after, reports_one_by_one(doc, reports))
         doc = after
@@ -206,17 +206,18 @@ def test_bad_reports_raise_as_before_and_change_nothing(cluster):
         ({**good, "Loads": {metric: -1}}, f"Loads.{metric}: -1 is not a non-negative number"),
         ({**good, "Loads": {metric: True}}, f"Loads.{metric}: True is not"),
         ({**good, "Loads": {"Nope": 1}}, "Loads.Nope: service"),
-        ({**good, "Role": "Leader"}, "Role: 'Leader' is not Primary"),
         ({**good, "PartitionId": "p9"}, "PartitionId: 'p9' is not a partition of"),
         ({"ServiceName": name, "ReplicaId": "gone", "Loads": {metric: 1}}, "ReplicaId: 'gone' is not a replica of"),
     ]
     for fields, message in cases:
-        events = [Event(0, "LoadReport", good, 0), Event(0, "LoadReport", fields, 1)]
+        events = [Event.read(0, "LoadReport", good, 0), Event.read(0, "LoadReport", fields, 1)]
         with pytest.raises(BadInput, match="^Events\\[1\\]." + message.replace("[", "\\[").replace("(", "\\(")):
             apply_events(cluster, events, 0)
-    gone = Event(0, "LoadReport", cases[-1][0], 1)
-    doc, done = apply_events(cluster, [Event(0, "LoadReport", good, 0), gone], 0, skip_gone=True)
-    assert done == [Event(0, "LoadReport", good, 0)] and same(doc, reports_one_by_one(cluster, [good]))
+    with pytest.raises(BadInput, match="^Role: 'Leader' is not Primary"):  # read at the timeline's door
+        Event.read(0, "LoadReport", {**good, "Role": "Leader"}, 1)
+    gone = Event.read(0, "LoadReport", cases[-1][0], 1)
+    doc, done = apply_events(cluster, [Event.read(0, "LoadReport", good, 0), gone], 0, skip_gone=True)
+    assert done == [Event.read(0, "LoadReport", good, 0)] and same(doc, reports_one_by_one(cluster, [good]))
 
 
 def test_an_add_may_take_the_name_of_a_replica_dropped_earlier_in_its_batch(cluster):
@@ -254,7 +255,7 @@ def described_from_every_subject(events: list[Event]) -> tuple[tuple[str, str], 
     """`describe`'s rule computed from every event's subject."""
     subjects: dict[str, list[str]] = {}
     for event in events:
-        subjects.setdefault(event.kind, []).append(_subject(event))
+        subjects.setdefault(event.kind, []).append(event.change.subject)
     out = []
     for kind, named in subjects.items():
         distinct = [s for s in dict.fromkeys(named) if s]
@@ -276,11 +277,11 @@ def test_describe_looks_at_no_more_subjects_than_it_names():
             fields = (
                 {"NodeName": subject}
                 if kind == "NodeDown"
-                else {"ServiceName": subject}
+                else {"ServiceName": subject, "Loads": {}}
                 if kind == "LoadReport"
                 else {}
             )
-            events.append(Event(0, kind, fields))
+            events.append(Event.read(0, kind, fields))
         assert describe(events) == described_from_every_subject(events)
 
 

@@ -5,21 +5,25 @@ from __future__ import annotations
 
 from replay_fakes import cluster, planned, play
 
-from plbjax.sf.replay.timeline.events import BLOCK_LIST_EXPIRED, Event
+from plbjax.sf.replay.timeline.changes import BlockListExpired
+from plbjax.sf.replay.timeline.events import Event
 from plbjax.sf.replay.timeline.pending import Pending
 
 
 def test_an_expiry_follows_the_events_of_its_time_and_only_the_latest_until_expires():
     entry = {"NodeName": "N1", "ServiceTypeName": "T"}
-    events = [Event(1, "BlockListAdded", entry | {"Until": 4}, 0), Event(2, "BlockListAdded", entry | {"Until": 5}, 1)]
-    events += [Event(4, "NodeDown", {"NodeName": "N0"}, 2), Event(5, "NodeUp", {"NodeName": "N0"}, 3)]
+    events = [
+        Event.read(1, "BlockListAdded", entry | {"Until": 4}, 0),
+        Event.read(2, "BlockListAdded", entry | {"Until": 5}, 1),
+    ]
+    events += [Event.read(4, "NodeDown", {"NodeName": "N0"}, 2), Event.read(5, "NodeUp", {"NodeName": "N0"}, 3)]
     pending = Pending(events)
     first = pending.due(2)
     assert first == events[:2] and pending.next_time() == 4
     for event in first:
         pending.applied(event)
     assert pending.due(4) == events[2:3]  # the expiry at 4 was extended to 5
-    assert [(e.time, e.kind) for e in pending.due(5)] == [(5, "NodeUp"), (5, BLOCK_LIST_EXPIRED)]
+    assert [(e.time, e.kind) for e in pending.due(5)] == [(5, "NodeUp"), (5, BlockListExpired.KIND)]
     assert pending.next_time() == float("inf")
 
 

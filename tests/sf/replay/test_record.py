@@ -89,14 +89,14 @@ def test_event_rows_name_their_events():
     """`describe`: up to NAMED events of a kind by subject, more counted; kinds in order of appearance."""
     from plbjax.sf.replay.timeline.events import Event, describe
 
-    loads = [Event(1, "LoadReport", {"ServiceName": f"s{i}", "Loads": {}}) for i in range(5)]
-    downs = [Event(1, "NodeDown", {"NodeName": n}) for n in ("N0", "N3")]
+    loads = [Event.read(1, "LoadReport", {"ServiceName": f"s{i}", "Loads": {}}) for i in range(5)]
+    downs = [Event.read(1, "NodeDown", {"NodeName": n}) for n in ("N0", "N3")]
     assert describe([downs[0], *loads, downs[1]]) == (
         ("NodeDown", "NodeDown N0, N3"),
         ("LoadReport", "5 LoadReport events"),
     )
-    assert describe([Event(1, "UpgradeCompleted")]) == (("UpgradeCompleted", "UpgradeCompleted"),)
-    same = [Event(1, "LoadReport", {"ServiceName": "s", "Loads": {}})] * 2
+    assert describe([Event.read(1, "UpgradeCompleted")]) == (("UpgradeCompleted", "UpgradeCompleted"),)
+    same = [Event.read(1, "LoadReport", {"ServiceName": "s", "Loads": {}})] * 2
     assert describe(same) == (("LoadReport", "2 LoadReport events (s)"),)
 
 

@@ -10,6 +10,7 @@ from plbjax.sf import Action, SearchConfig
 from plbjax.sf.replay.rounds.search import QUICK, SLOW, BalancingAction, Touched, effort, round_search
 from plbjax.sf.replay.scheduler.history import HistoryAge
 from plbjax.sf.replay.scheduler.settings import read_settings
+from plbjax.sf.replay.timeline.changes import LoadReport, NodeDown
 from plbjax.sf.replay.types import Effort
 
 SEARCH = SearchConfig(seconds=None, steps=2000, block_steps=500)
@@ -59,13 +60,13 @@ def test_touched_counts_reported_and_moved_partitions_and_anything_else_as_every
     touched = Touched()
     assert touched.share(parts) == 1.0  # the start: everything is new
     touched.clear()
-    touched.event("LoadReport", {"ServiceName": "A", "PartitionId": 1, "Loads": {}})
+    touched.event(LoadReport("A", {}, partition=1))
     touched.moved(("A", "2"))
     touched.moved(("A", "2"))
     assert touched.share(parts) == pytest.approx(0.2)
-    touched.event("LoadReport", {"ServiceName": "B", "Loads": {}})  # the service's default loads: all of B
+    touched.event(LoadReport("B", {}))  # the service's default loads: all of B
     assert touched.share(parts) == pytest.approx(0.7)
-    touched.event("NodeDown", {"NodeName": "N0"})
+    touched.event(NodeDown("N0"))
     assert touched.share(parts) == 1.0
 
 

@@ -255,7 +255,7 @@ def test_the_scheduler_says_what_holds_balancing_back_and_until_when():
     scheduler = _scheduler(state)
     assert scheduler.story(0).initial == probe(state, frozenset())
     assert _round(scheduler, 5) == "Balancing"  # then nothing changes: held until something does
-    scheduler.applied(7, [Event(7, "NodeDown", {"NodeName": "N2"})])
+    scheduler.applied(7, [Event.read(7, "NodeDown", {"NodeName": "N2"})])
     assert _round(scheduler, 7) is None and _round(scheduler, 10) is None  # within the 120 s delay
     assert _round(scheduler, 127) == "Balancing"
     assert _holds(scheduler, 200) == [
@@ -275,7 +275,7 @@ def test_the_scheduler_says_what_holds_a_violation_and_names_its_own_rule():
     from plbjax.sf.replay.timeline.events import Event
 
     scheduler = _scheduler(cluster({"N0": 2, "N1": 0, "N2": 0}, {"LoadBalancingEnabled": False}), _violating)
-    scheduler.applied(0, [Event(0, "NodeUp", {"NodeName": "N2"})])
+    scheduler.applied(0, [Event.read(0, "NodeUp", {"NodeName": "N2"})])
     assert _round(scheduler, 0) is None
     assert _round(scheduler, 120) == "ConstraintCheck"  # it found nothing
     assert _holds(scheduler, 130) == [

@@ -310,10 +310,10 @@ def test_state_inline_or_a_path_relative_to_the_timeline_file(small, tmp_path):
 
 def test_timeline_schema_is_published_beside_the_state_schema_and_knows_every_kind():
     """The package ships timeline.schema.json next to state.schema.json; its event kinds, their
-    fields and required fields are the parser's (`events.KINDS`)."""
+    fields and required fields are the parser's (`changes.KINDS`)."""
     from importlib.resources import files
 
-    from plbjax.sf.replay.timeline.events import KINDS
+    from plbjax.sf.replay.timeline.changes import KINDS
 
     published = {p.name for p in files("plbjax.schemas").iterdir()}
     assert {"state.schema.json", "timeline.schema.json"} <= published
@@ -380,7 +380,7 @@ def test_timeline_with_every_event_kind_loads_and_matches_the_schema(small):
         {"Kind": "SettingsChanged", "Settings": {"MinPlacementInterval": 2}, "MetricBalancingThresholds": {"CPU": 2}},
         {"Kind": "BlockListAdded", "NodeName": "N2", "ServiceTypeName": "WebType", "Until": 30},
     ]
-    from plbjax.sf.replay.timeline.events import KINDS
+    from plbjax.sf.replay.timeline.changes import KINDS
 
     assert {e["Kind"] for e in events} == set(KINDS)
     doc = {"State": small, "Events": [{"Time": float(i), **e} for i, e in enumerate(events)]}

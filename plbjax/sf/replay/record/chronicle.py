@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from plbjax.sf import Phase
+from plbjax.sf.replay.timeline.changes import LoadReport
 from plbjax.sf.replay.timeline.events import Event, describe
 from plbjax.sf.replay.types import TIME_EPS, ClusterEvent, Hold, LoadChange, Needs, Story
 
@@ -32,13 +33,14 @@ class Chronicle:
     def applied(self, now: float, events: Sequence[Event]) -> None:
         """Events applied at `now`: each named, load reports summed per service."""
         for event in events:
-            if event.kind != "LoadReport":
+            report = event.change
+            if not isinstance(report, LoadReport):
                 text = describe([event])[0][1]
                 self.events.append(ClusterEvent(now, event.kind, text[len(event.kind) :].strip()))
                 continue
-            reports, loads = self.loads.setdefault((now, str(event.fields["ServiceName"])), ([0], {}))
+            reports, loads = self.loads.setdefault((now, str(report.service)), ([0], {}))
             reports[0] += 1
-            for metric, value in event.fields["Loads"].items():
+            for metric, value in report.loads.items():
                 loads[metric] = loads.get(metric, 0.0) + float(value)
 
     def hold(self, now: float, phase: Phase, reason: Reason | None) -> None:

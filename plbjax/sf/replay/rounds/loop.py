@@ -246,7 +246,7 @@ class _Loop:
         self.state.doc, applied = apply_events(self.state.doc, self.pending.due(now), now, skip_gone=True)
         for event in applied:
             self.pending.applied(event)
-            self.touched.event(event.kind, event.fields)
+            self.touched.event(event.change)
         self.scheduler.applied(now, applied)
         if applied:
             self._changed(now)

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 
 from plbjax.sf import Phase, SearchConfig
 from plbjax.sf.replay.scheduler.settings import Settings
+from plbjax.sf.replay.timeline.changes import Change, LoadReport
 from plbjax.sf.replay.types import Effort, PartitionKey
 
 ADAPTIVE, FIXED = "adaptive", "fixed"
@@ -89,14 +90,14 @@ class Touched:
         self.services: set[str] = set()
         self.everything = True
 
-    def event(self, kind: str, fields: Mapping) -> None:
+    def event(self, change: Change) -> None:
         """An event was applied."""
-        if kind != "LoadReport":
+        if not isinstance(change, LoadReport):
             self.everything = True
-        elif "PartitionId" in fields:
-            self.keys.add((fields["ServiceName"], str(fields["PartitionId"])))
+        elif change.partition is not None:
+            self.keys.add((change.service, str(change.partition)))
         else:
-            self.services.add(fields["ServiceName"])
+            self.services.add(change.service)
 
     def moved(self, key: PartitionKey) -> None:
         """An action was issued to partition `key`."""

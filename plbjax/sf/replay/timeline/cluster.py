@@ -1,33 +1,29 @@
 """The cluster events applied to a state document: services created, deleted and updated, a
 replica failed, an application or cluster upgrade walking its upgrade domains (each replica in
 scope returns to its node when that node's domain is done), settings changed, and block-list
-entries added and expired. Replicas a service's deletion or a failure loses go as `node_events.lose`
+entries added and expired. Replicas a service's deletion or a failure loses go as `nodes.lose`
 takes them (a lost primary is handed over); a ReplicaFailed naming a replica that no longer exists
 raises `Gone`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from plbjax.errors import BadInput
 from plbjax.sf import NodeStatus
+from plbjax.sf.replay.timeline.changes import (
+    BlockListAdded,
+    BlockListExpired,
+    ReplicaFailed,
+    ServiceCreated,
+    ServiceDeleted,
+    ServiceUpdated,
+    SettingsChanged,
+    UpgradeCompleted,
+    UpgradeDomainCompleted,
+    UpgradeStarted,
+)
 from plbjax.sf.replay.timeline.nodes import lose, node_index
 from plbjax.sf.replay.types import Gone
-
-SERVICE_CHANGES = frozenset(
-    {
-        "InstanceCount",
-        "TargetReplicaSetSize",
-        "Metrics",
-        "PlacementConstraints",
-        "PlacementPolicies",
-        "Correlations",
-        "DefaultMoveCost",
-        "Priority",
-        "BalancingPolicy",
-    }
-)
 
 
 def service_index(doc: dict, name: object, key: str = "ServiceName") -> int:
@@ -41,29 +37,22 @@ def service_index(doc: dict, name: object, key: str = "ServiceName") -> int:
 # ------------------------------------------------------------------------------ services
 
 
-def service_created(doc: dict, f: Mapping) -> dict:
+def service_created(doc: dict, c: ServiceCreated) -> dict:
     """The service and its partitions (default: one partition 0 with no replicas, all to place)."""
-    service = f["Service"]
-    if not isinstance(service, Mapping) or "ServiceName" not in service:
-        raise BadInput("Service: a service object with a ServiceName is required")
-    name = service["ServiceName"]
+    name = c.name
     if any(s["ServiceName"] == name for s in doc["Services"]):
         raise BadInput(f"Service.ServiceName: {name!r} is already a service")
-    partitions = f.get("Partitions", [{"ServiceName": name, "PartitionId": 0, "Replicas": []}])
-    if not isinstance(partitions, list) or any(
-        not isinstance(p, Mapping) or p.get("ServiceName", name) != name for p in partitions
-    ):
-        raise BadInput(f"Partitions: a list of partition objects of {name!r} is required")
-    doc["Services"] = [*doc["Services"], dict(service)]
+    partitions = ({"ServiceName": name, "PartitionId": 0, "Replicas": []},) if c.partitions is None else c.partitions
+    doc["Services"] = [*doc["Services"], dict(c.service)]
     doc["Partitions"] = [*doc["Partitions"], *({"ServiceName": name, **p} for p in partitions)]
     return doc
 
 
-def service_deleted(doc: dict, f: Mapping) -> dict:
+def service_deleted(doc: dict, c: ServiceDeleted) -> dict:
     """The service, its partitions, correlations to it and block-list entries of a type no other
     service has are gone."""
-    s = service_index(doc, f["ServiceName"])
-    name, type_name = f["ServiceName"], doc["Services"][s].get("ServiceTypeName")
+    s = service_index(doc, c.service)
+    name, type_name = c.service, doc["Services"][s].get("ServiceTypeName")
     doc = lose(doc, lambda part, _: part["ServiceName"] == name)
     doc["Partitions"] = [p for p in doc["Partitions"] if p["ServiceName"] != name]
     services = [x for x in doc["Services"] if x["ServiceName"] != name]
@@ -78,15 +67,10 @@ def service_deleted(doc: dict, f: Mapping) -> dict:
     return doc
 
 
-def service_updated(doc: dict, f: Mapping) -> dict:
+def service_updated(doc: dict, c: ServiceUpdated) -> dict:
     """Changes merged into the service; reported loads of metrics it no longer has are dropped."""
-    s = service_index(doc, f["ServiceName"])
-    changes = f["Changes"]
-    if not isinstance(changes, Mapping):
-        raise BadInput("Changes: a mapping {field: value} is required")
-    for key in changes:
-        if key not in SERVICE_CHANGES:
-            raise BadInput(f"Changes.{key}: not a field an update may change ({', '.join(sorted(SERVICE_CHANGES))})")
+    s = service_index(doc, c.service)
+    changes = c.changes
     service = {**doc["Services"][s], **changes}
     doc["Services"] = [*doc["Services"][:s], service, *doc["Services"][s + 1 :]]
     if "Metrics" in changes:
@@ -107,27 +91,23 @@ def _only_loads(replica: dict, names: set) -> dict:
     return {**{k: v for k, v in replica.items() if k != "Loads"}, **({"Loads": loads} if loads else {})}
 
 
-def replica_failed(doc: dict, f: Mapping) -> dict:
-    rid = str(f["ReplicaId"])
+def replica_failed(doc: dict, c: ReplicaFailed) -> dict:
+    rid = str(c.replica)
     if not any(str(r["ReplicaId"]) == rid for p in doc["Partitions"] for r in p["Replicas"]):
-        raise Gone(f"ReplicaId: {f['ReplicaId']!r} is not a replica")
+        raise Gone(f"ReplicaId: {c.replica!r} is not a replica")
     return lose(doc, lambda _, replica: str(replica["ReplicaId"]) == rid)
 
 
 # ------------------------------------------------------------------------------ upgrades
 
 
-def upgrade_started(doc: dict, f: Mapping) -> dict:
+def upgrade_started(doc: dict, c: UpgradeStarted) -> dict:
     """Upgrade in progress with Snapshot = where every placed replica in scope is now."""
     if doc.get("Upgrade", {}) and doc["Upgrade"].get("InProgress"):
         raise BadInput("Kind: an upgrade is already in progress")
-    scope, app = f["Scope"], f.get("ApplicationName")
-    if scope not in ("Cluster", "Application"):
-        raise BadInput(f"Scope: {scope!r} is not Cluster or Application")
-    if scope == "Application" and app is None:
-        raise BadInput("ApplicationName: required when Scope is 'Application'")
+    scope, app = c.scope, c.application
     domains = {str(n["UpgradeDomain"]) for n in doc["Nodes"]}
-    for i, ud in enumerate(_as_list(f["UpgradeDomains"], "UpgradeDomains")):
+    for i, ud in enumerate(c.domains):
         if str(ud) not in domains:
             raise BadInput(f"UpgradeDomains[{i}]: {ud!r} is not an upgrade domain")
     in_scope = {
@@ -153,22 +133,16 @@ def _application(service_name: str) -> str | None:
     return "/".join(parts[:2]) if service_name.startswith("fabric:/") and len(parts) > 2 else None
 
 
-def _as_list(value: object, key: str) -> list:
-    if not isinstance(value, list):
-        raise BadInput(f"{key}: a list is required")
-    return value
-
-
-def upgrade_domain_completed(doc: dict, f: Mapping) -> dict:
+def upgrade_domain_completed(doc: dict, c: UpgradeDomainCompleted) -> dict:
     """The domain is done; every replica whose snapshot node is in it and is running again returns
     there (its node changes back; its role stays), unless the replica is gone or that node already
     holds another replica of its partition."""
     upgrade = doc.get("Upgrade") or {}
     if not upgrade.get("InProgress"):
         raise BadInput("Kind: no upgrade is in progress")
-    ud = str(f["UpgradeDomain"])
+    ud = str(c.domain)
     if ud not in {str(n["UpgradeDomain"]) for n in doc["Nodes"]}:
-        raise BadInput(f"UpgradeDomain: {f['UpgradeDomain']!r} is not an upgrade domain")
+        raise BadInput(f"UpgradeDomain: {c.domain!r} is not an upgrade domain")
     running = {
         n["NodeName"]
         for n in doc["Nodes"]
@@ -176,7 +150,7 @@ def upgrade_domain_completed(doc: dict, f: Mapping) -> dict:
     }
     home = {rid: node for rid, node in upgrade.get("Snapshot", {}).items() if node in running}
     doc["Partitions"] = [_return_home(p, home) for p in doc["Partitions"]]
-    doc["Upgrade"] = dict(upgrade, UpgradeDomainsDone=[*upgrade.get("UpgradeDomainsDone", []), f["UpgradeDomain"]])
+    doc["Upgrade"] = dict(upgrade, UpgradeDomainsDone=[*upgrade.get("UpgradeDomainsDone", []), c.domain])
     return doc
 
 
@@ -189,7 +163,7 @@ def _return_home(part: dict, home: dict[str, str]) -> dict:
     return part if replicas == part["Replicas"] else dict(part, Replicas=replicas)
 
 
-def upgrade_completed(doc: dict, f: Mapping) -> dict:
+def upgrade_completed(doc: dict, c: UpgradeCompleted) -> dict:
     if not (doc.get("Upgrade") or {}).get("InProgress"):
         raise BadInput("Kind: no upgrade is in progress")
     doc.pop("Upgrade")
@@ -199,12 +173,10 @@ def upgrade_completed(doc: dict, f: Mapping) -> dict:
 # ------------------------------------------------------------------------------ settings, block list
 
 
-def settings_changed(doc: dict, f: Mapping) -> dict:
+def settings_changed(doc: dict, c: SettingsChanged) -> dict:
     """Each mapping merged key by key into the current one; a Settings name replaces the current
     value whatever its spelling (SF's setting names are case-insensitive)."""
-    for key, values in f.items():
-        if not isinstance(values, Mapping):
-            raise BadInput(f"{key}: a mapping is required")
+    for key, values in c.changes.items():
         current = doc.get(key) or {}
         if key == "Settings":
             given = {str(k).lower() for k in values}
@@ -213,9 +185,9 @@ def settings_changed(doc: dict, f: Mapping) -> dict:
     return doc
 
 
-def block_list_added(doc: dict, f: Mapping) -> dict:
-    node_index(doc, f["NodeName"])
-    entry = {"NodeName": f["NodeName"], "ServiceTypeName": f["ServiceTypeName"]}
+def block_list_added(doc: dict, c: BlockListAdded) -> dict:
+    node_index(doc, c.node)
+    entry = {"NodeName": c.node, "ServiceTypeName": c.service_type}
     if entry["ServiceTypeName"] not in {s.get("ServiceTypeName") for s in doc["Services"]}:
         raise BadInput(f"ServiceTypeName: {entry['ServiceTypeName']!r} is no service's ServiceTypeName")
     if entry not in doc.get("BlockList", []):
@@ -223,7 +195,7 @@ def block_list_added(doc: dict, f: Mapping) -> dict:
     return doc
 
 
-def block_list_expired(doc: dict, f: Mapping) -> dict:
-    entry = {"NodeName": f["NodeName"], "ServiceTypeName": f["ServiceTypeName"]}
+def block_list_expired(doc: dict, c: BlockListExpired) -> dict:
+    entry = {"NodeName": c.node, "ServiceTypeName": c.service_type}
     doc["BlockList"] = [b for b in doc.get("BlockList", []) if b != entry]
     return doc

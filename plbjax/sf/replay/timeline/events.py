@@ -1,9 +1,10 @@
 """Timeline events applied to a state document, as the Failover Manager and SF apply them.
 
 `apply_event` is pure: it returns a new document and shares the parts it did not change with the
-input, which it never mutates. It hands each kind to its handler: `node_events` (nodes down, up,
-added, removed, deactivated, activated; the replicas they lose), `load_reports` (LoadReport) and
-`cluster_events` (services, a failed replica, upgrades, settings, the block list). References that
+input, which it never mutates. An event holds its typed change (`changes`, read once from the
+timeline); `apply_event` hands it to its handler: `nodes` (nodes down, up, added, removed,
+deactivated, activated; the replicas they lose), `loads` (LoadReport) and `cluster` (services, a
+failed replica, upgrades, settings, the block list). References that
 a timeline cannot get wrong at load time but that the loop may have changed (a replica the planner
 dropped) raise `Gone`; every other bad reference raises `BadInput` with the offending key first
 (`NodeName: 'N9' is not a node`).
@@ -12,9 +13,12 @@ dropped) raise `Gone`; every other bad reference raises `BadInput` with the offe
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
+from typing import Any
 
 from plbjax.errors import BadInput
+from plbjax.sf.replay.timeline import changes
+from plbjax.sf.replay.timeline.changes import Change, LoadReport, read_change
 from plbjax.sf.replay.timeline.cluster import (
     block_list_added,
     block_list_expired,
@@ -31,59 +35,30 @@ from plbjax.sf.replay.timeline.loads import LoadReports, load_report
 from plbjax.sf.replay.timeline.nodes import node_added, node_disabled, node_down, node_enabled, node_removed, node_up
 from plbjax.sf.replay.types import Gone
 
-# Kind -> (required fields, optional fields), besides Time and Kind.
-KINDS: dict[str, tuple[frozenset[str], frozenset[str]]] = {
-    "NodeDown": (frozenset({"NodeName"}), frozenset()),
-    "NodeUp": (frozenset({"NodeName"}), frozenset()),
-    "NodeAdded": (frozenset({"Node"}), frozenset()),
-    "NodeRemoved": (frozenset({"NodeName"}), frozenset()),
-    "NodeDisabled": (frozenset({"NodeName"}), frozenset({"Intent"})),
-    "NodeEnabled": (frozenset({"NodeName"}), frozenset({"Intent"})),
-    "LoadReport": (frozenset({"ServiceName", "Loads"}), frozenset({"PartitionId", "ReplicaId", "Role"})),
-    "ServiceCreated": (frozenset({"Service"}), frozenset({"Partitions"})),
-    "ServiceDeleted": (frozenset({"ServiceName"}), frozenset()),
-    "ServiceUpdated": (frozenset({"ServiceName", "Changes"}), frozenset()),
-    "ReplicaFailed": (frozenset({"ReplicaId"}), frozenset()),
-    "UpgradeStarted": (frozenset({"Scope", "UpgradeDomains"}), frozenset({"ApplicationName"})),
-    "UpgradeDomainCompleted": (frozenset({"UpgradeDomain"}), frozenset()),
-    "UpgradeCompleted": (frozenset(), frozenset()),
-    "SettingsChanged": (
-        frozenset(),
-        frozenset(
-            {
-                "Settings",
-                "MetricBalancingThresholds",
-                "MetricActivityThresholds",
-                "DefragmentationMetrics",
-                "NodeBufferPercentage",
-                "GlobalMetricWeights",
-                "ResourceThresholds",
-            }
-        ),
-    ),
-    "BlockListAdded": (frozenset({"NodeName", "ServiceTypeName"}), frozenset({"Until"})),
-}
-# Not a timeline kind: the loop applies it at a BlockListAdded event's Until.
-BLOCK_LIST_EXPIRED = "BlockListExpired"
-
 
 @dataclass(frozen=True)
 class Event:
-    """One timeline event: `fields` holds every key but Time and Kind; `index` is its place in Events."""
+    """One timeline event: its time, what it changes (typed, per kind) and its place in Events."""
 
     time: float
-    kind: str
-    fields: Mapping = field(default_factory=dict)
+    change: Change
     index: int = -1
+
+    @classmethod
+    def read(cls, time: float, kind: str, fields: Mapping | None = None, index: int = -1) -> Event:
+        """The event of `kind` with these fields (every key but Time and Kind), read once."""
+        return cls(time, read_change(kind, fields or {}), index)
+
+    @property
+    def kind(self) -> str:
+        """The timeline's word for its kind (NodeDown, LoadReport, ...)."""
+        return self.change.KIND
 
 
 def apply_event(state_doc: dict, event: Event, now: float) -> dict:
     """The state document after `event`, applied at simulated time `now` (no kind depends on the
     clock yet: a BlockListAdded's Until is the loop's to keep); `state_doc` is not changed."""
-    handler = _HANDLERS.get(event.kind)
-    if handler is None:
-        raise BadInput(f"Kind: unknown event kind {event.kind!r}")
-    return handler(dict(state_doc), event.fields)
+    return _HANDLERS[type(event.change)](dict(state_doc), event.change)
 
 
 def apply_events(
@@ -130,7 +105,7 @@ def describe(events: Sequence[Event]) -> tuple[tuple[str, str], ...]:
         kind = event.kind
         counts[kind] = counts.get(kind, 0) + 1
         seen = subjects.setdefault(kind, {})
-        if len(seen) <= NAMED and (subject := _subject(event)):
+        if len(seen) <= NAMED and (subject := event.change.subject):
             seen[subject] = None
     out = []
     for kind, count in counts.items():
@@ -143,32 +118,18 @@ def describe(events: Sequence[Event]) -> tuple[tuple[str, str], ...]:
     return tuple(out)
 
 
-def _subject(event: Event) -> str:
-    """What an event is about: its node, service, replica, upgrade domain or block-list entry."""
-    f = event.fields
-    if event.kind in ("BlockListAdded", BLOCK_LIST_EXPIRED):
-        return f"{f['NodeName']}/{f['ServiceTypeName']}"
-    if event.kind == "UpgradeStarted":
-        return " ".join(str(x) for x in (f.get("Scope"), f.get("ApplicationName")) if x)
-    if event.kind == "SettingsChanged":
-        return "+".join(sorted(f))
-    for key in ("NodeName", "ServiceName", "ReplicaId", "UpgradeDomain"):
-        if key in f:
-            return str(f[key])
-    nested = f.get("Node") or f.get("Service") or {}
-    return str(nested.get("NodeName") or nested.get("ServiceName") or "") if isinstance(nested, Mapping) else ""
-
-
 def _batched(event: Event) -> bool:
-    return event.kind == "LoadReport" and ("PartitionId" in event.fields or "ReplicaId" in event.fields)
+    return isinstance(event.change, LoadReport) and event.change.of_replicas
 
 
 def _load_reports(state_doc: dict, events: Sequence[Event], skip_gone: bool, applied: list[Event]) -> dict:
     """Partition and replica LoadReports (`load_report` one after the other) as one `LoadReports` batch."""
     batch = LoadReports(state_doc)
     for event in events:
+        report = event.change
+        assert isinstance(report, LoadReport)  # a run `_batched` found
         try:
-            batch.add(event.fields)
+            batch.add(report)
         except Gone as exc:
             if skip_gone:
                 continue
@@ -179,22 +140,22 @@ def _load_reports(state_doc: dict, events: Sequence[Event], skip_gone: bool, app
     return batch.document()
 
 
-_HANDLERS: dict[str, Callable[[dict, Mapping], dict]] = {
-    "NodeDown": node_down,
-    "NodeUp": node_up,
-    "NodeAdded": node_added,
-    "NodeRemoved": node_removed,
-    "NodeDisabled": node_disabled,
-    "NodeEnabled": node_enabled,
-    "LoadReport": load_report,
-    "ServiceCreated": service_created,
-    "ServiceDeleted": service_deleted,
-    "ServiceUpdated": service_updated,
-    "ReplicaFailed": replica_failed,
-    "UpgradeStarted": upgrade_started,
-    "UpgradeDomainCompleted": upgrade_domain_completed,
-    "UpgradeCompleted": upgrade_completed,
-    "SettingsChanged": settings_changed,
-    "BlockListAdded": block_list_added,
-    BLOCK_LIST_EXPIRED: block_list_expired,
+_HANDLERS: dict[type, Callable[[dict, Any], dict]] = {
+    changes.NodeDown: node_down,
+    changes.NodeUp: node_up,
+    changes.NodeAdded: node_added,
+    changes.NodeRemoved: node_removed,
+    changes.NodeDisabled: node_disabled,
+    changes.NodeEnabled: node_enabled,
+    changes.LoadReport: load_report,
+    changes.ServiceCreated: service_created,
+    changes.ServiceDeleted: service_deleted,
+    changes.ServiceUpdated: service_updated,
+    changes.ReplicaFailed: replica_failed,
+    changes.UpgradeStarted: upgrade_started,
+    changes.UpgradeDomainCompleted: upgrade_domain_completed,
+    changes.UpgradeCompleted: upgrade_completed,
+    changes.SettingsChanged: settings_changed,
+    changes.BlockListAdded: block_list_added,
+    changes.BlockListExpired: block_list_expired,
 }

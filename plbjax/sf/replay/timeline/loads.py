@@ -14,10 +14,9 @@ from collections.abc import Mapping
 from plbjax.errors import BadInput
 from plbjax.sf import Role
 from plbjax.sf.replay.state.layout import derived, layout_of
+from plbjax.sf.replay.timeline.changes import LoadReport
 from plbjax.sf.replay.timeline.cluster import service_index
 from plbjax.sf.replay.types import Gone
-
-ROLES = tuple(Role)
 
 
 def checked_loads(service: dict, loads: object, names: set) -> dict:
@@ -33,21 +32,15 @@ def checked_loads(service: dict, loads: object, names: set) -> dict:
     return dict(loads)
 
 
-def _checked_role(role: object) -> None:
-    if role is not None and role not in ROLES:
-        raise BadInput(f"Role: {role!r} is not Primary, Secondary or Instance")
-
-
-def load_report(doc: dict, f: Mapping) -> dict:
+def load_report(doc: dict, c: LoadReport) -> dict:
     """A replica's loads (ReplicaId), a partition's replicas' (PartitionId, Role?), or the
     service's default loads (Role?: Primary/Secondary default loads; none: all of them)."""
-    if "ReplicaId" in f or "PartitionId" in f:
+    if c.of_replicas:
         batch = LoadReports(doc)
-        batch.add(f)
+        batch.add(c)
         return batch.document()
-    service = doc["Services"][s := service_index(doc, f["ServiceName"])]
-    loads, role = checked_loads(service, f["Loads"], {m["Name"] for m in service.get("Metrics", [])}), f.get("Role")
-    _checked_role(role)
+    service = doc["Services"][s := service_index(doc, c.service)]
+    loads, role = checked_loads(service, c.loads, {m["Name"] for m in service.get("Metrics", [])}), c.role
     doc["Services"] = [*doc["Services"][:s], _default_loads(service, loads, role), *doc["Services"][s + 1 :]]
     return doc
 
@@ -65,15 +58,14 @@ class LoadReports:
         self.metrics: dict[str, set[str]] = {}
         self.copied: dict[int, list] = {}  # position -> the Replicas list it had (its partition is copied)
 
-    def add(self, f: Mapping) -> None:
-        """Report `f`'s loads; a bad report raises (`BadInput`, `Gone`) and changes nothing."""
-        name = f["ServiceName"]
+    def add(self, c: LoadReport) -> None:
+        """Report `c`'s loads; a bad report raises (`BadInput`, `Gone`) and changes nothing."""
+        name = c.service
         service = self.services.get(name) if isinstance(name, str) else None
         if service is None:
             raise BadInput(f"ServiceName: {name!r} is not a service")
-        loads, role = self._checked(name, service, f["Loads"]), f.get("Role")
-        _checked_role(role)
-        for k, n in self._hits(name, f.get("PartitionId"), f.get("ReplicaId"), role):
+        loads = self._checked(name, service, c.loads)
+        for k, n in self._hits(name, c.partition, c.replica, c.role):
             old = self.copied.get(k)
             if old is None:
                 old = self.copied[k] = self.parts[k]["Replicas"]
@@ -106,7 +98,7 @@ class LoadReports:
             return loads
         return checked_loads(service, loads, names)
 
-    def _hits(self, name: str, pid: object, rid: object, role: str | None) -> list[tuple[int, int]]:
+    def _hits(self, name: str, pid: object, rid: object, role: Role | None) -> list[tuple[int, int]]:
         """(position, slot) of the replicas a report names, as `load_report` finds them."""
         if pid is None:
             mine = self.layout.of_service.get(name, ())
@@ -124,7 +116,7 @@ class LoadReports:
         return [(k, n) for k in mine for n, r in enumerate(parts[k]["Replicas"]) if r["Role"] == role]
 
 
-def _default_loads(service: dict, loads: dict, role: str | None) -> dict:
+def _default_loads(service: dict, loads: dict, role: Role | None) -> dict:
     by_role: dict[str | None, tuple[str, ...]] = {
         Role.PRIMARY: ("PrimaryDefaultLoad",),
         Role.SECONDARY: ("SecondaryDefaultLoad",),

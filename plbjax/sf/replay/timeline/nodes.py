@@ -4,15 +4,16 @@ down or was removed, its node was deactivated with Intent RemoveData or RemoveNo
 `lose`, which the cluster events share) is removed from its partition: the partition is then below
 its target and the next placement round adds a replica. A lost primary hands its role to the first
 secondary left on a running node, as the Failover Manager promotes one. Each handler takes a
-shallow copy of the document and the event's fields, and returns the document changed.
+shallow copy of the document and the event's typed change, and returns the document changed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 
 from plbjax.errors import BadInput
-from plbjax.sf import INTENTS, Intent, NodeStatus, Role
+from plbjax.sf import Intent, NodeStatus, Role
+from plbjax.sf.replay.timeline.changes import NodeAdded, NodeDisabled, NodeDown, NodeEnabled, NodeRemoved, NodeUp
 
 # ------------------------------------------------------------------------------ helpers
 
@@ -76,37 +77,32 @@ def _on_node(name: str) -> Callable[[dict, dict], bool]:
 # ------------------------------------------------------------------------------ nodes
 
 
-def node_down(doc: dict, f: Mapping) -> dict:
-    return lose(
-        _set_node(doc, f["NodeName"], NodeStatus=NodeStatus.DOWN.value, DeactivationIntent=None),
-        _on_node(f["NodeName"]),
-    )
+def node_down(doc: dict, c: NodeDown) -> dict:
+    doc = _set_node(doc, c.node, NodeStatus=NodeStatus.DOWN.value, DeactivationIntent=None)
+    return lose(doc, _on_node(c.node))
 
 
-def node_up(doc: dict, f: Mapping) -> dict:
+def node_up(doc: dict, c: NodeUp) -> dict:
     """A down node runs again (a deactivated node that never went down stays Disabled)."""
-    if _status(doc, f["NodeName"]) == NodeStatus.DISABLED:
+    if _status(doc, c.node) == NodeStatus.DISABLED:
         return doc
-    return _set_node(doc, f["NodeName"], NodeStatus=NodeStatus.UP.value)
+    return _set_node(doc, c.node, NodeStatus=NodeStatus.UP.value)
 
 
 def _status(doc: dict, name: object) -> str:
     return doc["Nodes"][node_index(doc, name)].get("NodeStatus", NodeStatus.UP)
 
 
-def node_added(doc: dict, f: Mapping) -> dict:
-    node = f["Node"]
-    if not isinstance(node, Mapping) or "NodeName" not in node:
-        raise BadInput("Node: a node object with a NodeName is required")
-    if any(n["NodeName"] == node["NodeName"] for n in doc["Nodes"]):
-        raise BadInput(f"Node.NodeName: {node['NodeName']!r} is already a node")
-    doc["Nodes"] = [*doc["Nodes"], dict(node)]
+def node_added(doc: dict, c: NodeAdded) -> dict:
+    if any(n["NodeName"] == c.name for n in doc["Nodes"]):
+        raise BadInput(f"Node.NodeName: {c.name!r} is already a node")
+    doc["Nodes"] = [*doc["Nodes"], dict(c.node)]
     return doc
 
 
-def node_removed(doc: dict, f: Mapping) -> dict:
-    name = f["NodeName"]
-    doc = node_down(doc, f)
+def node_removed(doc: dict, c: NodeRemoved) -> dict:
+    name = c.node
+    doc = node_down(doc, c)
     doc["Nodes"] = [n for n in doc["Nodes"] if n["NodeName"] != name]
     if "BlockList" in doc:
         doc["BlockList"] = [b for b in doc["BlockList"] if b["NodeName"] != name]
@@ -118,21 +114,18 @@ def node_removed(doc: dict, f: Mapping) -> dict:
     return doc
 
 
-def node_disabled(doc: dict, f: Mapping) -> dict:
+def node_disabled(doc: dict, c: NodeDisabled) -> dict:
     """SF's deactivation: no new replicas (Disabled, with the event's DeactivationIntent); Restart
     also swaps its primaries out (a secondary elsewhere is promoted); RemoveData and RemoveNode
     also lose its replicas, to be built elsewhere. A Down node stays Down (it holds no replica; the
     state has one status per node)."""
-    name, intent = f["NodeName"], f.get("Intent", Intent.PAUSE.value)
-    if intent not in INTENTS:
-        raise BadInput(f"Intent: {intent!r} is not one of {', '.join(INTENTS)}")
-    if _status(doc, name) == NodeStatus.DOWN:
+    if _status(doc, c.node) == NodeStatus.DOWN:
         return doc
-    doc = _set_node(doc, name, NodeStatus=NodeStatus.DISABLED.value, DeactivationIntent=intent)
-    if not Intent(intent).keeps_replicas:
-        return lose(doc, _on_node(name))
-    if intent == Intent.RESTART:
-        return _swap_out(doc, name)
+    doc = _set_node(doc, c.node, NodeStatus=NodeStatus.DISABLED.value, DeactivationIntent=c.intent.value)
+    if not c.intent.keeps_replicas:
+        return lose(doc, _on_node(c.node))
+    if c.intent is Intent.RESTART:
+        return _swap_out(doc, c.node)
     return doc
 
 
@@ -150,11 +143,9 @@ def _swap_out(doc: dict, name: str) -> dict:
     return doc
 
 
-def node_enabled(doc: dict, f: Mapping) -> dict:
+def node_enabled(doc: dict, c: NodeEnabled) -> dict:
     """SF's activation: a Disabled node takes replicas again (its intent cleared); a Down node
     stays down."""
-    if f.get("Intent") is not None and f["Intent"] not in INTENTS:
-        raise BadInput(f"Intent: {f['Intent']!r} is not one of {', '.join(INTENTS)}")
-    if _status(doc, f["NodeName"]) == NodeStatus.DOWN:
+    if _status(doc, c.node) == NodeStatus.DOWN:
         return doc
-    return _set_node(doc, f["NodeName"], NodeStatus=NodeStatus.UP.value, DeactivationIntent=None)
+    return _set_node(doc, c.node, NodeStatus=NodeStatus.UP.value, DeactivationIntent=None)

@@ -6,18 +6,14 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from operator import attrgetter
 
-from plbjax.sf.replay.timeline.events import BLOCK_LIST_EXPIRED, Event
+from plbjax.sf.replay.timeline.changes import BlockListAdded, BlockListExpired
+from plbjax.sf.replay.timeline.events import Event
 from plbjax.sf.replay.types import TIME_EPS
 
 _time = attrgetter("time")
-
-
-def _block_key(fields: Mapping) -> tuple[str, str]:
-    """A block-list entry's (NodeName, ServiceTypeName): the same entry added again replaces its Until."""
-    return fields["NodeName"], fields["ServiceTypeName"]
 
 
 class Pending:
@@ -26,7 +22,8 @@ class Pending:
     def __init__(self, events: Sequence[Event]) -> None:
         self.events = events
         self.next = 0  # the timeline's events are in time order: the next one not applied yet
-        self.expiries: list[tuple[float, int, Event]] = []  # (time, after every timeline event, the expiry)
+        # (time, after every timeline event, the expiry, its entry)
+        self.expiries: list[tuple[float, int, Event, tuple[str, str]]] = []
         self.block_until: dict[tuple[str, str], float] = {}  # the latest Until of each entry added
         self.seq = 0
 
@@ -49,18 +46,19 @@ class Pending:
                 due += events[n:end]
                 self.next = end
             else:
-                expiry = heapq.heappop(self.expiries)[2]
-                if self.block_until.get(_block_key(expiry.fields)) == expiry.time:  # not extended since
+                _, _, expiry, entry = heapq.heappop(self.expiries)
+                if self.block_until.get(entry) == expiry.time:  # not extended since
                     due.append(expiry)
         return due
 
     def applied(self, event: Event) -> None:
         """An event was applied: a block-list entry added schedules its expiry."""
-        if event.kind != "BlockListAdded":
+        added = event.change
+        if type(added) is not BlockListAdded:
             return
-        until = float(event.fields.get("Until", math.inf))
-        self.block_until[_block_key(event.fields)] = until
+        until = math.inf if added.until is None else added.until
+        self.block_until[added.entry] = until
         if math.isfinite(until):
-            expiry = Event(until, BLOCK_LIST_EXPIRED, event.fields, event.index)
-            heapq.heappush(self.expiries, (until, len(self.events) + self.seq, expiry))
+            expiry = Event(until, BlockListExpired(added.node, added.service_type), event.index)
+            heapq.heappush(self.expiries, (until, len(self.events) + self.seq, expiry, added.entry))
             self.seq += 1

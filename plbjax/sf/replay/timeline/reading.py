@@ -19,7 +19,8 @@ import yaml
 from plbjax.errors import BadInput
 from plbjax.sf import ActionKind, load_state, parse_state
 from plbjax.sf._state import PLB_SETTINGS, resolve_settings
-from plbjax.sf.replay.timeline.events import KINDS, Event, apply_events
+from plbjax.sf.replay.timeline.changes import KINDS, Change, SettingsChanged
+from plbjax.sf.replay.timeline.events import Event, apply_events
 from plbjax.sf.replay.types import VERBS, verb
 
 TOP_KEYS = frozenset({"SchemaVersion", "State", "Duration", "ActionSeconds", "Events"})
@@ -161,7 +162,10 @@ def _events(value: object) -> tuple[Event, ...]:
             raise BadInput(f"{where}.{key}: required for {kind}")
         if "Until" in fields and _number(fields["Until"], f"{where}.Until") <= time:
             raise BadInput(f"{where}.Until: {fields['Until']!r} is not after the event's Time {time:g}")
-        events.append(Event(time, kind, fields, i))
+        try:
+            events.append(Event.read(time, kind, fields, i))
+        except BadInput as exc:
+            raise BadInput(f"{where}.{exc}") from None
         last = time
     return tuple(events)
 
@@ -177,6 +181,13 @@ def _duration(value: object, events: tuple[Event, ...]) -> float | None:
     return duration
 
 
+def _revalidated(change: Change) -> str:
+    """The key an event's new objects are under, for the state's own validation's message."""
+    if isinstance(change, SettingsChanged):
+        return next(iter(change.changes), "Settings")
+    return _REVALIDATE[change.KIND] or ""
+
+
 def _play(state: dict, events: tuple[Event, ...]) -> dict:
     """Apply every event in order to check its references; revalidate the state where an event
     brings new objects (a node, a service, changes, an application, settings). The state after
@@ -189,6 +200,6 @@ def _play(state: dict, events: tuple[Event, ...]) -> dict:
         doc, _ = apply_events(doc, events[i:j], events[i].time)
         last = events[j - 1]
         if last.kind in _REVALIDATE:
-            parse_state(doc, f"Events[{last.index}].{_REVALIDATE[last.kind] or next(iter(last.fields), 'Settings')}")
+            parse_state(doc, f"Events[{last.index}].{_revalidated(last.change)}")
         i = j
     return doc
