@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import bisect
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from plbjax.sf import Phase
-from plbjax.sf.replay.types import TIME_EPS, Hold, LoadChange, Row, Story
+from plbjax.sf.replay.types import TIME_EPS, Hold, LoadChange, Needs, Row, Story
 
 TOLD = 8  # the summary's sentences tell this many event times, services and held stretches; the files all
 SPANS = 4  # stretches held for one reason that a sentence lists
@@ -77,9 +78,46 @@ def events_json(story: Story) -> list[dict]:
     ]
 
 
-def loads_json(story: Story) -> list[dict]:
-    """summary.json's LoadReports: per service, its reports and times, and per metric when the
-    load a report carried was highest (Hottest) and lowest (Coolest)."""
+class Extreme(NamedTuple):
+    """When the load a report carried was highest or lowest, and that load."""
+
+    time: float
+    per_report: float
+
+
+class ServiceLoads(NamedTuple):
+    """One service's load reports: how many, at how many times, from when to when, and per metric
+    its (hottest, coolest) report."""
+
+    service: str
+    reports: int
+    times: int
+    since: float
+    until: float
+    metrics: dict[str, tuple[Extreme, Extreme]]
+
+    def document(self) -> dict:
+        """summary.json's entry."""
+        extremes = {
+            m: {
+                "Hottest": {"Time": hot.time, "PerReport": hot.per_report},
+                "Coolest": {"Time": cool.time, "PerReport": cool.per_report},
+            }
+            for m, (hot, cool) in self.metrics.items()
+        }
+        return {
+            "Service": self.service,
+            "Reports": self.reports,
+            "Times": self.times,
+            "From": self.since,
+            "To": self.until,
+            "Metrics": extremes,
+        }
+
+
+def service_loads(story: Story) -> list[ServiceLoads]:
+    """Per service, its reports and times, and per metric when the load a report carried was
+    highest and lowest."""
     out = []
     for service, changes in _by_service(story).items():
         metrics = sorted({m for c in changes for m in c.loads})
@@ -88,75 +126,96 @@ def loads_json(story: Story) -> list[dict]:
         for metric in metrics:
             seen = [(v[metric], t) for t, v in per if metric in v]
             (low, low_t), (high, high_t) = min(seen), max(seen, key=lambda s: (s[0], -s[1]))
-            extremes[metric] = {
-                "Hottest": {"Time": high_t, "PerReport": high},
-                "Coolest": {"Time": low_t, "PerReport": low},
-            }
-        out.append(
-            {
-                "Service": service,
-                "Reports": sum(c.reports for c in changes),
-                "Times": len(changes),
-                "From": changes[0].time,
-                "To": changes[-1].time,
-                "Metrics": extremes,
-            }
-        )
+            extremes[metric] = (Extreme(high_t, high), Extreme(low_t, low))
+        reports = sum(c.reports for c in changes)
+        out.append(ServiceLoads(service, reports, len(changes), changes[0].time, changes[-1].time, extremes))
     return out
 
 
-def _hot_sentence(entry: dict) -> str:
+def loads_json(story: Story) -> list[dict]:
+    """summary.json's LoadReports (`service_loads`)."""
+    return [entry.document() for entry in service_loads(story)]
+
+
+def _swing(extremes: tuple[Extreme, Extreme]) -> float:
+    hot, cool = extremes[0].per_report, extremes[1].per_report
+    return hot / cool if cool > 0 else (math.inf if hot > 0 else 1.0)
+
+
+def _hot_sentence(entry: ServiceLoads) -> str:
     """`fabric:/Shop/Orders: 96 reports at 12 times (0-79200 s), hottest at 21600 s (CPU 16.1 a
     report, 1.6x its coolest, at 64800 s)`: the metric that swung the most."""
-    head = f"{entry['Service']}: {entry['Reports']} reports at {entry['Times']} time{'s' if entry['Times'] > 1 else ''}"
-    span = f" ({entry['From']:g}-{entry['To']:g} s)" if entry["Times"] > 1 else f" ({entry['From']:g} s)"
-    if not entry["Metrics"]:
+    head = f"{entry.service}: {entry.reports} reports at {entry.times} time{'s' if entry.times > 1 else ''}"
+    span = f" ({entry.since:g}-{entry.until:g} s)" if entry.times > 1 else f" ({entry.since:g} s)"
+    if not entry.metrics:
         return head + span
-
-    def swing(item):
-        hot, cool = item[1]["Hottest"]["PerReport"], item[1]["Coolest"]["PerReport"]
-        return hot / cool if cool > 0 else (math.inf if hot > 0 else 1.0)
-
-    metric, m = max(entry["Metrics"].items(), key=swing)
-    if entry["Times"] == 1:
-        return f"{head}{span}, {metric} {m['Hottest']['PerReport']:.4g} a report"
-    ratio = swing((metric, m))
+    metric, (hot, cool) = max(entry.metrics.items(), key=lambda item: _swing(item[1]))
+    if entry.times == 1:
+        return f"{head}{span}, {metric} {hot.per_report:.4g} a report"
+    ratio = _swing((hot, cool))
     times = "inf" if math.isinf(ratio) else f"{ratio:.2g}"
     return (
-        f"{head}{span}, hottest at {m['Hottest']['Time']:g} s ({metric} {m['Hottest']['PerReport']:.4g} a report, "
-        f"{times}x its coolest, at {m['Coolest']['Time']:g} s)"
+        f"{head}{span}, hottest at {hot.time:g} s ({metric} {hot.per_report:.4g} a report, "
+        f"{times}x its coolest, at {cool.time:g} s)"
     )
 
 
-def _need(hold: Hold, rows: Sequence[Row], times: list[float]) -> dict:
-    """What the held phase had to do when the stretch began, as the last row by then says
-    (summary.json's fields)."""
-    at = bisect.bisect_right(times, hold.since + TIME_EPS) - 1
-    if at < 0:
-        return {}
-    needs = rows[at].needs
-    if hold.phase == Phase.BALANCING:
-        return {"ImbalancedMetrics": sorted({m for m, _ in needs.imbalanced})}
-    if hold.phase == Phase.CONSTRAINT_CHECK:
-        return {"Violations": needs.violations, "ViolationsByKind": dict(sorted(needs.violations_by_kind.items()))}
-    return {"Unplaced": needs.unplaced}
+class Held(NamedTuple):
+    """A stretch a phase was held back, with the needs of the last row by its start (None: none yet)."""
+
+    hold: Hold
+    needs: Needs | None
+
+    @property
+    def metrics(self) -> list[str]:
+        """The imbalanced metrics a held balancing had to balance."""
+        imbalanced = self.needs.imbalanced if self.needs and self.hold.phase == Phase.BALANCING else ()
+        return sorted({m for m, _ in imbalanced})
+
+    @property
+    def violations(self) -> int:
+        """The replicas breaking a hard constraint a held constraint check had to fix."""
+        return self.needs.violations if self.needs and self.hold.phase == Phase.CONSTRAINT_CHECK else 0
+
+    @property
+    def by_kind(self) -> Mapping[str, int]:
+        """Those violations by constraint kind."""
+        if self.needs is None or self.hold.phase != Phase.CONSTRAINT_CHECK:
+            return {}
+        return dict(sorted(self.needs.violations_by_kind.items()))
+
+    @property
+    def unplaced(self) -> int:
+        """The replicas a held placement had to place."""
+        return self.needs.unplaced if self.needs and self.hold.phase == Phase.PLACEMENT else 0
+
+    def document(self) -> dict:
+        """summary.json's entry: the stretch and what the phase had to do when it began."""
+        h, need = self.hold, {}
+        if self.needs is not None and h.phase == Phase.BALANCING:
+            need = {"ImbalancedMetrics": self.metrics}
+        elif self.needs is not None and h.phase == Phase.CONSTRAINT_CHECK:
+            need = {"Violations": self.violations, "ViolationsByKind": self.by_kind}
+        elif self.needs is not None:
+            need = {"Unplaced": self.needs.unplaced}
+        fields = {"Phase": str(h.phase), "Since": h.since, "Until": h.until, "ToTheEnd": h.open}
+        return {**fields, "Setting": h.setting, "Why": h.why, **need}
+
+
+def held(story: Story, rows: Sequence[Row]) -> list[Held]:
+    """Each stretch a phase with work was held back, with what it had to do when the stretch began
+    (as the last row by then says)."""
+    times = [r.time for r in rows]
+    out = []
+    for h in story.holds:
+        at = bisect.bisect_right(times, h.since + TIME_EPS) - 1
+        out.append(Held(h, rows[at].needs if at >= 0 else None))
+    return out
 
 
 def holds_json(story: Story, rows: Sequence[Row]) -> list[dict]:
     """summary.json's Held: each stretch a phase with work was held back, its setting and why."""
-    times = [r.time for r in rows]
-    return [
-        {
-            "Phase": str(h.phase),
-            "Since": h.since,
-            "Until": h.until,
-            "ToTheEnd": h.open,
-            "Setting": h.setting,
-            "Why": h.why,
-            **_need(h, rows, times),
-        }
-        for h in story.holds
-    ]
+    return [entry.document() for entry in held(story, rows)]
 
 
 def held_at(story: Story, t: float) -> str:
@@ -168,29 +227,28 @@ def held_at(story: Story, t: float) -> str:
     )
 
 
-def _held_sentence(entries: list[dict]) -> str:
+def _held_sentence(entries: list[Held]) -> str:
     """One sentence for the stretches held by the same setting for the same reason: their times (up
     to `SPANS`), what the phase had to do (the most it had), the setting and why."""
-    first, need = entries[0], ""
-    violations = max(e.get("Violations", 0) for e in entries)
-    metrics = sorted({m for e in entries for m in e.get("ImbalancedMetrics", ())})
-    unplaced = max(e.get("Unplaced", 0) for e in entries)
+    first, need = entries[0].hold, ""
+    violations = max(e.violations for e in entries)
+    metrics = sorted({m for e in entries for m in e.metrics})
+    unplaced = max(e.unplaced for e in entries)
     if violations:
-        kinds = ", ".join(sorted({k for e in entries for k in e.get("ViolationsByKind", {})})) or "a hard constraint"
+        kinds = ", ".join(sorted({k for e in entries for k in e.by_kind})) or "a hard constraint"
         need = f" with {violations} replica{'s' if violations > 1 else ''} breaking {kinds}"
     elif metrics:
         need = f" with {', '.join(metrics)} imbalanced"
     elif unplaced:
         need = f" with {unplaced} replica{'s' if unplaced > 1 else ''} to place"
-    spans = [f"{e['Since']:g}-{e['Until']:g} s{' to the end' if e['ToTheEnd'] else ''}" for e in entries]
+    stretches = [e.hold for e in entries]
+    spans = [f"{h.since:g}-{h.until:g} s{' to the end' if h.open else ''}" for h in stretches]
     when = (
-        spans[0]
-        if len(spans) == 1
-        else f"{len(spans)} times, {sum(e['Until'] - e['Since'] for e in entries):g} s in all ("
+        spans[0] if len(spans) == 1 else f"{len(spans)} times, {sum(h.until - h.since for h in stretches):g} s in all ("
     )
     if len(spans) > 1:
         when += ", ".join(spans[:SPANS]) + (", ..." if len(spans) > SPANS else "") + ")"
-    return f"{first['Phase']} held {when}{need}: {first['Setting']}: {first['Why']}."
+    return f"{first.phase} held {when}{need}: {first.setting}: {first.why}."
 
 
 def sentences(story: Story, rows: Sequence[Row]) -> list[str]:
@@ -207,13 +265,13 @@ def sentences(story: Story, rows: Sequence[Row]) -> list[str]:
         ]
         more = f"; and {len(grouped) - TOLD} more event times" if len(grouped) > TOLD else ""
         lines.append(f"Cluster events: {'; '.join(told)}{more}.")
-    loads = loads_json(story)
+    loads = service_loads(story)
     if loads:
         more = f"; and {len(loads) - TOLD} more services" if len(loads) > TOLD else ""
         lines.append(f"Load reports: {'; '.join(_hot_sentence(e) for e in loads[:TOLD])}{more}.")
-    alike: dict[tuple, list[dict]] = {}  # the stretches held by one setting for one reason
-    for entry in holds_json(story, rows):
-        alike.setdefault((entry["Phase"], entry["Setting"], entry["Why"]), []).append(entry)
+    alike: dict[tuple, list[Held]] = {}  # the stretches held by one setting for one reason
+    for entry in held(story, rows):
+        alike.setdefault((entry.hold.phase, entry.hold.setting, entry.hold.why), []).append(entry)
     lines += [_held_sentence(entries) for entries in list(alike.values())[:TOLD]]
     if len(alike) > TOLD:
         lines.append(f"And {len(alike) - TOLD} more reasons (summary.json's Held, series.csv's Held column).")
