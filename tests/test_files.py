@@ -7,9 +7,7 @@ import os
 
 from replay_fakes import OneMove, cluster, probe
 
-from plbjax.sf.replay.loop import replay
-from plbjax.sf.replay.record import write_outputs
-from plbjax.sf.replay.timeline import parse_timeline
+from plbjax.sf.replay import parse_timeline, replay, write_outputs
 
 
 def test_replay_records_keep_the_users_umask(tmp_path):

@@ -248,3 +248,18 @@ def test_no_import_cycles_between_modules():
 
     for m in sorted(graph):
         visit(m)
+
+
+def test_the_commands_reach_the_replay_only_through_its_face():
+    """`plbjax.cli` imports what `plbjax-replay` needs from `plbjax.sf.replay` itself (its face),
+    never from a module or folder inside it (issue 56)."""
+
+    def past_the_face(source: str) -> list[str]:
+        named = [n.module or "" for n in ast.walk(ast.parse(source)) if isinstance(n, ast.ImportFrom)]
+        named += [a.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Import) for a in n.names]
+        return [m for m in named if m.startswith("plbjax.sf.replay.")]
+
+    found = {p.name: past_the_face(p.read_text()) for p in sorted((PACKAGE / "cli").rglob("*.py"))}
+    assert any("from plbjax.sf.replay import" in p.read_text() for p in (PACKAGE / "cli").rglob("*.py"))
+    assert {name: m for name, m in found.items() if m} == {}
+    assert past_the_face("from plbjax.sf.replay.rounds.loop import replay") == ["plbjax.sf.replay.rounds.loop"]

@@ -379,11 +379,11 @@ def test_a_run_refusing_its_input_leaves_no_run_directory(tmp_path):
 
 
 def test_plain_forms_become_hydras():
-    from plbjax.cli import _plain_forms
+    from plbjax.cli.apps import plain_forms
 
-    assert _plain_forms(["day.yaml", "out=r"], "timeline") == ["timeline=day.yaml", "out=r"]
-    assert _plain_forms(["-m", "s.yaml", "preset=cpu,gpu"], "state") == ["-m", "state=s.yaml", "+preset=cpu,gpu"]
-    assert _plain_forms(["--cfg", "job", "state=s.yaml", "+preset=gpu"], "state") == [
+    assert plain_forms(["day.yaml", "out=r"], "timeline") == ["timeline=day.yaml", "out=r"]
+    assert plain_forms(["-m", "s.yaml", "preset=cpu,gpu"], "state") == ["-m", "state=s.yaml", "+preset=cpu,gpu"]
+    assert plain_forms(["--cfg", "job", "state=s.yaml", "+preset=gpu"], "state") == [
         "--cfg",
         "job",
         "state=s.yaml",

@@ -16,8 +16,8 @@ MARGINS = 2.5  # plbjax-roadef's MARGIN and SEARCH_MARGIN, and the time to print
 SCRIPTS = {  # console script -> the module whose main() it runs
     "plbjax-generate": "plbjax.generate_cli",
     "plbjax-roadef": "plbjax.roadef.cli",
-    "plbjax-import": "plbjax.sf.live.importer",
-    "plbjax-dump": "plbjax.sf.live.dump",
+    "plbjax-import": "plbjax.sf.live.reading.importer",
+    "plbjax-dump": "plbjax.sf.live.reading.dump",
     "plbjax-export": "plbjax.sf.live.export",
     "plbjax-apply": "plbjax.sf.live.apply",
 }

@@ -105,18 +105,18 @@ def compose_hydra(command: str, args: list[str], tmp_path: Path):
     from hydra import compose, initialize_config_module
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from plbjax.cli import REQUIRED, _plain_forms, _take_settings
+    from plbjax.cli.apps import REQUIRED, plain_forms, take_settings
     from plbjax.config import from_hydra
 
     args = [a for a in args if a not in ("-m", "--multirun")]
     overrides = []
-    for override in OverridesParser.create().parse_overrides(_plain_forms(args, REQUIRED[command])):
+    for override in OverridesParser.create().parse_overrides(plain_forms(args, REQUIRED[command])):
         value = next(iter(override.sweep_string_iterator())) if override.is_sweep_override() else None
         overrides.append(override.input_line if value is None else f"{override.get_key_element()}={value}")
     with initialize_config_module("plbjax.conf", version_base=None):
         cfg = compose(HYDRA_APPS[command], overrides=overrides)
     if command == "plbjax":  # +settings.NAME=VALUE: the state's Settings, checked when the state is read
-        _take_settings(cfg)
+        take_settings(cfg)
     return from_hydra(cfg, REQUIRED[command])
 
 
@@ -200,10 +200,10 @@ def test_the_readme_replay_timeline_example_is_generated_as_its_comment_says(tmp
 def test_help_and_readme_sweeps_of_the_bundled_example_are_one_sweep():
     """Every plbjax sweep example on the bundled example is the README's, whose rows differ
     (tests/cli/test_sweep_summary.py runs it): `balancing.threshold=1.2,2,4` gave three identical plans."""
-    from plbjax.cli import _plain_forms
+    from plbjax.cli.apps import plain_forms
 
     def normal(command: str) -> list[str]:
-        return sorted(_plain_forms(shlex.split(command)[2:], "state"))
+        return sorted(plain_forms(shlex.split(command)[2:], "state"))
 
     sweeps = {tuple(normal(c)) for _, c in EXAMPLES if c.startswith("plbjax -m ") and "examples/small.yaml" in c}
     readme = next(line[2:] for line in (ROOT / "README.md").read_text().splitlines() if line.startswith("$ plbjax -m "))

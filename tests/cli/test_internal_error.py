@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 
 import pytest
 from paths import ROOT
 
 from plbjax import cli
+from plbjax.cli import jobs
 from plbjax.sf._plan import planning
 
 EXAMPLE = ROOT / "examples" / "small.yaml"
@@ -20,7 +22,7 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_a_file(tmp_path, monk
         raise RuntimeError("deep down\nand more")
 
     monkeypatch.setattr(planning, "governed_encoding", broken)
-    monkeypatch.setattr(cli, "_job_started", False)
+    monkeypatch.setattr(jobs, "JOB_STARTED", threading.Event())
     monkeypatch.setattr(sys, "argv", ["plbjax", str(EXAMPLE), f"hydra.run.dir={tmp_path / 'run'}"])
     handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}  # main() sets its own
     try:
@@ -31,7 +33,7 @@ def test_an_unexpected_error_is_one_line_and_its_traceback_a_file(tmp_path, monk
             signal.signal(sig, handler)
     assert exited.value.code == 1
     err = capsys.readouterr().err
-    path = tmp_path / "run" / cli.TRACEBACK
+    path = tmp_path / "run" / jobs.TRACEBACK
     assert err.splitlines() == [f"plbjax: internal error: RuntimeError: deep down (traceback in {path})"]
     written = path.read_text()
     assert written.startswith("Traceback (most recent call last):") and "in broken" in written

@@ -9,17 +9,17 @@ import time
 
 import pytest
 
-from plbjax import cli
+from plbjax.cli import progress as cli
 
 
 @pytest.mark.parametrize("fresh, said", [(0.0, "loaded the compiled search in 1.2 s"), (5.0, "compiled in 1.2 s")])
 def test_the_compile_line_says_loaded_or_compiled_after_the_fact(fresh, said, capsys, monkeypatch):
-    monkeypatch.setattr(cli._compilations, "seconds", 10.0)
+    monkeypatch.setattr(cli.compilations, "seconds", 10.0)
     progress = cli.Progress(compile_quiet_for=0.0)
     progress.phase_begins("Balancing")
     progress.compiling(None)
     time.sleep(0.2)  # the announcement's timer
-    cli._compilations.seconds += fresh
+    cli.compilations.seconds += fresh
     progress.compiling(1.2)
     lines = capsys.readouterr().err.splitlines()
     assert lines == [
@@ -53,7 +53,7 @@ def test_a_quick_load_says_nothing(capsys):
 
 
 def test_jax_events_count_only_what_the_cache_did_not_supply():
-    counted = cli._Compilations()
+    counted = cli.Compilations()
     counted.duration(counted.FRESH[0], 0.5)  # tracing
     counted.event("/jax/compilation_cache/cache_hits")
     counted.duration(counted.BACKEND_COMPILE, 3.0)  # loaded from the cache

@@ -4,7 +4,9 @@
     violation_record.py  the violations record, one field per constraint kind
     constraints.py  the hard rules measured: exclusion, capacity, fault and upgrade domains
     energy.py       SF's balancing score and energy, in full and per move
-    moves.py        random neighbour moves, SF's way: move, or swap a primary with a secondary
+    moves.py        random neighbour moves, SF's way: move, or swap a primary with a secondary; exchange
+    compound_moves.py  SF's compound move where a partition fills its domains evenly
+    proposals.py    a step's proposals: the kinds' shares, one drawn kind, a batch
     chain.py        model: one chain's state and energy, updated by moves
     assessment.py   one placement on the host: its score, loads, violations and movements
 

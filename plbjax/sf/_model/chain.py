@@ -26,7 +26,8 @@ from plbjax.anneal import Model
 from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
 from plbjax.sf._model import energy as E
 from plbjax.sf._model.constraints import domain_violations_of, partition_domain_violations, penalty_of
-from plbjax.sf._model.moves import DRAWS, Move, partition_after, propose_batch, running, shares, two_services
+from plbjax.sf._model.moves import DRAWS, Move, partition_after, running
+from plbjax.sf._model.proposals import propose_batch, shares, two_services
 from plbjax.sf._model.search_scope import Search, SearchScope
 
 DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])  # the constraints `finish` checks

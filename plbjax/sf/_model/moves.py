@@ -1,24 +1,22 @@
 """Random neighbour moves, SF's way: move a replica or instance, or swap a primary with a secondary;
 and the exchange of two replicas of different partitions (a trade when both nodes are nearly full).
 
-`propose` draws one move for one chain and says whether it is valid (all constraints no worse but
-the fault- and upgrade-domain distribution, whose K^2 check `chain.finish` adds only for moves that
-may be accepted); `propose_batch` draws a step's worth, computing each kind only where it is drawn.
-Every move is described by the same fields — up to two replicas whose nodes change, the partition
-whose primary may change, the load change on two nodes, and a compound move's repair legs (none
-unless the cluster's domains are tight: `repairs`) — so energy and apply code are shared.
+Each `propose_*` draws one move for one chain and says whether it is valid (all constraints no
+worse but the fault- and upgrade-domain distribution, whose K^2 check `chain.finish` adds only for
+moves that may be accepted); `compound_moves` holds SF's compound move and `proposals` mixes the
+kinds into a step's worth. Every move is described by the same fields — up to two replicas whose
+nodes change, the partition whose primary may change, the load change on two nodes, and a compound
+move's repair legs (none unless the cluster's domains are tight: `repairs`) — so energy and apply
+code are shared.
 A move may also undo one, back to the replica's node at the search's origin (the minimal-movement
 pass undoes what does not pay for itself).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from plbjax.anneal import draw, uniform
 from plbjax.sf._encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
@@ -31,7 +29,6 @@ from plbjax.sf._model.constraints import (
     off_preferred,
     parent_partition,
     partition_nodes,
-    relative_excess,
     strays,
 )
 from plbjax.sf._model.energy import running_primary
@@ -140,7 +137,7 @@ def _excess(limit, loads, a, delta_a, b, delta_b) -> jax.Array:
     return excess_change(limit, loads, a, delta_a) + excess_change(limit, loads, b, delta_b)
 
 
-def _load(problem: Problem, primary_of, r) -> jax.Array:
+def replica_load(problem: Problem, primary_of, r) -> jax.Array:
     """[M] replica r's load in its role."""
     is_primary = primary_of[problem.replica_partition[r]] == r
     return jnp.where(is_primary, problem.load_primary[r], problem.load_secondary[r])
@@ -150,7 +147,7 @@ def _f32(x) -> jax.Array:
     return x.astype(jnp.float32)
 
 
-def _leg(search: Search, node_of, primary_of, r, dst, before=None):
+def leg(search: Search, node_of, primary_of, r, dst, before=None):
     """Replica r going from its node to `dst` (a node): the change of every constraint measure but
     capacity's and affinity's (`_affinity`: it depends on the whole move), its movement cost and
     count changes, and whether the move is allowed on its own (not a replica that stays, an Up node
@@ -207,7 +204,7 @@ def _affinity(problem: Problem, node_of, primary_of, p, p2, change: Change) -> j
     return _f32(jnp.sum(after) - jnp.sum(strays(problem, node_of, primary_of, rows)))
 
 
-def _enforced(scope: SearchScope, changes: jax.Array) -> jax.Array:
+def enforced(scope: SearchScope, changes: jax.Array) -> jax.Array:
     """No enforced constraint but capacity (checked by `fits`) gets worse."""
     return ~jnp.any(scope.enforce & (changes.at[CAPACITY].set(0.0) > 0))
 
@@ -251,11 +248,11 @@ def _move_to(search: Search, node_of, primary_of, loads, r, t, drawn) -> Move:
     problem, scope = search.cluster, search.scope
     p, s = problem.replica_partition[r], problem.replica_service[r]
     a, dst = node_of[r], jnp.maximum(t, 0)
-    load = _load(problem, primary_of, r)
-    changes, cost, moved, ok = _leg(search, node_of, primary_of, r, dst)
+    load = replica_load(problem, primary_of, r)
+    changes, cost, moved, ok = leg(search, node_of, primary_of, r, dst)
     if not problem.features.affinity:
         changes = _with_capacity(problem, changes, loads, a, -load, dst, load)
-        valid = drawn & (t >= 0) & ok & fits(search, loads, dst, load) & _enforced(scope, changes)
+        valid = drawn & (t >= 0) & ok & fits(search, loads, dst, load) & enforced(scope, changes)
         return _single(
             problem,
             replica=r,
@@ -274,8 +271,8 @@ def _move_to(search: Search, node_of, primary_of, loads, r, t, drawn) -> Move:
         )
     q, beside = _children_on(problem, node_of, r, a)
     along = (beside == 1) & (a >= 0)
-    changes2, cost2, moved2, ok2 = _leg(search, node_of, primary_of, q, dst)
-    load2 = jnp.where(along, _load(problem, primary_of, q), 0.0)
+    changes2, cost2, moved2, ok2 = leg(search, node_of, primary_of, q, dst)
+    load2 = jnp.where(along, replica_load(problem, primary_of, q), 0.0)
     gone = lambda x: jnp.where(along, x, 0.0)
     q_along = jnp.where(along, q, -1)
     change = Change(moved=((r, jnp.where(t >= 0, dst, -1)), (q_along, dst)))
@@ -290,7 +287,7 @@ def _move_to(search: Search, node_of, primary_of, loads, r, t, drawn) -> Move:
         & (ok2 | ~along)
         & ((beside == 0) | along | (a < 0))
         & fits(search, loads, dst, total)
-        & _enforced(scope, changes)
+        & enforced(scope, changes)
     )
     none = jnp.asarray(-1, jnp.int32)
     return Move(
@@ -354,10 +351,10 @@ def propose_exchange(search: Search, node_of, primary_of, loads, words) -> Move:
     b = node_of[q]
     p, p2 = problem.replica_partition[r], problem.replica_partition[q]
     s, s2 = problem.replica_service[r], problem.replica_service[q]
-    load, load2 = _load(problem, primary_of, r), _load(problem, primary_of, q)
+    load, load2 = replica_load(problem, primary_of, r), replica_load(problem, primary_of, q)
     delta_a, delta_b = load2 - load, load - load2
-    changes, cost, moved, ok = _leg(search, node_of, primary_of, r, jnp.maximum(b, 0))
-    changes2, cost2, moved2, ok2 = _leg(search, node_of, primary_of, q, jnp.maximum(a, 0))
+    changes, cost, moved, ok = leg(search, node_of, primary_of, r, jnp.maximum(b, 0))
+    changes2, cost2, moved2, ok2 = leg(search, node_of, primary_of, q, jnp.maximum(a, 0))
     changes = _with_capacity(problem, changes + changes2, loads, a, delta_a, b, delta_b)
     if problem.features.affinity:
         change = Change(moved=((r, b), (q, a)))
@@ -373,7 +370,7 @@ def propose_exchange(search: Search, node_of, primary_of, loads, words) -> Move:
         & ok2
         & fits(search, loads, a, delta_a)
         & fits(search, loads, b, delta_b)
-        & _enforced(scope, changes)
+        & enforced(scope, changes)
     )
     if problem.features.affinity:  # no parent's replica leaves or reaches a child of its partition
         for x in (r, q):
@@ -403,125 +400,6 @@ def propose_exchange(search: Search, node_of, primary_of, loads, words) -> Move:
         moves_delta=moved + moved2,
         penalty_delta=jnp.sum(problem.penalty * changes),
         valid=valid,
-    )
-
-
-def _pick(mask, word) -> jax.Array:
-    """The position of a uniformly drawn True of `mask` (0 when there is none)."""
-    return jnp.argmax(mask & (jnp.cumsum(mask) - 1 == draw(word, jnp.sum(mask))))
-
-
-def _in_cells(problem: Problem, first_cell, end_cell, word):
-    """A random Up node of domain cells first_cell..end_cell-1 (`Problem.domain_nodes`), and whether
-    there is one."""
-    lo, hi = problem.domain_first[first_cell], problem.domain_first[end_cell]
-    return problem.domain_nodes[lo + draw(word, hi - lo)], hi > lo
-
-
-def _excess_legs(limit, loads, nodes, deltas) -> jax.Array:
-    """Change of the summed relative excess over `limit` when each of `nodes` [L] (-1: none) in turn
-    gains its `deltas` [L, M] (a node may come more than once)."""
-    has, n = nodes >= 0, jnp.maximum(nodes, 0)
-    level = loads[n] + running(nodes, has, deltas)
-    change = relative_excess(level + deltas, limit[n]) - relative_excess(level, limit[n])
-    return jnp.sum(jnp.where(has[:, None], change, 0.0))
-
-
-def _fit_legs(search: Search, loads, nodes, deltas) -> jax.Array:
-    """Every node of `nodes` [L] stays within capacity once it has all its `deltas` [L, M]."""
-    has = nodes >= 0
-    last = has & ~jnp.any(earlier(nodes, has), axis=0)
-    total = running(nodes, has, deltas) + deltas
-    return jnp.all(jax.vmap(fits, in_axes=(None, None, 0, 0))(search, loads, jnp.where(last, nodes, -1), total))
-
-
-def propose_compound(search: Search, node_of, primary_of, loads, words) -> Move:
-    """SF's compound move, for partitions that fill their domains evenly (`Checker::MoveSolution`: a
-    random move, then each replica in breach of a domain constraint moved to a random node that
-    keeps the constraints checked before). A random movable replica moves to a random node of its
-    service's; if that crowds its top fault domain, another of the partition's replicas there moves
-    to a node of the fault domain the first one left; if the upgrade domains are then uneven, a
-    replica in the crowded one moves to a node of the short one in its own fault domain. The whole
-    move's domain check is `chain.finish`'s; partitions with affinity take no compound moves."""
-    problem, scope = search.cluster, search.scope
-    r = scope.movable[draw(words[0], scope.n_movable)]
-    p, s = problem.replica_partition[r], problem.replica_service[r]
-    cls = problem.service_class[s]
-    t1 = problem.class_nodes[cls, draw(words[1], problem.class_node_count[cls])]
-    rows, n0, src1 = problem.partition_replicas[p], partition_nodes(problem, node_of, p), node_of[r]
-    top = min(1, problem.fd_tree.shape[1] - 1)
-    fd = lambda n: problem.fd_tree[jnp.maximum(n, 0), top]
-    ud = lambda n: problem.ud_tree[jnp.maximum(n, 0), 1]
-    du = problem.ud_up.shape[0]
-    n1 = jnp.where(rows == r, t1, n0)
-    crowded = (rows >= 0) & (rows != r) & (n1 >= 0) & (fd(n1) == fd(t1)) & (fd(t1) != fd(src1))
-    leg2, k2 = jnp.any(crowded), _pick(crowded, words[2] & 0xFFFF)
-    r2, src2 = jnp.where(leg2, rows[k2], -1), n1[k2]
-    t2, found2 = _in_cells(problem, fd(src1) * du, (fd(src1) + 1) * du, words[2] >> 16)
-    n2 = jnp.where(leg2 & (rows == r2), t2, n1)
-    gone = jnp.stack([ud(src1), jnp.where(leg2, ud(src2), -1)])
-    came = jnp.stack([ud(t1), jnp.where(leg2, ud(t2), -1)])
-    net = jax.vmap(lambda u: jnp.sum(came == u) - jnp.sum(gone == u))
-    over, short = (net(came) > 0) & (came >= 0), (net(gone) < 0) & (gone >= 0)
-    uneven = (rows >= 0) & (rows != r) & (rows != r2) & (n2 >= 0) & (ud(n2) == came[jnp.argmax(over)])
-    uneven &= jnp.any(short)
-    leg3, k3 = jnp.any(uneven), _pick(uneven, words[3] & 0xFFFF)
-    r3, src3 = jnp.where(leg3, rows[k3], -1), n2[k3]
-    cell = fd(src3) * du + gone[jnp.argmax(short)]
-    t3, found3 = _in_cells(problem, cell, cell + 1, words[3] >> 16)
-
-    legs = [(r, t1, n0, jnp.asarray(True)), (r2, t2, n1, leg2), (r3, t3, n2, leg3)]
-    changes, cost, moved = jnp.zeros(CONSTRAINTS), jnp.zeros(()), jnp.zeros(())
-    valid = (scope.n_movable > 0) & (problem.class_node_count[cls] > 0) & (src1 >= 0)
-    valid &= ~leg2 | found2
-    valid &= ~leg3 | found3
-    for replica, dst, before, on in legs:
-        c, cost_i, moved_i, ok = _leg(search, node_of, primary_of, jnp.maximum(replica, 0), dst, before)
-        changes, cost, moved = (
-            changes + jnp.where(on, c, 0.0),
-            cost + jnp.where(on, cost_i, 0.0),
-            moved + jnp.where(on, moved_i, 0.0),
-        )
-        valid &= ~on | (ok & scope.may_move[jnp.maximum(replica, 0)])
-    load = lambda replica, on: jnp.where(on, _load(problem, primary_of, jnp.maximum(replica, 0)), 0.0)
-    l1, l2, l3 = load(r, True), load(r2, leg2), load(r3, leg3)
-    off = lambda n, on: jnp.where(on, n, -1)
-    nodes = jnp.stack([src1, t1, off(src2, leg2), off(t2, leg2), off(src3, leg3), off(t3, leg3)])
-    deltas = jnp.stack([-l1, l1, -l2, l2, -l3, l3])
-    changes = changes.at[CAPACITY].set(_excess_legs(problem.capacity, loads, nodes, deltas))
-    if problem.features.thresholds:
-        changes = changes.at[THRESHOLD].set(_excess_legs(problem.threshold_load, loads, nodes, deltas))
-    valid &= _fit_legs(search, loads, nodes, deltas) & _enforced(scope, changes)
-    if problem.features.affinity:
-        valid &= (problem.replica_parent[r] < 0) & ~jnp.any(problem.children_of[p] >= 0)
-    none, zero = jnp.asarray(-1, jnp.int32), jnp.zeros_like(l1)
-    return Move(
-        replica=r,
-        target=t1,
-        replica2=none,
-        target2=none,
-        partition=p,
-        new_primary=primary_of[p],
-        partition2=none,
-        service=s,
-        service2=none,
-        node_a=src1,
-        node_b=t1,
-        delta_a=-l1,
-        delta_b=l1,
-        local_a=-l1,
-        local_b=l1,
-        load2=zero,
-        load2_b=zero,
-        new_primary2=none,
-        cost_delta=cost,
-        moves_delta=moved,
-        penalty_delta=jnp.sum(problem.penalty * changes),
-        valid=valid,
-        repaired=jnp.stack([r2, r3]),
-        repaired_to=jnp.stack([off(t2, leg2), off(t3, leg3)]),
-        leg_nodes=nodes[2:],
-        leg_deltas=deltas[2:],
     )
 
 
@@ -591,7 +469,7 @@ def propose_swap(search: Search, node_of, primary_of, loads, words) -> Move:
         & ~(along & (problem.replica_stays[kid] | problem.replica_stays[kid_b]))
         & fits(search, loads, a, delta_a + load2)
         & fits(search, loads, b, delta_b + load2_b)
-        & _enforced(scope, changes)
+        & enforced(scope, changes)
     )
     return Move(
         **_no_repairs(problem),
@@ -618,74 +496,3 @@ def propose_swap(search: Search, node_of, primary_of, loads, words) -> Move:
         penalty_delta=jnp.sum(problem.penalty * changes),
         valid=valid,
     )
-
-
-KINDS = (propose_move, propose_swap, propose_exchange, propose_compound)
-
-
-def shares(swap: float, exchange: float, compound: float = 0.0) -> tuple[float, ...]:
-    """The probability of each of `KINDS` (replica moves take what the others leave; exchanges and
-    compound moves, which move more replicas, no more than swaps leave: SwapPrimaryProbability 1
-    searches swaps only)."""
-    exchange = min(exchange, 1.0 - swap)
-    compound = min(compound, 1.0 - swap - exchange)
-    return (max(1.0 - swap - exchange - compound, 0.0), swap, exchange, compound)
-
-
-def propose(search: Search, node_of, primary_of, loads, words, mix: tuple[float, ...]) -> Move:
-    """One random move from `DRAWS` random words, of kind k with probability `mix[k]` (word 4 draws
-    it; a kind this phase cannot draw gives way to the first that it can)."""
-    scope = search.scope
-    kinds = [(kind, p) for kind, p in zip(KINDS, mix) if p > 0]
-    edges = np.cumsum([p for _, p in kinds])[:-1] / sum(p for _, p in kinds)
-    choice = jnp.sum(uniform(words[4]) >= jnp.asarray(edges, jnp.float32))
-    can = jnp.stack([scope.n_swappable > 0 if kind is propose_swap else scope.n_movable > 0 for kind, _ in kinds])
-    choice = jnp.where(can[choice], choice, jnp.argmax(can))
-    drawn = [kind(search, node_of, primary_of, loads, words) for kind, _ in kinds]
-    return jax.tree.map(lambda *xs: jnp.stack(xs)[choice], *drawn)
-
-
-def _slots(tries: int, mix: tuple[float, ...]) -> tuple[tuple[float, ...], np.ndarray]:
-    """How a step's proposals are drawn: the kind shares of slot 0 and the kind of slots 1..tries-1.
-    Those hold floor(tries x share) swaps and exchanges, interleaved evenly (a golden-ratio sequence,
-    as earlier slots come first when accepted moves compete: `annealer.step`); slot 0 is a swap with
-    the remaining chance, so swaps keep their expected share (and slot 0, the temperature probe,
-    the mixture it always had)."""
-    if tries == 1:
-        return mix, np.zeros(0, int)
-    counts = np.floor(np.array(mix[1:]) * tries).astype(int)
-    counts = np.minimum(counts, np.maximum(tries - 1 - np.cumsum(counts) + counts, 0))
-    swap = min(mix[1] * tries - counts[0], 1.0)
-    shares = np.array([tries - 1 - counts.sum(), *counts], float)
-    position = (np.arange(1, tries) * 0.6180339887498949) % 1.0
-    kinds = np.searchsorted(np.cumsum(shares) / shares.sum(), position, side="right")
-    return (1.0 - swap, swap) + (0.0,) * (len(mix) - 2), np.minimum(kinds, len(mix) - 1)
-
-
-def two_services(problem: Problem, kind) -> bool:
-    """Whether moves of `kind` (None: any) may change two services' loads (static)."""
-    return kind in (None, propose_exchange) or (kind in (propose_move, propose_swap) and problem.features.affinity)
-
-
-def propose_batch(search: Search, node_of, primary_of, loads, words, mix: tuple[float, ...]):
-    """One move per row of `words` [T, DRAWS], kinds in `mix` shares (`_slots`): one proposal is
-    exactly `propose`; of more, the first may be a move or a swap, the others are of a fixed kind each.
-    A proposal that may be of any kind costs them all; these cost one. Returns the moves by kind, as
-    [(kind or None, batched Move)], and the order that puts their concatenation back in row order."""
-    first_mix, kind_of = _slots(words.shape[0], mix)
-    first = jax.tree.map(lambda x: x[None], propose(search, node_of, primary_of, loads, words[0], first_mix))
-    parts: list[tuple[Callable | None, Move]] = [(None, first)]
-    slots = [np.zeros(1, int)]
-    for k, kind in enumerate(KINDS):
-        rows = 1 + np.flatnonzero(kind_of == k)
-        if rows.size:
-            parts.append(
-                (
-                    kind,
-                    jax.vmap(kind, in_axes=(None, None, None, None, 0))(
-                        search, node_of, primary_of, loads, words[rows]
-                    ),
-                )
-            )
-            slots.append(rows)
-    return parts, np.argsort(np.concatenate(slots))

@@ -1,4 +1,4 @@
-"""SF's compound move (`moves.propose_compound`): where a partition fills its domains evenly, no
+"""SF's compound move (`compound_moves.propose_compound`): where a partition fills its domains evenly, no
 replica can move alone; a move and its repairs keep the model's contract and every hard rule."""
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from plbjax import anneal as A
 from plbjax.sf import parse_state
 from plbjax.sf._model import chain as S
 from plbjax.sf._model import energy as E
+from plbjax.sf._model.compound_moves import propose_compound
 from plbjax.sf._model.constraints import domain_violations_of
-from plbjax.sf._model.moves import DRAWS, propose_compound
+from plbjax.sf._model.moves import DRAWS
 
 pytestmark = pytest.mark.slow  # model checks, each a search of its own
 

@@ -74,9 +74,9 @@ def test_steps_null_without_seconds_is_refused():
     [
         ("plbjax.generate_cli", "plbjax-generate"),
         ("plbjax.roadef.cli", "plbjax-roadef"),
-        ("plbjax.sf.live.dump", "plbjax-dump"),
+        ("plbjax.sf.live.reading.dump", "plbjax-dump"),
         ("plbjax.sf.live.export", "plbjax-export"),
-        ("plbjax.sf.live.importer", "plbjax-import"),
+        ("plbjax.sf.live.reading.importer", "plbjax-import"),
     ],
 )
 def test_every_argparse_command_prints_plbjax_version(module, prog, capsys):

@@ -220,7 +220,7 @@ def test_the_console_summary_shows_the_largest_actions_the_throttle_and_what_is_
 def test_the_console_lists_a_swap_before_the_move_of_the_replica_it_demoted():
     """Issue 38: a primary swapped (SwapPrimarySecondary N0 -> N5) then moved as a secondary has two
     actions; the console's table shows both, the swap first, not the move alone."""
-    from plbjax.cli import _largest_actions
+    from plbjax.cli.summary import largest_actions
 
     def action(replica, kind, source, target, share):
         return {
@@ -239,7 +239,7 @@ def test_the_console_lists_a_swap_before_the_move_of_the_replica_it_demoted():
         action("120", "MoveSecondary", "N0", "N3", 0.5),
         *(action(f"r{k}", "MoveSecondary", "N1", "N2", 0.1 - 0.01 * k) for k in range(6)),
     ]
-    lines = _largest_actions(actions)
+    lines = largest_actions(actions)
     swap = next(i for i, line in enumerate(lines) if "SwapPrimarySecondary" in line)
     assert "fabric:/S/2/120" in lines[swap] and "N0 -> N5" in lines[swap]
     assert "MoveSecondary" in lines[swap + 1] and "fabric:/S/2/120" in lines[swap + 1]

@@ -1,0 +1,5 @@
+"""`python -m plbjax.cli`: the `plbjax` command."""
+
+from plbjax.cli import main
+
+main()

@@ -1,0 +1,73 @@
+"""`plbjax-replay`'s job: the timeline (with the command line's settings and thresholds) played on
+the replay's face, the record written, its story or a sweep job's one line printed."""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+from hydra.core.hydra_config import HydraConfig
+
+from plbjax import anneal
+from plbjax.cli.outputs import sweeping
+from plbjax.cli.plan_command import threshold_overrides
+from plbjax.cli.signals import stop_on_signals
+from plbjax.config import ReplayConfig
+from plbjax.files import write_text
+
+
+def with_overrides(timeline, cfg: ReplayConfig):
+    """`timeline` with its initial state's Settings and metric thresholds replaced where the config
+    sets them (`settings.<SF name>`, `balancing.*`: what sweeps vary); a bad setting exits 2 naming it."""
+    from plbjax.sf import parse_state
+    from plbjax.sf.replay import with_settings
+
+    balancing = cfg.balancing
+    if not cfg.settings and balancing.threshold is None and balancing.activity_threshold is None:
+        return timeline
+    doc = with_settings(timeline.state, cfg.settings) if cfg.settings else timeline.state
+    metrics = parse_state(doc, "state").metric_names()
+    return dataclasses.replace(timeline, state={**doc, **threshold_overrides(metrics, balancing)})
+
+
+def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
+    """Load the timeline, play it, write the record (to `cfg.out`, else the run directory); its summary.
+    Progress goes to stderr every few seconds. A SIGINT or SIGTERM stops the simulated clock: the
+    record up to there is written (summary `Interrupted`), then the run exits 128 + the signal's
+    number (130, 143; a sweep's job just ends with its record)."""
+    from plbjax.sf.replay import ReplayProgress, engine, load_timeline, replay, story, summary, write_outputs
+
+    anneal.enable_compilation_cache()
+    timeline = with_overrides(load_timeline(cfg.timeline), cfg)
+    outs = [Path(cfg.out)] if cfg.out else [run_dir]
+    if cfg.out and sweeping():  # every job its own folder; the summary reads the jobs'
+        outs = [run_dir, Path(cfg.out) / run_dir.name]
+    stopping = "stopping the simulated clock; writing the record up to there (a second signal exits at once)"
+    with stop_on_signals("plbjax-replay", stopping, None if cfg.out else run_dir) as signals:
+        plans: list[dict] | None = [] if cfg.record.plans else None
+        record = replay(
+            timeline,
+            *engine(cfg.search, rounds=cfg.rounds, documents=plans),
+            seed=cfg.search.seed,
+            progress=ReplayProgress(timeline.duration),
+            stop=anneal.STOP.is_set,
+        )
+    for out in outs:
+        write_outputs(record, out, plans or ())
+    result = summary(record)
+    told = "plbjax-replay: " + "\n  ".join([*story(record), f"Written to {', '.join(map(str, outs))}."])
+    if sweeping():  # one line a job; the story in the job's folder
+        write_text(run_dir / "summary.txt", told + "\n")
+        overrides = " ".join(HydraConfig.get().overrides.task)
+        print(
+            f"plbjax-replay: job {run_dir.name} ({overrides}): time-averaged AvgStdDev "
+            f"{result['TimeAveragedAvgStdDev']:.4f}, {result['CumulativeMovements']} movement(s), "
+            f"{result['Seconds']:.1f} s" + (", interrupted" if result.get("Interrupted") else ""),
+            flush=True,
+        )
+    else:
+        print(told)
+    if signals.received and not sweeping():
+        sys.exit(128 + signals.received[0])
+    return result
