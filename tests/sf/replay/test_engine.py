@@ -157,7 +157,7 @@ def test_a_document_differing_only_in_throttles_keeps_the_sessions_encoding():
     with those settings, without replacing it; the plan is the one of the view parsed afresh."""
     from plbjax import parse_state
     from plbjax.sf import Session
-    from plbjax.sf.replay.scheduler.settings import with_settings
+    from plbjax.sf.replay import with_settings
 
     doc, session = _small(), Session()
     first = session.encoded(doc)
@@ -290,7 +290,7 @@ def test_plbjax_generate_sets_a_scenarios_options_and_refuses_unknown_ones(tmp_p
 def test_replay_config_overrides_the_initial_settings_and_thresholds_for_sweeps():
     """`+settings.<SF name>=V` and `balancing.threshold=V` (what replay sweeps vary) replace the
     timeline's initial Settings and every metric's threshold; a bad setting is bad input naming it."""
-    from plbjax.cli import _with_overrides
+    from plbjax.cli import with_overrides
     from plbjax.config import BalancingConfig, ReplayConfig
     from plbjax.errors import BadInput
     from plbjax.sf.replay import load_timeline
@@ -299,13 +299,13 @@ def test_replay_config_overrides_the_initial_settings_and_thresholds_for_sweeps(
     config = ReplayConfig(
         timeline="x", settings={"minloadbalancinginterval": 10}, balancing=BalancingConfig(threshold=1.5)
     )
-    state = _with_overrides(timeline, config).state
+    state = with_overrides(timeline, config).state
     assert state["Settings"]["minloadbalancinginterval"] == 10
     assert not {k for k in state["Settings"] if k.lower() == "minloadbalancinginterval"} - {"minloadbalancinginterval"}
     assert set(state["MetricBalancingThresholds"].values()) == {1.5}
-    assert _with_overrides(timeline, ReplayConfig(timeline="x")).state is timeline.state
+    assert with_overrides(timeline, ReplayConfig(timeline="x")).state is timeline.state
     with pytest.raises(BadInput, match="Settings.Bogus"):
-        _with_overrides(timeline, ReplayConfig(timeline="x", settings={"Bogus": 1}))
+        with_overrides(timeline, ReplayConfig(timeline="x", settings={"Bogus": 1}))
 
 
 @pytest.mark.slow
@@ -345,7 +345,7 @@ def test_an_interrupted_replay_command_writes_its_record_up_to_there_and_exits_1
 def test_max_min_ratio_is_per_metric_over_the_whole_cluster_also_when_balancing_per_node_type():
     """timeline.md §3: a MaxMinRatio.<metric> column for every metric, over the whole cluster,
     whether or not SeparateBalancingStrategyPerNodeType splits the balance per node type."""
-    from plbjax.sf.replay.scheduler.settings import with_settings
+    from plbjax.sf.replay import with_settings
 
     doc = _small()
     whole = EngineProbe()(doc, frozenset()).max_min_ratio

@@ -38,12 +38,13 @@ from plbjax.sf.replay.scheduler.inflight import InFlight
 from plbjax.sf.replay.scheduler.settings import Settings, with_settings
 from plbjax.sf.replay.scheduler.throttles import THROTTLES, Window, throttle_overrides
 from plbjax.sf.replay.state.document import StateDocument
+from plbjax.sf.replay.timeline.changes import LoadReport, NodeAdded, NodeDown, NodeRemoved, NodeUp
 from plbjax.sf.replay.timeline.events import Event
 from plbjax.sf.replay.timeline.reading import settings_of
 from plbjax.sf.replay.types import TIME_EPS, Needs, PartitionKey, Story
 
-_NODE_DOWN = {"NodeDown", "NodeRemoved"}  # SF's OnNodeDown
-_NEW_NODE = {"NodeUp", "NodeAdded"}  # SF's OnNodeUp
+_NODE_DOWN = (NodeDown, NodeRemoved)  # SF's OnNodeDown
+_NEW_NODE = (NodeUp, NodeAdded)  # SF's OnNodeUp
 
 
 def tick_at_or_after(t: float, gap: float) -> float:
@@ -180,9 +181,9 @@ class Scheduler:
         a SystemStateChanged (PLBScheduler.cpp). The chronicle names them."""
         changes = self.changes
         for event in events:
-            changes.node_down = now if event.kind in _NODE_DOWN else changes.node_down
-            changes.new_node = now if event.kind in _NEW_NODE else changes.new_node
-            if event.kind == "LoadReport":
+            changes.node_down = now if isinstance(event.change, _NODE_DOWN) else changes.node_down
+            changes.new_node = now if isinstance(event.change, _NEW_NODE) else changes.new_node
+            if isinstance(event.change, LoadReport):
                 changes.load_change = now
             else:
                 self.state_changed(now)

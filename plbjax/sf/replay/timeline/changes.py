@@ -41,8 +41,10 @@ SETTINGS_MAPPINGS = frozenset(
 
 
 @dataclass(frozen=True)
-class NodeDown:
-    KIND: ClassVar[str] = "NodeDown"
+class _OfNode:
+    """A change to one node, by name."""
+
+    KIND: ClassVar[str]
     node: str
 
     @property
@@ -51,17 +53,22 @@ class NodeDown:
 
 
 @dataclass(frozen=True)
-class NodeUp(NodeDown):
+class NodeDown(_OfNode):
+    KIND: ClassVar[str] = "NodeDown"
+
+
+@dataclass(frozen=True)
+class NodeUp(_OfNode):
     KIND: ClassVar[str] = "NodeUp"
 
 
 @dataclass(frozen=True)
-class NodeRemoved(NodeDown):
+class NodeRemoved(_OfNode):
     KIND: ClassVar[str] = "NodeRemoved"
 
 
 @dataclass(frozen=True)
-class NodeDisabled(NodeDown):
+class NodeDisabled(_OfNode):
     """SF's deactivation with its intent (default Pause)."""
 
     KIND: ClassVar[str] = "NodeDisabled"
@@ -69,7 +76,7 @@ class NodeDisabled(NodeDown):
 
 
 @dataclass(frozen=True)
-class NodeEnabled(NodeDown):
+class NodeEnabled(_OfNode):
     KIND: ClassVar[str] = "NodeEnabled"
     intent: Intent | None = None
 
@@ -204,11 +211,12 @@ class SettingsChanged:
 
 
 @dataclass(frozen=True)
-class BlockListAdded:
-    KIND: ClassVar[str] = "BlockListAdded"
+class _BlockListEntry:
+    """A block-list entry: no replica of `service_type` on `node`."""
+
+    KIND: ClassVar[str]
     node: str
     service_type: str
-    until: float | None = None
 
     @property
     def entry(self) -> tuple[str, str]:
@@ -221,7 +229,15 @@ class BlockListAdded:
 
 
 @dataclass(frozen=True)
-class BlockListExpired(BlockListAdded):
+class BlockListAdded(_BlockListEntry):
+    """An entry added, until `until` (None: for good)."""
+
+    KIND: ClassVar[str] = "BlockListAdded"
+    until: float | None = None
+
+
+@dataclass(frozen=True)
+class BlockListExpired(_BlockListEntry):
     """Not a timeline kind: the loop applies it at a BlockListAdded event's Until."""
 
     KIND: ClassVar[str] = "BlockListExpired"
@@ -229,6 +245,10 @@ class BlockListExpired(BlockListAdded):
 
 Change = (
     NodeDown
+    | NodeUp
+    | NodeRemoved
+    | NodeDisabled
+    | NodeEnabled
     | NodeAdded
     | LoadReport
     | ServiceCreated
@@ -240,6 +260,7 @@ Change = (
     | UpgradeCompleted
     | SettingsChanged
     | BlockListAdded
+    | BlockListExpired
 )
 
 # Kind -> (required fields, optional fields), besides Time and Kind.

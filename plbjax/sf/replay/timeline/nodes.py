@@ -77,7 +77,7 @@ def _on_node(name: str) -> Callable[[dict, dict], bool]:
 # ------------------------------------------------------------------------------ nodes
 
 
-def node_down(doc: dict, c: NodeDown) -> dict:
+def node_down(doc: dict, c: NodeDown | NodeRemoved) -> dict:
     doc = _set_node(doc, c.node, NodeStatus=NodeStatus.DOWN.value, DeactivationIntent=None)
     return lose(doc, _on_node(c.node))
 

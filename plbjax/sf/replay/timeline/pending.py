@@ -54,7 +54,7 @@ class Pending:
     def applied(self, event: Event) -> None:
         """An event was applied: a block-list entry added schedules its expiry."""
         added = event.change
-        if type(added) is not BlockListAdded:
+        if not isinstance(added, BlockListAdded):
             return
         until = math.inf if added.until is None else added.until
         self.block_until[added.entry] = until
