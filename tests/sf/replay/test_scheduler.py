@@ -8,7 +8,14 @@ import pytest
 from replay_fakes import OneMove, action, cluster, counts, planned, play, probe, ran
 
 from plbjax.sf.replay import parse_timeline, replay
-from plbjax.sf.replay.scheduler.phases import last_check_before, tick_at_or_after
+from plbjax.sf.replay.scheduler.phases import (
+    ChangeTimes,
+    PlacementMode,
+    last_check_before,
+    next_placement,
+    small_change,
+    tick_at_or_after,
+)
 from plbjax.sf.replay.types import Needs
 
 FAILED_R0 = {"Time": 0, "Kind": "ReplicaFailed", "ReplicaId": "r0"}
@@ -316,3 +323,33 @@ def test_the_scheduler_names_the_upgrade_or_setting_that_stops_balancing():
     app = {"InProgress": True, "Scope": "Application", "ApplicationName": "fabric:/App"}
     assert held({"AllowBalancingDuringApplicationUpgrade": False}, app) == ["AllowBalancingDuringApplicationUpgrade"]
     assert held({}, app) == ["PLBScheduler::ThrottleBalancingForSmallStdDevChange"]  # balancing ran at 5
+
+
+def test_placement_retries_without_moves_then_once_with_moves():
+    """SF's placementAction_, decided without a clock: PLBActionRetryTimes rounds without moves,
+    one with (when MoveExistingReplicaForPlacement allows), again; a throttle stops the one with."""
+    mode, seen = PlacementMode(), []
+    for _ in range(6):
+        with_move, mode = next_placement(mode, 2, True, False)
+        seen.append(with_move)
+    assert seen == [False, False, True, False, False, True]
+    mode, seen = PlacementMode(), []
+    for _ in range(4):
+        with_move, mode = next_placement(mode, 2, False, False)
+        seen.append(with_move)
+    assert seen == [False] * 4
+    assert next_placement(PlacementMode("WithMove", 0), 2, True, True) == (False, PlacementMode("New", 1))
+
+
+def test_small_change_skips_balancing_until_something_changed_enough():
+    """SF's ThrottleBalancingForSmallStdDevChange, decided without a clock: a state change since the
+    last balancing lets it run; none at all holds it; only load changes hold it while AvgStdDev is
+    at most the threshold worse than after the last balancing."""
+    assert small_change(10, ChangeTimes(state_change=11), 0.1, 1.0, 5.0) is None
+    nothing = small_change(10, ChangeTimes(state_change=5, load_change=5), 0.1, 1.0, 5.0)
+    assert nothing is not None and nothing.setting == "PLBScheduler::ThrottleBalancingForSmallStdDevChange"
+    loads = ChangeTimes(state_change=5, load_change=12)
+    held = small_change(10, loads, 0.1, 1.0, 1.05)
+    assert held is not None and held.setting == "AvgStdDevDeltaThrottleThreshold"
+    assert small_change(10, loads, 0.1, 1.0, 1.2) is None
+    assert small_change(10, loads, -1, 1.0, 1.05) is None and small_change(10, loads, 0.1, None, 1.05) is None

@@ -97,6 +97,45 @@ class PlacementMode(NamedTuple):
     iteration: int = 0
 
 
+def next_placement(
+    mode: PlacementMode, retry_times: int, move_for_placement: bool, with_move_throttled: bool
+) -> tuple[bool, PlacementMode]:
+    """SF's placementAction_ (RefreshAction's Placement stage, PLBSchedulerAction::CanRetry): whether
+    this round places with moves, and the mode after it. PLBActionRetryTimes placements without
+    moves, then one with moves when MoveExistingReplicaForPlacement allows and IsCreationWithMove-
+    Throttled (`with_move_throttled`) does not hold, then without again."""
+    kind, iteration = mode
+    if kind == "WithMove" and with_move_throttled:
+        kind, iteration = "New", 0
+    current, iteration = kind, iteration + 1
+    if not (iteration < retry_times if kind == "New" else iteration == 0):
+        kind = "WithMove" if kind == "New" and move_for_placement else "New"
+        iteration = 0
+    return current == "WithMove", PlacementMode(kind, iteration)
+
+
+def small_change(
+    last: float, changes: ChangeTimes, threshold: float, last_avg: float | None, avg: float
+) -> Reason | None:
+    """SF's ThrottleBalancingForSmallStdDevChange for a balancing timer last restarted at `last`:
+    why it skips balancing (nothing changed since; or only loads, and AvgStdDev `avg` is at most
+    AvgStdDevDeltaThrottleThreshold worse than `last_avg`, after the last balancing), or None."""
+    if changes.state_change > last:
+        return None
+    if changes.state_change < last and changes.load_change < last:
+        return Reason(
+            "PLBScheduler::ThrottleBalancingForSmallStdDevChange",
+            "nothing changed since the last balancing round: SF balances again after a change",
+        )
+    if threshold >= 0 and last_avg is not None and avg <= last_avg * (1 + threshold):
+        return Reason(
+            "AvgStdDevDeltaThrottleThreshold",
+            f"AvgStdDev is at most {threshold:.0%} worse than after the last balancing round "
+            "(PLBScheduler::ThrottleBalancingForSmallStdDevChange)",
+        )
+    return None
+
+
 @dataclass
 class Fruitless:
     """The document version at which a search found nothing: it is not run again on that version."""
@@ -351,19 +390,12 @@ class Scheduler:
         return None
 
     def _next_placement(self, now: float) -> bool:
-        """SF's placementAction_ (RefreshAction's Placement stage, PLBSchedulerAction::CanRetry): this
-        round places with moves or not; PLBActionRetryTimes placements without, then one with moves
-        when MoveExistingReplicaForPlacement allows (and IsCreationWithMoveThrottled does not hold),
-        then without again. A state change starts over (SystemStateChanged)."""
-        s, (mode, iteration) = self._settings(), self.placement
-        if mode == "WithMove" and self._creation_with_move_throttled(now):
-            mode, iteration = "New", 0
-        current, iteration = mode, iteration + 1
-        if not (iteration < s.retry_times if mode == "New" else iteration == 0):
-            mode = "WithMove" if mode == "New" and s.move_for_placement else "New"
-            iteration = 0
-        self.placement = PlacementMode(mode, iteration)
-        return current == "WithMove"
+        """Whether this round places with moves (`next_placement`); a state change starts over
+        (SystemStateChanged)."""
+        s = self._settings()
+        throttled = self.placement.mode == "WithMove" and self._creation_with_move_throttled(now)
+        with_move, self.placement = next_placement(self.placement, s.retry_times, s.move_for_placement, throttled)
+        return with_move
 
     def _creation_with_move_throttled(self, now: float) -> bool:
         """SF's IsCreationWithMoveThrottled: a global or placement movement throttle reached, or
@@ -437,22 +469,8 @@ class Scheduler:
     def _small_change(self, node_type: str | None, needs: Needs) -> Reason | None:
         """SF's ThrottleBalancingForSmallStdDevChange for the timer of `node_type`: why it skips
         balancing, or None."""
-        last, changes = self.timers.last_balancing(node_type), self.changes
-        if changes.state_change > last:
-            return None
-        if changes.state_change < last and changes.load_change < last:
-            return Reason(
-                "PLBScheduler::ThrottleBalancingForSmallStdDevChange",
-                "nothing changed since the last balancing round: SF balances again after a change",
-            )
-        threshold = self._settings().avg_std_dev_delta
-        if threshold >= 0 and self.last_avg is not None and needs.avg_std_dev <= self.last_avg * (1 + threshold):
-            return Reason(
-                "AvgStdDevDeltaThrottleThreshold",
-                f"AvgStdDev is at most {threshold:.0%} worse than after the last balancing round "
-                "(PLBScheduler::ThrottleBalancingForSmallStdDevChange)",
-            )
-        return None
+        last, threshold = self.timers.last_balancing(node_type), self._settings().avg_std_dev_delta
+        return small_change(last, self.changes, threshold, self.last_avg, needs.avg_std_dev)
 
     def _imbalanced_types(self, needs: Needs) -> set[str | None]:
         if not self._settings().per_node_type:
