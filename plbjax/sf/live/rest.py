@@ -20,6 +20,7 @@ from urllib.parse import quote, urlencode
 from plbjax.errors import BadInput
 from plbjax.sf import Action, ActionKind
 from plbjax.sf.live.apply.expectations import Holding, holdings
+from plbjax.sf.live.reading.fields import Json
 
 PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
 BUSY = 503  # SF's gateway: too busy now, try again
@@ -98,7 +99,7 @@ class Client:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise BadInput(f"{method} {url}: the response is not JSON: {getattr(exc, 'msg', exc)}") from None
 
-    def pages(self, path: str, version: str) -> list[dict]:
+    def pages(self, path: str, version: str) -> list[Json]:
         """Every page of a paged list, following ContinuationToken until it is empty."""
         pages, token, seen = [], "", set()
         while True:
@@ -159,7 +160,7 @@ def move_request(action: Action) -> tuple[str, str, dict[str, str]]:
     raise ValueError(f"{kind}: no command; the Failover Manager makes it")
 
 
-def items(pages: list[dict]) -> list[dict]:
+def items(pages: list[Json]) -> list[Json]:
     return [item for page in pages for item in page["Items"]]
 
 

@@ -14,9 +14,10 @@ from pathlib import Path
 from plbjax.errors import BadInput
 from plbjax.sf import Action, NodeStatus, Role
 from plbjax.sf.live import apply as face
-from plbjax.sf.live.apply.executor import Executor, describe, nodes_of, precondition
+from plbjax.sf.live.apply.decide import nodes_of
+from plbjax.sf.live.apply.executor import Executor, describe, precondition
 from plbjax.sf.live.apply.expectations import AUXILIARY, Holding, after, mismatches
-from plbjax.sf.live.apply.journal import Journal, now
+from plbjax.sf.live.apply.journal import Journal, Status, now
 from plbjax.sf.live.apply.steps import Step, action_loads, order, read_plan
 from plbjax.sf.live.rest import Client, Cluster
 from plbjax.version import add_flag as add_version_flag
@@ -53,14 +54,14 @@ class Log:
         if not self.progress:
             return
         c = ex.counts()
-        left = len(ex.steps) - c["done"] - c["skipped"] - c["failed"] - c["timed-out"]
+        left = len(ex.steps) - c[Status.DONE] - c[Status.SKIPPED] - c[Status.FAILED] - c[Status.TIMED_OUT]
         eta = ""
         if ex.durations and left:
             seconds = sum(ex.durations) / len(ex.durations) * left / max(1, ex.in_flight)
             eta = f", ETA {seconds:.0f} s"
         text = (
-            f"progress: {c['done']}/{len(ex.steps)} done, {ex.in_flight} in flight, {c['failed']} failed, "
-            f"{c['skipped']} skipped, {c['timed-out']} timed out, {time.monotonic() - began:.0f} s{eta}"
+            f"progress: {c[Status.DONE]}/{len(ex.steps)} done, {ex.in_flight} in flight, {c[Status.FAILED]} failed, "
+            f"{c[Status.SKIPPED]} skipped, {c[Status.TIMED_OUT]} timed out, {time.monotonic() - began:.0f} s{eta}"
         )
         if self.tty:
             self._draw(text)
@@ -243,7 +244,8 @@ def execute(
             signal.signal(signum, handler)
     c = ex.counts()
     summary = (
-        f"summary: {c['done']} done, {c['skipped']} skipped, {c['failed']} failed, {c['timed-out']} timed out "
+        f"summary: {c[Status.DONE]} done, {c[Status.SKIPPED]} skipped, {c[Status.FAILED]} failed, "
+        f"{c[Status.TIMED_OUT]} timed out "
         f"of {len(steps)}; {time.monotonic() - began:.1f} s; at most {ex.most} move(s) in flight at once"
     )
     if caught:
@@ -253,9 +255,9 @@ def execute(
     for line in found:
         log.say(f"differs: {line}")
     log.say(summary + (f"; verification: {len(found)} difference(s)" if found else "; verification: as planned"))
-    if c["failed"] or c["skipped"] > len(ex.knock_on):
+    if c[Status.FAILED] or c[Status.SKIPPED] > len(ex.knock_on):
         return 4
-    return 3 if c["timed-out"] else 1 if found else 0
+    return 3 if c[Status.TIMED_OUT] else 1 if found else 0
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -18,12 +18,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from plbjax.errors import BadInput
 from plbjax.sf import Action, ActionKind, NodeStatus, Role
+from plbjax.sf.live.apply.decide import Board, Limits, decide, nodes_of
 from plbjax.sf.live.apply.expectations import BUILDING, NONE, Holding, after, before, mismatches
-from plbjax.sf.live.apply.journal import AGAIN, Journal, now
+from plbjax.sf.live.apply.journal import AGAIN, Journal, Status, now
 from plbjax.sf.live.apply.steps import Step
 from plbjax.sf.live.rest import BUSY, Cluster, HttpError
 
-FINAL = ("done", "skipped", "failed", "timed-out")
 SENDS = 3  # sends of one step in one run, each after its precondition was checked again
 TICK = 0.05  # seconds between two looks at the finished calls
 
@@ -33,12 +33,6 @@ def describe(k: int, steps: list[Step]) -> str:
     a = steps[k].action
     where = f"{a.source or '-'} -> {a.target or '-'}"
     return f"step {k + 1}/{len(steps)}: {a.kind} {a.service} partition {a.partition} {where}"
-
-
-def nodes_of(step: Step) -> list[str]:
-    """The nodes a step's move counts against (none for the Failover Manager's steps)."""
-    a = step.action
-    return [n for n in (a.source, a.target) if n] if step.command else []
 
 
 def precondition(action: Action, held: dict[str, Holding], status: dict[str, str]) -> str:
@@ -78,14 +72,15 @@ class Executor:
         looks at a partition; `bases`: partition -> node -> role as the plan found it (from --state), or
         None: as this run first reads it."""
         self.steps, self.cluster, self.journal, self.say = steps, cluster, journal, say
-        self.per_node, self.max_in_flight, self.step_timeout, self.poll = per_node, max_in_flight, step_timeout, poll
+        self.poll = poll
         self.bases = bases
+        self.limits = Limits(per_node, max_in_flight, step_timeout)
         self.seen: dict[str, dict[str, str]] = {}  # partition -> node -> role, as first read
         self.partition: dict[str, list[tuple[int, Action]]] = {}  # partition -> its (index, action)s in order
         for step in sorted(steps, key=lambda s: s.index):
             self.partition.setdefault(str(step.action.partition), []).append((step.index, step.action))
         self.done_before: set[int] = set()  # actions done before this run
-        self.state = ["pending"] * len(steps)
+        self.state = [Status.PENDING] * len(steps)
         self.since: dict[int, float] = {}  # step -> when its watch began (monotonic)
         self.sends: Counter[int] = Counter()
         self.load: Counter[str] = Counter()  # node -> moves in flight into or out of it
@@ -93,7 +88,7 @@ class Executor:
         self.durations: list[float] = []
         self.jobs: dict[Future, tuple[str, object]] = {}
         self.polled: dict[str, float] = {}  # partition -> when last asked for
-        self.pool = ThreadPoolExecutor(max(4, min(32, self.max_in_flight + 4)))
+        self.pool = ThreadPoolExecutor(max(4, min(32, max_in_flight + 4)))
         self.stopping = self.aborted = False
         self.knock_on: set[int] = set()  # steps skipped because a step they need was not done
         self.tick: Callable[[], None] = lambda: None  # called between two looks (the progress line)
@@ -120,42 +115,40 @@ class Executor:
         """First call: issue nothing more, watch what is in flight; second: stop waiting at once."""
         self.aborted, self.stopping = self.stopping, True
 
-    def counts(self) -> Counter[str]:
+    def counts(self) -> Counter[Status]:
         return Counter(self.state)
 
     def _busy(self) -> bool:
-        if self.jobs or any(s in ("checking", "issued") for s in self.state):
+        if self.jobs or any(s in (Status.CHECKING, Status.ISSUED) for s in self.state):
             return True
-        return not self.stopping and "pending" in self.state
+        return not self.stopping and Status.PENDING in self.state
 
     def _resume(self) -> None:
         """Steps as the journal has them: done stay done, issued are looked for, the others tried again."""
         for k, step in enumerate(self.steps):
             status = self.journal.status(step.index)
-            if status == "done":
-                self.state[k] = "done"
+            if status == Status.DONE:
+                self.state[k] = Status.DONE
                 self.done_before.add(step.index)
-            elif status == "issued":
+            elif status == Status.ISSUED:
                 self.say(f"{describe(k, self.steps)}: issued by an earlier run; looking for it in the cluster")
                 self._begin(k)
             elif status in AGAIN:
-                self.journal.set(step.index, status="pending", step=k + 1)
+                self.journal.set(step.index, status=Status.PENDING, step=k + 1)
+
+    def _board(self) -> Board:
+        return Board(tuple(self.state), dict(self.since), dict(self.load), self.in_flight)
 
     def _start_ready(self) -> None:
-        for k, step in enumerate(self.steps):
-            if self.state[k] != "pending":
-                continue
-            bad = next((d for d in step.needs if self.state[d] in FINAL and self.state[d] != "done"), None)
-            if bad is not None:
+        """`decide`'s starts and skips, in the steps' order."""
+        decision, _ = decide(self.steps, self._board(), self.limits, time.monotonic())
+        skipped = dict(decision.skip)
+        for k in sorted([*decision.begin, *skipped]):
+            if k in skipped:
                 self.knock_on.add(k)
-                self._end(k, "skipped", f"needs step {bad + 1}, {self.state[bad]}")
-            elif all(self.state[d] == "done" for d in step.needs) and self._room(step):
+                self._end(k, Status.SKIPPED, f"needs step {skipped[k] + 1}, {self.state[skipped[k]]}")
+            else:
                 self._begin(k)
-
-    def _room(self, step: Step) -> bool:
-        if not step.command:
-            return True
-        return self.in_flight < self.max_in_flight and all(self.load[n] < self.per_node for n in nodes_of(step))
 
     def _begin(self, k: int) -> None:
         """Step k in flight: a move is checked then sent; a Failover Manager's step is watched."""
@@ -164,13 +157,13 @@ class Executor:
             self.load[n] += 1
         self.in_flight += step.command
         self.most = max(self.most, self.in_flight)
-        if self.journal.status(step.index) != "issued":
-            self.journal.set(step.index, status="pending", step=k + 1, started=now())
+        if self.journal.status(step.index) != Status.ISSUED:
+            self.journal.set(step.index, status=Status.PENDING, step=k + 1, started=now())
         if step.command:
-            self.state[k] = "checking"
+            self.state[k] = Status.CHECKING
             self._submit("check", k, self._read, str(step.action.partition))
         else:
-            self.state[k], self.since[k] = "issued", time.monotonic()
+            self.state[k], self.since[k] = Status.ISSUED, time.monotonic()
             self.say(f"{describe(k, self.steps)}: watching for the Failover Manager to make it")
 
     def _submit(self, kind: str, what: object, call: Callable, *args: object) -> None:
@@ -193,24 +186,24 @@ class Executor:
         if self.aborted:
             return
         if error is not None:
-            return self._end(k, "failed", f"cannot read the cluster: {error}")
+            return self._end(k, Status.FAILED, f"cannot read the cluster: {error}")
         held, status = result
         action, index = self.steps[k].action, self.steps[k].index
         self.seen.setdefault(str(action.partition), {n: h.role for n, h in held.items()})
         if not mismatches(held, after(action.kind, action.source, action.target)):
-            return self._end(k, "done", "the cluster already shows it")
-        if self.journal.status(index) == "issued" and shows(action, held):
+            return self._end(k, Status.DONE, "the cluster already shows it")
+        if self.journal.status(index) == Status.ISSUED and shows(action, held):
             return self._watch(k)
         reason = precondition(action, held, status)
         if reason:
-            return self._end(k, "skipped", reason)
+            return self._end(k, Status.SKIPPED, reason)
         if self.stopping:
-            return self._end(k, "pending", "stopped before it was sent")
+            return self._end(k, Status.PENDING, "stopped before it was sent")
         if self.sends[k] >= SENDS:
-            return self._end(k, "failed", f"no answer to {SENDS} requests")
+            return self._end(k, Status.FAILED, f"no answer to {SENDS} requests")
         self.sends[k] += 1
         attempts = self.journal.entries[index].attempts + 1
-        self.journal.set(index, status="issued", attempts=attempts, issued=now())  # before it is sent
+        self.journal.set(index, status=Status.ISSUED, attempts=attempts, issued=now())  # before it is sent
         self.say(f"{describe(k, self.steps)}: started" + (f" (attempt {attempts})" if attempts > 1 else ""))
         self._submit("move", k, self.cluster.move, action)
 
@@ -220,12 +213,12 @@ class Executor:
             return self._watch(k)
         if isinstance(error, HttpError) and error.status != BUSY:
             reason = f"{error.code}: {error.detail}" if error.code else str(error)
-            return self._end(k, "failed", f"refused: {reason}", error=error.code or f"HTTP {error.status}")
+            return self._end(k, Status.FAILED, f"refused: {reason}", error=error.code or f"HTTP {error.status}")
         self.say(f"{describe(k, self.steps)}: no answer ({error}); looking for it in the cluster")
         self._submit("check", k, self._read, str(self.steps[k].action.partition), min(self.poll, 1.0))
 
     def _watch(self, k: int) -> None:
-        self.state[k], self.since[k] = "issued", time.monotonic()
+        self.state[k], self.since[k] = Status.ISSUED, time.monotonic()
 
     def _poll_due(self) -> None:
         """Ask for each partition with a step watched, once per poll."""
@@ -243,9 +236,9 @@ class Executor:
             self.seen.setdefault(pid, {n: h.role for n, h in held.items()})
         for k in [k for k in self.since if str(self.steps[k].action.partition) == pid]:
             if error is not None:
-                self._end(k, "failed", f"cannot read the cluster: {error}")
+                self._end(k, Status.FAILED, f"cannot read the cluster: {error}")
             elif self._done(k, held):
-                self._end(k, "done")
+                self._end(k, Status.DONE)
 
     def _done(self, k: int, held: dict[str, Holding]) -> bool:
         """Whether the cluster shows step k done: its action's outcome, or for an add the Failover Manager
@@ -263,19 +256,20 @@ class Executor:
         return sum(h.role == role for h in held.values()) >= want
 
     def _time_out(self) -> None:
-        clock = time.monotonic()
-        for k in [k for k, since in self.since.items() if clock - since > self.step_timeout]:
-            self._end(k, "timed-out", f"not done after {self.step_timeout:g} s")
+        """`decide`'s time-outs."""
+        decision, _ = decide(self.steps, self._board(), self.limits, time.monotonic(), starting=False)
+        for k in decision.time_out:
+            self._end(k, Status.TIMED_OUT, f"not done after {self.limits.step_timeout:g} s")
 
-    def _end(self, k: int, status: str, reason: str = "", error: str | None = None) -> None:
+    def _end(self, k: int, status: Status, reason: str = "", error: str | None = None) -> None:
         """Step k ends: its node and cluster counts freed, the journal written, a line logged."""
         step, since = self.steps[k], self.since.pop(k, None)
-        if self.state[k] in ("checking", "issued"):
+        if self.state[k] in (Status.CHECKING, Status.ISSUED):
             for n in nodes_of(step):
                 self.load[n] -= 1
             self.in_flight -= step.command
         took = ""
-        if status == "done" and since is not None:
+        if status == Status.DONE and since is not None:
             took = f" after {time.monotonic() - since:.1f} s"
             self.durations += [time.monotonic() - since] if step.command else []
         self.state[k] = status

@@ -12,14 +12,28 @@ import hashlib
 import json
 import threading
 from datetime import UTC, datetime
+from enum import StrEnum
 from pathlib import Path
 
 from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.sf import Action, ActionKind
 
-STATUSES = ("pending", "issued", "done", "skipped", "failed", "timed-out")
-AGAIN = ("skipped", "failed", "timed-out")  # tried again on a rerun, precondition first
+
+class Status(StrEnum):
+    """Where a step stands (`CHECKING` only in a run, never in the journal)."""
+
+    PENDING = "pending"
+    CHECKING = "checking"
+    ISSUED = "issued"
+    DONE = "done"
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    TIMED_OUT = "timed-out"
+
+
+FINAL = (Status.DONE, Status.SKIPPED, Status.FAILED, Status.TIMED_OUT)
+AGAIN = (Status.SKIPPED, Status.FAILED, Status.TIMED_OUT)  # tried again on a rerun, precondition first
 
 
 def now() -> str:
@@ -41,7 +55,7 @@ class Entry:
     partition: str | int
     source: str | None
     target: str | None
-    status: str = "pending"
+    status: Status = Status.PENDING
     attempts: int = 0
     step: int | None = None  # its position in this run's order, from 1
     started: str | None = None
@@ -58,7 +72,7 @@ class Entry:
     def from_document(cls, fields: dict[str, object]) -> Entry:
         """An entry as the journal file writes it (its keys: `_KEYS`)."""
         known = {name: fields[key] for name, key in _KEYS.items() if key in fields}
-        return cls(**known | {"action": ActionKind(fields["Action"])})  # pyright: ignore[reportArgumentType]
+        return cls(**known | {"action": ActionKind(fields["Action"]), "status": Status(known["status"])})  # pyright: ignore[reportArgumentType]
 
     def document(self) -> dict[str, object]:
         """The journal file's line: the action's fields, its status and attempts, the rest once set."""
@@ -110,7 +124,7 @@ class Journal:
         head: dict[str, object] = {"Plan": str(plan), "PlanSha256": digest, "Endpoint": endpoint, "Started": now()}
         return cls(path, head, [Entry.of(i, a) for i, a in enumerate(actions)])
 
-    def status(self, index: int) -> str:
+    def status(self, index: int) -> Status:
         return self.entries[index].status
 
     def set(self, index: int, **fields: object) -> None:

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 
 from plbjax.errors import BadInput
 from plbjax.files import write_text
-from plbjax.sf import Action, ActionKind, Role
+from plbjax.sf import Action, ActionKind, NodeStatus, Role
 from plbjax.sf.live import export as face
 from plbjax.sf.live.apply import expectations
 from plbjax.sf.live.apply.expectations import Holding, after, before, holdings, mismatches, said
@@ -215,20 +215,20 @@ def _issue(fmt: str, k: int, action: Action) -> str:
 def target_counts(state_path: str | Path, actions: list[Action]) -> Counts:
     """(partition, role) -> how many replicas of that role the partition holds on Up nodes once the
     plan's `actions` are applied to the state, for each partition the Failover Manager adds to."""
-    from plbjax.sf import apply_actions, load_state
+    from plbjax.sf import apply_actions, load_state, parse_state
 
     document = load_state(state_path).document
     try:
-        target = apply_actions(document, [a.document() for a in actions])
+        target = parse_state(apply_actions(document, actions), "--state")
     except (ValueError, KeyError, StopIteration) as exc:
         raise BadInput(f"--state: the plan's actions do not fit the state ({exc})") from None
-    down = {n["NodeName"] for n in target["Nodes"] if n.get("NodeStatus") == "Down"}
+    down = {n.name for n in target.nodes if n.status is NodeStatus.DOWN}
     added = {(str(a.partition), a.kind.role) for a in actions if a.kind.is_add}
     counts: Counts = dict.fromkeys(added, 0)
-    for partition in target["Partitions"]:
-        for replica in partition["Replicas"]:
-            key = (str(partition["PartitionId"]), Role(replica.get("Role") or Role.INSTANCE))
-            if key in counts and replica.get("NodeName") not in (None, *down):
+    for partition in target.partitions:
+        for replica in partition.replicas:
+            key = (str(partition.partition_id), replica.role)
+            if key in counts and replica.node not in (None, *down):
                 counts[key] += 1
     return counts
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TypeVar, overload
 
 from plbjax.errors import BadInput
-from plbjax.sf.live.reading.fields import NAMES
+from plbjax.sf.live.reading.fields import NAMES, Json
 
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),
@@ -91,14 +91,14 @@ class Dump:
         except RecursionError:
             raise BadInput(f"{rel}: invalid JSON: nested too deeply") from None
 
-    def object(self, rel: str, needed_for: str = "") -> dict:
+    def object(self, rel: str, needed_for: str = "") -> Json:
         """The file's JSON object; BadInput if it holds something else."""
         value = self.json(rel, needed_for)
         if not isinstance(value, dict):
             raise BadInput(f"{rel}: expected a JSON object, got {type(value).__name__}")
         return value
 
-    def items(self, rel: str, needed_for: str = "") -> list[tuple[str, dict]]:
+    def items(self, rel: str, needed_for: str = "") -> list[tuple[str, Json]]:
         """(where, item) for every item of a paged list, pages merged in order."""
         value = self.json(rel, needed_for)
         if isinstance(value, list) and value and all(isinstance(v, dict) and not _is_page(v) for v in value):
@@ -121,7 +121,7 @@ class Dump:
         return out
 
 
-def _is_page(value: dict) -> bool:
+def _is_page(value: Json) -> bool:
     return "Items" in value or "ContinuationToken" in value
 
 
@@ -134,10 +134,10 @@ _T = TypeVar("_T")
 
 
 @overload
-def need(item: dict, key: str, where: str) -> str: ...
+def need(item: Json, key: str, where: str) -> str: ...
 @overload
-def need(item: dict, key: str, where: str, kind: type[_T]) -> _T: ...
-def need(item: dict, key: str, where: str, kind: type = str) -> object:
+def need(item: Json, key: str, where: str, kind: type[_T]) -> _T: ...
+def need(item: Json, key: str, where: str, kind: type = str) -> object:
     """item[key], which must be there and of `kind`; BadInput naming where and key otherwise."""
     if key not in item:
         raise BadInput(f"{at(where, key)}: missing")
@@ -147,7 +147,7 @@ def need(item: dict, key: str, where: str, kind: type = str) -> object:
     return value
 
 
-def need_name(item: dict, key: str, where: str) -> str:
+def need_name(item: Json, key: str, where: str) -> str:
     """item[key], a non-empty string; BadInput naming where and key otherwise."""
     value = need(item, key, where)
     if not value.strip():
@@ -155,7 +155,7 @@ def need_name(item: dict, key: str, where: str) -> str:
     return value
 
 
-def need_id(item: dict, key: str, where: str) -> str:
+def need_id(item: Json, key: str, where: str) -> str:
     """An id (SF writes int64 ids as strings; a JSON number is read too) as a string."""
     if key not in item:
         raise BadInput(f"{at(where, key)}: missing")

@@ -13,6 +13,10 @@ ReplicaLoadInformationQueryResult (microsoft/service-fabric, src/prod/src/Servic
 
 from __future__ import annotations
 
+from typing import Any
+
+Json = dict[str, Any]  # one JSON object as SF's REST API (or a plbjax document) gives it, read at a door
+
 
 class Info(str):
     """Why a field is not carried, for a field that has no bearing on placement or balancing (an

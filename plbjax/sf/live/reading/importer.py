@@ -24,6 +24,7 @@ from plbjax.files import write_text
 from plbjax.sf import parse_state
 from plbjax.sf.live.reading import fields
 from plbjax.sf.live.reading.dumpdir import Dump, at, need_name
+from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.manifest import parse_manifest
 from plbjax.sf.live.reading.nodes import read_nodes
 from plbjax.sf.live.reading.replicas import check_orphans, partition_ids, read_partitions
@@ -36,7 +37,7 @@ SYSTEM_APPLICATION = "fabric:/System"
 SYSTEM_ID = "System"
 
 
-def import_dump(root: str) -> tuple[dict, Report]:
+def import_dump(root: str) -> tuple[Json, Report]:
     """(state document, report) for the dump in directory `root`; BadInput if it is inconsistent."""
     dump, report = Dump(root), Report()
     if not any(dump.exists(name) for name in DUMP_FILES):
@@ -69,7 +70,7 @@ def import_dump(root: str) -> tuple[dict, Report]:
     return doc, report
 
 
-def _summary(doc: dict, applications: int, metrics: int) -> str:
+def _summary(doc: Json, applications: int, metrics: int) -> str:
     """One line: what the state holds."""
     down = sum(n.get("NodeStatus") == "Down" for n in doc["Nodes"])
     replicas = sum(len(p["Replicas"]) for p in doc["Partitions"])
@@ -79,7 +80,7 @@ def _summary(doc: dict, applications: int, metrics: int) -> str:
     )
 
 
-def _manifest(dump: Dump, report: Report) -> dict:
+def _manifest(dump: Dump, report: Report) -> Json:
     """The cluster-wide part of the state, from cluster-manifest.json (or cluster-manifest.xml)."""
     if dump.exists("cluster-manifest.json"):
         if dump.exists("cluster-manifest.xml"):
@@ -108,7 +109,7 @@ def _applications(dump: Dump, report: Report) -> list[tuple[str, str]]:
 
 def _services(
     dump: Dump, app_id: str, app_name: str, skipped: dict[str, str], report: Report
-) -> list[tuple[str, dict | None]]:
+) -> list[tuple[str, Json | None]]:
     """(service Id, state Services entry, or None if left out) of every service of one application."""
     out: list[tuple[str, dict | None]] = []
     for where, item in dump.items(f"services/{app_id}.json", f"application {app_name!r}"):
@@ -166,7 +167,7 @@ def _check_files(dump: Dump, app_ids: set[str], service_ids: set[str], skipped: 
                 skipped |= {pid: system for _, pid in partition_ids(dump, rel, system)}
 
 
-def _check_correlations(services: list[dict], report: Report) -> None:
+def _check_correlations(services: list[Json], report: Report) -> None:
     """Leave out (reported) each correlation the state cannot hold: with a service the dump does not
     hold, with the service itself, a second one of a service, or one that would chain affinities."""
     names = {s["ServiceName"] for s in services}
@@ -200,7 +201,7 @@ def _check_correlations(services: list[dict], report: Report) -> None:
             del service["Correlations"]
 
 
-def _unique_replica_ids(partitions: list[dict], report: Report) -> None:
+def _unique_replica_ids(partitions: list[Json], report: Report) -> None:
     """SF's replica ids are unique within a partition; the state needs them unique cluster-wide."""
     count: dict[str, int] = {}
     for p in partitions:

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 
 from plbjax.errors import BadInput
 from plbjax.sf import parse_state
-from plbjax.sf.live.reading.fields import Info
+from plbjax.sf.live.reading.fields import Info, Json
 from plbjax.sf.live.reading.report import Report
 
 WHERE = "cluster-manifest"
@@ -50,7 +50,7 @@ def _value(text: str, kind) -> object:
         return text
 
 
-def _refused(part: dict) -> str | None:
+def _refused(part: Json) -> str | None:
     """Why plbjax refuses `part` of a state document (None if it accepts it)."""
     try:
         parse_state({"Nodes": [], "Services": [], "Partitions": [], **part}, WHERE)
@@ -59,7 +59,7 @@ def _refused(part: dict) -> str | None:
     return None
 
 
-def parse_manifest(xml: str, source: str, report: Report) -> dict:
+def parse_manifest(xml: str, source: str, report: Report) -> Json:
     """The state document's cluster-wide keys from the manifest text; BadInput if it is not XML."""
     try:
         root = ET.fromstring(xml)
@@ -79,7 +79,7 @@ def parse_manifest(xml: str, source: str, report: Report) -> dict:
     return doc
 
 
-def _fabric_settings(element: ET.Element, report: Report) -> dict:
+def _fabric_settings(element: ET.Element, report: Report) -> Json:
     """Settings and the per-metric sections; every other section is reported."""
     doc: dict = {}
     for section in _children(element, "Section"):
@@ -96,7 +96,7 @@ def _fabric_settings(element: ET.Element, report: Report) -> dict:
     return {k: v for k, v in doc.items() if v}
 
 
-def _accepted(key: str, values: dict, where: str, report: Report) -> dict:
+def _accepted(key: str, values: Json, where: str, report: Report) -> Json:
     """The entries of `values` that plbjax accepts under `key`; each refused one is reported."""
     kept = {}
     for name, value in values.items():
@@ -108,7 +108,7 @@ def _accepted(key: str, values: dict, where: str, report: Report) -> dict:
     return kept
 
 
-def _node_type(element: ET.Element, report: Report) -> dict:
+def _node_type(element: ET.Element, report: Report) -> Json:
     """One NodeTypes entry: capacities, placement properties and PLB overrides."""
     name = element.get("Name", "")
     entry: dict = {"Name": name}
@@ -135,7 +135,7 @@ def _node_type(element: ET.Element, report: Report) -> dict:
     return entry
 
 
-def _overrides(element: ET.Element, where: str, report: Report) -> dict:
+def _overrides(element: ET.Element, where: str, report: Report) -> Json:
     """PlacementAndLoadBalancingOverrides: thresholds per metric and MinLoadBalancingIntervalPerNodeType."""
     out: dict = {}
     for child in element:
@@ -153,7 +153,7 @@ def _overrides(element: ET.Element, where: str, report: Report) -> dict:
     return {k: v for k, v in out.items() if v != {}}
 
 
-def _override_ok(override: dict, spot: str, report: Report) -> bool:
+def _override_ok(override: Json, spot: str, report: Report) -> bool:
     """Whether plbjax accepts this override (reported if not)."""
     why = _refused({"NodeTypes": [{"Name": "_", "PlacementAndLoadBalancingOverrides": override}]})
     if why is not None:

@@ -18,6 +18,7 @@ from plbjax.errors import BadInput
 from plbjax.sf import INTENTS
 from plbjax.sf.live.reading import fields
 from plbjax.sf.live.reading.dumpdir import Dump, at, enum, flag, need, need_name, number
+from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.report import Report
 
 STATUS = {
@@ -36,7 +37,7 @@ RESOURCE_METRICS = ("servicefabric:/_CpuCores", "servicefabric:/_MemoryInMB")
 LARGEST_CAPACITY = 1e15  # plbjax.sf._state.cluster.LARGEST
 
 
-def read_nodes(dump: Dump, node_types: list[dict], report: Report) -> list[dict]:
+def read_nodes(dump: Dump, node_types: list[Json], report: Report) -> list[Json]:
     """Every node of nodes.json, with capacities from node-load/ where they differ from the node type's."""
     types = {t["Name"]: t for t in node_types}
     nodes = []
@@ -55,7 +56,7 @@ def read_nodes(dump: Dump, node_types: list[dict], report: Report) -> list[dict]
     return nodes
 
 
-def _node(item: dict, where: str, types: dict, report: Report) -> dict:
+def _node(item: Json, where: str, types: Json, report: Report) -> Json:
     name = need_name(item, "Name", where)
     upgrade_domain = item.get("UpgradeDomain")
     if isinstance(upgrade_domain, int) and not isinstance(upgrade_domain, bool):
@@ -82,7 +83,7 @@ def _node(item: dict, where: str, types: dict, report: Report) -> dict:
     return node
 
 
-def _fault_domain(item: dict, where: str) -> str:
+def _fault_domain(item: Json, where: str) -> str:
     """The node's FaultDomain, which must be a fault domain path (SF writes fd:/dc0/r0)."""
     value = need_name(item, "FaultDomain", where).strip()
     path = value[3:] if value.startswith("fd:") else value
@@ -91,7 +92,7 @@ def _fault_domain(item: dict, where: str) -> str:
     return value
 
 
-def _status(item: dict, where: str, report: Report) -> str:
+def _status(item: Json, where: str, report: Report) -> str:
     """Up / Down / Disabled: SF's NodeStatus, a stopped node Down, a deactivating Up node Disabled."""
     raw = enum(need(item, "NodeStatus", where), tuple(STATUS))
     if raw is None:
@@ -113,18 +114,18 @@ def _status(item: dict, where: str, report: Report) -> str:
     return status
 
 
-def _deactivation(item: dict) -> dict:
+def _deactivation(item: Json) -> Json:
     info = item.get("NodeDeactivationInfo")
     return info if isinstance(info, dict) else {}
 
 
-def _intent(item: dict) -> str | None:
+def _intent(item: Json) -> str | None:
     """NodeDeactivationInfo.NodeDeactivationIntent, SF's spelling; None when Invalid or absent (a
     Disabled node without one is read as Pause, the state's default)."""
     return enum(_deactivation(item).get("NodeDeactivationIntent"), INTENTS)
 
 
-def _node_load(load: dict, rel: str, node: dict, node_type: dict, report: Report) -> None:
+def _node_load(load: Json, rel: str, node: Json, node_type: Json, report: Report) -> None:
     """Capacities of this node that differ from its node type's go on the node."""
     report.walk("node-load/*.json", load, fields.NODE_LOAD)
     report.count("node-load/*.json")

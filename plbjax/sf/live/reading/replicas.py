@@ -25,6 +25,7 @@ from plbjax.errors import BadInput
 from plbjax.sf import IDLE_SECONDARY, Role
 from plbjax.sf.live.reading import fields
 from plbjax.sf.live.reading.dumpdir import Dump, at, enum, need, need_id, number
+from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.report import Report
 from plbjax.sf.live.reading.services import BUILTIN_METRICS
 
@@ -44,7 +45,7 @@ def partition_ids(dump: Dump, rel: str, needed_for: str) -> list[tuple[str, str]
     return out
 
 
-def read_partitions(dump: Dump, service: dict, service_id: str, nodes: set[str], report: Report) -> list[dict]:
+def read_partitions(dump: Dump, service: Json, service_id: str, nodes: set[str], report: Report) -> list[Json]:
     """The service's partitions, each with its replicas and their reported loads."""
     rel = f"partitions/{service_id}.json"
     out = []
@@ -59,7 +60,7 @@ def read_partitions(dump: Dump, service: dict, service_id: str, nodes: set[str],
     return out
 
 
-def _replica_id(item: dict, stateful: bool, where: str) -> str:
+def _replica_id(item: Json, stateful: bool, where: str) -> str:
     """ReplicaId of a stateful replica, InstanceId of a stateless instance (either, if only one is there)."""
     key = "ReplicaId" if stateful else "InstanceId"
     if key not in item:
@@ -68,7 +69,7 @@ def _replica_id(item: dict, stateful: bool, where: str) -> str:
     return need_id(item, key, where)
 
 
-def _replicas(dump: Dump, service: dict, pid: str, nodes: set[str], report: Report) -> list[tuple[dict, str]]:
+def _replicas(dump: Dump, service: Json, pid: str, nodes: set[str], report: Report) -> list[tuple[Json, str]]:
     """(state replica, where) for each replica of the partition that SF counts as placed."""
     rel = f"replicas/{pid}.json"
     stateful = service["ServiceKind"] == "Stateful"
@@ -103,7 +104,7 @@ def _replicas(dump: Dump, service: dict, pid: str, nodes: set[str], report: Repo
     return _resolve(out, pid, report)
 
 
-def _resolve(replicas: list[tuple[dict, str, str]], pid: str, report: Report) -> list[tuple[dict, str]]:
+def _resolve(replicas: list[tuple[Json, str, str]], pid: str, report: Report) -> list[tuple[Json, str]]:
     """One replica per node (the first that is up), one Primary (the first that is up)."""
     rank = {"Ready": 0, "InBuild": 1, "Down": 2}
     ordered = sorted(replicas, key=lambda r: rank[r[2]])  # stable: the file's order within a status
@@ -156,7 +157,7 @@ def _reports(entries: object, where: str, report: Report) -> dict[str, float]:
     return out
 
 
-def _apply_loads(dump: Dump, service: dict, pid: str, replicas: list[tuple[dict, str]], report: Report) -> None:
+def _apply_loads(dump: Dump, service: Json, pid: str, replicas: list[tuple[Json, str]], report: Report) -> None:
     """Set each replica's Loads from the partition's and its own load reports."""
     by_role: dict[str, dict] = {}
     rel = f"partition-load/{pid}.json"
@@ -182,14 +183,14 @@ def _apply_loads(dump: Dump, service: dict, pid: str, replicas: list[tuple[dict,
             replica["Loads"] = loads
 
 
-def _replica_load(load: dict, rel: str, report: Report) -> dict[str, float]:
+def _replica_load(load: Json, rel: str, report: Report) -> dict[str, float]:
     report.walk("replica-load/*/*.json", load, fields.REPLICA_LOAD)
     report.count("replica-load/*/*.json")
     key = "LoadMetricReports" if "LoadMetricReports" in load else "ReportedLoad"
     return _reports(load.get(key), f"{rel}: {key}", report)
 
 
-def check_orphans(dump: Dump, partitions: list[dict], report: Report, skipped: dict[str, str] | None = None) -> None:
+def check_orphans(dump: Dump, partitions: list[Json], report: Report, skipped: dict[str, str] | None = None) -> None:
     """BadInput for a file of a partition or replica that the dump does not hold; the load of a
     replica that was left out is reported, and so is every file of a partition in `skipped`
     (partition id -> why its service was left out)."""

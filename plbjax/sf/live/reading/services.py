@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from plbjax.errors import BadInput
 from plbjax.sf.live.reading.dumpdir import at, enum, integer, need, need_name, number
+from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.report import Report
 
 # SF's built-in metrics: their load comes from the replica's role, never from default loads.
@@ -34,7 +35,7 @@ MOVE_COSTS = ("Zero", "Low", "Medium", "High", "VeryHigh")
 LOAD_KEYS = ("PrimaryDefaultLoad", "SecondaryDefaultLoad", "DefaultLoad")
 
 
-def service_kind(desc: dict, where: str) -> str | None:
+def service_kind(desc: Json, where: str) -> str | None:
     """Stateful or Stateless; None for SF's ServiceKind Invalid; BadInput for anything else."""
     raw = need(desc, "ServiceKind", where)
     kind = enum(raw, (*KINDS, "Invalid"))
@@ -43,7 +44,7 @@ def service_kind(desc: dict, where: str) -> str | None:
     return None if kind == "Invalid" else kind
 
 
-def _list(desc: dict, key: str, where: str) -> list:
+def _list(desc: Json, key: str, where: str) -> list:
     """desc[key], a list of JSON objects (absent or null: empty)."""
     value = desc.get(key) or []
     if not isinstance(value, list) or not all(isinstance(v, dict) for v in value):
@@ -51,7 +52,7 @@ def _list(desc: dict, key: str, where: str) -> list:
     return value
 
 
-def service_entry(desc: dict, where: str, report: Report) -> dict:
+def service_entry(desc: Json, where: str, report: Report) -> Json:
     """The state's Services entry for one service description (whose ServiceKind is not Invalid)."""
     kind = service_kind(desc, where) or "Stateless"
     count_key = "TargetReplicaSetSize" if kind == "Stateful" else "InstanceCount"
@@ -98,7 +99,7 @@ def service_entry(desc: dict, where: str, report: Report) -> dict:
     return entry
 
 
-def _metric(raw: dict, kind: str, where: str, report: Report) -> dict:
+def _metric(raw: Json, kind: str, where: str, report: Report) -> Json:
     """A ServiceLoadMetricDescription as a state metric: the default loads its kind uses."""
     name = need_name(raw, "Name", where)
     out: dict = {"Name": name}
@@ -134,7 +135,7 @@ def _metric(raw: dict, kind: str, where: str, report: Report) -> dict:
     return out
 
 
-def _correlation(correlation: dict, where: str, report: Report) -> dict | None:
+def _correlation(correlation: Json, where: str, report: Report) -> Json | None:
     """A ServiceCorrelationDescription in the state's terms, or None (reported)."""
     scheme = enum(correlation.get("Scheme"), SCHEMES)
     other = correlation.get("ServiceName")
@@ -155,7 +156,7 @@ def _is_domain(value: object) -> bool:
     return path.startswith("/") and "" not in path.split("/")[1:]
 
 
-def _policy(policy: dict, where: str, report: Report) -> dict | None:
+def _policy(policy: Json, where: str, report: Report) -> Json | None:
     """A ServicePlacementPolicyDescription in the state's terms, or None (reported) if not modelled."""
     kind = enum(policy.get("Type"), tuple(POLICY_TYPES))
     if kind is None:

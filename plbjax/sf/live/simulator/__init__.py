@@ -46,8 +46,10 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 
 from plbjax.sf import Role
+from plbjax.sf.live.apply.steps import plan_read
+from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.importer import import_dump
-from plbjax.sf.live.simulator.cluster import IDLE, PLAN_KINDS, PRIMARY, SECONDARY, Move
+from plbjax.sf.live.simulator.cluster import IDLE, PLAN_KINDS, PRIMARY, SECONDARY, Move, NodeDown, Partition, Refusal
 from plbjax.sf.live.simulator.http import Gateway, Served
 from plbjax.sf.live.simulator.moves import MESSAGES
 from plbjax.sf.live.simulator.seed import build, read_dump, render, state_document
@@ -64,7 +66,7 @@ ROLES = {
 class Simulator:
     """A simulated SF cluster: its REST gateway, clock, Failover Manager and injectable faults."""
 
-    def __init__(self, served: Served, base: dict, keys: dict[str, tuple[str, object]]) -> None:
+    def __init__(self, served: Served, base: Json, keys: dict[str, tuple[str, object]]) -> None:
         self.served, self.cluster, self.base, self.keys = served, served.cluster, base, keys
 
     @classmethod
@@ -79,7 +81,7 @@ class Simulator:
         return cls(served, base, keys)
 
     @classmethod
-    def from_state(cls, source: dict | str | Path, **options: object) -> Simulator:
+    def from_state(cls, source: Json | str | Path, **options: object) -> Simulator:
         """A cluster showing a plbjax state document (a dict, or a .json/.yaml path) as SF objects."""
         doc = state_document(source)
         files, keys, sids = render(doc)
@@ -128,7 +130,7 @@ class Simulator:
                 for part in self.cluster.partitions.values()
             }
 
-    def state_document(self) -> dict:
+    def state_document(self) -> Json:
         """The cluster now as a plbjax state document: the input's, with nodes' status and replicas where
         they are (a moved replica keeps its state ReplicaId and Loads; builds not yet done are left out)."""
         with self.cluster.lock:
@@ -139,11 +141,11 @@ class Simulator:
             doc["Partitions"] = [self._partition(p, parts) for p in self.base["Partitions"]]
             return doc
 
-    def _status(self, node: dict) -> str:
+    def _status(self, node: Json) -> str:
         """A state node's status: Down when the simulator took it down."""
         return "Down" if self.cluster.nodes.get(node["NodeName"]) == "Down" else node.get("NodeStatus", "Up")
 
-    def _partition(self, state: dict, parts: dict) -> dict:
+    def _partition(self, state: Json, parts: dict[tuple[str, object], Partition]) -> Json:
         """A state partition with the simulator's replicas."""
         key = (state["ServiceName"], state["PartitionId"])
         part = parts.get(key) or next((p for k, p in parts.items() if k[1] == state["PartitionId"]), None)
@@ -203,17 +205,18 @@ class Simulator:
     def failover_choice(self, choice: Callable[[str, str, list[str]], str]) -> None:
         self.cluster.failover_choice = choice
 
-    def follow_plan(self, plan: dict) -> None:
-        """The FM places, drops and promotes where the plan's Add*/Drop*/PromoteSecondary actions say."""
+    def follow_plan(self, plan: object) -> None:
+        """The FM places, drops and promotes where the plan document's adds, drops and promotions say
+        (BadInput if it is not a plan)."""
         guids = {key: pid for pid, key in self.keys.items()}
         names = {(str(name), str(pid)): guid for (name, pid), guid in guids.items()}
         by_pid = {str(pid): guid for (_, pid), guid in guids.items()}
         with self.cluster.lock:
-            for act in plan.get("Actions") or []:
-                kind = PLAN_KINDS.get(act.get("Action"))
-                pid = str(act.get("PartitionId"))
-                guid = names.get((str(act.get("ServiceName")), pid)) or by_pid.get(pid) or pid.lower()
-                node = act.get("SourceNode") if kind == "drop" else act.get("TargetNode")
+            for act in plan_read(plan, "--follow-plan").actions:
+                kind = PLAN_KINDS.get(act.kind)
+                pid = str(act.partition)
+                guid = names.get((act.service, pid)) or by_pid.get(pid) or pid.lower()
+                node = act.source if kind == "drop" else act.target
                 if kind and node:
                     self.cluster.plan.setdefault((guid, kind), []).append(node)
 
@@ -227,7 +230,7 @@ class Simulator:
         message = MESSAGES.get(code, code)
         pid = partition_id.lower() if partition_id else None
         with self.cluster.lock:
-            self.cluster.refusals.append({"pid": pid, "kind": kind, "code": code, "message": message, "times": times})
+            self.cluster.refusals.append(Refusal(pid, kind, code, message, times))
 
     def node_down(self, name: str, after_moves: int | None = None, at: float | None = None) -> None:
         """The node goes Down now, when the Nth accepted move starts, or at simulated time `at`."""
@@ -236,7 +239,7 @@ class Simulator:
             if after_moves is None and at is None:
                 self.cluster.node_down(name)
             else:
-                self.cluster.downs.append({"node": name, "after": after_moves, "at": at})
+                self.cluster.downs.append(NodeDown(name, after_moves, at))
                 self.cluster.count_start()
 
     def slow(self, partition_id: str, seconds: float) -> None:
@@ -247,12 +250,12 @@ class Simulator:
     def unavailable(self, times: int = 1) -> None:
         """The next `times` requests are answered 503 FABRIC_E_SERVICE_TOO_BUSY."""
         with self.cluster.lock:
-            self.cluster.faults["unavailable"] += times
+            self.cluster.faults.unavailable += times
 
     def drop_connection(self, times: int = 1) -> None:
         """The next `times` requests: the connection is closed with no response."""
         with self.cluster.lock:
-            self.cluster.faults["drop"] += times
+            self.cluster.faults.drop += times
 
 
 def _tls(cert: str, client_ca: str | None) -> ssl.SSLContext:

@@ -66,6 +66,34 @@ class Move:
 
 
 @dataclass
+class Refusal:
+    """An injected refusal: the next `times` move POSTs of the partition and kind (None: any) refused."""
+
+    pid: str | None
+    kind: str | None
+    code: str
+    message: str
+    times: int
+
+
+@dataclass(frozen=True)
+class NodeDown:
+    """An injected node going Down when the `after`th accepted move starts, or at simulated time `at`."""
+
+    node: str
+    after: int | None
+    at: float | None
+
+
+@dataclass
+class Faults:
+    """The next requests answered 503 (`unavailable`) or dropped without an answer (`drop`)."""
+
+    unavailable: int = 0
+    drop: int = 0
+
+
+@dataclass
 class _Job:
     """A move (or a Failover Manager build) in progress: `finish` runs when it is `due`."""
 
@@ -103,9 +131,9 @@ class Cluster:
         self.requests: list[tuple[str, str]] = []
         self.jobs: list[_Job] = []
         self.slow: dict[str, float] = {}
-        self.refusals: list[dict] = []
-        self.downs: list[dict] = []
-        self.faults = {"unavailable": 0, "drop": 0}
+        self.refusals: list[Refusal] = []
+        self.downs: list[NodeDown] = []
+        self.faults = Faults()
         self.plan: dict[tuple[str, str], list[str]] = {}
         self.failover_choice: Callable[[str, str, list[str]], str] = self.default_choice
         self.next_failover = self.failover_seconds
@@ -135,8 +163,8 @@ class Cluster:
         for i, job in enumerate(self.jobs):
             events.append((job.due, i, lambda job=job: self._finish(job)))
         for down in self.downs:
-            if down["at"] is not None:
-                events.append((down["at"], 0, lambda down=down: self._fire_down(down)))
+            if down.at is not None:
+                events.append((down.at, 0, lambda down=down: self._fire_down(down)))
         if self.failover_seconds > 0 and math.isfinite(self.failover_seconds):
             events.append((self.next_failover, 1 << 30, self._failover_pass))
         if not events:
@@ -174,24 +202,24 @@ class Cluster:
     def count_start(self) -> None:
         """Node-down faults waiting for the Nth accepted move fire when it starts."""
         for down in list(self.downs):
-            if down["after"] is not None and len(self.moves) >= down["after"]:
+            if down.after is not None and len(self.moves) >= down.after:
                 self._fire_down(down)
 
     def refusal(self, pid: str, kind: str) -> Refused | None:
         """The injected refusal matching this move, consumed; None if none matches."""
         for fault in self.refusals:
-            if fault["pid"] in (None, pid.lower()) and fault["kind"] in (None, kind):
-                fault["times"] -= 1
-                if fault["times"] <= 0:
+            if fault.pid in (None, pid.lower()) and fault.kind in (None, kind):
+                fault.times -= 1
+                if fault.times <= 0:
                     self.refusals.remove(fault)
-                return Refused(fault["code"], fault["message"])
+                return Refused(fault.code, fault.message)
         return None
 
     # --- nodes going down ---------------------------------------------------------------------
 
-    def _fire_down(self, down: dict) -> None:
+    def _fire_down(self, down: NodeDown) -> None:
         self.downs.remove(down)
-        self.node_down(down["node"])
+        self.node_down(down.node)
 
     def node_down(self, name: str) -> None:
         """The node goes Down: its replicas Down, the builds touching it fail."""

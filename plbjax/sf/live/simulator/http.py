@@ -9,6 +9,7 @@ from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from plbjax.sf import ActionKind
+from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.simulator import moves
 from plbjax.sf.live.simulator.cluster import Cluster, Refused, Replica
 
@@ -68,7 +69,7 @@ class Served:
         return [i for page in pages for i in (page.get("Items", []) if isinstance(page, dict) else [page])]
 
 
-def replica_item(part_stateful: bool, replica: Replica) -> dict:
+def replica_item(part_stateful: bool, replica: Replica) -> Json:
     """A replica as Get Replica Info List shows it (StatefulServiceReplicaInfo / StatelessServiceInstanceInfo)."""
     item = dict(replica.raw) or {"ServiceKind": "Stateful" if part_stateful else "Stateless"}
     old_node, old_id = item.get("NodeName"), item.get("ReplicaId", item.get("InstanceId"))
@@ -142,7 +143,7 @@ class Gateway(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _get(self, words: list[str], query: dict) -> tuple[int, object]:
+    def _get(self, words: list[str], query: dict[str, str]) -> tuple[int, object]:
         """GET routes: (HTTP status, body)."""
         if not words:
             return 200, None  # the gateway's root (sfctl cluster select checks it answers)
@@ -151,7 +152,7 @@ class Gateway(BaseHTTPRequestHandler):
             self.served.cluster.advance()
             return _read(self.served, words, query)
 
-    def _post(self, words: list[str], query: dict) -> tuple[int, object]:
+    def _post(self, words: list[str], query: dict[str, str]) -> tuple[int, object]:
         """The move routes: 200 with no body when accepted."""
         if not words or words[-1] not in MOVE_CALLS:
             raise NotFound()
@@ -174,16 +175,16 @@ class Gateway(BaseHTTPRequestHandler):
 
 def _fault(c: Cluster) -> str | None:
     """The injected fault this request meets, consumed."""
-    if c.faults["drop"] > 0:
-        c.faults["drop"] -= 1
+    if c.faults.drop > 0:
+        c.faults.drop -= 1
         return "drop"
-    if c.faults["unavailable"] > 0:
-        c.faults["unavailable"] -= 1
+    if c.faults.unavailable > 0:
+        c.faults.unavailable -= 1
         return "busy"
     return None
 
 
-def _version(query: dict, least: float) -> None:
+def _version(query: dict[str, str], least: float) -> None:
     """SF's gateway needs api-version, at least the call's own."""
     try:
         ok = float(query["api-version"].split("-")[0]) >= least
@@ -193,7 +194,7 @@ def _version(query: dict, least: float) -> None:
         raise Refused("E_INVALIDARG", f"Invalid or missing api-version (this call needs {least} or later).")
 
 
-def _move(c: Cluster, words: list[str], query: dict) -> None:
+def _move(c: Cluster, words: list[str], query: dict[str, str]) -> None:
     """Dispatch a move POST (lock held)."""
     call, pid = words[-1], words[-2]
     kind = MOVE_CALLS[call][0]
@@ -211,7 +212,7 @@ def _move(c: Cluster, words: list[str], query: dict) -> None:
         moves.move_secondary(c, pid, query.get("currentnodename", ""), query.get("newnodename"), service)
 
 
-def _read(s: Served, words: list[str], query: dict) -> tuple[int, object]:
+def _read(s: Served, words: list[str], query: dict[str, str]) -> tuple[int, object]:
     """The GET answer for the route `words` (lock held)."""
     head, last, n = words[0], words[-1], len(words)
     if words == ["GetClusterManifest"]:
@@ -234,7 +235,7 @@ def _read(s: Served, words: list[str], query: dict) -> tuple[int, object]:
     raise NotFound()
 
 
-def _node_route(s: Served, words: list[str], query: dict) -> tuple[int, object]:
+def _node_route(s: Served, words: list[str], query: dict[str, str]) -> tuple[int, object]:
     """/Nodes, /Nodes/{node}, its load and a replica's detail on it."""
     c = s.cluster
     if len(words) == 1:
@@ -258,7 +259,7 @@ def _node_route(s: Served, words: list[str], query: dict) -> tuple[int, object]:
     raise NotFound()
 
 
-def _partition_route(s: Served, words: list[str], query: dict) -> tuple[int, object]:
+def _partition_route(s: Served, words: list[str], query: dict[str, str]) -> tuple[int, object]:
     """/Partitions/{pid}, its replicas and its load."""
     part = s.cluster.partitions.get(words[1].lower()) if len(words) > 1 else None
     if len(words) == 2:
@@ -274,7 +275,7 @@ def _partition_route(s: Served, words: list[str], query: dict) -> tuple[int, obj
     raise NotFound()
 
 
-def _node_item(s: Served, name: str) -> dict:
+def _node_item(s: Served, name: str) -> Json:
     """NodeInfo with the node's live status."""
     item = dict(s.node_items[name])
     status = s.cluster.nodes[name]
@@ -296,7 +297,7 @@ def _file(s: Served, rel: str, code: str) -> object:
     return s.files[rel]
 
 
-def _page(items: list, query: dict, call: str) -> dict:
+def _page(items: list, query: dict[str, str], call: str) -> Json:
     """One page of a list: from ContinuationToken (an index here), MaxResults items where the call takes it."""
     start = int(query.get("continuationtoken") or 0)
     size = int(query.get("maxresults") or 0) if call in MAX_RESULTS else 0

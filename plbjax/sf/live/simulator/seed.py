@@ -12,6 +12,7 @@ from xml.sax.saxutils import quoteattr
 
 from plbjax.sf import Role, load_state, parse_state
 from plbjax.sf.live.reading.dumpdir import canonical, decode
+from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.rest import service_id
 from plbjax.sf.live.simulator.cluster import PRIMARY, SECONDARY, Cluster, Partition, Replica
 from plbjax.sf.live.simulator.http import Served
@@ -51,7 +52,7 @@ def build(files: dict[str, object], options: dict) -> Served:
     return served
 
 
-def _service(served: Served, service: dict) -> None:
+def _service(served: Served, service: Json) -> None:
     """A service's partitions and replicas into the cluster."""
     sid = service["Id"]
     desc = served.files.get(f"service-descriptions/{sid}.json") or {}
@@ -69,7 +70,7 @@ def _service(served: Served, service: dict) -> None:
         served.cluster.partitions[pid.lower()] = Partition(pid, sid, stateful, target, replicas)
 
 
-def _replica(row: dict, stateful: bool) -> Replica:
+def _replica(row: Json, stateful: bool) -> Replica:
     rid = str(row.get("ReplicaId" if stateful else "InstanceId", row.get("ReplicaId", row.get("InstanceId"))))
     return Replica(rid, row["NodeName"], row.get("ReplicaRole") if stateful else None, row["ReplicaStatus"], rid, row)
 
@@ -77,14 +78,14 @@ def _replica(row: dict, stateful: bool) -> Replica:
 # --- a state document rendered as SF's responses ------------------------------------------------
 
 
-def state_document(source: dict | str | Path) -> dict:
+def state_document(source: Json | str | Path) -> Json:
     """The validated state document of a dict or a .json/.yaml path."""
     if isinstance(source, dict):
         return parse_state(source, "state").document
     return load_state(source).document
 
 
-def render(doc: dict) -> tuple[dict[str, object], dict[str, tuple[str, object]], dict[str, str]]:
+def render(doc: Json) -> tuple[dict[str, object], dict[str, tuple[str, object]], dict[str, str]]:
     """(responses in the dump layout, SF partition id -> (ServiceName, the state's PartitionId), SF ReplicaId
     -> the state's where they differ)."""
     files: dict[str, object] = {"cluster-manifest.json": {"Manifest": _manifest(doc)}}
@@ -106,7 +107,13 @@ def render(doc: dict) -> tuple[dict[str, object], dict[str, tuple[str, object]],
     return files, keys, sids
 
 
-def _render_service(files: dict, maps: tuple[dict, dict], service: dict, parts: list[dict], down: set[str]) -> None:
+def _render_service(
+    files: dict[str, object],
+    maps: tuple[dict[str, tuple[str, object]], dict[str, str]],
+    service: Json,
+    parts: list[Json],
+    down: set[str],
+) -> None:
     """A service's description, partitions and replicas."""
     keys, sids = maps
     sid, stateful = service_id(service["ServiceName"]), service["ServiceKind"] == "Stateful"
@@ -126,11 +133,11 @@ def _render_service(files: dict, maps: tuple[dict, dict], service: dict, parts: 
     files[f"partitions/{sid}.json"] = _paged(items)
 
 
-def _paged(items: list) -> dict:
+def _paged(items: list) -> Json:
     return {"ContinuationToken": "", "Items": items}
 
 
-def _app_name(service: dict) -> str:
+def _app_name(service: Json) -> str:
     return service.get("ApplicationName") or service["ServiceName"].rsplit("/", 1)[0]
 
 
@@ -142,7 +149,7 @@ def _guid(service: str, pid: object) -> str:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{service}/{pid}"))
 
 
-def _node(i: int, node: dict) -> dict:
+def _node(i: int, node: Json) -> Json:
     """NodeInfo, as Get Node Info List shows it."""
     name, status = node["NodeName"], node.get("NodeStatus", "Up")
     intent = node.get("DeactivationIntent") or "Invalid"
@@ -173,7 +180,7 @@ def _node(i: int, node: dict) -> dict:
     }
 
 
-def _application(name: str) -> dict:
+def _application(name: str) -> Json:
     return {
         "Id": service_id(name),
         "Name": name,
@@ -186,7 +193,7 @@ def _application(name: str) -> dict:
     }
 
 
-def _service_info(service: dict) -> dict:
+def _service_info(service: Json) -> Json:
     info = {
         "Id": service_id(service["ServiceName"]),
         "ServiceKind": service["ServiceKind"],
@@ -200,7 +207,7 @@ def _service_info(service: dict) -> dict:
     return info | ({"HasPersistedState": True} if service["ServiceKind"] == "Stateful" else {})
 
 
-def _description(service: dict, partitions: int) -> dict:
+def _description(service: Json, partitions: int) -> Json:
     """ServiceDescription (Get Service Description)."""
     stateful = service["ServiceKind"] == "Stateful"
     scheme = {"PartitionScheme": "Singleton"}
@@ -227,7 +234,7 @@ def _description(service: dict, partitions: int) -> dict:
     return desc | {"InstanceCount": int(service.get("InstanceCount", -1)), "MinInstanceCount": 1}
 
 
-def _partition(service: dict, guid: str, stateful: bool) -> dict:
+def _partition(service: Json, guid: str, stateful: bool) -> Json:
     """ServicePartitionInfo (Get Partition Info List)."""
     item = {
         "ServiceKind": service["ServiceKind"],
@@ -241,7 +248,7 @@ def _partition(service: dict, guid: str, stateful: bool) -> dict:
     return item | {"InstanceCount": int(service.get("InstanceCount", -1)), "MinInstanceCount": 1}
 
 
-def _replica_row(replica: dict, stateful: bool, down: set[str]) -> dict:
+def _replica_row(replica: Json, stateful: bool, down: set[str]) -> Json:
     """StatefulServiceReplicaInfo / StatelessServiceInstanceInfo of a state replica."""
     rid = str(replica["ReplicaId"]) if str(replica.get("ReplicaId")).isdigit() else _number(replica)
     row = {
@@ -257,12 +264,12 @@ def _replica_row(replica: dict, stateful: bool, down: set[str]) -> dict:
     return row | {"InstanceId": rid}
 
 
-def _number(replica: dict) -> str:
+def _number(replica: Json) -> str:
     """An int64 id for a replica whose state ReplicaId is not a number."""
     return str(int(hashlib.md5(str(replica.get("ReplicaId")).encode()).hexdigest()[:15], 16))
 
 
-def _manifest(doc: dict) -> str:
+def _manifest(doc: Json) -> str:
     """A cluster manifest with the state's node types and PlacementAndLoadBalancing sections."""
     lines = ['<?xml version="1.0" encoding="utf-8"?>', '<ClusterManifest Name="Simulated" Version="1.0" '
              'xmlns="http://schemas.microsoft.com/2011/01/fabric">', "  <NodeTypes>"]  # fmt: skip
@@ -282,7 +289,7 @@ def _manifest(doc: dict) -> str:
     return "\n".join([*lines, "  </FabricSettings>", "</ClusterManifest>"])
 
 
-def _parameters(values: dict, tag: str, indent: int) -> list[str]:
+def _parameters(values: Json, tag: str, indent: int) -> list[str]:
     """<tag Name= Value=/> lines; booleans as SF writes them."""
     pad = " " * indent
     return [f"{pad}<{tag} Name={quoteattr(str(k))} Value={quoteattr(_config(v))} />" for k, v in values.items()]
