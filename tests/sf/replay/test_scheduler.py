@@ -11,6 +11,7 @@ from plbjax.sf.replay import parse_timeline, replay
 from plbjax.sf.replay.scheduler.phases import (
     ChangeTimes,
     PlacementMode,
+    after_node_event,
     last_check_before,
     next_placement,
     small_change,
@@ -353,3 +354,13 @@ def test_small_change_skips_balancing_until_something_changed_enough():
     assert held is not None and held.setting == "AvgStdDevDeltaThrottleThreshold"
     assert small_change(10, loads, 0.1, 1.0, 1.2) is None
     assert small_change(10, loads, -1, 1.0, 1.05) is None and small_change(10, loads, 0.1, None, 1.05) is None
+
+
+def test_after_node_event_names_the_delay_still_running_a_node_down_first():
+    """SF's delays after a node went down or came up, decided without a clock."""
+    changes = ChangeTimes(node_down=30, new_node=100)
+    assert after_node_event(50, changes, 120, 120) == ("down", 30, 120)
+    assert after_node_event(160, changes, 120, 120) == ("up", 100, 120)
+    assert after_node_event(220, changes, 120, 120) is None
+    assert after_node_event(150, changes, 0, 0) is None
+    assert after_node_event(0, ChangeTimes(), 120, 120) is None  # no node event yet

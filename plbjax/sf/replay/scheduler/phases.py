@@ -97,6 +97,23 @@ class PlacementMode(NamedTuple):
     iteration: int = 0
 
 
+# SF's settings that delay a phase after a node went down or came up
+_CHECK_DELAYS = {"down": "ConstraintFixPartialDelayAfterNodeDown", "up": "ConstraintFixPartialDelayAfterNewNode"}
+_BALANCING_DELAYS = {"down": "BalancingDelayAfterNodeDown", "up": "BalancingDelayAfterNewNode"}
+
+
+def after_node_event(
+    now: float, changes: ChangeTimes, after_down: float, after_up: float
+) -> tuple[str, float, float] | None:
+    """The node event whose delay `now` is still within ("down" or "up", when, the delay), a node
+    going down first; None when it is past both (SF's IsBalancingThrottled and
+    IsConstraintCheckThrottled, with their delays after a node went down and after one came up)."""
+    for went, since, delay in (("down", changes.node_down, after_down), ("up", changes.new_node, after_up)):
+        if now < since + delay - TIME_EPS:
+            return went, since, delay
+    return None
+
+
 def next_placement(
     mode: PlacementMode, retry_times: int, move_for_placement: bool, with_move_throttled: bool
 ) -> tuple[bool, PlacementMode]:
@@ -372,22 +389,19 @@ class Scheduler:
         NodeDown/NewNode of a node event, a check whose violations are all fault or upgrade domain
         ones (AllViolationsSkippable) is skipped, its timer restarted. (SF runs the others "light",
         with a fifth of its search; the replay runs them in full.)"""
-        s, changes = self._settings(), self.changes
-        delays = (
-            ("ConstraintFixPartialDelayAfterNodeDown", changes.node_down, s.fix_partial_delay_after_node_down, "down"),
-            ("ConstraintFixPartialDelayAfterNewNode", changes.new_node, s.fix_partial_delay_after_new_node, "up"),
+        s = self._settings()
+        recent = after_node_event(
+            now, self.changes, s.fix_partial_delay_after_node_down, s.fix_partial_delay_after_new_node
         )
-        for setting, since, delay, went in delays:
-            if now < since + delay - TIME_EPS:
-                if not self.state.domain_violations_only(self.flight.frozen()):
-                    return None
-                return Reason(
-                    setting,
-                    f"SF skips a check whose violations are all fault/upgrade domain ones for {delay:g} s after "
-                    f"a node went {went} (at {since:g} s): until {since + delay:g} s "
-                    "(PLBScheduler::IsConstraintCheckThrottled)",
-                )
-        return None
+        if recent is None or not self.state.domain_violations_only(self.flight.frozen()):
+            return None
+        went, since, delay = recent
+        return Reason(
+            _CHECK_DELAYS[went],
+            f"SF skips a check whose violations are all fault/upgrade domain ones for {delay:g} s after "
+            f"a node went {went} (at {since:g} s): until {since + delay:g} s "
+            "(PLBScheduler::IsConstraintCheckThrottled)",
+        )
 
     def _next_placement(self, now: float) -> bool:
         """Whether this round places with moves (`next_placement`); a state change starts over
@@ -422,18 +436,17 @@ class Scheduler:
     def _balancing_throttle(self, now: float) -> Reason | None:
         """SF's IsBalancingThrottled, the first that holds: soon after a node event, a global throttle
         reached, nothing to move, or too many imbalanced partitions at the per-partition throttle."""
-        s, changes = self._settings(), self.changes
-        delays = (
-            ("BalancingDelayAfterNodeDown", changes.node_down, s.balancing_delay_after_node_down, "down"),
-            ("BalancingDelayAfterNewNode", changes.new_node, s.balancing_delay_after_new_node, "up"),
+        s = self._settings()
+        recent = after_node_event(
+            now, self.changes, s.balancing_delay_after_node_down, s.balancing_delay_after_new_node
         )
-        for setting, since, delay, went in delays:
-            if now < since + delay - TIME_EPS:
-                return Reason(
-                    setting,
-                    f"SF waits {delay:g} s after a node went {went} (at {since:g} s) before balancing: until "
-                    f"{since + delay:g} s (PLBScheduler::IsBalancingThrottled)",
-                )
+        if recent is not None:
+            went, since, delay = recent
+            return Reason(
+                _BALANCING_DELAYS[went],
+                f"SF waits {delay:g} s after a node went {went} (at {since:g} s) before balancing: until "
+                f"{since + delay:g} s (PLBScheduler::IsBalancingThrottled)",
+            )
         allowance = self.window.allowance(s, now, self.state.existing())
         for throttle, left in zip(THROTTLES[:2], allowance):
             if left is not None and left <= 0:
