@@ -204,35 +204,35 @@ def apply_to_partition(partition: dict, action: ActionLike) -> dict:
 
 def _apply(replicas: list[dict], act: Action) -> None:
     """`act` applied to a partition's `replicas` (in place)."""
-    kind, target, told = act.kind, act.target, act.document()
+    kind, target = act.kind, act.target
     if act.replica is None:
         replica = {"ReplicaId": None, "Role": str(kind.role), "NodeName": None}
         replicas.append(replica)
     else:
         replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act.replica))
     if replica.get("NodeName") != act.source:
-        raise ValueError(f"action {told}: replica is on {replica.get('NodeName')}")
+        raise ValueError(f"action {act.document()}: replica is on {replica.get('NodeName')}")
     if kind.is_drop:
         if replica["Role"] != kind.role:
-            raise ValueError(f"action {told}: the replica is a {replica['Role']}")
+            raise ValueError(f"action {act.document()}: the replica is a {replica['Role']}")
         replicas.remove(replica)
     elif kind is SWAP:
         other = next(r for r in replicas if r.get("NodeName") == target)
         if replica["Role"] != Role.PRIMARY or other["Role"] != Role.SECONDARY:
-            raise ValueError(f"action {told}: not a primary/secondary pair")
+            raise ValueError(f"action {act.document()}: not a primary/secondary pair")
         _hand_over(replicas, replica, other)
     elif kind is PROMOTE:
         if replica["Role"] != Role.SECONDARY or any(
             r["Role"] == Role.PRIMARY and r is not replica and r.get("NodeName") == target for r in replicas
         ):
-            raise ValueError(f"action {told}: cannot promote")
+            raise ValueError(f"action {act.document()}: cannot promote")
         old = next((r for r in replicas if r["Role"] == Role.PRIMARY), None)
         if old is not None:
             _hand_over(replicas, old, replica)
         replica["Role"] = Role.PRIMARY.value
     else:
         if any(r.get("NodeName") == target for r in replicas if r is not replica):
-            raise ValueError(f"action {told}: target already holds a replica of the partition")
+            raise ValueError(f"action {act.document()}: target already holds a replica of the partition")
         replica["NodeName"] = target
         if kind.is_add:
             replica["Role"] = str(kind.role)
