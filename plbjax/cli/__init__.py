@@ -19,6 +19,4 @@ from plbjax.cli.progress import Progress
 from plbjax.cli.replay_command import run_replay, with_overrides
 from plbjax.cli.summary import summary
 
-_with_overrides = with_overrides  # tests/sf/replay/test_engine.py's name for it, until it imports with_overrides
-
 __all__ = ["Progress", "main", "replay_main", "run", "run_replay", "summary", "with_overrides"]
