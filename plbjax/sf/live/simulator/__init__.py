@@ -49,7 +49,17 @@ from plbjax.sf import Role
 from plbjax.sf.live.apply.steps import plan_read
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.importer import import_dump
-from plbjax.sf.live.simulator.cluster import IDLE, PLAN_KINDS, PRIMARY, SECONDARY, Move, NodeDown, Partition, Refusal
+from plbjax.sf.live.simulator.cluster import (
+    IDLE,
+    PLAN_KINDS,
+    PRIMARY,
+    SECONDARY,
+    Move,
+    NodeDown,
+    Options,
+    Partition,
+    Refusal,
+)
 from plbjax.sf.live.simulator.http import Gateway, Served
 from plbjax.sf.live.simulator.moves import MESSAGES
 from plbjax.sf.live.simulator.seed import build, read_dump, render, state_document
@@ -72,7 +82,7 @@ class Simulator:
     @classmethod
     def from_dump(cls, path: str | Path, **options: object) -> Simulator:
         """A cluster serving the dump at `path` (the dump layout of docs/contract.md)."""
-        served = build(read_dump(path), options)
+        served = build(read_dump(path), Options(**options))  # pyright: ignore[reportArgumentType]
         base, _ = import_dump(str(path))
         names = {i["Id"]: i["Name"] for rel in served.files if rel.startswith("services/") for i in served.items(rel)}
         keys: dict[str, tuple[str, object]] = {
@@ -85,7 +95,7 @@ class Simulator:
         """A cluster showing a plbjax state document (a dict, or a .json/.yaml path) as SF objects."""
         doc = state_document(source)
         files, keys, sids = render(doc)
-        served = build(files, options)
+        served = build(files, Options(**options))  # pyright: ignore[reportArgumentType]
         for part in served.cluster.partitions.values():
             for replica in part.replicas:
                 replica.sid = sids.get(replica.rid, replica.sid)

@@ -111,21 +111,34 @@ class Refused(Exception):
         self.code, self.message = code, message
 
 
+@dataclass(frozen=True)
+class Options:
+    """The simulated world's pace: simulated seconds a build, a swap (default: a quarter build) and the
+    Failover Manager's pass (default: a build) take, simulated seconds per wall second, and the seed
+    of new replica ids."""
+
+    build_seconds: float = 2.0
+    swap_seconds: float | None = None
+    failover_seconds: float | None = None
+    clock_rate: float = 1.0
+    seed: int = 0
+
+
 class Cluster:
     """The world behind the simulator's REST answers."""
 
-    def __init__(self, nodes: dict[str, str], partitions: dict[str, Partition], options: dict) -> None:
+    def __init__(self, nodes: dict[str, str], partitions: dict[str, Partition], options: Options) -> None:
         self.nodes, self.partitions = nodes, partitions  # node -> "Up"/"Down"; pid -> Partition
-        self.build_seconds = float(options.get("build_seconds", 2.0))
-        swap = options.get("swap_seconds")
+        self.build_seconds = float(options.build_seconds)
+        swap = options.swap_seconds
         self.swap_seconds = self.build_seconds / 4 if swap is None else float(swap)
-        failover = options.get("failover_seconds")
+        failover = options.failover_seconds
         self.failover_seconds = self.build_seconds if failover is None else float(failover)
-        self.clock_rate = float(options.get("clock_rate", 1.0))
+        self.clock_rate = float(options.clock_rate)
         self.lock = threading.RLock()
         self.started = time.monotonic()
         self.clock = 0.0
-        self.ids = itertools.count(int(options.get("seed", 0)) * 10**9 + 134000000000000001)
+        self.ids = itertools.count(int(options.seed) * 10**9 + 134000000000000001)
         self.moves: list[Move] = []
         self.failovers: list[Move] = []
         self.requests: list[tuple[str, str]] = []

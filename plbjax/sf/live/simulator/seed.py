@@ -14,7 +14,7 @@ from plbjax.sf import Role, load_state, parse_state
 from plbjax.sf.live.reading.dumpdir import canonical, decode
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.rest import service_id
-from plbjax.sf.live.simulator.cluster import PRIMARY, SECONDARY, Cluster, Partition, Replica
+from plbjax.sf.live.simulator.cluster import PRIMARY, SECONDARY, Cluster, Options, Partition, Replica
 from plbjax.sf.live.simulator.http import Served
 
 DOWN = ("Down", "Removed", "Invalid", "Unknown")  # NodeStatus values of a node that is not up
@@ -39,7 +39,7 @@ def read_dump(root: str | Path) -> dict[str, object]:
     return files
 
 
-def build(files: dict[str, object], options: dict) -> Served:
+def build(files: dict[str, object], options: Options) -> Served:
     """The live cluster and gateway data of a set of responses in the dump layout."""
     served = Served(files, Cluster({}, {}, options), {}, {})
     for item in served.items("nodes.json"):
