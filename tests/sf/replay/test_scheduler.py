@@ -7,16 +7,20 @@ from __future__ import annotations
 import pytest
 from replay_fakes import OneMove, action, cluster, counts, planned, play, probe, ran
 
+from plbjax.sf import Phase
 from plbjax.sf.replay import parse_timeline, replay
 from plbjax.sf.replay.scheduler.phases import (
     ChangeTimes,
     PlacementMode,
+    Timers,
     after_node_event,
+    expired_phases,
     last_check_before,
     next_placement,
     small_change,
     tick_at_or_after,
 )
+from plbjax.sf.replay.scheduler.settings import read_settings
 from plbjax.sf.replay.types import Needs
 
 FAILED_R0 = {"Time": 0, "Kind": "ReplicaFailed", "ReplicaId": "r0"}
@@ -364,3 +368,16 @@ def test_after_node_event_names_the_delay_still_running_a_node_down_first():
     assert after_node_event(220, changes, 120, 120) is None
     assert after_node_event(150, changes, 0, 0) is None
     assert after_node_event(0, ChangeTimes(), 120, 120) is None  # no node event yet
+
+
+def test_expired_phases_come_the_longest_waiting_first():
+    """SF's RefreshAction visits the expired timers from the one that waited longest (ties:
+    Placement, ConstraintCheck, Balancing), decided without a clock."""
+    settings = read_settings(cluster({"N0": 1}, {"MinPlacementInterval": 1, "MinConstraintCheckInterval": 1}))
+    timers = Timers()  # placement and the constraint check start expired; balancing one interval in
+    assert expired_phases(timers, settings, 0.0) == [Phase.PLACEMENT, Phase.CONSTRAINT_CHECK]
+    timers = Timers({Phase.PLACEMENT: 10.0, Phase.CONSTRAINT_CHECK: 10.0}, {None: -1000.0})
+    assert expired_phases(timers, settings, 10.5) == [Phase.BALANCING]
+    assert expired_phases(timers, settings, 11.0) == [Phase.BALANCING, Phase.PLACEMENT, Phase.CONSTRAINT_CHECK]
+    off = read_settings(cluster({"N0": 1}, {"ConstraintCheckEnabled": False, "LoadBalancingEnabled": False}))
+    assert expired_phases(Timers(), off, 0.0) == [Phase.PLACEMENT]

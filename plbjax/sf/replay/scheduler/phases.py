@@ -114,6 +114,21 @@ def after_node_event(
     return None
 
 
+def expired_phases(timers: Timers, s: Settings, now: float) -> list[Phase]:
+    """The phases whose timer has expired at `now`, the one that waited longest first (ties:
+    Placement, ConstraintCheck, Balancing); balancing's when a node type's timer has."""
+    expired = []
+    for order, phase in enumerate(s.phases_on()):
+        due = timers.phases[phase] + s.interval(phase)
+        if now >= due - TIME_EPS:
+            expired.append((due, order, phase))
+    if s.balancing_enabled:
+        due = min(timers.last_balancing(t) + iv for t, iv in s.balancing_intervals.items())
+        if now >= due - TIME_EPS:
+            expired.append((due, 2, Phase.BALANCING))
+    return [phase for _, _, phase in sorted(expired)]
+
+
 def next_placement(
     mode: PlacementMode, retry_times: int, move_for_placement: bool, with_move_throttled: bool
 ) -> tuple[bool, PlacementMode]:
@@ -281,16 +296,8 @@ class Scheduler:
 
     def _decide(self, now: float) -> tuple[Phase, tuple[str | None, ...]] | None:
         """SF's RefreshAction: the phase to run now (and the node types to balance), or None."""
-        s, needs, expired = self._settings(), self._needs(), []
-        for order, phase in enumerate(s.phases_on()):
-            due = self.timers.phases[phase] + s.interval(phase)
-            if now >= due - TIME_EPS:
-                expired.append((due, order, phase))
-        if s.balancing_enabled:
-            due = min(self.timers.last_balancing(t) + iv for t, iv in s.balancing_intervals.items())
-            if now >= due - TIME_EPS:
-                expired.append((due, 2, Phase.BALANCING))
-        for _, _, phase in sorted(expired):
+        needs = self._needs()
+        for phase in expired_phases(self.timers, self._settings(), now):
             if phase == Phase.BALANCING:
                 types = self._balancing_types(now, needs)
                 if types:
