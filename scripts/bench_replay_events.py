@@ -75,12 +75,12 @@ def main(argv: list[str] | None = None) -> int:
     import importlib.util
 
     from plbjax.baseline import CLUSTER_SEED
-    from plbjax.sf import generate
-    from plbjax.sf.replay.document import StateDocument
-    from plbjax.sf.replay.events import Event, apply_events
-    from plbjax.sf.replay.inflight import InFlight
+    from plbjax.sf import Action, generate
     from plbjax.sf.replay.scenarios import diurnal
-    from plbjax.sf.replay.types import PlanAction, Stopwatch
+    from plbjax.sf.replay.scheduler.inflight import InFlight
+    from plbjax.sf.replay.state.document import StateDocument
+    from plbjax.sf.replay.timeline.events import Event, apply_events
+    from plbjax.sf.replay.types import Stopwatch
 
     spec_path = ROOT / "scripts" / "bench_replay.py"
     loader = importlib.util.spec_from_file_location("bench_replay", spec_path)
@@ -92,7 +92,7 @@ def main(argv: list[str] | None = None) -> int:
     batches: dict[float, list[Event]] = {}
     for i, e in enumerate(timeline["Events"]):
         fields = {k: v for k, v in e.items() if k not in ("Time", "Kind")}
-        batches.setdefault(e["Time"], []).append(Event(e["Time"], e["Kind"], fields, i))
+        batches.setdefault(e["Time"], []).append(Event.read(e["Time"], e["Kind"], fields, i))
 
     gc.freeze()
     rng, flight, samples, digests = random.Random(0), InFlight(), {}, []
@@ -116,7 +116,7 @@ def main(argv: list[str] | None = None) -> int:
         doc = holder.doc
         for k in range(args.completions):
             for action in _moves(doc, args.actions, rng):
-                flight.issue(PlanAction.of(action), now + k, 1.0)
+                flight.issue(Action.from_document(action), now + k, 1.0)
             doc, done = _timed(samples, "complete", lambda d=doc, t=now + k + 1: flight.complete(d, t))
             assert done == args.actions
             settle(doc)
