@@ -75,7 +75,7 @@ def plbjax_roadef() -> int | None:
 
 @_exit_on_signals
 def plbjax_dump() -> int | None:
-    """`plbjax-dump`: a live cluster's REST answers into a dump directory; plbjax.sf.live.dump."""
+    """`plbjax-dump`: a live cluster's REST answers into a dump directory; plbjax.sf.live.reading.dump."""
     from plbjax.sf.live import dump_main as main
 
     return main()
@@ -83,7 +83,7 @@ def plbjax_dump() -> int | None:
 
 @_exit_on_signals
 def plbjax_import() -> int | None:
-    """`plbjax-import`: a dump directory into a state document; plbjax.sf.live.importer."""
+    """`plbjax-import`: a dump directory into a state document; plbjax.sf.live.reading.importer."""
     from plbjax.sf.live import import_main as main
 
     return main()

@@ -169,11 +169,11 @@ def test_a_wrong_import_is_caught():
     generator's command line, then in sf, importing sf.replay)."""
     wrong = {
         "plbjax.sf._generator.clusters": {"plbjax.sf.replay.generate"},
-        "plbjax.sf._plan.planning": {"plbjax.sf.live.steps"},
-        "plbjax.sf.live.importer": {"plbjax.sf.replay.timeline"},
-        "plbjax.sf.replay.loop": {"plbjax.sf.live"},
-        "plbjax.sf.live.nodes": {"plbjax.sf._state"},
-        "plbjax.sf.replay.document": {"plbjax.sf._state.cluster"},
+        "plbjax.sf._plan.planning": {"plbjax.sf.live.apply.steps"},
+        "plbjax.sf.live.reading.importer": {"plbjax.sf.replay.timeline"},
+        "plbjax.sf.replay.rounds.loop": {"plbjax.sf.live"},
+        "plbjax.sf.live.reading.nodes": {"plbjax.sf._state"},
+        "plbjax.sf.replay.state.document": {"plbjax.sf._state.cluster"},
         "plbjax.anneal._kernel": {"plbjax.errors"},
         "plbjax.roadef._model": {"plbjax.sf"},
         "plbjax.config": {"plbjax.baseline"},

@@ -26,9 +26,9 @@ ROOT = ROOT
 HYDRA_APPS = {"plbjax": "config", "plbjax-replay": "replay"}  # command -> its config name
 ARGPARSE = {  # command -> the module whose main(argv) it runs
     "plbjax-generate": "plbjax.generate_cli",
-    "plbjax-import": "plbjax.sf.live.importer",
+    "plbjax-import": "plbjax.sf.live.reading.importer",
     "plbjax-export": "plbjax.sf.live.export",
-    "plbjax-dump": "plbjax.sf.live.dump",
+    "plbjax-dump": "plbjax.sf.live.reading.dump",
     "plbjax-roadef": "plbjax.roadef.cli",
 }
 OTHERS = {"pip", "python3"}  # README commands that are not plbjax's

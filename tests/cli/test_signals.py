@@ -39,7 +39,7 @@ def test_threads_started_by_the_imports_leave_the_signals_to_the_main_thread():
     """jaxlib starts a thread at import; with SIGINT and SIGTERM blocked there, the kernel hands
     them to the main thread, which raises at once even blocked in a socket read (plbjax-dump)."""
     code = (
-        "import os, plbjax.sf.live.dump\n"
+        "import os, plbjax.sf.live.reading.dump\n"
         "for t in sorted(os.listdir('/proc/self/task'), key=int)[1:]:\n"
         "    print(next(l for l in open(f'/proc/self/task/{t}/status') if l.startswith('SigBlk')).split()[1])"
     )
