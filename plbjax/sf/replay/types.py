@@ -192,6 +192,7 @@ class Replay:
     timings: Mapping[str, float] = field(default_factory=dict)  # wall seconds by part (see `PARTS`)
     interrupted: bool = False  # stopped early: `duration` is the simulated time reached
     story: Story = field(default_factory=Story)  # the cluster's: `Scheduler.story`
+    fault: str | None = None  # the replay's own state broke an invariant (`state.invariants`): what and when
 
 
 def partition_key(action_or_partition: Mapping) -> PartitionKey:

@@ -12,7 +12,7 @@ import pytest
 
 from plbjax import BadInput, apply_actions
 from plbjax.sf import Action, ClusterSpec, apply_to_partition, generate
-from plbjax.sf.replay.scheduler.inflight import InFlight
+from plbjax.sf.replay.scheduler.inflight import InFlight, _one_primary
 from plbjax.sf.replay.state.document import StateDocument
 from plbjax.sf.replay.state.layout import Census, census_of
 from plbjax.sf.replay.timeline.events import NAMED, Event, apply_events, describe
@@ -174,8 +174,9 @@ def test_completions_are_apply_actions_one_after_the_other(cluster):
 
 
 def one_by_one(doc: dict, actions: list[dict], namer: InFlight) -> tuple[dict, int]:
-    """`apply_actions` on the whole document per action (not Up targets and misfits cancelled),
-    a new replica named as `InFlight` names it."""
+    """`apply_actions` on the whole document per action (not Up targets and misfits cancelled; an
+    AddPrimary keeping one Primary, as `inflight._one_primary`), a new replica named as `InFlight`
+    names it."""
     up = {n["NodeName"] for n in doc["Nodes"] if n.get("NodeStatus", "Up") == "Up"}
     count, taken = 0, None
     for action in actions:
@@ -185,6 +186,13 @@ def one_by_one(doc: dict, actions: list[dict], namer: InFlight) -> tuple[dict, i
             after = apply_actions(doc, [action])
         except (ValueError, KeyError, StopIteration):
             continue
+        if action["Action"] == "AddPrimary":  # one Primary kept (issue 57)
+            typed = Action.from_document(action)
+            key = (action["ServiceName"], str(action["PartitionId"]))
+            after["Partitions"] = [
+                _one_primary(p, typed) if (p["ServiceName"], str(p["PartitionId"])) == key else p
+                for p in after["Partitions"]
+            ]
         if action["ReplicaId"] is None:
             for p in after["Partitions"]:
                 for r in p["Replicas"]:

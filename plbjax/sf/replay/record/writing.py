@@ -26,6 +26,7 @@ import numpy as np
 
 from plbjax.files import write_figure, write_text
 from plbjax.sf.replay.record.narrative import event_texts, events_json, held_at, holds_json, loads_json, sentences
+from plbjax.sf.replay.state.invariants import Corrupted
 from plbjax.sf.replay.types import Counts, Replay, Row
 from plbjax.version import VERSION
 
@@ -140,6 +141,7 @@ SUMMARY_KEYS = (
     "ClusterEvents",  # every event but load reports: {Time, Kind, Subjects}
     "LoadReports",  # per service: reports, times, each metric's hottest and coolest report
     "Held",  # every stretch a phase with work was held back: {Phase, Since, Until, Setting, Why, ...}
+    # and "Fault" only when the replay's own state broke an invariant (then Interrupted is true)
 )
 
 
@@ -177,13 +179,19 @@ def summary(replay: Replay) -> dict:
         "ClusterEvents": events_json(replay.story),
         "LoadReports": loads_json(replay.story),
         "Held": holds_json(replay.story, rows),
-    }
+    } | ({"Fault": replay.fault} if replay.fault is not None else {})
 
 
 def story(replay: Replay) -> list[str]:
     """The end of a run in sentences: what was replayed, the rounds, the actions, the imbalance
     (from time 0 when the story has it), the violations, what is left unplaced, then the cluster's
-    story (`narrative.sentences`: its events, load reports, what held phases back)."""
+    story (`narrative.sentences`: its events, load reports, what held phases back).
+
+    A replay whose own state broke an invariant (`Replay.fault`: its record, written by
+    `write_outputs`, ends at the time before, marked interrupted, with summary `Fault`) has no
+    story: this raises `Corrupted`, the internal error `plbjax-replay` exits 1 with."""
+    if replay.fault is not None:
+        raise Corrupted(replay.fault)
     result, rows = summary(replay), rows_of(replay)
     rounds = ", ".join(f"{n} {phase}" for phase, n in result["Rounds"].items())
     actions = ", ".join(f"{n} {kind}" for kind, n in result["Actions"].items())

@@ -48,6 +48,7 @@ from plbjax.sf.replay.scheduler.inflight import InFlight
 from plbjax.sf.replay.scheduler.phases import Scheduler, tick_at_or_after
 from plbjax.sf.replay.scheduler.throttles import Window
 from plbjax.sf.replay.state.document import StateDocument
+from plbjax.sf.replay.state.invariants import Corrupted, check
 from plbjax.sf.replay.timeline.events import Event, apply_events, describe
 from plbjax.sf.replay.timeline.pending import Pending
 from plbjax.sf.replay.timeline.reading import Timeline
@@ -67,6 +68,15 @@ from plbjax.sf.replay.types import (
 
 class _Stopped(Exception):
     """`stop()` held after a planner call: its plan is dropped and the clock stops."""
+
+
+class _Before:
+    """The record as it stood before the time being processed: what a replay whose state broke an
+    invariant keeps (`Corrupted`: the record up to there, marked interrupted)."""
+
+    def __init__(self, loop: _Loop) -> None:
+        self.doc, self.now, self.rows, self.actions = loop.state.doc, loop.now, len(loop.rows), len(loop.actions)
+        self.rounds, self.cumulative, self.cancelled = dict(loop.rounds), loop.cumulative, loop.flight.cancelled
 
 
 def replay(
@@ -121,7 +131,7 @@ class _Loop:
         self.calls = self.cumulative = 0  # planner calls, movements issued
 
     def run(self) -> Replay:
-        end, interrupted = self.timeline.duration, False
+        end, interrupted, fault = self.timeline.duration, False, None
         while True:
             t = min([*self._wakes(), self.scheduler.next_round(self.now)], default=math.inf)
             if t > end + TIME_EPS:
@@ -129,20 +139,16 @@ class _Loop:
             if self.stop():
                 end, interrupted = self.now, True
                 break
-            self.scheduler.catch_up(self.now, t)
-            self.now = t
-            self._complete(t)
-            if self.pending.next_time() <= t + TIME_EPS:
-                self._apply_events(t)
-            if (
-                t > self.scheduler.timers.round + TIME_EPS
-                and abs(t - tick_at_or_after(t, self.scheduler.gap())) < TIME_EPS
-            ):
-                try:
-                    self._round(t)
-                except _Stopped:
-                    end, interrupted = t, True
-                    break
+            before = _Before(self)
+            try:
+                stopped = self._step(t)
+            except Corrupted as exc:
+                end, interrupted, fault = before.now, True, f"at {t:g} s: {exc}"
+                self._restore(before)
+                break
+            if stopped:
+                end, interrupted = t, True
+                break
             if self.progress is not None:
                 self.progress(t, self.stopwatch.timings(), dict(self.rounds), self.cumulative)
         self._bound_history(end)
@@ -158,7 +164,31 @@ class _Loop:
             self.stopwatch.timings(),
             interrupted,
             self.scheduler.story(end),
+            fault,
         )
+
+    def _restore(self, before: _Before) -> None:
+        """The record back to `before` (the state broke an invariant while `now` was processed)."""
+        self.state.doc = before.doc
+        self.state.changed()
+        del self.rows[before.rows :]
+        del self.actions[before.actions :]
+        self.rounds, self.cumulative, self.flight.cancelled = before.rounds, before.cumulative, before.cancelled
+        self.now = before.now
+
+    def _step(self, t: float) -> bool:
+        """Process time `t`: completions, events, a round; True when `stop()` cut its round short."""
+        self.scheduler.catch_up(self.now, t)
+        self.now = t
+        self._complete(t)
+        if self.pending.next_time() <= t + TIME_EPS:
+            self._apply_events(t)
+        if t > self.scheduler.timers.round + TIME_EPS and abs(t - tick_at_or_after(t, self.scheduler.gap())) < TIME_EPS:
+            try:
+                self._round(t)
+            except _Stopped:
+                return True
+        return False
 
     def _wakes(self) -> list[float]:
         """Times something happens by itself: the next event and the next completion."""
@@ -243,7 +273,13 @@ class _Loop:
         self._row(now, "Event", None, None, Counts(), describe(applied))
 
     def _apply_due(self, now: float) -> list[Event]:
-        self.state.doc, applied = apply_events(self.state.doc, self.pending.due(now), now, skip_gone=True)
+        before, due = self.state.doc, self.pending.due(now)
+        self.state.doc, applied = apply_events(before, due, now, skip_gone=True)
+        try:
+            check(before, self.state.doc, "the events")
+        except Corrupted:
+            _culprit(before, due, now)
+            raise
         for event in applied:
             self.pending.applied(event)
             self.touched.event(event.change)
@@ -264,3 +300,14 @@ class _Loop:
     ) -> None:
         needs = self.state.needs(self.flight.frozen())
         self.rows.append(Row(now, trigger, phase, node_type, counts, self.cumulative, needs, events))
+
+
+def _culprit(doc: dict, events: Sequence[Event], now: float) -> None:
+    """Raise `Corrupted` naming the first of `events` (applied one by one to `doc`) that breaks the
+    state's invariants (only when a batch broke them: the cost of a fault, not of a replay)."""
+    for event in events:
+        after, applied = apply_events(doc, [event], now, skip_gone=True)
+        if applied:
+            what = f"event Events[{event.index}] ({event.change.KIND} {event.change.subject})"
+            check(doc, after, what)
+        doc = after

@@ -8,7 +8,8 @@ import heapq
 import math
 from dataclasses import dataclass, field
 
-from plbjax.sf import Action, NodeStatus, apply_to_partition
+from plbjax.sf import Action, NodeStatus, Role, apply_to_partition
+from plbjax.sf.replay.state.invariants import Corrupted, problem
 from plbjax.sf.replay.state.layout import census_of, derived, layout_of
 from plbjax.sf.replay.types import TIME_EPS, PartitionKey, partition_of
 
@@ -104,10 +105,15 @@ class _Completions:
             part = apply_to_partition(self.parts[k], action)
         except (ValueError, KeyError, StopIteration):
             return False
+        if action.kind.is_add and action.kind.role is Role.PRIMARY:
+            part = _one_primary(part, action)
         if action.replica is None:
             part = dict(part, Replicas=[self._named(r) for r in part["Replicas"]])
         self.parts[k] = part
         self.touched.add(k)
+        found = problem({"Nodes": self.doc["Nodes"], "Partitions": self.parts}, (k,))
+        if found is not None:
+            raise Corrupted(f"completing {action.document()} broke the replay's state: {found}")
         return True
 
     def _named(self, replica: dict) -> dict:
@@ -120,3 +126,25 @@ class _Completions:
     def document(self) -> dict:
         derived(self.parts, self.old, self.touched)
         return {**self.doc, "Partitions": self.parts}
+
+
+def _one_primary(part: dict, action: Action) -> dict:
+    """`part` after an AddPrimary, with one Primary: a plan that places a partition's unplaced
+    Primary as a secondary and adds a new primary (the decoded plan's way) leaves two primaries
+    when the secondary's add is cancelled (its target went down) and the primary's completes; the
+    unplaced one is then a secondary still to place. An older primary that is placed keeps its
+    role; the added replica is then a secondary (the Failover Manager builds it as one)."""
+    replicas = part["Replicas"]
+    added = next(
+        (r for r in reversed(replicas) if r.get("NodeName") == action.target and r["Role"] == Role.PRIMARY), None
+    )
+    others = [r for r in replicas if r["Role"] == Role.PRIMARY and r is not added]
+    if added is None or not others:
+        return part
+    if any(r.get("NodeName") is not None for r in others):
+        fixed = [dict(r, Role=Role.SECONDARY.value) if r is added else r for r in replicas]
+    else:
+        fixed = [
+            dict(r, Role=Role.SECONDARY.value) if r["Role"] == Role.PRIMARY and r is not added else r for r in replicas
+        ]
+    return {**part, "Replicas": fixed}
