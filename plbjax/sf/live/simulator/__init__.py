@@ -62,6 +62,7 @@ from plbjax.sf.live.simulator.cluster import (
 )
 from plbjax.sf.live.simulator.http import Gateway, Served
 from plbjax.sf.live.simulator.moves import MESSAGES
+from plbjax.sf.live.simulator.records import StateNode, StatePartition, StateReplica, read_state
 from plbjax.sf.live.simulator.seed import build, read_dump, render, state_document
 
 __all__ = ["Move", "Simulator"]
@@ -78,15 +79,16 @@ class Simulator:
 
     def __init__(self, served: Served, base: Json, keys: dict[str, tuple[str, object]]) -> None:
         self.served, self.cluster, self.base, self.keys = served, served.cluster, base, keys
+        self.state = read_state(base)
 
     @classmethod
     def from_dump(cls, path: str | Path, **options: object) -> Simulator:
         """A cluster serving the dump at `path` (the dump layout of docs/contract.md)."""
         served = build(read_dump(path), Options(**options))  # pyright: ignore[reportArgumentType]
         base, _ = import_dump(str(path))
-        names = {i["Id"]: i["Name"] for rel in served.files if rel.startswith("services/") for i in served.items(rel)}
+        names = served.service_names
         keys: dict[str, tuple[str, object]] = {
-            pid: (names.get(p.service_id, p.service_id), p.pid) for pid, p in served.cluster.partitions.items()
+            pid: (names.get(p.service_id) or p.service_id, p.pid) for pid, p in served.cluster.partitions.items()
         }
         return cls(served, base, keys)
 
@@ -94,7 +96,7 @@ class Simulator:
     def from_state(cls, source: Json | str | Path, **options: object) -> Simulator:
         """A cluster showing a plbjax state document (a dict, or a .json/.yaml path) as SF objects."""
         doc = state_document(source)
-        files, keys, sids = render(doc)
+        files, keys, sids = render(read_state(doc))
         served = build(files, Options(**options))  # pyright: ignore[reportArgumentType]
         for part in served.cluster.partitions.values():
             for replica in part.replicas:
@@ -145,33 +147,33 @@ class Simulator:
         they are (a moved replica keeps its state ReplicaId and Loads; builds not yet done are left out)."""
         with self.cluster.lock:
             self.cluster.advance()
-            doc = dict(self.base)
-            doc["Nodes"] = [{**n, "NodeStatus": self._status(n)} for n in self.base["Nodes"]]
             parts = {self.keys[pid]: part for pid, part in self.cluster.partitions.items() if pid in self.keys}
-            doc["Partitions"] = [self._partition(p, parts) for p in self.base["Partitions"]]
-            return doc
+            nodes = [{**n.raw, "NodeStatus": self._status(n)} for n in self.state.nodes]
+            return {
+                **self.base,
+                "Nodes": nodes,
+                "Partitions": [self._partition(p, parts) for p in self.state.partitions],
+            }
 
-    def _status(self, node: Json) -> str:
+    def _status(self, node: StateNode) -> str:
         """A state node's status: Down when the simulator took it down."""
-        return "Down" if self.cluster.nodes.get(node["NodeName"]) == "Down" else node.get("NodeStatus", "Up")
+        return "Down" if self.cluster.nodes.get(node.name) == "Down" else node.status
 
-    def _partition(self, state: Json, parts: dict[tuple[str, object], Partition]) -> Json:
+    def _partition(self, state: StatePartition, parts: dict[tuple[str, object], Partition]) -> Json:
         """A state partition with the simulator's replicas."""
-        key = (state["ServiceName"], state["PartitionId"])
-        part = parts.get(key) or next((p for k, p in parts.items() if k[1] == state["PartitionId"]), None)
+        part = parts.get((state.service, state.pid)) or next((p for k, p in parts.items() if k[1] == state.pid), None)
         if part is None:
-            return state
-        original = {str(r["ReplicaId"]): r for r in state["Replicas"]}
+            return state.raw
+        original = {str(r.rid): r for r in state.replicas}
         replicas, primary = [], False
         for r in part.replicas:
             if r.status not in ("Ready", "Down") or r.role not in ROLES:
                 continue
             role = ROLES[r.role] if not (r.role == PRIMARY and primary) else Role.SECONDARY
             primary = primary or role is Role.PRIMARY
-            base = original.get(r.sid, {})
-            rid = base.get("ReplicaId", r.sid)
-            replicas.append({**base, "ReplicaId": rid, "Role": role, "NodeName": r.node})
-        return {**state, "Replicas": replicas}
+            base = original.get(r.sid, StateReplica(r.sid))
+            replicas.append({**base.raw, "ReplicaId": base.rid, "Role": role, "NodeName": r.node})
+        return {**state.raw, "Replicas": replicas}
 
     @property
     def moves(self) -> list[Move]:

@@ -12,6 +12,7 @@ from plbjax.sf import ActionKind
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.simulator import moves
 from plbjax.sf.live.simulator.cluster import Cluster, Refused, Replica
+from plbjax.sf.live.simulator.records import REPLICA, ListedNode, ListedReplica, take
 
 STATUS = {  # ErrorCode -> HTTP status: HttpUtil::ErrorCodeToHttpStatus (src/prod/src/Management/HttpTransport)
     **dict.fromkeys(("FABRIC_E_PRIMARY_ALREADY_EXISTS", "FABRIC_E_SECONDARY_ALREADY_EXISTS"), 409),
@@ -38,11 +39,36 @@ STATUS = {  # ErrorCode -> HTTP status: HttpUtil::ErrorCodeToHttpStatus (src/pro
     "FABRIC_E_TIMEOUT": 504,
     **dict.fromkeys(("FABRIC_E_SERVICE_TOO_BUSY", "FABRIC_E_NOT_READY", "FABRIC_E_RECONFIGURATION_PENDING"), 503),
 }
+MANIFEST = "cluster-manifest.json"  # the stored Get Cluster Manifest answer
 MAX_RESULTS = ("Nodes", "Applications", "GetServices")  # the list calls that take MaxResults
 MOVE_CALLS = {  # SF's REST move calls: the kind of move each makes and the api-version it needs
     "MovePrimaryReplica": (ActionKind.MOVE_PRIMARY, 6.5),
     "MoveSecondaryReplica": (ActionKind.MOVE_SECONDARY, 6.5),
     ActionKind.MOVE_INSTANCE.value: (ActionKind.MOVE_INSTANCE, 8.0),  # the call has the kind's name
+}
+
+
+@dataclass(frozen=True)
+class Query:
+    """A request's query parameters (names matched without case)."""
+
+    api_version: str | None = None
+    timeout: str | None = None
+    node: str | None = None
+    current: str = ""
+    new: str | None = None
+    continuation: str | None = None
+    max_results: str | None = None
+
+
+QUERY = {
+    "api_version": "api-version",
+    "timeout": "timeout",
+    "node": "nodename",
+    "current": "currentnodename",
+    "new": "newnodename",
+    "continuation": "continuationtoken",
+    "max_results": "maxresults",
 }
 
 
@@ -56,9 +82,10 @@ class Served:
 
     files: dict[str, object]
     cluster: Cluster
-    node_items: dict[str, dict]
+    node_items: dict[str, ListedNode]
     partition_items: dict[str, dict]
     service_partitions: dict[str, list[str]] = field(default_factory=dict)
+    service_names: dict[str, str | None] = field(default_factory=dict)
 
     def items(self, rel: str) -> list:
         """The items of a stored paged list (one page, an array of pages or a bare array)."""
@@ -70,22 +97,19 @@ class Served:
 
 
 def replica_item(part_stateful: bool, replica: Replica) -> Json:
-    """A replica as Get Replica Info List shows it (StatefulServiceReplicaInfo / StatelessServiceInstanceInfo)."""
-    item = dict(replica.raw) or {"ServiceKind": "Stateful" if part_stateful else "Stateless"}
-    old_node, old_id = item.get("NodeName"), item.get("ReplicaId", item.get("InstanceId"))
-    item.update(ReplicaStatus=replica.status, NodeName=replica.node)
-    item.setdefault("HealthState", "Ok")
-    address = item.get("Address")
-    if isinstance(address, str) and old_node and old_id:
-        item["Address"] = address.replace(str(old_node), replica.node).replace(str(old_id), replica.rid)
+    """A replica as Get Replica Info List shows it (StatefulServiceReplicaInfo / StatelessServiceInstanceInfo):
+    its stored row, if any, with its live node, status and id (the row's Address following them)."""
+    ids = ("ReplicaRole", "ReplicaId") if part_stateful else ("InstanceId",)
+    raw = replica.raw or {"ServiceKind": "Stateful" if part_stateful else "Stateless"}
+    item = {k: v for k, v in raw.items() if k not in ids} | {"ReplicaStatus": replica.status, "NodeName": replica.node}
+    if "HealthState" not in item:
+        item |= {"HealthState": "Ok"}
+    old = take(ListedReplica, REPLICA, replica.raw) if replica.raw else None
+    if old is not None and isinstance(old.address, str) and old.node and old.any_id():
+        item |= {"Address": old.address.replace(str(old.node), replica.node).replace(str(old.any_id()), replica.rid)}
     if part_stateful:
-        item.pop("ReplicaRole", None)
-        item.pop("ReplicaId", None)
-        item.update(ReplicaRole=replica.role, ReplicaId=replica.rid)
-    else:
-        item.pop("InstanceId", None)
-        item["InstanceId"] = replica.rid
-    return item
+        return item | {"ReplicaRole": replica.role, "ReplicaId": replica.rid}
+    return item | {"InstanceId": replica.rid}
 
 
 class Gateway(BaseHTTPRequestHandler):
@@ -120,7 +144,7 @@ class Gateway(BaseHTTPRequestHandler):
             return
         parts = urlsplit(self.path)
         words = [unquote(w) for w in parts.path.strip("/").split("/") if w not in ("$", "")]
-        query = {k.lower(): v for k, v in parse_qsl(parts.query)}
+        query = take(Query, QUERY, {k.lower(): v for k, v in parse_qsl(parts.query)})
         try:
             status, body = (self._get if method == "GET" else self._post)(words, query)
         except Refused as exc:
@@ -143,7 +167,7 @@ class Gateway(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(data)
 
-    def _get(self, words: list[str], query: dict[str, str]) -> tuple[int, object]:
+    def _get(self, words: list[str], query: Query) -> tuple[int, object]:
         """GET routes: (HTTP status, body)."""
         if not words:
             return 200, None  # the gateway's root (sfctl cluster select checks it answers)
@@ -152,7 +176,7 @@ class Gateway(BaseHTTPRequestHandler):
             self.served.cluster.advance()
             return _read(self.served, words, query)
 
-    def _post(self, words: list[str], query: dict[str, str]) -> tuple[int, object]:
+    def _post(self, words: list[str], query: Query) -> tuple[int, object]:
         """The move routes: 200 with no body when accepted."""
         if not words or words[-1] not in MOVE_CALLS:
             raise NotFound()
@@ -167,7 +191,7 @@ class Gateway(BaseHTTPRequestHandler):
             except moves.Unstable:  # SF's FM retries until the request's timeout (default 60 s)
                 c = self.served.cluster
                 now = c.now()
-                deadline = deadline if deadline is not None else now + float(query.get("timeout") or 60)
+                deadline = deadline if deadline is not None else now + float(query.timeout or 60)
                 if now >= deadline:
                     raise
                 time.sleep(min(0.02, max(0.001, 0.1 / c.clock_rate)))
@@ -184,17 +208,17 @@ def _fault(c: Cluster) -> str | None:
     return None
 
 
-def _version(query: dict[str, str], least: float) -> None:
+def _version(query: Query, least: float) -> None:
     """SF's gateway needs api-version, at least the call's own."""
     try:
-        ok = float(query["api-version"].split("-")[0]) >= least
-    except (KeyError, ValueError):
+        ok = query.api_version is not None and float(query.api_version.split("-")[0]) >= least
+    except ValueError:
         ok = False
     if not ok:
         raise Refused("E_INVALIDARG", f"Invalid or missing api-version (this call needs {least} or later).")
 
 
-def _move(c: Cluster, words: list[str], query: dict[str, str]) -> None:
+def _move(c: Cluster, words: list[str], query: Query) -> None:
     """Dispatch a move POST (lock held)."""
     call, pid = words[-1], words[-2]
     kind = MOVE_CALLS[call][0]
@@ -206,17 +230,17 @@ def _move(c: Cluster, words: list[str], query: dict[str, str]) -> None:
     if fault is not None:
         raise fault
     if kind is ActionKind.MOVE_PRIMARY:
-        moves.move_primary(c, pid, query.get("nodename"))
+        moves.move_primary(c, pid, query.node)
     else:
         service = words[1] if kind is ActionKind.MOVE_INSTANCE else None
-        moves.move_secondary(c, pid, query.get("currentnodename", ""), query.get("newnodename"), service)
+        moves.move_secondary(c, pid, query.current, query.new, service)
 
 
-def _read(s: Served, words: list[str], query: dict[str, str]) -> tuple[int, object]:
+def _read(s: Served, words: list[str], query: Query) -> tuple[int, object]:
     """The GET answer for the route `words` (lock held)."""
     head, last, n = words[0], words[-1], len(words)
     if words == ["GetClusterManifest"]:
-        return 200, s.files["cluster-manifest.json"]
+        return 200, s.files[MANIFEST]
     if head == "Nodes":
         return _node_route(s, words, query)
     if words == ["Applications"]:
@@ -235,7 +259,7 @@ def _read(s: Served, words: list[str], query: dict[str, str]) -> tuple[int, obje
     raise NotFound()
 
 
-def _node_route(s: Served, words: list[str], query: dict[str, str]) -> tuple[int, object]:
+def _node_route(s: Served, words: list[str], query: Query) -> tuple[int, object]:
     """/Nodes, /Nodes/{node}, its load and a replica's detail on it."""
     c = s.cluster
     if len(words) == 1:
@@ -259,7 +283,7 @@ def _node_route(s: Served, words: list[str], query: dict[str, str]) -> tuple[int
     raise NotFound()
 
 
-def _partition_route(s: Served, words: list[str], query: dict[str, str]) -> tuple[int, object]:
+def _partition_route(s: Served, words: list[str], query: Query) -> tuple[int, object]:
     """/Partitions/{pid}, its replicas and its load."""
     part = s.cluster.partitions.get(words[1].lower()) if len(words) > 1 else None
     if len(words) == 2:
@@ -277,9 +301,10 @@ def _partition_route(s: Served, words: list[str], query: dict[str, str]) -> tupl
 
 def _node_item(s: Served, name: str) -> Json:
     """NodeInfo with the node's live status."""
-    item = dict(s.node_items[name])
+    listed = s.node_items[name]
+    item = dict(listed.raw)
     status = s.cluster.nodes[name]
-    if item.get("NodeStatus") != status:
+    if listed.status != status:
         item.update(NodeStatus=status, HealthState="Error" if status == "Down" else "Ok")
     return item
 
@@ -297,9 +322,9 @@ def _file(s: Served, rel: str, code: str) -> object:
     return s.files[rel]
 
 
-def _page(items: list, query: dict[str, str], call: str) -> Json:
+def _page(items: list, query: Query, call: str) -> Json:
     """One page of a list: from ContinuationToken (an index here), MaxResults items where the call takes it."""
-    start = int(query.get("continuationtoken") or 0)
-    size = int(query.get("maxresults") or 0) if call in MAX_RESULTS else 0
+    start = int(query.continuation or 0)
+    size = int(query.max_results or 0) if call in MAX_RESULTS else 0
     end = start + size if size > 0 else len(items)
     return {"ContinuationToken": str(end) if end < len(items) else "", "Items": items[start:end]}

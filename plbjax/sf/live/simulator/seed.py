@@ -15,16 +15,25 @@ from plbjax.sf.live.reading.dumpdir import canonical, decode
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.rest import service_id
 from plbjax.sf.live.simulator.cluster import PRIMARY, SECONDARY, Cluster, Options, Partition, Replica
-from plbjax.sf.live.simulator.http import Served
+from plbjax.sf.live.simulator.http import MANIFEST, Served
+from plbjax.sf.live.simulator.records import (
+    DESCRIPTION,
+    LISTED,
+    LISTED_NODE,
+    REPLICA,
+    Description,
+    Listed,
+    ListedNode,
+    ListedReplica,
+    State,
+    StateNode,
+    StatePartition,
+    StateReplica,
+    StateService,
+    take,
+)
 
 DOWN = ("Down", "Removed", "Invalid", "Unknown")  # NodeStatus values of a node that is not up
-METRIC_SECTIONS = (
-    "MetricBalancingThresholds",
-    "MetricActivityThresholds",
-    "DefragmentationMetrics",
-    "NodeBufferPercentage",
-    "GlobalMetricWeights",
-)
 
 
 def read_dump(root: str | Path) -> dict[str, object]:
@@ -34,8 +43,8 @@ def read_dump(root: str | Path) -> dict[str, object]:
     for path in sorted(root.rglob("*.json")):
         files[path.relative_to(root).as_posix()] = canonical(json.loads(decode(path.read_bytes())))
     xml = root / "cluster-manifest.xml"
-    if "cluster-manifest.json" not in files and xml.exists():
-        files["cluster-manifest.json"] = {"Manifest": decode(xml.read_bytes())}
+    if MANIFEST not in files and xml.exists():
+        files[MANIFEST] = {"Manifest": decode(xml.read_bytes())}
     return files
 
 
@@ -43,22 +52,26 @@ def build(files: dict[str, object], options: Options) -> Served:
     """The live cluster and gateway data of a set of responses in the dump layout."""
     served = Served(files, Cluster({}, {}, options), {}, {})
     for item in served.items("nodes.json"):
-        served.node_items[item["Name"]] = item
-        served.cluster.nodes[item["Name"]] = "Down" if item.get("NodeStatus") in DOWN else "Up"
+        node = take(ListedNode, LISTED_NODE, item, raw=item)
+        served.node_items[node.name] = node
+        served.cluster.nodes[node.name] = "Down" if node.status in DOWN else "Up"
     for app in served.items("applications.json"):
-        for service in served.items(f"services/{app['Id']}.json") if f"services/{app['Id']}.json" in files else []:
-            _service(served, service)
+        rel = f"services/{take(Listed, LISTED, app).id}.json"
+        for service in served.items(rel) if rel in files else []:
+            _service(served, take(Listed, LISTED, service))
     served.cluster.resume_builds()
     return served
 
 
-def _service(served: Served, service: Json) -> None:
+def _service(served: Served, service: Listed) -> None:
     """A service's partitions and replicas into the cluster."""
-    sid = service["Id"]
+    sid = service.id
+    served.service_names[sid] = service.name
     desc = served.files.get(f"service-descriptions/{sid}.json") or {}
     assert isinstance(desc, dict)
-    stateful = service.get("ServiceKind", desc.get("ServiceKind")) == "Stateful"
-    target = int(desc.get("TargetReplicaSetSize" if stateful else "InstanceCount", -1 if not stateful else 3))
+    counts = take(Description, DESCRIPTION, desc)
+    stateful = (service.kind if service.kind is not None else counts.kind) == "Stateful"
+    target = int(counts.target if stateful else counts.instances)
     served.service_partitions[sid] = []
     rel = f"partitions/{sid}.json"
     for item in served.items(rel) if rel in served.files else []:
@@ -71,8 +84,9 @@ def _service(served: Served, service: Json) -> None:
 
 
 def _replica(row: Json, stateful: bool) -> Replica:
-    rid = str(row.get("ReplicaId" if stateful else "InstanceId", row.get("ReplicaId", row.get("InstanceId"))))
-    return Replica(rid, row["NodeName"], row.get("ReplicaRole") if stateful else None, row["ReplicaStatus"], rid, row)
+    listed = take(ListedReplica, REPLICA, row)
+    rid = listed.rid(stateful)
+    return Replica(rid, listed.node, listed.role if stateful else None, listed.status, rid, row)
 
 
 # --- a state document rendered as SF's responses ------------------------------------------------
@@ -85,60 +99,56 @@ def state_document(source: Json | str | Path) -> Json:
     return load_state(source).document
 
 
-def render(doc: Json) -> tuple[dict[str, object], dict[str, tuple[str, object]], dict[str, str]]:
+def render(state: State) -> tuple[dict[str, object], dict[str, tuple[str, object]], dict[str, str]]:
     """(responses in the dump layout, SF partition id -> (ServiceName, the state's PartitionId), SF ReplicaId
     -> the state's where they differ)."""
-    files: dict[str, object] = {"cluster-manifest.json": {"Manifest": _manifest(doc)}}
-    files["nodes.json"] = _paged([_node(i, n) for i, n in enumerate(doc["Nodes"])])
-    down = {n["NodeName"] for n in doc["Nodes"] if n.get("NodeStatus", "Up") == "Down"}
-    apps: dict[str, list[dict]] = {}
-    for service in doc["Services"]:
-        apps.setdefault(_app_name(service), []).append(service)
+    files: dict[str, object] = {MANIFEST: {"Manifest": _manifest(state)}}
+    files["nodes.json"] = _paged([_node(i, n) for i, n in enumerate(state.nodes)])
+    down = {n.name for n in state.nodes if n.status == "Down"}
+    apps: dict[str, list[StateService]] = {}
+    for service in state.services:
+        apps.setdefault(service.app_name, []).append(service)
     files["applications.json"] = _paged([_application(name) for name in apps])
     keys: dict[str, tuple[str, object]] = {}
     sids: dict[str, str] = {}
-    by_service: dict[str, list[dict]] = {}
-    for part in doc["Partitions"]:
-        by_service.setdefault(part["ServiceName"], []).append(part)
+    by_service: dict[str, list[StatePartition]] = {}
+    for part in state.partitions:
+        by_service.setdefault(part.service, []).append(part)
     for name, services in apps.items():
         files[f"services/{service_id(name)}.json"] = _paged([_service_info(s) for s in services])
         for service in services:
-            _render_service(files, (keys, sids), service, by_service.get(service["ServiceName"], []), down)
+            _render_service(files, (keys, sids), service, by_service.get(service.name, []), down)
     return files, keys, sids
 
 
 def _render_service(
     files: dict[str, object],
     maps: tuple[dict[str, tuple[str, object]], dict[str, str]],
-    service: Json,
-    parts: list[Json],
+    service: StateService,
+    parts: list[StatePartition],
     down: set[str],
 ) -> None:
     """A service's description, partitions and replicas."""
     keys, sids = maps
-    sid, stateful = service_id(service["ServiceName"]), service["ServiceKind"] == "Stateful"
+    sid = service_id(service.name)
     files[f"service-descriptions/{sid}.json"] = _description(service, len(parts))
     items = []
     for part in parts:
-        guid = _guid(service["ServiceName"], part["PartitionId"])
-        keys[guid.lower()] = (service["ServiceName"], part["PartitionId"])
-        items.append(_partition(service, guid, stateful))
+        guid = _guid(service.name, part.pid)
+        keys[guid.lower()] = (service.name, part.pid)
+        items.append(_partition(service, guid))
         rows = []
-        for replica in (r for r in part["Replicas"] if r.get("NodeName")):
-            rows.append(_replica_row(replica, stateful, down))
-            rid = rows[-1]["ReplicaId" if stateful else "InstanceId"]
-            if rid != str(replica["ReplicaId"]):
-                sids[rid] = str(replica["ReplicaId"])
+        for replica in (r for r in part.replicas if r.node):
+            rid = _rid(replica)
+            rows.append(_replica_row(replica, rid, service.stateful, down))
+            if rid != str(replica.rid):
+                sids[rid] = str(replica.rid)
         files[f"replicas/{guid}.json"] = _paged(rows)
     files[f"partitions/{sid}.json"] = _paged(items)
 
 
 def _paged(items: list) -> Json:
     return {"ContinuationToken": "", "Items": items}
-
-
-def _app_name(service: Json) -> str:
-    return service.get("ApplicationName") or service["ServiceName"].rsplit("/", 1)[0]
 
 
 def _guid(service: str, pid: object) -> str:
@@ -149,22 +159,22 @@ def _guid(service: str, pid: object) -> str:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{service}/{pid}"))
 
 
-def _node(i: int, node: Json) -> Json:
+def _node(i: int, node: StateNode) -> Json:
     """NodeInfo, as Get Node Info List shows it."""
-    name, status = node["NodeName"], node.get("NodeStatus", "Up")
-    intent = node.get("DeactivationIntent") or "Invalid"
+    name, status = node.name, node.status
+    intent = node.intent or "Invalid"
     return {
         "Name": name,
         "IpAddressOrFQDN": f"10.0.{i // 250}.{i % 250 + 4}",
-        "Type": node.get("NodeType") or "NodeType0",
+        "Type": node.node_type or "NodeType0",
         "CodeVersion": "10.1.1951.9590",
         "ConfigVersion": "1",
         "NodeStatus": status,
         "NodeUpTimeInSeconds": "0" if status == "Down" else "86400",
         "HealthState": "Error" if status == "Down" else "Ok",
         "IsSeedNode": i < 3,
-        "UpgradeDomain": str(node.get("UpgradeDomain") or "0"),
-        "FaultDomain": str(node.get("FaultDomain") or "fd:/0"),
+        "UpgradeDomain": str(node.upgrade_domain or "0"),
+        "FaultDomain": str(node.fault_domain or "fd:/0"),
         "Id": {"Id": hashlib.md5(name.encode()).hexdigest()},
         "InstanceId": str(133497000000000000 + i),
         "NodeDeactivationInfo": {
@@ -193,98 +203,96 @@ def _application(name: str) -> Json:
     }
 
 
-def _service_info(service: Json) -> Json:
+def _service_info(service: StateService) -> Json:
     info = {
-        "Id": service_id(service["ServiceName"]),
-        "ServiceKind": service["ServiceKind"],
-        "Name": service["ServiceName"],
-        "TypeName": service.get("ServiceTypeName") or "ServiceType",
+        "Id": service_id(service.name),
+        "ServiceKind": service.kind,
+        "Name": service.name,
+        "TypeName": service.type_name or "ServiceType",
         "ManifestVersion": "1.0.0",
         "HealthState": "Ok",
         "ServiceStatus": "Active",
         "IsServiceGroup": False,
     }
-    return info | ({"HasPersistedState": True} if service["ServiceKind"] == "Stateful" else {})
+    return info | ({"HasPersistedState": True} if service.stateful else {})
 
 
-def _description(service: Json, partitions: int) -> Json:
+def _description(service: StateService, partitions: int) -> Json:
     """ServiceDescription (Get Service Description)."""
-    stateful = service["ServiceKind"] == "Stateful"
-    scheme = {"PartitionScheme": "Singleton"}
+    scheme: Json = {"PartitionScheme": "Singleton"}
     if partitions > 1:
         scheme = {"PartitionScheme": "UniformInt64Range", "Count": partitions, "LowKey": "0", "HighKey": "9999"}
     desc = {
-        "ServiceKind": service["ServiceKind"],
-        "ApplicationName": _app_name(service),
-        "ServiceName": service["ServiceName"],
-        "ServiceTypeName": service.get("ServiceTypeName") or "ServiceType",
+        "ServiceKind": service.kind,
+        "ApplicationName": service.app_name,
+        "ServiceName": service.name,
+        "ServiceTypeName": service.type_name or "ServiceType",
         "PartitionDescription": scheme,
-        "PlacementConstraints": service.get("PlacementConstraints") or "",
-        "CorrelationScheme": [
-            {"ServiceName": c["ServiceName"], "Scheme": c["Scheme"]} for c in service.get("Correlations") or []
-        ],
-        "ServiceLoadMetrics": [dict(m) for m in service.get("Metrics") or []],
-        "ServicePlacementPolicies": [dict(p) for p in service.get("PlacementPolicies") or []],
-        "DefaultMoveCost": service.get("DefaultMoveCost") or "Low",
-        "IsDefaultMoveCostSpecified": "DefaultMoveCost" in service,
+        "PlacementConstraints": service.constraints or "",
+        "CorrelationScheme": [{"ServiceName": c.service, "Scheme": c.scheme} for c in service.affinities()],
+        "ServiceLoadMetrics": [dict(m) for m in service.metrics or []],
+        "ServicePlacementPolicies": [dict(p) for p in service.policies or []],
+        "DefaultMoveCost": service.move_cost or "Low",
+        "IsDefaultMoveCostSpecified": service.move_cost_specified,
     }
-    if stateful:
-        target = int(service.get("TargetReplicaSetSize", 3))
-        return desc | {"TargetReplicaSetSize": target, "MinReplicaSetSize": min(target, 2), "HasPersistedState": True}
-    return desc | {"InstanceCount": int(service.get("InstanceCount", -1)), "MinInstanceCount": 1}
+    return desc | _counts(service) | ({"HasPersistedState": True} if service.stateful else {})
 
 
-def _partition(service: Json, guid: str, stateful: bool) -> Json:
+def _partition(service: StateService, guid: str) -> Json:
     """ServicePartitionInfo (Get Partition Info List)."""
     item = {
-        "ServiceKind": service["ServiceKind"],
+        "ServiceKind": service.kind,
         "PartitionInformation": {"ServicePartitionKind": "Singleton", "Id": guid},
         "HealthState": "Ok",
         "PartitionStatus": "Ready",
     }
-    if stateful:
-        target = int(service.get("TargetReplicaSetSize", 3))
-        return item | {"TargetReplicaSetSize": target, "MinReplicaSetSize": min(target, 2)}
-    return item | {"InstanceCount": int(service.get("InstanceCount", -1)), "MinInstanceCount": 1}
+    return item | _counts(service)
 
 
-def _replica_row(replica: Json, stateful: bool, down: set[str]) -> Json:
+def _counts(service: StateService) -> Json:
+    """TargetReplicaSetSize and MinReplicaSetSize, or InstanceCount and MinInstanceCount."""
+    if service.stateful:
+        target = int(service.target)
+        return {"TargetReplicaSetSize": target, "MinReplicaSetSize": min(target, 2)}
+    return {"InstanceCount": int(service.instances), "MinInstanceCount": 1}
+
+
+def _replica_row(replica: StateReplica, rid: str, stateful: bool, down: set[str]) -> Json:
     """StatefulServiceReplicaInfo / StatelessServiceInstanceInfo of a state replica."""
-    rid = str(replica["ReplicaId"]) if str(replica.get("ReplicaId")).isdigit() else _number(replica)
     row = {
         "ServiceKind": "Stateful" if stateful else "Stateless",
-        "ReplicaStatus": "Down" if replica["NodeName"] in down else "Ready",
+        "ReplicaStatus": "Down" if replica.node in down else "Ready",
         "HealthState": "Ok",
-        "NodeName": replica["NodeName"],
+        "NodeName": replica.node,
         "Address": "",
         "LastInBuildDurationInSeconds": "0",
     }
     if stateful:
-        return row | {"ReplicaRole": PRIMARY if replica["Role"] == Role.PRIMARY else SECONDARY, "ReplicaId": rid}
+        return row | {"ReplicaRole": PRIMARY if replica.role == Role.PRIMARY else SECONDARY, "ReplicaId": rid}
     return row | {"InstanceId": rid}
 
 
-def _number(replica: Json) -> str:
-    """An int64 id for a replica whose state ReplicaId is not a number."""
-    return str(int(hashlib.md5(str(replica.get("ReplicaId")).encode()).hexdigest()[:15], 16))
+def _rid(replica: StateReplica) -> str:
+    """The replica's SF id: its state ReplicaId if a number, else an int64 derived from it."""
+    if str(replica.rid).isdigit():
+        return str(replica.rid)
+    return str(int(hashlib.md5(str(replica.rid).encode()).hexdigest()[:15], 16))
 
 
-def _manifest(doc: Json) -> str:
+def _manifest(state: State) -> str:
     """A cluster manifest with the state's node types and PlacementAndLoadBalancing sections."""
     lines = ['<?xml version="1.0" encoding="utf-8"?>', '<ClusterManifest Name="Simulated" Version="1.0" '
              'xmlns="http://schemas.microsoft.com/2011/01/fabric">', "  <NodeTypes>"]  # fmt: skip
-    for node_type in doc.get("NodeTypes") or []:
-        lines.append(f"    <NodeType Name={quoteattr(node_type['Name'])}>")
+    for node_type in state.node_types:
+        lines.append(f"    <NodeType Name={quoteattr(node_type.name)}>")
         for tag, inner, values in (
-            ("PlacementProperties", "Property", node_type.get("PlacementProperties") or {}),
-            ("Capacities", "Capacity", node_type.get("Capacities") or {}),
+            ("PlacementProperties", "Property", node_type.properties or {}),
+            ("Capacities", "Capacity", node_type.capacities or {}),
         ):
             lines += [f"      <{tag}>", *_parameters(values, inner, 8), f"      </{tag}>"]
         lines.append("    </NodeType>")
     lines += ["  </NodeTypes>", "  <FabricSettings>"]
-    sections = {"PlacementAndLoadBalancing": doc.get("Settings") or {}}
-    sections |= {name: doc[name] for name in METRIC_SECTIONS if doc.get(name)}
-    for name, values in sections.items():
+    for name, values in state.sections.items():
         lines += [f"    <Section Name={quoteattr(name)}>", *_parameters(values, "Parameter", 6), "    </Section>"]
     return "\n".join([*lines, "  </FabricSettings>", "</ClusterManifest>"])
 
