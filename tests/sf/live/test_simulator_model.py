@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from plbjax.sf import ReplicaStatus
 from plbjax.sf.live.simulator.cluster import Replica
 from plbjax.sf.live.simulator.http import replica_item
 from plbjax.sf.live.simulator.records import read_state
@@ -40,7 +41,7 @@ def test_a_replica_answer_keeps_its_rows_order_and_follows_its_node_and_id():
         "Address": "http://a:80/1",
         "ReplicaStatus": "Ready",
     }
-    item = replica_item(True, Replica("2", "b", "ActiveSecondary", "InBuild", "1", row))
+    item = replica_item(True, Replica("2", "b", "ActiveSecondary", ReplicaStatus.IN_BUILD, "1", row))
     assert list(item) == [
         "ServiceKind",
         "NodeName",
@@ -56,7 +57,7 @@ def test_a_replica_answer_keeps_its_rows_order_and_follows_its_node_and_id():
         "InBuild",
         "2",
     )
-    fresh = replica_item(False, Replica("3", "c", None, "InBuild"))
+    fresh = replica_item(False, Replica("3", "c", None, ReplicaStatus.IN_BUILD))
     assert fresh == {
         "ServiceKind": "Stateless",
         "ReplicaStatus": "InBuild",

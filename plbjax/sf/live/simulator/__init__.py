@@ -45,7 +45,7 @@ from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from plbjax.sf import Role
+from plbjax.sf import NodeStatus, ReplicaStatus, Role
 from plbjax.sf.live.apply.steps import plan_read
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.importer import import_dump
@@ -135,9 +135,9 @@ class Simulator:
             self.cluster.advance()
             return {
                 part.pid: {
-                    r.node: "InBuild" if r.status == "InBuild" else ROLES.get(r.role, Role.SECONDARY)
+                    r.node: "InBuild" if r.status == ReplicaStatus.IN_BUILD else ROLES.get(r.role, Role.SECONDARY)
                     for r in part.replicas
-                    if r.status in ("Ready", "InBuild") and "Auxiliary" not in str(r.role)
+                    if r.status in (ReplicaStatus.READY, ReplicaStatus.IN_BUILD) and "Auxiliary" not in str(r.role)
                 }
                 for part in self.cluster.partitions.values()
             }
@@ -157,7 +157,7 @@ class Simulator:
 
     def _status(self, node: StateNode) -> str:
         """A state node's status: Down when the simulator took it down."""
-        return "Down" if self.cluster.nodes.get(node.name) == "Down" else node.status
+        return "Down" if self.cluster.nodes.get(node.name) == NodeStatus.DOWN else node.status
 
     def _partition(self, state: StatePartition, parts: dict[tuple[str, object], Partition]) -> Json:
         """A state partition with the simulator's replicas."""
@@ -167,7 +167,7 @@ class Simulator:
         original = {str(r.rid): r for r in state.replicas}
         replicas, primary = [], False
         for r in part.replicas:
-            if r.status not in ("Ready", "Down") or r.role not in ROLES:
+            if r.status not in (ReplicaStatus.READY, ReplicaStatus.DOWN) or r.role not in ROLES:
                 continue
             role = ROLES[r.role] if not (r.role == PRIMARY and primary) else Role.SECONDARY
             primary = primary or role is Role.PRIMARY

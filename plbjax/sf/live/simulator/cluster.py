@@ -11,10 +11,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from plbjax.sf import IDLE_SECONDARY, ActionKind, Role
+from plbjax.sf import IDLE_SECONDARY, ActionKind, NodeStatus, ReplicaStatus, Role
 
 PRIMARY, SECONDARY, IDLE = Role.PRIMARY.sf(), Role.SECONDARY.sf(), IDLE_SECONDARY  # SF's ReplicaRole words
-LIVE = ("Ready", "InBuild")
+LIVE = (ReplicaStatus.READY, ReplicaStatus.IN_BUILD)
 ADD_KINDS = {ActionKind.add(role): "add" for role in Role}
 PLAN_KINDS = {
     **ADD_KINDS,
@@ -31,7 +31,7 @@ class Replica:
     rid: str
     node: str
     role: str | None  # SF's ReplicaRole; None for a stateless instance
-    status: str = "Ready"
+    status: ReplicaStatus = ReplicaStatus.READY
     sid: str = ""
     raw: dict = field(default_factory=dict)
 
@@ -127,8 +127,8 @@ class Options:
 class Cluster:
     """The world behind the simulator's REST answers."""
 
-    def __init__(self, nodes: dict[str, str], partitions: dict[str, Partition], options: Options) -> None:
-        self.nodes, self.partitions = nodes, partitions  # node -> "Up"/"Down"; pid -> Partition
+    def __init__(self, nodes: dict[str, NodeStatus], partitions: dict[str, Partition], options: Options) -> None:
+        self.nodes, self.partitions = nodes, partitions  # node -> Up/Down; pid -> Partition
         self.build_seconds = float(options.build_seconds)
         swap = options.swap_seconds
         self.swap_seconds = self.build_seconds / 4 if swap is None else float(swap)
@@ -236,11 +236,11 @@ class Cluster:
 
     def node_down(self, name: str) -> None:
         """The node goes Down: its replicas Down, the builds touching it fail."""
-        self.nodes[name] = "Down"
+        self.nodes[name] = NodeStatus.DOWN
         for part in self.partitions.values():
             for replica in part.replicas:
-                if replica.node == name and replica.status != "Dropped":
-                    replica.status = "Down"
+                if replica.node == name and replica.status != ReplicaStatus.DROPPED:
+                    replica.status = ReplicaStatus.DOWN
         for job in list(self.jobs):
             if name in (job.move.source, job.move.target):
                 self._fail(job)
@@ -248,7 +248,7 @@ class Cluster:
     def resume_builds(self) -> None:
         """Replicas shown being built when the cluster was seeded finish building, as the FM's own do."""
         for part in self.partitions.values():
-            for replica in [r for r in part.replicas if r.status == "InBuild"]:
+            for replica in [r for r in part.replicas if r.status == ReplicaStatus.IN_BUILD]:
                 role = replica.role if replica.role == PRIMARY else (SECONDARY if part.stateful else None)
                 kind = ActionKind.add(replica_role(part))
                 move = Move(kind, part.pid, None, replica.node, self.clock)
@@ -294,11 +294,11 @@ class Cluster:
     def _up(self, replica: Replica) -> bool:
         """A replica of the partition's count: live on an Up node, not auxiliary (SF counts those apart)."""
         auxiliary = "auxiliary" in str(replica.role).lower()
-        return replica.status in LIVE and self.nodes.get(replica.node) == "Up" and not auxiliary
+        return replica.status in LIVE and self.nodes.get(replica.node) == NodeStatus.UP and not auxiliary
 
     def _target(self, part: Partition) -> int:
         """The replica count the FM keeps: TargetReplicaSetSize / InstanceCount (-1: every Up node)."""
-        return sum(s == "Up" for s in self.nodes.values()) if part.target < 0 else part.target
+        return sum(s == NodeStatus.UP for s in self.nodes.values()) if part.target < 0 else part.target
 
     def short(self, part: Partition) -> bool:
         """Whether the partition has a replica to place (fewer than its target live on Up nodes)."""
@@ -308,12 +308,12 @@ class Cluster:
         """Promote a primary where none is up, then build or drop replicas toward the target count."""
         live = [r for r in part.replicas if self._up(r)]
         if part.stateful and live and not any(r.role == PRIMARY for r in live):
-            self._promote(part, [r for r in live if r.role == SECONDARY and r.status == "Ready"])
+            self._promote(part, [r for r in live if r.role == SECONDARY and r.status == ReplicaStatus.READY])
         target = self._target(part)
         if len(live) < target:
             self._add(part)
         elif len(live) > target:
-            self._drop(part, [r for r in live if r.role != PRIMARY and r.status == "Ready"])
+            self._drop(part, [r for r in live if r.role != PRIMARY and r.status == ReplicaStatus.READY])
 
     def _promote(self, part: Partition, secondaries: list[Replica]) -> None:
         node = self.choose(part.pid, "promote", [r.node for r in secondaries])
@@ -324,17 +324,20 @@ class Cluster:
             )
 
     def _add(self, part: Partition) -> None:
-        held = {r.node for r in part.replicas if r.status != "Dropped"} - {
-            r.node for r in part.replicas if r.status == "Down"
+        held = {r.node for r in part.replicas if r.status != ReplicaStatus.DROPPED} - {
+            r.node for r in part.replicas if r.status == ReplicaStatus.DOWN
         }
-        node = self.choose(part.pid, "add", [n for n, s in self.nodes.items() if s == "Up" and n not in held])
+        node = self.choose(part.pid, "add", [n for n, s in self.nodes.items() if s == NodeStatus.UP and n not in held])
         if node is None:
             return
-        gone = next((r for r in part.replicas if r.status == "Down" or self.nodes.get(r.node) != "Up"), None)
+        gone = next(
+            (r for r in part.replicas if r.status == ReplicaStatus.DOWN or self.nodes.get(r.node) != NodeStatus.UP),
+            None,
+        )
         if gone is not None:
             part.replicas.remove(gone)
         role = (IDLE if part.stateful else None, SECONDARY if part.stateful else None)
-        replica = Replica(self.new_id(), node, role[0], "InBuild", gone.sid if gone else "")
+        replica = Replica(self.new_id(), node, role[0], ReplicaStatus.IN_BUILD, gone.sid if gone else "")
         replica.sid = replica.sid or replica.rid
         part.replicas.append(replica)
         move = Move(ActionKind.add(replica_role(part)), part.pid, None, node, self.clock)
@@ -369,7 +372,7 @@ class Cluster:
 
 def _ready(replica: Replica, role: str | None) -> None:
     """A built replica becomes Ready in its final role."""
-    replica.status, replica.role = "Ready", role
+    replica.status, replica.role = ReplicaStatus.READY, role
 
 
 def _widest(moves: list[Move]) -> int:

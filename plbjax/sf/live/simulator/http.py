@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, unquote, urlsplit
 
-from plbjax.sf import ActionKind
+from plbjax.sf import ActionKind, NodeStatus, ReplicaStatus
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.simulator import moves
 from plbjax.sf.live.simulator.cluster import Cluster, Refused, Replica
@@ -276,7 +276,7 @@ def _node_route(s: Served, words: list[str], query: Query) -> tuple[int, object]
     if len(words) == 7 and words[2] == "GetPartitions" and words[4] == "GetReplicas" and words[6] == "GetDetail":
         part = c.partitions.get(words[3].lower())
         here = [r for r in part.replicas if r.node == node and r.rid == words[5]] if part else []
-        if not here or c.nodes.get(node) != "Up":
+        if not here or c.nodes.get(node) != NodeStatus.UP:
             raise moves.refuse("FABRIC_E_REPLICA_DOES_NOT_EXIST")
         stored = s.files.get(f"replica-load/{words[3]}/{words[5]}.json")
         return 200, stored or {"ServiceKind": "Stateful" if part else "Stateless", "PartitionId": words[3]}
@@ -291,7 +291,7 @@ def _partition_route(s: Served, words: list[str], query: Query) -> tuple[int, ob
     if part is None:
         raise moves.refuse("FABRIC_E_PARTITION_NOT_FOUND")
     if words[2:] == ["GetReplicas"]:
-        shown = [r for r in part.replicas if r.status != "Dropped"]
+        shown = [r for r in part.replicas if r.status != ReplicaStatus.DROPPED]
         return 200, _page([replica_item(part.stateful, r) for r in shown], query, "GetReplicas")
     if words[2:] == ["GetLoadInformation"]:
         empty = {"PartitionId": part.pid, "PrimaryLoadMetricReports": [], "SecondaryLoadMetricReports": []}
@@ -305,7 +305,7 @@ def _node_item(s: Served, name: str) -> Json:
     item = dict(listed.raw)
     status = s.cluster.nodes[name]
     if listed.status != status:
-        item.update(NodeStatus=status, HealthState="Error" if status == "Down" else "Ok")
+        item.update(NodeStatus=status, HealthState="Error" if status == NodeStatus.DOWN else "Ok")
     return item
 
 

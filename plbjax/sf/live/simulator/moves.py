@@ -9,7 +9,7 @@ TriggerSwapPrimary(Helper) / TriggerMoveSecondary(Helper)); names from src/prod/
 
 from __future__ import annotations
 
-from plbjax.sf import ActionKind
+from plbjax.sf import ActionKind, NodeStatus, ReplicaStatus
 from plbjax.sf.live.simulator.cluster import IDLE, PRIMARY, SECONDARY, Cluster, Move, Partition, Refused, Replica
 
 MESSAGES = {  # SF's texts: src/prod/src/data/statuscodes/SfStatus.mc
@@ -53,20 +53,20 @@ def partition(c: Cluster, pid: str, stateful: bool) -> Partition:
 
 def _node_up(c: Cluster, name: str) -> None:
     """FMQueryHelper::VerifyNodeExistsAndIsUp: an unknown or Down node is NodeNotFound."""
-    if c.nodes.get(name) != "Up":
+    if c.nodes.get(name) != NodeStatus.UP:
         raise refuse("FABRIC_E_NODE_NOT_FOUND")
 
 
 def _stable(c: Cluster, part: Partition) -> None:
     """PLB refuses (PLBNotReady, retried by the FM) a partition in transition or with a replica to place."""
-    live = [r for r in part.replicas if r.status in ("Ready", "InBuild")]
-    if c.busy(part.pid) or c.short(part) or any(r.status == "InBuild" for r in live):
+    live = [r for r in part.replicas if r.status in (ReplicaStatus.READY, ReplicaStatus.IN_BUILD)]
+    if c.busy(part.pid) or c.short(part) or any(r.status == ReplicaStatus.IN_BUILD for r in live):
         raise Unstable()
 
 
 def _current(part: Partition) -> list[Replica]:
     """The replicas of the partition's current configuration, in listing order."""
-    return [r for r in part.replicas if r.status in ("Ready", "InBuild", "Down")]
+    return [r for r in part.replicas if r.status in (ReplicaStatus.READY, ReplicaStatus.IN_BUILD, ReplicaStatus.DOWN)]
 
 
 def move_primary(c: Cluster, pid: str, node: str | None) -> Move:
@@ -120,7 +120,7 @@ def move_secondary(c: Cluster, pid: str, current: str, new: str | None, service_
 def _pick_new(c: Cluster, part: Partition) -> str:
     """NewNodeName omitted: the PLB picks an Up node without a replica of the partition."""
     held = {r.node for r in _current(part)}
-    free = sorted(n for n, s in c.nodes.items() if s == "Up" and n not in held)
+    free = sorted(n for n, s in c.nodes.items() if s == NodeStatus.UP and n not in held)
     if not free:
         raise refuse("FABRIC_E_CONSTRAINT_NOT_SATISFIED")
     return free[0]
@@ -140,12 +140,14 @@ def _swap(c: Cluster, part: Partition, primary: Replica, secondary: Replica) -> 
 def _rebuild(c: Cluster, part: Partition, source: Replica, node: str, kind: str, role: str | None) -> Move:
     """A new replica (new ReplicaId) is built on `node` (InBuild/IdleSecondary), then takes `role`; the
     source replica goes."""
-    fresh = Replica(c.new_id(), node, IDLE if part.stateful else None, "InBuild", source.sid, dict(source.raw))
+    fresh = Replica(
+        c.new_id(), node, IDLE if part.stateful else None, ReplicaStatus.IN_BUILD, source.sid, dict(source.raw)
+    )
     part.replicas.append(fresh)
     move = Move(kind, part.pid, source.node, node, c.clock)
 
     def finish() -> None:
-        fresh.status, fresh.role = "Ready", role
+        fresh.status, fresh.role = ReplicaStatus.READY, role
         if source in part.replicas:
             part.replicas.remove(source)
 

@@ -10,7 +10,7 @@ import uuid
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
-from plbjax.sf import Role, load_state, parse_state
+from plbjax.sf import NodeStatus, ReplicaStatus, Role, load_state, parse_state
 from plbjax.sf.live.reading.dumpdir import canonical, decode
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.rest import service_id
@@ -54,7 +54,7 @@ def build(files: dict[str, object], options: Options) -> Served:
     for item in served.items("nodes.json"):
         node = take(ListedNode, LISTED_NODE, item, raw=item)
         served.node_items[node.name] = node
-        served.cluster.nodes[node.name] = "Down" if node.status in DOWN else "Up"
+        served.cluster.nodes[node.name] = NodeStatus.DOWN if node.status in DOWN else NodeStatus.UP
     for app in served.items("applications.json"):
         rel = f"services/{take(Listed, LISTED, app).id}.json"
         for service in served.items(rel) if rel in files else []:
@@ -86,7 +86,7 @@ def _service(served: Served, service: Listed) -> None:
 def _replica(row: Json, stateful: bool) -> Replica:
     listed = take(ListedReplica, REPLICA, row)
     rid = listed.rid(stateful)
-    return Replica(rid, listed.node, listed.role if stateful else None, listed.status, rid, row)
+    return Replica(rid, listed.node, listed.role if stateful else None, ReplicaStatus(listed.status), rid, row)
 
 
 # --- a state document rendered as SF's responses ------------------------------------------------
