@@ -178,3 +178,60 @@ def ran(result, phase: str | None = None) -> list[tuple[float, str, str | None]]
 def play(state: dict, events=(), planner=None, duration=None, seed=0, **extra):
     doc = {"State": state, "Events": list(events)} | ({"Duration": duration} if duration is not None else {}) | extra
     return replay(parse_timeline(doc), planner or OneMove(), probe, seed)
+
+
+def random_timeline(state: dict, rng: random.Random, duration: float = 60.0) -> dict:
+    """Node downs and returns, services created (one partition listing an unplaced Primary) and
+    deleted, and load reports by ReplicaId and by Role, in time order."""
+    nodes = [n["NodeName"] for n in state["Nodes"]]
+    down: set[str] = set()
+    created: list[str] = []
+    made = 0
+    events, t = [], 0.0
+    metric = state["Services"][0]["Metrics"][0]["Name"]
+    while True:
+        t += rng.choice([1, 2, 3, 5])
+        if t >= duration - 5:
+            break
+        kind = rng.choice(["NodeDown", "NodeUp", "ServiceCreated", "ServiceDeleted", "LoadReport"])
+        if kind == "NodeDown" and len(down) < 2:
+            down.add(node := rng.choice([n for n in nodes if n not in down]))
+            events.append({"Time": t, "Kind": "NodeDown", "NodeName": node})
+        elif kind == "NodeUp" and down:
+            down.discard(node := rng.choice(sorted(down)))
+            events.append({"Time": t, "Kind": "NodeUp", "NodeName": node})
+        elif kind == "ServiceCreated":
+            name = f"fabric:/New/S{made}"
+            created.append(name)
+            made += 1
+            service = {
+                "ServiceName": name,
+                "ServiceTypeName": "NewType",
+                "ServiceKind": "Stateful",
+                "TargetReplicaSetSize": 5,
+                "Metrics": [{"Name": metric, "Weight": "High", "PrimaryDefaultLoad": 3, "SecondaryDefaultLoad": 1}],
+            }
+            partitions = [
+                {"PartitionId": "P0", "Replicas": []},
+                {"PartitionId": "P1", "Replicas": [{"ReplicaId": f"{name}/u", "Role": "Primary", "NodeName": None}]},
+            ]
+            events.append({"Time": t, "Kind": "ServiceCreated", "Service": service, "Partitions": partitions})
+        elif kind == "ServiceDeleted" and created and rng.random() < 0.4:
+            events.append({"Time": t, "Kind": "ServiceDeleted", "ServiceName": created.pop(0)})
+        elif kind == "LoadReport" and created:
+            name = created[-1]
+            load = {metric: rng.randint(1, 9)}
+            events.append(
+                {
+                    "Time": t,
+                    "Kind": "LoadReport",
+                    "ServiceName": name,
+                    "PartitionId": "P1",
+                    "Role": "Primary",
+                    "Loads": load,
+                }
+            )
+            events.append(
+                {"Time": t, "Kind": "LoadReport", "ServiceName": name, "ReplicaId": f"{name}/u", "Loads": load}
+            )
+    return {"State": state, "Events": events, "Duration": duration, "ActionSeconds": {"Add": 4, "Move": 4}}

@@ -196,7 +196,10 @@ def placement_classes(
         ud_children[c] = _eligible_children(nodes.ud_tree[:n], mask, nodes.Du)
         fd_usable[c, nodes.fd_tree[:n][mask[:n]]] = True
         ud_usable[c, nodes.ud_tree[:n][mask[:n]]] = True
-    quorum, quorum_level = _quorum_rules(state, cluster, nodes, service_class, masks)
+    # the quorum rule's auto-switch counts the service's nodes and domains whatever their status, so
+    # a node going down or coming back does not switch it (issue 57: placement then constraint check)
+    every = _class_masks(cluster, _allowed_nodes(state, cluster, np.ones_like(nodes.up)), parent_hosts)
+    quorum, quorum_level = _quorum_rules(state, cluster, nodes, *every)
     return Classes(
         service_class=service_class,
         masks=masks,
