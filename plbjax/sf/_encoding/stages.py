@@ -196,10 +196,10 @@ def placement_classes(
         ud_children[c] = _eligible_children(nodes.ud_tree[:n], mask, nodes.Du)
         fd_usable[c, nodes.fd_tree[:n][mask[:n]]] = True
         ud_usable[c, nodes.ud_tree[:n][mask[:n]]] = True
-    # the quorum rule's auto-switch counts the service's nodes and domains whatever their status, so
-    # a node going down or coming back does not switch it (issue 57: placement then constraint check)
+    # the auto-switch counts the service's nodes and domains whatever their status, so a node going
+    # down or coming back does not switch the rule (issue 57); the rule itself counts Up domains
     every = _class_masks(cluster, _allowed_nodes(state, cluster, np.ones_like(nodes.up)), parent_hosts)
-    quorum, quorum_level = _quorum_rules(state, cluster, nodes, *every)
+    quorum, quorum_level = _quorum_rules(state, cluster, nodes, service_class, masks, every)
     return Classes(
         service_class=service_class,
         masks=masks,
@@ -225,7 +225,12 @@ def _branching(tree: np.ndarray, mask: np.ndarray) -> tuple[int, int]:
 
 
 def _quorum_rules(
-    state: ClusterState, cluster: Entities, nodes: Nodes, service_class: np.ndarray, masks: list[np.ndarray]
+    state: ClusterState,
+    cluster: Entities,
+    nodes: Nodes,
+    service_class: np.ndarray,
+    masks: list[np.ndarray],
+    switch: tuple[np.ndarray, list[np.ndarray]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """SF's quorum-based replica distribution per service (`FaultDomainConstraint`'s
     HasQuorumDomainViolation): where it holds, a domain at the first level with two or more domains
@@ -233,7 +238,8 @@ def _quorum_rules(
     could not take T so. It holds per fault or upgrade domains by `QuorumBasedReplicaDistributionPer*`,
     and for both where `QuorumBasedLogicAutoSwitch` finds the spread too strict for the nodes
     (PlacementCreator: T divisible by the fault and the upgrade domains' counts, and no more of the
-    service's nodes than their product). RequireDomainDistribution keeps its own fault-domain rule."""
+    service's nodes than their product; counted on `switch`'s classes, every node of the service
+    whatever its status, when given). RequireDomainDistribution keeps its own fault-domain rule."""
     settings, n = state.settings, cluster.n_nodes
     S = service_class.shape[0]
     quorum, level = np.zeros((S, 2), np.int32), np.zeros((S, 2), np.int32)
@@ -242,22 +248,24 @@ def _quorum_rules(
         bool(settings["QuorumBasedReplicaDistributionPerUpgradeDomains"]),
     )
     # each class's (level, domains) in the fault and the upgrade domain trees, and its node count
-    shapes = [
-        ((_branching(nodes.fd_tree[:n], m[:n]), _branching(nodes.ud_tree[:n], m[:n])), int(m[:n].sum())) for m in masks
-    ]
+    shape = lambda m: ((_branching(nodes.fd_tree[:n], m[:n]), _branching(nodes.ud_tree[:n], m[:n])), int(m[:n].sum()))
+    shapes = [shape(m) for m in masks]
+    switch_class, switch_shapes = (
+        (service_class, shapes) if switch is None else (switch[0], list(map(shape, switch[1])))
+    )
     for s, svc in enumerate(cluster.services):
         branches, count = shapes[service_class[s]]
         target = svc.target
         if target <= 0 or not count:
             continue
-        fds, uds = branches[0][1], branches[1][1]
+        ((_, fds), (_, uds)), nodes_all = switch_shapes[switch_class[s]]
         auto = (
             bool(settings["QuorumBasedLogicAutoSwitch"])
             and fds > 0
             and uds > 0
             and target % fds == 0
             and target % uds == 0
-            and count <= fds * uds
+            and nodes_all <= fds * uds
         )
         nonpacking = any(p.kind == "RequireDomainDistribution" for p in svc.placement_policies)
         for d, (at, domains) in enumerate(branches):
