@@ -5,6 +5,7 @@ cancelled."""
 from __future__ import annotations
 
 import heapq
+import json
 import math
 from dataclasses import dataclass, field
 
@@ -113,7 +114,8 @@ class _Completions:
         self.touched.add(k)
         found = problem({"Nodes": self.doc["Nodes"], "Partitions": self.parts}, (k,))
         if found is not None:
-            raise Corrupted(f"completing {action.document()} broke the replay's state: {found}")
+            done = json.dumps(action.document(), default=str)
+            raise Corrupted(f"completing {done} broke the replay's state: {found}")
         return True
 
     def _named(self, replica: dict) -> dict:
