@@ -102,6 +102,67 @@ def random_cluster(seed: int, family: int | None = None) -> tuple[dict, dict]:
     return doc, predicates
 
 
+def tiny_cluster(seed: int) -> dict:
+    """A small random state document whose stateful partitions often lack a primary (all their
+    replicas secondaries, at, below or above the target), on Up, Disabled (each intent) and Down
+    nodes, with tight capacities; every one pads to the same shapes (arrays.FLOORS), so a batch
+    of them shares one compiled search."""
+    rng = random.Random(f"tiny-{seed}")
+    nodes = []
+    for i in range(rng.randint(5, 10)):
+        node = {
+            "NodeName": f"N{i}",
+            "FaultDomain": f"fd:/dc{i % 4}",
+            "UpgradeDomain": f"UD{i % 3}",
+            "Capacities": {"Load": rng.choice([12, 20, 30, 60])},
+        }
+        r = rng.random()
+        if r < 0.12:
+            node["NodeStatus"] = "Down"
+        elif r < 0.35:
+            node["NodeStatus"] = "Disabled"
+            intent = rng.choice([None, "Pause", "Restart", "RemoveData", "RemoveNode"])
+            if intent:
+                node["DeactivationIntent"] = intent
+        nodes.append(node)
+    services, partitions, ids = [], [], iter(range(1, 100))
+    for k in range(rng.randint(1, 2)):
+        target = rng.choice([2, 3])
+        metric = {"Name": "Load", "Weight": "High"}
+        metric |= {"PrimaryDefaultLoad": rng.choice([5, 10, 25, 40]), "SecondaryDefaultLoad": rng.choice([2, 5])}
+        service = {"ServiceName": f"fabric:/A/S{k}", "ServiceKind": "Stateful", "TargetReplicaSetSize": target}
+        service["Metrics"] = [metric]
+        if rng.random() < 0.3:
+            service["PlacementPolicies"] = [{"Type": "PreferPrimaryDomain", "DomainName": f"fd:/dc{rng.randrange(4)}"}]
+        services.append(service)
+    rows = 14  # replica rows (those to create too) left under FLOORS["R"], with the two instances
+    for service in services:
+        target = service["TargetReplicaSetSize"]
+        for p in range(rng.randint(1, 3)):
+            headless = rng.random() < 0.6
+            count = max(1, target + rng.choice([-1, 0, 0, 1]))
+            if max(count, target) > rows:
+                break
+            rows -= max(count, target)
+            hosts = rng.sample([n["NodeName"] for n in nodes], min(count, len(nodes)))
+            roles = ["Secondary" if headless or i else "Primary" for i in range(len(hosts))]
+            replicas = [{"ReplicaId": next(ids), "Role": role, "NodeName": h} for role, h in zip(roles, hosts)]
+            partitions.append({"ServiceName": service["ServiceName"], "PartitionId": f"{p}", "Replicas": replicas})
+    services.append(
+        {
+            "ServiceName": "fabric:/A/F",
+            "ServiceKind": "Stateless",
+            "InstanceCount": 1,
+            "Metrics": [{"Name": "Load", "Weight": "High", "DefaultLoad": rng.choice([5, 10])}],
+        }
+    )
+    for p in range(2):
+        node = rng.choice(nodes)["NodeName"]
+        replicas = [{"ReplicaId": next(ids), "Role": "Instance", "NodeName": node}]
+        partitions.append({"ServiceName": "fabric:/A/F", "PartitionId": f"f{p}", "Replicas": replicas})
+    return {"SchemaVersion": 1, "Nodes": nodes, "Services": services, "Partitions": partitions}
+
+
 def _settings(rng: random.Random) -> dict:
     s = {}
     if rng.random() < 0.3:
@@ -630,6 +691,37 @@ def breaks(doc: dict, predicates: dict, plan: dict) -> list[str]:
         for key in sorted(bad - rules_before[rule], key=str):
             out.append(f"{rule}: {key}")
     out += _accounting(cluster, after, plan)
+    out += _unled(cluster, after, plan)
+    return out
+
+
+def unled(doc: dict, plan: dict) -> list[str]:
+    """Each stateful partition the plan leaves with running replicas (on a node not Down) but no
+    running primary and reports neither in `Unplaced` nor in `Health`: never one."""
+    anywhere = {s["ServiceName"]: (lambda n: True) for s in doc["Services"]}
+    return _unled(_Cluster(doc, anywhere), apply(doc, plan["Actions"]), plan)
+
+
+def _unpromoted_entry(entry: dict) -> bool:
+    """An `Unplaced` entry of a partition whose running secondaries none may become primary (a
+    primary with a Reason): it reports the promotion, not a missing replica."""
+    return entry["Role"] == "Primary" and "Reason" in entry
+
+
+def _unled(cluster: _Cluster, after: dict, plan: dict) -> list[str]:
+    reported = {(u["ServiceName"], str(u["PartitionId"])) for u in plan["Unplaced"]}
+    entities = {h["Entity"] for h in plan["Health"]}
+    out = []
+    for part in after["Partitions"]:
+        if cluster.services[part["ServiceName"]]["ServiceKind"] != "Stateful":
+            continue
+        running = [r for r in part["Replicas"] if r.get("NodeName") and cluster.status[r["NodeName"]] != "Down"]
+        key = (part["ServiceName"], str(part["PartitionId"]))
+        if not running or any(r["Role"] == "Primary" for r in running):
+            continue
+        if key not in reported and f"{key[0]}/{key[1]}" not in entities:
+            nodes = ", ".join(f"{r['NodeName']} ({cluster.status[r['NodeName']]})" for r in running)
+            out.append(f"primary: {key} runs secondaries on {nodes}, no primary, reported nowhere")
     return out
 
 
@@ -652,7 +744,7 @@ def _accounting(cluster: _Cluster, after: dict, plan: dict) -> list[str]:
     """Every replica still missing is in Unplaced; no partition keeps a surplus it could drop; a service on every
     node keeps no running instance on a node it may not use (SF drops those)."""
     out = []
-    unplaced = Counter((u["ServiceName"], str(u["PartitionId"])) for u in plan["Unplaced"])
+    unplaced = Counter((u["ServiceName"], str(u["PartitionId"])) for u in plan["Unplaced"] if not _unpromoted_entry(u))
     for part in after["Partitions"]:
         key = (part["ServiceName"], str(part["PartitionId"]))
         target = cluster.target(part["ServiceName"])

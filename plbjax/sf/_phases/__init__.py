@@ -44,6 +44,7 @@ from plbjax.sf._phases.preparation import (
     priorities_of,
     surplus_replicas,
 )
+from plbjax.sf._phases.primaries import elect_primaries, held_for_promotion, promotion_eliminations, unpromoted
 from plbjax.sf._phases.search_config import SearchConfig
 
 __all__ = [
@@ -63,16 +64,20 @@ __all__ = [
     "balancing_model",
     "balancing_phase",
     "constraint_phase",
+    "elect_primaries",
     "everywhere",
     "fewest_movements_phase",
     "frozen_masks",
     "governed_encoding",
+    "held_for_promotion",
     "interrupted",
     "movement_budget",
     "placement_phase",
     "prepare",
     "priorities_of",
+    "promotion_eliminations",
     "surplus_replicas",
     "throttle_limits",
     "tidy_blocks",
+    "unpromoted",
 ]

@@ -23,7 +23,7 @@ from plbjax.sf._phases.phase import (
     search_until_fixed,
     spent,
 )
-from plbjax.sf._phases.primaries import built_from_primaries, elect_primaries
+from plbjax.sf._phases.primaries import built_from_primaries, elect_primaries, promotions
 from plbjax.sf._state import ClusterState
 
 _AFFINITY = np.arange(CONSTRAINTS) == AFFINITY
@@ -40,7 +40,12 @@ def placement_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResu
     (_, _, problem, index), now = run.encoded, reached.now
     result = _placed(run, now, schedule)
     placed = elect_primaries(problem, index, result.placement, run.priorities)
-    return dataclasses.replace(result, placement=built_from_primaries(problem, index, now, placed))
+    placed = built_from_primaries(problem, index, now, placed)
+    promoted = promotions(index, placed)
+    if not promoted:
+        return dataclasses.replace(result, placement=placed)
+    reason = f"{result.reason}; {promoted} secondary(ies) promoted where the primary was gone"
+    return dataclasses.replace(result, ran=True, reason=reason, placement=placed)
 
 
 def _placed(run: Run, now: Placement, schedule: Schedule) -> PhaseResult:

@@ -44,7 +44,7 @@ def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: 
                 busy_nodes |= nodes
                 busy_partitions |= relatives
                 continue
-            chosen = next((r for r in order[p] if not worse[p, r]), None)
+            chosen = next((r for r in order[p] if not worse[p, r].any()), None)
             if chosen is not None:
                 primary_of[p] = chosen
                 busy_nodes.add(int(now.node_of[chosen]))
@@ -68,6 +68,62 @@ def built_from_primaries(problem: Problem, index: Index, start: Placement, now: 
 
 
 _PROMOTION_KINDS = (CAPACITY, AFFINITY, PREFERRED, THRESHOLD)  # the constraints a role change can alter
+_KIND_NAMES = {
+    CAPACITY: "NodeCapacity",
+    AFFINITY: "Affinity",
+    PREFERRED: "PreferredLocation",
+    THRESHOLD: "ResourceThreshold",
+}
+RESTART = "NodeDeactivation"  # a node deactivated with Intent Restart hands its primaries over, takes none
+
+
+def promotions(index: Index, now: Placement) -> int:
+    """Stateful partitions whose input primary is gone (none, or not running) and whose primary in
+    `now` is a running replica of the input: the secondaries promoted."""
+    n = index.n_partitions
+    head, primary = index.initial_primary[:n], now.primary_of[:n]
+    lost = (head < 0) | (index.initial_node[np.maximum(head, 0)] < 0)
+    running = (primary >= 0) & (index.initial_node[np.maximum(primary, 0)] >= 0)
+    running &= now.node_of[np.maximum(primary, 0)] >= 0
+    return int((index.stateful[:n] & lost & running & (primary != head)).sum())
+
+
+def unpromoted(index: Index, now: Placement) -> np.ndarray:
+    """[P] stateful partitions with running replicas but no running primary: none of their
+    secondaries could be promoted (`elect_primaries`)."""
+    without = headless(index, now)[: index.n_partitions]
+    out = np.zeros(now.primary_of.shape[0], bool)
+    for p in np.flatnonzero(without).tolist():
+        out[p] = any(now.node_of[r] >= 0 for r in index.partition_rows[p])
+    return out
+
+
+def held_for_promotion(problem: Problem, index: Index, now: Placement) -> np.ndarray:
+    """[R] the replicas of the partitions `unpromoted` leaves: the constraint check and balancing
+    leave them where they are, so a later promotion stays as possible as it is now."""
+    return unpromoted(index, now)[np.asarray(problem.replica_partition)]
+
+
+def promotion_eliminations(
+    problem: Problem, index: Index, now: Placement, priorities: np.ndarray, p: int
+) -> list[dict]:
+    """SF's constraint elimination sequence for partition p's primary, over the nodes of its running
+    secondaries (the Failover Manager promotes one of them): those deactivated with Intent Restart
+    first, then each constraint a promotion may break, in `_PROMOTION_KINDS` order (enforced ones)."""
+    rows = [r for r in index.partition_rows[p] if now.node_of[r] >= 0]
+    enforced = tuple(k for k in _PROMOTION_KINDS if priorities[k] == 0)
+    restart = [r for r in rows if index.node_intent[now.node_of[r]] is Intent.RESTART]
+    rest = [r for r in rows if r not in restart]
+    worse = _promotion_trials(problem, now, [(p, r) for r in rest], enforced)
+    remaining, out = list(rest), []
+    for name, bad in [(RESTART, restart)] + [
+        (_KIND_NAMES[k], [r for r in rest if worse[p, r][i]]) for i, k in enumerate(enforced)
+    ]:
+        eliminated = bad if name == RESTART else [r for r in bad if r in remaining]
+        remaining = [r for r in remaining if r not in eliminated]
+        nodes = sorted({index.nodes[now.node_of[r]] for r in eliminated})
+        out.append({"Constraint": name, "Eliminated": nodes, "Remaining": len(remaining)})
+    return out
 
 
 def _candidates(index: Index, now: Placement, p: int) -> list[int]:
@@ -98,11 +154,12 @@ TRIAL_ROWS = 1 << 22  # replica rows one batch of promotion trials may cover
 
 def _promotion_trials(
     problem: Problem, now: Placement, trials: list[tuple[int, int]], kinds: tuple[int, ...]
-) -> dict[tuple[int, int], bool]:
-    """{(partition, replica): whether promoting the replica from `now` makes one of the constraint
-    `kinds` worse somewhere}, as `assess` and `no_worse` would find, in batches of one compiled call."""
+) -> dict[tuple[int, int], np.ndarray]:
+    """{(partition, replica): [K] whether promoting the replica from `now` makes each of the
+    constraint `kinds` worse somewhere}, as `assess` and `no_worse` would find, in batches of one
+    compiled call."""
     if not trials or not kinds:
-        return {t: False for t in trials}
+        return {t: np.zeros(len(kinds), bool) for t in trials}
     rows = problem.load_primary.shape[0]
     batch = min(TRIAL_BATCH, max(TRIAL_ROWS // rows, 1))
     padded = np.array(trials + trials[:1] * (-len(trials) % batch), np.int32)
@@ -111,17 +168,17 @@ def _promotion_trials(
         np.asarray(_worse(problem, now.node_of, now.primary_of, kinds, before, padded[i : i + batch]))
         for i in range(0, len(padded), batch)
     ]
-    return dict(zip(trials, np.concatenate(worse)[: len(trials)].tolist()))
+    return dict(zip(trials, np.concatenate(worse)[: len(trials)]))
 
 
 @eqx.filter_jit
 def _worse(problem: Problem, node_of, primary_of, kinds: tuple[int, ...], before: tuple, trials):
-    """[B] whether each (partition, replica) promotion in `trials` [B, 2] makes one of the
+    """[B, K] whether each (partition, replica) promotion in `trials` [B, 2] makes each of the
     constraint `kinds` worse than `before` (their violations fields)."""
 
     def one(trial):
         promoted = primary_of.at[trial[0]].set(trial[1])
         after: Violations = violations(problem, node_of, promoted, node_loads(problem, node_of, promoted))
-        return jnp.any(jnp.stack([jnp.any(~(after[k] <= v + 1e-6)) for k, v in zip(kinds, before)]))
+        return jnp.stack([jnp.any(~(after[k] <= v + 1e-6)) for k, v in zip(kinds, before)])
 
     return jax.vmap(one)(trials)

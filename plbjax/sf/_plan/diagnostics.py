@@ -139,3 +139,21 @@ def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: 
             )
         )
     return out
+
+
+def unpromoted_reports(index: Index, partitions: np.ndarray) -> list[dict]:
+    """SF's Error report on each of the `partitions` [P] left without a primary (no secondary may
+    be promoted): below its quorum of writable replicas, the Failover Manager's PartitionHealth."""
+    out = []
+    for p in np.flatnonzero(partitions[: index.n_partitions]).tolist():
+        service, pid = index.partitions[p]
+        out.append(
+            _report(
+                "PrimaryReplicaUnplaced",
+                f"{service}/{pid}",
+                f"Service {service} partition {pid} has no primary replica and none of its secondaries can "
+                "be promoted; see Unplaced for the constraint elimination sequence.",
+                "Error",
+            )
+        )
+    return out

@@ -13,8 +13,19 @@ import numpy as np
 
 from plbjax.sf._encoding import Index, Problem
 from plbjax.sf._model import Placement, headless
-from plbjax.sf._phases import Drop, MetricBalance, Phase, Prepared, Reached, Run, balances, everywhere
-from plbjax.sf._plan.diagnostics import elimination_sequence, health_reports
+from plbjax.sf._phases import (
+    Drop,
+    MetricBalance,
+    Phase,
+    Prepared,
+    Reached,
+    Run,
+    balances,
+    everywhere,
+    promotion_eliminations,
+    unpromoted,
+)
+from plbjax.sf._plan.diagnostics import elimination_sequence, health_reports, unpromoted_reports
 from plbjax.sf._plan.explain import explain
 from plbjax.sf._state import Action, ClusterState, Role
 
@@ -118,8 +129,10 @@ def render(
         "Score": {"Before": float(ready.input.report.avg), "After": float(final.report.avg)},
         "Actions": [a.document() for a in actions],
         "Nodes": _node_entries(index, problem, ready.input, final),
-        "Health": ready.encoded.health + health_reports(index, problem, final.node_of, final.report),
-        "Unplaced": _unplaced(index, problem, final),
+        "Health": ready.encoded.health
+        + health_reports(index, problem, final.node_of, final.report)
+        + unpromoted_reports(index, _without_primary(index, final)),
+        "Unplaced": _unplaced(index, problem, final) + _unpromoted(index, problem, final, run.priorities),
         "History": {k: list(v) for k, v in history.items()},
         "Remaining": told.remaining,
         "Search": search.entry(),
@@ -198,3 +211,30 @@ def _unplaced(index: Index, problem: Problem, final: Placement) -> list[dict]:
             | ({"Reason": _NO_PRIMARY} if role is Role.SECONDARY and without_primary[p] else {})
         )
     return out
+
+
+_NO_PROMOTION = (
+    "its primary is gone and no running secondary may become primary: the Failover Manager promotes one of"
+    " them (the elimination sequence runs over their nodes); the partition keeps no primary until one may"
+)
+
+
+def _unpromoted(index: Index, problem: Problem, final: Placement, priorities: np.ndarray) -> list[dict]:
+    """The plan's `Unplaced` primaries of partitions with running secondaries none of which may be
+    promoted (`elect_primaries`), each with the constraints that eliminated their nodes."""
+    return [
+        {
+            "ServiceName": index.partitions[p][0],
+            "PartitionId": index.partitions[p][1],
+            "Role": Role.PRIMARY.value,
+            "ConstraintEliminationSequence": promotion_eliminations(problem, index, final, priorities, int(p)),
+            "Reason": _NO_PROMOTION,
+        }
+        for p in np.flatnonzero(_without_primary(index, final)).tolist()
+    ]
+
+
+def _without_primary(index: Index, final: Placement) -> np.ndarray:
+    """[P] partitions `unpromoted` leaves with no primary row at all (one that fits nowhere is
+    listed in `Unplaced` as any replica that fits nowhere)."""
+    return unpromoted(index, final) & (final.primary_of < 0)

@@ -140,6 +140,8 @@ class Explainer:
         stages = [initial, *(reached.result(phase).placement for phase in PHASES)]
         self.row_phase = _first_change([stage.node_of for stage in stages])
         self.part_phase = _first_change([stage.primary_of for stage in stages])
+        primaries = [stage.primary_of for stage in stages[1:]]  # placement's, the check's, balancing's
+        self.promoted_in = np.where(primaries[2] != primaries[1], 2, np.where(primaries[1] != primaries[0], 1, 0))
         self.ratio = {b.metric: (b.max_load, b.min_load, b.threshold) for b in balance_before if not b.balanced}
         self.added_to = set(self.placed.node_of[(initial.node_of < 0) & (self.placed.node_of >= 0)].tolist())
         self.gains = self._gains()
@@ -178,8 +180,13 @@ class Explainer:
         p = int(self.partition_of[r])
         swap = kind in (SWAP, PROMOTE)
         phase = PHASES[int(self.part_phase[p] if swap else self.row_phase[r])]
-        if kind.is_add or kind is PROMOTE or self._leaves_deactivated(kind, source):
-            phase = Phase.PLACEMENT
+        if kind.is_add or self._leaves_deactivated(kind, source) or (kind is PROMOTE and self.promoted_in[p] == 0):
+            phase = Phase.PLACEMENT  # a promotion in preparation too (`elect_primaries`): placement's
+        if kind is PROMOTE and phase is not Phase.PLACEMENT:
+            phase = PHASES[int(self.promoted_in[p])]
+            made = "the constraint check" if phase is Phase.CONSTRAINT_CHECK else "balancing"
+            room = f"the partition's primary is gone: the secondary on {self.index.nodes[target]} takes over"
+            return {"Phase": phase, "Reason": f"{room}, once {made} made room for it"}
         explain = {
             Phase.PLACEMENT: self._placement,
             Phase.CONSTRAINT_CHECK: self._check,

@@ -25,7 +25,7 @@ import numpy as np
 from plbjax.anneal import STOP, AnnealResult, Schedule, enable_compilation_cache
 from plbjax.errors import BadInput
 from plbjax.sf._encoding import Index, diff, settle
-from plbjax.sf._model import Placement, assessed, model, movements
+from plbjax.sf._model import Placement, assessed, model, movements, violating
 from plbjax.sf._phases import (
     PHASES,
     QUENCH_BLOCKS,
@@ -41,9 +41,11 @@ from plbjax.sf._phases import (
     balancing_model,
     balancing_phase,
     constraint_phase,
+    elect_primaries,
     fewest_movements_phase,
     frozen_masks,
     governed_encoding,
+    held_for_promotion,
     interrupted,
     movement_budget,
     placement_phase,
@@ -190,13 +192,48 @@ def _run_phases(
         reserve = step.reserve_blocks + (_tidying(run, reached) if step.phase == Phase.BALANCING else 0)
         phase_run, traced = _phase_run(run, step.phase, trace)
         with clock(step.phase):
+            if step.phase in _AFTER_PLACEMENT:
+                phase_run = _holding(phase_run, step.phase, reached.now)
             result = _result(step, phase_run, reached, budget.next(step.share, reserve), wanted)
+            result = _promoting(run, step.phase, result)
         budget.spend(result.search)
         reached = reached.then(result)
         if traced is not None:
             traces[step.phase] = tuple(traced.blocks)
     state, _, problem, index = run.encoded
     return Outcome(reached, balances(state, problem, index, reached.before(Phase.BALANCING)), traces)
+
+
+_AFTER_PLACEMENT = (Phase.CONSTRAINT_CHECK, Phase.BALANCING)
+
+
+def _holding(run: Run, phase: Phase, now: Placement) -> Run:
+    """`run` with the replicas of partitions left without a primary (none of their secondaries
+    could be promoted) held where they are (`held_for_promotion`): balancing never makes their
+    later promotion impossible, nor does the constraint check, but for a replica in violation."""
+    problem, index = run.encoded.problem, run.encoded.index
+    held = held_for_promotion(problem, index, now)
+    if phase is Phase.CONSTRAINT_CHECK:
+        held &= ~violating(index, now, run.priorities)
+    return dataclasses.replace(run, free=run.free & ~held) if held.any() else run
+
+
+def _promoting(run: Run, phase: Phase, result: PhaseResult) -> PhaseResult:
+    """After the constraint check and balancing, a secondary of each partition still without a
+    primary promoted where the phase made room for it (`elect_primaries`): the phase ran it."""
+    if phase not in _AFTER_PLACEMENT or not result.ran:
+        return result
+    problem, index = run.encoded.problem, run.encoded.index
+    before = result.placement
+    promoted = elect_primaries(problem, index, before, run.priorities)
+    kept = np.where(run.free_partitions, promoted.primary_of, before.primary_of)  # none in a frozen partition
+    if not np.array_equal(kept, promoted.primary_of):
+        promoted = assessed(problem, before.node_of, kept)
+    if np.array_equal(kept, before.primary_of):
+        return result
+    count = int((kept != before.primary_of).sum())
+    reason = f"{result.reason}; {count} secondary(ies) promoted where it made room for their primary"
+    return dataclasses.replace(result, reason=reason, placement=promoted)
 
 
 def _tidying(run: Run, reached: Reached) -> int:
