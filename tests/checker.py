@@ -48,8 +48,9 @@ def document_with(state: ClusterState, index, node_of, primary_of) -> dict:
     return doc
 
 
-def _allowed(state: ClusterState, service) -> set[str]:
-    up = [n for n in state.nodes if n.status == "Up"]
+def _allowed(state: ClusterState, service, up_only: bool = True) -> set[str]:
+    """The nodes `service`'s placement constraints allow: Up ones, or (`up_only=False`) of any status."""
+    up = [n for n in state.nodes if n.status == "Up" or not up_only]
     mask = expressions.node_mask(service.placement_constraints, [n.properties for n in up])
     return {n.name for n, ok in zip(up, mask) if ok}
 
@@ -98,11 +99,14 @@ def _quorum_ok(paths: list[tuple[str, ...]], usable: list[tuple[str, ...]], targ
     return all(c <= limit for c in counts.values())
 
 
-def _quorum_rule(state: ClusterState, svc, usable: list) -> tuple[bool, bool]:
+def _quorum_rule(state: ClusterState, svc) -> tuple[bool, bool]:
     """Whether SF's quorum rule holds for the fault and the upgrade domains of `svc` (the settings, or
     QuorumBasedLogicAutoSwitch: the target divisible by both domain counts, no more nodes than their
-    product); RequireDomainDistribution keeps the fault-domain spread."""
+    product, counted over the allowed nodes of any status, so a node going down flips nothing);
+    RequireDomainDistribution keeps the fault-domain spread."""
     settings, target = state.settings, svc.target
+    nodes = {n.name: n for n in state.nodes}
+    usable = [nodes[n] for n in _allowed(state, svc, up_only=False)]
     fds = _branches([n.fault_domain for n in usable])[1]
     uds = _branches([(n.upgrade_domain,) for n in usable])[1]
     auto = settings["QuorumBasedLogicAutoSwitch"] and target > 0 and fds and uds
@@ -139,7 +143,7 @@ def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[
                 given = partitions.get((service, str(pid)))
                 loads[node][metric.name] += role_load(state, metric, given, rid, role, {r for r, _, _ in reps})
         usable = [nodes[n] for n in allowed]
-        quorum = _quorum_rule(state, svc, usable)
+        quorum = _quorum_rule(state, svc)
         fault = [nodes[n].fault_domain for _, _, n in placed], [n.fault_domain for n in usable]
         upgrade = [(nodes[n].upgrade_domain,) for _, _, n in placed], [(n.upgrade_domain,) for n in usable]
         for kind, rule, (paths, domains) in (
