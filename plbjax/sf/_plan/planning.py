@@ -227,10 +227,10 @@ def _promoting(run: Run, phase: Phase, result: PhaseResult) -> PhaseResult:
     before = result.placement
     promoted = elect_primaries(problem, index, before, run.priorities)
     kept = np.where(run.free_partitions, promoted.primary_of, before.primary_of)  # none in a frozen partition
-    if not np.array_equal(kept, promoted.primary_of):
-        promoted = assessed(problem, before.node_of, kept)
     if np.array_equal(kept, before.primary_of):
         return result
+    if not np.array_equal(kept, promoted.primary_of):
+        promoted = assessed(problem, before.node_of, kept)
     count = int((kept != before.primary_of).sum())
     reason = f"{result.reason}; {count} secondary(ies) promoted where it made room for their primary"
     return dataclasses.replace(result, reason=reason, placement=promoted)
