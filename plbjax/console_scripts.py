@@ -1,6 +1,7 @@
 """Every command plbjax installs, in one place: pyproject's [project.scripts] points at these.
 
-Each imports its command's module only when run, so one command's start-up never pays for another's.
+Each imports its command's module only when run, so one command's start-up never pays for another's;
+`plbjax --version` and `plbjax-replay --version` are answered here, before Hydra and JAX are imported.
 Each exits 130 on SIGINT (Ctrl-C) and 143 on SIGTERM, with one line, after what it writes on a stop
 (`plbjax` the best plan found, `plbjax-replay` the record so far, `plbjax-apply` its journal; the
 others leave no file half-written), the shell's 128 + the signal's number.
@@ -41,9 +42,22 @@ def _exit_on_signals(command: Callable[[], int | None]) -> Callable[[], int | No
     return run
 
 
+def _printed_version(prog: str) -> bool:
+    """Whether the command line asks for `--version`, then printed as `PROG VERSION` (as
+    plbjax.cli.apps answers it, but before Hydra, the config and JAX are imported)."""
+    if "--version" not in sys.argv[1:]:
+        return False
+    from plbjax.version import VERSION
+
+    print(f"{prog} {VERSION}")
+    return True
+
+
 @_exit_on_signals
 def plbjax() -> int | None:
     """`plbjax`: a plan of a state document (the Hydra app, sweeps included); plbjax.cli."""
+    if _printed_version("plbjax"):
+        return 0
     from plbjax.cli import main
 
     return main()
@@ -52,6 +66,8 @@ def plbjax() -> int | None:
 @_exit_on_signals
 def plbjax_replay() -> int | None:
     """`plbjax-replay`: the PLB loop over a timeline's simulated time; plbjax.cli."""
+    if _printed_version("plbjax-replay"):
+        return 0
     from plbjax.cli import replay_main
 
     return replay_main()
@@ -101,5 +117,13 @@ def plbjax_export() -> int | None:
 def plbjax_apply() -> int | None:
     """`plbjax-apply`: a plan carried out on a live cluster; plbjax.sf.live.apply."""
     from plbjax.sf.live import apply_main as main
+
+    return main()
+
+
+@_exit_on_signals
+def plbjax_warm() -> int | None:
+    """`plbjax-warm`: the compiled programs of a state's or a size range's buckets stored ahead; plbjax.warm."""
+    from plbjax.warm import main
 
     return main()

@@ -61,11 +61,20 @@ OPTION_HELP = {  # ClusterSpec field -> what its option means (plbjax-generate -
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """The parser, its epilog (`_epilog`: the replay's timeline kinds) written only when help is
+    asked for, so that generating a state imports neither the replay nor JAX."""
+
+    def format_help(self) -> str:
+        if self.epilog is None:
+            self.epilog = _epilog()
+        return super().format_help()
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = _Parser(
         prog="plbjax-generate",
         description="Generate a synthetic Service Fabric cluster state document (JSON or YAML).",
-        epilog=_epilog(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_version_flag(ap)

@@ -29,6 +29,7 @@ LAYERS = [
         "plbjax.sweep",
         "plbjax.cli",
         "plbjax.generate_cli",
+        "plbjax.warm",
         "plbjax",
     },
     {"plbjax.console_scripts"},
@@ -73,8 +74,16 @@ MAY_IMPORT: dict[str, set[str]] = {
         VERSION,
     },
     "plbjax.generate_cli": {SF, "plbjax.sf.replay", ERRORS, VERSION},
+    "plbjax.warm": {"plbjax", ANNEAL, "plbjax.config", ERRORS, FILES, SF, VERSION},
     "plbjax": {ANNEAL, ERRORS, SF},
-    "plbjax.console_scripts": {"plbjax.cli", "plbjax.generate_cli", "plbjax.roadef", "plbjax.sf.live"},
+    "plbjax.console_scripts": {
+        "plbjax.cli",
+        "plbjax.generate_cli",
+        "plbjax.roadef",
+        "plbjax.sf.live",
+        VERSION,
+        "plbjax.warm",
+    },
 }
 # sf's private folders: another group reaches one only through its face (its __init__).
 FOLDERS = {STATE, GENERATOR, ENCODING, MODEL, PHASES, PLAN}

@@ -45,10 +45,11 @@ def _load(cfg: RunConfig, settings: Mapping[str, Any]):
     """The state document with the command line's PLB settings (`+settings.NAME=VALUE`, checked as
     the document's own Settings are, by the same code as plbjax-replay's) and thresholds."""
     from plbjax.sf import load_state, parse_state
-    from plbjax.sf.replay import with_settings
 
     state = load_state(cfg.state)
     if settings:
+        from plbjax.sf.replay import with_settings  # the replay's face imports matplotlib: only when asked
+
         state = parse_state(with_settings(state.document, settings), str(cfg.state))
     return _with_thresholds(state, cfg.balancing)
 

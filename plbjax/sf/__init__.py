@@ -13,26 +13,61 @@ the ones before it:
 
 `live/` talks to a running cluster and `replay/` plays timelines through this face (the replay
 also reads `_state`'s default metrics and settings).
+
+The names are imported on first use (PEP 562), each from its folder, so that a command that reads
+only the vocabulary (`plbjax-export`, `plbjax-import`, the live wing) imports `_state` alone and
+never JAX, which the folders from `_encoding` on import.
 """
 
-from plbjax.sf._encoding import Index, Problem, apply_actions, apply_to_partition, diff, encode
-from plbjax.sf._generator import ClusterSpec, generate
-from plbjax.sf._model import Scope, Search, full_scope, model, scope
-from plbjax.sf._phases import PHASES, Phase, SearchConfig
-from plbjax.sf._plan import REFRESH_ACTIONS, Findings, Plan, Session, findings, plan
-from plbjax.sf._state import (
-    IDLE_SECONDARY,
-    INTENTS,
-    Action,
-    ActionKind,
-    ClusterState,
-    Intent,
-    NodeStatus,
-    ReplicaStatus,
-    Role,
-    load_state,
-    parse_state,
-)
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what the names are, for pyright; at run time `__getattr__` imports them
+    from plbjax.sf._encoding import Index, Problem, apply_actions, apply_to_partition, diff, encode
+    from plbjax.sf._generator import ClusterSpec, generate
+    from plbjax.sf._model import Scope, Search, full_scope, model, scope
+    from plbjax.sf._phases import PHASES, Phase, SearchConfig
+    from plbjax.sf._plan import REFRESH_ACTIONS, Findings, Plan, Session, findings, plan
+    from plbjax.sf._state import (
+        IDLE_SECONDARY,
+        INTENTS,
+        Action,
+        ActionKind,
+        ClusterState,
+        Intent,
+        NodeStatus,
+        ReplicaStatus,
+        Role,
+        load_state,
+        parse_state,
+    )
+
+# each public name -> the folder whose face defines it
+_HOMES = {
+    **dict.fromkeys(["Index", "Problem", "apply_actions", "apply_to_partition", "diff", "encode"], "_encoding"),
+    **dict.fromkeys(["ClusterSpec", "generate"], "_generator"),
+    **dict.fromkeys(["Scope", "Search", "full_scope", "model", "scope"], "_model"),
+    **dict.fromkeys(["PHASES", "Phase", "SearchConfig"], "_phases"),
+    **dict.fromkeys(["REFRESH_ACTIONS", "Findings", "Plan", "Session", "findings", "plan"], "_plan"),
+    **dict.fromkeys(
+        [
+            "IDLE_SECONDARY",
+            "INTENTS",
+            "Action",
+            "ActionKind",
+            "ClusterState",
+            "Intent",
+            "NodeStatus",
+            "ReplicaStatus",
+            "Role",
+            "load_state",
+            "parse_state",
+        ],
+        "_state",
+    ),
+}
 
 __all__ = [
     "Action",
@@ -69,3 +104,16 @@ __all__ = [
     "plan",
     "scope",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A public name, imported from its folder on first use and kept (module attribute access, PEP 562)."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
