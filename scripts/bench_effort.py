@@ -1,15 +1,18 @@
 """Benchmark: effort that fits the work (issue 47), this tree against an earlier commit, interleaved.
 
 Each measure runs the `plbjax` command as a user would, once with this tree and once with the
-`--before` commit (a git worktree put first on PYTHONPATH, with its own compile cache), alternately,
+`--before` commit (a git worktree put first on sys.path, with its own compile cache), alternately,
 `--repeat` times; the medians are compared within the run, so the machine's load weighs on both:
 
 - `start`: starting JAX and running one op (the yardstick of the example's target);
-- `example`: the bundled example, warm (its programs compiled by an earlier run);
+- `example`, `example-cold`: the bundled example, warm (its programs compiled by an earlier run), and
+  with an empty compile cache (what it left there is counted);
+- `dump`, `dump-cold`: the bundled SF dump's imported state (three phases), warm and cold;
 - `10k`: 10,000 replicas with 11 nodes over capacity, warm: process wall, search seconds, the
   constraint check's seconds, AvgStdDev after;
 - `10k-cold`: the same with an empty compile cache (the first run of the shape);
-- `quality`: AvgStdDev after the plan at 1k / 10k / 30k replicas with the defaults (same seeds);
+- `quality`: AvgStdDev after the plan at 1k / 10k / 30k replicas with the defaults (same seeds), and
+  each phase's steps per second (per-step speed);
 - `seconds2`: `search.seconds=2` on the bundled SF dump's imported state: the seconds searched;
 - `30k`: 30,000 replicas, 30 s, SF's throttles lifted, cold: energy against the one-core baseline's
   (scripts/bench_cli.py's scorer and baseline).
@@ -38,7 +41,7 @@ from plbjax.baseline import machine
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = Path(tempfile.gettempdir()) / "plbjax_bench_effort"
-MEASURES = ("start", "example", "10k", "10k-cold", "quality", "seconds2", "30k")
+MEASURES = ("start", "example", "example-cold", "dump", "dump-cold", "10k", "10k-cold", "quality", "seconds2", "30k")
 START = "import jax.numpy as jnp; (jnp.ones(3) + 1).block_until_ready()"
 RUN = "import sys; from plbjax.console_scripts import plbjax; sys.exit(plbjax())"
 IMPORT = "import sys; from plbjax.console_scripts import plbjax_import; sys.exit(plbjax_import())"
@@ -51,14 +54,22 @@ class Tree:
         self.name, self.path, self.cache = name, path, WORK / f"cache-{name}"
 
     def env(self, cache: Path | None = None) -> dict:
-        return dict(os.environ, PYTHONPATH=str(self.path), PLBJAX_CACHE_DIR=str(cache or self.cache))
+        return dict(os.environ, PLBJAX_CACHE_DIR=str(cache or self.cache))
+
+    def code(self, code: str) -> str:
+        """`code` run with plbjax imported from this tree, not from where pip installed it (an
+        editable install's finder comes before PYTHONPATH: it is taken out)."""
+        return (
+            "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]; "
+            f"sys.path.insert(0, {str(self.path)!r}); {code}"
+        )
 
     def run(self, code: str, args: list[str], cache: Path | None = None, timeout: float = 1800) -> float:
         """Wall seconds of `python -c code args` in a scratch directory."""
         scratch = Path(tempfile.mkdtemp(dir=WORK))
         start = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-c", code, *args],
+            [sys.executable, "-c", self.code(code), *args],
             cwd=scratch,
             env=self.env(cache),
             capture_output=True,
@@ -84,6 +95,22 @@ def worktree(commit: str) -> Tree:
     return Tree("before", path)
 
 
+def _dump_state(tree: Tree) -> Path:
+    """The bundled SF dump imported by `tree` (once)."""
+    state = WORK / f"dump-state-{tree.name}.json"
+    if not state.exists():
+        tree.run(IMPORT, [str(ROOT / "tests" / "data" / "sf-dump" / "small"), "-o", str(state)])
+    return state
+
+
+def _programs(cache: Path | None) -> dict:
+    """What a cold run left in its cache: XLA's executables and the stored lowered programs."""
+    if cache is None:
+        return {}
+    files = [f for f in cache.rglob("*") if f.is_file()]
+    return dict(cache_files=len(files), stored_programs=sum(f.parent.name == "programs" for f in files))
+
+
 def _phase_seconds(plan: dict, phase: str) -> float:
     return float(plan["Search"]["PhaseSeconds"].get(phase, 0.0))
 
@@ -92,11 +119,20 @@ def measure(name: str, tree: Tree, repeat_index: int) -> dict:
     """One run of measure `name` with `tree`."""
     if name == "start":
         return dict(wall=tree.run(START, []))
-    if name == "example":
-        if repeat_index == 0:
+    if name in ("example", "example-cold"):
+        cache = Path(tempfile.mkdtemp(dir=WORK)) if name == "example-cold" else None
+        if cache is None and repeat_index == 0:
             tree.plan(ROOT / "examples" / "small.yaml")  # warm its cache
-        wall, plan = tree.plan(ROOT / "examples" / "small.yaml")
-        return dict(wall=wall, search=plan["Search"]["Seconds"], after=plan["Score"]["After"])
+        wall, plan = tree.plan(ROOT / "examples" / "small.yaml", cache=cache)
+        return dict(wall=wall, search=plan["Search"]["Seconds"], after=plan["Score"]["After"], **_programs(cache))
+    if name in ("dump", "dump-cold"):
+        cache = Path(tempfile.mkdtemp(dir=WORK)) if name == "dump-cold" else None
+        state = _dump_state(tree)
+        if cache is None and repeat_index == 0:
+            tree.plan(state)
+        wall, plan = tree.plan(state, cache=cache)
+        ran = [p["Phase"] for p in plan["Phases"] if p["Ran"]]
+        return dict(wall=wall, search=plan["Search"]["Seconds"], phases=ran, **_programs(cache))
     if name in ("10k", "10k-cold"):
         path, _, _ = bench_cli.cluster_document(bench_cli.spec_for(10_000), 11)
         cold = name == "10k-cold"
@@ -117,13 +153,13 @@ def measure(name: str, tree: Tree, repeat_index: int) -> dict:
         for replicas in (1_000, 10_000, 30_000):
             path, _, _ = bench_cli.cluster_document(bench_cli.spec_for(replicas))
             wall, plan = tree.plan(path)
-            out[str(replicas)] = dict(wall=wall, search=plan["Search"]["Seconds"], after=plan["Score"]["After"])
+            steps = {p["Phase"]: p["Steps"] / max(p["Seconds"], 1e-9) for p in plan["Search"]["Phases"] if p["Steps"]}
+            out[str(replicas)] = dict(
+                wall=wall, search=plan["Search"]["Seconds"], after=plan["Score"]["After"], steps_per_second=steps
+            )
         return out
     if name == "seconds2":
-        state = WORK / f"dump-state-{tree.name}.json"
-        if not state.exists():
-            tree.run(IMPORT, [str(ROOT / "tests" / "data" / "sf-dump" / "small"), "-o", str(state)])
-        wall, plan = tree.plan(state, ["search.seconds=2"])
+        wall, plan = tree.plan(_dump_state(tree), ["search.seconds=2"])
         return dict(
             wall=wall, search=plan["Search"]["Seconds"], phases=[p["Phase"] for p in plan["Phases"] if p["Ran"]]
         )
@@ -164,7 +200,11 @@ def plot(result: dict, path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = [n for n in ("example", "10k", "10k-cold", "seconds2") if n in result["medians"].get("after", {})]
+    names = [
+        n
+        for n in ("example", "example-cold", "dump", "dump-cold", "10k", "10k-cold", "seconds2")
+        if n in result["medians"].get("after", {})
+    ]
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for k, tree in enumerate(("before", "after")):
         values = [result["medians"][tree][n]["wall"] for n in names]

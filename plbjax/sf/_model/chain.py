@@ -27,7 +27,7 @@ from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
 from plbjax.sf._model import energy as E
 from plbjax.sf._model.constraints import domain_violations_of, partition_domain_violations, penalty_of
 from plbjax.sf._model.moves import DRAWS, Move, partition_after, running
-from plbjax.sf._model.proposals import propose_batch, shares, two_services
+from plbjax.sf._model.proposals import propose_batch, shares
 from plbjax.sf._model.search_scope import Search, SearchScope
 
 DOMAINS = np.array([FAULT_DOMAIN, UPGRADE_DOMAIN])  # the constraints `finish` checks
@@ -425,17 +425,13 @@ def propose(search: Search, state: SearchState, words, swap_probability: float =
     allowed, and its changes."""
     cluster = search.cluster
     mix = shares(swap_probability, EXCHANGE, COMPOUND if cluster.features.compound else 0.0)
-    parts, order = propose_batch(search, state.node_of, state.primary_of, state.loads, words, mix)
-    evaluated = [
-        (
-            move,
-            *jax.vmap(functools.partial(evaluate, paired=two_services(cluster, kind)), in_axes=(None, None, 0))(
-                search, state, move
-            ),
-        )
-        for kind, move in parts
-    ]
-    move, new_energy, changes = jax.tree.map(lambda *xs: jnp.concatenate(xs)[order], *evaluated)
+
+    def evaluated(paired: bool, moves: Move):
+        one = functools.partial(evaluate, paired=paired)
+        return moves, *jax.vmap(one, in_axes=(None, None, 0))(search, state, moves)
+
+    node_of, primary_of = state.node_of, state.primary_of
+    move, new_energy, changes = propose_batch(search, node_of, primary_of, state.loads, words, mix, evaluated)
     bound = new_energy - jnp.sum((changes.domains + changes.domains2) * cluster.penalty[DOMAINS], axis=-1)
     return move, bound, _allowed(search.scope, state, move), changes
 

@@ -1,5 +1,5 @@
-"""A step's proposals: the kinds' shares (`shares`), one proposal of a drawn kind (`propose`), and a
-step's worth with each kind computed only where it is drawn (`propose_batch`)."""
+"""A step's proposals: the kinds' shares (`shares`), and a step's worth, evaluated, with each kind
+computed only where it is drawn and traced once (`propose_batch`)."""
 
 from __future__ import annotations
 
@@ -27,17 +27,15 @@ def shares(swap: float, exchange: float, compound: float = 0.0) -> tuple[float, 
     return (max(1.0 - swap - exchange - compound, 0.0), swap, exchange, compound)
 
 
-def propose(search: Search, node_of, primary_of, loads, words, mix: tuple[float, ...]) -> Move:
-    """One random move from `DRAWS` random words, of kind k with probability `mix[k]` (word 4 draws
-    it; a kind this phase cannot draw gives way to the first that it can)."""
+def _first_choice(search: Search, word, mix: tuple[float, ...]) -> jax.Array:
+    """Which of the kinds `mix` gives a share (in `KINDS` order) a proposal is, from one random word,
+    with probability `mix[k]` for kind k (a kind this phase cannot draw gives way to the first that it can)."""
     scope = search.scope
     kinds = [(kind, p) for kind, p in zip(KINDS, mix) if p > 0]
     edges = np.cumsum([p for _, p in kinds])[:-1] / sum(p for _, p in kinds)
-    choice = jnp.sum(uniform(words[4]) >= jnp.asarray(edges, jnp.float32))
+    choice = jnp.sum(uniform(word) >= jnp.asarray(edges, jnp.float32))
     can = jnp.stack([scope.n_swappable > 0 if kind is propose_swap else scope.n_movable > 0 for kind, _ in kinds])
-    choice = jnp.where(can[choice], choice, jnp.argmax(can))
-    drawn = [kind(search, node_of, primary_of, loads, words) for kind, _ in kinds]
-    return jax.tree.map(lambda *xs: jnp.stack(xs)[choice], *drawn)
+    return jnp.where(can[choice], choice, jnp.argmax(can))
 
 
 def _slots(tries: int, mix: tuple[float, ...]) -> tuple[tuple[float, ...], np.ndarray]:
@@ -58,29 +56,56 @@ def _slots(tries: int, mix: tuple[float, ...]) -> tuple[tuple[float, ...], np.nd
 
 
 def two_services(problem: Problem, kind) -> bool:
-    """Whether moves of `kind` (None: any) may change two services' loads (static)."""
-    return kind in (None, propose_exchange) or (kind in (propose_move, propose_swap) and problem.features.affinity)
+    """Whether moves of `kind` may change two services' loads (static)."""
+    return kind is propose_exchange or (kind in (propose_move, propose_swap) and problem.features.affinity)
 
 
-def propose_batch(search: Search, node_of, primary_of, loads, words, mix: tuple[float, ...]):
-    """One move per row of `words` [T, DRAWS], kinds in `mix` shares (`_slots`): one proposal is
-    exactly `propose`; of more, the first may be a move or a swap, the others are of a fixed kind each.
-    A proposal that may be of any kind costs them all; these cost one. Returns the moves by kind, as
-    [(kind or None, batched Move)], and the order that puts their concatenation back in row order."""
+def propose_batch(search: Search, node_of, primary_of, loads, words, mix: tuple[float, ...], evaluate: Callable):
+    """One move per row of `words` [T, DRAWS], kinds in `mix` shares (`_slots`), evaluated: one
+    proposal is of kind k with probability `mix[k]`; of more, the first may be a move or a swap,
+    the others are of a fixed kind each. `evaluate(paired, moves)` -> (moves, energies, changes) of
+    a batch of moves (`paired`: static, `two_services`); returns its result for every row, in row
+    order.
+
+    Each kind is traced once, and the kinds that evaluate alike as one batch: of more than one
+    proposal, the first row's candidate of each kind it may be rides along as an extra row of that
+    kind's batch, and the first row is chosen among its evaluated candidates (one evaluation more
+    per step, no copy of the program); one proposal is drawn of every kind and evaluated once."""
     first_mix, kind_of = _slots(words.shape[0], mix)
-    first = jax.tree.map(lambda x: x[None], propose(search, node_of, primary_of, loads, words[0], first_mix))
-    parts: list[tuple[Callable | None, Move]] = [(None, first)]
-    slots = [np.zeros(1, int)]
+    choice = _first_choice(search, words[0, 4], first_mix)
+    if words.shape[0] == 1:
+        drawn = [kind(search, node_of, primary_of, loads, words[0]) for kind, p in zip(KINDS, first_mix) if p > 0]
+        return evaluate(True, _take(_select(choice, drawn), None))
+    groups: dict[bool, list[tuple[int, Move, np.ndarray]]] = {}
     for k, kind in enumerate(KINDS):
         rows = 1 + np.flatnonzero(kind_of == k)
-        if rows.size:
-            parts.append(
-                (
-                    kind,
-                    jax.vmap(kind, in_axes=(None, None, None, None, 0))(
-                        search, node_of, primary_of, loads, words[rows]
-                    ),
-                )
-            )
+        taken = np.concatenate([rows, [0]]) if first_mix[k] > 0 else rows
+        if taken.size:
+            batched = jax.vmap(kind, in_axes=(None, None, None, None, 0))
+            moves = batched(search, node_of, primary_of, loads, words[taken])
+            groups.setdefault(two_services(search.cluster, kind), []).append((k, moves, rows))
+    parts, slots, candidates = [], [], {}
+    for paired, group in groups.items():
+        evaluated = evaluate(paired, jax.tree.map(lambda *xs: jnp.concatenate(xs), *(m for _, m, _ in group)))
+        at = 0
+        for k, _, rows in group:
+            parts.append(_take(evaluated, slice(at, at + rows.size)))
             slots.append(rows)
-    return parts, np.argsort(np.concatenate(slots))
+            at += rows.size
+            if first_mix[k] > 0:
+                candidates[k] = _take(evaluated, at)
+                at += 1
+    parts.append(_take(_select(choice, [candidates[k] for k in sorted(candidates)]), None))
+    slots.append(np.zeros(1, int))
+    order = np.argsort(np.concatenate(slots))
+    return jax.tree.map(lambda *xs: jnp.concatenate(xs)[order], *parts)
+
+
+def _select(choice: jax.Array, trees: list):
+    """The tree of `trees` at index `choice` (traced)."""
+    return jax.tree.map(lambda *xs: jax.lax.select_n(choice, *xs), *trees)
+
+
+def _take(tree, index):
+    """Every leaf of `tree` indexed by `index` on its first axis (None: a new first axis)."""
+    return jax.tree.map(lambda x: x[index], tree)
