@@ -1,8 +1,9 @@
 """Commands that search nothing start at once (issue 58): `--version`, `--help` and the runs of
-`plbjax-import`, `plbjax-export` and `plbjax-generate` never import JAX, each checked in a fresh
-interpreter that runs the command's entry point from plbjax.console_scripts. The public names of
-`plbjax` and `plbjax.sf`, imported on first use, are those of the modules that define them.
-(How long each takes is measured by scripts/bench_start.py, not here.)"""
+`plbjax-import`, `plbjax-export`, `plbjax-dump`, `plbjax-apply` (its steps listed) and
+`plbjax-generate` (a state) never import JAX, each checked in a fresh interpreter that runs the
+command's entry point from plbjax.console_scripts. The public names of `plbjax` and `plbjax.sf`,
+imported on first use, are those of the modules that define them. (How long each takes is measured
+by scripts/bench_start.py, not here.)"""
 
 from __future__ import annotations
 
@@ -82,6 +83,19 @@ def test_import_export_and_generate_import_no_jax(tmp_path: Path):
     generated = tmp_path / "generated.yaml"
     assert _started("plbjax-generate", "--nodes", "5", "--services", "3", "-o", str(generated)) == (0, False)
     assert generated.is_file()
+
+
+def test_dump_and_apply_import_no_jax(tmp_path: Path):
+    """A simulated cluster dumped, a plan's steps listed (`plbjax-apply --dry-run`): no JAX."""
+    from plbjax.sf.live.simulator import Simulator
+
+    plan = tmp_path / "plan.json"
+    plan.write_text((DATA / "pinned" / "example.json").read_text())
+    assert _started("plbjax-apply", str(plan), "--dry-run") == (0, False)
+    with Simulator.from_dump(DATA / "sf-dump" / "small").serve() as endpoint:
+        dump = tmp_path / "dump"
+        assert _started("plbjax-dump", "--endpoint", endpoint, "--insecure", "-o", str(dump)) == (0, False)
+    assert (dump / "nodes.json").is_file()
 
 
 def test_the_threads_an_import_starts_leave_signals_to_the_main_thread():
