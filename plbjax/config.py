@@ -11,7 +11,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import MISSING, DictConfig, OmegaConf
 
 from plbjax.errors import BadInput, did_you_mean
-from plbjax.sf import REFRESH_ACTIONS, SearchConfig
+from plbjax.sf import SearchConfig
 
 
 @dataclasses.dataclass
@@ -59,6 +59,8 @@ class RunConfig:
     record: PlanRecordConfig = dataclasses.field(default_factory=PlanRecordConfig)  # what else the plan holds
 
     def __post_init__(self) -> None:
+        from plbjax.sf import REFRESH_ACTIONS  # the planner's (it imports JAX): only to check a named refresh
+
         if self.refresh not in (True, False) and self.refresh not in REFRESH_ACTIONS:
             raise BadInput(f"refresh: {self.refresh!r} is not true, false or one of {', '.join(REFRESH_ACTIONS)}")
 
