@@ -19,7 +19,6 @@ from typing import Any
 
 import equinox as eqx
 import jax
-import jax.numpy as jnp
 import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
@@ -27,17 +26,25 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from plbjax.anneal._config import KernelConfig, Schedule
 from plbjax.anneal._kernel import Chain, init, resample, run_block
 from plbjax.anneal._model import Model
-from plbjax.anneal._store import compiled, forget
+from plbjax.anneal._store import compiled, forget, stored
 
 STOP = threading.Event()  # set (e.g. by a signal handler): running searches end after their block
 AFTER_STOP_SECONDS = 1.5  # how long a search that must finish (`finish=True`) goes on after STOP
 
 
-@eqx.filter_jit
+@stored
 def init_chains(model: Model, problem, keys: jax.Array) -> Chain:
     """One chain per key, all at the initial solution (compiled: run op by op, a model's exact
-    statistics cost a dispatch per operation, about half a second at 30,000 replicas)."""
+    statistics cost a dispatch per operation, about half a second at 30,000 replicas; its program
+    stored, `_store.stored`)."""
     return jax.vmap(init, in_axes=(None, None, 0))(model, problem, keys)
+
+
+@stored
+def _seeded_chains(model: Model, problem, seed: jax.Array, chains: int) -> Chain:
+    """`init_chains` with the keys split from `seed` in the same program (op by op, the seed and the
+    split are two more programs a process compiles)."""
+    return init_chains.__wrapped__(model, problem, jax.random.split(jax.random.PRNGKey(seed), chains))
 
 
 @eqx.filter_jit(donate="all-except-first")
@@ -48,9 +55,7 @@ def _run_blocks(kept, chains: Chain, model: Model, config: KernelConfig, layout=
     result, so a run needs one copy of them). `layout`: the chains' sharding over devices (None on
     one device)."""
     problem, temperatures, steps = kept
-    chains = jax.vmap(run_block, in_axes=(None, None, None, 0, None, None, None))(
-        model, problem, config, chains, temperatures[0], temperatures[1], steps
-    )
+    chains = run_block(model, problem, config, chains, temperatures[0], temperatures[1], steps, batched=True)
     return resample(chains, temperatures[0], temperatures[1], layout) if config.population else chains
 
 
@@ -63,7 +68,7 @@ def enable_compilation_cache(only_if_unset: bool = False) -> None:
     logging.getLogger("jax").setLevel(logging.WARNING)  # not Hydra's INFO lines about absent TPUs
     path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
     jax.config.update("jax_compilation_cache_dir", path)
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # the store's programs: any (`_store`)
 
 
 def shard(problem, chains: Chain):
@@ -140,7 +145,7 @@ def _compiled_blocks(model: Model, problem, chains: Chain, config: KernelConfig)
     if key not in _executables:
         clear_compiled_if_crowded()
         start = time.perf_counter()
-        kept = (problem, jnp.ones(2, jnp.float32), jnp.int32(1))
+        kept = (problem, np.ones(2, np.float32), np.array(1, np.int32))  # host arrays: no program to compile
         if layout is None and jax.process_count() == 1:
             blocks = lambda kept, chains: _run_blocks(kept, chains, model, config)
             _executables[key] = compiled(blocks, kept, chains)
@@ -254,8 +259,11 @@ def _anneal(
     ready_at = time.perf_counter()
     if notice is not None:
         notice(None)
-    keys = jax.random.split(jax.random.PRNGKey(schedule.seed), schedule.chains)
-    problem, chains = shard(problem, init_chains(model, problem, keys))
+    if -(2**31) <= schedule.seed < 2**31:
+        initial = _seeded_chains(model, problem, np.array(schedule.seed, np.int32), schedule.chains)
+    else:
+        initial = init_chains(model, problem, jax.random.split(jax.random.PRNGKey(schedule.seed), schedule.chains))
+    problem, chains = shard(problem, initial)
     initial_energy = float(_host(chains.state.energy)[0])
     compiled, compile_seconds = _compiled_blocks(model, problem, chains, kernel)
     if notice is not None:
@@ -264,7 +272,7 @@ def _anneal(
     # Without a given temperature the first block is the probe (SF: T0 from the largest |dE| of random
     # valid moves): it runs greedy, so chains stay near the input, and sets T0 for the rest.
     t0 = schedule.initial_temperature
-    steps = jnp.int32(kernel.block_steps)
+    steps = np.array(kernel.block_steps, np.int32)
     planned = math.ceil(schedule.steps / kernel.block_steps) if schedule.steps else None
     blocks = planned or 1
     done = 0
@@ -279,7 +287,7 @@ def _anneal(
         else:
             t_a = t0 * schedule.final_ratio ** (done / blocks)
             t_b = t0 * schedule.final_ratio ** ((done + 1) / blocks)
-        chains = compiled((problem, jnp.array([t_a, t_b], jnp.float32), steps), chains)
+        chains = compiled((problem, np.array([t_a, t_b], np.float32), steps), chains)
         best_energy = _host(chains.best_energy)  # waits for the block
         done += 1
         elapsed = time.perf_counter() - start

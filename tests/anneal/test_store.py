@@ -1,6 +1,9 @@
-"""Searches traced once, not once per process: the block runner's lowered program kept on disk."""
+"""Programs traced once, not once per process: lowered programs kept on disk, executables in XLA's
+cache; a damaged or foreign file in either is skipped with a warning naming it, never a crash."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -30,48 +33,115 @@ def cache_dir(tmp_path):
     _driver.clear_compiled()
 
 
+def _damage(path: Path, how: str, other: Path) -> None:
+    """`path` with garbage in it, cut in half, or holding `other`'s bytes (a foreign entry)."""
+    data = path.read_bytes()
+    path.write_bytes({"garbage": b"not a program", "truncated": data[: len(data) // 2]}.get(how) or other.read_bytes())
+
+
+# Two programs of the same signature, and one of another: what a foreign entry may hold.
+def _less(x):
+    return x - 1
+
+
+def _thrice(x):
+    return x * 3
+
+
+def _pair(x):
+    return {"a": x + 1, "b": x.sum()}
+
+
+LESS, THRICE, PAIR = (_store.stored(f) for f in (_less, _thrice, _pair))
+X = np.arange(3.0, dtype=np.float32)
+
+
+def _xla_entry(cache_dir: Path, fn) -> Path:
+    """The XLA cache entry of the stored program `fn(X)`."""
+    key = _store._key(fn, (X,))
+    assert key is not None
+    name = f"jit_plbjax_{key[:16]}-"
+    (entry,) = [p for p in cache_dir.iterdir() if p.name.startswith(name)]
+    return entry
+
+
+@pytest.mark.parametrize("how", ["garbage", "truncated", "foreign", "foreign of another signature"])
+def test_a_damaged_or_foreign_stored_program_is_skipped_with_a_warning_naming_it(cache_dir, caplog, how):
+    np.testing.assert_array_equal(LESS(X), X - 1)
+    np.testing.assert_array_equal(THRICE(X), X * 3)
+    PAIR(X)
+    path, other = (cache_dir / "programs" / f"{_store._key(f, (X,))}.jaxexport" for f in (_less, _thrice))
+    if how == "foreign of another signature":
+        other = cache_dir / "programs" / f"{_store._key(_pair, (X,))}.jaxexport"
+    _damage(path, how.split()[0], other)
+    _driver.clear_compiled()  # as a new process
+    np.testing.assert_array_equal(LESS(X), X - 1)
+    assert f"skipped the damaged stored program {path}" in caplog.text
+    _driver.clear_compiled()
+    traced = _store.counts["traced"]
+    np.testing.assert_array_equal(LESS(X), X - 1)  # stored again, whole
+    assert _store.counts["traced"] == traced
+
+
+@pytest.mark.parametrize("how", ["garbage", "truncated", "foreign", "foreign of another signature"])
+def test_a_damaged_or_foreign_xla_cache_entry_is_skipped_with_a_warning_naming_it(cache_dir, caplog, how):
+    np.testing.assert_array_equal(LESS(X), X - 1)
+    np.testing.assert_array_equal(THRICE(X), X * 3)
+    PAIR(X)
+    entry = _xla_entry(cache_dir, _less)
+    other = _xla_entry(cache_dir, _pair if how.endswith("signature") else _thrice)
+    _damage(entry, how.split()[0], other)
+    _driver.clear_compiled()  # as a new process
+    np.testing.assert_array_equal(LESS(X), X - 1)
+    assert f"skipped the damaged XLA cache entry {entry}" in caplog.text
+    caplog.clear()
+    _driver.clear_compiled()
+    np.testing.assert_array_equal(LESS(X), X - 1)
+    assert "skipped" not in caplog.text  # compiled afresh, and stored whole
+
+
 def test_a_stored_program_plans_as_a_compiled_one_and_is_not_built_again(cache_dir, monkeypatch):
     state = parse_state(cluster(11))
     first = plan(state, SEARCH)
     programs = sorted((cache_dir / "programs").glob("*.jaxexport"))
-    assert programs, "the search's program was not stored"
+    assert len(programs) >= 2, "the search's programs (the chains' set-up, the block runner) were not stored"
     _driver.clear_compiled()  # as a new process: nothing compiled in memory
-    monkeypatch.setattr(_store, "_export", lambda *a: pytest.fail("traced again"))
+    monkeypatch.setattr(_store, "_trace", lambda *a: pytest.fail("traced again"))
     second = plan(state, SEARCH)
     assert second.actions == first.actions and second.document()["Score"] == first.document()["Score"]
     assert sorted((cache_dir / "programs").glob("*.jaxexport")) == programs
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", [b"not a program", None])
-def test_a_damaged_program_file_is_skipped_with_a_warning_and_removed(cache_dir, caplog, damage):
+@pytest.mark.parametrize("how", ["garbage", "truncated", "foreign"])
+def test_a_damaged_program_file_is_skipped_with_a_warning_naming_it_and_the_plan_is_the_same(cache_dir, caplog, how):
     state = parse_state(cluster(11))
     first = plan(state, SEARCH)
-    stored = sorted((cache_dir / "programs").glob("*.jaxexport"))
-    for path in stored:
-        data = path.read_bytes()  # None: one byte flipped in the middle (the checksum catches it)
-        path.write_bytes(
-            damage or data[: len(data) // 2] + bytes([data[len(data) // 2] ^ 1]) + data[len(data) // 2 + 1 :]
-        )
+    stored = sorted((cache_dir / "programs").glob("*.jaxexport"), key=lambda p: p.stat().st_size)
+    _damage(stored[-1], how, stored[0])  # the block runner's, or the chains' set-up in its place
     _driver.clear_compiled()
     second = plan(state, SEARCH)
-    assert "skipped the damaged stored program" in caplog.text
+    assert f"skipped the damaged stored program {stored[-1]}" in caplog.text
     assert second.actions == first.actions
-    assert sorted((cache_dir / "programs").glob("*.jaxexport")) == stored  # traced and stored again
+    assert sorted((cache_dir / "programs").glob("*.jaxexport"), key=lambda p: p.stat().st_size) == stored
 
 
 @pytest.mark.slow
-def test_a_damaged_entry_in_xlas_cache_is_skipped(cache_dir):
-    """JAX reads its own cache entries; a damaged one is compiled again, not a crash."""
+@pytest.mark.parametrize("how", ["garbage", "truncated", "foreign"])
+def test_a_damaged_entry_in_xlas_cache_is_skipped_with_a_warning_naming_it(cache_dir, caplog, how):
+    """Every entry of XLA's cache damaged (or the largest holding the smallest): each of the
+    store's is named in a warning and compiled afresh; JAX reads its own others and compiles them
+    again. The plan is the same, never a crash."""
     state = parse_state(cluster(11))
     first = plan(state, SEARCH)
-    entries = [p for p in cache_dir.iterdir() if p.is_file()]
-    for path in entries:
-        path.write_bytes(b"damaged")
-    for path in (cache_dir / "programs").glob("*.jaxexport"):
-        path.unlink()
+    entries = sorted((p for p in cache_dir.iterdir() if p.is_file()), key=lambda p: p.stat().st_size)
+    ours = [p for p in entries if p.name.startswith("jit_plbjax_")]
+    for path in entries if how != "foreign" else ours[-1:]:
+        _damage(path, how, ours[0])
     _driver.clear_compiled()
     assert plan(state, SEARCH).actions == first.actions
+    for path in ours if how != "foreign" else ours[-1:]:
+        assert f"skipped the damaged XLA cache entry {path}" in caplog.text
 
 
 def test_keys_name_the_model_settings_and_refuse_what_has_no_stable_description():
@@ -82,3 +152,11 @@ def test_keys_name_the_model_settings_and_refuse_what_has_no_stable_description(
     assert key(model(0.3)) != key(model(0.5))
     assert key(model(0.3)) != key(model(0.3), np.zeros(3, np.int32))
     assert key(object()) is None
+
+
+def test_stored_keys_hold_static_arguments_and_shapes():
+    one = lambda *args: _store._key(_less, args)
+    assert one(X, 2) == one(X, 2)
+    assert one(X, 2) != one(X, 3)
+    assert one(X, 2) != one(X.astype(np.int32), 2)
+    assert one(X, 2) != one(np.zeros(4, np.float32), 2)
