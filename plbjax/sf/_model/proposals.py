@@ -84,21 +84,24 @@ def propose_batch(search: Search, node_of, primary_of, loads, words, mix: tuple[
             batched = jax.vmap(kind, in_axes=(None, None, None, None, 0))
             moves = batched(search, node_of, primary_of, loads, words[taken])
             groups.setdefault(two_services(search.cluster, kind), []).append((k, moves, rows))
-    parts, slots, candidates = [], [], {}
+    evaluated, position, candidates = [], np.zeros(words.shape[0], int), []
+    at = 0  # rows of the evaluated batches so far
     for paired, group in groups.items():
-        evaluated = evaluate(paired, jax.tree.map(lambda *xs: jnp.concatenate(xs), *(m for _, m, _ in group)))
-        at = 0
+        evaluated.append(evaluate(paired, _joined([moves for _, moves, _ in group])))
         for k, _, rows in group:
-            parts.append(_take(evaluated, slice(at, at + rows.size)))
-            slots.append(rows)
+            position[rows] = at + np.arange(rows.size)
             at += rows.size
             if first_mix[k] > 0:
-                candidates[k] = _take(evaluated, at)
+                candidates.append((k, at))
                 at += 1
-    parts.append(_take(_select(choice, [candidates[k] for k in sorted(candidates)]), None))
-    slots.append(np.zeros(1, int))
-    order = np.argsort(np.concatenate(slots))
-    return jax.tree.map(lambda *xs: jnp.concatenate(xs)[order], *parts)
+    firsts = jnp.asarray([place for _, place in sorted(candidates)])
+    index = jnp.asarray(position).at[0].set(firsts[choice])  # every row's place, the first row's chosen
+    return jax.tree.map(lambda x: x[index], _joined(evaluated))
+
+
+def _joined(trees: list):
+    """The trees' leaves concatenated on their first axis."""
+    return trees[0] if len(trees) == 1 else jax.tree.map(lambda *xs: jnp.concatenate(xs), *trees)
 
 
 def _select(choice: jax.Array, trees: list):
