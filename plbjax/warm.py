@@ -23,9 +23,9 @@ from typing import Any
 from plbjax.errors import BadInput
 
 EXAMPLES = """examples:
-  plbjax-warm examples/small.yaml                      # the programs of the bundled example's plan
-  plbjax-warm --replicas 1000 10000 30000              # generated clusters of these sizes
-  PLBJAX_CACHE_DIR=/opt/plbjax-cache plbjax-warm state.json   # into the cache an image ships
+  plbjax-warm examples/small.yaml   (the programs of the bundled example's default plan)
+  plbjax-warm state.json --replicas 1000 10000 30000   (a state, and generated clusters of these sizes)
+  plbjax-warm --replicas 100000   (with PLBJAX_CACHE_DIR set to the cache an image ships)
 """
 WARM_STEPS = 1  # the default search cut to its first block: the same programs, built at once
 _HIT = "/jax/compilation_cache/cache_hits"  # JAX's monitoring events: an executable from XLA's cache
