@@ -59,11 +59,12 @@ from plbjax.sf.live.simulator.cluster import (
     Options,
     Partition,
     Refusal,
+    Upgrade,
 )
 from plbjax.sf.live.simulator.http import Gateway, Served
 from plbjax.sf.live.simulator.moves import MESSAGES
-from plbjax.sf.live.simulator.records import StateNode, StatePartition, StateReplica, read_state
-from plbjax.sf.live.simulator.seed import build, read_dump, render, state_document
+from plbjax.sf.live.simulator.records import HealthState, StateNode, StatePartition, StateReplica, read_state
+from plbjax.sf.live.simulator.seed import build, dress, read_dump, render, state_document
 
 __all__ = ["Move", "Simulator"]
 ROLES = {
@@ -90,6 +91,8 @@ class Simulator:
         keys: dict[str, tuple[str, object]] = {
             pid: (names.get(p.service_id) or p.service_id, p.pid) for pid, p in served.cluster.partitions.items()
         }
+        dress(served.cluster, read_state(base), keys)
+        served.cluster.baseline = {n: served.cluster.node_loads(n) for n in served.cluster.nodes}
         return cls(served, base, keys)
 
     @classmethod
@@ -101,6 +104,7 @@ class Simulator:
         for part in served.cluster.partitions.values():
             for replica in part.replicas:
                 replica.sid = sids.get(replica.rid, replica.sid)
+        dress(served.cluster, read_state(doc), keys)
         return cls(served, doc, keys)
 
     @contextlib.contextmanager
@@ -154,6 +158,12 @@ class Simulator:
                 "Nodes": nodes,
                 "Partitions": [self._partition(p, parts) for p in self.state.partitions],
             }
+
+    def node_loads(self, node: str) -> dict[str, float]:
+        """Metric -> the node's load now (its placed replicas' loads)."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            return self.cluster.node_loads(node)
 
     def _status(self, node: StateNode) -> str:
         """A state node's status: Down when the simulator took it down."""
@@ -253,6 +263,28 @@ class Simulator:
             else:
                 self.cluster.downs.append(NodeDown(name, after_moves, at))
                 self.cluster.count_start()
+
+    def health(self, kind: str, name: str, state: str = "Error") -> None:
+        """An entity's health goes to `state` (SF's word: Ok, Warning, Error, Unknown): kind "partition"
+        (its id), "node" (its name), "application" or "service" (their ids, as in the REST paths)."""
+        if kind not in ("partition", "node", "application", "service"):
+            raise ValueError(f"no {kind!r} health: partition, node, application or service")
+        health = HealthState.read(state)
+        with self.cluster.lock:
+            key = name.lower() if kind == "partition" else name
+            self.cluster.health[(kind, key)] = health
+
+    def upgrade(self, seconds: float = float("inf"), at: float | None = None, version: str = "10.1.2175.9590") -> None:
+        """A cluster upgrade starts (now, or at simulated time `at`) and rolls for `seconds`."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            self.cluster.upgrades.append(Upgrade(self.cluster.clock if at is None else at, seconds, version))
+
+    def balancer_move(self, partition_id: str, source: str, target: str) -> Move:
+        """SF's own balancer moves the partition's Ready replica on `source` to `target` now."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            return self.cluster.balancer_move(partition_id, source, target)
 
     def slow(self, partition_id: str, seconds: float) -> None:
         """The partition's later moves take `seconds` to build (inf: never finish)."""

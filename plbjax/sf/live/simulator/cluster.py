@@ -12,9 +12,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from plbjax.sf import IDLE_SECONDARY, ActionKind, NodeStatus, ReplicaStatus, Role
+from plbjax.sf._state.expressions import parse
+from plbjax.sf.live.simulator.records import HealthState
 
 PRIMARY, SECONDARY, IDLE = Role.PRIMARY.sf(), Role.SECONDARY.sf(), IDLE_SECONDARY  # SF's ReplicaRole words
 LIVE = (ReplicaStatus.READY, ReplicaStatus.IN_BUILD)
+NODE_HOLDS = (NodeStatus.UP, NodeStatus.DISABLED)  # a Disabled node keeps its replicas; the FM adds none there
 ADD_KINDS = {ActionKind.add(role): "add" for role in Role}
 PLAN_KINDS = {
     **ADD_KINDS,
@@ -34,17 +37,21 @@ class Replica:
     status: ReplicaStatus = ReplicaStatus.READY
     sid: str = ""
     raw: dict = field(default_factory=dict)
+    loads: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
 class Partition:
-    """A partition: its service, kind, target replica count (-1: one instance per Up node) and replicas."""
+    """A partition: its service, kind, target replica count (-1: one instance per Up node it may use) and
+    replicas; its service's placement constraints and the loads of a replica the FM adds."""
 
     pid: str
     service_id: str
     stateful: bool
     target: int
     replicas: list[Replica]
+    constraints: str = ""
+    new_loads: dict[str, float] = field(default_factory=dict)
 
 
 def replica_role(part: Partition) -> Role:
@@ -94,6 +101,15 @@ class Faults:
 
 
 @dataclass
+class Upgrade:
+    """A cluster upgrade rolling from simulated time `started` for `seconds` (inf: until ended)."""
+
+    started: float
+    seconds: float
+    code_version: str
+
+
+@dataclass
 class _Job:
     """A move (or a Failover Manager build) in progress: `finish` runs when it is `due`."""
 
@@ -128,7 +144,12 @@ class Cluster:
     """The world behind the simulator's REST answers."""
 
     def __init__(self, nodes: dict[str, NodeStatus], partitions: dict[str, Partition], options: Options) -> None:
-        self.nodes, self.partitions = nodes, partitions  # node -> Up/Down; pid -> Partition
+        self.nodes, self.partitions = nodes, partitions  # node -> Up/Down/Disabled; pid -> Partition
+        self.properties: dict[str, dict[str, object]] = {}  # node -> placement properties (NodeName, NodeType...)
+        self.capacities: dict[str, dict[str, float]] = {}  # node -> metric -> capacity
+        self.baseline: dict[str, dict[str, float]] = {}  # node -> its loads when a dump's were stored
+        self.health: dict[tuple[str, str], HealthState] = {}  # ("node"/"partition"/..., name) -> injected state
+        self.upgrades: list[Upgrade] = []
         self.build_seconds = float(options.build_seconds)
         swap = options.swap_seconds
         self.swap_seconds = self.build_seconds / 4 if swap is None else float(swap)
@@ -291,14 +312,36 @@ class Cluster:
             if not self.busy(part.pid):
                 self._restore(part)
 
+    def allowed(self, part: Partition, node: str) -> bool:
+        """Whether the FM may place a replica of `part` on `node`: Up (not Down, not Disabled), its
+        placement constraints met by the node's properties."""
+        if self.nodes.get(node) != NodeStatus.UP:
+            return False
+        return parse(part.constraints).matches(self.properties.get(node) or {"NodeName": node})  # type: ignore[arg-type]
+
+    def node_loads(self, node: str) -> dict[str, float]:
+        """Metric -> the load of the replicas placed on `node` (Ready, InBuild or Down there)."""
+        loads: dict[str, float] = {}
+        for part in self.partitions.values():
+            for replica in part.replicas:
+                if replica.node == node and replica.status.placed:
+                    for metric, value in replica.loads.items():
+                        loads[metric] = loads.get(metric, 0.0) + value
+        return loads
+
+    def fits(self, node: str, loads: dict[str, float]) -> bool:
+        """Whether `loads` fit in the node's remaining capacity (a metric without capacity: unlimited)."""
+        capacity, have = self.capacities.get(node, {}), self.node_loads(node)
+        return all(have.get(m, 0.0) + v <= capacity[m] for m, v in loads.items() if m in capacity)
+
     def _up(self, replica: Replica) -> bool:
-        """A replica of the partition's count: live on an Up node, not auxiliary (SF counts those apart)."""
+        """A replica of the partition's count: live on an Up or Disabled node, not auxiliary (SF counts those apart)."""
         auxiliary = "auxiliary" in str(replica.role).lower()
-        return replica.status in LIVE and self.nodes.get(replica.node) == NodeStatus.UP and not auxiliary
+        return replica.status in LIVE and self.nodes.get(replica.node) in NODE_HOLDS and not auxiliary
 
     def _target(self, part: Partition) -> int:
-        """The replica count the FM keeps: TargetReplicaSetSize / InstanceCount (-1: every Up node)."""
-        return sum(s == NodeStatus.UP for s in self.nodes.values()) if part.target < 0 else part.target
+        """The replica count the FM keeps: TargetReplicaSetSize / InstanceCount (-1: every Up node it may use)."""
+        return sum(self.allowed(part, n) for n in self.nodes) if part.target < 0 else part.target
 
     def short(self, part: Partition) -> bool:
         """Whether the partition has a replica to place (fewer than its target live on Up nodes)."""
@@ -327,17 +370,19 @@ class Cluster:
         held = {r.node for r in part.replicas if r.status != ReplicaStatus.DROPPED} - {
             r.node for r in part.replicas if r.status == ReplicaStatus.DOWN
         }
-        node = self.choose(part.pid, "add", [n for n, s in self.nodes.items() if s == NodeStatus.UP and n not in held])
-        if node is None:
-            return
         gone = next(
-            (r for r in part.replicas if r.status == ReplicaStatus.DOWN or self.nodes.get(r.node) != NodeStatus.UP),
+            (r for r in part.replicas if r.status == ReplicaStatus.DOWN or self.nodes.get(r.node) == NodeStatus.DOWN),
             None,
         )
+        loads = dict(part.new_loads) if gone is None or not gone.loads else dict(gone.loads)
+        free = [n for n in self.nodes if n not in held and self.allowed(part, n) and self.fits(n, loads)]
+        node = self.choose(part.pid, "add", free)
+        if node is None:
+            return
         if gone is not None:
             part.replicas.remove(gone)
         role = (IDLE if part.stateful else None, SECONDARY if part.stateful else None)
-        replica = Replica(self.new_id(), node, role[0], ReplicaStatus.IN_BUILD, gone.sid if gone else "")
+        replica = Replica(self.new_id(), node, role[0], ReplicaStatus.IN_BUILD, gone.sid if gone else "", loads=loads)
         replica.sid = replica.sid or replica.rid
         part.replicas.append(replica)
         move = Move(ActionKind.add(replica_role(part)), part.pid, None, node, self.clock)
@@ -350,6 +395,32 @@ class Cluster:
             self.failovers.append(
                 Move(ActionKind.drop(replica_role(part)), part.pid, node, None, self.clock, self.clock, "done")
             )
+
+    # --- SF's balancer, health and upgrades (injected) -------------------------------------------
+
+    def balancer_move(self, pid: str, source: str, target: str) -> Move:
+        """SF's own balancer moves the partition's replica on `source` to `target` at once (a new
+        ReplicaId there, same role and loads); recorded in `failovers`. KeyError/ValueError if impossible."""
+        part = self.partitions[pid.lower()]
+        old = next(r for r in part.replicas if r.node == source and r.status == ReplicaStatus.READY)
+        if any(r.node == target and r.status.placed for r in part.replicas) or target not in self.nodes:
+            raise ValueError(f"{target} already holds a replica of {pid}, or is no node")
+        fresh = Replica(self.new_id(), target, old.role, ReplicaStatus.READY, old.sid, dict(old.raw), dict(old.loads))
+        part.replicas[part.replicas.index(old)] = fresh
+        kind = ActionKind.MOVE_PRIMARY if old.role == PRIMARY else ActionKind.move(replica_role(part))
+        move = Move(kind, part.pid, source, target, self.clock, self.clock, "done")
+        self.failovers.append(move)
+        return move
+
+    def health_of(self, kind: str, name: str) -> HealthState:
+        """The entity's own (injected) health; a Down node is Error."""
+        if kind == "node" and self.nodes.get(name) == NodeStatus.DOWN:
+            return HealthState.ERROR
+        return self.health.get((kind, name), HealthState.OK)
+
+    def upgrade(self) -> Upgrade | None:
+        """The cluster upgrade rolling now, if any."""
+        return next((u for u in self.upgrades if u.started <= self.clock < u.started + u.seconds), None)
 
     # --- statistics ---------------------------------------------------------------------------
 

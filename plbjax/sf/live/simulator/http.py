@@ -10,7 +10,7 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 
 from plbjax.sf import ActionKind, NodeStatus, ReplicaStatus
 from plbjax.sf.live.reading.fields import Json
-from plbjax.sf.live.simulator import moves
+from plbjax.sf.live.simulator import health, moves
 from plbjax.sf.live.simulator.cluster import Cluster, Refused, Replica
 from plbjax.sf.live.simulator.records import REPLICA, ListedNode, ListedReplica, take
 
@@ -36,9 +36,11 @@ STATUS = {  # ErrorCode -> HTTP status: HttpUtil::ErrorCodeToHttpStatus (src/pro
         ),
         404,
     ),
+    "FABRIC_E_INVALID_ADDRESS": 404,  # a route the simulator does not serve (its choice: SF's 404 for a path)
     "FABRIC_E_TIMEOUT": 504,
     **dict.fromkeys(("FABRIC_E_SERVICE_TOO_BUSY", "FABRIC_E_NOT_READY", "FABRIC_E_RECONFIGURATION_PENDING"), 503),
 }
+TOKEN = "sim-page-"  # the simulator's ContinuationTokens: this and an index (clients treat them as opaque)
 MANIFEST = "cluster-manifest.json"  # the stored Get Cluster Manifest answer
 MAX_RESULTS = ("Nodes", "Applications", "GetServices")  # the list calls that take MaxResults
 MOVE_CALLS = {  # SF's REST move calls: the kind of move each makes and the api-version it needs
@@ -73,7 +75,7 @@ QUERY = {
 
 
 class NotFound(Exception):
-    """A route the gateway does not have (HTTP 404, no body)."""
+    """A route the gateway does not have: 404 with SF's error JSON (FABRIC_E_INVALID_ADDRESS)."""
 
 
 @dataclass
@@ -150,7 +152,8 @@ class Gateway(BaseHTTPRequestHandler):
         except Refused as exc:
             self._error(exc)
         except NotFound:
-            self._send(404, b"")
+            message = f"The simulator does not serve {method} {parts.path}."
+            self._error(Refused("FABRIC_E_INVALID_ADDRESS", message))
         else:
             self._send(status, b"" if body is None else json.dumps(body).encode())
 
@@ -177,7 +180,12 @@ class Gateway(BaseHTTPRequestHandler):
             return _read(self.served, words, query)
 
     def _post(self, words: list[str], query: Query) -> tuple[int, object]:
-        """The move routes: 200 with no body when accepted."""
+        """The move routes: 200 with no body when accepted; the simulator's fault route."""
+        if words == [health.FAULT_ROUTE]:
+            with self.served.cluster.lock:
+                self.served.cluster.advance()
+                health.inject(self.served.cluster, dict(parse_qsl(urlsplit(self.path).query)))
+            return 200, None
         if not words or words[-1] not in MOVE_CALLS:
             raise NotFound()
         _version(query, MOVE_CALLS[words[-1]][1])
@@ -241,10 +249,21 @@ def _read(s: Served, words: list[str], query: Query) -> tuple[int, object]:
     head, last, n = words[0], words[-1], len(words)
     if words == ["GetClusterManifest"]:
         return 200, s.files[MANIFEST]
+    if n == 1 and head in health.CLUSTER_ROUTES:
+        return 200, health.CLUSTER_ROUTES[head](s)
     if head == "Nodes":
         return _node_route(s, words, query)
     if words == ["Applications"]:
         return 200, _page(s.items("applications.json"), query, "Applications")
+    if head == "Applications" and n == 2:
+        return _item([a for a in s.items("applications.json") if a.get("Id") == words[1]])
+    if head == "Applications" and n == 3 and last == "GetHealth":
+        return 200, health.application(s, words[1])
+    if head == "Services" and n == 3 and last == "GetHealth":
+        return 200, health.service(s, words[1])
+    if head == "Applications" and n == 4 and words[2] == "GetServices":
+        found = _stored(s, f"services/{words[1]}.json", "FABRIC_E_APPLICATION_NOT_FOUND")
+        return _item([i for i in found if i.get("Id") == last])
     if head == "Applications" and n == 3 and last == "GetServices":
         return 200, _page(_stored(s, f"services/{words[1]}.json", "FABRIC_E_APPLICATION_NOT_FOUND"), query, last)
     if head == "Services" and n == 3 and last == "GetDescription":
@@ -272,14 +291,16 @@ def _node_route(s: Served, words: list[str], query: Query) -> tuple[int, object]
     if len(words) == 2:
         return 200, _node_item(s, node)
     if words[2:] == ["GetLoadInformation"]:
-        return 200, s.files.get(f"node-load/{node}.json") or {"NodeName": node, "NodeLoadMetricInformation": []}
+        return 200, health.node_load(s, node)
+    if words[2:] == ["GetHealth"]:
+        return 200, health.node(s, node)
     if len(words) == 7 and words[2] == "GetPartitions" and words[4] == "GetReplicas" and words[6] == "GetDetail":
         part = c.partitions.get(words[3].lower())
         here = [r for r in part.replicas if r.node == node and r.rid == words[5]] if part else []
-        if not here or c.nodes.get(node) != NodeStatus.UP:
+        if not part or not here or c.nodes.get(node) == NodeStatus.DOWN:
             raise moves.refuse("FABRIC_E_REPLICA_DOES_NOT_EXIST")
         stored = s.files.get(f"replica-load/{words[3]}/{words[5]}.json")
-        return 200, stored or {"ServiceKind": "Stateful" if part else "Stateless", "PartitionId": words[3]}
+        return 200, stored or health.replica_detail(s, part, here[0])
     raise NotFound()
 
 
@@ -290,6 +311,10 @@ def _partition_route(s: Served, words: list[str], query: Query) -> tuple[int, ob
         return (200, s.partition_items[part.pid]) if part else (204, None)  # Get Partition Info: 204 if none
     if part is None:
         raise moves.refuse("FABRIC_E_PARTITION_NOT_FOUND")
+    if words[2:] == ["GetHealth"]:
+        return 200, health.partition(s, part)
+    if len(words) == 4 and words[2] == "GetReplicas":
+        return _item([replica_item(part.stateful, r) for r in part.replicas if r.rid == words[3]])
     if words[2:] == ["GetReplicas"]:
         shown = [r for r in part.replicas if r.status != ReplicaStatus.DROPPED]
         return 200, _page([replica_item(part.stateful, r) for r in shown], query, "GetReplicas")
@@ -309,6 +334,11 @@ def _node_item(s: Served, name: str) -> Json:
     return item
 
 
+def _item(found: list) -> tuple[int, object]:
+    """A Get ... Info answer: the item, or 204 with no body when there is none (as SF answers)."""
+    return (200, found[0]) if found else (204, None)
+
+
 def _stored(s: Served, rel: str, code: str) -> list:
     try:
         return s.items(rel)
@@ -323,8 +353,17 @@ def _file(s: Served, rel: str, code: str) -> object:
 
 
 def _page(items: list, query: Query, call: str) -> Json:
-    """One page of a list: from ContinuationToken (an index here), MaxResults items where the call takes it."""
-    start = int(query.continuation or 0)
-    size = int(query.max_results or 0) if call in MAX_RESULTS else 0
+    """One page of a list: from ContinuationToken (an opaque string to the client; here TOKEN and an
+    index), MaxResults items where the call takes it. A token the simulator did not give, or a MaxResults
+    that is not a number: 400 E_INVALIDARG with SF's error JSON."""
+    token = query.continuation or ""
+    index = token.removeprefix(TOKEN)
+    if token and (not token.startswith(TOKEN) or not index.isdigit() or int(index) > len(items)):
+        raise Refused("E_INVALIDARG", f"Invalid ContinuationToken {token!r}.")
+    start = int(index or 0)
+    try:
+        size = int(query.max_results or 0) if call in MAX_RESULTS else 0
+    except ValueError:
+        raise Refused("E_INVALIDARG", f"Invalid MaxResults {query.max_results!r}.") from None
     end = start + size if size > 0 else len(items)
-    return {"ContinuationToken": str(end) if end < len(items) else "", "Items": items[start:end]}
+    return {"ContinuationToken": f"{TOKEN}{end}" if end < len(items) else "", "Items": items[start:end]}

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import TypeVar
 
 from plbjax.sf.live.reading.fields import Json
@@ -20,6 +21,45 @@ METRIC_SECTIONS = (
     "NodeBufferPercentage",
     "GlobalMetricWeights",
 )
+
+
+class HealthState(StrEnum):
+    """SF's HealthState words (Ok, Warning, Error, Unknown), read and written here only."""
+
+    OK = "Ok"
+    WARNING = "Warning"
+    ERROR = "Error"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def read(cls, word: object) -> HealthState:
+        """SF's word as a HealthState (ValueError for a word SF does not use)."""
+        return cls(str(word))
+
+    @property
+    def rank(self) -> int:
+        """How bad: SF aggregates to the worst of Ok < Warning < Error (Unknown below Ok)."""
+        return (HealthState.UNKNOWN, HealthState.OK, HealthState.WARNING, HealthState.ERROR).index(self)
+
+
+class UpgradeState(StrEnum):
+    """SF's UpgradeState words of a cluster upgrade the simulator shows."""
+
+    ROLLING_FORWARD = "RollingForwardInProgress"
+    COMPLETED = "RollingForwardCompleted"
+
+
+class DomainState(StrEnum):
+    """SF's UpgradeDomainState words."""
+
+    PENDING = "Pending"
+    IN_PROGRESS = "InProgress"
+    COMPLETED = "Completed"
+
+
+def worst(states: list[HealthState]) -> HealthState:
+    """SF's aggregated health state: the worst; Ok when there is none."""
+    return max(states, key=lambda h: h.rank, default=HealthState.OK)
 
 
 def take(record: Callable[..., T], keys: dict[str, str], item: Json, **extra: object) -> T:
@@ -40,6 +80,8 @@ class StateNode:
     node_type: str | None = None
     upgrade_domain: object = None
     fault_domain: object = None
+    properties: Json | None = None
+    capacities: Json | None = None
     raw: Json = field(default_factory=dict)
 
 
@@ -50,6 +92,8 @@ NODE = {
     "node_type": "NodeType",
     "upgrade_domain": "UpgradeDomain",
     "fault_domain": "FaultDomain",
+    "properties": "PlacementProperties",
+    "capacities": "Capacities",
 }
 
 
@@ -107,12 +151,31 @@ SERVICE = {
 
 
 @dataclass(frozen=True)
+class Metric:
+    """A service's load metric and its default loads."""
+
+    name: str
+    primary: float | None = None
+    secondary: float | None = None
+    default: float | None = None
+
+
+METRIC = {
+    "name": "Name",
+    "primary": "PrimaryDefaultLoad",
+    "secondary": "SecondaryDefaultLoad",
+    "default": "DefaultLoad",
+}
+
+
+@dataclass(frozen=True)
 class StateReplica:
     """A state document's replica; `rid` as the document spells it (a number or a string)."""
 
     rid: object = None
     node: str | None = None
     role: object = None
+    loads: Json | None = None
     raw: Json = field(default_factory=dict)
 
 
@@ -176,7 +239,7 @@ class _Rows:
 
 
 PARTITION = {"service": "ServiceName", "pid": "PartitionId", "replicas": "Replicas"}
-REPLICA_OF_STATE = {"rid": "ReplicaId", "node": "NodeName", "role": "Role"}
+REPLICA_OF_STATE = {"rid": "ReplicaId", "node": "NodeName", "role": "Role", "loads": "Loads"}
 NODE_TYPE = {"name": "Name", "properties": "PlacementProperties", "capacities": "Capacities"}
 
 
@@ -268,3 +331,36 @@ REPLICA = {
     "role": "ReplicaRole",
     "address": "Address",
 }
+
+
+@dataclass(frozen=True)
+class ListedNodeType:
+    """A node's type as NodeInfo names it."""
+
+    name: str | None = None
+
+
+LISTED_NODE_TYPE = {"name": "Type"}
+
+
+@dataclass(frozen=True)
+class Constraints:
+    """A ServiceDescription's placement constraints."""
+
+    constraints: str = ""
+
+
+CONSTRAINTS = {"constraints": "PlacementConstraints"}
+
+
+@dataclass(frozen=True)
+class MetricLoad:
+    """One metric of a load answer: a replica's ReportedLoad row, or a node's capacity row."""
+
+    name: str
+    value: object = None
+    capacity: object = None
+
+
+REPORTED = {"name": "Name", "value": "Value"}
+NODE_CAPACITY = {"name": "Name", "capacity": "NodeCapacity"}

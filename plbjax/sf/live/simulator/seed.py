@@ -17,14 +17,20 @@ from plbjax.sf.live.rest import service_id
 from plbjax.sf.live.simulator.cluster import PRIMARY, SECONDARY, Cluster, Options, Partition, Replica
 from plbjax.sf.live.simulator.http import MANIFEST, Served
 from plbjax.sf.live.simulator.records import (
+    CONSTRAINTS,
     DESCRIPTION,
     LISTED,
     LISTED_NODE,
+    LISTED_NODE_TYPE,
+    METRIC,
     REPLICA,
+    Constraints,
     Description,
     Listed,
     ListedNode,
+    ListedNodeType,
     ListedReplica,
+    Metric,
     State,
     StateNode,
     StatePartition,
@@ -32,8 +38,6 @@ from plbjax.sf.live.simulator.records import (
     StateService,
     take,
 )
-
-DOWN = ("Down", "Removed", "Invalid", "Unknown")  # NodeStatus values of a node that is not up
 
 
 def read_dump(root: str | Path) -> dict[str, object]:
@@ -54,7 +58,9 @@ def build(files: dict[str, object], options: Options) -> Served:
     for item in served.items("nodes.json"):
         node = take(ListedNode, LISTED_NODE, item, raw=item)
         served.node_items[node.name] = node
-        served.cluster.nodes[node.name] = NodeStatus.DOWN if node.status in DOWN else NodeStatus.UP
+        served.cluster.nodes[node.name] = NodeStatus.from_sf(str(node.status or "Up")) or NodeStatus.DOWN
+        node_type = take(ListedNodeType, LISTED_NODE_TYPE, item).name
+        served.cluster.properties[node.name] = {"NodeName": node.name, "NodeType": node_type or ""}
     for app in served.items("applications.json"):
         rel = f"services/{take(Listed, LISTED, app).id}.json"
         for service in served.items(rel) if rel in files else []:
@@ -80,7 +86,8 @@ def _service(served: Served, service: Listed) -> None:
         served.service_partitions[sid].append(pid)
         rows = served.items(f"replicas/{pid}.json") if f"replicas/{pid}.json" in served.files else []
         replicas = [_replica(row, stateful) for row in rows]
-        served.cluster.partitions[pid.lower()] = Partition(pid, sid, stateful, target, replicas)
+        constraints = take(Constraints, CONSTRAINTS, desc).constraints or ""
+        served.cluster.partitions[pid.lower()] = Partition(pid, sid, stateful, target, replicas, constraints)
 
 
 def _replica(row: Json, stateful: bool) -> Replica:
@@ -114,10 +121,14 @@ def render(state: State) -> tuple[dict[str, object], dict[str, tuple[str, object
     by_service: dict[str, list[StatePartition]] = {}
     for part in state.partitions:
         by_service.setdefault(part.service, []).append(part)
+    counts: dict[str, int] = {}
+    for part in state.partitions:
+        counts[str(part.pid).lower()] = counts.get(str(part.pid).lower(), 0) + 1
+    shared = {pid for pid, n in counts.items() if n > 1}
     for name, services in apps.items():
         files[f"services/{service_id(name)}.json"] = _paged([_service_info(s) for s in services])
         for service in services:
-            _render_service(files, (keys, sids), service, by_service.get(service.name, []), down)
+            _render_service(files, (keys, sids), service, by_service.get(service.name, []), (down, shared))
     return files, keys, sids
 
 
@@ -126,15 +137,16 @@ def _render_service(
     maps: tuple[dict[str, tuple[str, object]], dict[str, str]],
     service: StateService,
     parts: list[StatePartition],
-    down: set[str],
+    sets: tuple[set[str], set[str]],
 ) -> None:
-    """A service's description, partitions and replicas."""
+    """A service's description, partitions and replicas (`sets`: the Down nodes, the shared PartitionIds)."""
     keys, sids = maps
+    down, shared = sets
     sid = service_id(service.name)
     files[f"service-descriptions/{sid}.json"] = _description(service, len(parts))
     items = []
     for part in parts:
-        guid = _guid(service.name, part.pid)
+        guid = _guid(service.name, part.pid, shared)
         keys[guid.lower()] = (service.name, part.pid)
         items.append(_partition(service, guid))
         rows = []
@@ -151,12 +163,55 @@ def _paged(items: list) -> Json:
     return {"ContinuationToken": "", "Items": items}
 
 
-def _guid(service: str, pid: object) -> str:
-    """The state's PartitionId if it is a GUID, else a GUID derived from it."""
+def _guid(service: str, pid: object, shared: set[str]) -> str:
+    """The state's PartitionId as given (a plan names partitions by it), unless several services share it
+    (SF's ids are unique in a cluster, and /Partitions/{id} names one): then a GUID derived from it."""
+    if str(pid).lower() not in shared:
+        return str(pid)
     try:
         return str(uuid.UUID(str(pid)))
     except ValueError:
         return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{service}/{pid}"))
+
+
+def dress(cluster: Cluster, state: State, keys: dict[str, tuple[str, object]]) -> None:
+    """What SF's PLB reads beyond the REST lists, from the state document: the nodes' placement
+    properties and capacities (node type's, then the node's own), and the replicas' loads (a replica's
+    `Loads`, else its service's default loads for its role; a replica the FM adds: the secondary's)."""
+    types = {t.name: t for t in state.node_types}
+    for node in state.nodes:
+        kind = types.get(node.node_type or "")
+        props = {**((kind.properties if kind else None) or {}), **(node.properties or {})}
+        cluster.properties[node.name] = {**props, "NodeName": node.name, "NodeType": node.node_type or ""}
+        caps = {**((kind.capacities if kind else None) or {}), **(node.capacities or {})}
+        cluster.capacities[node.name] = {str(m): float(v) for m, v in caps.items()}
+    services = {s.name: s for s in state.services}
+    parts = {(p.service, str(p.pid)): p for p in state.partitions}
+    for pid, part in cluster.partitions.items():
+        name, spid = keys.get(pid, ("", None))
+        service, rows = services.get(name), parts.get((name, str(spid)))
+        if service is None:
+            continue
+        part.constraints = service.constraints or part.constraints
+        metrics = [take(Metric, METRIC, m) for m in service.metrics or []]
+        part.new_loads = _defaults(metrics, Role.SECONDARY if service.stateful else Role.INSTANCE)
+        given = {str(r.rid): r for r in rows.replicas} if rows else {}
+        for replica in part.replicas:
+            own = given.get(replica.sid)
+            role = Role.from_sf(replica.role) if replica.role else Role.INSTANCE
+            defaults = _defaults(metrics, role or Role.SECONDARY)
+            replica.loads = defaults | {str(m): float(v) for m, v in ((own.loads if own else None) or {}).items()}
+
+
+def _defaults(metrics: list[Metric], role: Role) -> dict[str, float]:
+    """A replica's default load per metric, for its role."""
+    loads = {}
+    for m in metrics:
+        value = m.primary if role is Role.PRIMARY else m.secondary if role is Role.SECONDARY else m.default
+        value = value if value is not None else m.default
+        if value is not None:
+            loads[m.name] = float(value)
+    return loads
 
 
 def _node(i: int, node: StateNode) -> Json:
