@@ -8,14 +8,20 @@ out (`Unanswered`). SF's refusal comes as an HTTP error whose body is ``{"Error"
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import math
+import os
+import signal
 import ssl
+import sys
 import threading
 import time
 import urllib.error
 import urllib.request
-from urllib.parse import quote, urlencode
+from collections.abc import Iterator
+from urllib.parse import quote, urlencode, urlsplit
 
 from plbjax.errors import BadInput
 from plbjax.sf import Action, ActionKind
@@ -53,15 +59,17 @@ class Client:
         token: str | None = None,
         retries: int = 0,
         backoff: float = 0.25,
+        token_over_http: bool = False,
     ) -> None:
+        """BadInput at once for an endpoint that is not an http(s) URL, plain http without `insecure`,
+        and a token over plain http without `token_over_http` (--allow-token-over-http)."""
+        check_endpoint(endpoint, insecure, bool(token), token_over_http)
         self.endpoint = endpoint.rstrip("/")
         self.max_results, self.timeout, self.retries, self.backoff = max_results, timeout, retries, backoff
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.context = None
-        if self.endpoint.startswith("https:"):
+        if self.endpoint.lower().startswith("https:"):
             self.context = _tls(ca, cert, key, insecure)
-        elif not insecure:
-            raise BadInput(f"--endpoint: {endpoint} is not https; add --insecure to use plain http")
 
     def url(self, path: str, version: str, **query: str) -> str:
         return f"{self.endpoint}{path}?{urlencode({'api-version': version} | query)}"
@@ -116,6 +124,45 @@ class Client:
             if token in seen:
                 raise BadInput(f"GET {path}: ContinuationToken {token!r} came back twice")
             seen.add(token)
+
+
+def check_endpoint(endpoint: str, insecure: bool, token: bool, token_over_http: bool) -> None:
+    """The rules every command that connects follows: an http(s) URL with a host (no retrying a URL
+    that can never connect), https unless --insecure, and a bearer token never sent in clear text
+    unless --allow-token-over-http; BadInput naming the risk."""
+    parts = urlsplit(endpoint)
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or not parts.netloc:
+        guess = endpoint if "//" in endpoint else f"https://{endpoint}"
+        raise BadInput(f"--endpoint: {endpoint} is not an http(s) URL; write the scheme, e.g. {guess}")
+    if scheme == "http" and not insecure:
+        raise BadInput(f"--endpoint: {endpoint} is not https; add --insecure to use plain http")
+    if scheme == "http" and token and not token_over_http:
+        raise BadInput(
+            f"--endpoint: {endpoint} is plain http: the bearer token would be sent in clear text, readable by "
+            "anyone on the path; use https, or add --allow-token-over-http to take that risk"
+        )
+
+
+def add_token_over_http_flag(parser: argparse.ArgumentParser) -> None:
+    """The flag that lets a command send its bearer token over plain http (its risk in its name)."""
+    parser.add_argument(
+        "--allow-token-over-http",
+        action="store_true",
+        help="send the bearer token over plain http (in clear text: anyone on the path can read and reuse it)",
+    )
+
+
+@contextlib.contextmanager
+def quiet_on_broken_pipe() -> Iterator[None]:
+    """A command's door: output closed early (`| head`) ends it quietly with the shell's status for
+    SIGPIPE (141), the rest of its output dropped, no traceback."""
+    try:
+        yield
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's last flush of stdout goes nowhere
+        raise SystemExit(128 + signal.SIGPIPE) from None
 
 
 def _tls(ca: str | None, cert: str | None, key: str | None, insecure: bool) -> ssl.SSLContext:

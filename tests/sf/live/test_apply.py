@@ -9,13 +9,14 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections import Counter
 from pathlib import Path
 
 import pytest
 from planned import DUMPS, plan_state
 
-from plbjax.sf import Action
+from plbjax.sf import Action, ActionKind
 from plbjax.sf.live.apply.command import main, state_bases
 from plbjax.sf.live.apply.executor import Executor, compose
 from plbjax.sf.live.apply.journal import Journal
@@ -396,3 +397,166 @@ def test_a_secured_cluster_takes_the_client_certificate_and_refuses_none(small_d
         certificate = ["--cert", str(pki / "client.crt"), "--key", str(pki / "client.key"), "--ca", str(pki / "ca.pem")]
         assert _exit_status([*common, "--endpoint", url, *certificate]) == 0, capsys.readouterr().err
         assert sim.placement() == _target(plan)
+
+
+# --- preflight: the cluster compared with the plan's input before the first step -------------------
+
+
+def _partitions(plan: Path) -> int:
+    return len({a["PartitionId"] for a in json.loads(plan.read_text())["Actions"]})
+
+
+def _move_by_hand(sim: Simulator, url: str, move: dict, avoid: set[str]) -> str:
+    """The replica `move` would move, moved by hand to another node (of the target's type, if one is free);
+    that node, once the move is done."""
+    pid = move["PartitionId"]
+    held = sim.placement()[pid]
+    nodes = [n["Name"] for n in json.loads(DUMPS.joinpath("small", "nodes.json").read_text())["Items"]]
+    free = [n for n in nodes if n not in held and n != move["TargetNode"] and n not in avoid]
+    kind = move["Action"]
+    other = next((n for n in free if n.rsplit("_", 1)[0] == move["TargetNode"].rsplit("_", 1)[0]), free[0])
+    action = Action(move["ServiceName"], pid, None, ActionKind(kind), move["SourceNode"], other)
+    Cluster(Client(url, insecure=True), 0.05).move(action)
+    deadline = time.monotonic() + 60
+    while "InBuild" in sim.placement()[pid].values() or move["SourceNode"] in sim.placement()[pid]:
+        assert time.monotonic() < deadline, sim.placement()[pid]
+        time.sleep(0.02)
+    return other
+
+
+def _two_moved_by_hand(plan: Path, sim: Simulator, url: str) -> list[dict]:
+    """The first moves of two partitions (a secondary's and an instance's) made elsewhere by hand."""
+    commands = _commands(plan)
+    firsts = [a for a in commands if a is next(b for b in commands if b["PartitionId"] == a["PartitionId"])]
+    chosen = [next(a for a in firsts if a["Action"] == kind) for kind in ("MoveSecondary", "MoveInstance")]
+    used: set[str] = set()
+    for move in chosen:
+        used.add(_move_by_hand(sim, url, move, used))
+    return chosen
+
+
+def test_a_plan_for_another_cluster_is_refused_at_once(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
+    document = json.loads(plan.read_text())
+    for action in document["Actions"]:  # the same services, other partitions: another cluster's
+        action["PartitionId"] = str(uuid.uuid5(uuid.NAMESPACE_OID, action["PartitionId"]))
+    plan.write_text(json.dumps(document))
+    sim = _sim(small_dump_plan)
+    with sim.serve() as url:
+        assert _apply(plan, url, state=False) == 2
+        assert _apply(plan, url, "--dry-run", state=False) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("plbjax-apply: this plan is not for this cluster: ") for line in err)
+    assert f"none of its {_partitions(plan)} partition(s)" in err[0], err[0]
+    assert not sim.moves and not (tmp_path / "plan.json.journal.json").exists()
+
+
+def test_two_replicas_moved_by_hand_are_refused_before_any_step(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
+    sim = _sim(plan)
+    with sim.serve() as url:
+        moved = _two_moved_by_hand(plan, sim, url)
+        by_hand = len(sim.moves)
+        assert _apply(plan, url, "--dry-run") == 4
+        dry = capsys.readouterr()
+        assert _apply(plan, url) == 4
+        err = capsys.readouterr().err
+        assert len(sim.moves) == by_hand, "no step sent"
+        drifted = [line for line in err.splitlines() if " drifted: " in line]
+        assert {m["PartitionId"] for m in moved} == {line.split(" partition ")[1].split(":")[0] for line in drifted}
+        assert all(m["SourceNode"] in err for m in moved) and "the plan expects a Ready" in err
+        assert f"2 of {_partitions(plan)} partition(s) drifted from the plan's input; no step sent" in err
+        assert "no step sent" in dry.err and "now: skipped (its partition drifted: " in dry.out
+        assert not (tmp_path / "plan.json.journal.json").exists()
+
+        assert _apply(plan, url, "--allow-drift") == 4
+        err = capsys.readouterr().err
+    pids = {m["PartitionId"] for m in moved}
+    sent = sim.moves[by_hand:]
+    assert sent and not {m.partition_id for m in sent} & pids and not _twice(sim)
+    others = [a for a in _commands(plan) if a["PartitionId"] not in pids]
+    assert len(sent) == len(others), (sent, others)
+    target = _target(plan)
+    assert all(sim.placement()[pid] == target[pid] for pid in {a["PartitionId"] for a in others})
+    assert "the others carried out: --allow-drift)" in err and "skipped: its partition drifted: " in err
+
+
+def test_a_cluster_already_at_the_target_has_nothing_to_do_without_the_journal(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
+    sim = _sim(plan)
+    with sim.serve() as url:
+        assert _apply(plan, url) == 0
+        moves = len(sim.moves)
+        capsys.readouterr()
+        assert _apply(plan, url) == 0, "with the journal"
+        (tmp_path / "plan.json.journal.json").unlink()
+        assert _apply(plan, url) == 0, "without it"
+        assert _apply(plan, url, state=False) == 0, "without the state"
+        assert _apply(plan, url, "--dry-run") == 0
+        assert len(sim.moves) == moves
+    err = capsys.readouterr().err.splitlines()
+    said = f"nothing to do: the cluster is at the plan's target ({_partitions(plan)} partition(s) checked)"
+    assert len(err) == 4 and all(line.endswith(said) for line in err), err
+    assert not (tmp_path / "plan.json.journal.json").exists()
+
+
+def test_a_rerun_part_way_without_the_journal_counts_the_past_steps_done(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
+    first = tmp_path / "first.json"  # the plan's first action carried out by another run (its journal elsewhere)
+    document = json.loads(plan.read_text())
+    first.write_text(json.dumps(document | {"Actions": document["Actions"][:1]}))
+    sim = _sim(plan)
+    with sim.serve() as url:
+        assert _apply(first, url, state=False) == 0
+        capsys.readouterr()
+        assert _apply(plan, url) == 0
+        assert sim.placement() == _target(plan)
+    err = capsys.readouterr().err
+    first = document["Actions"][0]
+    past = [line for line in err.splitlines() if line.endswith(": done: the cluster is past it")]
+    assert [
+        line for line in past if f"{first['Action']} {first['ServiceName']} partition {first['PartitionId']}" in line
+    ]
+    assert not _twice(sim)
+    assert len(sim.moves) == len(_commands(plan))
+
+
+# --- safe by default ---------------------------------------------------------------------------------
+
+
+def test_a_token_is_never_sent_over_plain_http_unless_the_flag_names_the_risk(
+    small_dump_plan, tmp_path, capsys, monkeypatch
+):
+    plan = _copy(small_dump_plan, tmp_path)
+    monkeypatch.setenv("PLBJAX_TOKEN", "secret")
+    sim = _sim(plan)
+    with sim.serve() as url:
+        assert _apply(plan, url) == 2
+        assert not sim.requests, "nothing sent"
+        err = capsys.readouterr().err.splitlines()
+        assert len(err) == 1 and err[0].startswith(f"plbjax-apply: --endpoint: {url} is plain http: the bearer token")
+        assert "clear text" in err[0] and "--allow-token-over-http" in err[0]
+        assert _apply(plan, url, "--allow-token-over-http") == 0
+        assert sim.placement() == _target(plan)
+
+
+@pytest.mark.parametrize("endpoint", ["localhost:19080", "127.0.0.1:19080", "mycluster.example.com"])
+def test_a_url_without_a_scheme_is_refused_at_once(small_dump_plan, tmp_path, capsys, endpoint):
+    plan = _copy(small_dump_plan, tmp_path)
+    assert _apply(plan, endpoint) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert err == [
+        f"plbjax-apply: --endpoint: {endpoint} is not an http(s) URL; write the scheme, e.g. https://{endpoint}"
+    ]
+
+
+@pytest.mark.parametrize("command", ["plbjax-apply", "plbjax-export"])
+def test_output_closed_early_ends_quietly(small_dump_plan, tmp_path, command):
+    plan = _copy(small_dump_plan, tmp_path)
+    args = [str(plan), "--dry-run", "--state", str(tmp_path / "state.json")]
+    args = args if command == "plbjax-apply" else [str(plan), "--format", "sfctl"]
+    proc = subprocess.Popen([command, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()  # `| head` having read enough
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) in (0, 141) and "Traceback" not in err and "BrokenPipe" not in err, err

@@ -18,8 +18,9 @@ from plbjax.sf.live.apply.decide import nodes_of
 from plbjax.sf.live.apply.executor import Executor, describe, precondition
 from plbjax.sf.live.apply.expectations import AUXILIARY, Holding, after, mismatches
 from plbjax.sf.live.apply.journal import Journal, Status, now
+from plbjax.sf.live.apply.preflight import Verdict, read, verdict
 from plbjax.sf.live.apply.steps import Step, action_loads, order, read_plan
-from plbjax.sf.live.rest import Client, Cluster
+from plbjax.sf.live.rest import Client, Cluster, add_token_over_http_flag, quiet_on_broken_pipe
 from plbjax.version import add_flag as add_version_flag
 
 PROG = "plbjax-apply"
@@ -91,16 +92,26 @@ def state_bases(path: str) -> dict[str, dict[str, str]]:
     }
 
 
-def dry_run(steps: list[Step], cluster: Cluster | None) -> None:
+def dry_run(steps: list[Step], cluster: Cluster | None, found: Verdict | None = None) -> None:
     """Each step in order, what it waits for, which nodes it counts against, and (read-only, with a
-    cluster) whether its precondition holds now."""
+    cluster) where it stands now: past, drifted, or its precondition checked (the first step of each
+    partition still to make; the others wait for it)."""
+    first: set[str] = set()
     for k, step in enumerate(steps):
         needs = ", ".join(f"step {d + 1} ({why})" for d, why in step.needs.items()) or "nothing"
         counts = ", ".join(nodes_of(step)) or "no node (the Failover Manager makes it; watched, not issued)"
         line = f"{describe(k, steps)}; needs {needs}; counts against {counts}"
-        if cluster is not None and step.command:
-            reason = precondition(step.action, cluster.replicas(str(step.action.partition)), cluster.nodes())
+        pid = str(step.action.partition)
+        if found is not None and step.index in found.done:
+            line += f"; now: done ({found.done[step.index]})"
+        elif found is not None and step.index in found.drifted:
+            line += f"; now: skipped ({found.drifted[step.index]})"
+        elif cluster is not None and step.command and pid not in first:
+            first.add(pid)
+            reason = precondition(step.action, cluster.replicas(pid), cluster.nodes())
             line += f"; now: {'may start' if not reason else reason}"
+        elif cluster is not None and step.command:
+            line += "; now: after the partition's earlier steps"
         print(line + (f"; {step.note}" if step.note else ""))
 
 
@@ -164,6 +175,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--dry-run", action="store_true", help="list the steps; send nothing")
     parser.add_argument("--verify", action="store_true", help="only compare the cluster with the plan's target")
     parser.add_argument("--no-progress", action="store_true", help="no progress line")
+    parser.add_argument(
+        "--allow-drift",
+        action="store_true",
+        help="where the cluster drifted from the plan's input, carry out the steps of the other partitions",
+    )
+    add_token_over_http_flag(parser)
     return parser.parse_args(argv)
 
 
@@ -175,7 +192,16 @@ def _client(args: argparse.Namespace) -> Cluster:
             token = Path(args.token_file).read_text().strip()
         except OSError as exc:
             raise BadInput(f"--token-file: {args.token_file}: cannot read: {exc.strerror}") from None
-    client = Client(args.endpoint, args.cert, args.key, args.insecure, ca=args.ca, token=token, retries=4)
+    client = Client(
+        args.endpoint,
+        args.cert,
+        args.key,
+        args.insecure,
+        ca=args.ca,
+        token=token,
+        retries=4,
+        token_over_http=args.allow_token_over_http,
+    )
     cluster = Cluster(client, args.poll)
     try:
         cluster.nodes()
@@ -204,25 +230,78 @@ def run(args: argparse.Namespace) -> int:
     bases = state_bases(args.state) if args.state else None
     steps = order(actions, plan.nodes, loads)
     cluster = _client(args) if args.endpoint else None
-    if args.dry_run:
-        dry_run(steps, cluster)
-        return 0
-    assert cluster is not None
-    if args.verify:
+    if cluster is not None and args.verify and not args.dry_run:
         found = differences(cluster, actions, bases)
         print("\n".join(found) if found else "the cluster matches the plan's target", file=sys.stdout)
         return 1 if found else 0
+    checked = preflight(args, cluster, actions, bases) if cluster is not None else None
+    if args.dry_run:
+        dry_run(steps, cluster, checked)
+        return _after_preflight(args, checked) if checked is not None else 0
+    assert cluster is not None and checked is not None
+    if checked.nothing_to_do or (checked.drift and not args.allow_drift):
+        return _after_preflight(args, checked)
     journal = Journal.open(args.journal or f"{args.plan}.journal.json", args.plan, args.endpoint, actions)
-    return execute(args, steps, cluster, journal, actions, bases)
+    settled = {i: (Status.DONE, why) for i, why in checked.done.items()}
+    settled |= {i: (Status.SKIPPED, why) for i, why in checked.drifted.items()}
+    return execute(args, steps, cluster, journal, actions, bases, settled)
+
+
+def preflight(args: argparse.Namespace, cluster: Cluster, actions: list[Action], bases: Bases) -> Verdict:
+    """The cluster read and compared with the plan's input; BadInput if the plan is another cluster's;
+    the drift said on stderr."""
+    try:
+        checked = verdict(actions, read(cluster, actions), bases)
+    except BadInput as exc:
+        raise BadInput(f"--endpoint: {args.endpoint}: cannot read the cluster: {exc}") from None
+    if checked.foreign:
+        some = checked.partitions[0]
+        raise BadInput(
+            f"this plan is not for this cluster: none of its {len(checked.partitions)} partition(s) is in the "
+            f"cluster at {args.endpoint} (e.g. {some.service} partition {some.partition})"
+        )
+    drift = checked.drift
+    for line in checked.lines():
+        print(f"{now()} drifted: {line}", file=sys.stderr)
+    if drift:
+        steps = len(checked.drifted)
+        print(
+            f"{now()} preflight: {len(drift)} of {len(checked.partitions)} partition(s) drifted from the plan's input"
+            + (
+                f" (their {steps} step(s) skipped, the others carried out: --allow-drift)"
+                if args.allow_drift
+                else "; no step sent (--allow-drift carries out the steps of the others)"
+            ),
+            file=sys.stderr,
+        )
+    return checked
+
+
+def _after_preflight(args: argparse.Namespace, checked: Verdict) -> int:
+    """The exit status the preflight alone decides: 0 nothing to do (or all may go ahead), 4 drifted."""
+    if checked.nothing_to_do:
+        print(
+            f"{now()} nothing to do: the cluster is at the plan's target "
+            f"({len(checked.partitions)} partition(s) checked)",
+            file=sys.stderr,
+        )
+        return 0
+    return 4 if checked.drift else 0
 
 
 def execute(
-    args: argparse.Namespace, steps: list[Step], cluster: Cluster, journal: Journal, actions: list[Action], bases: Bases
+    args: argparse.Namespace,
+    steps: list[Step],
+    cluster: Cluster,
+    journal: Journal,
+    actions: list[Action],
+    bases: Bases,
+    settled: dict[int, tuple[Status, str]] | None = None,
 ) -> int:
     """Carry the steps out, then verify; the exit status."""
     log, began = Log(not args.no_progress), time.monotonic()
     limits = dict(per_node=args.per_node, max_in_flight=args.max_in_flight, step_timeout=args.step_timeout)
-    ex = Executor(steps, cluster, journal, log.say, poll=args.poll, bases=bases, **limits)
+    ex = Executor(steps, cluster, journal, log.say, poll=args.poll, bases=bases, settled=settled, **limits)
     ex.tick = lambda: log.show(ex, began)
     caught: list[int] = []
 
@@ -262,13 +341,14 @@ def execute(
 
 def main(argv: list[str] | None = None) -> None:
     args = parse(argv)
-    try:
-        code = run(args)
-    except (BadInput, ssl.SSLError) as exc:
-        print(f"{PROG}: {exc}", file=sys.stderr)
-        raise SystemExit(2) from None
-    sys.stdout.flush()
-    sys.stderr.flush()
+    with quiet_on_broken_pipe():
+        try:
+            code = run(args)
+        except (BadInput, ssl.SSLError) as exc:
+            print(f"{PROG}: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        sys.stdout.flush()
+        sys.stderr.flush()
     if code in (130, 143):
         os._exit(code)  # without waiting for a request still in the air (the journal is written)
     raise SystemExit(code)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from plbjax.errors import BadInput
@@ -67,11 +67,14 @@ class Executor:
         step_timeout: float,
         poll: float,
         bases: dict[str, dict[str, str]] | None = None,
+        settled: Mapping[int, tuple[Status, str]] | None = None,
     ) -> None:
         """The limits: moves per node and in the cluster at once, seconds a step may take and between two
         looks at a partition; `bases`: partition -> node -> role as the plan found it (from --state), or
-        None: as this run first reads it."""
+        None: as this run first reads it; `settled`: plan action -> (DONE or SKIPPED, why), as the
+        preflight found them before the first step."""
         self.steps, self.cluster, self.journal, self.say = steps, cluster, journal, say
+        self.settled = dict(settled or {})
         self.poll = poll
         self.bases = bases
         self.limits = Limits(per_node, max_in_flight, step_timeout)
@@ -127,7 +130,12 @@ class Executor:
         """Steps as the journal has them: done stay done, issued are looked for, the others tried again."""
         for k, step in enumerate(self.steps):
             status = self.journal.status(step.index)
-            if status == Status.DONE:
+            if status != Status.DONE and step.index in self.settled:
+                settled, why = self.settled[step.index]
+                self.done_before.update([step.index] if settled == Status.DONE else [])
+                self.journal.set(step.index, step=k + 1)
+                self._end(k, settled, why)
+            elif status == Status.DONE:
                 self.state[k] = Status.DONE
                 self.done_before.add(step.index)
             elif status == Status.ISSUED:

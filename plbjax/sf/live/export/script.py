@@ -19,7 +19,7 @@ from plbjax.sf.live import export as face
 from plbjax.sf.live.apply import expectations
 from plbjax.sf.live.apply.expectations import Holding, after, before, holdings, mismatches, said
 from plbjax.sf.live.apply.steps import Loads, PlanRead, Step, action_loads, order, plan_read, read_plan
-from plbjax.sf.live.rest import move_request, service_id
+from plbjax.sf.live.rest import move_request, quiet_on_broken_pipe, service_id
 from plbjax.version import add_flag as add_version_flag
 
 FORMATS = ("sfctl", "powershell", "rest")
@@ -426,4 +426,6 @@ def main(argv: list[str] | None = None) -> None:
     if args.output:
         write_text(args.output, text, executable=True)
     else:
-        sys.stdout.write(text)
+        with quiet_on_broken_pipe():  # `plbjax-export plan.json | head` ends quietly
+            sys.stdout.write(text)
+            sys.stdout.flush()
