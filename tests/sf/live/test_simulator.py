@@ -372,3 +372,241 @@ def test_from_state_on_the_example_and_a_generated_cluster(tmp_path):
     big = Simulator.from_state(generate(0, ClusterSpec(nodes=40, services=20, partitions_per_service=16)), **NO_FM)
     replicas = sum(len(p) for p in big.placement().values())
     assert replicas > 900 and big.state_document()["Partitions"] == big.base["Partitions"]
+
+
+# --- issue 59: a simulator that behaves like SF ---------------------------------------------------
+
+
+def _sdk_model(name: str, body: Any) -> Any:
+    """`body` deserialized into the azure-servicefabric model `name` (the test skips without the SDK)."""
+    models = pytest.importorskip("azure.servicefabric.models")
+    msrest = pytest.importorskip("msrest")
+    classes = {k: v for k, v in vars(models).items() if isinstance(v, type)}
+    return msrest.Deserializer(classes)(name, body)
+
+
+def _fault(endpoint: str, **query: str) -> tuple[int, Any]:
+    return _post(endpoint, "/$/SimulatorFault", **query)
+
+
+GATED = {  # a cluster with node types, a Disabled node, capacities and a constrained service
+    "NodeTypes": [
+        {"Name": "Gateway", "PlacementProperties": {"Tier": "edge"}, "Capacities": {"CPU": 100}},
+        {"Name": "FrontEnd", "Capacities": {"CPU": 100}},
+    ],
+    "Nodes": [
+        {"NodeName": "g0", "NodeType": "Gateway", "UpgradeDomain": "0", "FaultDomain": "fd:/0"},
+        {"NodeName": "g1", "NodeType": "Gateway", "UpgradeDomain": "1", "FaultDomain": "fd:/1"},
+        {
+            "NodeName": "g2",
+            "NodeType": "Gateway",
+            "UpgradeDomain": "2",
+            "FaultDomain": "fd:/2",
+            "NodeStatus": "Disabled",
+        },
+        {
+            "NodeName": "g3",
+            "NodeType": "Gateway",
+            "UpgradeDomain": "0",
+            "FaultDomain": "fd:/0",
+            "Capacities": {"CPU": 5},
+        },
+        {"NodeName": "f0", "NodeType": "FrontEnd", "UpgradeDomain": "1", "FaultDomain": "fd:/1"},
+        {"NodeName": "f1", "NodeType": "FrontEnd", "UpgradeDomain": "2", "FaultDomain": "fd:/2"},
+    ],
+    "Services": [
+        {
+            "ServiceName": "fabric:/App/Gw",
+            "ServiceKind": "Stateless",
+            "InstanceCount": -1,
+            "PlacementConstraints": "NodeType == Gateway",
+        },
+        {
+            "ServiceName": "fabric:/App/Db",
+            "ServiceKind": "Stateful",
+            "TargetReplicaSetSize": 3,
+            "Metrics": [{"Name": "CPU", "Weight": "High", "PrimaryDefaultLoad": 20, "SecondaryDefaultLoad": 10}],
+        },
+    ],
+    "Partitions": [
+        {
+            "ServiceName": "fabric:/App/Gw",
+            "PartitionId": "gw-0",
+            "Replicas": [{"ReplicaId": 1, "NodeName": "g0", "Role": "Instance"}],
+        },
+        {
+            "ServiceName": "fabric:/App/Db",
+            "PartitionId": "db-0",
+            "Replicas": [
+                {"ReplicaId": 2, "NodeName": "f0", "Role": "Primary"},
+                {"ReplicaId": 3, "NodeName": "f1", "Role": "Secondary"},
+            ],
+        },
+    ],
+}
+
+
+def test_unserved_routes_answer_sfs_error_json():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        for path in ("/$/GetFrobnication", "/Nodes/_FrontEnd_0/$/Frobnicate", f"/Partitions/{ORDERS}/$/Frob"):
+            status, body = _get(endpoint, path)
+            assert status == 404 and body["Error"]["Code"] == "FABRIC_E_INVALID_ADDRESS", path
+            assert body["Error"]["Message"]
+        status, body = _post(endpoint, "/$/Frobnicate", **{"api-version": "6.0"})
+        assert (status, body["Error"]["Code"]) == (404, "FABRIC_E_INVALID_ADDRESS")
+        status, body = _get(endpoint, "/Nodes/_Nope/$/GetHealth")
+        assert (status, body["Error"]["Code"]) == (404, "FABRIC_E_NODE_NOT_FOUND")
+        status, body = _get(endpoint, "/Partitions/nope/$/GetHealth")
+        assert (status, body["Error"]["Code"]) == (404, "FABRIC_E_PARTITION_NOT_FOUND")
+        status, body = _get(endpoint, "/Applications/Nope/$/GetHealth")
+        assert (status, body["Error"]["Code"]) == (404, "FABRIC_E_APPLICATION_NOT_FOUND")
+
+
+def test_continuation_tokens_are_opaque_and_a_bad_one_is_a_400():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        status, page = _get(endpoint, "/Nodes?MaxResults=2")
+        token = page["ContinuationToken"]
+        assert status == 200 and token and not token.isdigit()
+        for bad in ("garbage", "2", "sim-page-999", "sim-page-x"):
+            status, body = _get(endpoint, f"/Nodes?ContinuationToken={bad}")
+            assert (status, body["Error"]["Code"]) == (400, "E_INVALIDARG"), bad
+        status, body = _get(endpoint, "/Nodes?MaxResults=two")
+        assert (status, body["Error"]["Code"]) == (400, "E_INVALIDARG")
+        assert _get(endpoint, f"/Nodes?ContinuationToken={token}")[0] == 200  # the connection lives on
+
+
+def test_health_upgrade_version_load_and_info_routes_answer_in_sfs_shapes():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        answers = {}
+        for model, path in (
+            ("ClusterHealth", "/$/GetClusterHealth"),
+            ("NodeHealth", "/Nodes/_FrontEnd_0/$/GetHealth"),
+            ("PartitionHealth", f"/Partitions/{ORDERS}/$/GetHealth"),
+            ("ApplicationHealth", "/Applications/Shop/$/GetHealth"),
+            ("ServiceHealth", "/Services/Shop~Orders/$/GetHealth"),
+            ("ClusterUpgradeProgressObject", "/$/GetUpgradeProgress"),
+            ("ClusterVersion", "/$/GetClusterVersion"),
+            ("ClusterLoadInfo", "/$/GetLoadInformation"),
+            ("NodeLoadInfo", "/Nodes/_FrontEnd_0/$/GetLoadInformation"),
+            ("ApplicationInfo", "/Applications/Shop"),
+            ("ServiceInfo", "/Applications/Shop/$/GetServices/Shop~Orders"),
+            ("ServiceInfo", "/Applications/Shop/$/GetServices/Shop~Web"),
+            ("ReplicaInfo", f"/Partitions/{ORDERS}/$/GetReplicas/133497100000000001"),
+        ):
+            status, body = _get(endpoint, path)
+            assert status == 200 and isinstance(body, dict), path
+            answers[path] = (model, body)
+        assert _get(endpoint, "/Applications/Nope") == (204, None)
+        assert _get(endpoint, "/Applications/Shop/$/GetServices/Shop~Nope") == (204, None)
+        assert _get(endpoint, f"/Partitions/{ORDERS}/$/GetReplicas/1") == (204, None)
+    cluster = answers["/$/GetClusterHealth"][1]
+    assert cluster["AggregatedHealthState"] == "Error"  # _BackEnd_2 is Down
+    assert {n["Name"]: n["AggregatedHealthState"] for n in cluster["NodeHealthStates"]}["_BackEnd_2"] == "Error"
+    assert answers["/$/GetUpgradeProgress"][1]["UpgradeState"] == "RollingForwardCompleted"
+    assert answers["/$/GetClusterVersion"][1]["Version"]
+    assert answers[f"/Partitions/{ORDERS}/$/GetHealth"][1]["AggregatedHealthState"] == "Ok"
+    assert answers["/Applications/Shop/$/GetServices/Shop~Web"][1]["ServiceKind"] == "Stateless"
+    assert answers[f"/Partitions/{ORDERS}/$/GetReplicas/133497100000000001"][1]["ReplicaRole"] == "Primary"
+    metrics = {m["Name"] for m in answers["/$/GetLoadInformation"][1]["LoadMetricInformation"]}
+    assert "CPU" in metrics
+    for path, (model, body) in answers.items():  # the real SDK's models take every answer
+        assert _sdk_model(model, body) is not None, path
+
+
+def test_injected_faults_partition_error_node_warning_upgrade_and_sfs_balancer():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    with sim.serve() as endpoint:
+        assert _fault(endpoint, Kind="Health", Entity="partition", Name=ORDERS, HealthState="Error") == (200, None)
+        assert _fault(endpoint, Kind="Health", Entity="node", Name="_FrontEnd_1", HealthState="Warning")[0] == 200
+        assert _get(endpoint, f"/Partitions/{ORDERS}/$/GetHealth")[1]["AggregatedHealthState"] == "Error"
+        assert _get(endpoint, "/Services/Shop~Orders/$/GetHealth")[1]["AggregatedHealthState"] == "Error"
+        assert _get(endpoint, "/Applications/Shop/$/GetHealth")[1]["AggregatedHealthState"] == "Error"
+        node = _get(endpoint, "/Nodes/_FrontEnd_1/$/GetHealth")[1]
+        assert node["AggregatedHealthState"] == "Warning" and node["HealthEvents"][0]["HealthState"] == "Warning"
+        assert _fault(endpoint, Kind="Upgrade")[0] == 200
+        progress = _get(endpoint, "/$/GetUpgradeProgress")[1]
+        assert progress["UpgradeState"] == "RollingForwardInProgress"
+        assert [d["State"] for d in progress["UpgradeDomains"]][0] == "InProgress"
+        moved = _fault(endpoint, Kind="BalancerMove", PartitionId=ORDERS, CurrentNodeName="_BackEnd_0",
+                       NewNodeName="_BackEnd_1")  # fmt: skip
+        assert moved == (200, None)
+        nodes = {r["NodeName"] for r in _get(endpoint, f"/Partitions/{ORDERS}/$/GetReplicas")[1]["Items"]}
+        assert nodes == {"_FrontEnd_0", "_FrontEnd_1", "_BackEnd_1"}
+        for bad in (
+            {"Kind": "Health", "Entity": "planet", "Name": "x", "HealthState": "Error"},
+            {"Kind": "Health", "Entity": "node", "Name": "_FrontEnd_1", "HealthState": "Sad"},
+            {"Kind": "BalancerMove", "PartitionId": ORDERS, "CurrentNodeName": "_Nope", "NewNodeName": "_BackEnd_0"},
+            {"Kind": "Frobnicate"},
+        ):
+            status, body = _fault(endpoint, **bad)
+            assert (status, body["Error"]["Code"]) == (400, "E_INVALIDARG"), bad
+    assert [(m.source, m.target) for m in sim.failovers] == [("_BackEnd_0", "_BackEnd_1")]
+    assert sim.moves == []  # SF's balancer's move is no client move
+    sim.health("partition", ORDERS, "Ok")
+    sim.upgrade(seconds=0.0)
+    with sim.serve() as endpoint:
+        assert _get(endpoint, f"/Partitions/{ORDERS}/$/GetHealth")[1]["AggregatedHealthState"] == "Ok"
+
+
+def test_node_loads_follow_the_replicas_as_they_move():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+
+    def cpu(endpoint: str, node: str) -> float:
+        rows = _get(endpoint, f"/Nodes/{node}/$/GetLoadInformation")[1]["NodeLoadMetricInformation"]
+        return next(r["CurrentNodeLoad"] for r in rows if r["Name"] == "CPU")
+
+    with sim.serve() as endpoint:
+        before = {n: cpu(endpoint, n) for n in ("_BackEnd_0", "_BackEnd_1")}
+        load = sim.cluster.partitions[ORDERS].replicas[2].loads["CPU"]
+        assert sim.cluster.partitions[ORDERS].replicas[2].node == "_BackEnd_0" and load > 0
+        assert _secondary(endpoint, ORDERS, "_BackEnd_0", "_BackEnd_1")[0] == 200
+        _wait(lambda: sim.moves[-1].outcome == "done")
+        after = {n: cpu(endpoint, n) for n in ("_BackEnd_0", "_BackEnd_1")}
+        cluster_cpu = next(
+            m for m in _get(endpoint, "/$/GetLoadInformation")[1]["LoadMetricInformation"] if m["Name"] == "CPU"
+        )
+    assert after == {"_BackEnd_0": before["_BackEnd_0"] - load, "_BackEnd_1": before["_BackEnd_1"] + load}
+    assert sim.node_loads("_BackEnd_1")["CPU"] - sim.cluster.baseline["_BackEnd_1"]["CPU"] == load
+    assert cluster_cpu["CurrentClusterLoad"] > 0
+
+
+def test_the_failover_manager_places_within_constraints_node_types_capacity_and_not_on_disabled_nodes():
+    sim = Simulator.from_state(GATED, **FAST)
+    with sim.serve() as endpoint:
+        assert _get(endpoint, "/Nodes/g2")[1]["NodeStatus"] == "Disabled"
+        _wait(lambda: len(sim.placement()["gw-0"]) == 3 and len(sim.placement()["db-0"]) == 3)
+        time.sleep(0.3)  # a few more FM passes (20x clock): nothing else is added
+        placement = sim.placement()
+    # -1 instances: every Up Gateway node (g2 is Disabled), none on FrontEnd nodes
+    assert placement["gw-0"] == {"g0": "Instance", "g1": "Instance", "g3": "Instance"}
+    # the third Db replica needs 10 CPU: not on g3 (capacity 5), not on Disabled g2; g0 or g1
+    db = placement["db-0"]
+    assert set(db) - {"f0", "f1"} <= {"g0", "g1"} and db["f0"] == "Primary"
+    assert all(m.target not in ("f0", "f1", "g2") for m in sim.failovers if m.partition_id == "gw-0")
+    assert sim.node_loads("f0") == {"CPU": 20.0} and sim.node_loads("f1") == {"CPU": 10.0}
+
+
+def test_partitions_keep_their_ids_and_a_stateless_replica_is_stateless():
+    sim = Simulator.from_state(EXAMPLE, **NO_FM)
+    with sim.serve() as endpoint:
+        status, body = _get(endpoint, "/Partitions/web-0")
+        assert status == 200 and body["PartitionInformation"]["Id"] == "web-0"
+        replicas = _get(endpoint, "/Partitions/web-0/$/GetReplicas")[1]["Items"]
+        first = replicas[0]
+        detail = f"/Nodes/{first['NodeName']}/$/GetPartitions/web-0/$/GetReplicas/{first['InstanceId']}/$/GetDetail"
+        status, body = _get(endpoint, detail)
+        assert status == 200 and body["ServiceKind"] == "Stateless" and body["InstanceId"] == first["InstanceId"]
+        assert _get(endpoint, "/Partitions/1")[0] == 200
+    assert "web-0" in sim.placement() and "1" in sim.placement()
+    # PartitionId 0 is shared by two services in the example: SF's ids are unique, so those two get GUIDs
+    assert "0" not in sim.placement()
+
+
+def test_the_help_documents_the_fault_route():
+    out = subprocess.run(
+        [sys.executable, "-m", "plbjax.sf.live.simulator", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "SimulatorFault" in out and "BalancerMove" in out

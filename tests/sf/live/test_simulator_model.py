@@ -65,3 +65,17 @@ def test_a_replica_answer_keeps_its_rows_order_and_follows_its_node_and_id():
         "HealthState": "Ok",
         "InstanceId": "3",
     }
+
+
+def test_health_states_are_read_once_in_sfs_words_and_aggregate_to_the_worst():
+    from plbjax.sf.live.simulator.records import HealthState, worst
+
+    assert [HealthState.read(w) for w in ("Ok", "Warning", "Error", "Unknown")] == list(HealthState)
+    assert worst([HealthState.OK, HealthState.ERROR, HealthState.WARNING]) is HealthState.ERROR
+    assert worst([]) is HealthState.OK and worst([HealthState.UNKNOWN, HealthState.OK]) is HealthState.OK
+    try:
+        HealthState.read("ok")
+    except ValueError:
+        pass
+    else:
+        raise AssertionError("SF's words are case-sensitive")

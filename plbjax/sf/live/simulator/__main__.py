@@ -20,7 +20,23 @@ def main(argv: list[str] | None = None) -> None:
         epilog="examples:\n"
         "  python -m plbjax.sf.live.simulator tests/data/sf-dump/small --port 19080\n"
         "  python -m plbjax.sf.live.simulator examples/small.yaml --clock-rate 10 --follow-plan plan.json\n"
-        "  python -m plbjax.sf.live.simulator dump/ --build-seconds 30 --clock-rate 5",
+        "  python -m plbjax.sf.live.simulator dump/ --build-seconds 30 --clock-rate 5\n"
+        "\n"
+        "faults to inject while it serves (POST, no api-version; 400 E_INVALIDARG if malformed):\n"
+        "  curl -X POST 'http://127.0.0.1:19080/$/SimulatorFault?Kind=Health&Entity=partition&Name=PID&HealthState=Error'\n"
+        "     Entity: partition, node, application or service (ids as in the REST paths);\n"
+        "     HealthState: Ok, Warning, Error or Unknown\n"
+        "  curl -X POST 'http://127.0.0.1:19080/$/SimulatorFault?Kind=Upgrade&Seconds=600'\n"
+        "     a cluster upgrade starts now (GetUpgradeProgress: RollingForwardInProgress); no Seconds: until stopped\n"
+        "  curl -X POST 'http://127.0.0.1:19080/$/SimulatorFault?Kind=BalancerMove&PartitionId=PID"
+        "&CurrentNodeName=A&NewNodeName=B'\n"
+        "     SF's own balancer moves the partition's replica from A to B at once\n"
+        "\n"
+        "it serves SF's REST calls plbjax-dump, plbjax-apply and sfctl make: nodes, applications, services,\n"
+        "partitions, replicas, their health, loads and info, GetClusterHealth, GetUpgradeProgress,\n"
+        "GetClusterVersion, GetLoadInformation and the three move calls; any other route answers 404 with\n"
+        "SF's error JSON (FABRIC_E_INVALID_ADDRESS). Its Failover Manager restores replica counts within the\n"
+        "services' placement constraints and the nodes' capacities, never on Down or Disabled nodes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("source", help="a dump directory (plbjax-dump's layout) or a state document")

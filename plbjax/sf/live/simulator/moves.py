@@ -130,18 +130,25 @@ def _swap(c: Cluster, part: Partition, primary: Replica, secondary: Replica) -> 
     """The primary and a secondary exchange roles after swap_seconds."""
     move = Move(ActionKind.SWAP_PRIMARY_SECONDARY, part.pid, primary.node, secondary.node, c.clock)
 
-    def finish() -> None:
+    def finish() -> None:  # the roles' loads go with the roles
         primary.role, secondary.role = SECONDARY, PRIMARY
+        primary.loads, secondary.loads = secondary.loads, primary.loads
 
     c.start(move, c.swap_seconds, finish, lambda: None)
     return move
 
 
 def _rebuild(c: Cluster, part: Partition, source: Replica, node: str, kind: str, role: str | None) -> Move:
-    """A new replica (new ReplicaId) is built on `node` (InBuild/IdleSecondary), then takes `role`; the
-    source replica goes."""
+    """A new replica (new ReplicaId, the source's loads) is built on `node` (InBuild/IdleSecondary), then
+    takes `role`; the source replica goes."""
     fresh = Replica(
-        c.new_id(), node, IDLE if part.stateful else None, ReplicaStatus.IN_BUILD, source.sid, dict(source.raw)
+        c.new_id(),
+        node,
+        IDLE if part.stateful else None,
+        ReplicaStatus.IN_BUILD,
+        source.sid,
+        dict(source.raw),
+        dict(source.loads),
     )
     part.replicas.append(fresh)
     move = Move(kind, part.pid, source.node, node, c.clock)
