@@ -129,12 +129,14 @@ def _fewer_movements(
     run: Run, now: Placement, what: Scope, schedule: Schedule, found: Placement, search: AnnealResult
 ) -> tuple[Placement, AnnealResult]:
     """`found`, or a placement as good with fewer movements: a second search from `now` allowed one
-    movement less than `found` made. SF keeps the lowest energy of its searches (Searcher::
-    SimulatedAnnealing over several SimulatedAnnealingSolutions, fewer movements breaking a tie), and
-    its node-load heuristic walks straight from the most to the least loaded nodes; one chain of
-    random moves can end a movement above the fewest (SF's BalancingBasicTest: three where the
-    search found four, undoing any one of which loses the balance). Step-bounded searches that made
-    2 to `FEWER_MOVEMENTS_UP_TO` movements only."""
+    movement less than `found` made, kept when SF's energy (AvgStdDev traded against the move costs)
+    is no higher, so fewer but dearer movements do not win (SF's BalancingWithMoveCost). SF keeps
+    the lowest energy of its searches (Searcher::SimulatedAnnealing over several
+    SimulatedAnnealingSolutions, fewer movements breaking a tie), and its node-load heuristic walks
+    straight from the most to the least loaded nodes; one chain of random moves can end a movement
+    above the fewest (SF's BalancingBasicTest: three where the search found four, undoing any one of
+    which loses the balance). Step-bounded searches that made 2 to `FEWER_MOVEMENTS_UP_TO` movements
+    only."""
     made = movements(run.encoded.index, now.node_of, now.primary_of, found)
     if (
         schedule.seconds is not None
@@ -149,10 +151,10 @@ def _fewer_movements(
     tighter, more = scoped_search(
         run, now, dataclasses.replace(what, budget=made - 1), dataclasses.replace(schedule, steps=steps)
     )
+    fewer = more.energy <= search.energy + 1e-6 * abs(search.energy)  # SF's energy: the move costs count
     search = dataclasses.replace(
         search, seconds=search.seconds + more.seconds, compile_seconds=search.compile_seconds + more.compile_seconds
     )  # its steps are not the phase's `Steps` (the search's schedule), its seconds are
-    fewer = tighter.report.avg <= found.report.avg + 1e-6 * max(found.report.avg, 1.0)
     if fewer and no_worse(found.report.violations, tighter.report.violations, run.priorities):
         return tighter, dataclasses.replace(search, energy=min(search.energy, more.energy))
     return found, search

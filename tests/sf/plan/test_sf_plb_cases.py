@@ -357,3 +357,30 @@ def test_aligned_parent_and_child_primaries_swap_together():
         p["PartitionId"]: r["NodeName"] for p in after["Partitions"] for r in p["Replicas"] if r["Role"] == "Primary"
     }
     assert all(primary[f"p{i}"] == primary[f"c{i}"] for i in range(6))
+
+
+def _move_cost_singletons(cost: str) -> dict:
+    """SF's BalancingWithMoveCost: two nodes (MyMetric capacity 100), three singleton partitions on
+    N0 with loads 50, 25, 25; the 50 one reports MoveCost `cost`. SF's test configuration moves up
+    to all replicas (MaxPercentageToMove 1, LoadBalancing.Test.exe.cfg)."""
+    two = [dict(n, Capacities={"MyMetric": 100}) for n in sf_nodes(2)]
+    metric = {"Name": "MyMetric", "Weight": "High", "PrimaryDefaultLoad": 0, "SecondaryDefaultLoad": 0}
+    svc = {"ServiceName": "TestService", "ServiceKind": "Stateful", "TargetReplicaSetSize": 1, "Metrics": [metric]}
+    partitions = [fu("TestService", f"p{i}", "P/0") for i in range(3)]
+    for partition, load in zip(partitions, (50, 25, 25)):
+        partition["Replicas"][0]["Loads"] = {"MyMetric": load}
+    partitions[0]["Replicas"][0]["MoveCost"] = cost
+    doc = document([svc], partitions, two, None, False)
+    doc["Settings"] = {"UseMoveCostReports": True, "MaxPercentageToMove": 1}
+    return doc
+
+
+@pytest.mark.parametrize("cost, moved", [("High", ["p1", "p2"]), ("Zero", ["p0"])])
+def test_balancing_moves_the_cheap_replicas_when_the_large_one_is_dear(cost, moved):
+    """SF's BalancingWithMoveCost (PLBBalancing.Test.cpp): with the 50 one's MoveCost High, SF moves
+    the two cheap ones (2 actions, none of partition 0); with it Zero, partition 0 alone. Both
+    balance exactly: SF's energy, which charges the move costs, decides, not the count of
+    movements (a search allowed fewer movements wins only at no higher energy)."""
+    result, _ = run(_move_cost_singletons(cost), DEFAULT)
+    assert sorted(a["PartitionId"] for a in movements(result)) == moved, result["Actions"]
+    assert result["Score"]["After"] < 1e-6
