@@ -27,6 +27,7 @@ import dataclasses
 import functools
 import hashlib
 import importlib.metadata
+import inspect
 import logging
 import os
 import pickle
@@ -90,12 +91,14 @@ def describe(value) -> str:
     return repr(value)
 
 
-def _key(fn: Callable, args: tuple) -> str | None:
+def _key(fn: Callable, args: tuple, source: str = "") -> str | None:
     """The store's key for `fn(*args)` (arrays by shape and dtype, anything else by `describe`), or
-    None when something in it has no stable description."""
+    None when something in it has no stable description. `source`: a digest of code outside `_TRACED`
+    the program is traced from."""
     text = "|".join(
         (
             _sources_digest(),
+            source,
             jax.__version__,
             _jaxlib_version(),
             jax.default_backend(),
@@ -278,12 +281,26 @@ def compiled(fn: Callable, kept, carried) -> Callable:
     return call
 
 
+def _outside(fn: Callable) -> str:
+    """A digest of `fn`'s source file where it lies outside `_TRACED` (whose digest every key holds),
+    so that editing it changes the key; '' inside."""
+    try:
+        path = Path(inspect.getfile(fn)).resolve()
+    except (TypeError, OSError):
+        return ""
+    if any(path.is_relative_to(_SOURCES / folder) for folder in _TRACED):
+        return ""
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else ""
+
+
 def stored(fn: Callable) -> Callable:
     """`fn` compiled like `equinox.filter_jit` (its array arguments traced, everything else static),
     its program kept in the store (`compiled`): a later process neither traces nor compiles it.
     Where the key cannot describe the arguments, or they span devices or processes, it is
-    `equinox.filter_jit`."""
+    `equinox.filter_jit`. What `fn` calls should lie in `_TRACED` (or in `fn`'s own file): edits
+    elsewhere do not change the key."""
     jitted = eqx.filter_jit(fn)
+    source = _outside(fn)
 
     @functools.wraps(fn)
     def call(*args):
@@ -291,7 +308,7 @@ def stored(fn: Callable) -> Callable:
         leaves = jax.tree.leaves(dynamic)
         if jax.process_count() > 1 or any(isinstance(x, jax.Array) and len(x.sharding.device_set) > 1 for x in leaves):
             return jitted(*args)
-        key = _key(fn, args)
+        key = _key(fn, args, source)
         if key is None:
             return jitted(*args)
         if key not in _loaded:

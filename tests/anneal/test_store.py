@@ -56,11 +56,17 @@ LESS, THRICE, PAIR = (_store.stored(f) for f in (_less, _thrice, _pair))
 X = np.arange(3.0, dtype=np.float32)
 
 
+def _key(fn) -> str:
+    """The store's key of the stored program `fn(X)` (this file lies outside the traced folders:
+    its digest is part of the key)."""
+    key = _store._key(fn, (X,), _store._outside(fn))
+    assert key is not None
+    return key
+
+
 def _xla_entry(cache_dir: Path, fn) -> Path:
     """The XLA cache entry of the stored program `fn(X)`."""
-    key = _store._key(fn, (X,))
-    assert key is not None
-    name = f"jit_plbjax_{key[:16]}-"
+    name = f"jit_plbjax_{_key(fn)[:16]}-"
     (entry,) = [p for p in cache_dir.iterdir() if p.name.startswith(name)]
     return entry
 
@@ -70,9 +76,9 @@ def test_a_damaged_or_foreign_stored_program_is_skipped_with_a_warning_naming_it
     np.testing.assert_array_equal(LESS(X), X - 1)
     np.testing.assert_array_equal(THRICE(X), X * 3)
     PAIR(X)
-    path, other = (cache_dir / "programs" / f"{_store._key(f, (X,))}.jaxexport" for f in (_less, _thrice))
+    path, other = (cache_dir / "programs" / f"{_key(f)}.jaxexport" for f in (_less, _thrice))
     if how == "foreign of another signature":
-        other = cache_dir / "programs" / f"{_store._key(_pair, (X,))}.jaxexport"
+        other = cache_dir / "programs" / f"{_key(_pair)}.jaxexport"
     _damage(path, how.split()[0], other)
     _driver.clear_compiled()  # as a new process
     np.testing.assert_array_equal(LESS(X), X - 1)
@@ -154,9 +160,10 @@ def test_keys_name_the_model_settings_and_refuse_what_has_no_stable_description(
     assert key(object()) is None
 
 
-def test_stored_keys_hold_static_arguments_and_shapes():
+def test_stored_keys_hold_static_arguments_shapes_and_code_outside_the_traced_folders():
     one = lambda *args: _store._key(_less, args)
     assert one(X, 2) == one(X, 2)
     assert one(X, 2) != one(X, 3)
     assert one(X, 2) != one(X.astype(np.int32), 2)
     assert one(X, 2) != one(np.zeros(4, np.float32), 2)
+    assert _store._outside(_less) and _store._outside(_driver.init_chains.__wrapped__) == ""
