@@ -495,6 +495,8 @@ def test_health_upgrade_version_load_and_info_routes_answer_in_sfs_shapes():
             ("ServiceInfo", "/Applications/Shop/$/GetServices/Shop~Orders"),
             ("ServiceInfo", "/Applications/Shop/$/GetServices/Shop~Web"),
             ("ReplicaInfo", f"/Partitions/{ORDERS}/$/GetReplicas/133497100000000001"),
+            ("ReplicaHealth", f"/Partitions/{ORDERS}/$/GetReplicas/133497100000000001/$/GetHealth"),
+            ("ApplicationUpgradeProgressInfo", "/Applications/Shop/$/GetUpgradeProgress"),
         ):
             status, body = _get(endpoint, path)
             assert status == 200 and isinstance(body, dict), path
@@ -526,6 +528,14 @@ def test_injected_faults_partition_error_node_warning_upgrade_and_sfs_balancer()
         assert _get(endpoint, "/Applications/Shop/$/GetHealth")[1]["AggregatedHealthState"] == "Error"
         node = _get(endpoint, "/Nodes/_FrontEnd_1/$/GetHealth")[1]
         assert node["AggregatedHealthState"] == "Warning" and node["HealthEvents"][0]["HealthState"] == "Warning"
+        nodes = {n["Name"]: n for n in _get(endpoint, "/Nodes")[1]["Items"]}
+        assert (nodes["_FrontEnd_1"]["HealthState"], nodes["_FrontEnd_1"]["NodeStatus"]) == ("Warning", "Up")
+        assert _get(endpoint, "/Applications/Shop/$/GetUpgradeProgress")[1]["UpgradeState"] == "RollingForwardCompleted"
+        assert _fault(endpoint, Kind="Upgrade", Application="Shop")[0] == 200
+        assert (
+            _get(endpoint, "/Applications/Shop/$/GetUpgradeProgress")[1]["UpgradeState"] == "RollingForwardInProgress"
+        )
+        assert _get(endpoint, "/$/GetUpgradeProgress")[1]["UpgradeState"] == "RollingForwardCompleted"
         assert _fault(endpoint, Kind="Upgrade")[0] == 200
         progress = _get(endpoint, "/$/GetUpgradeProgress")[1]
         assert progress["UpgradeState"] == "RollingForwardInProgress"

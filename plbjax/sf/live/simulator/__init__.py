@@ -29,11 +29,13 @@ What SF does, and where that was read:
 - Move Instance (8.0) is newer than the open-sourced SF: it is checked as Move Secondary with the path's
   service (unknown: FABRIC_E_SERVICE_DOES_NOT_EXIST; a stateful partition: FABRIC_E_INVALID_PARTITION_OPERATION).
 
+Health, upgrades, versions and loads: health.py (its docstring names the fault route).
+
 Simplifications: a move is answered at once (SF's call returns once the new replica is InBuild or the new
 primary in place); a move on a reconfiguring partition (a build in progress, a Down replica the FM has not
 replaced yet) waits, as SF's FM retries, up to the request's ``timeout`` (default 60 simulated seconds), then
-FABRIC_E_TIMEOUT (504). Capacity, placement constraints and IgnoreConstraints are not checked: the
-simulator is for sequencing, not for placement.
+FABRIC_E_TIMEOUT (504). A client's move does not check capacity or placement constraints (nor
+IgnoreConstraints); the Failover Manager places within both, on Up nodes only.
 """
 
 from __future__ import annotations
@@ -274,11 +276,19 @@ class Simulator:
             key = name.lower() if kind == "partition" else name
             self.cluster.health[(kind, key)] = health
 
-    def upgrade(self, seconds: float = float("inf"), at: float | None = None, version: str = "10.1.2175.9590") -> None:
-        """A cluster upgrade starts (now, or at simulated time `at`) and rolls for `seconds`."""
+    def upgrade(
+        self,
+        seconds: float = float("inf"),
+        at: float | None = None,
+        version: str = "10.1.2175.9590",
+        application: str | None = None,
+    ) -> None:
+        """A cluster upgrade (an application's: its id, as in /Applications/{id}) starts now, or at
+        simulated time `at`, and rolls for `seconds`."""
         with self.cluster.lock:
             self.cluster.advance()
-            self.cluster.upgrades.append(Upgrade(self.cluster.clock if at is None else at, seconds, version))
+            start = self.cluster.clock if at is None else at
+            self.cluster.upgrades.append(Upgrade(start, seconds, version, application))
 
     def balancer_move(self, partition_id: str, source: str, target: str) -> Move:
         """SF's own balancer moves the partition's Ready replica on `source` to `target` now."""

@@ -102,11 +102,13 @@ class Faults:
 
 @dataclass
 class Upgrade:
-    """A cluster upgrade rolling from simulated time `started` for `seconds` (inf: until ended)."""
+    """A cluster upgrade (or, `application` set, that application's) rolling from simulated time
+    `started` for `seconds` (inf: until the simulator stops)."""
 
     started: float
     seconds: float
     code_version: str
+    application: str | None = None
 
 
 @dataclass
@@ -418,9 +420,14 @@ class Cluster:
             return HealthState.ERROR
         return self.health.get((kind, name), HealthState.OK)
 
-    def upgrade(self) -> Upgrade | None:
-        """The cluster upgrade rolling now, if any."""
-        return next((u for u in self.upgrades if u.started <= self.clock < u.started + u.seconds), None)
+    def upgrade(self, application: str | None = None) -> Upgrade | None:
+        """The cluster upgrade (the application's, given its id) rolling now, if any."""
+        rolling = (u for u in self.upgrades if u.started <= self.clock < u.started + u.seconds)
+        return next((u for u in rolling if u.application == application), None)
+
+    def upgraded(self, application: str | None = None) -> list[Upgrade]:
+        """The cluster's (the application's) upgrades done by now, in order."""
+        return [u for u in self.upgrades if u.application == application and u.started + u.seconds <= self.clock]
 
     # --- statistics ---------------------------------------------------------------------------
 

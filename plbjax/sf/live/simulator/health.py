@@ -12,8 +12,8 @@ count is Warning, as SF reports it; a Down node Error.
 Faults: ``POST /$/SimulatorFault?Kind=...`` (api-version not needed), the route behind `inject`:
 
 - ``Kind=Health&Entity=partition|node|application|service&Name=ID&HealthState=Ok|Warning|Error|Unknown``
-- ``Kind=Upgrade[&Seconds=S]``: a cluster upgrade starts now and rolls for S simulated seconds (default: until
-  the simulator stops);
+- ``Kind=Upgrade[&Seconds=S][&Application=ID]``: a cluster upgrade (the application's) starts now and rolls
+  for S simulated seconds (default: until the simulator stops);
 - ``Kind=BalancerMove&PartitionId=ID&CurrentNodeName=A&NewNodeName=B``: SF's balancer moves the replica.
 """
 
@@ -186,7 +186,7 @@ def upgrade_progress(s: Served) -> Json:
     domains = sorted({str(n.raw.get("UpgradeDomain", "0")) for n in s.node_items.values()})
     rolling = c.upgrade()
     if rolling is None:
-        done = [u for u in c.upgrades if u.started <= c.clock]
+        done = c.upgraded()
         version = done[-1].code_version if done else _code_version(s)
         states = [{"Name": d, "State": DomainState.COMPLETED.value} for d in domains]
         return _progress(version, UpgradeState.COMPLETED, states, "", 0.0)
@@ -222,9 +222,42 @@ def _progress(version: str, state: UpgradeState, domains: list[Json], following:
 
 def version(s: Served) -> Json:
     """ClusterVersion."""
-    c = s.cluster
-    done = [u for u in c.upgrades if u.started + u.seconds <= c.clock]
+    done = s.cluster.upgraded()
     return {"Version": done[-1].code_version if done else _code_version(s)}
+
+
+def application_upgrade(s: Served, app_id: str) -> Json:
+    """ApplicationUpgradeProgressInfo: RollingForwardInProgress while an injected upgrade of it rolls."""
+    app, c = _app(s, app_id), s.cluster
+    rolling, done = c.upgrade(app_id), c.upgraded(app_id)
+    state = UpgradeState.ROLLING_FORWARD if rolling else UpgradeState.COMPLETED
+    version = rolling.code_version if rolling else done[-1].code_version if done else app.get("TypeVersion", "")
+    domains = sorted({str(n.raw.get("UpgradeDomain", "0")) for n in s.node_items.values()})
+    domain = DomainState.IN_PROGRESS if rolling else DomainState.COMPLETED
+    return {
+        "Name": app.get("Name"),
+        "TypeName": app.get("TypeName"),
+        "TargetApplicationTypeVersion": version,
+        "UpgradeDomains": [{"Name": d, "State": domain.value} for d in domains],
+        "UpgradeState": state.value,
+        "NextUpgradeDomain": "",
+        "RollingUpgradeMode": "UnmonitoredAuto",
+        "UpgradeDurationInMilliseconds": "0",
+        "UpgradeDomainDurationInMilliseconds": "0",
+        "UnhealthyEvaluations": [],
+        "StartTimestampUtc": NEVER,
+        "FailureTimestampUtc": NEVER,
+        "FailureReason": "None",
+        "UpgradeStatusDetails": "",
+    }
+
+
+def replica(s: Served, part: Partition, found: Replica) -> Json:
+    """ReplicaHealth (StatefulServiceReplicaHealth / StatelessServiceInstanceHealth): Warning when Down."""
+    state = HealthState.WARNING if found.status == ReplicaStatus.DOWN else HealthState.OK
+    ids = {"ReplicaId": found.rid} if part.stateful else {"InstanceId": found.rid}
+    kind = "Stateful" if part.stateful else "Stateless"
+    return _entity("replica", HealthState.OK, state, {"ServiceKind": kind, "PartitionId": part.pid, **ids})
 
 
 # --- loads ----------------------------------------------------------------------------------------
@@ -382,7 +415,8 @@ def inject(c: Cluster, query: dict[str, str]) -> None:
                 raise ValueError(f"Entity {entity!r}: partition, node, application or service")
             c.health[(entity, name.lower() if entity == "partition" else name)] = HealthState.read(q["healthstate"])
         elif kind == "Upgrade":
-            c.upgrades.append(Upgrade(c.clock, float(q.get("seconds", "inf")), q.get("version", "10.1.2175.9590")))
+            version = q.get("version", "10.1.2175.9590" if "application" not in q else "2.0.0")
+            c.upgrades.append(Upgrade(c.clock, float(q.get("seconds", "inf")), version, q.get("application")))
         elif kind == "BalancerMove":
             c.balancer_move(q["partitionid"], q["currentnodename"], q["newnodename"])
         else:

@@ -259,6 +259,8 @@ def _read(s: Served, words: list[str], query: Query) -> tuple[int, object]:
         return _item([a for a in s.items("applications.json") if a.get("Id") == words[1]])
     if head == "Applications" and n == 3 and last == "GetHealth":
         return 200, health.application(s, words[1])
+    if head == "Applications" and n == 3 and last == "GetUpgradeProgress":
+        return 200, health.application_upgrade(s, words[1])
     if head == "Services" and n == 3 and last == "GetHealth":
         return 200, health.service(s, words[1])
     if head == "Applications" and n == 4 and words[2] == "GetServices":
@@ -313,6 +315,11 @@ def _partition_route(s: Served, words: list[str], query: Query) -> tuple[int, ob
         raise moves.refuse("FABRIC_E_PARTITION_NOT_FOUND")
     if words[2:] == ["GetHealth"]:
         return 200, health.partition(s, part)
+    if len(words) == 5 and words[2] == "GetReplicas" and words[4] == "GetHealth":
+        found = [r for r in part.replicas if r.rid == words[3] and r.status != ReplicaStatus.DROPPED]
+        if not found:
+            raise moves.refuse("FABRIC_E_REPLICA_DOES_NOT_EXIST")
+        return 200, health.replica(s, part, found[0])
     if len(words) == 4 and words[2] == "GetReplicas":
         return _item([replica_item(part.stateful, r) for r in part.replicas if r.rid == words[3]])
     if words[2:] == ["GetReplicas"]:
@@ -329,8 +336,8 @@ def _node_item(s: Served, name: str) -> Json:
     listed = s.node_items[name]
     item = dict(listed.raw)
     status = s.cluster.nodes[name]
-    if listed.status != status:
-        item.update(NodeStatus=status, HealthState="Error" if status == NodeStatus.DOWN else "Ok")
+    if listed.status != status or ("node", name) in s.cluster.health:
+        item.update(NodeStatus=status, HealthState=health.node_state(s.cluster, name).value)
     return item
 
 
