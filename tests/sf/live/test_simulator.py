@@ -620,3 +620,28 @@ def test_the_help_documents_the_fault_route():
         [sys.executable, "-m", "plbjax.sf.live.simulator", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "SimulatorFault" in out and "BalancerMove" in out
+
+
+def test_faults_scheduled_for_the_nth_move_fire_when_it_starts():
+    sim = Simulator.from_dump(DUMP, **NO_FM)
+    sim.health("partition", WEB, "Error", after_moves=1)
+    sim.health("node", "_BackEnd_1", "Warning", after_moves=2)
+    sim.upgrade(after_moves=2)
+    sim.balancer_move(ORDERS, "_BackEnd_0", "_FrontEnd_2", after_moves=1)
+    sim.balancer_move(ORDERS, "_Nope", "_FrontEnd_2", after_moves=1)  # no longer possible then: skipped
+    with sim.serve() as endpoint:
+        assert _get(endpoint, f"/Partitions/{WEB}/$/GetHealth")[1]["AggregatedHealthState"] == "Ok"
+        assert _secondary(endpoint, ORDERS, "_FrontEnd_1", "_BackEnd_1")[0] == 200
+        assert _get(endpoint, f"/Partitions/{WEB}/$/GetHealth")[1]["AggregatedHealthState"] == "Error"
+        assert _get(endpoint, "/Nodes/_BackEnd_1/$/GetHealth")[1]["AggregatedHealthState"] == "Ok"
+        assert _get(endpoint, "/$/GetUpgradeProgress")[1]["UpgradeState"] == "RollingForwardCompleted"
+        _wait(lambda: sim.moves[-1].outcome == "done")
+        status, body = _post(
+            endpoint,
+            f"/Services/Shop~Web/$/GetPartitions/{WEB}/$/MoveInstance",
+            **{"api-version": "8.0", "CurrentNodeName": "_FrontEnd_0", "NewNodeName": "_BackEnd_0"},
+        )
+        assert status == 200, body
+        assert _get(endpoint, "/Nodes/_BackEnd_1/$/GetHealth")[1]["AggregatedHealthState"] == "Warning"
+        assert _get(endpoint, "/$/GetUpgradeProgress")[1]["UpgradeState"] == "RollingForwardInProgress"
+    assert [(m.source, m.target) for m in sim.failovers] == [("_BackEnd_0", "_FrontEnd_2")]

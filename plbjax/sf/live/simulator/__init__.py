@@ -266,15 +266,24 @@ class Simulator:
                 self.cluster.downs.append(NodeDown(name, after_moves, at))
                 self.cluster.count_start()
 
-    def health(self, kind: str, name: str, state: str = "Error") -> None:
-        """An entity's health goes to `state` (SF's word: Ok, Warning, Error, Unknown): kind "partition"
-        (its id), "node" (its name), "application" or "service" (their ids, as in the REST paths)."""
+    def health(self, kind: str, name: str, state: str = "Error", after_moves: int | None = None) -> None:
+        """An entity's health goes to `state` (SF's word: Ok, Warning, Error, Unknown), now or when the
+        Nth accepted move starts: kind "partition" (its id), "node" (its name), "application" or "service"
+        (their ids, as in the REST paths)."""
         if kind not in ("partition", "node", "application", "service"):
             raise ValueError(f"no {kind!r} health: partition, node, application or service")
         health = HealthState.read(state)
+        key = name.lower() if kind == "partition" else name
+        self._when(after_moves, lambda: self.cluster.health.__setitem__((kind, key), health))
+
+    def _when(self, after_moves: int | None, fault: Callable[[], object]) -> None:
+        """Run `fault` now, or when the `after_moves`th accepted move starts (lock held then)."""
         with self.cluster.lock:
-            key = name.lower() if kind == "partition" else name
-            self.cluster.health[(kind, key)] = health
+            self.cluster.advance()
+            if after_moves is None or len(self.cluster.moves) >= after_moves:
+                fault()
+            else:
+                self.cluster.pending.append((after_moves, fault))
 
     def upgrade(
         self,
@@ -282,19 +291,26 @@ class Simulator:
         at: float | None = None,
         version: str = "10.1.2175.9590",
         application: str | None = None,
+        after_moves: int | None = None,
     ) -> None:
-        """A cluster upgrade (an application's: its id, as in /Applications/{id}) starts now, or at
-        simulated time `at`, and rolls for `seconds`."""
-        with self.cluster.lock:
-            self.cluster.advance()
-            start = self.cluster.clock if at is None else at
-            self.cluster.upgrades.append(Upgrade(start, seconds, version, application))
+        """A cluster upgrade (an application's: its id, as in /Applications/{id}) starts now, at simulated
+        time `at`, or when the `after_moves`th accepted move starts, and rolls for `seconds`."""
 
-    def balancer_move(self, partition_id: str, source: str, target: str) -> Move:
-        """SF's own balancer moves the partition's Ready replica on `source` to `target` now."""
-        with self.cluster.lock:
-            self.cluster.advance()
-            return self.cluster.balancer_move(partition_id, source, target)
+        def start() -> None:
+            begin = self.cluster.clock if at is None else at
+            self.cluster.upgrades.append(Upgrade(begin, seconds, version, application))
+
+        self._when(after_moves, start)
+
+    def balancer_move(self, partition_id: str, source: str, target: str, after_moves: int | None = None) -> None:
+        """SF's own balancer moves the partition's Ready replica on `source` to `target`, now or when the
+        `after_moves`th accepted move starts (then skipped if no longer possible); see `failovers`."""
+        if after_moves is None:
+            with self.cluster.lock:
+                self.cluster.advance()
+                self.cluster.balancer_move(partition_id, source, target)
+            return
+        self._when(after_moves, lambda: _quietly(self.cluster.balancer_move, partition_id, source, target))
 
     def slow(self, partition_id: str, seconds: float) -> None:
         """The partition's later moves take `seconds` to build (inf: never finish)."""
@@ -310,6 +326,12 @@ class Simulator:
         """The next `times` requests: the connection is closed with no response."""
         with self.cluster.lock:
             self.cluster.faults.drop += times
+
+
+def _quietly(call: Callable[..., object], *args: object) -> None:
+    """A scheduled fault that no longer applies (the replica moved meanwhile) is skipped."""
+    with contextlib.suppress(KeyError, ValueError, StopIteration):
+        call(*args)
 
 
 def _tls(cert: str, client_ca: str | None) -> ssl.SSLContext:

@@ -152,6 +152,7 @@ class Cluster:
         self.baseline: dict[str, dict[str, float]] = {}  # node -> its loads when a dump's were stored
         self.health: dict[tuple[str, str], HealthState] = {}  # ("node"/"partition"/..., name) -> injected state
         self.upgrades: list[Upgrade] = []
+        self.pending: list[tuple[int, Callable[[], object]]] = []  # (after N accepted moves, the fault)
         self.build_seconds = float(options.build_seconds)
         swap = options.swap_seconds
         self.swap_seconds = self.build_seconds / 4 if swap is None else float(swap)
@@ -236,10 +237,14 @@ class Cluster:
             self.count_start()
 
     def count_start(self) -> None:
-        """Node-down faults waiting for the Nth accepted move fire when it starts."""
+        """Node-down and other faults waiting for the Nth accepted move fire when it starts."""
         for down in list(self.downs):
             if down.after is not None and len(self.moves) >= down.after:
                 self._fire_down(down)
+        for pending in list(self.pending):
+            if len(self.moves) >= pending[0]:
+                self.pending.remove(pending)
+                pending[1]()
 
     def refusal(self, pid: str, kind: str) -> Refused | None:
         """The injected refusal matching this move, consumed; None if none matches."""
