@@ -19,7 +19,7 @@ from planned import DUMPS, plan_state
 from plbjax.sf import Action, ActionKind
 from plbjax.sf.live.apply.command import main, state_bases
 from plbjax.sf.live.apply.executor import Executor, compose
-from plbjax.sf.live.apply.journal import Journal
+from plbjax.sf.live.apply.journal import Journal, Status
 from plbjax.sf.live.apply.steps import action_loads, order, read_plan
 from plbjax.sf.live.rest import Client, Cluster, Unanswered
 from plbjax.sf.live.simulator import Simulator
@@ -165,7 +165,7 @@ def test_a_lost_answer_is_looked_for_and_no_move_is_made_twice(small_dump_plan, 
             steps, cluster, journal, lambda line: None, per_node=2, max_in_flight=20, step_timeout=60, poll=0.05
         )
         ex.run()
-        assert ex.counts()["done"] == len(steps)
+        assert ex.counts()[Status.DONE] == len(steps)
         assert sim.placement() == _target(plan)
     assert len(sim.moves) == len(_commands(plan)) and not _twice(sim)
     attempts = [e["Attempts"] for e in json.loads((tmp_path / "j.json").read_text())["Steps"] if e["Attempts"]]

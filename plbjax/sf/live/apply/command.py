@@ -26,10 +26,18 @@ from plbjax.version import add_flag as add_version_flag
 PROG = "plbjax-apply"
 Bases = dict[str, dict[str, str]] | None  # partition -> node -> role as the state has it (None: no --state)
 EPILOG = """\
-exit status: 0 every step done and the cluster as the plan's target; 1 done, but the cluster differs
-(or --verify found differences); 2 bad input (a file that is not a plan, a journal of another plan, an
-unreachable endpoint); 3 a step timed out; 4 a step refused by SF or skipped (precondition failed);
-130 after Ctrl-C (SIGINT), 143 after SIGTERM (no new step, those in flight watched; a second: stop at once).
+before the first step (and with --dry-run) the cluster is read and compared with the plan's input:
+another cluster's plan is refused (2); a cluster at the plan's target has nothing to do (0); a
+drifted partition (its replicas where no prefix of its actions leaves them) stops the run before any
+step (4, each difference listed), or with --allow-drift only its steps are skipped.
+
+exit status: 0 every step done and the cluster as the plan's target (or nothing to do); 1 done, but
+the cluster differs (or --verify found differences); 2 bad input (a file that is not a plan, a
+journal of another plan, another cluster's plan, an unreachable endpoint, a URL without http(s)://,
+a token over plain http without --allow-token-over-http); 3 a step timed out; 4 the cluster drifted
+from the plan's input, or a step refused by SF or skipped (precondition failed); 130 after Ctrl-C
+(SIGINT), 143 after SIGTERM (no new step, those in flight watched; a second: stop at once); 141
+output closed early (| head).
 
 examples:
   plbjax-apply plan.json --state state.json --endpoint https://mycluster:19080 --cert client.pem --key client.key
