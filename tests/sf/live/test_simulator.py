@@ -610,9 +610,11 @@ def test_partitions_keep_their_ids_and_a_stateless_replica_is_stateless():
         status, body = _get(endpoint, detail)
         assert status == 200 and body["ServiceKind"] == "Stateless" and body["InstanceId"] == first["InstanceId"]
         assert _get(endpoint, "/Partitions/1")[0] == 200
-    assert "web-0" in sim.placement() and "1" in sim.placement()
-    # PartitionId 0 is shared by two services in the example: SF's ids are unique, so those two get GUIDs
-    assert "0" not in sim.placement()
+    assert {"0", "1", "web-0"} <= set(sim.placement())
+    # PartitionId 0 is fabric:/Shop/Orders' and another service's in the example: SF's ids are unique, so the
+    # later one gets a GUID derived from its service and id
+    assert sim.keys["0"] == ("fabric:/Shop/Orders", 0)
+    assert sum(pid == 0 for _, pid in sim.keys.values()) == 2 and len(sim.placement()) == len(sim.keys)
 
 
 def test_the_help_documents_the_fault_route():

@@ -121,14 +121,13 @@ def render(state: State) -> tuple[dict[str, object], dict[str, tuple[str, object
     by_service: dict[str, list[StatePartition]] = {}
     for part in state.partitions:
         by_service.setdefault(part.service, []).append(part)
-    counts: dict[str, int] = {}
+    owners: dict[str, str] = {}  # PartitionId -> the first service (in the document's order) that has it
     for part in state.partitions:
-        counts[str(part.pid).lower()] = counts.get(str(part.pid).lower(), 0) + 1
-    shared = {pid for pid, n in counts.items() if n > 1}
+        owners.setdefault(str(part.pid).lower(), part.service)
     for name, services in apps.items():
         files[f"services/{service_id(name)}.json"] = _paged([_service_info(s) for s in services])
         for service in services:
-            _render_service(files, (keys, sids), service, by_service.get(service.name, []), (down, shared))
+            _render_service(files, (keys, sids), service, by_service.get(service.name, []), (down, owners))
     return files, keys, sids
 
 
@@ -137,16 +136,17 @@ def _render_service(
     maps: tuple[dict[str, tuple[str, object]], dict[str, str]],
     service: StateService,
     parts: list[StatePartition],
-    sets: tuple[set[str], set[str]],
+    sets: tuple[set[str], dict[str, str]],
 ) -> None:
-    """A service's description, partitions and replicas (`sets`: the Down nodes, the shared PartitionIds)."""
+    """A service's description, partitions and replicas (`sets`: the Down nodes, each PartitionId's
+    first service)."""
     keys, sids = maps
-    down, shared = sets
+    down, owners = sets
     sid = service_id(service.name)
     files[f"service-descriptions/{sid}.json"] = _description(service, len(parts))
     items = []
     for part in parts:
-        guid = _guid(service.name, part.pid, shared)
+        guid = _guid(service.name, part.pid, owners)
         keys[guid.lower()] = (service.name, part.pid)
         items.append(_partition(service, guid))
         rows = []
@@ -163,15 +163,13 @@ def _paged(items: list) -> Json:
     return {"ContinuationToken": "", "Items": items}
 
 
-def _guid(service: str, pid: object, shared: set[str]) -> str:
-    """The state's PartitionId as given (a plan names partitions by it), unless several services share it
-    (SF's ids are unique in a cluster, and /Partitions/{id} names one): then a GUID derived from it."""
-    if str(pid).lower() not in shared:
+def _guid(service: str, pid: object, owners: dict[str, str]) -> str:
+    """The state's PartitionId as given (a plan names partitions by it); a later service's partition with
+    an id an earlier one has (SF's ids are unique in a cluster, /Partitions/{id} names one) gets a GUID
+    derived from its service and id."""
+    if owners.get(str(pid).lower(), service) == service:
         return str(pid)
-    try:
-        return str(uuid.UUID(str(pid)))
-    except ValueError:
-        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{service}/{pid}"))
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{service}/{pid}"))
 
 
 def dress(cluster: Cluster, state: State, keys: dict[str, tuple[str, object]]) -> None:
