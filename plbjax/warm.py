@@ -41,9 +41,10 @@ def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="plbjax-warm",
         description="Compile every program a plan of each STATE (or of a generated cluster of each size) "
-        "builds, into the compilation cache (PLBJAX_CACHE_DIR, by default ~/.cache/plbjax/xla): "
-        "for container builds and CI images, so their first plan compiles nothing. Warm at the cache "
-        "path the plans will use: XLA's cache entries name their directory.",
+        "builds with the default search, into the compilation cache (PLBJAX_CACHE_DIR, by default "
+        "~/.cache/plbjax/xla): for container builds and CI images, so their first plan compiles nothing. "
+        "With a GPU plugin installed, warm at the cache path the plans will use (XLA's GPU caches name "
+        "their directory in every entry's key); without one, the cache may be copied or moved.",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

@@ -8,6 +8,8 @@ their `Schedule` share them. Out of device memory, a search starts again smaller
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
+import importlib.util
 import logging
 import math
 import os
@@ -59,6 +61,14 @@ def _run_blocks(kept, chains: Chain, model: Model, config: KernelConfig, layout=
     return resample(chains, temperatures[0], temperatures[1], layout) if config.population else chains
 
 
+def _accelerator_plugins() -> bool:
+    """Whether a JAX plugin (CUDA, ROCm, ...) is installed, found as JAX finds them (the `jax_plugins`
+    namespace package, or its entry points) but without starting a backend."""
+    if importlib.util.find_spec("jax_plugins") is not None:
+        return True
+    return any(True for _ in importlib.metadata.entry_points(group="jax_plugins"))
+
+
 def enable_compilation_cache(only_if_unset: bool = False) -> None:
     """Keep compiled searches on disk (`PLBJAX_CACHE_DIR`, by default ~/.cache/plbjax/xla) so
     repeated runs on similar clusters skip tracing, lowering (`_store`) and XLA compilation. `only_if_unset`:
@@ -68,6 +78,10 @@ def enable_compilation_cache(only_if_unset: bool = False) -> None:
     logging.getLogger("jax").setLevel(logging.WARNING)  # not Hydra's INFO lines about absent TPUs
     path = os.environ.get("PLBJAX_CACHE_DIR", str(Path.home() / ".cache" / "plbjax" / "xla"))
     jax.config.update("jax_compilation_cache_dir", path)
+    if "JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES" not in os.environ and not _accelerator_plugins():
+        # XLA's GPU caches: nothing without a GPU, but their directory (under the cache's) enters every
+        # entry's key, so a cache copied elsewhere (a container image, a CI cache) would be compiled again
+        jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # the store's programs: any (`_store`)
 
 

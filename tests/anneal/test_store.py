@@ -167,3 +167,21 @@ def test_stored_keys_hold_static_arguments_shapes_and_code_outside_the_traced_fo
     assert one(X, 2) != one(X.astype(np.int32), 2)
     assert one(X, 2) != one(np.zeros(4, np.float32), 2)
     assert _store._outside(_less) and _store._outside(_driver.init_chains.__wrapped__) == ""
+
+
+def test_without_an_accelerator_plugin_xlas_cache_keys_do_not_name_its_directory(monkeypatch):
+    """XLA's GPU caches live under the cache's directory and their path enters every entry's key: off
+    where no GPU plugin is installed, so a cache copied elsewhere (an image, a CI cache) still hits."""
+    names = ("jax_compilation_cache_dir", "jax_persistent_cache_enable_xla_caches")
+    before = {name: jax.config.values[name] for name in names}
+    monkeypatch.setenv("PLBJAX_CACHE_DIR", before["jax_compilation_cache_dir"])
+    monkeypatch.delenv("JAX_PERSISTENT_CACHE_ENABLE_XLA_CACHES", raising=False)
+    try:
+        for plugins, expected in ((False, "none"), (True, "xla_gpu_per_fusion_autotune_cache_dir")):
+            jax.config.update("jax_persistent_cache_enable_xla_caches", "xla_gpu_per_fusion_autotune_cache_dir")
+            monkeypatch.setattr(_driver, "_accelerator_plugins", lambda plugins=plugins: plugins)
+            _driver.enable_compilation_cache()
+            assert jax.config.values["jax_persistent_cache_enable_xla_caches"] == expected
+    finally:
+        for name, value in before.items():
+            jax.config.update(name, value)
