@@ -455,6 +455,10 @@ def test_unserved_routes_answer_sfs_error_json():
             assert body["Error"]["Message"]
         status, body = _post(endpoint, "/$/Frobnicate", **{"api-version": "6.0"})
         assert (status, body["Error"]["Code"]) == (404, "FABRIC_E_INVALID_ADDRESS")
+        request = urllib.request.Request(f"{endpoint}/Nodes/_FrontEnd_0?api-version=6.0", method="DELETE")
+        with pytest.raises(urllib.error.HTTPError) as deleted:
+            urllib.request.urlopen(request, timeout=10)
+        assert json.loads(deleted.value.read())["Error"]["Code"] == "FABRIC_E_INVALID_ADDRESS"
         status, body = _get(endpoint, "/Nodes/_Nope/$/GetHealth")
         assert (status, body["Error"]["Code"]) == (404, "FABRIC_E_NODE_NOT_FOUND")
         status, body = _get(endpoint, "/Partitions/nope/$/GetHealth")

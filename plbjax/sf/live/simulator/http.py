@@ -126,10 +126,23 @@ class Gateway(BaseHTTPRequestHandler):
         self._handle("GET")
 
     def do_POST(self) -> None:
+        self._body_then("POST")
+
+    def do_PUT(self) -> None:
+        self._body_then("PUT")
+
+    def do_DELETE(self) -> None:
+        self._body_then("DELETE")
+
+    def do_PATCH(self) -> None:
+        self._body_then("PATCH")
+
+    def _body_then(self, method: str) -> None:
+        """Read (and ignore) the request's body, then answer it."""
         length = int(self.headers.get("Content-Length") or 0)
         if length:
             self.rfile.read(length)
-        self._handle("POST")
+        self._handle(method)
 
     def _handle(self, method: str) -> None:
         """Record, apply the faults, route and answer one request."""
@@ -148,7 +161,8 @@ class Gateway(BaseHTTPRequestHandler):
         words = [unquote(w) for w in parts.path.strip("/").split("/") if w not in ("$", "")]
         query = take(Query, QUERY, {k.lower(): v for k, v in parse_qsl(parts.query)})
         try:
-            status, body = (self._get if method == "GET" else self._post)(words, query)
+            route = {"GET": self._get, "POST": self._post}.get(method, _unserved)
+            status, body = route(words, query)
         except Refused as exc:
             self._error(exc)
         except NotFound:
@@ -203,6 +217,11 @@ class Gateway(BaseHTTPRequestHandler):
                 if now >= deadline:
                     raise
                 time.sleep(min(0.02, max(0.001, 0.1 / c.clock_rate)))
+
+
+def _unserved(words: list[str], query: Query) -> tuple[int, object]:
+    """A method the simulator serves no route for (PUT, DELETE, PATCH)."""
+    raise NotFound()
 
 
 def _fault(c: Cluster) -> str | None:
