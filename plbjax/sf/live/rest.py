@@ -133,8 +133,12 @@ def check_endpoint(endpoint: str, insecure: bool, token: bool, token_over_http: 
     parts = urlsplit(endpoint)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https") or not parts.netloc:
-        guess = endpoint if "//" in endpoint else f"https://{endpoint}"
-        raise BadInput(f"--endpoint: {endpoint} is not an http(s) URL; write the scheme, e.g. {guess}")
+        fix = (
+            "write https:// or http:// and the host"
+            if "//" in endpoint
+            else f"write the scheme, e.g. https://{endpoint}"
+        )
+        raise BadInput(f"--endpoint: {endpoint} is not an http(s) URL; {fix}")
     if scheme == "http" and not insecure:
         raise BadInput(f"--endpoint: {endpoint} is not https; add --insecure to use plain http")
     if scheme == "http" and token and not token_over_http:

@@ -97,10 +97,21 @@ def test_the_states_replicas_are_the_input_with_bases():
     assert not verdict(PLAN[:2], Read({"p1": {**INPUT["p1"], "N3": SECONDARY}}, UP), bases).drift
 
 
-def test_the_failover_managers_add_is_compared_once_made():
+def test_the_failover_managers_add_is_at_the_target_once_made():
     plan = [_act(ActionKind.ADD_SECONDARY, None, "N3")]
     assert verdict(plan, Read({"p1": {"N1": PRIMARY}}, UP)).partitions[0].standing is Standing.READY
     assert verdict(plan, Read({"p1": {"N1": PRIMARY, "N3": SECONDARY}}, UP)).nothing_to_do
+
+
+def test_the_failover_manager_may_make_its_add_before_the_moves_before_it():
+    plan = [_act(ActionKind.MOVE_PRIMARY, "N1", "N3"), _act(ActionKind.ADD_SECONDARY, "N4", "N2")]
+    bases = {"p1": {"N1": "Primary", "N4": "Secondary"}}
+    early = {"p1": {"N1": PRIMARY, "N2": SECONDARY}}  # the replica on (Down) N4 replaced on N2 already
+    found = verdict(plan, Read(early, UP), bases)
+    assert not found.drift and found.partitions[0].standing is Standing.READY and not found.done
+    assert verdict(plan, Read({"p1": {"N3": PRIMARY, "N2": SECONDARY}}, UP), bases).nothing_to_do
+    moved = verdict(plan, Read({"p1": {"N3": PRIMARY}}, UP), bases)
+    assert not moved.drift and list(moved.done) == [0] and not moved.nothing_to_do
 
 
 def test_a_round_trip_counts_as_the_input_and_as_the_target():

@@ -19,6 +19,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
+from urllib.parse import quote
 
 from plbjax.sf import Action, NodeStatus
 from plbjax.sf.live.apply.expectations import AUXILIARY, BUILDING, NONE, Holding, after, before, said
@@ -101,7 +102,8 @@ def verdict(actions: Sequence[Action], read: Read, bases: Mapping[str, Mapping[s
             drifted.update({i: "its partition is not in the cluster" for i, _ in mine})
             continue
         points = _points([a for _, a in mine], bases.get(pid) if bases is not None else None)
-        found = [_differences(held, point, following) for point, following in zip(points, [*points[1:], {}])]
+        loose = _whenever([a for _, a in mine], points)
+        found = [_differences(held, now, following, loose) for now, following in zip(points, [*points[1:], {}])]
         past = next((k for k in range(len(points)) if not found[k]), None)  # the least progress seen
         if past is None:
             nearest = min(range(len(points)), key=lambda k: len(found[k]))
@@ -114,9 +116,10 @@ def verdict(actions: Sequence[Action], read: Read, bases: Mapping[str, Mapping[s
             out.append(PartitionVerdict(pid, service, Standing.DRIFTED, past, len(mine), tuple(nodes)))
             drifted.update({i: f"its partition drifted: {nodes[0]}" for i, _ in mine[past:]})
         else:
-            standing = Standing.READY if found[-1] else Standing.TARGET  # a round trip: both
+            at_target = not _differences(held, points[-1], {}, {})  # the Failover Manager's actions made too
+            standing = Standing.TARGET if at_target else Standing.READY  # a round trip: both
             out.append(PartitionVerdict(pid, service, standing, past, len(mine)))
-        done.update({i: "the cluster is past it" for i, _ in mine[:past]})
+        done.update({i: "the cluster is past it" for i, a in mine[:past] if a.kind.is_movement})
     return Verdict(tuple(out), done, drifted)
 
 
@@ -144,15 +147,29 @@ def _points(actions: list[Action], base: Mapping[str, str] | None) -> list[dict[
     return points
 
 
-def _differences(held: Mapping[str, Holding], expected: Mapping[str, str], following: Mapping[str, str]) -> list[str]:
+def _whenever(actions: list[Action], points: list[dict[str, str]]) -> dict[str, set[str]]:
+    """Node -> what it may hold at any point, for the nodes the Failover Manager's actions name (it
+    makes them whenever it does, before or after the moves around them)."""
+    named = {n for a in actions if not a.kind.is_movement for n in (a.source, a.target) if n}
+    return {n: {point[n] for point in points if n in point} | {NONE} for n in named}
+
+
+def _differences(
+    held: Mapping[str, Holding],
+    expected: Mapping[str, str],
+    following: Mapping[str, str],
+    loose: Mapping[str, set[str]],
+) -> list[str]:
     """Each node whose holding is not the expected one ([] when all match); a replica being built where
     the next action puts one is that action under way, and one being built where a replica is expected,
-    that replica coming back."""
+    that replica coming back; a node in `loose` may hold any of its roles."""
     out = []
     for node, role in expected.items():
         holding = held.get(node)
         got = NONE if holding is None or holding.role == AUXILIARY else holding.role
         if got == role or (got == BUILDING and (role != NONE or following.get(node, NONE) != NONE)):
+            continue
+        if got in loose.get(node, ()) or (got == BUILDING and node in loose):
             continue
         wanted = "no replica" if role == NONE else f"a Ready {said(role)}"
         out.append(f"{node} holds {holding or 'no replica'}, the plan expects {wanted}")
@@ -189,8 +206,13 @@ def read(cluster: Cluster, actions: Sequence[Action]) -> Read:
 
 
 def _replicas(cluster: Cluster, pid: str) -> dict[str, Holding] | None:
+    """The partition's replicas; None where the cluster has no such partition (SF's
+    FABRIC_E_PARTITION_NOT_FOUND, an id it cannot parse, or no replica and Get Partition Info empty)."""
     try:
-        return cluster.replicas(pid)
+        held = cluster.replicas(pid)
+        if not held and not cluster.client.get(f"/Partitions/{quote(pid)}", "6.0"):  # SF: 204 if none
+            return None
+        return held
     except HttpError as exc:
         if exc.status in (NOT_FOUND, BAD_ID) or exc.code == "FABRIC_E_PARTITION_NOT_FOUND":
             return None
