@@ -529,6 +529,9 @@ def test_injected_faults_partition_error_node_warning_upgrade_and_sfs_balancer()
         assert _fault(endpoint, Kind="Health", Entity="node", Name="_FrontEnd_1", HealthState="Warning")[0] == 200
         assert _get(endpoint, f"/Partitions/{ORDERS}/$/GetHealth")[1]["AggregatedHealthState"] == "Error"
         assert _get(endpoint, "/Services/Shop~Orders/$/GetHealth")[1]["AggregatedHealthState"] == "Error"
+        assert _get(endpoint, f"/Partitions/{ORDERS}")[1]["HealthState"] == "Error"
+        listed = _get(endpoint, "/Services/Shop~Orders/$/GetPartitions")[1]["Items"]
+        assert [p["HealthState"] for p in listed if p["PartitionInformation"]["Id"] == ORDERS] == ["Error"]
         assert _get(endpoint, "/Applications/Shop/$/GetHealth")[1]["AggregatedHealthState"] == "Error"
         node = _get(endpoint, "/Nodes/_FrontEnd_1/$/GetHealth")[1]
         assert node["AggregatedHealthState"] == "Warning" and node["HealthEvents"][0]["HealthState"] == "Warning"

@@ -293,7 +293,7 @@ def _read(s: Served, words: list[str], query: Query) -> tuple[int, object]:
         pids = s.service_partitions.get(words[1])
         if pids is None:
             raise moves.refuse("FABRIC_E_SERVICE_DOES_NOT_EXIST")
-        return 200, _page([s.partition_items[p] for p in pids], query, last)
+        return 200, _page([_partition_item(s, p) for p in pids], query, last)
     if head == "Partitions":
         return _partition_route(s, words, query)
     raise NotFound()
@@ -329,7 +329,7 @@ def _partition_route(s: Served, words: list[str], query: Query) -> tuple[int, ob
     """/Partitions/{pid}, its replicas and its load."""
     part = s.cluster.partitions.get(words[1].lower()) if len(words) > 1 else None
     if len(words) == 2:
-        return (200, s.partition_items[part.pid]) if part else (204, None)  # Get Partition Info: 204 if none
+        return (200, _partition_item(s, part.pid)) if part else (204, None)  # Get Partition Info: 204 if none
     if part is None:
         raise moves.refuse("FABRIC_E_PARTITION_NOT_FOUND")
     if words[2:] == ["GetHealth"]:
@@ -348,6 +348,15 @@ def _partition_route(s: Served, words: list[str], query: Query) -> tuple[int, ob
         empty = {"PartitionId": part.pid, "PrimaryLoadMetricReports": [], "SecondaryLoadMetricReports": []}
         return 200, s.files.get(f"partition-load/{part.pid}.json") or empty
     raise NotFound()
+
+
+def _partition_item(s: Served, pid: str) -> Json:
+    """ServicePartitionInfo, its HealthState the injected one's aggregate where a fault was injected."""
+    item = s.partition_items[pid]
+    part = s.cluster.partitions.get(pid.lower())
+    if part is None or ("partition", pid.lower()) not in s.cluster.health:
+        return item
+    return {**item, "HealthState": health.partition_state(s.cluster, part).value}
 
 
 def _node_item(s: Served, name: str) -> Json:
