@@ -28,6 +28,7 @@ def main(argv: list[str] | None = None) -> None:
         "     HealthState: Ok, Warning, Error or Unknown\n"
         "  curl -X POST 'http://127.0.0.1:19080/$/SimulatorFault?Kind=Upgrade&Seconds=600'\n"
         "     a cluster upgrade starts now (GetUpgradeProgress: RollingForwardInProgress); no Seconds: until stopped\n"
+        "     (&Application=ID: that application's upgrade, /Applications/ID/$/GetUpgradeProgress)\n"
         "  curl -X POST 'http://127.0.0.1:19080/$/SimulatorFault?Kind=BalancerMove&PartitionId=PID"
         "&CurrentNodeName=A&NewNodeName=B'\n"
         "     SF's own balancer moves the partition's replica from A to B at once\n"
