@@ -210,7 +210,7 @@ def _energy(search: Search, state: SearchState) -> jax.Array:
         )
         + state.local_score
     )
-    return E.energy(score, state.cost, search) + state.penalty
+    return E.energy(score, state.cost, search) + search.scope.violation_weight * state.penalty
 
 
 def _local_score(problem: Problem, state: SearchState, s, total, sq) -> jax.Array:
@@ -432,7 +432,8 @@ def propose(search: Search, state: SearchState, words, swap_probability: float =
 
     node_of, primary_of = state.node_of, state.primary_of
     move, new_energy, changes = propose_batch(search, node_of, primary_of, state.loads, words, mix, evaluated)
-    bound = new_energy - jnp.sum((changes.domains + changes.domains2) * cluster.penalty[DOMAINS], axis=-1)
+    removable = jnp.sum((changes.domains + changes.domains2) * cluster.penalty[DOMAINS], axis=-1)
+    bound = new_energy - search.scope.violation_weight * removable
     return move, bound, _allowed(search.scope, state, move), changes
 
 

@@ -32,7 +32,9 @@ class Scope:
     charge `move_weight` AvgStdDev units per move on top of SF's energy (constraint checks: as few
     moves as possible); place replicas only on `open_nodes` [N] (None: every Up node); make at most
     `budget` movements in all and `partition_budget` moved replicas per partition (throttles); with
-    `history`, never return a replica to a node it left. The search starts from `start` (node_of,
+    `history`, never return a replica to a node it left; count the violations' energy `violation_weight`
+    times (0 in balancing: SF's balancing energy is AvgStdDev and the move costs; a standing violation
+    may not get worse, `enforce`, but fixing it is the constraint check's). The search starts from `start` (node_of,
     primary_of) when given, else from its origin (the placement `scope` counts movements from); an
     `undo_share` of replica moves go back to the origin; a movable replica may trade nodes with one
     of `partners` [R] (None: the movable ones)."""
@@ -48,6 +50,7 @@ class Scope:
     start: tuple[np.ndarray, np.ndarray] | None = None
     undo_share: float = UNDO_SHARE
     partners: np.ndarray | None = None
+    violation_weight: float = 1.0
 
 
 class SearchScope(eqx.Module):
@@ -66,6 +69,7 @@ class SearchScope(eqx.Module):
     enforce: Bool[Array, " 8"]  # a move may not make this constraint worse (CAPACITY ... UNPLACED)
     # what movements cost and how many there may be
     move_penalty: Float[Array, ""]  # energy per unit of movement cost, on top of SF's
+    violation_weight: Float[Array, ""]  # how much the violations' energy counts
     move_budget: Int[Array, ""]  # most movements (moves and swaps): throttles
     partition_budget: Int[Array, ""]  # most moved replicas per partition
     undo_share: Float[Array, ""]  # share of replica moves that go back to the origin
@@ -106,6 +110,7 @@ def scope(problem: Problem, origin_node: np.ndarray, origin_primary: np.ndarray,
         node_open=problem.node_up if what.open_nodes is None else problem.node_up & on_device(what.open_nodes),
         enforce=on_device(what.enforce, bool),
         move_penalty=on_device(what.move_weight * float(problem.replica_count + 1000.0), np.float32),
+        violation_weight=on_device(what.violation_weight, np.float32),
         move_budget=on_device(min(what.budget if what.budget is not None else UNLIMITED, UNLIMITED), np.int32),
         partition_budget=on_device(min(what.partition_budget or UNLIMITED, UNLIMITED), np.int32),
         undo_share=on_device(what.undo_share, np.float32),

@@ -188,5 +188,6 @@ def _what(run: Run, now: Placement, balance: list[MetricBalance], services: set[
         budget=budget,
         history=True,
         partition_budget=state.settings["MovementPerPartitionThrottleThreshold"] or None,
+        violation_weight=0.0,
     )
     return what, on_types

@@ -97,13 +97,17 @@ def _balanced(
 
 def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResult:
     """Fix violations: the replicas involved move (and trade with any replica, SF's repair), kept when
-    violations, ranked by priority, went down."""
+    violations, ranked by priority, went down; with ConstraintCheckSearchTimeout 0 none is searched
+    (SF's searcher has no time: the violations stand, and balancing may not make them worse)."""
     (state, _, problem, index), priorities = run.encoded, run.priorities
     now = reached.now
     elsewhere = ~everywhere(state, index)
     bad = violating(index, now, priorities) & elsewhere
     if not bad.any():
         return PhaseResult(Phase.CONSTRAINT_CHECK, False, "no constraint violation", now)
+    if state.settings["ConstraintCheckSearchTimeout"] <= 0:  # SF's searcher gets no time: nothing is fixed
+        reason = f"{int(bad.sum())} replica(s) in violation; ConstraintCheckSearchTimeout is 0: no search"
+        return PhaseResult(Phase.CONSTRAINT_CHECK, True, reason, now)
     what = Scope(
         bad,
         swappable(index, now, _swaps_that_fix(problem, now, priorities)),
