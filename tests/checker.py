@@ -233,7 +233,14 @@ def checked_plan(doc: dict, config, **options) -> tuple[dict, dict, ClusterState
     assert len(handed) == len(set(handed)), result["Actions"]
     assert doc == state.document
     assert stayed_put(doc, after) == [], result["Actions"]
+    assert contradictions(result) == [], result["Phases"]
     return result, after, state
+
+
+def contradictions(result: dict) -> list[str]:
+    """A plan that contradicts itself: an action of a phase its `Phases` say did not run."""
+    ran = {entry["Phase"]: entry["Ran"] for entry in result["Phases"]}
+    return [f"{a['Action']} {a['ReplicaId']}: {a['Phase']}" for a in result["Actions"] if not ran.get(a["Phase"], True)]
 
 
 def stayed_put(before: dict, after: dict) -> list[str]:

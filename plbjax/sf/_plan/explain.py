@@ -374,12 +374,24 @@ def _entry(result: PhaseResult) -> dict:
     return {"Phase": result.phase, "Ran": result.ran, "Reason": result.reason}
 
 
+def _handed_over(index: Index, reached: Reached, entry: dict) -> dict:
+    """Placement's entry when it searched nothing, but primaries changed hands before it (swapped
+    out of nodes deactivated with Restart, or promoted where the primary is gone: `elect_primaries`,
+    what SF's Failover Manager does); their actions are placement's, so it ran."""
+    n = index.n_partitions
+    handed = int((reached.initial.primary_of[:n] != index.initial_primary[:n]).sum())
+    if not handed:
+        return entry
+    done = f"{handed} primary(ies) handed over as SF's Failover Manager does (a node deactivated with Restart, or none)"
+    return dict(entry, Ran=True, Reason=f"{entry['Reason']}; {done}")
+
+
 def _placement_entry(state: ClusterState, index: Index, reached: Reached, placeable: int) -> dict:
     """Placement's entry; once it ran, its `Movements`, the `Throttle` that bound it (only while
     replicas are left unplaced) and why it `Stopped`. `placeable`: replicas its throttles count."""
     entry = _entry(reached.result(Phase.PLACEMENT))
     if not entry["Ran"]:
-        return entry
+        return _handed_over(index, reached, entry)
     initial, placed = reached.initial, reached.result(Phase.PLACEMENT).placement
     used = reached.movements(index, Phase.PLACEMENT)
     added = int(((initial.node_of < 0) & (placed.node_of >= 0))[: index.n_replicas].sum())
