@@ -82,7 +82,8 @@ def enable_compilation_cache(only_if_unset: bool = False) -> None:
         # XLA's GPU caches: nothing without a GPU, but their directory (under the cache's) enters every
         # entry's key, so a cache copied elsewhere (a container image, a CI cache) would be compiled again
         jax.config.update("jax_persistent_cache_enable_xla_caches", "none")
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)  # the store's programs: any (`_store`)
+    # op-by-op programs under 0.5 s are compiled again by each process; the store writes its own whatever their time
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
 def shard(problem, chains: Chain):
