@@ -11,8 +11,9 @@ load, so that one can be promoted; else it stays a primary to place (listed in `
 fits nowhere). Of the rest, in this order: replicas that are not running (no node, or a node that
 is not Up), replicas whose going breaks no constraint that held, then none of a higher priority
 (SF's Searcher::SearchForExtraReplicas relaxes constraints from the lowest priority up; the
-constraints a drop can break are the fault and upgrade domain spread of the others and the affinity
-of a child replica beside it, Checker::DropExtraReplicas), replicas that break an enabled
+constraints a drop can break are the fault and upgrade domain spread of the others, the affinity
+of a child replica beside it, and a child's own replica beside its parent while another of the
+child's runs beside none, Checker::DropExtraReplicas), replicas that break an enabled
 constraint, replicas beside fewer replicas of affinity children, replicas sharing their fault or
 upgrade domain with more of the partition's others (so the rest keeps its spread), then the replica
 on the node most loaded relative to the cluster's mean in its service's metrics; ties by ReplicaId.
@@ -138,6 +139,12 @@ class _DropView:
                 self.children.setdefault(corr.service, []).extend(
                     r.node for p in state.partitions if p.service == child.name for r in p.replicas if self.running(r)
                 )
+        self.parents: dict[str, set[str | None]] = {}  # child service -> nodes of its affinity parents' replicas
+        for child in state.services:
+            parents = {corr.service for corr in child.correlations}
+            self.parents[child.name] = {
+                r.node for p in state.partitions if p.service in parents for r in p.replicas if self.running(r)
+            }
 
     def pick(self, part: Partition, service, extra: int) -> tuple[list, list]:
         """(kept, dropped): up to `extra` drops picked one at a time, as each changes the others'
@@ -185,7 +192,7 @@ class _DropView:
         broken = [
             (fault, self.spread_broken(part.service, rest, 0) > self.spread_broken(part.service, others, 0)),
             (upgrade, self.spread_broken(part.service, rest, 1) > self.spread_broken(part.service, others, 1)),
-            (affinity, followers > 0),
+            (affinity, followers > 0 or self.leaves_strays(part.service, rep, rest)),
         ]
         return (
             self.running(rep),
@@ -197,6 +204,16 @@ class _DropView:
             -self.relative(service, rep.node) if rep.node is not None else 0.0,
             str(rep.replica_id),
         )
+
+    def leaves_strays(self, service: str, rep, rest) -> bool:
+        """An affinity child's replica beside a parent replica, while another of its partition runs
+        beside none: dropping it leaves the stray (SF drops a child's replica that is not beside its
+        parent first: its AffinityConstraint's drop subspace; PlacementWithAffinityChildTargetLarger-
+        DropChildReplicas)."""
+        parents = self.parents.get(service)
+        if not parents or not self.running(rep) or rep.node not in parents:
+            return False
+        return any(self.running(o) and o.node not in parents for o in rest)
 
     def running(self, rep) -> bool:
         return rep.node is not None and self.status[rep.node] is NodeStatus.UP

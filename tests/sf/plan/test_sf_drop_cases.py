@@ -221,3 +221,32 @@ def test_instances_outside_the_placement_constraint_are_dropped():
         ("DropInstance", "N3"),
     ], result["Actions"]
     assert list(node_of(after).values()) == ["N0"]
+
+
+def _child_target_larger(parent: str, children: list[str]) -> dict:
+    """SF's PlacementWithAffinityChildTargetLarger* tests: five nodes, TestService0 (target 3) and
+    TestService1 (target 4, aligned affinity to TestService0), SF's default metrics."""
+    svc0 = {"ServiceName": "TestService0", "ServiceKind": "Stateful", "TargetReplicaSetSize": 3}
+    svc1 = {"ServiceName": "TestService1", "ServiceKind": "Stateful", "TargetReplicaSetSize": 4}
+    svc1["Correlations"] = [{"ServiceName": "TestService0", "Scheme": "AlignedAffinity"}]
+    parts = [fu("TestService0", "p0", parent)] + [fu("TestService1", f"c{i}", r) for i, r in enumerate(children)]
+    return document([svc0, svc1], parts, sf_nodes(5), None, False, Settings={"MaxPercentageToMove": 1.0})
+
+
+@pytest.mark.parametrize(
+    "parent, children, dropped",
+    [
+        # PlacementWithAffinityChildTargetLargerDropChildReplicas: "1|2 drop secondary 3|4"
+        ("P/0, S/1, S/2", ["P/0, S/1, S/2, S/3, S/4"] * 2, {"c0": {"N3", "N4"}, "c1": {"N3", "N4"}}),
+        # ...DropChildAndParentReplicas: "0 drop secondary 1|2|3", "1 drop secondary 4"
+        ("P/0, S/1, S/2, S/3", ["P/0, S/1, S/2, S/3, S/4"], {"p0": {"N1", "N2", "N3"}, "c0": {"N4"}}),
+    ],
+)
+def test_a_child_drops_its_replicas_away_from_its_parent_first(parent, children, dropped):
+    """SF's Checker::DropExtraReplicas: a child partition above its target drops a secondary that is
+    not beside a parent replica (its affinity constraint's drop subspace), not one beside it (which
+    would leave the stray in violation); the parent drops any secondary. One refresh: drops only."""
+    result, _, _ = checked_plan(_child_target_larger(parent, children), DEFAULT, refresh=True)
+    drops = {a["PartitionId"]: a["SourceNode"] for a in result["Actions"] if a["Action"] == "DropSecondary"}
+    assert len(result["Actions"]) == len(dropped) and drops.keys() == dropped.keys(), result["Actions"]
+    assert all(drops[p] in nodes for p, nodes in dropped.items()), result["Actions"]
