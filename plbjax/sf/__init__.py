@@ -41,6 +41,7 @@ if TYPE_CHECKING:  # what the names are, for pyright; at run time `__getattr__` 
         ReplicaStatus,
         Role,
         load_state,
+        parse_placement_constraint,
         parse_state,
     )
 
@@ -63,6 +64,7 @@ _HOMES = {
             "ReplicaStatus",
             "Role",
             "load_state",
+            "parse_placement_constraint",
             "parse_state",
         ],
         "_state",
@@ -100,6 +102,7 @@ __all__ = [
     "generate",
     "load_state",
     "model",
+    "parse_placement_constraint",
     "parse_state",
     "plan",
     "scope",

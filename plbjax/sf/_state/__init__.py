@@ -19,6 +19,7 @@ Reads nothing else of plbjax.sf; `_encoding` reads it.
 
 from plbjax.sf._state.cluster import DEFAULT_METRICS, INTENTS, ClusterState, Partition
 from plbjax.sf._state.expressions import node_mask
+from plbjax.sf._state.expressions import parse as parse_placement_constraint
 from plbjax.sf._state.governance import apply_resource_governance, governed_again
 from plbjax.sf._state.reading import gc_paused, load_state, parse_state
 from plbjax.sf._state.rereading import REREAD, reparse
@@ -44,6 +45,7 @@ __all__ = [
     "governed_again",
     "load_state",
     "node_mask",
+    "parse_placement_constraint",
     "parse_state",
     "reparse",
     "resolve_settings",

@@ -63,10 +63,11 @@ from plbjax.sf.live.simulator.cluster import (
     Refusal,
     Upgrade,
 )
-from plbjax.sf.live.simulator.http import Gateway, Served
+from plbjax.sf.live.simulator.http import Gateway
 from plbjax.sf.live.simulator.moves import MESSAGES
 from plbjax.sf.live.simulator.records import HealthState, StateNode, StatePartition, StateReplica, read_state
 from plbjax.sf.live.simulator.seed import build, dress, read_dump, render, state_document
+from plbjax.sf.live.simulator.served import Served
 
 __all__ = ["Move", "Simulator"]
 ROLES = {

@@ -11,8 +11,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from plbjax.sf import IDLE_SECONDARY, ActionKind, NodeStatus, ReplicaStatus, Role
-from plbjax.sf._state.expressions import parse
+from plbjax.sf import IDLE_SECONDARY, ActionKind, NodeStatus, ReplicaStatus, Role, parse_placement_constraint
 from plbjax.sf.live.simulator.records import HealthState
 
 PRIMARY, SECONDARY, IDLE = Role.PRIMARY.sf(), Role.SECONDARY.sf(), IDLE_SECONDARY  # SF's ReplicaRole words
@@ -324,7 +323,7 @@ class Cluster:
         placement constraints met by the node's properties."""
         if self.nodes.get(node) != NodeStatus.UP:
             return False
-        return parse(part.constraints).matches(self.properties.get(node) or {"NodeName": node})  # type: ignore[arg-type]
+        return parse_placement_constraint(part.constraints).matches(self.properties.get(node) or {"NodeName": node})  # type: ignore[arg-type]
 
     def node_loads(self, node: str) -> dict[str, float]:
         """Metric -> the load of the replicas placed on `node` (Ready, InBuild or Down there)."""

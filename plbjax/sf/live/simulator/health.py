@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from plbjax.sf import NodeStatus, ReplicaStatus
 from plbjax.sf.live.reading.fields import Json
@@ -35,9 +34,7 @@ from plbjax.sf.live.simulator.records import (
     take,
     worst,
 )
-
-if TYPE_CHECKING:
-    from plbjax.sf.live.simulator.http import Served
+from plbjax.sf.live.simulator.served import Served
 
 FAULT_ROUTE = "SimulatorFault"
 CODE_VERSION = "10.1.1951.9590"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -12,7 +12,8 @@ from plbjax.sf import ActionKind, NodeStatus, ReplicaStatus
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.simulator import health, moves
 from plbjax.sf.live.simulator.cluster import Cluster, Refused, Replica
-from plbjax.sf.live.simulator.records import REPLICA, ListedNode, ListedReplica, take
+from plbjax.sf.live.simulator.records import REPLICA, ListedReplica, take
+from plbjax.sf.live.simulator.served import Served
 
 STATUS = {  # ErrorCode -> HTTP status: HttpUtil::ErrorCodeToHttpStatus (src/prod/src/Management/HttpTransport)
     **dict.fromkeys(("FABRIC_E_PRIMARY_ALREADY_EXISTS", "FABRIC_E_SECONDARY_ALREADY_EXISTS"), 409),
@@ -76,26 +77,6 @@ QUERY = {
 
 class NotFound(Exception):
     """A route the gateway does not have: 404 with SF's error JSON (FABRIC_E_INVALID_ADDRESS)."""
-
-
-@dataclass
-class Served:
-    """What the gateway answers from: the stored responses (dump layout) and the live cluster."""
-
-    files: dict[str, object]
-    cluster: Cluster
-    node_items: dict[str, ListedNode]
-    partition_items: dict[str, dict]
-    service_partitions: dict[str, list[str]] = field(default_factory=dict)
-    service_names: dict[str, str | None] = field(default_factory=dict)
-
-    def items(self, rel: str) -> list:
-        """The items of a stored paged list (one page, an array of pages or a bare array)."""
-        value = self.files.get(rel)
-        if value is None:
-            raise KeyError(rel)
-        pages = value if isinstance(value, list) else [value]
-        return [i for page in pages for i in (page.get("Items", []) if isinstance(page, dict) else [page])]
 
 
 def replica_item(part_stateful: bool, replica: Replica) -> Json:
