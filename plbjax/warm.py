@@ -22,7 +22,10 @@ from typing import Any
 
 from plbjax.errors import BadInput
 
-EXAMPLES = """examples:
+EXAMPLES = """exit status: 0 compiled or found stored; 2 bad input (one line naming it); 130 after Ctrl-C (SIGINT),
+143 after SIGTERM (what was stored stays: every entry is written atomically)
+
+examples:
   plbjax-warm examples/small.yaml   (the programs of the bundled example's default plan)
   plbjax-warm state.json --replicas 1000 10000 30000   (a state, and generated clusters of these sizes)
   plbjax-warm --replicas 100000   (with PLBJAX_CACHE_DIR set to the cache an image ships)

@@ -31,6 +31,7 @@ from plbjax.anneal._model import (
     SolutionFn,
     StartFn,
 )
+from plbjax.anneal._store import stored
 
 __all__ = [
     "STOP",
@@ -65,5 +66,6 @@ __all__ = [
     "run_block",
     "shard",
     "step",
+    "stored",
     "uniform",
 ]

@@ -20,6 +20,7 @@ import numpy as np
 from plbjax.anneal._config import KernelConfig
 from plbjax.anneal._kernel import Chain, first_acceptance, independent_acceptances, init, step
 from plbjax.anneal._model import Model, Problem, State
+from plbjax.anneal._store import stored
 
 
 class Tolerance(NamedTuple):
@@ -74,7 +75,7 @@ def hot_chains(
     return _hot_chains(model, problem, config, keys, jnp.int32(steps), jnp.float32(temperature))
 
 
-@eqx.filter_jit
+@stored
 def _hot_chains(model: Model, problem: Problem, config: KernelConfig, keys, steps, temperature) -> Chain:
     steps_ = jax.vmap(step, in_axes=(None, None, None, 0, None))
     run = lambda _, chains: steps_(model, problem, config, chains, temperature)

@@ -30,6 +30,7 @@ ARGPARSE = {  # command -> the module whose main(argv) it runs
     "plbjax-export": "plbjax.sf.live.export",
     "plbjax-dump": "plbjax.sf.live.reading.dump",
     "plbjax-roadef": "plbjax.roadef.cli",
+    "plbjax-warm": "plbjax.warm",
 }
 OTHERS = {"pip", "python3"}  # README commands that are not plbjax's
 

@@ -7,10 +7,10 @@ from __future__ import annotations
 import dataclasses
 from typing import Generic, NamedTuple, cast
 
-import equinox as eqx
 import jax
 import numpy as np
 
+from plbjax.anneal import stored
 from plbjax.sf._encoding import AFFINITY, CAPACITY, FAULT_DOMAIN, PLACEMENT, PREFERRED, UPGRADE_DOMAIN, Index, Problem
 from plbjax.sf._model import energy as E
 from plbjax.sf._model.constraints import measures, violations
@@ -26,7 +26,7 @@ class Assessment(NamedTuple, Generic[A]):
     measures: A  # [CONSTRAINTS]
 
 
-@eqx.filter_jit
+@stored
 def _assess(problem: Problem, node_of, primary_of) -> Assessment[jax.Array]:
     """Everything the plan reports about one placement, in one compiled call."""
     loads = E.node_loads(problem, node_of, primary_of)

@@ -87,6 +87,11 @@ class Search(eqx.Module):
     scope: SearchScope
 
 
+def _open(problem: Problem, open_nodes: np.ndarray | None):
+    """The Up nodes that may receive replicas (`open_nodes` None: every one); host work, no program."""
+    return problem.node_up if open_nodes is None else on_device(np.asarray(problem.node_up) & open_nodes)
+
+
 def scope(problem: Problem, origin_node: np.ndarray, origin_primary: np.ndarray, what: Scope) -> Search:
     """The search of one phase that counts movements from (origin_node, origin_primary) and may do
     `what`; `problem` is shared, not copied."""
@@ -99,7 +104,7 @@ def scope(problem: Problem, origin_node: np.ndarray, origin_primary: np.ndarray,
     node_first = np.searchsorted(origin_node[by_node], np.arange(problem.node_up.shape[0] + 1)).astype(np.int32)
     start_node, start_primary = what.start if what.start is not None else (origin_node, origin_primary)
     within = SearchScope(
-        history=what.history and bool((problem.history >= 0).any()),
+        history=what.history and bool((np.asarray(problem.history) >= 0).any()),  # host work: no program
         movable=on_device(pad(moving, (r,), 0)),
         n_movable=on_device(len(moving), np.int32),
         may_move=on_device(what.movable, bool),
@@ -107,9 +112,11 @@ def scope(problem: Problem, origin_node: np.ndarray, origin_primary: np.ndarray,
         n_swappable=on_device(len(swapping), np.int32),
         by_node=on_device(pad(by_node.astype(np.int32), (r,), 0)),
         node_first=on_device(node_first),
-        node_open=problem.node_up if what.open_nodes is None else problem.node_up & on_device(what.open_nodes),
+        node_open=problem.node_up
+        if what.open_nodes is None
+        else on_device(np.asarray(problem.node_up) & what.open_nodes),
         enforce=on_device(what.enforce, bool),
-        move_penalty=on_device(what.move_weight * float(problem.replica_count + 1000.0), np.float32),
+        move_penalty=on_device(what.move_weight * (float(problem.replica_count) + 1000.0), np.float32),
         violation_weight=on_device(what.violation_weight, np.float32),
         move_budget=on_device(min(what.budget if what.budget is not None else UNLIMITED, UNLIMITED), np.int32),
         partition_budget=on_device(min(what.partition_budget or UNLIMITED, UNLIMITED), np.int32),
