@@ -53,10 +53,8 @@ def test_version_imports_no_jax(prog):
 @pytest.mark.parametrize(
     "prog",
     [
-        *[p for p in ARGPARSE_COMMANDS if p != "plbjax-generate"],
+        *ARGPARSE_COMMANDS,
         "plbjax-roadef",
-        # --help's epilog lists the replay's timeline kinds, and plbjax.sf.replay's face imports JAX
-        pytest.param("plbjax-generate", marks=pytest.mark.xfail(reason="plbjax/sf/replay/__init__.py is eager")),
         # the Hydra apps' help composes the config: SearchConfig (plbjax.sf._phases) imports plbjax.anneal
         pytest.param("plbjax", marks=pytest.mark.xfail(reason="the config's SearchConfig imports plbjax.anneal")),
         pytest.param(
