@@ -18,6 +18,7 @@ from plbjax.sf.live.apply.decide import nodes_of
 from plbjax.sf.live.apply.executor import Executor, describe, precondition
 from plbjax.sf.live.apply.expectations import AUXILIARY, Holding, after, mismatches
 from plbjax.sf.live.apply.journal import Journal, Status, now
+from plbjax.sf.live.apply.partitions import locate
 from plbjax.sf.live.apply.preflight import Verdict, read, verdict
 from plbjax.sf.live.apply.steps import Step, action_loads, order, read_plan
 from plbjax.sf.live.rest import Client, Cluster, add_token_over_http_flag, quiet_on_broken_pipe
@@ -235,9 +236,9 @@ def run(args: argparse.Namespace) -> int:
     plan = read_plan(args.plan)
     actions = plan.actions
     loads = action_loads(args.state, actions) if args.state else None
-    bases = state_bases(args.state) if args.state else None
-    steps = order(actions, plan.nodes, loads)
     cluster = _client(args) if args.endpoint else None
+    actions, bases = locate(cluster, actions, args.state)  # each partition by its service and id, as SF has it
+    steps = order(actions, plan.nodes, loads)
     if cluster is not None and args.verify and not args.dry_run:
         found = differences(cluster, actions, bases)
         print("\n".join(found) if found else "the cluster matches the plan's target", file=sys.stdout)
