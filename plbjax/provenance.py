@@ -1,7 +1,7 @@
 """How a plan was made, for its `Provenance` object: plbjax's version with its commit, the Python,
-jax and jaxlib that ran it, the backend and devices, the input (path and SHA-256 of its bytes), the
-whole resolved configuration, the command line and the seed. Two plans made from the same input,
-config and seed on the same code have equal records."""
+jax, jaxlib, numpy, equinox and hydra that ran it, the host, the backend and devices, the input
+(path and SHA-256 of its bytes), the whole resolved configuration, the command line and the seed.
+Two plans made from the same input, config and seed on the same code and host have equal records."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 CHUNK = 1 << 20  # bytes hashed at a time
+PACKAGES = (("Numpy", "numpy"), ("Equinox", "equinox"), ("Hydra", "hydra-core"))  # versions recorded
 
 
 def input_record(path: str | Path) -> dict[str, str]:
@@ -24,7 +25,8 @@ def input_record(path: str | Path) -> dict[str, str]:
 
 
 def environment() -> dict[str, Any]:
-    """{Python, Jax, Jaxlib, Backend, Devices}: what ran the search (Devices: one kind per device)."""
+    """{Python, Jax, Jaxlib, Numpy, Equinox, Hydra, Backend, Devices, Host}: what ran the search
+    (Devices: one kind per device; Host: the machine's network name)."""
     import jax
     import jaxlib.version
 
@@ -32,9 +34,24 @@ def environment() -> dict[str, Any]:
         "Python": platform.python_version(),
         "Jax": jax.__version__,
         "Jaxlib": jaxlib.version.__version__,
+        **{
+            name: _version(package)
+            for name, package in (("Numpy", "numpy"), ("Equinox", "equinox"), ("Hydra", "hydra-core"))
+        },
         "Backend": jax.default_backend(),
         "Devices": [device.device_kind for device in jax.devices()],
+        "Host": platform.node(),
     }
+
+
+def _version(package: str) -> str:
+    """An installed package's version ("" when it is not installed)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return ""
 
 
 def provenance(
@@ -45,8 +62,8 @@ def provenance(
     command: Sequence[str],
     seed: int,
 ) -> dict[str, Any]:
-    """The plan's `Provenance`: {Version, Python, Jax, Jaxlib, Backend, Devices, Input, Config,
-    Command, Seed}; `config` is the resolved configuration, every key."""
+    """The plan's `Provenance`: {Version, Python, Jax, Jaxlib, Numpy, Equinox, Hydra, Backend,
+    Devices, Host, Input, Config, Command, Seed}; `config` is the resolved configuration, every key."""
     return {
         "Version": version,
         **environment,

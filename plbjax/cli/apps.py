@@ -68,6 +68,11 @@ def _replay_app(cfg: DictConfig) -> float:
     )
 
 
+# Hydra's launchers that plbjax's `sweep` extra installs, by the name a command line gives
+PLUGIN_EXTRAS = {"joblib", "submitit_local", "submitit_slurm", "slurm"}
+PLUGIN_MISSING = "its Hydra plugin is not installed; pip install 'plbjax[sweep]' installs it"
+
+
 class _HeldStderr(io.TextIOBase):
     """stderr that holds what is written until the job starts (then passes everything through), so
     that a configuration error Hydra reports before it can be cut to one line."""
@@ -97,6 +102,12 @@ class _HeldStderr(io.TextIOBase):
             else:
                 hint = did_you_mean(unknown[1], config_keys(prog))
             return f"{unknown[1]}: unknown config key{hint}"
+        plugin = re.search(r"Could not (?:load|find) '(hydra/(?:launcher|sweeper))/([^']+)'", text)
+        module = re.search(r"hydra_plugins\.hydra_(joblib|submitit)_launcher", text)
+        if plugin and plugin[2] in PLUGIN_EXTRAS:
+            return f"{plugin[1]}={plugin[2]}: {PLUGIN_MISSING}"
+        if module:
+            return f"hydra/launcher ({module[1]}): {PLUGIN_MISSING}"
         group = re.search(r"Could not find '([\w/]+)/([^']+)'\n\nAvailable options in '[^']+':\n((?:\t.*\n)*)", text)
         if group:
             options = group[3].split()

@@ -15,12 +15,11 @@ class Compilations:
     BACKEND_COMPILE = "/jax/core/compile/backend_compile_duration"
 
     def __init__(self):
-        self.seconds, self.hit, self.hits, self.registered = 0.0, False, 0, False
+        self.seconds, self.hit, self.registered = 0.0, False, False
 
     def event(self, event: str, **kwargs: str | int) -> None:
         if event == "/jax/compilation_cache/cache_hits":
             self.hit = True
-            self.hits += 1
 
     def duration(self, event: str, duration_secs: float, **kwargs: str | int) -> None:
         if event in self.FRESH or (event == self.BACKEND_COMPILE and not self.hit):
@@ -51,7 +50,7 @@ class Progress:
         self.quiet_for, self.every, self.last = quiet_for, every, 0.0
         self.compile_quiet_for, self.told = compile_quiet_for, threading.Event()
         self.timer: threading.Timer | None = None
-        self.compiled_before, self.hits_before = 0.0, 0
+        self.compiled_before = 0.0
         self.phase: str | None = None
         compilations.register()
 
@@ -68,7 +67,7 @@ class Progress:
         if seconds is None:  # a search starts: its lines come by its own clock
             self.told.clear()
             self.last = 0.0
-            self.compiled_before, self.hits_before = compilations.seconds, compilations.hits
+            self.compiled_before = compilations.seconds
             self.timer = threading.Timer(self.compile_quiet_for, self._tell)
             self.timer.daemon = True
             self.timer.start()
@@ -76,10 +75,9 @@ class Progress:
         if self.timer is not None:
             self.timer.cancel()
         if self.told.is_set():
-            # from the cache: some program came from it, or little was traced and compiled (tracing
-            # alone can take a second on a loaded machine, so a cache hit decides)
-            hit = compilations.hits > self.hits_before
-            loaded = hit or compilations.seconds - self.compiled_before < COMPILED
+            # loaded: little was traced or compiled (the program store and XLA's cache gave it; a hit
+            # on a small program beside a compiled block program is still a compilation)
+            loaded = compilations.seconds - self.compiled_before < COMPILED
             done = f"loaded the compiled search in {seconds:.1f} s" if loaded else f"compiled in {seconds:.1f} s"
             self._say(f"{done}; searching")
 

@@ -59,3 +59,17 @@ def test_jax_events_count_only_what_the_cache_did_not_supply():
     counted.duration(counted.BACKEND_COMPILE, 3.0)  # loaded from the cache
     counted.duration(counted.BACKEND_COMPILE, 2.0)  # compiled
     assert counted.seconds == 2.5
+
+
+def test_a_cache_hit_beside_a_compilation_still_says_compiled(capsys):
+    """A first run loads a small program from the cache and compiles the block program: "compiled"
+    (issue 62: it said "loaded the compiled search in 20.7 s" while it compiled for 18.4 s)."""
+    progress = cli.Progress(compile_quiet_for=0.0)
+    progress.phase_begins("Balancing")
+    progress.compiling(None)
+    time.sleep(0.2)  # the announcement's timer
+    cli.compilations.event("/jax/compilation_cache/cache_hits")
+    cli.compilations.duration(cli.Compilations.BACKEND_COMPILE, 0.3)  # the hit's retrieval
+    cli.compilations.duration(cli.Compilations.BACKEND_COMPILE, 18.4)  # the block program, compiled
+    progress.compiling(20.7)
+    assert capsys.readouterr().err.splitlines()[-1] == "plbjax: Balancing: compiled in 20.7 s; searching"

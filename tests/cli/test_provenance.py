@@ -64,7 +64,8 @@ def test_the_input_record_hashes_the_files_bytes(tmp_path):
 
 def test_the_provenance_record_has_every_part():
     env = provenance.environment()
-    assert set(env) == {"Python", "Jax", "Jaxlib", "Backend", "Devices"} and env["Devices"]
+    assert set(env) == {"Python", "Jax", "Jaxlib", "Numpy", "Equinox", "Hydra", "Backend", "Devices", "Host"}
+    assert env["Devices"] and env["Numpy"] and env["Equinox"] and env["Hydra"]
     config = {"state": "examples/small.yaml", "search": {"seed": 3, "chains": 4}}
     made = provenance.provenance("0.1.0+gabc", env, ROOT / "examples" / "small.yaml", config, ["plbjax", "x"], 3)
     assert list(made) == [
@@ -72,8 +73,12 @@ def test_the_provenance_record_has_every_part():
         "Python",
         "Jax",
         "Jaxlib",
+        "Numpy",
+        "Equinox",
+        "Hydra",
         "Backend",
         "Devices",
+        "Host",
         "Input",
         "Config",
         "Command",
