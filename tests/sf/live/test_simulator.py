@@ -522,6 +522,102 @@ def test_health_upgrade_version_load_and_info_routes_answer_in_sfs_shapes():
         assert _sdk_model(model, body) is not None, path
 
 
+def _unknown_keys(model: Any, raw: Any, path: str = "$") -> list[str]:
+    """The keys of SF's answer `raw` that the SDK model read from it has no attribute for (a key SF does
+    not write that way: its value lost on every real client), by JSON path."""
+    from msrest.serialization import Model
+
+    if isinstance(model, list) and isinstance(raw, list):
+        return [k for i, (m, r) in enumerate(zip(model, raw)) for k in _unknown_keys(m, r, f"{path}[{i}]")]
+    if not isinstance(model, Model) or not isinstance(raw, dict):
+        return []
+    attrs = {spec["key"]: name for name, spec in model._attribute_map.items()}  # pyright: ignore[reportAttributeAccessIssue]
+    out = [f"{path}.{k} ({type(model).__name__})" for k in raw if k not in attrs]
+    return out + [
+        k
+        for key, v in raw.items()
+        if key in attrs
+        for k in _unknown_keys(getattr(model, attrs[key]), v, f"{path}.{key}")
+    ]
+
+
+# SF writes a stateless instance's id in a partition's ReplicaHealthStates as ReplicaId (the SDK's
+# StatelessServiceInstanceHealthState); the simulator's health.partition writes InstanceId, lost to the
+# SDK: left for the simulator (plbjax/sf/live/simulator/health.py), then this goes
+KNOWN = (".InstanceId (StatelessServiceInstanceHealthState)",)
+
+
+class _Sdk:
+    """The real azure-servicefabric client on the simulator: each answer read into its model, every key
+    of it known to the model and no required field missing (the test skips without the SDK)."""
+
+    def __init__(self, endpoint: str) -> None:
+        sdk = pytest.importorskip("azure.servicefabric")
+        auth = pytest.importorskip("msrest.authentication")
+        self.client = sdk.ServiceFabricClientAPIs(auth.Authentication(), endpoint)
+        self.read: list[str] = []
+
+    def __call__(self, call: str, *args: str) -> Any:
+        answer = getattr(self.client, call)(*args, raw=True)
+        raw, model = answer.response.json(), answer.output
+        said, unknown = f"{call}{args}", _unknown_keys(model, raw)
+        assert model is not None and [k for k in unknown if not k.endswith(KNOWN)] == [], (said, unknown)
+        assert [e for e in model.validate() if e.rule == "required"] == [], said
+        self.read.append(call)
+        return model
+
+
+@pytest.mark.parametrize("source", ["dump", "state"])
+def test_every_route_the_simulator_serves_reads_through_the_real_sdk(source):
+    """Cluster, nodes, applications, services, partitions, replicas: each list and item, its health, load,
+    upgrade and description, walked as a client walks them, each answer in its SDK model (the kinds typed:
+    a stateless service's partitions and instances read as stateless)."""
+    sim = Simulator.from_dump(DUMP, **NO_FM) if source == "dump" else Simulator.from_state(EXAMPLE, **NO_FM)
+    models = pytest.importorskip("azure.servicefabric.models")
+    with sim.serve() as endpoint:
+        sdk = _Sdk(endpoint)
+        for call in ("get_cluster_health", "get_cluster_upgrade_progress", "get_cluster_version", "get_cluster_load",
+                     "get_cluster_manifest"):  # fmt: skip
+            sdk(call)
+        nodes = sdk("get_node_info_list").items
+        assert [n.name for n in nodes] == list(sim.cluster.nodes)
+        for node in nodes:
+            assert sdk("get_node_info", node.name).node_status == sim.cluster.nodes[node.name]
+            assert sdk("get_node_load_info", node.name).node_name == node.name
+            assert sdk("get_node_health", node.name).aggregated_health_state
+        replicas = 0
+        for app in sdk("get_application_info_list").items:
+            assert sdk("get_application_info", app.id).name == app.name
+            sdk("get_application_health", app.id)
+            sdk("get_application_upgrade", app.id)
+            for service in sdk("get_service_info_list", app.id).items:
+                stateless = service.service_kind == "Stateless"
+                kind = "Stateless" if stateless else "Stateful"
+                assert isinstance(sdk("get_service_info", app.id, service.id), getattr(models, f"{kind}ServiceInfo"))
+                assert sdk("get_service_description", service.id).service_name == service.name
+                sdk("get_service_health", service.id)
+                for part in sdk("get_partition_info_list", service.id).items:
+                    pid = part.partition_information.id
+                    assert isinstance(sdk("get_partition_info", pid), getattr(models, f"{kind}ServicePartitionInfo"))
+                    assert sdk("get_partition_health", pid).partition_id == pid
+                    assert sdk("get_partition_load_information", pid).partition_id == pid
+                    listed = sdk("get_replica_info_list", pid).items
+                    cls = models.StatelessServiceInstanceInfo if stateless else models.StatefulServiceReplicaInfo
+                    assert listed and all(isinstance(r, cls) for r in listed)
+                    for replica in listed:
+                        rid = replica.instance_id if stateless else replica.replica_id
+                        assert rid and sdk("get_replica_info", pid, rid).node_name == replica.node_name
+                        sdk("get_replica_health", pid, rid)
+                        if sim.cluster.nodes[replica.node_name] != "Down":  # SF: no detail of a replica on a Down node
+                            sdk("get_deployed_service_replica_detail_info", replica.node_name, pid, rid)
+                        replicas += 1
+        assert replicas == sum(len(p) for p in sim.placement().values()) + (source == "dump")  # + the Down one
+        with pytest.raises(models.FabricErrorException) as missing:
+            sdk.client.get_partition_health("nope")
+        assert missing.value.error.error.code == "FABRIC_E_PARTITION_NOT_FOUND"
+    assert len(set(sdk.read)) == 25
+
+
 def test_injected_faults_partition_error_node_warning_upgrade_and_sfs_balancer():
     sim = Simulator.from_dump(DUMP, **NO_FM)
     with sim.serve() as endpoint:
