@@ -8,6 +8,13 @@ and simulated seconds of each, their ratios, the most moves in flight at once, t
 
     python scripts/bench_apply.py                      # ~4 minutes on 2 CPU cores
     python scripts/bench_apply.py --moves 100 --out /tmp/apply   # a quick look
+
+`--scripts`: the exported scripts' cost per step instead. The first `--moves` movements of the same plan
+(default here 12) exported as an sfctl script (run with the real sfctl, installed by the test extra, and
+with the tests' stand-in tests/bin/sfctl) and as a curl script, each run on a fresh simulator with
+PLBJAX_POLL_SECONDS=0.1; recorded: wall seconds per step of each.
+
+    python scripts/bench_apply.py --scripts --out results/apply-scripts   # ~1 minute
 """
 
 from __future__ import annotations
@@ -27,8 +34,8 @@ from plbjax.sf.live.apply import main as apply_main
 from plbjax.sf.live.simulator import Simulator
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-from test_live_apply import synthetic_plan  # noqa: E402 (the tests' plan builder, from their directory)
+sys.path[:0] = [str(ROOT / "tests"), str(ROOT / "tests" / "sf" / "live")]
+from test_apply import synthetic_plan  # noqa: E402 (the tests' plan builder, from their directory)
 
 CLOCK_RATE, BUILD_SECONDS, POLL = 8.0, 2.0, "0.05"
 
@@ -77,16 +84,70 @@ def plot(result: dict, out: Path) -> None:
     write_figure(out.with_suffix(".png"), fig)
 
 
+def script(state: dict, work: Path, fmt: str, sfctl: str) -> dict:
+    """The plan in `work` exported as `fmt` and run to its end on a fresh simulator: wall seconds per step."""
+    from plbjax.sf.live.export import main as export_main
+
+    out = work / f"moves-{fmt}-{sfctl}"
+    export_main([str(work / "plan.json"), "--format", fmt, "--state", str(work / "state.json"), "-o", str(out)])
+    stand_in = str(ROOT / "tests" / "bin")
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if p != stand_in]
+    sim = Simulator.from_state(state, build_seconds=BUILD_SECONDS, swap_seconds=BUILD_SECONDS, clock_rate=CLOCK_RATE)
+    with sim.serve() as url:
+        env = os.environ | {
+            "HOME": str(work / f"home-{fmt}-{sfctl}"),
+            "PATH": os.pathsep.join([stand_in, *path] if sfctl == "stand-in" else path),
+            "PLBJAX_ENDPOINT": url,
+            "PLBJAX_POLL_SECONDS": "0.1",
+            "PYTHONWARNINGS": "ignore",
+        }
+        if fmt == "sfctl":
+            subprocess.run(["sfctl", "cluster", "select", "--endpoint", url], env=env, check=True, capture_output=True)
+        wall = time.perf_counter()
+        done = subprocess.run(["bash", str(out)], env=env, capture_output=True, text=True)
+        wall = time.perf_counter() - wall
+    assert done.returncode == 0, done.stderr[-2000:]
+    steps = len(json.loads((work / "plan.json").read_text())["Actions"])
+    name = {"rest": "curl", "sfctl": f"sfctl ({sfctl})"}[fmt]
+    return {"name": name, "steps": steps, "wall_seconds": round(wall, 2), "per_step": round(wall / steps, 2)}
+
+
+def scripts(args: argparse.Namespace, state: dict, work: Path) -> None:
+    """The exported scripts' cost per step (--scripts)."""
+    moves = args.moves if args.moves != 500 else 12
+    (work / "plan.json").write_text(json.dumps(synthetic_plan(state, moves)))
+    runs = [
+        script(state, work, "sfctl", "real"),
+        script(state, work, "sfctl", "stand-in"),
+        script(state, work, "rest", ""),
+    ]
+    version = subprocess.run(["sfctl", "--version"], capture_output=True, text=True).stdout.split()[0]
+    result = {
+        "benchmark": "the exported scripts' cost per step on the SF simulator",
+        "steps": moves,
+        "move_wall_seconds": BUILD_SECONDS / CLOCK_RATE,
+        "poll_seconds": 0.1,
+        "sfctl": version,
+        "machine": {"node": platform.node(), "cpus": os.cpu_count(), "python": platform.python_version()},
+        "runs": runs,
+    }
+    write_text(Path(args.out).with_suffix(".json"), json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result, indent=2))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--moves", type=int, default=500)
     parser.add_argument("--out", default=str(ROOT / "results" / "apply-concurrency"), help="path without suffix")
+    parser.add_argument("--scripts", action="store_true", help="the exported scripts' cost per step instead")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         command = ["plbjax-generate", "--nodes", "40", "--services", "20", "--partitions-per-service", "17"]
         subprocess.run([*command, "-o", str(work / "state.json")], check=True, capture_output=True)
         state = json.loads((work / "state.json").read_text())
+        if args.scripts:
+            return scripts(args, state, work)
         (work / "plan.json").write_text(json.dumps(synthetic_plan(state, args.moves)))
         runs = [run(state, work, "defaults", []), run(state, work, "one at a time", ["--max-in-flight", "1"])]
     result = {
