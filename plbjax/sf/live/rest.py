@@ -21,6 +21,7 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from enum import StrEnum
 from urllib.parse import quote, urlencode, urlsplit
 
 from plbjax.errors import BadInput
@@ -30,6 +31,28 @@ from plbjax.sf.live.reading.fields import Json
 
 PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
 BUSY = 503  # SF's gateway: too busy now, try again
+
+
+class Health(StrEnum):
+    """SF's HealthState, read at this door (GetClusterHealth, a node's or partition's GetHealth)."""
+
+    OK = "Ok"
+    WARNING = "Warning"
+    ERROR = "Error"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def from_sf(cls, word: object) -> Health:
+        """SF's word (any case); Unknown for a missing or unknown word (SF's Invalid too)."""
+        return next((h for h in cls if h.value.lower() == str(word or "").lower()), cls.UNKNOWN)
+
+
+ROLLING = ("rollingforwardpending", "rollingforwardinprogress", "rollingbackinprogress", "rollingbackpending")
+
+
+def rolling(word: object) -> str:
+    """SF's UpgradeState word when it says an upgrade rolls (RollingForwardInProgress, ...), else ''."""
+    return str(word) if str(word or "").lower() in ROLLING else ""
 
 
 class HttpError(BadInput):
@@ -211,6 +234,16 @@ def move_request(action: Action) -> tuple[str, str, dict[str, str]]:
     raise ValueError(f"{kind}: no command; the Failover Manager makes it")
 
 
+def _field(answer: object, key: str) -> object:
+    return answer.get(key) if isinstance(answer, dict) else None
+
+
+def application_id(service_name: str) -> str:
+    """The id of the application a service is in (fabric:/A/B -> A; '' for SF's own, fabric:/System)."""
+    parts = service_name.removeprefix("fabric:").lstrip("/").split("/")
+    return "" if len(parts) < 2 or parts[0] == "System" else parts[0]
+
+
 def items(pages: list[Json]) -> list[Json]:
     return [item for page in pages for item in page["Items"]]
 
@@ -246,6 +279,29 @@ class Cluster:
                 self.status = {str(n.get("Name")): str(n.get("NodeStatus")) for n in nodes}
                 self.read_at = time.monotonic()
             return self.status
+
+    def cluster_health(self) -> Health:
+        """GetClusterHealth's aggregated state (one cluster read)."""
+        return Health.from_sf(_field(self.client.get("/$/GetClusterHealth", "6.0"), "AggregatedHealthState"))
+
+    def node_health(self, node: str) -> Health:
+        return Health.from_sf(
+            _field(self.client.get(f"/Nodes/{quote(node)}/$/GetHealth", "6.0"), "AggregatedHealthState")
+        )
+
+    def partition_health(self, partition_id: str) -> Health:
+        path = f"/Partitions/{quote(partition_id)}/$/GetHealth"
+        return Health.from_sf(_field(self.client.get(path, "6.0"), "AggregatedHealthState"))
+
+    def upgrade(self, application: str = "") -> str:
+        """The cluster's (the application's: its id, as in /Applications/{id}) upgrade state in SF's words
+        while it rolls (RollingForwardInProgress, ...), '' when none rolls."""
+        path = (
+            f"/Applications/{quote(application, safe='~')}/$/GetUpgradeProgress"
+            if application
+            else "/$/GetUpgradeProgress"
+        )
+        return rolling(_field(self.client.get(path, "6.0"), "UpgradeState"))
 
     def move(self, action: Action) -> None:
         """Send the request that carries out a movement action; HttpError (SF's refusal) or Unanswered."""

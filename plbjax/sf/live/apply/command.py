@@ -14,7 +14,7 @@ from pathlib import Path
 from plbjax.errors import BadInput
 from plbjax.sf import Action, NodeStatus, Role
 from plbjax.sf.live import apply as face
-from plbjax.sf.live.apply.decide import nodes_of
+from plbjax.sf.live.apply.decide import Policy, nodes_of
 from plbjax.sf.live.apply.executor import Executor, describe, precondition
 from plbjax.sf.live.apply.expectations import AUXILIARY, Holding, after, mismatches
 from plbjax.sf.live.apply.journal import Journal, Status, now
@@ -31,6 +31,13 @@ before the first step (and with --dry-run) the cluster is read and compared with
 another cluster's plan is refused (2); a cluster at the plan's target has nothing to do (0); a
 drifted partition (its replicas where no prefix of its actions leaves them) stops the run before any
 step (4, each difference listed), or with --allow-drift only its steps are skipped.
+
+health and upgrade gates: before each move SF's health and upgrade state are read (at most once per
+--poll): a move whose partition, source or target node is in Error (or Warning, --strict-health), or
+any move while a cluster upgrade or its application's upgrade rolls (--during-upgrade hold), is held;
+still held after --health-timeout, it is skipped with the state in SF's words (exit 4). A replica
+moved without a step of the plan (SF's own balancer, the Failover Manager) is reported with the step
+it affects, and that step re-checked before it is sent.
 
 exit status: 0 every step done and the cluster as the plan's target (or nothing to do); 1 done, but
 the cluster differs (or --verify found differences); 2 bad input (a file that is not a plan, a
@@ -189,6 +196,21 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help="where the cluster drifted from the plan's input, carry out the steps of the other partitions",
     )
+    parser.add_argument(
+        "--strict-health", action="store_true", help="hold a move whose partition or nodes are in Warning too"
+    )
+    parser.add_argument(
+        "--health-timeout",
+        type=float,
+        default=600,
+        help="seconds a move held by the health or upgrade gates waits before it is skipped (600)",
+    )
+    parser.add_argument(
+        "--during-upgrade",
+        choices=("hold", "continue"),
+        default="hold",
+        help="while a cluster (or the move's application) upgrade rolls: hold every move (default), or continue",
+    )
     add_token_over_http_flag(parser)
     return parser.parse_args(argv)
 
@@ -223,7 +245,11 @@ def _check(args: argparse.Namespace) -> None:
     for key, value in (("--per-node", args.per_node), ("--max-in-flight", args.max_in_flight)):
         if value < 1:
             raise BadInput(f"{key}: {value} is not a positive number")
-    for key, value in (("--step-timeout", args.step_timeout), ("--poll", args.poll)):
+    for key, value in (
+        ("--step-timeout", args.step_timeout),
+        ("--poll", args.poll),
+        ("--health-timeout", args.health_timeout),
+    ):
         if not value > 0:
             raise BadInput(f"{key}: {value} is not a positive number of seconds")
     if not args.endpoint and not args.dry_run:
@@ -310,7 +336,10 @@ def execute(
     """Carry the steps out, then verify; the exit status."""
     log, began = Log(not args.no_progress), time.monotonic()
     limits = dict(per_node=args.per_node, max_in_flight=args.max_in_flight, step_timeout=args.step_timeout)
-    ex = Executor(steps, cluster, journal, log.say, poll=args.poll, bases=bases, settled=settled, **limits)
+    policy = Policy(args.strict_health, args.during_upgrade == "hold", args.health_timeout)
+    ex = Executor(
+        steps, cluster, journal, log.say, poll=args.poll, bases=bases, settled=settled, policy=policy, **limits
+    )
     ex.tick = lambda: log.show(ex, began)
     caught: list[int] = []
 
@@ -334,7 +363,8 @@ def execute(
     summary = (
         f"summary: {c[Status.DONE]} done, {c[Status.SKIPPED]} skipped, {c[Status.FAILED]} failed, "
         f"{c[Status.TIMED_OUT]} timed out "
-        f"of {len(steps)}; {time.monotonic() - began:.1f} s; at most {ex.most} move(s) in flight at once"
+        f"of {len(steps)}; {time.monotonic() - began:.1f} s; at most {ex.most} move(s) in flight at once; "
+        f"{len(ex.ever_held)} held by the health and upgrade gates ({len(ex.gave_up)} of them skipped)"
     )
     if caught:
         log.say(summary + "; interrupted, not verified")

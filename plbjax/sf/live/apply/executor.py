@@ -11,6 +11,7 @@ and only if its precondition still holds: no move is ever made twice.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -18,11 +19,12 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from plbjax.errors import BadInput
 from plbjax.sf import Action, ActionKind, NodeStatus, Role
-from plbjax.sf.live.apply.decide import Board, Limits, decide, nodes_of
+from plbjax.sf.live.apply.decide import Board, Gates, Limits, Policy, decide, nodes_of
 from plbjax.sf.live.apply.expectations import BUILDING, NONE, Holding, after, before, mismatches
 from plbjax.sf.live.apply.journal import AGAIN, Journal, Status, now
+from plbjax.sf.live.apply.preflight import Read, Standing, verdict
 from plbjax.sf.live.apply.steps import Step
-from plbjax.sf.live.rest import BUSY, Cluster, HttpError
+from plbjax.sf.live.rest import BUSY, Cluster, Health, HttpError, application_id
 
 SENDS = 3  # sends of one step in one run, each after its precondition was checked again
 TICK = 0.05  # seconds between two looks at the finished calls
@@ -68,6 +70,7 @@ class Executor:
         poll: float,
         bases: dict[str, dict[str, str]] | None = None,
         settled: Mapping[int, tuple[Status, str]] | None = None,
+        policy: Policy | None = None,
     ) -> None:
         """The limits: moves per node and in the cluster at once, seconds a step may take and between two
         looks at a partition; `bases`: partition -> node -> role as the plan found it (from --state), or
@@ -95,6 +98,13 @@ class Executor:
         self.stopping = self.aborted = False
         self.knock_on: set[int] = set()  # steps skipped because a step they need was not done
         self.tick: Callable[[], None] = lambda: None  # called between two looks (the progress line)
+        self.policy = policy or Policy()
+        self.gates, self.gates_at = Gates(), -math.inf  # SF's health and upgrades, read at most once per poll
+        self.held: dict[int, float] = {}  # step -> when a gate first held it (monotonic)
+        self.ever_held: set[int] = set()  # steps a gate held at some point
+        self.gave_up: set[int] = set()  # steps skipped after a gate held them past the policy's timeout
+        self.unread: set[str] = set()  # what of SF's health could not be read (said once)
+        self.reported: set[tuple[str, tuple[str, ...]]] = set()  # changes made without the plan, said once
 
     def run(self) -> None:
         """Every step to its end (or to the stop asked by `interrupt`)."""
@@ -145,18 +155,85 @@ class Executor:
                 self.journal.set(step.index, status=Status.PENDING, step=k + 1)
 
     def _board(self) -> Board:
-        return Board(tuple(self.state), dict(self.since), dict(self.load), self.in_flight)
+        return Board(tuple(self.state), dict(self.since), dict(self.load), self.in_flight, dict(self.held))
 
     def _start_ready(self) -> None:
-        """`decide`'s starts and skips, in the steps' order."""
-        decision, _ = decide(self.steps, self._board(), self.limits, time.monotonic())
+        """`decide`'s starts, holds and skips, in the steps' order, SF's health and upgrades read first."""
+        self._read_gates()
+        clock = time.monotonic()
+        decision, board = decide(self.steps, self._board(), self.limits, clock, gates=self.gates, policy=self.policy)
+        for k, why in decision.hold:
+            if k not in self.held:
+                wait = f"{self.policy.timeout:g} s"
+                self.say(f"{describe(k, self.steps)}: held: {why}; waiting up to {wait} (--health-timeout)")
+            self.ever_held.add(k)
+        self.held = dict(board.held)
         skipped = dict(decision.skip)
+        for k, why in decision.gave_up:
+            self.gave_up.add(k)
+            self._end(k, Status.SKIPPED, f"{why}, still after {self.policy.timeout:g} s (--health-timeout)")
         for k in sorted([*decision.begin, *skipped]):
             if k in skipped:
                 self.knock_on.add(k)
                 self._end(k, Status.SKIPPED, f"needs step {skipped[k] + 1}, {self.state[skipped[k]]}")
             else:
                 self._begin(k)
+
+    def _read_gates(self) -> None:
+        """SF's upgrade state and health, at most once per poll, for the moves that may start now: the
+        cluster's upgrade and health (one read each); where the cluster is not Ok, the partitions' and
+        nodes' health; the applications' upgrades. What cannot be read is said once and does not hold."""
+        clock = time.monotonic()
+        if clock - self.gates_at < self.poll:
+            return
+        ready = [
+            s
+            for k, s in enumerate(self.steps)
+            if s.command and self.state[k] == Status.PENDING and all(self.state[d] == Status.DONE for d in s.needs)
+        ]
+        if not ready:
+            return
+        self.gates_at = clock
+        apps = {}
+        upgrade = self._ask("the cluster's upgrade progress", "", self.cluster.upgrade)
+        if self.policy.hold_upgrade:
+            names = sorted({application_id(s.action.service) for s in ready} - {""})
+            found = self.pool.map(
+                lambda a: self._ask(f"fabric:/{a}'s upgrade progress", "", self.cluster.upgrade, a), names
+            )
+            apps = {a: state for a, state in zip(names, found) if state}
+        partitions: dict[str, Health] = {}
+        nodes: dict[str, Health] = {}
+        if self._ask("the cluster's health", Health.UNKNOWN, self.cluster.cluster_health) is not Health.OK:
+            first = [s for k, s in enumerate(self.steps) if k in self.held]  # bounded: the held and the next ones
+            first += ready[: 2 * self.limits.max_in_flight]
+            pids = sorted({str(s.action.partition) for s in first})
+            names = sorted({n for s in first for n in nodes_of(s)})
+            partitions = self._healths("a partition's health", self.cluster.partition_health, pids)
+            nodes = self._healths("a node's health", self.cluster.node_health, names)
+        if upgrade and not self.gates.upgrade:
+            hold = "every move held" if self.policy.hold_upgrade else "moves go on (continue)"
+            self.say(f"a cluster upgrade is {upgrade}: {hold} (--during-upgrade)")
+        elif self.gates.upgrade and not upgrade:
+            self.say("the cluster upgrade no longer rolls: the held moves go on")
+        if nodes:  # a node not Up is the precondition's (the step skipped at once), not a gate's
+            status = self._ask("the nodes", {}, self.cluster.nodes)
+            nodes = {n: h for n, h in nodes.items() if NodeStatus.from_sf(status.get(n, "")) is NodeStatus.UP}
+        self.gates = Gates(upgrade, apps, partitions, nodes, frozenset(partitions) if partitions else None)
+
+    def _healths(self, what: str, call: Callable[[str], Health], keys: list[str]) -> dict[str, Health]:
+        """Each key's health, read in parallel (Unknown where SF cannot answer)."""
+        return dict(zip(keys, self.pool.map(lambda key: self._ask(what, Health.UNKNOWN, call, key), keys)))
+
+    def _ask(self, what: str, default, call: Callable, *args: object):
+        """`call(*args)`, or `default` when SF cannot answer it (said once per `what`)."""
+        try:
+            return call(*args)
+        except BadInput as exc:
+            if what not in self.unread:
+                self.unread.add(what)
+                self.say(f"cannot read {what}, taken as not holding any step: {exc}")
+            return default
 
     def _begin(self, k: int) -> None:
         """Step k in flight: a move is checked then sent; a Failover Manager's step is watched."""
@@ -198,6 +275,7 @@ class Executor:
         held, status = result
         action, index = self.steps[k].action, self.steps[k].index
         self.seen.setdefault(str(action.partition), {n: h.role for n, h in held.items()})
+        self._changed_without_plan(k, held)
         if not mismatches(held, after(action.kind, action.source, action.target)):
             return self._end(k, Status.DONE, "the cluster already shows it")
         if self.journal.status(index) == Status.ISSUED and shows(action, held):
@@ -214,6 +292,30 @@ class Executor:
         self.journal.set(index, status=Status.ISSUED, attempts=attempts, issued=now())  # before it is sent
         self.say(f"{describe(k, self.steps)}: started" + (f" (attempt {attempts})" if attempts > 1 else ""))
         self._submit("move", k, self.cluster.move, action)
+
+    def _changed_without_plan(self, k: int, held: dict[str, Holding]) -> None:
+        """Say (once per change) where step k's partition holds its replicas where no prefix of its plan's
+        actions leaves them: moved without a step of the plan, by SF's own balancer (PLB), the Failover
+        Manager or another operator; the preflight's comparison, the step then re-checked as any other."""
+        pid = str(self.steps[k].action.partition)
+        if self.journal.status(self.steps[k].index) == Status.ISSUED:
+            return  # sent by an earlier run: looked for, not compared
+        actions = [a for _, a in self.partition[pid]]
+        named = {n for a in actions for n in (a.source, a.target) if n}
+        base = {pid: self.bases[pid]} if self.bases is not None and pid in self.bases else None
+        found = verdict(actions, Read({pid: held}, dict.fromkeys(named, NodeStatus.UP)), base)
+        lines = tuple(d for p in found.partitions if p.standing is Standing.DRIFTED for d in p.differences)
+        key = tuple(line for line in lines if not line.startswith("("))  # the same change, however far along
+        if lines and (pid, key) not in self.reported:
+            self.reported.add((pid, key))
+            changed = {line.split(" ", 1)[0] for line in lines}
+            mine = [j for j in range(k, len(self.steps)) if str(self.steps[j].action.partition) == pid]
+            k = next((j for j in mine if changed & {self.steps[j].action.source, self.steps[j].action.target}), k)
+            self.say(
+                f"{describe(k, self.steps)}: its partition changed without a step of the plan (SF's balancer, "
+                f"the Failover Manager or another operator): {'; '.join(lines)}; "
+                "the step is re-checked before it is sent"
+            )
 
     def _on_move(self, k: int, result, error: BadInput | None) -> None:
         """SF's answer to step k's request: accepted (watched), refused (failed), or none (looked for)."""
