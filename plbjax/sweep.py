@@ -147,7 +147,8 @@ def swept_keys(rows: list[dict]) -> list[str]:
 
 def aggregate(rows: list[dict]) -> list[dict]:
     """The jobs grouped by every swept key but the seed: per group the jobs that finished (`n`) and
-    of each number its mean, standard deviation (sample; 0 for one job), min and max."""
+    of each number its mean, standard deviation (sample; 0 for one job), the mean's 95 % confidence
+    interval (Student's t over the seeds), min and max."""
     keys = [k for k in swept_keys(rows) if k != SEED]
     numbers = AGGREGATES["replay" if "time_averaged_avg_std_dev" in rows[0] else "plan"]
     groups: dict[tuple, list[dict]] = {}
@@ -158,21 +159,66 @@ def aggregate(rows: list[dict]) -> list[dict]:
         done = [r for r in members if r["status"] == "ok"]
         group = {**dict(zip(keys, values)), "jobs": " ".join(r["job"] for r in members), "n": len(done)}
         for name in numbers:
-            group |= _spread(name, [r[name] for r in done if r[name] is not None])
+            group |= _spread(name, [r[name] for r in done if r.get(name) is not None])
         out.append(group)
     return out
 
 
+# Student's t, 97.5th percentile, by degrees of freedom 1..30 (a two-sided 95 % interval)
+_T975 = (
+    12.706,
+    4.303,
+    3.182,
+    2.776,
+    2.571,
+    2.447,
+    2.365,
+    2.306,
+    2.262,
+    2.228,
+    2.201,
+    2.179,
+    2.160,
+    2.145,
+    2.131,
+    2.120,
+    2.110,
+    2.101,
+    2.093,
+    2.086,
+    2.080,
+    2.074,
+    2.069,
+    2.064,
+    2.060,
+    2.056,
+    2.052,
+    2.048,
+    2.045,
+    2.042,
+)
+
+
+def t975(df: int) -> float:
+    """Student's t quantile for a two-sided 95 % interval with `df` degrees of freedom (a table to
+    30, then the Cornish-Fisher expansion about the normal's 1.95996, within 1e-4)."""
+    if df <= len(_T975):
+        return _T975[df - 1]
+    z = 1.959964
+    return z + (z**3 + z) / (4 * df) + (5 * z**5 + 16 * z**3 + 3 * z) / (96 * df**2)
+
+
 def _spread(name: str, values: list[float]) -> dict:
+    """Mean, sample standard deviation, the mean's 95 % confidence interval (Student's t over the
+    jobs: seeds; none for one job), min and max."""
+    fields = ("mean", "std", "ci95_low", "ci95_high", "min", "max")
     if not values:
-        return dict.fromkeys((f"{name}_mean", f"{name}_std", f"{name}_min", f"{name}_max"))
+        return dict.fromkeys(f"{name}_{f}" for f in fields)
+    mean = statistics.fmean(values)
     std = statistics.stdev(values) if len(values) > 1 else 0.0
-    return {
-        f"{name}_mean": statistics.fmean(values),
-        f"{name}_std": std,
-        f"{name}_min": min(values),
-        f"{name}_max": max(values),
-    }
+    half = t975(len(values) - 1) * std / math.sqrt(len(values)) if len(values) > 1 else None
+    low, high = (None, None) if half is None else (mean - half, mean + half)
+    return dict(zip((f"{name}_{f}" for f in fields), (mean, std, low, high, min(values), max(values))))
 
 
 def _number(value, digits: str) -> str:
@@ -201,7 +247,8 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     made = ", ".join(sorted({r["version"] for r in rows if r["version"]})) or "unknown"
     lines = [f"{len(rows)} job(s) by plbjax {made}", "", *_table(rows)]
     if any(g["jobs"].count(" ") for g in groups):  # some configuration ran more than once
-        lines += ["", f"Over seeds ({SEED}): mean ± standard deviation [min, max]", "", *_aggregated_table(groups)]
+        over = f"Over seeds ({SEED}): mean ± standard deviation, the mean's 95 % confidence interval (Student's t"
+        lines += ["", f"{over} over the seeds), [min, max]", "", *_aggregated_table(groups)]
     if FAILURES:
         lines += ["", "Failed:", *(f"- job {failure}" for failure in FAILURES)]
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
@@ -261,7 +308,7 @@ def _table(rows: list[dict]) -> list[str]:
 
 
 def _aggregated_table(groups: list[dict]) -> list[str]:
-    """The groups as a Markdown table: each number as mean ± std [min, max]."""
+    """The groups as a Markdown table: each number as mean ± std (95 % CI low to high) [min, max]."""
     keys = list(groups[0])[: list(groups[0]).index("jobs")]
     numbers = [k[: -len("_mean")] for k in groups[0] if k.endswith("_mean")]
     digits = {"actions": ".3g", "movements": ".3g", "max_violations": ".3g", "energy": ".6g"}
@@ -271,7 +318,9 @@ def _aggregated_table(groups: list[dict]) -> list[str]:
             return "-"
         d = digits.get(name, ".4f")
         m, s, lo, hi = (format(group[f"{name}_{x}"], d) for x in ("mean", "std", "min", "max"))
-        return f"{m} ± {s} [{lo}, {hi}]"
+        low, high = group[f"{name}_ci95_low"], group[f"{name}_ci95_high"]
+        ci = "" if low is None else f" (95 % CI {format(low, d)} to {format(high, d)})"
+        return f"{m} ± {s}{ci} [{lo}, {hi}]"
 
     return _markdown(
         [*keys, "jobs", "n", *numbers],
@@ -279,55 +328,49 @@ def _aggregated_table(groups: list[dict]) -> list[str]:
     )
 
 
-def _point(row: dict) -> tuple | None:
-    """(churn, imbalance left) of a job: a plan's actions and AvgStdDev after, a replay's movements
-    and time-averaged AvgStdDev; None without numbers."""
-    churn, left = ("movements", "time_averaged_avg_std_dev") if "rounds" in row else ("actions", "score_after")
-    return None if row[churn] is None else (row[churn], round(row[left], 4))
-
-
 def figure(rows: list[dict]):
-    """Churn against imbalance, a point per outcome labelled with its jobs' numbers (jobs that end
-    alike share a point and a label; summary.md says what each job varied)."""
+    """Churn against imbalance: per configuration (every swept key but the seed) the mean over its
+    seeds with the 95 % confidence interval of each (Student's t) as error bars, named in the legend
+    by its swept keys; every job a faint dot."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    planned = [r for r in rows if _point(r) is not None]
-    points: dict[tuple, list[str]] = {}
-    for r in planned:
-        points.setdefault(_point(r) or (), []).append(r["job"])
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.scatter([x for x, _ in points], [y for _, y in points])
-    if planned and planned[0].get("score_before") is not None:
-        ax.axhline(planned[0]["score_before"], color="grey", linestyle="--", label="before")
-        ax.legend(fontsize=7, loc="lower left")
-    labels = [
-        ax.annotate(", ".join(jobs), (x, y), xytext=(4, 4), textcoords="offset points", fontsize=7)
-        for (x, y), jobs in points.items()
-    ]
     replays = "rounds" in rows[0]
+    churn, left = ("movements", "time_averaged_avg_std_dev") if replays else ("actions", "score_after")
+    keys = [k for k in swept_keys(rows) if k != SEED]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    done = [r for r in rows if r.get(churn) is not None and r.get(left) is not None]
+    ax.scatter([r[churn] for r in done], [r[left] for r in done], s=12, color="grey", alpha=0.35, label="one job")
+    for group in aggregate(rows):
+        if group[f"{churn}_mean"] is None or group[f"{left}_mean"] is None:
+            continue
+        named = ", ".join(f"{k}={group[k]}" for k in keys) or "every job"
+        ax.errorbar(
+            [group[f"{churn}_mean"]],
+            [group[f"{left}_mean"]],
+            xerr=_interval(group, churn),
+            yerr=_interval(group, left),
+            fmt="o",
+            capsize=3,
+            label=f"{named} (n={group['n']})",
+        )
+    if done and done[0].get("score_before") is not None:
+        ax.axhline(done[0]["score_before"], color="grey", linestyle="--", label="AvgStdDev before")
     ax.set_xlabel("movements over the replay" if replays else "actions in the plan")
     ax.set_ylabel("time-averaged AvgStdDev" if replays else "AvgStdDev after the plan")
-    ax.set_title("plbjax sweep: churn vs imbalance (points: job numbers, as in summary.md)", fontsize=9)
-    ax.margins(0.15)
-    _apart(fig, labels + ([ax.get_legend()] if ax.get_legend() else []))
+    ax.set_title("plbjax sweep: churn against imbalance, mean and 95 % CI over seeds", fontsize=9)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    ax.margins(0.1)
+    fig.tight_layout()
     return fig
 
 
-def _apart(fig, artists: list) -> None:
-    """Move each point label up, a few points at a time, until it overlaps no artist before it."""
-    fig.tight_layout()
-    renderer = fig.canvas.get_renderer()
-    placed = [a.get_window_extent(renderer) for a in artists if not hasattr(a, "xyann")]  # the legend
-    for label in (a for a in artists if hasattr(a, "xyann")):
-        for _ in range(40):
-            box = label.get_window_extent(renderer)
-            if not any(box.overlaps(other) for other in placed):
-                break
-            label.xyann = (label.xyann[0], label.xyann[1] + 6)
-        placed.append(label.get_window_extent(renderer))
+def _interval(group: dict, name: str) -> list[list[float]] | None:
+    """The error bar of a number's mean: its 95 % confidence interval (None for one job)."""
+    low, mean, high = (group[f"{name}_{x}"] for x in ("ci95_low", "mean", "ci95_high"))
+    return None if low is None else [[mean - low], [high - mean]]
 
 
 class SweepSummary(Callback):
