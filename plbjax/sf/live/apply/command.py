@@ -43,9 +43,9 @@ exit status: 0 every step done and the cluster as the plan's target (or nothing 
 the cluster differs (or --verify found differences); 2 bad input (a file that is not a plan, a
 journal of another plan, another cluster's plan, an unreachable endpoint, a URL without http(s)://,
 a token over plain http without --allow-token-over-http); 3 a step timed out; 4 the cluster drifted
-from the plan's input, or a step refused by SF or skipped (precondition failed); 130 after Ctrl-C
-(SIGINT), 143 after SIGTERM (no new step, those in flight watched; a second: stop at once); 141
-output closed early (| head).
+from the plan's input, or a step refused by SF or skipped (precondition failed, or held by a health
+or upgrade gate past --health-timeout); 130 after Ctrl-C (SIGINT), 143 after SIGTERM (no new
+step, those in flight watched; a second: stop at once); 141 output closed early (| head).
 
 examples:
   plbjax-apply plan.json --state state.json --endpoint https://mycluster:19080 --cert client.pem --key client.key
@@ -78,7 +78,8 @@ class Log:
             eta = f", ETA {seconds:.0f} s"
         text = (
             f"progress: {c[Status.DONE]}/{len(ex.steps)} done, {ex.in_flight} in flight, {c[Status.FAILED]} failed, "
-            f"{c[Status.SKIPPED]} skipped, {c[Status.TIMED_OUT]} timed out, {time.monotonic() - began:.0f} s{eta}"
+            f"{c[Status.SKIPPED]} skipped, {c[Status.TIMED_OUT]} timed out, {len(ex.held)} held, "
+            f"{time.monotonic() - began:.0f} s{eta}"
         )
         if self.tty:
             self._draw(text)
