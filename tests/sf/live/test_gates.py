@@ -152,3 +152,17 @@ def test_a_replica_moved_by_sfs_balancer_mid_plan_is_reported_and_its_step_reche
     ]
     assert len(sent) <= 1  # the balancer's move only
     assert code in (0, 1, 4) and not _twice(sim)
+
+
+def test_an_application_upgrade_holds_only_its_own_moves(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
+    moves = _commands(plan)
+    sim = _sim(plan)
+    sim.upgrade(application="Shop")  # rolls until the simulator stops
+    with sim.serve() as url:
+        assert _apply(plan, url, "--health-timeout", "0.3") == 4
+    err = capsys.readouterr().err
+    assert "an upgrade of application fabric:/Shop is RollingForwardInProgress, still after 0.3 s" in err
+    assert "a cluster upgrade" not in err
+    sent = {m.partition_id.lower() for m in sim.moves}
+    assert sent == {a["PartitionId"].lower() for a in moves if not a["ServiceName"].startswith("fabric:/Shop/")}
