@@ -55,11 +55,8 @@ def test_version_imports_no_jax(prog):
     [
         *ARGPARSE_COMMANDS,
         "plbjax-roadef",
-        # the Hydra apps' help composes the config: SearchConfig (plbjax.sf._phases) imports plbjax.anneal
-        pytest.param("plbjax", marks=pytest.mark.xfail(reason="the config's SearchConfig imports plbjax.anneal")),
-        pytest.param(
-            "plbjax-replay", marks=pytest.mark.xfail(reason="the config's SearchConfig imports plbjax.anneal")
-        ),
+        "plbjax",
+        "plbjax-replay",
     ],
 )
 def test_help_imports_no_jax(prog):

@@ -14,38 +14,83 @@ the plan stands (`Reached`) to the `PhaseResult` it hands on.
     fewest_movements.py  the last pass: movements undone that the plan does not need
 
 Reads `_model`, `_encoding`, `_state`; `_plan` reads it.
+
+The names import on first use (PEP 562): `SearchConfig`, the `search` group's schema, needs no JAX,
+so a command's `--help` composes its configuration without it.
 """
 
-from plbjax.sf._phases.balance_rule import MetricBalance
-from plbjax.sf._phases.balancing import balances, balancing_model, balancing_phase
-from plbjax.sf._phases.constraint_check import constraint_phase
-from plbjax.sf._phases.drops import Drop
-from plbjax.sf._phases.fewest_movements import fewest_movements_phase, tidy_blocks
-from plbjax.sf._phases.on_every_node import everywhere
-from plbjax.sf._phases.phase import (
-    PHASES,
-    QUENCH_BLOCKS,
-    Phase,
-    PhaseResult,
-    PhaseSearch,
-    Reached,
-    Run,
-    interrupted,
-    movement_budget,
-    throttle_limits,
-)
-from plbjax.sf._phases.placement import placement_phase
-from plbjax.sf._phases.preparation import (
-    Encoded,
-    Prepared,
-    frozen_masks,
-    governed_encoding,
-    prepare,
-    priorities_of,
-    surplus_replicas,
-)
-from plbjax.sf._phases.primaries import elect_primaries, held_for_promotion, promotion_eliminations, unpromoted
-from plbjax.sf._phases.search_config import SearchConfig
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # what the names are, for pyright; at run time `__getattr__` imports them
+    from plbjax.sf._phases.balance_rule import MetricBalance
+    from plbjax.sf._phases.balancing import balances, balancing_model, balancing_phase
+    from plbjax.sf._phases.constraint_check import constraint_phase
+    from plbjax.sf._phases.drops import Drop
+    from plbjax.sf._phases.fewest_movements import fewest_movements_phase, tidy_blocks
+    from plbjax.sf._phases.on_every_node import everywhere
+    from plbjax.sf._phases.phase import (
+        PHASES,
+        QUENCH_BLOCKS,
+        Phase,
+        PhaseResult,
+        PhaseSearch,
+        Reached,
+        Run,
+        interrupted,
+        movement_budget,
+        throttle_limits,
+    )
+    from plbjax.sf._phases.placement import placement_phase
+    from plbjax.sf._phases.preparation import (
+        Encoded,
+        Prepared,
+        frozen_masks,
+        governed_encoding,
+        prepare,
+        priorities_of,
+        surplus_replicas,
+    )
+    from plbjax.sf._phases.primaries import elect_primaries, held_for_promotion, promotion_eliminations, unpromoted
+    from plbjax.sf._phases.search_config import SearchConfig
+
+# each public name -> (the module that defines it, its name there)
+_HOMES = {
+    "MetricBalance": ("balance_rule", "MetricBalance"),
+    "balances": ("balancing", "balances"),
+    "balancing_model": ("balancing", "balancing_model"),
+    "balancing_phase": ("balancing", "balancing_phase"),
+    "constraint_phase": ("constraint_check", "constraint_phase"),
+    "Drop": ("drops", "Drop"),
+    "fewest_movements_phase": ("fewest_movements", "fewest_movements_phase"),
+    "tidy_blocks": ("fewest_movements", "tidy_blocks"),
+    "everywhere": ("on_every_node", "everywhere"),
+    "PHASES": ("phase", "PHASES"),
+    "QUENCH_BLOCKS": ("phase", "QUENCH_BLOCKS"),
+    "Phase": ("phase", "Phase"),
+    "PhaseResult": ("phase", "PhaseResult"),
+    "PhaseSearch": ("phase", "PhaseSearch"),
+    "Reached": ("phase", "Reached"),
+    "Run": ("phase", "Run"),
+    "interrupted": ("phase", "interrupted"),
+    "movement_budget": ("phase", "movement_budget"),
+    "throttle_limits": ("phase", "throttle_limits"),
+    "placement_phase": ("placement", "placement_phase"),
+    "Encoded": ("preparation", "Encoded"),
+    "Prepared": ("preparation", "Prepared"),
+    "frozen_masks": ("preparation", "frozen_masks"),
+    "governed_encoding": ("preparation", "governed_encoding"),
+    "prepare": ("preparation", "prepare"),
+    "priorities_of": ("preparation", "priorities_of"),
+    "surplus_replicas": ("preparation", "surplus_replicas"),
+    "elect_primaries": ("primaries", "elect_primaries"),
+    "held_for_promotion": ("primaries", "held_for_promotion"),
+    "promotion_eliminations": ("primaries", "promotion_eliminations"),
+    "unpromoted": ("primaries", "unpromoted"),
+    "SearchConfig": ("search_config", "SearchConfig"),
+}
 
 __all__ = [
     "Drop",
@@ -81,3 +126,17 @@ __all__ = [
     "tidy_blocks",
     "unpromoted",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A public name, imported from its module on first use and kept (PEP 562)."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module, attribute = _HOMES[name]
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
