@@ -4,6 +4,7 @@ injected faults: a partition in Error, a node in Warning, a cluster upgrade, a r
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -166,3 +167,18 @@ def test_an_application_upgrade_holds_only_its_own_moves(small_dump_plan, tmp_pa
     assert "a cluster upgrade" not in err
     sent = {m.partition_id.lower() for m in sim.moves}
     assert sent == {a["PartitionId"].lower() for a in moves if not a["ServiceName"].startswith("fabric:/Shop/")}
+
+
+def test_health_and_upgrade_are_read_at_most_once_per_poll(small_dump_plan, tmp_path, capsys):
+    plan = _copy(small_dump_plan, tmp_path)
+    pid = _commands(plan)[0]["PartitionId"]
+    sim = _sim(plan)
+    sim.health("partition", pid, "Error")
+    with sim.serve() as url:
+        began = time.monotonic()
+        assert _apply(plan, url, "--poll", "0.2", "--health-timeout", "1") == 4
+        most = (time.monotonic() - began) / 0.2 + 2  # the reads a run this long may make, measured not asserted
+    paths = [path.split("?")[0] for _, path in sim.requests]
+    assert 1 <= paths.count("/$/GetUpgradeProgress") <= most
+    assert 1 <= paths.count("/$/GetClusterHealth") <= most
+    assert 1 <= sum(p.lower() == f"/partitions/{pid}/$/gethealth".lower() for p in paths) <= most
