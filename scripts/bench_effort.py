@@ -57,12 +57,9 @@ class Tree:
         return dict(os.environ, PLBJAX_CACHE_DIR=str(cache or self.cache))
 
     def code(self, code: str) -> str:
-        """`code` run with plbjax imported from this tree, not from where pip installed it (an
-        editable install's finder comes before PYTHONPATH: it is taken out)."""
-        return (
-            "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in repr(f).lower()]; "
-            f"sys.path.insert(0, {str(self.path)!r}); {code}"
-        )
+        """`code` run with plbjax imported from this tree (first on sys.path: found before the
+        installed copy; its Hydra config, `plbjax.conf`, is the installed one)."""
+        return f"import sys; sys.path.insert(0, {str(self.path)!r}); {code}"
 
     def run(self, code: str, args: list[str], cache: Path | None = None, timeout: float = 1800) -> float:
         """Wall seconds of `python -c code args` in a scratch directory."""
