@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 import time
@@ -564,7 +565,11 @@ def test_the_exit_statuses_are_documented(capsys):
 
 # ------------------------------------------------------------------- running it against the simulator
 
-BIN = TESTS / "bin"  # the stand-in sfctl
+BIN = TESTS / "bin"  # the stand-in sfctl, for a machine without the real one (the test extra installs it)
+REAL_SFCTL = shutil.which(
+    "sfctl", path=os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != BIN)
+)
+SLOW_SFCTL = pytest.param("sfctl", marks=pytest.mark.slow)  # the real sfctl: about 2 s a step
 STAMPED = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ plbjax: ")
 QUICK = {"build_seconds": 2.0, "clock_rate": 20.0, "seed": 0}  # a build: 0.1 s of wall time
 
@@ -572,10 +577,12 @@ QUICK = {"build_seconds": 2.0, "clock_rate": 20.0, "seed": 0}  # a build: 0.1 s 
 class Cluster:
     """A simulator served on loopback, and exported scripts run against it (sfctl selected in `home`)."""
 
-    def __init__(self, sim: Simulator, endpoint: str, home: Path):
+    def __init__(self, sim: Simulator, endpoint: str, home: Path, stand_in: bool = False):
         self.sim, self.endpoint, self.home = sim, endpoint, home
+        path = [p for p in os.environ["PATH"].split(os.pathsep) if Path(p) != BIN]
         self.env = os.environ | {
-            "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}",
+            "PATH": os.pathsep.join(path if REAL_SFCTL and not stand_in else [str(BIN), *path]),
+            "PYTHONWARNINGS": "ignore",  # the real sfctl warns that its version is not the cluster's
             "HOME": str(home),
             "PLBJAX_ENDPOINT": endpoint,
             "PLBJAX_POLL_SECONDS": "0.05",
@@ -598,10 +605,10 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def _served(sim: Simulator, home: Path) -> Iterator[Cluster]:
-    """The simulator served while the block runs."""
+def _served(sim: Simulator, home: Path, stand_in: bool = False) -> Iterator[Cluster]:
+    """The simulator served while the block runs (`stand_in`: sfctl is tests/bin/sfctl)."""
     with sim.serve() as endpoint:
-        yield Cluster(sim, endpoint, home)
+        yield Cluster(sim, endpoint, home, stand_in)
 
 
 @pytest.fixture
@@ -656,7 +663,7 @@ def _steps(small_dump_plan: Path) -> list:
     return order(read.actions, read.nodes, action_loads(small_dump_plan.parent / "state.json", read.actions))
 
 
-@pytest.mark.parametrize("fmt", ["sfctl", "rest"])
+@pytest.mark.parametrize("fmt", [SLOW_SFCTL, "rest"])  # tests/sf/live/test_sfctl.py: a short plan
 def test_the_script_carries_the_plan_out(small_dump_plan, cluster, tmp_path, fmt):
     """sfctl (the stand-in) or curl against the simulated bundled dump: every step done, the end confirmed."""
     done = cluster.run(_script(small_dump_plan, fmt, tmp_path))
@@ -680,7 +687,7 @@ def _refuse(cluster: Cluster, small_dump_plan: Path) -> tuple[int, dict]:
     return k, a
 
 
-@pytest.mark.parametrize("fmt", ["sfctl", "rest"])
+@pytest.mark.parametrize("fmt", [SLOW_SFCTL, "rest"])  # tests/sf/live/test_sfctl.py: a short plan
 def test_a_refused_move_stops_the_script_naming_the_step_and_sfs_error(small_dump_plan, cluster, tmp_path, fmt):
     k, a = _refuse(cluster, small_dump_plan)
     posts = cluster.posts()
@@ -826,7 +833,9 @@ def test_the_script_carries_a_generated_clusters_plan_out(generated_plan_path, t
     assert sum(a["Action"] in MOVES for a in plan["Actions"]) >= 20, "the plan should move replicas"
     sim = Simulator.from_state(generated_plan_path.parent / "state.json", build_seconds=2.0, clock_rate=50.0)
     sim.follow_plan(plan)
-    with _served(sim, tmp_path) as cluster:
+    # sfctl: the stand-in, as the real one (about 2 s a call) takes over 5 minutes on this plan's steps; the
+    # real one runs the bundled dumps' plans (above; tests/sf/live/test_sfctl.py)
+    with _served(sim, tmp_path, stand_in=True) as cluster:
         done = cluster.run(_script(generated_plan_path, fmt, tmp_path), PLBJAX_POLL_SECONDS="0.02")
     assert done.returncode == 0, done.stderr
     assert done.stderr.endswith(f"plbjax: all {len(_steps(generated_plan_path))} step(s) done\n")
