@@ -541,12 +541,6 @@ def _unknown_keys(model: Any, raw: Any, path: str = "$") -> list[str]:
     ]
 
 
-# SF writes a stateless instance's id in a partition's ReplicaHealthStates as ReplicaId (the SDK's
-# StatelessServiceInstanceHealthState); the simulator's health.partition writes InstanceId, lost to the
-# SDK: left for the simulator (plbjax/sf/live/simulator/health.py), then this goes
-KNOWN = (".InstanceId (StatelessServiceInstanceHealthState)",)
-
-
 class _Sdk:
     """The real azure-servicefabric client on the simulator: each answer read into its model, every key
     of it known to the model and no required field missing (the test skips without the SDK)."""
@@ -561,7 +555,7 @@ class _Sdk:
         answer = getattr(self.client, call)(*args, raw=True)
         raw, model = answer.response.json(), answer.output
         said, unknown = f"{call}{args}", _unknown_keys(model, raw)
-        assert model is not None and [k for k in unknown if not k.endswith(KNOWN)] == [], (said, unknown)
+        assert model is not None and unknown == [], (said, unknown)
         assert [e for e in model.validate() if e.rule == "required"] == [], said
         self.read.append(call)
         return model

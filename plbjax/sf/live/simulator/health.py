@@ -134,9 +134,10 @@ def partition(s: Served, part: Partition) -> Json:
         if r.status == ReplicaStatus.DROPPED:
             continue
         state = HealthState.WARNING if r.status == ReplicaStatus.DOWN else HealthState.OK
-        ids = {"ReplicaId": r.rid} if part.stateful else {"InstanceId": r.rid}
-        kind = "Stateful" if part.stateful else "Stateless"
-        replicas.append({"ServiceKind": kind, "AggregatedHealthState": state.value, "PartitionId": part.pid, **ids})
+        kind = "Stateful" if part.stateful else "Stateless"  # an instance's id is a ReplicaId here too (SF's)
+        replicas.append(
+            {"ServiceKind": kind, "AggregatedHealthState": state.value, "PartitionId": part.pid, "ReplicaId": r.rid}
+        )
     own = c.health_of("partition", part.pid.lower())
     return _entity(
         "partition", own, partition_state(c, part), {"PartitionId": part.pid, "ReplicaHealthStates": replicas}
