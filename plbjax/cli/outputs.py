@@ -50,3 +50,11 @@ def drop_run_dir(run_dir: Path) -> None:
 def sweeping() -> bool:
     """Whether this job is one of a sweep's (`-m`)."""
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def job_command(command: list[str], prog: str) -> list[str]:
+    """The command line a record names: as typed (`command`), or in a sweep the job's own, the
+    program and the job's overrides (not the whole sweep's)."""
+    if sweeping():
+        return [prog, *HydraConfig.get().overrides.task]
+    return command or [prog]

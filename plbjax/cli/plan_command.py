@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from plbjax import anneal
-from plbjax.cli.outputs import check_writable, sweeping, trace_plot
+from plbjax.cli.outputs import check_writable, job_command, sweeping, trace_plot
 from plbjax.cli.progress import Progress
 from plbjax.cli.signals import plan_in_worker, stop_on_signals
 from plbjax.cli.summary import job_line, report
@@ -70,9 +70,8 @@ def run(
     check_writable(cfg.out, "out")
     check_writable(cfg.plot, "plot")
     state = _load(cfg, settings or {})
-    made = provenance(
-        VERSION, environment(), cfg.state, resolved or dataclasses.asdict(cfg), COMMAND or ["plbjax"], cfg.search.seed
-    )
+    config = resolved or dataclasses.asdict(cfg)
+    made = provenance(VERSION, environment(), cfg.state, config, job_command(COMMAND, "plbjax"), cfg.search.seed)
     start = time.perf_counter()
     stopping = "stopping the search; writing the best plan found (a second signal exits at once)"
     with stop_on_signals("plbjax", stopping, run_dir) as signals:

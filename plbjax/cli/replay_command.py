@@ -10,11 +10,12 @@ from pathlib import Path
 from hydra.core.hydra_config import HydraConfig
 
 from plbjax import anneal
-from plbjax.cli.outputs import sweeping
-from plbjax.cli.plan_command import threshold_overrides
+from plbjax.cli.outputs import job_command, sweeping
+from plbjax.cli.plan_command import COMMAND, threshold_overrides
 from plbjax.cli.signals import stop_on_signals
 from plbjax.config import ReplayConfig
 from plbjax.files import write_text
+from plbjax.version import VERSION
 
 
 def with_overrides(timeline, cfg: ReplayConfig):
@@ -36,9 +37,12 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     Progress goes to stderr every few seconds. A SIGINT or SIGTERM stops the simulated clock: the
     record up to there is written (summary `Interrupted`), then the run exits 128 + the signal's
     number (130, 143; a sweep's job just ends with its record)."""
+    from plbjax.provenance import environment, provenance
     from plbjax.sf.replay import ReplayProgress, engine, load_timeline, replay, story, summary, write_outputs
 
     anneal.enable_compilation_cache()
+    command = job_command(COMMAND, "plbjax-replay")
+    made = provenance(VERSION, environment(), cfg.timeline, dataclasses.asdict(cfg), command, cfg.search.seed)
     timeline = with_overrides(load_timeline(cfg.timeline), cfg)
     outs = [Path(cfg.out)] if cfg.out else [run_dir]
     if cfg.out and sweeping():  # every job its own folder; the summary reads the jobs'
@@ -54,7 +58,7 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
             stop=anneal.STOP.is_set,
         )
     for out in outs:
-        write_outputs(record, out, plans or ())
+        write_outputs(record, out, plans or (), made)
     result = summary(record)
     told = "plbjax-replay: " + "\n  ".join([*story(record), f"Written to {', '.join(map(str, outs))}."])
     if sweeping():  # one line a job; the story in the job's folder

@@ -4,6 +4,7 @@ fault-domain story (a failed domain gets its share back through balancing)."""
 from __future__ import annotations
 
 import csv
+import hashlib
 import json
 import signal
 import subprocess
@@ -99,7 +100,11 @@ def test_replay_command_writes_the_record(tmp_path):
     assert timeline_bytes == (EXAMPLES / "timelines" / "small-fd-failure.yaml").read_bytes()  # input unchanged
     files = {p.name for p in (tmp_path / "r").iterdir()}
     assert {"series.csv", "series.json", "actions.jsonl", "final-state.json", "summary.json", "plans"} <= files
-    assert json.loads((tmp_path / "r" / "summary.json").read_text())["SimulatedSeconds"] == 630
+    made = json.loads((tmp_path / "r" / "summary.json").read_text())
+    assert made["SimulatedSeconds"] == 630
+    provenance = made["Provenance"]  # recorded like a plan's: the timeline's bytes, config, versions, seed
+    assert provenance["Input"]["Sha256"] == hashlib.sha256(timeline_bytes).hexdigest()
+    assert provenance["Config"]["search"]["steps"] == 300 and provenance["Seed"] == 0 and provenance["Numpy"]
     series = json.loads((tmp_path / "r" / "series.json").read_text())
     rounds = [r for r in series if r["Trigger"] not in ("Event", "Start")]  # Start: the state at time 0
     index = json.loads((tmp_path / "r" / "plans" / "index.json").read_text())  # record.plans: each round's plan
@@ -215,6 +220,8 @@ def test_replay_sweep_ends_with_a_churn_vs_imbalance_summary_and_plot(tmp_path):
         assert int(row["movements"]) == record["CumulativeMovements"] and row["status"] == "ok"
         assert float(row["time_averaged_avg_std_dev"]) == pytest.approx(record["TimeAveragedAvgStdDev"])
         assert float(row["wall_seconds"]) == record["Seconds"] and int(row["max_violations"]) == record["MaxViolations"]
+        assert f"search.seed={job}" in record["Provenance"]["Command"]  # the job's own overrides
+        assert "search.seed=0,1" not in record["Provenance"]["Command"]
         assert (sweep / job / "series.csv").exists()
     assert (sweep / "summary.png").read_bytes()[:4] == b"\x89PNG" and (sweep / "summary.md").exists()
 

@@ -15,8 +15,9 @@ import io
 import json
 import math
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -240,9 +241,13 @@ def time_average(samples: list[tuple[float, float]], duration: float) -> float:
     return float(sum(v * (end - t) for (t, v), end in zip(samples, ends)) / span)
 
 
-def write_outputs(replay: Replay, out: str | Path, plans: Sequence[dict] = ()) -> Path:
+def write_outputs(
+    replay: Replay, out: str | Path, plans: Sequence[dict] = (), provenance: Mapping[str, Any] | None = None
+) -> Path:
     """Write every output file into the folder `out` (created); returns it. `plans`: the rounds'
-    plan documents, in order (`record.plans`), written to out/plans."""
+    plan documents, in order (`record.plans`), written to out/plans; `provenance`: how the replay
+    was made (a plan's `Provenance`: versions, host, the timeline's SHA-256, config, command, seed),
+    written into summary.json."""
     out = Path(out)
     rows = series(replay)
     buffer = io.StringIO()
@@ -256,7 +261,8 @@ def write_outputs(replay: Replay, out: str | Path, plans: Sequence[dict] = ()) -
         "".join(json.dumps({**a, "Time": simulated_time(a["Time"])}) + "\n" for a in replay.actions),
     )
     write_text(out / "final-state.json", json.dumps(replay.final_state, indent=1) + "\n")
-    write_text(out / "summary.json", json.dumps(summary(replay), indent=1) + "\n")
+    made = {"Provenance": dict(provenance)} if provenance else {}
+    write_text(out / "summary.json", json.dumps({**summary(replay), **made}, indent=1) + "\n")
     if plans:
         _write_plans(replay, out / "plans", plans)
     for name, plot in zip(PLOTS, (plot_imbalance, plot_node_loads)):
