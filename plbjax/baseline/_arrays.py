@@ -74,11 +74,8 @@ _SCALARS_I = ("n_movable", "n_swappable")
 def _unsupported(search: Search) -> list[str]:
     """Energy terms or rules of `search` that the baseline does not implement (in use)."""
     problem, within = search.cluster, search.scope
-    out = [f"feature {name}" for name in ("affinity", "defrag") if getattr(problem.features, name)]
-    if np.isfinite(np.asarray(problem.threshold_load)).any():
-        out.append("feature thresholds")
-    if (np.asarray(problem.replica_home) >= 0).any() or np.asarray(problem.replica_upgraded).any():
-        out.append("feature preferred")
+    features = ("affinity", "defrag", "thresholds", "preferred")
+    out = [f"feature {name}" for name in features if getattr(problem.features, name)]
     if within.history:
         out.append("feature history")
     if not np.array_equal(np.asarray(within.node_open), np.asarray(problem.node_up)):

@@ -203,10 +203,13 @@ def _tight_domains(nodes: Nodes, rows: Rows) -> bool:
 
 def features_of(stages: Stages, replicas: ReplicaStages, rows: Rows) -> Features:
     """The optional rules the stages use."""
+    policies, upgrade = replicas.policies, replicas.upgrade
     return Features(
         compound=_tight_domains(stages.nodes, rows),
-        affinity=bool((replicas.policies.parent >= 0).any()),
+        affinity=bool((policies.parent >= 0).any()),
         defrag=bool(stages.weights.defrag.any()),
+        thresholds=bool(np.isfinite(stages.nodes.threshold_load).any()),
+        preferred=bool((upgrade.home >= 0).any() or upgrade.prefers.any() or not policies.preferred.all()),
     )
 
 

@@ -36,13 +36,12 @@ HISTORY_WIDTH = 8  # nodes a replica's History holds before its array widens (an
 
 @dataclasses.dataclass(frozen=True)
 class Features:
-    """Which optional rules the cluster uses. Static: the search compiles only the rules in use, where
-    a rule costs much per step or makes the program much larger (rules that cost little, resource
-    thresholds and preferred locations, are in every program, inert where unused: one program per
-    shape serves clusters with and without them)."""
+    """Which optional rules the cluster uses. Static: the search compiles only the rules in use."""
 
     affinity: bool = False  # some service has an affinity correlation
     defrag: bool = False  # some metric is a defragmentation metric
+    thresholds: bool = False  # ResourceThresholds are set
+    preferred: bool = False  # PreferPrimaryDomain or upgrade snapshot nodes
     compound: bool = False  # a partition fills every fault or upgrade domain evenly: compound moves
 
 

@@ -97,7 +97,8 @@ def propose_compound(search: Search, node_of, primary_of, loads, words) -> Move:
     nodes = jnp.stack([src1, t1, off(src2, leg2), off(t2, leg2), off(src3, leg3), off(t3, leg3)])
     deltas = jnp.stack([-l1, l1, -l2, l2, -l3, l3])
     changes = changes.at[CAPACITY].set(_excess_legs(problem.capacity, loads, nodes, deltas))
-    changes = changes.at[THRESHOLD].set(_excess_legs(problem.threshold_load, loads, nodes, deltas))
+    if problem.features.thresholds:
+        changes = changes.at[THRESHOLD].set(_excess_legs(problem.threshold_load, loads, nodes, deltas))
     valid &= _fit_legs(search, loads, nodes, deltas) & enforced(scope, changes)
     if problem.features.affinity:
         valid &= (problem.replica_parent[r] < 0) & ~jnp.any(problem.children_of[p] >= 0)

@@ -161,11 +161,12 @@ def leg(search: Search, node_of, primary_of, r, dst, before=None):
     is_primary = primary_of[p] == r
     allowed = problem.class_allowed[cls, dst]
     changes = jnp.zeros(CONSTRAINTS).at[PLACEMENT].set(_f32(~allowed) - _f32(misplaced_on(problem, r, src)))
-    changes = changes.at[PREFERRED].set(
-        _f32(is_primary) * (_f32(off_preferred(problem, s, dst)) - _f32(off_preferred(problem, s, src)))
-        + _f32(away_from_home(problem, r, dst))
-        - _f32(away_from_home(problem, r, src))
-    )
+    if problem.features.preferred:
+        changes = changes.at[PREFERRED].set(
+            _f32(is_primary) * (_f32(off_preferred(problem, s, dst)) - _f32(off_preferred(problem, s, src)))
+            + _f32(away_from_home(problem, r, dst))
+            - _f32(away_from_home(problem, r, src))
+        )
     changes = changes.at[UNPLACED].set(-_f32(src < 0) * (1.0 + _f32(is_primary)))
     before = partition_nodes(problem, node_of, p) if before is None else before
     rows = problem.partition_replicas[p]
@@ -210,7 +211,9 @@ def enforced(scope: SearchScope, changes: jax.Array) -> jax.Array:
 
 def _with_capacity(problem: Problem, changes, loads, a, delta_a, b, delta_b) -> jax.Array:
     changes = changes.at[CAPACITY].set(_excess(problem.capacity, loads, a, delta_a, b, delta_b))
-    return changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, delta_a, b, delta_b))
+    if problem.features.thresholds:
+        changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, delta_a, b, delta_b))
+    return changes
 
 
 def _single(problem: Problem, **fields) -> Move:
@@ -449,9 +452,10 @@ def propose_swap(search: Search, node_of, primary_of, loads, words) -> Move:
         change = Change(primaries=((p, q), (jnp.where(along, kp, -1), kid_b)))
         p2 = jnp.where(along, kp, -1)
         changes = changes.at[AFFINITY].set(_affinity(problem, node_of, primary_of, p, p2, change))
-    off = lambda svc, n: _f32(off_preferred(problem, svc, n))
-    s2 = problem.partition_service[jnp.maximum(kp, 0)]
-    changes = changes.at[PREFERRED].set(off(s, b) - off(s, a) + jnp.where(along, off(s2, b) - off(s2, a), 0.0))
+    if problem.features.preferred:
+        off = lambda svc, n: _f32(off_preferred(problem, svc, n))
+        s2 = problem.partition_service[jnp.maximum(kp, 0)]
+        changes = changes.at[PREFERRED].set(off(s, b) - off(s, a) + jnp.where(along, off(s2, b) - off(s2, a), 0.0))
     changes = changes.at[UNPLACED].set(-_f32(a < 0))  # a promotion gives the partition a placed primary
     valid = (
         (scope.n_swappable > 0)

@@ -212,7 +212,7 @@ def encoded_digest(state) -> str:
         problem, index = encode(governed)
     scoped = _pinned_scope(governed, problem)
     values = {f.name: getattr(problem, f.name) for f in dataclasses.fields(problem)} | scoped
-    values["features"] = _PinnedFeatures(problem)
+    values["features"] = _PinnedFeatures(problem.features)
     leaves = [(name, values[name]) for name in PINNED_PROBLEM if name not in ADDED_SINCE | CHANGED_SINCE]
     fields = [
         (INDEX_RENAMED_SINCE.get(f.name, f.name), getattr(index, f.name))
@@ -224,24 +224,13 @@ def encoded_digest(state) -> str:
 
 class _PinnedFeatures:
     """`Features` as the pins saw them: with the flag that is the scope's now (`SearchScope.history`),
-    without the one added since (`compound`), and with the two that are computed always now (issue
-    58: `thresholds`, `preferred`), read from the arrays as the encoding decided them."""
+    without the one added since (`compound`)."""
 
-    def __init__(self, problem):
-        self.problem = problem
+    def __init__(self, features):
+        self.features = features
 
     def __repr__(self) -> str:
-        f, problem = self.problem.features, self.problem
-        thresholds = bool(np.isfinite(np.asarray(problem.threshold_load)).any())
-        preferred = bool(
-            (np.asarray(problem.replica_home) >= 0).any()
-            or np.asarray(problem.replica_upgraded).any()
-            or not np.asarray(problem.primary_preferred).all()
-        )
-        return (
-            f"Features(affinity={f.affinity}, defrag={f.defrag}, thresholds={thresholds}, "
-            f"preferred={preferred}, history=False)"
-        )
+        return repr(self.features).split(", compound=")[0] + ", history=False)"
 
 
 def _pinned_scope(state, problem) -> dict:
