@@ -11,7 +11,7 @@
     expressions.py   placement constraint expressions, parsed once
     governance.py    resource governance: the built-in CPU and memory metrics
     rereading.py     a state read again between PLB rounds: only what a round changes
-    vocabulary.py    Role, ReplicaStatus, NodeStatus, Intent, ActionKind and the typed Action:
+    vocabulary.py    Role, ReplicaStatus, NodeStatus, HealthState, Intent, ActionKind and the typed Action:
                      SF's words mapped once, compared as members everywhere else
 
 Reads nothing else of plbjax.sf; `_encoding` reads it.
@@ -24,12 +24,22 @@ from plbjax.sf._state.governance import apply_resource_governance, governed_agai
 from plbjax.sf._state.reading import gc_paused, load_state, parse_state
 from plbjax.sf._state.rereading import REREAD, reparse
 from plbjax.sf._state.settings import PLB_SETTINGS, resolve_settings
-from plbjax.sf._state.vocabulary import IDLE_SECONDARY, Action, ActionKind, Intent, NodeStatus, ReplicaStatus, Role
+from plbjax.sf._state.vocabulary import (
+    IDLE_SECONDARY,
+    Action,
+    ActionKind,
+    HealthState,
+    Intent,
+    NodeStatus,
+    ReplicaStatus,
+    Role,
+)
 
 __all__ = [
     "Action",
     "ActionKind",
     "IDLE_SECONDARY",
+    "HealthState",
     "Intent",
     "NodeStatus",
     "ReplicaStatus",

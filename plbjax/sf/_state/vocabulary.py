@@ -61,6 +61,30 @@ class ReplicaStatus(StrEnum):
         return self in (ReplicaStatus.READY, ReplicaStatus.IN_BUILD, ReplicaStatus.DOWN)
 
 
+class HealthState(StrEnum):
+    """SF's HealthState words (GetClusterHealth, an entity's GetHealth), aggregated to the worst."""
+
+    OK = "Ok"
+    WARNING = "Warning"
+    ERROR = "Error"
+    UNKNOWN = "Unknown"
+
+    @classmethod
+    def from_sf(cls, word: object) -> HealthState:
+        """SF's word (any case); Unknown for a missing or unknown word (SF's Invalid too)."""
+        return next((h for h in cls if h.value.lower() == str(word or "").lower()), cls.UNKNOWN)
+
+    @classmethod
+    def read(cls, word: object) -> HealthState:
+        """SF's word as it writes it (ValueError for a word SF does not use)."""
+        return cls(str(word))
+
+    @property
+    def rank(self) -> int:
+        """How bad: SF aggregates to the worst of Ok < Warning < Error (Unknown below Ok)."""
+        return (HealthState.UNKNOWN, HealthState.OK, HealthState.WARNING, HealthState.ERROR).index(self)
+
+
 class NodeStatus(StrEnum):
     """A node's status in the state document (SF's `NodeStatus`, its deactivating and deactivated
     nodes both `Disabled`)."""

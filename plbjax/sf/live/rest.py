@@ -21,30 +21,15 @@ import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
-from enum import StrEnum
 from urllib.parse import quote, urlencode, urlsplit
 
 from plbjax.errors import BadInput
-from plbjax.sf import Action, ActionKind
+from plbjax.sf import Action, ActionKind, HealthState
 from plbjax.sf.live.apply.expectations import Holding, holdings
 from plbjax.sf.live.reading.fields import Json
 
 PAGED_MAX_RESULTS = ("/Nodes", "/Applications", "/$/GetServices")  # calls that take MaxResults
 BUSY = 503  # SF's gateway: too busy now, try again
-
-
-class Health(StrEnum):
-    """SF's HealthState, read at this door (GetClusterHealth, a node's or partition's GetHealth)."""
-
-    OK = "Ok"
-    WARNING = "Warning"
-    ERROR = "Error"
-    UNKNOWN = "Unknown"
-
-    @classmethod
-    def from_sf(cls, word: object) -> Health:
-        """SF's word (any case); Unknown for a missing or unknown word (SF's Invalid too)."""
-        return next((h for h in cls if h.value.lower() == str(word or "").lower()), cls.UNKNOWN)
 
 
 ROLLING = ("rollingforwardpending", "rollingforwardinprogress", "rollingbackinprogress", "rollingbackpending")
@@ -280,18 +265,18 @@ class Cluster:
                 self.read_at = time.monotonic()
             return self.status
 
-    def cluster_health(self) -> Health:
+    def cluster_health(self) -> HealthState:
         """GetClusterHealth's aggregated state (one cluster read)."""
-        return Health.from_sf(_field(self.client.get("/$/GetClusterHealth", "6.0"), "AggregatedHealthState"))
+        return HealthState.from_sf(_field(self.client.get("/$/GetClusterHealth", "6.0"), "AggregatedHealthState"))
 
-    def node_health(self, node: str) -> Health:
-        return Health.from_sf(
+    def node_health(self, node: str) -> HealthState:
+        return HealthState.from_sf(
             _field(self.client.get(f"/Nodes/{quote(node)}/$/GetHealth", "6.0"), "AggregatedHealthState")
         )
 
-    def partition_health(self, partition_id: str) -> Health:
+    def partition_health(self, partition_id: str) -> HealthState:
         path = f"/Partitions/{quote(partition_id)}/$/GetHealth"
-        return Health.from_sf(_field(self.client.get(path, "6.0"), "AggregatedHealthState"))
+        return HealthState.from_sf(_field(self.client.get(path, "6.0"), "AggregatedHealthState"))
 
     def upgrade(self, application: str = "") -> str:
         """The cluster's (the application's: its id, as in /Applications/{id}) upgrade state in SF's words

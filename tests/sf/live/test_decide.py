@@ -1,10 +1,10 @@
 """The apply executor's pure decision: starts within the limits, knock-on skips, time-outs; no cluster, no clock."""
 
-from plbjax.sf import Action, ActionKind
+from plbjax.sf import Action, ActionKind, HealthState
 from plbjax.sf.live.apply.decide import Board, Gates, Limits, Policy, decide, held_by
 from plbjax.sf.live.apply.journal import Status
 from plbjax.sf.live.apply.steps import Step
-from plbjax.sf.live.rest import Health, rolling
+from plbjax.sf.live.rest import rolling
 
 LIMITS = Limits(per_node=1, max_in_flight=2, step_timeout=10.0)
 
@@ -60,7 +60,7 @@ GATE = Policy(strict=False, hold_upgrade=True, timeout=30.0)
 
 def test_a_move_whose_partition_is_in_error_is_held_then_skipped_after_the_timeout():
     steps = [_step(0, ActionKind.MOVE_SECONDARY, "N1", "N2"), _step(1, ActionKind.MOVE_PRIMARY, "N3", "N4")]
-    gates = Gates(partitions={"p0": Health.ERROR, "p1": Health.WARNING})
+    gates = Gates(partitions={"p0": HealthState.ERROR, "p1": HealthState.WARNING})
     decision, after = decide(steps, _board(Status.PENDING, Status.PENDING), LIMITS, 100.0, gates=gates, policy=GATE)
     assert decision.begin == (1,) and decision.hold == ((0, "partition p0 is Error (SF's health)"),)
     assert after.held == {0: 100.0} and after.state[0] == Status.PENDING
@@ -74,7 +74,7 @@ def test_a_move_whose_partition_is_in_error_is_held_then_skipped_after_the_timeo
 
 def test_a_node_in_warning_holds_only_when_strict_and_a_healthy_read_lets_the_move_start():
     steps = [_step(0, ActionKind.MOVE_SECONDARY, "N1", "N2")]
-    gates = Gates(nodes={"N2": Health.WARNING})
+    gates = Gates(nodes={"N2": HealthState.WARNING})
     decision, _ = decide(steps, _board(Status.PENDING), LIMITS, 0.0, gates=gates, policy=GATE)
     assert decision.begin == (0,) and decision.hold == ()
     strict = Policy(strict=True, timeout=30.0)
@@ -101,10 +101,10 @@ def test_a_rolling_upgrade_holds_every_move_but_not_the_failover_managers_steps_
 
 def test_a_step_waiting_for_another_is_not_held_and_sfs_words_map_once_at_the_door():
     steps = [_step(0, ActionKind.MOVE_SECONDARY, "N1", "N2"), _step(1, ActionKind.MOVE_SECONDARY, "N2", "N3", 0)]
-    gates = Gates(nodes={"N1": Health.ERROR, "N3": Health.ERROR})
+    gates = Gates(nodes={"N1": HealthState.ERROR, "N3": HealthState.ERROR})
     decision, _ = decide(steps, _board(Status.PENDING, Status.PENDING), LIMITS, 0.0, gates=gates, policy=GATE)
     assert decision.hold == ((0, "node N1 is Error (SF's health)"),)  # step 1 waits for step 0, not held
-    assert Health.from_sf("error") is Health.ERROR and Health.from_sf("Invalid") is Health.UNKNOWN
+    assert HealthState.from_sf("error") is HealthState.ERROR and HealthState.from_sf("Invalid") is HealthState.UNKNOWN
     assert rolling("RollingForwardInProgress") and rolling("RollingBackInProgress")
     assert not rolling("RollingForwardCompleted") and not rolling(None)
     assert held_by(steps[0], Gates(), GATE) == ""
@@ -112,6 +112,6 @@ def test_a_step_waiting_for_another_is_not_held_and_sfs_words_map_once_at_the_do
 
 def test_a_move_whose_partitions_health_was_not_read_yet_waits_without_being_held():
     steps = [_step(0, ActionKind.MOVE_SECONDARY, "N1", "N2"), _step(1, ActionKind.MOVE_PRIMARY, "N3", "N4")]
-    gates = Gates(partitions={"p0": Health.OK}, read=frozenset({"p0"}))
+    gates = Gates(partitions={"p0": HealthState.OK}, read=frozenset({"p0"}))
     decision, after = decide(steps, _board(Status.PENDING, Status.PENDING), LIMITS, 0.0, gates=gates, policy=GATE)
     assert decision.begin == (0,) and decision.hold == () and after.held == {}

@@ -68,7 +68,8 @@ def test_a_replica_answer_keeps_its_rows_order_and_follows_its_node_and_id():
 
 
 def test_health_states_are_read_once_in_sfs_words_and_aggregate_to_the_worst():
-    from plbjax.sf.live.simulator.records import HealthState, worst
+    from plbjax.sf import HealthState
+    from plbjax.sf.live.simulator.records import worst
 
     assert [HealthState.read(w) for w in ("Ok", "Warning", "Error", "Unknown")] == list(HealthState)
     assert worst([HealthState.OK, HealthState.ERROR, HealthState.WARNING]) is HealthState.ERROR

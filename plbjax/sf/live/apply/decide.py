@@ -16,9 +16,10 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 
+from plbjax.sf import HealthState
 from plbjax.sf.live.apply.journal import FINAL, Status
 from plbjax.sf.live.apply.steps import Step
-from plbjax.sf.live.rest import Health, application_id
+from plbjax.sf.live.rest import application_id
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,8 +51,8 @@ class Gates:
 
     upgrade: str = ""
     applications: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    partitions: Mapping[str, Health] = dataclasses.field(default_factory=dict)
-    nodes: Mapping[str, Health] = dataclasses.field(default_factory=dict)
+    partitions: Mapping[str, HealthState] = dataclasses.field(default_factory=dict)
+    nodes: Mapping[str, HealthState] = dataclasses.field(default_factory=dict)
     read: frozenset[str] | None = None  # the partitions whose health was read (None: all, the cluster Ok)
 
     def unread(self, step: Step) -> bool:
@@ -79,7 +80,7 @@ def held_by(step: Step, gates: Gates, policy: Policy) -> str:
     app = application_id(step.action.service)
     if policy.hold_upgrade and gates.applications.get(app):
         return f"an upgrade of application fabric:/{app} is {gates.applications[app]}"
-    bad = (Health.ERROR, Health.WARNING) if policy.strict else (Health.ERROR,)
+    bad = (HealthState.ERROR, HealthState.WARNING) if policy.strict else (HealthState.ERROR,)
     pid = str(step.action.partition)
     if gates.partitions.get(pid) in bad:
         return f"partition {pid} is {gates.partitions[pid]} (SF's health)"

@@ -18,13 +18,13 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 
 from plbjax.errors import BadInput
-from plbjax.sf import Action, ActionKind, NodeStatus, Role
+from plbjax.sf import Action, ActionKind, HealthState, NodeStatus, Role
 from plbjax.sf.live.apply.decide import Board, Gates, Limits, Policy, decide, nodes_of
 from plbjax.sf.live.apply.expectations import BUILDING, NONE, Holding, after, before, mismatches
 from plbjax.sf.live.apply.journal import AGAIN, Journal, Status, now
 from plbjax.sf.live.apply.preflight import Read, Standing, verdict
 from plbjax.sf.live.apply.steps import Step
-from plbjax.sf.live.rest import BUSY, Cluster, Health, HttpError, application_id
+from plbjax.sf.live.rest import BUSY, Cluster, HttpError, application_id
 
 SENDS = 3  # sends of one step in one run, each after its precondition was checked again
 TICK = 0.05  # seconds between two looks at the finished calls
@@ -202,9 +202,9 @@ class Executor:
                 lambda a: self._ask(f"fabric:/{a}'s upgrade progress", "", self.cluster.upgrade, a), names
             )
             apps = {a: state for a, state in zip(names, found) if state}
-        partitions: dict[str, Health] = {}
-        nodes: dict[str, Health] = {}
-        if self._ask("the cluster's health", Health.UNKNOWN, self.cluster.cluster_health) is not Health.OK:
+        partitions: dict[str, HealthState] = {}
+        nodes: dict[str, HealthState] = {}
+        if self._ask("the cluster's health", HealthState.UNKNOWN, self.cluster.cluster_health) is not HealthState.OK:
             first = [s for k, s in enumerate(self.steps) if k in self.held]  # bounded: the held and the next ones
             first += ready[: 2 * self.limits.max_in_flight]
             pids = sorted({str(s.action.partition) for s in first})
@@ -221,9 +221,9 @@ class Executor:
             nodes = {n: h for n, h in nodes.items() if NodeStatus.from_sf(status.get(n, "")) is NodeStatus.UP}
         self.gates = Gates(upgrade, apps, partitions, nodes, frozenset(partitions) if partitions else None)
 
-    def _healths(self, what: str, call: Callable[[str], Health], keys: list[str]) -> dict[str, Health]:
+    def _healths(self, what: str, call: Callable[[str], HealthState], keys: list[str]) -> dict[str, HealthState]:
         """Each key's health, read in parallel (Unknown where SF cannot answer)."""
-        return dict(zip(keys, self.pool.map(lambda key: self._ask(what, Health.UNKNOWN, call, key), keys)))
+        return dict(zip(keys, self.pool.map(lambda key: self._ask(what, HealthState.UNKNOWN, call, key), keys)))
 
     def _ask(self, what: str, default, call: Callable, *args: object):
         """`call(*args)`, or `default` when SF cannot answer it (said once per `what`)."""

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 
-from plbjax.sf import NodeStatus, ReplicaStatus, Role
+from plbjax.sf import HealthState, NodeStatus, ReplicaStatus, Role
 from plbjax.sf.live.apply.steps import plan_read
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.importer import import_dump
@@ -65,7 +65,7 @@ from plbjax.sf.live.simulator.cluster import (
 )
 from plbjax.sf.live.simulator.http import Gateway
 from plbjax.sf.live.simulator.moves import MESSAGES
-from plbjax.sf.live.simulator.records import HealthState, StateNode, StatePartition, StateReplica, read_state
+from plbjax.sf.live.simulator.records import StateNode, StatePartition, StateReplica, read_state
 from plbjax.sf.live.simulator.seed import build, dress, read_dump, render, state_document
 from plbjax.sf.live.simulator.served import Served
 

@@ -11,8 +11,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from plbjax.sf import IDLE_SECONDARY, ActionKind, NodeStatus, ReplicaStatus, Role, parse_placement_constraint
-from plbjax.sf.live.simulator.records import HealthState
+from plbjax.sf import (
+    IDLE_SECONDARY,
+    ActionKind,
+    HealthState,
+    NodeStatus,
+    ReplicaStatus,
+    Role,
+    parse_placement_constraint,
+)
 
 PRIMARY, SECONDARY, IDLE = Role.PRIMARY.sf(), Role.SECONDARY.sf(), IDLE_SECONDARY  # SF's ReplicaRole words
 LIVE = (ReplicaStatus.READY, ReplicaStatus.IN_BUILD)

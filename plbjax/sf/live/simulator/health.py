@@ -22,13 +22,12 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from plbjax.sf import NodeStatus, ReplicaStatus
+from plbjax.sf import HealthState, NodeStatus, ReplicaStatus
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.simulator.cluster import Cluster, Partition, Refused, Replica, Upgrade
 from plbjax.sf.live.simulator.records import (
     NODE_CAPACITY,
     DomainState,
-    HealthState,
     MetricLoad,
     UpgradeState,
     take,

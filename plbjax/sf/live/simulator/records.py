@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TypeVar
 
+from plbjax.sf import HealthState
 from plbjax.sf.live.reading.fields import Json
 
 T = TypeVar("T")
@@ -21,25 +22,6 @@ METRIC_SECTIONS = (
     "NodeBufferPercentage",
     "GlobalMetricWeights",
 )
-
-
-class HealthState(StrEnum):
-    """SF's HealthState words (Ok, Warning, Error, Unknown), read and written here only."""
-
-    OK = "Ok"
-    WARNING = "Warning"
-    ERROR = "Error"
-    UNKNOWN = "Unknown"
-
-    @classmethod
-    def read(cls, word: object) -> HealthState:
-        """SF's word as a HealthState (ValueError for a word SF does not use)."""
-        return cls(str(word))
-
-    @property
-    def rank(self) -> int:
-        """How bad: SF aggregates to the worst of Ok < Warning < Error (Unknown below Ok)."""
-        return (HealthState.UNKNOWN, HealthState.OK, HealthState.WARNING, HealthState.ERROR).index(self)
 
 
 class UpgradeState(StrEnum):
