@@ -56,6 +56,7 @@ from plbjax.baseline import CLUSTER_SEED, Contention, machine, wait_idle
 from plbjax.sf import ClusterSpec, generate, parse_state
 from plbjax.sf._model import energy as E  # the engine's AvgStdDev of a placement (not exported)
 from plbjax.sf._phases import movement_budget
+from plbjax.warm import spec_for  # the benchmarks' clusters, shared with plbjax-warm --replicas
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(tempfile.gettempdir()) / "plbjax_bench_cli"
@@ -72,24 +73,6 @@ WAIT_IDLE = 0.0  # --wait-idle: seconds to wait for other processes to go quiet 
 
 
 # ------------------------------------------------------------------------------------ clusters
-
-
-def spec_for(replicas: int) -> ClusterSpec:
-    """About `replicas` replicas: 3 per partition, about 30 per node, 4 metrics, skewed loads."""
-    services = max(2, round(10 * (replicas / 1000) ** (1 / 3)))  # 1k: 10, 10k: 22, 30k: 31, 100k: 46
-    partitions = max(1, round(replicas / (3 * services)))
-    nodes = max(10, round(replicas / 30))
-    domains = 5 if nodes < 100 else 10
-    return ClusterSpec(
-        nodes=nodes,
-        fault_domains=domains,
-        upgrade_domains=domains,
-        metrics=4,
-        services=services,
-        partitions_per_service=partitions,
-        replicas_per_partition=3,
-        skew=0.8,
-    )
 
 
 def overload(doc: dict, nodes: int) -> None:
