@@ -233,6 +233,26 @@ _UNSIGNED = frozenset(
 )
 _POSITIVE = frozenset({"MaxViolatedItemsToTrace", "MaxInvalidReplicasToTrace"})
 
+# Settings whose other values plbjax does not model and refuses (docs/settings.md, "Refused").
+REFUSED = frozenset(
+    {
+        "UseScoreInConstraintCheck",
+        "UseBatchPlacement",
+        "PartiallyPlaceServices",
+        "IgnoreCostInScoring",
+        "MoveCostOffset",
+        "MoveCostZeroValue",
+        "DefragmentationNodesStdDevFactor",
+        "PreferredPrimaryDomainsConstraintPriority",
+        "BlockNodeInUpgradeConstraintPriority",
+        "NodeTaggingEnabled",
+        "FaultDomainEnabled",
+        "UpgradeDomainEnabled",
+        "UseSeparateSecondaryMoveCost",
+        "LoadDecayFactor",
+    }
+)
+
 _BY_LOWER = {name.lower(): name for name in PLB_SETTINGS}
 _TYPE_NAMES = {bool: "boolean ('true' or 'false')", int: "integer", float: "number", str: "string"}
 
@@ -270,6 +290,9 @@ def _coerce(name: str, value: object) -> bool | int | float | str:
         raise BadInput(f"Settings.{name}: {value!r} must not be negative")
     if name in _POSITIVE and cast(float, parsed) <= 0:  # so are the positive ones
         raise BadInput(f"Settings.{name}: {value!r} must be greater than 0")
+    if name in REFUSED and parsed != PLB_SETTINGS[name]:
+        default = PLB_SETTINGS[name]
+        raise BadInput(f"Settings.{name}: {value!r} is refused: plbjax models only SF's default {default!r}")
     return parsed
 
 
