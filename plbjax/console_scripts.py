@@ -98,6 +98,14 @@ def plbjax_dump() -> int | None:
 
 
 @_exit_on_signals
+def plbjax_record() -> int | None:
+    """`plbjax-record`: a live cluster's day, period by period, with its events; plbjax.sf.live.record."""
+    from plbjax.sf.live import record_main as main
+
+    return main()
+
+
+@_exit_on_signals
 def plbjax_import() -> int | None:
     """`plbjax-import`: a dump directory into a state document; plbjax.sf.live.reading.importer."""
     from plbjax.sf.live import import_main as main

@@ -8,6 +8,8 @@
 * `apply`: ``plbjax-apply`` (`apply_main`) carries a plan out itself through the REST API: its
   actions ordered into steps, sent within limits per node and cluster, watched until done, each
   change written to a journal first, and the cluster compared with the plan's target at the end.
+* `record`: ``plbjax-record`` (`record_main`) records a live cluster's day (its periods' loads and
+  placement, its EventStore's events); ``plbjax-import`` turns the recording into a replay timeline.
 * `rest`: the REST client the three share. `simulator`: a simulated cluster behind the same REST
   calls, seeded from a dump, to rehearse on (``python -m plbjax.sf.live.simulator DUMP``).
 
@@ -24,6 +26,7 @@ _HOMES = {
     "export_plan": ("export.script", "export_plan"),
     "export_main": ("export.script", "main"),
     "apply_main": ("apply.command", "main"),
+    "record_main": ("record.recorder", "main"),
 }
 __all__ = sorted(_HOMES)
 

@@ -75,6 +75,7 @@ class Client:
         self.endpoint = endpoint.rstrip("/")
         self.max_results, self.timeout, self.retries, self.backoff = max_results, timeout, retries, backoff
         self.headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.date: str | None = None  # the Date header of the latest answer: the cluster's clock
         self.context = None
         if self.endpoint.lower().startswith("https:"):
             self.context = _tls(ca, cert, key, insecure)
@@ -104,6 +105,7 @@ class Client:
         try:
             with urllib.request.urlopen(request, timeout=self.timeout, context=self.context) as response:
                 body = response.read()
+                self.date = response.headers.get("Date") or self.date
         except urllib.error.HTTPError as exc:
             raise _http_error(method, url, exc) from None
         except (urllib.error.URLError, OSError) as exc:

@@ -23,12 +23,15 @@ import json
 import ssl
 import sys
 from pathlib import Path
+from typing import TypeVar
 from urllib.parse import quote
 
 from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.sf.live.rest import Client, HttpError, items
 from plbjax.version import add_flag as add_version_flag
+
+C = TypeVar("C", bound=Client)
 
 
 def optional(client: Client, path: str, version: str) -> object | None:
@@ -98,6 +101,27 @@ class _Writer:
         return body if isinstance(body, list) else [body]
 
 
+def add_connection_flags(parser: argparse.ArgumentParser, output: str) -> None:
+    """The options plbjax-dump and plbjax-record share: the cluster, how to reach it, what to read."""
+    parser.add_argument("--endpoint", required=True, help="the cluster's HTTP gateway, e.g. https://host:19080")
+    parser.add_argument("-o", "--output", required=True, metavar="DIR", help=output)
+    parser.add_argument("--cert", help="client certificate (PEM) for https")
+    parser.add_argument("--key", help="its private key (PEM), if not in --cert")
+    parser.add_argument("--ca", metavar="CA_BUNDLE", help="CA certificates to verify the cluster's certificate with")
+    parser.add_argument(
+        "--insecure", action="store_true", help="allow plain http, and https without verifying the server's certificate"
+    )
+    parser.add_argument("--max-results", type=int, default=0, help="page size asked of list calls (0: SF's)")
+    parser.add_argument(
+        "--replica-loads", action="store_true", help="also read every replica's own load reports (one call per replica)"
+    )
+
+
+def connect(args: argparse.Namespace, client: type[C] = Client) -> C:
+    """The client the connection options ask for (BadInput for a bad endpoint)."""
+    return client(args.endpoint, args.cert, args.key, args.insecure, args.max_results, ca=args.ca)
+
+
 def main(argv: list[str] | None = None) -> None:
     assert __doc__ is not None  # the module's docstring
     parser = argparse.ArgumentParser(
@@ -113,21 +137,10 @@ def main(argv: list[str] | None = None) -> None:
         "then: plbjax-import dump/ -o state.json (docs/live-cluster.md)",
     )
     add_version_flag(parser)
-    parser.add_argument("--endpoint", required=True, help="the cluster's HTTP gateway, e.g. https://host:19080")
-    parser.add_argument("-o", "--output", required=True, metavar="DIR", help="the dump directory to write")
-    parser.add_argument("--cert", help="client certificate (PEM) for https")
-    parser.add_argument("--key", help="its private key (PEM), if not in --cert")
-    parser.add_argument("--ca", metavar="CA_BUNDLE", help="CA certificates to verify the cluster's certificate with")
-    parser.add_argument(
-        "--insecure", action="store_true", help="allow plain http, and https without verifying the server's certificate"
-    )
-    parser.add_argument("--max-results", type=int, default=0, help="page size asked of list calls (0: SF's)")
-    parser.add_argument(
-        "--replica-loads", action="store_true", help="also read every replica's own load reports (one call per replica)"
-    )
+    add_connection_flags(parser, "the dump directory to write")
     args = parser.parse_args(argv)
     try:
-        client = Client(args.endpoint, args.cert, args.key, args.insecure, args.max_results, ca=args.ca)
+        client = connect(args)
         count = dump_cluster(client, args.output, args.replica_loads)
     except (BadInput, ssl.SSLError) as exc:
         print(f"plbjax-dump: {exc}", file=sys.stderr)

@@ -1,5 +1,8 @@
 """``plbjax-import DIR -o state.json [-r REPORT]``: a dump of a live cluster -> one state document.
 
+A recorded day (``plbjax-record``'s folder, or a folder of periodic dumps) becomes the replay's
+timeline instead: plbjax.sf.live.record.timeline.
+
 The dump layout is in docs/contract.md; the field names are SF's (see the docstrings of
 `plbjax.sf.live.reading.fields`, `.manifest`, `.nodes`, `.services`, `.replicas` for the sources they were
 checked against). The state is validated with `plbjax.parse_state` before it is written (atomically);
@@ -230,22 +233,32 @@ def main(argv: list[str] | None = None) -> None:
         "  plbjax-import dump/ -o state.json\n"
         "  plbjax-import dump/ -o state.json -r import-report.txt   (the report with every field not carried)\n"
         "  plbjax-import tests/data/sf-dump/small -o state.json    (the bundled sample dump)\n"
+        "  plbjax-import day/ -o timeline.json                     (a plbjax-record recording: a timeline)\n"
         "then: plbjax state=state.json out=plan.json",
     )
     add_version_flag(parser)
-    parser.add_argument("dump", metavar="DIR", help="a dump directory (plbjax-dump, sfctl or curl)")
+    parser.add_argument(
+        "dump", metavar="DIR", help="a dump directory (plbjax-dump, sfctl or curl), or a recording (plbjax-record)"
+    )
     parser.add_argument("-o", "--output", required=True, metavar="STATE", help="the state document to write")
     parser.add_argument("-r", "--report", metavar="REPORT", help="also write the import report here")
     args = parser.parse_args(argv)
+    from plbjax.sf.live.record.timeline import import_recording, is_recording
+
     try:
-        doc, report = import_dump(args.dump)
+        if is_recording(args.dump):
+            doc, lines = import_recording(args.dump)
+            full = lines
+        else:
+            doc, report = import_dump(args.dump)
+            lines, full = report.lines(), report.lines(every_field=True)
     except BadInput as exc:
         print(f"plbjax-import: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     write_text(args.output, json.dumps(doc, indent=2) + "\n")
     if args.report:
-        write_text(args.report, "\n".join(report.lines(every_field=True)) + "\n")
-    sys.stderr.write("\n".join(report.lines()) + "\n")
+        write_text(args.report, "\n".join(full) + "\n")
+    sys.stderr.write("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -29,7 +29,10 @@ What SF does, and where that was read:
 - Move Instance (8.0) is newer than the open-sourced SF: it is checked as Move Secondary with the path's
   service (unknown: FABRIC_E_SERVICE_DOES_NOT_EXIST; a stateful partition: FABRIC_E_INVALID_PARTITION_OPERATION).
 
-Health, upgrades, versions and loads: health.py (its docstring names the fault route).
+Health, upgrades, versions and loads: health.py (its docstring names the fault route). A day
+(``sim.live_day()``, day.py): scheduled node faults, deactivations and upgrades kept in an EventStore
+(``/EventsStore/{Cluster,Nodes,Applications,Services,Partitions}/Events``), diurnal loads per service,
+SF's balancer moving; the ``Date`` header of every answer is the simulated clock's UTC time.
 
 Simplifications: a move is answered at once (SF's call returns once the new replica is InBuild or the new
 primary in place); a move on a reconfiguring partition (a build in progress, a Down replica the FM has not
@@ -63,13 +66,14 @@ from plbjax.sf.live.simulator.cluster import (
     Refusal,
     Upgrade,
 )
+from plbjax.sf.live.simulator.day import Day, Scheduled, seeded_schedule
 from plbjax.sf.live.simulator.http import Gateway
 from plbjax.sf.live.simulator.moves import MESSAGES
 from plbjax.sf.live.simulator.records import StateNode, StatePartition, StateReplica, read_state
 from plbjax.sf.live.simulator.seed import build, dress, read_dump, render, state_document
 from plbjax.sf.live.simulator.served import Served
 
-__all__ = ["Move", "Simulator"]
+__all__ = ["Move", "Scheduled", "Simulator"]
 ROLES = {
     PRIMARY: Role.PRIMARY,
     SECONDARY: Role.SECONDARY,
@@ -244,6 +248,21 @@ class Simulator:
                 node = act.source if kind == "drop" else act.target
                 if kind and node:
                     self.cluster.plan.setdefault((guid, kind), []).append(node)
+
+    # --- a day ---------------------------------------------------------------------------------
+
+    def live_day(self, schedule: list[Scheduled] | None = None, seed: int = 0, **pace: float) -> Day:
+        """From now the cluster lives a day (day.py): `schedule` (default: `seeded_schedule`'s day)
+        happens and is kept in its EventStore, loads follow each service's diurnal curve, SF's balancer
+        moves; `pace`: Day's amplitude, load_every, balance_every."""
+        with self.cluster.lock:
+            self.cluster.advance()
+            if schedule is None:
+                schedule = seeded_schedule(list(self.cluster.nodes), seed)
+            moved = [Scheduled(s.at + self.cluster.clock, s.kind, s.name, s.intent, s.seconds) for s in schedule]
+            day = Day(self.served, moved, seed, **pace)
+            self.cluster.day = day
+            return day
 
     # --- faults ------------------------------------------------------------------------------
 

@@ -21,6 +21,7 @@ def main(argv: list[str] | None = None) -> None:
         "  python -m plbjax.sf.live.simulator tests/data/sf-dump/small --port 19080\n"
         "  python -m plbjax.sf.live.simulator examples/small.yaml --clock-rate 10 --follow-plan plan.json\n"
         "  python -m plbjax.sf.live.simulator dump/ --build-seconds 30 --clock-rate 5\n"
+        "  python -m plbjax.sf.live.simulator examples/small.yaml --day 0 --clock-rate 3600  (an hour a second)\n"
         "\n"
         "faults to inject while it serves (POST, no api-version; 400 E_INVALIDARG if malformed):\n"
         "  curl -X POST 'http://127.0.0.1:19080/$/SimulatorFault?Kind=Health&Entity=partition&Name=PID&HealthState=Error'\n"
@@ -49,6 +50,13 @@ def main(argv: list[str] | None = None) -> None:
         metavar="PLAN",
         help="its Failover Manager adds, drops and promotes where this plan's actions say (plbjax plays SF's PLB)",
     )
+    parser.add_argument(
+        "--day",
+        type=int,
+        metavar="SEED",
+        help="live a seeded day (node faults, a deactivation, an upgrade in its EventStore; diurnal loads; SF's "
+        "balancer moving): what plbjax-record records",
+    )
     args = parser.parse_args(argv)
     options = {"clock_rate": args.clock_rate, "build_seconds": args.build_seconds}
     try:
@@ -56,6 +64,8 @@ def main(argv: list[str] | None = None) -> None:
         sim = Simulator.from_dump(path, **options) if path.is_dir() else Simulator.from_state(path, **options)
         if args.follow_plan:
             sim.follow_plan(json.loads(Path(args.follow_plan).read_text()))
+        if args.day is not None:
+            sim.live_day(seed=args.day)
     except (BadInput, OSError, KeyError, ValueError) as exc:
         print(f"simulator: {exc}", file=sys.stderr)
         raise SystemExit(2) from None

@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from plbjax.sf import (
     IDLE_SECONDARY,
@@ -135,17 +136,26 @@ class Refused(Exception):
         self.code, self.message = code, message
 
 
+class Clocked(Protocol):
+    """Something that acts on the simulated clock (the simulator's day): when next, and what then."""
+
+    def due(self) -> float | None: ...
+
+    def fire(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Options:
     """The simulated world's pace: simulated seconds a build, a swap (default: a quarter build) and the
-    Failover Manager's pass (default: a build) take, simulated seconds per wall second, and the seed
-    of new replica ids."""
+    Failover Manager's pass (default: a build) take, simulated seconds per wall second, the seed
+    of new replica ids, and the UTC instant (Unix seconds) of simulated time 0 (default: the start)."""
 
     build_seconds: float = 2.0
     swap_seconds: float | None = None
     failover_seconds: float | None = None
     clock_rate: float = 1.0
     seed: int = 0
+    epoch: float | None = None
 
 
 class Cluster:
@@ -167,7 +177,9 @@ class Cluster:
         self.clock_rate = float(options.clock_rate)
         self.lock = threading.RLock()
         self.started = time.monotonic()
+        self.epoch = time.time() if options.epoch is None else float(options.epoch)
         self.clock = 0.0
+        self.day: Clocked | None = None  # the simulator's day (day.py), once one is lived
         self.ids = itertools.count(int(options.seed) * 10**9 + 134000000000000001)
         self.moves: list[Move] = []
         self.failovers: list[Move] = []
@@ -210,6 +222,9 @@ class Cluster:
                 events.append((down.at, 0, lambda down=down: self._fire_down(down)))
         if self.failover_seconds > 0 and math.isfinite(self.failover_seconds):
             events.append((self.next_failover, 1 << 30, self._failover_pass))
+        due = self.day.due() if self.day is not None else None
+        if self.day is not None and due is not None:
+            events.append((due, 2, self.day.fire))
         if not events:
             return None
         when, _, action = min(events, key=lambda e: (e[0], e[1]))
@@ -278,6 +293,13 @@ class Cluster:
         for job in list(self.jobs):
             if name in (job.move.source, job.move.target):
                 self._fail(job)
+
+    def node_up(self, name: str) -> None:
+        """The node is Up again: the replicas it held that the FM has not replaced are dropped (SF
+        restarts them; the FM builds what is still short)."""
+        self.nodes[name] = NodeStatus.UP
+        for part in self.partitions.values():
+            part.replicas = [r for r in part.replicas if not (r.node == name and r.status == ReplicaStatus.DOWN)]
 
     def resume_builds(self) -> None:
         """Replicas shown being built when the cluster was seeded finish building, as the FM's own do."""

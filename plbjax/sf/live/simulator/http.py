@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass
+from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler
 from urllib.parse import parse_qsl, unquote, urlsplit
 
@@ -12,6 +13,7 @@ from plbjax.sf import ActionKind, NodeStatus, ReplicaStatus
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.simulator import health, moves
 from plbjax.sf.live.simulator.cluster import Cluster, Refused, Replica
+from plbjax.sf.live.simulator.day import FAMILIES, Day
 from plbjax.sf.live.simulator.records import REPLICA, ListedReplica, take
 from plbjax.sf.live.simulator.served import Served
 
@@ -62,6 +64,8 @@ class Query:
     new: str | None = None
     continuation: str | None = None
     max_results: str | None = None
+    start: str | None = None
+    end: str | None = None
 
 
 QUERY = {
@@ -72,6 +76,8 @@ QUERY = {
     "new": "newnodename",
     "continuation": "continuationtoken",
     "max_results": "maxresults",
+    "start": "starttimeutc",
+    "end": "endtimeutc",
 }
 
 
@@ -102,6 +108,11 @@ class Gateway(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: object) -> None:
         """Quiet: the simulator records requests in `requests` instead."""
+
+    def date_time_string(self, timestamp: float | None = None) -> str:
+        """The Date header: the simulated clock's UTC time (a recorder reads the cluster's time from it)."""
+        c = self.served.cluster
+        return formatdate(c.epoch + c.clock if timestamp is None else timestamp, usegmt=True)
 
     def do_GET(self) -> None:
         self._handle("GET")
@@ -277,6 +288,10 @@ def _read(s: Served, words: list[str], query: Query) -> tuple[int, object]:
         return 200, _page([_partition_item(s, p) for p in pids], query, last)
     if head == "Partitions":
         return _partition_route(s, words, query)
+    day = s.cluster.day
+    if head == "EventsStore" and n == 3 and last == "Events" and words[1] in FAMILIES and isinstance(day, Day):
+        _version(query, 6.4)
+        return 200, day.answer(words[1], query.start, query.end)
     raise NotFound()
 
 
@@ -325,6 +340,8 @@ def _partition_route(s: Served, words: list[str], query: Query) -> tuple[int, ob
     if words[2:] == ["GetReplicas"]:
         shown = [r for r in part.replicas if r.status != ReplicaStatus.DROPPED]
         return 200, _page([replica_item(part.stateful, r) for r in shown], query, "GetReplicas")
+    if words[2:] == ["GetLoadInformation"] and isinstance(s.cluster.day, Day):
+        return 200, s.cluster.day.partition_load(part)
     if words[2:] == ["GetLoadInformation"]:
         empty = {"PartitionId": part.pid, "PrimaryLoadMetricReports": [], "SecondaryLoadMetricReports": []}
         return 200, s.files.get(f"partition-load/{part.pid}.json") or empty

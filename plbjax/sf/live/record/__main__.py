@@ -1,0 +1,3 @@
+from plbjax.sf.live.record.recorder import main
+
+main()

@@ -1,0 +1,262 @@
+"""A recorded day (``plbjax-record``'s folder, or a folder of periodic ``plbjax-dump`` folders) -> the
+replay's timeline (docs/contract.md): the first period's state, SF's events mapped to the timeline's
+kinds (events.py), a LoadReport per partition and role whose loads changed at each period, and what the
+periods' node lists show that no event said (a node enabled again: SF has no event for it).
+
+Nothing is silently dropped: what the timeline cannot hold, a period missing (a gap of more than
+half a period) or cut short, goes into the report. A bad recording is one BadInput line naming the
+file and key: periods not in time order, an events file whose window goes back in time or an event
+outside its window, an event for a node or service no period holds.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from plbjax.errors import BadInput
+from plbjax.sf.live.reading.dumpdir import Dump
+from plbjax.sf.live.reading.fields import Json
+from plbjax.sf.live.reading.importer import DUMP_FILES, import_dump
+from plbjax.sf.live.record.events import WHY_NOT, Kind, SfEvent, read_event
+from plbjax.sf.live.utc import iso, parse_utc
+
+
+@dataclass(frozen=True)
+class Period:
+    """One period's dump folder and its time (Unix seconds)."""
+
+    folder: Path
+    time: float
+
+
+@dataclass
+class Import:
+    """What the import built and what it reports."""
+
+    start: float
+    events: list[Json] = field(default_factory=list)
+    report: list[str] = field(default_factory=list)
+    carried: Counter = field(default_factory=Counter)
+    left: Counter = field(default_factory=Counter)
+
+    def add(self, at: float, kind: Kind, **fields: object) -> None:
+        self.events.append({"Time": round(max(at - self.start, 0.0), 3), "Kind": kind.value, **fields})
+        self.carried[kind.value] += 1
+
+
+def is_recording(root: str | Path) -> bool:
+    """Whether `root` is a recording or a folder of periodic dumps (rather than one dump)."""
+    path = Path(root)
+    return (path / "periods").is_dir() or (path.is_dir() and not any((path / f).exists() for f in DUMP_FILES))
+
+
+def import_recording(root: str | Path) -> tuple[Json, list[str]]:
+    """The timeline of the recording at `root`, and the import report's lines."""
+    periods, report = _periods(Path(root))
+    states = [import_dump(str(p.folder))[0] for p in periods]
+    work = Import(periods[0].time, report=report)
+    events = _read_events(Path(root), periods)
+    _check_subjects(events, states)
+    for i, period in enumerate(periods[1:], 1):
+        window = [e for e in events if periods[i - 1].time < e.time <= period.time]
+        seen = {(k, n) for k, n in _carry(work, window, states[i])}
+        _inferred(work, states[i - 1], states[i], period.time, seen)
+        _loads(work, states[i - 1], states[i], period.time)
+    work.events.sort(key=lambda e: e["Time"])
+    duration = round(periods[-1].time - periods[0].time, 3)
+    doc = {"SchemaVersion": 1, "State": states[0], "Duration": duration, "Events": work.events}
+    return doc, _summary(work, periods, len(events))
+
+
+def _periods(root: Path) -> tuple[list[Period], list[str]]:
+    """The recorded periods in order, and the report's lines on gaps and periods cut short."""
+    base = root / "periods" if (root / "periods").is_dir() else root
+    report = [f"{base}/{p.name}: a period cut short, not carried" for p in sorted(base.glob(".partial-*"))]
+    folders = sorted(p for p in base.iterdir() if p.is_dir() and not p.name.startswith("."))
+    periods = [Period(f, _period_time(f)) for f in folders if _is_dump(f, report)]
+    if len(periods) < 2:
+        raise BadInput(f"{root}: {len(periods)} recorded period(s); a timeline needs two at least")
+    for a, b in zip(periods, periods[1:], strict=False):
+        if b.time <= a.time:
+            raise BadInput(f"{b.folder}: its time {iso(b.time)} is not after {a.folder.name}'s {iso(a.time)}")
+    every = _every(root, periods)
+    for a, b in zip(periods, periods[1:], strict=False):
+        missing = round((b.time - a.time) / every) - 1
+        if missing > 0:
+            report.append(f"gap: {missing} period(s) missing between {iso(a.time)} and {iso(b.time)}")
+    return periods, report
+
+
+def _is_dump(folder: Path, report: list[str]) -> bool:
+    """Whether `folder` holds a whole period (a dump; a recorder's also its period.json)."""
+    whole = any((folder / f).exists() for f in DUMP_FILES)
+    if not whole or (folder.parent.name == "periods" and not (folder / "period.json").is_file()):
+        report.append(f"{folder}: not a whole period (no dump, or no period.json), not carried")
+        return False
+    return True
+
+
+def _period_time(folder: Path) -> float:
+    """A period's time: its period.json's Time, else its folder's name as an ISO 8601 time (cron's dumps)."""
+    path = folder / "period.json"
+    try:
+        text = Dump(folder).object("period.json").get("Time") if path.is_file() else folder.name
+        return parse_utc(str(text))
+    except ValueError:
+        where = f"{path}: Time" if path.is_file() else f"{folder}: the folder's name"
+        raise BadInput(f"{where} is not an ISO 8601 time (e.g. 2026-01-01T05:00:00Z)") from None
+
+
+def _every(root: Path, periods: list[Period]) -> float:
+    """The period: the recording's Every, else the shortest gap between periods."""
+    path = root / "recording.json"
+    if path.is_file():
+        return float(Dump(root).object("recording.json").get("Every") or 0) or _shortest(periods)
+    return _shortest(periods)
+
+
+def _shortest(periods: list[Period]) -> float:
+    return min(b.time - a.time for a, b in zip(periods, periods[1:], strict=False))
+
+
+def _read_events(root: Path, periods: list[Period]) -> list[SfEvent]:
+    """Every event of events/*.json once (by EventInstanceId), in time order."""
+    files = sorted((root / "events").glob("*.json")) if (root / "events").is_dir() else []
+    events: dict[str, SfEvent] = {}
+    last = None
+    for path in files:
+        doc = Dump(path.parent).object(path.name)
+        low, high = parse_utc(str(doc.get("From"))), parse_utc(str(doc.get("To")))
+        if last is not None and low < last - 1e-3:
+            raise BadInput(f"{path}: From {doc['From']} goes back before the previous window's end {iso(last)}")
+        for i, item in enumerate(doc.get("Events") or []):
+            event = read_event(item, f"{path}: Events[{i}]")
+            if not low - 1e-3 <= event.time <= high + 1e-3:
+                raise BadInput(
+                    f"{event.where}.TimeStamp: {iso(event.time)} is outside the window {doc['From']}..{doc['To']}"
+                )
+            events.setdefault(event.instance, event)
+        last = high
+    return sorted(events.values(), key=lambda e: e.time)
+
+
+def _check_subjects(events: list[SfEvent], states: list[Json]) -> None:
+    """Every carried event's node and service is one some period holds."""
+    nodes = {n["NodeName"] for s in states for n in s["Nodes"]}
+    services = {v["ServiceName"] for s in states for v in s["Services"]}
+    for event in events:
+        if event.node and event.carried and event.node not in nodes:
+            raise BadInput(f"{event.where}.NodeName: {event.node!r} is not a node of any recorded period")
+        if event.service and event.carried and event.service not in services | {event.service} & _deleted(events):
+            raise BadInput(f"{event.where}.ServiceId: {event.service!r} is not a service of any recorded period")
+
+
+def _deleted(events: list[SfEvent]) -> set[str]:
+    """Services created and deleted between two periods (no period holds them)."""
+    return {e.service for e in events if e.carried is Kind.SERVICE_DELETED}
+
+
+def _carry(work: Import, window: list[SfEvent], after: Json) -> list[tuple[Kind, str]]:
+    """The window's events into the timeline; (kind, subject) of each carried."""
+    done = []
+    domains = sorted({str(n.get("UpgradeDomain")) for n in after["Nodes"] if n.get("UpgradeDomain") is not None})
+    for event in window:
+        kind = event.carried
+        if kind is None:
+            work.left[f"{event.kind} ({WHY_NOT.get(event.kind, 'the timeline has no such kind')})"] += 1
+            continue
+        fields = _fields(kind, event, after, domains)
+        if fields is None:
+            work.left[f"{event.kind} of {event.node or event.service} (no period shows it)"] += 1
+            continue
+        work.add(event.time, kind, **fields)
+        done.append((kind, event.node or event.service))
+    return done
+
+
+def _fields(kind: Kind, event: SfEvent, after: Json, domains: list[str]) -> Json | None:
+    """The timeline event's fields (besides Time and Kind); None when the state after cannot give them."""
+    if kind is Kind.NODE_ADDED:
+        return next(({"Node": n} for n in after["Nodes"] if n["NodeName"] == event.node), None)
+    if kind is Kind.NODE_DISABLED:
+        return {"NodeName": event.node, "Intent": event.intent.value}
+    if event.node:
+        return {"NodeName": event.node}
+    if kind is Kind.UPGRADE_STARTED:
+        scope = {"Scope": "Application", "ApplicationName": event.application} if event.application else {}
+        return {"Scope": "Cluster", "UpgradeDomains": domains} | scope
+    if kind is Kind.UPGRADE_DOMAIN_COMPLETED:
+        return {"UpgradeDomain": event.domain} if event.domain in domains else None
+    if kind is Kind.SERVICE_CREATED:
+        return _created(event.service, after)
+    if kind is Kind.SERVICE_DELETED:
+        return {"ServiceName": event.service}
+    return {}
+
+
+def _created(service: str, after: Json) -> Json | None:
+    found = next((s for s in after["Services"] if s["ServiceName"] == service), None)
+    parts = [
+        {"PartitionId": p["PartitionId"], "Replicas": p["Replicas"]}
+        for p in after["Partitions"]
+        if p["ServiceName"] == service
+    ]
+    return None if found is None else {"Service": found, "Partitions": parts}
+
+
+def _inferred(work: Import, before: Json, after: Json, at: float, seen: set[tuple[Kind, str]]) -> None:
+    """What the node lists show changed that no event said: NodeDown/Up, NodeDisabled/Enabled."""
+    old = {n["NodeName"]: str(n.get("NodeStatus", "Up")) for n in before["Nodes"]}
+    for node in after["Nodes"]:
+        name, status = node["NodeName"], str(node.get("NodeStatus", "Up"))
+        kind = _change(old.get(name), status)
+        if (
+            kind is not None
+            and (kind, name) not in seen
+            and not (kind is Kind.NODE_UP and (Kind.NODE_ENABLED, name) in seen)
+        ):
+            work.add(at, kind, NodeName=name)
+            work.left[f"{kind.value} (inferred from the periods' node status; no event said it)"] += 1
+
+
+def _change(old: str | None, new: str) -> Kind | None:
+    """The timeline kind a node's status change is."""
+    if old is None or old == new:
+        return None
+    if new == "Down":
+        return Kind.NODE_DOWN
+    if new == "Disabled":
+        return Kind.NODE_DISABLED
+    return Kind.NODE_ENABLED if old == "Disabled" else Kind.NODE_UP
+
+
+def _loads(work: Import, before: Json, after: Json, at: float) -> None:
+    """A LoadReport for each partition and role whose reported loads changed since the period before."""
+    old = _role_loads(before)
+    for key, loads in sorted(_role_loads(after).items()):
+        if loads and loads != old.get(key):
+            service, pid, role = key
+            work.add(at, Kind.LOAD_REPORT, ServiceName=service, PartitionId=pid, Role=role, Loads=loads)
+
+
+def _role_loads(state: Json) -> dict[tuple[str, str, str], dict[str, float]]:
+    """(service, partition, role) -> the loads of its first replica of that role."""
+    out: dict[tuple[str, str, str], dict[str, float]] = {}
+    for part in state["Partitions"]:
+        for replica in part["Replicas"]:
+            key = (part["ServiceName"], str(part["PartitionId"]), str(replica["Role"]))
+            out.setdefault(key, dict(replica.get("Loads") or {}))
+    return out
+
+
+def _summary(work: Import, periods: list[Period], read: int) -> list[str]:
+    """The import report: the recording, what was carried, what was not, the gaps."""
+    carried = ", ".join(f"{k} {n}" for k, n in sorted(work.carried.items()))
+    lines = [
+        f"recording: {len(periods)} periods from {iso(periods[0].time)} to {iso(periods[-1].time)}",
+        f"events: {read} read from the EventStore; timeline: {len(work.events)} events ({carried})",
+    ]
+    lines += [f"not carried as read: {why}: {n}" for why, n in sorted(work.left.items())]
+    return lines + work.report

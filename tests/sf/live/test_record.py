@@ -1,0 +1,178 @@
+"""plbjax-record on the simulator's day, and plbjax-import of the recording into a timeline (issue 63)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import azure.servicefabric.models as sf_models
+import pytest
+from msrest import Deserializer
+
+from plbjax.sf.live.reading.importer import main as import_main
+from plbjax.sf.live.record.recorder import main as record_main
+from plbjax.sf.live.record.timeline import import_recording
+from plbjax.sf.live.simulator import Simulator
+
+ROOT = Path(__file__).resolve().parents[3]
+SMALL = ROOT / "examples" / "small.yaml"
+EPOCH = 1767225600.0  # 2026-01-01T00:00:00Z
+RATE = 3600.0  # an hour of the cluster a wall second
+SDK = Deserializer({k: v for k, v in vars(sf_models).items() if isinstance(v, type)})
+
+
+def _day(rate: float = RATE) -> Simulator:
+    sim = Simulator.from_state(SMALL, clock_rate=rate, epoch=EPOCH)
+    sim.live_day(seed=0)
+    return sim
+
+
+def _record(url: str, out: Path, length: str = "6h", *extra: str) -> None:
+    args = ["--endpoint", url, "--insecure", "--every", "1h", "--for", length, "--clock-rate", str(RATE)]
+    record_main([*args, "--max-rate", "0", "-o", str(out), *extra])
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Six hours of the simulator's day, recorded every hour (about six wall seconds)."""
+    out = tmp_path_factory.mktemp("rec") / "day"
+    with _day().serve() as url:
+        _record(url, out)
+    return out
+
+
+def test_eventstore_answers_as_the_sdk_reads_them() -> None:
+    sim = _day(rate=200000.0)
+    with sim.serve() as url:
+        while sim.now() < 86400:
+            pass
+        window = "api-version=6.4&StartTimeUtc=2026-01-01T00:00:00Z&EndTimeUtc=2026-01-02T00:00:00Z"
+        kinds = []
+        for family, model in (("Cluster", "ClusterEvent"), ("Nodes", "NodeEvent"), ("Services", "ServiceEvent")):
+            with urllib.request.urlopen(f"{url}/EventsStore/{family}/Events?{window}") as answer:
+                assert answer.headers["Date"].endswith("GMT")
+                events = SDK(f"[{model}]", json.loads(answer.read()))
+            for event in events:
+                event.validate()  # every field the SDK's model requires is there
+            kinds += [type(e).__name__ for e in events]
+    assert {"NodeDownEvent", "NodeUpEvent", "NodeDeactivateStartedEvent", "ClusterUpgradeStartedEvent"} <= set(kinds)
+    assert "ClusterUpgradeDomainCompletedEvent" in kinds and "ClusterUpgradeCompletedEvent" in kinds
+    assert sim.failovers, "SF's balancer moved nothing in a day"
+
+
+def test_eventstore_needs_its_window() -> None:
+    with _day().serve() as url:
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.urlopen(f"{url}/EventsStore/Nodes/Events?api-version=6.4")
+    assert err.value.code == 400
+
+
+def test_a_recorded_day_imports_as_a_timeline(recording: Path) -> None:
+    periods = sorted(p.name for p in (recording / "periods").iterdir())
+    assert periods == [f"{i:06d}" for i in range(7)]
+    doc, report = import_recording(recording)
+    kinds = [e["Kind"] for e in doc["Events"]]
+    assert kinds.count("NodeDown") == 1 and kinds.count("NodeUp") == 1  # at 3.2 h and 3.7 h
+    assert kinds.count("LoadReport") >= 6 * 2  # the diurnal loads change every period
+    assert [e["Time"] for e in doc["Events"]] == sorted(e["Time"] for e in doc["Events"])
+    assert 6 * 3600 - 60 < doc["Duration"] < 6 * 3600 + 60
+    assert report[0].startswith("recording: 7 periods")
+
+
+def test_a_rerun_continues_the_recording(tmp_path: Path) -> None:
+    out = tmp_path / "day"
+    with _day().serve() as url:
+        _record(url, out, "2h")
+        first = json.loads((out / "periods" / "000002" / "period.json").read_text())
+        _record(url, out, "4h")
+    assert sorted(p.name for p in (out / "periods").iterdir()) == [f"{i:06d}" for i in range(5)]
+    assert json.loads((out / "periods" / "000002" / "period.json").read_text()) == first
+
+
+def test_without_an_eventstore_a_warning_and_loads(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    sim = Simulator.from_state(SMALL, clock_rate=RATE, epoch=EPOCH)  # no day: no EventStore
+    with sim.serve() as url:
+        _record(url, tmp_path / "day", "2h")
+    assert "warning: no EventStore" in capsys.readouterr().err
+    assert json.loads((tmp_path / "day" / "recording.json").read_text())["EventStore"] is False
+    doc, _ = import_recording(tmp_path / "day")
+    assert doc["State"]["Nodes"] and doc["Duration"] > 0
+
+
+def _copy(recording: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "day"
+    shutil.copytree(recording, out)
+    return out
+
+
+def _events(day: Path, index: int) -> tuple[Path, dict]:
+    path = day / "events" / f"{index:06d}.json"
+    return path, json.loads(path.read_text())
+
+
+def test_a_missing_period_and_one_cut_short_are_reported(recording: Path, tmp_path: Path) -> None:
+    day = _copy(recording, tmp_path)
+    shutil.rmtree(day / "periods" / "000002")
+    (day / "periods" / "000005" / "period.json").unlink()
+    (day / "periods" / "000005").rename(day / "periods" / ".partial-000005")
+    doc, report = import_recording(day)
+    assert any(line.startswith("gap: 1 period(s) missing") for line in report)
+    assert any("000005: a period cut short" in line for line in report)
+    assert doc["Events"]
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        ("node", "Events[0].NodeName: 'N99' is not a node of any recorded period"),
+        ("order", "goes back before the previous window's end"),
+        ("window", "is outside the window"),
+    ],
+)
+def test_bad_events_exit_2_with_one_line(
+    recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture, change: str, message: str
+) -> None:
+    day = _copy(recording, tmp_path)
+    path, doc = _events(day, 4)
+    down = {"Kind": "NodeDown", "EventInstanceId": "x", "TimeStamp": doc["To"], "NodeName": "N99"}
+    if change == "node":
+        doc["Events"] = [down]
+    elif change == "order":
+        doc["From"] = _events(day, 2)[1]["From"]
+    else:
+        doc["Events"] = [down | {"NodeName": "N0", "TimeStamp": "2025-01-01T00:00:00Z"}]
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SystemExit) as exit_:
+        import_main([str(day), "-o", str(tmp_path / "timeline.json")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and len(err) == 1 and message in err[0]
+    assert not (tmp_path / "timeline.json").exists()
+
+
+def test_periods_out_of_time_order_exit_2(recording: Path, tmp_path: Path) -> None:
+    day = _copy(recording, tmp_path)
+    late = day / "periods" / "000003" / "period.json"
+    late.write_text(json.dumps({"Time": "2025-01-01T00:00:00Z"}))
+    with pytest.raises(SystemExit) as exit_:
+        import_main([str(day), "-o", str(tmp_path / "t.json")])
+    assert exit_.value.code == 2
+
+
+@pytest.mark.slow
+def test_record_import_replay_on_loopback(recording: Path, tmp_path: Path) -> None:
+    """The chain as an operator runs it: the recording imported, then replayed by plbjax-replay."""
+    timeline = tmp_path / "timeline.json"
+    import_main([str(recording), "-o", str(timeline)])
+    out = tmp_path / "replay"
+    replay = "from plbjax.console_scripts import plbjax_replay; raise SystemExit(plbjax_replay())"
+    command = [sys.executable, "-c", replay, f"timeline={timeline}", f"out={out}", "search.steps=50"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["SimulatedSeconds"] > 6 * 3600 - 60
+    assert [e["Kind"] for e in summary["ClusterEvents"]] == ["NodeDown", "NodeUp"]
