@@ -74,6 +74,24 @@ def plbjax_replay() -> int | None:
 
 
 @_exit_on_signals
+def plbjax_baseline() -> int | None:
+    """`plbjax-baseline`: a plan of a state by the sequential compiled annealer (`plbjax`'s config); plbjax.cli."""
+    if _printed_version("plbjax-baseline"):
+        return 0
+    from plbjax.cli.apps import baseline_main
+
+    return baseline_main()
+
+
+@_exit_on_signals
+def plbjax_compare() -> int | None:
+    """`plbjax-compare`: two sweeps joined on their swept keys, their differences with intervals; plbjax.compare."""
+    from plbjax.compare import main
+
+    return main()
+
+
+@_exit_on_signals
 def plbjax_generate() -> int | None:
     """`plbjax-generate`: synthetic state documents and timelines; plbjax.generate_cli."""
     from plbjax.generate_cli import main

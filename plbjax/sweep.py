@@ -21,6 +21,7 @@ REPLAY_SUMMARY = "summary.json"  # a replay job's summary (plbjax-replay writes 
 SEED = "search.seed"  # the key whose values are repeats of one configuration
 FAILURES: list[str] = []  # the jobs of the last sweep summarised that failed ("3: bad input: ...")
 AGGREGATED = "summary-by-config.csv"  # the jobs grouped by everything swept but the seed
+JOBS_TABLE = "jobs.parquet"  # summary.csv's rows as a typed Parquet table
 
 PLAN_COLUMNS = (
     "actions",  # the plan's Actions
@@ -33,6 +34,8 @@ PLAN_COLUMNS = (
     "imbalanced_before",
     "imbalanced_after",
     "version",
+    "program",  # the command that made the plan (Provenance.Command[0]: plbjax, plbjax-baseline)
+    "input_sha256",  # the state's SHA-256 (Provenance.Input.Sha256): plbjax-compare joins on it
 )
 REPLAY_COLUMNS = (
     "time_averaged_avg_std_dev",
@@ -42,6 +45,8 @@ REPLAY_COLUMNS = (
     "final_unplaced",
     "wall_seconds",
     "version",  # the plbjax that made the job's plan or record
+    "program",
+    "input_sha256",  # the timeline's SHA-256
 )
 AGGREGATES = {  # the numbers aggregated over seeds
     "plan": ("energy", "score_after", "actions", "movements", "seconds"),
@@ -102,6 +107,7 @@ def _plan_numbers(plan: dict) -> dict:
         "imbalanced_before": _imbalanced(plan, "IsBalancedBefore"),
         "imbalanced_after": _imbalanced(plan, "IsBalancedAfter"),
         "version": plan["Search"].get("Version"),
+        **_made(plan),
     }
     for phase, search in searched:
         numbers[f"steps_{phase}"] = search.get("Steps")
@@ -120,10 +126,17 @@ def _replay_numbers(replayed: dict) -> dict:
         "final_unplaced": replayed["FinalUnplaced"],
         "wall_seconds": replayed["Seconds"],
         "version": replayed.get("Version"),
+        **_made(replayed),
     }
     if replayed.get("Interrupted"):
         numbers["status"] = f"interrupted at {replayed['SimulatedSeconds']:g} simulated s"
     return numbers
+
+
+def _made(document: dict) -> dict:
+    """The program and input hash of a plan's or record's `Provenance` (None where it has none)."""
+    made = document.get("Provenance") or {}
+    return {"program": (made.get("Command") or [None])[0], "input_sha256": (made.get("Input") or {}).get("Sha256")}
 
 
 def _is_replay(job: Path) -> bool:
@@ -227,23 +240,34 @@ def _number(value, digits: str) -> str:
     return format(value, digits)
 
 
-def _write_csv(path: Path, rows: list[dict]) -> None:
+def write_csv(path: Path, rows: list[dict]) -> None:
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
 
 
+def write_jobs_table(path: Path, rows: list[dict]) -> None:
+    """The jobs as a Parquet table (pyarrow; pandas, polars and DuckDB read it): every column of
+    summary.csv, typed (numbers as numbers, missing ones null)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_pylist(rows), tmp)
+
+
 def write_summary(sweep_dir: Path) -> list[dict]:
-    """Write summary.csv, summary-by-config.csv, summary.md and summary.png into `sweep_dir`; the
-    failed jobs are kept in FAILURES."""
+    """Write summary.csv, jobs.parquet (the same, typed), summary-by-config.csv, summary.md and
+    summary.png into `sweep_dir`; the failed jobs are kept in FAILURES."""
     rows = collect(sweep_dir)
     FAILURES[:] = [f"{r['job']}: {r['status']}" for r in rows if r["status"] not in ("ok", "interrupted")]
     if not rows:
         return rows
-    _write_csv(sweep_dir / "summary.csv", rows)
+    write_csv(sweep_dir / "summary.csv", rows)
+    write_jobs_table(sweep_dir / JOBS_TABLE, rows)
     groups = aggregate(rows)
-    _write_csv(sweep_dir / AGGREGATED, groups)
+    write_csv(sweep_dir / AGGREGATED, groups)
     made = ", ".join(sorted({r["version"] for r in rows if r["version"]})) or "unknown"
     lines = [f"{len(rows)} job(s) by plbjax {made}", "", *_table(rows)]
     if any(g["jobs"].count(" ") for g in groups):  # some configuration ran more than once
@@ -254,11 +278,12 @@ def write_summary(sweep_dir: Path) -> list[dict]:
     write_text(sweep_dir / "summary.md", "\n".join(lines) + "\n")
     write_figure(sweep_dir / "summary.png", figure(rows), dpi=120)
     print("\n".join(lines))
-    print(f"sweep summary written to {sweep_dir / 'summary.md'} (and summary.csv, {AGGREGATED}, summary.png)")
+    also = f"summary.csv, {JOBS_TABLE}, {AGGREGATED}, summary.png"
+    print(f"sweep summary written to {sweep_dir / 'summary.md'} (and {also})")
     return rows
 
 
-def _markdown(head: Iterable[str], cells: Iterable[Iterable[str]]) -> list[str]:
+def markdown_table(head: Iterable[str], cells: Iterable[Iterable[str]]) -> list[str]:
     head = list(head)
     return [
         "| " + " | ".join(head) + " |",
@@ -301,7 +326,7 @@ def _table(rows: list[dict]) -> list[str]:
             )
             for r in rows
         ]
-    return _markdown(
+    return markdown_table(
         ["job", *keys, "status", *head],
         ([r["job"], *(str(r[k]) for k in keys), r["status"], *c] for r, c in zip(rows, cells)),
     )
@@ -322,7 +347,7 @@ def _aggregated_table(groups: list[dict]) -> list[str]:
         ci = "" if low is None else f" (95 % CI {format(low, d)} to {format(high, d)})"
         return f"{m} ± {s}{ci} [{lo}, {hi}]"
 
-    return _markdown(
+    return markdown_table(
         [*keys, "jobs", "n", *numbers],
         ([*(str(g[k]) for k in keys), g["jobs"], str(g["n"]), *(cell(g, n) for n in numbers)] for g in groups),
     )

@@ -5,7 +5,8 @@ about plbjax is a ratio against (scripts/bench_annealer.py, bench_cli.py, bench_
 kept apart on purpose: it re-implements SF's energy, its constraint penalties, the moves and their
 validity rules independently, in float64 numpy/numba loops, reading only the encoded `Problem`, so
 that it also checks plbjax's jitted code (tests/baseline/test_baseline.py) rather than sharing its mistakes.
-Nothing in the rest of plbjax imports it.
+`plbjax-baseline` (plbjax.cli) plans with it: `sequential_plan` writes its best placement as a plan
+document of plbjax's shape, under SF's movement throttles.
 
 numba is a test and benchmark extra (`pip install plbjax[test]`): importing `plbjax.baseline` needs it.
 
@@ -27,6 +28,7 @@ from plbjax.baseline._bench import (
     wait_idle,
 )
 from plbjax.baseline._energy import domain_violation
+from plbjax.baseline._plan import SequentialPlan, balancing_limits, sequential_plan
 from plbjax.baseline._sequential import (
     balancing_problem,
     compile_kernels,
@@ -40,6 +42,8 @@ __all__ = [
     "SIZES",
     "Arrays",
     "Contention",
+    "SequentialPlan",
+    "balancing_limits",
     "balancing_problem",
     "compile_kernels",
     "domain_violation",
@@ -48,6 +52,7 @@ __all__ = [
     "probe_temperature",
     "problem_arrays",
     "run_baseline",
+    "sequential_plan",
     "timed",
     "wait_idle",
 ]

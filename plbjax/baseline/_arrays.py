@@ -56,6 +56,7 @@ Arrays = namedtuple(
         "penalty",
         "replica_count",
         "move_penalty",
+        "move_budget",
         "service_nonpacking",
         "domain_quorum",
         "quorum_level",
@@ -68,7 +69,7 @@ CAPACITY, PLACEMENT, FAULT_DOMAIN, UPGRADE_DOMAIN, UNPLACED = range(5)
 _FROM_SF = (SF_CAPACITY, SF_PLACEMENT, SF_FAULT_DOMAIN, SF_UPGRADE_DOMAIN, SF_UNPLACED)  # in that order
 
 _SCALARS_F = ("swap_cost", "replica_count", "move_penalty")
-_SCALARS_I = ("n_movable", "n_swappable")
+_SCALARS_I = ("n_movable", "n_swappable", "move_budget")  # move_budget: the throttles' most movements
 
 
 def _unsupported(search: Search) -> list[str]:
@@ -80,9 +81,8 @@ def _unsupported(search: Search) -> list[str]:
         out.append("feature history")
     if not np.array_equal(np.asarray(within.node_open), np.asarray(problem.node_up)):
         out.append("closed nodes (node_open)")
-    for name in ("move_budget", "partition_budget"):
-        if int(getattr(within, name)) < 2**31 - 1:
-            out.append(f"throttle {name}")
+    if int(within.partition_budget) < 2**31 - 1:
+        out.append("throttle partition_budget")
     if np.any(np.asarray(problem.replica_parent) >= 0):
         out.append("affinity")
     if not np.all(np.asarray(problem.primary_preferred)):
@@ -95,8 +95,9 @@ def problem_arrays(search: Search) -> Arrays:
     origin is the baseline's `initial_node` / `initial_primary`, where it starts and counts from.
 
     Raises NotImplementedError for a problem that uses rules the baseline lacks (affinity,
-    preferred primary domains, defragmentation, resource thresholds, history, closed nodes,
-    throttles): the benchmark's generated clusters use none of them.
+    preferred primary domains, defragmentation, resource thresholds, history, closed nodes, the
+    per-partition throttle): the benchmark's generated clusters use none of them. The movement
+    throttles' budget (`move_budget`) it honours.
     """
     missing = _unsupported(search)
     if missing:
@@ -123,7 +124,8 @@ def problem_arrays(search: Search) -> Arrays:
 
 
 # Chain state. Scalars live in `sc`: [local_score, cost, energy, best_energy, accepted, log_len,
-# log_mode (1: best = current + undo log, 0: best = the explicit best arrays), penalty].
+# log_mode (1: best = current + undo log, 0: best = the explicit best arrays), penalty, movements
+# from the origin (as SF's throttles count them: moved placed replicas and swapped primaries)].
 State = namedtuple(
     "State",
     [
@@ -145,4 +147,4 @@ State = namedtuple(
         "log_value",
     ],
 )
-LS, COST, E, BEST, ACC, LOGN, LOGMODE, PEN = range(8)
+LS, COST, E, BEST, ACC, LOGN, LOGMODE, PEN, MOVES = range(9)

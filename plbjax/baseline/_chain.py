@@ -16,6 +16,7 @@ from plbjax.baseline._arrays import (
     LOGMODE,
     LOGN,
     LS,
+    MOVES,
     PEN,
     PLACEMENT,
     UNPLACED,
@@ -84,6 +85,7 @@ def anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pro
     movable, swappable = A.movable, A.swappable
     n_movable, n_swappable = A.n_movable, A.n_swappable
     swap_cost, replica_count, move_penalty = A.swap_cost, A.replica_count, A.move_penalty
+    move_budget = A.move_budget  # the throttles: most movements from the origin
     nonpacking, node_move_factor = A.service_nonpacking, A.node_move_factor
     quorum, quorum_level = A.domain_quorum, A.quorum_level
     check_capacity, check_fd, check_ud = A.enforce[CAPACITY], A.enforce[FAULT_DOMAIN], A.enforce[UPGRADE_DOMAIN]
@@ -142,7 +144,10 @@ def anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pro
             ):
                 continue
             init = initial_primary[p]
-            cost_delta = swap_cost * ((1.0 if r != init else 0.0) - (1.0 if old != init else 0.0))
+            moved = (1 if r != init else 0) - (1 if old != init else 0)
+            if sc[MOVES] + moved > move_budget:
+                continue
+            cost_delta = swap_cost * moved
             penalty_delta = 0.0
             if pen[CAPACITY] != 0:
                 penalty_delta = pen[CAPACITY] * (
@@ -189,6 +194,9 @@ def anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pro
                 if check_ud and ud > 0:
                     continue
             init = initial_node[r]
+            moved = ((1 if b != init else 0) - (1 if a != init else 0)) if init >= 0 else 0
+            if sc[MOVES] + moved > move_budget:
+                continue
             cost_delta = move_cost[r] * (
                 (node_move_factor[b] if b != init and init >= 0 else 0.0)
                 - (node_move_factor[max(a, 0)] if a != init and init >= 0 else 0.0)
@@ -282,6 +290,7 @@ def anneal(A, st, first, n, t_start, t_end, swap_probability, refresh_steps, pro
         sc[LS] = local_score
         sc[COST] = cost
         sc[PEN] = penalty
+        sc[MOVES] += moved
         sc[E] = new_energy
         sc[ACC] += 1
         if new_energy < sc[BEST]:

@@ -15,9 +15,10 @@ Differences that favour the baseline (it is the thing to beat):
     `refresh_steps` steps (default 100,000) instead of every 1,000.
 
 Rules the baseline does not implement (affinity, preferred primary domains, defragmentation,
-resource thresholds, history, closed nodes, throttles) make `problem_arrays` raise
-NotImplementedError; the benchmark's generated clusters use none of them. Nor does it propose
-exchanges (two replicas trading nodes), which plbjax's model mixes in.
+resource thresholds, history, closed nodes, the per-partition throttle) make `problem_arrays` raise
+NotImplementedError; the benchmark's generated clusters use none of them. The movement throttles'
+budget it honours: no step takes the chain past it. Nor does it propose exchanges (two replicas
+trading nodes), which plbjax's model mixes in.
 
 The modules: `_arrays` (the Problem as numpy arrays, the chain's state), `energy_of` (the energy and
 penalty kernels), `_chain` (the step loop); this one is the driver (`run_baseline`, `energy`,
@@ -70,7 +71,7 @@ def _new_state(A: Arrays, S: int, N: int, Ms: int) -> State:
         l_total=np.zeros((S, Ms)),
         l_sq=np.zeros((S, Ms)),
         l_centre=np.zeros((S, Ms)),
-        sc=np.zeros(8),
+        sc=np.zeros(9),
         best_node_of=A.initial_node.copy(),
         best_primary_of=A.initial_primary.copy(),
         log_kind=np.zeros(log, np.int64),

@@ -1,5 +1,6 @@
-"""The Hydra glue: the two apps on the packaged config, the command line's plain forms made Hydra's,
-and the console entry points, which cut Hydra's configuration errors to one line (exit 2)."""
+"""The Hydra glue: the apps on the packaged config (plbjax's, plbjax-baseline's, plbjax-replay's),
+the command line's plain forms made Hydra's, and the console entry points, which cut Hydra's
+configuration errors to one line (exit 2)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,11 @@ from plbjax.version import VERSION
 CONFIG_DIR = "pkg://plbjax.conf"  # the repository's conf/, shipped in the package (pyproject.toml)
 register()
 register_help()
-REQUIRED = {"plbjax": "state", "plbjax-replay": "timeline"}  # the key a bare path on the command line names
+REQUIRED = {
+    "plbjax": "state",
+    "plbjax-baseline": "state",
+    "plbjax-replay": "timeline",
+}  # the key a bare path on the command line names
 _VALUE_FLAGS = (  # Hydra's flags that take the next word as their value
     *("-c", "--cfg", "-p", "--package", "-i", "--info", "--experimental-rerun"),
     *("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir"),
@@ -52,13 +57,23 @@ def take_settings(cfg: DictConfig) -> dict[str, Any]:
     return _plain(settings) if isinstance(settings, DictConfig) else {}
 
 
-@hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="config")
-def _app(cfg: DictConfig) -> float:
+def _plan_job(cfg: DictConfig, prog: str) -> float:
+    """One job of `plbjax` or `plbjax-baseline` (the same config; `plan_command.ENGINES`)."""
     resolved = _plain(cfg)
     settings = take_settings(cfg)
     return jobs.job(
-        cfg, "state", lambda config, run_dir: run(config, run_dir, settings, resolved)["Score"]["After"], "plbjax"
+        cfg, "state", lambda config, run_dir: run(config, run_dir, settings, resolved, prog)["Score"]["After"], prog
     )
+
+
+@hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="config")
+def _app(cfg: DictConfig) -> float:
+    return _plan_job(cfg, "plbjax")
+
+
+@hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="config")
+def _baseline_app(cfg: DictConfig) -> float:
+    return _plan_job(cfg, "plbjax-baseline")
 
 
 @hydra.main(version_base=None, config_path=CONFIG_DIR, config_name="replay")
@@ -187,3 +202,8 @@ def main() -> None:
 def replay_main() -> None:
     """`plbjax-replay`."""
     _main(_replay_app, "plbjax-replay")
+
+
+def baseline_main() -> None:
+    """`plbjax-baseline`."""
+    _main(_baseline_app, "plbjax-baseline")

@@ -9,7 +9,7 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -54,32 +54,52 @@ def _load(cfg: RunConfig, settings: Mapping[str, Any]):
     return _with_thresholds(state, cfg.balancing)
 
 
+ENGINES = {"plbjax": "parallel", "plbjax-baseline": "sequential"}  # the search each command plans with
+
+
+def _planner(prog: str, state, cfg: RunConfig, progress: Progress | None) -> Callable[[Callable], Any]:
+    """The work of `prog`'s engine: plan `state` (given the function that receives the unsearched
+    plan's builder; the baseline has none)."""
+    if ENGINES[prog] == "sequential":
+        from plbjax.baseline import sequential_plan  # numba: only for the baseline
+
+        return lambda unsearched: sequential_plan(state, cfg.search, VERSION)
+    from plbjax.sf import plan as make_plan
+
+    return lambda unsearched: make_plan(
+        state, cfg.search, progress, unsearched=unsearched, refresh=cfg.refresh, trace=cfg.record.trace
+    )
+
+
 def run(
-    cfg: RunConfig, run_dir: Path | None = None, settings: Mapping[str, Any] | None = None, resolved: dict | None = None
+    cfg: RunConfig,
+    run_dir: Path | None = None,
+    settings: Mapping[str, Any] | None = None,
+    resolved: dict | None = None,
+    prog: str = "plbjax",
 ) -> dict:
     """Load, plan, write. `settings`: PLB settings replacing the state's; `resolved`: the whole
-    configuration for the plan's Provenance (else `cfg`'s). Raises BadInput for bad input. A signal
-    stops the search: the best plan found is written, then the process exits 128 + its number
-    (a sweep's job just ends with its plan)."""
+    configuration for the plan's Provenance (else `cfg`'s); `prog`: the command, whose engine plans
+    (`ENGINES`: plbjax-baseline's is the sequential baseline, `plbjax.baseline.sequential_plan`).
+    Raises BadInput for bad input. A signal stops the search: the best plan found is written, then
+    the process exits 128 + its number (a sweep's job just ends with its plan; the baseline's
+    chain is not stopped: the process exits once it ends)."""
     import jax
 
     from plbjax.provenance import environment, provenance
-    from plbjax.sf import plan as make_plan
 
     anneal.enable_compilation_cache()
     check_writable(cfg.out, "out")
     check_writable(cfg.plot, "plot")
     state = _load(cfg, settings or {})
     config = resolved or dataclasses.asdict(cfg)
-    made = provenance(VERSION, environment(), cfg.state, config, job_command(COMMAND, "plbjax"), cfg.search.seed)
+    made = provenance(VERSION, environment(), cfg.state, config, job_command(COMMAND, prog), cfg.search.seed)
     start = time.perf_counter()
     stopping = "stopping the search; writing the best plan found (a second signal exits at once)"
     with stop_on_signals("plbjax", stopping, run_dir) as signals:
         progress = Progress() if cfg.progress and not sweeping() else None
         found, running = plan_in_worker(
-            lambda unsearched: make_plan(
-                state, cfg.search, progress, unsearched=unsearched, refresh=cfg.refresh, trace=cfg.record.trace
-            ),
+            _planner(prog, state, cfg, progress),
             signals,
             wait=run_dir is not None and sweeping(),
         )

@@ -114,6 +114,8 @@ def test_a_replay_sweep_has_its_own_columns(tmp_path):
         "final_unplaced",
         "wall_seconds",
         "version",
+        "program",
+        "input_sha256",
     ]
     table = (tmp_path / "summary.md").read_text().splitlines()[2:]  # below "N job(s) by plbjax V"
     assert table[0].startswith("| job | balancing.threshold | status | time-averaged AvgStdDev | movements | rounds |")
