@@ -17,7 +17,8 @@ from msrest import Deserializer
 from plbjax.sf.live.reading.importer import main as import_main
 from plbjax.sf.live.record.recorder import main as record_main
 from plbjax.sf.live.record.timeline import import_recording
-from plbjax.sf.live.simulator import Simulator
+from plbjax.sf.live.simulator import Scheduled, Simulator
+from plbjax.sf.live.simulator.day import DayKind
 
 ROOT = Path(__file__).resolve().parents[3]
 SMALL = ROOT / "examples" / "small.yaml"
@@ -102,6 +103,40 @@ def test_without_an_eventstore_a_warning_and_loads(tmp_path: Path, capsys: pytes
     assert json.loads((tmp_path / "day" / "recording.json").read_text())["EventStore"] is False
     doc, _ = import_recording(tmp_path / "day")
     assert doc["State"]["Nodes"] and doc["Duration"] > 0
+
+
+def test_services_deleted_created_and_a_node_enabled(tmp_path: Path) -> None:
+    """SF's ServiceDeleted/ServiceCreated carried (the created one without replicas: the replay places
+    them); a node enabled again, which SF has no event for, inferred from the next period."""
+    sim = Simulator.from_state(SMALL, clock_rate=RATE, epoch=EPOCH)
+    sid = sorted(sim.served.service_partitions)[0]
+    schedule = [
+        Scheduled(1800.0, DayKind.SERVICE_DELETED, sid),
+        Scheduled(2000.0, DayKind.DEACTIVATE, "N1"),
+        Scheduled(2600.0, DayKind.ACTIVATE, "N1"),
+        Scheduled(5400.0, DayKind.SERVICE_CREATED, sid),
+    ]
+    sim.live_day(schedule)
+    with sim.serve() as url:
+        _record(url, tmp_path / "day", "2h")
+    doc, report = import_recording(tmp_path / "day")
+    kinds = {e["Kind"]: e for e in doc["Events"] if e["Kind"] != "LoadReport"}
+    assert list(kinds) == ["ServiceDeleted", "NodeDisabled", "NodeEnabled", "ServiceCreated"]
+    assert kinds["ServiceCreated"]["Service"]["ServiceName"] == kinds["ServiceDeleted"]["ServiceName"]
+    assert all(p["Replicas"] == [] for p in kinds["ServiceCreated"]["Partitions"])
+    assert "inferred from the periods (no event said it): NodeEnabled 1" in report
+
+
+def test_a_folder_of_periodic_dumps_imports(recording: Path, tmp_path: Path) -> None:
+    """Dumps an operator kept (e.g. from cron), each folder named by its time: a timeline of loads."""
+    for index in range(3):
+        period = recording / "periods" / f"{index:06d}"
+        time = json.loads((period / "period.json").read_text())["Time"]
+        shutil.copytree(
+            period, tmp_path / "dumps" / time.replace(":", "")[:15], ignore=shutil.ignore_patterns("period.json")
+        )
+    doc, report = import_recording(tmp_path / "dumps")
+    assert report[0].startswith("recording: 3 periods") and 7200 - 60 < doc["Duration"] < 7200 + 60
 
 
 def _copy(recording: Path, tmp_path: Path) -> Path:

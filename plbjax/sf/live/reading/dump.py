@@ -55,9 +55,10 @@ def field(item: object, *keys: str) -> str:
     return value
 
 
-def dump_cluster(client: Client, out: str | Path, replica_loads: bool = False) -> int:
-    """Write the dump of the cluster behind `client` into directory `out`; the number of files."""
-    writer = _Writer(Path(out))
+def dump_cluster(client: Client, out: str | Path, replica_loads: bool = False, indent: int | None = 2) -> int:
+    """Write the dump of the cluster behind `client` into directory `out` (JSON indented by `indent`;
+    None: compact, as a recording of many periods keeps them); the number of files."""
+    writer = _Writer(Path(out), indent)
     writer.put("cluster-manifest.json", client.get("/$/GetClusterManifest", "6.0"))
     nodes = writer.put("nodes.json", client.pages("/Nodes", "6.3"))
     for node in items(nodes):
@@ -89,14 +90,14 @@ def _service(client: Client, writer: _Writer, service_id: str, replica_loads: bo
 class _Writer:
     """Writes each response atomically; a paged list as one object, or an array when it had pages."""
 
-    def __init__(self, root: Path) -> None:
-        self.root, self.count = root, 0
+    def __init__(self, root: Path, indent: int | None) -> None:
+        self.root, self.indent, self.count = root, indent, 0
 
     def put(self, rel: str, body: object) -> list:
         if body is None:  # an optional call the cluster refused
             return []
         value = body[0] if isinstance(body, list) and len(body) == 1 else body
-        write_text(self.root / rel, json.dumps(value, indent=2) + "\n")
+        write_text(self.root / rel, json.dumps(value, indent=self.indent) + "\n")
         self.count += 1
         return body if isinstance(body, list) else [body]
 

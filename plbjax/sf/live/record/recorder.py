@@ -131,7 +131,7 @@ def _period(client: Client, out: Path, index: int, at: float, replica_loads: boo
     partial = out / "periods" / f".partial-{index:06d}"
     shutil.rmtree(partial, ignore_errors=True)
     try:
-        dump_cluster(client, partial, replica_loads)
+        dump_cluster(client, partial, replica_loads, indent=None)
         write_text(partial / "period.json", json.dumps({"Time": iso(at)}) + "\n")
         partial.rename(final)
     finally:
@@ -150,7 +150,7 @@ def _events(client: Client, out: Path, index: int, since: float, until: float) -
         print(f"plbjax-record: warning: no EventStore ({exc}); recording loads and placement only", file=sys.stderr)
         return False
     doc = {"From": window["StartTimeUtc"], "To": window["EndTimeUtc"], "Events": events}
-    write_text(out / "events" / f"{index:06d}.json", json.dumps(doc, indent=1) + "\n")
+    write_text(out / "events" / f"{index:06d}.json", json.dumps(doc) + "\n")
     return True
 
 

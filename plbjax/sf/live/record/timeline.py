@@ -40,6 +40,7 @@ class Import:
     report: list[str] = field(default_factory=list)
     carried: Counter = field(default_factory=Counter)
     left: Counter = field(default_factory=Counter)
+    inferred: Counter = field(default_factory=Counter)
 
     def add(self, at: float, kind: Kind, **fields: object) -> None:
         self.events.append({"Time": round(max(at - self.start, 0.0), 3), "Kind": kind.value, **fields})
@@ -49,7 +50,14 @@ class Import:
 def is_recording(root: str | Path) -> bool:
     """Whether `root` is a recording or a folder of periodic dumps (rather than one dump)."""
     path = Path(root)
-    return (path / "periods").is_dir() or (path.is_dir() and not any((path / f).exists() for f in DUMP_FILES))
+    if (path / "periods").is_dir():
+        return True
+    dumps = (d for d in path.iterdir() if d.is_dir()) if path.is_dir() else iter(())
+    return not _holds_dump(path) and any(_holds_dump(d) for d in dumps)
+
+
+def _holds_dump(folder: Path) -> bool:
+    return any((folder / f).exists() for f in DUMP_FILES)
 
 
 def import_recording(root: str | Path) -> tuple[Json, list[str]]:
@@ -61,8 +69,9 @@ def import_recording(root: str | Path) -> tuple[Json, list[str]]:
     _check_subjects(events, states)
     for i, period in enumerate(periods[1:], 1):
         window = [e for e in events if periods[i - 1].time < e.time <= period.time]
-        seen = {(k, n) for k, n in _carry(work, window, states[i])}
-        _inferred(work, states[i - 1], states[i], period.time, seen)
+        carried = _carry(work, window, states[i - 1], states[i])
+        _inferred(work, states[i - 1], states[i], period.time, carried)
+        _services(work, states[i - 1], states[i], period.time, set(carried))
         _loads(work, states[i - 1], states[i], period.time)
     work.events.sort(key=lambda e: e["Time"])
     duration = round(periods[-1].time - periods[0].time, 3)
@@ -91,7 +100,7 @@ def _periods(root: Path) -> tuple[list[Period], list[str]]:
 
 def _is_dump(folder: Path, report: list[str]) -> bool:
     """Whether `folder` holds a whole period (a dump; a recorder's also its period.json)."""
-    whole = any((folder / f).exists() for f in DUMP_FILES)
+    whole = _holds_dump(folder)
     if not whole or (folder.parent.name == "periods" and not (folder / "period.json").is_file()):
         report.append(f"{folder}: not a whole period (no dump, or no period.json), not carried")
         return False
@@ -158,9 +167,10 @@ def _deleted(events: list[SfEvent]) -> set[str]:
     return {e.service for e in events if e.carried is Kind.SERVICE_DELETED}
 
 
-def _carry(work: Import, window: list[SfEvent], after: Json) -> list[tuple[Kind, str]]:
+def _carry(work: Import, window: list[SfEvent], before: Json, after: Json) -> list[tuple[Kind, str]]:
     """The window's events into the timeline; (kind, subject) of each carried."""
     done = []
+    alive = {s["ServiceName"] for s in before["Services"]}
     domains = sorted({str(n.get("UpgradeDomain")) for n in after["Nodes"] if n.get("UpgradeDomain") is not None})
     for event in window:
         kind = event.carried
@@ -168,6 +178,9 @@ def _carry(work: Import, window: list[SfEvent], after: Json) -> list[tuple[Kind,
             work.left[f"{event.kind} ({WHY_NOT.get(event.kind, 'the timeline has no such kind')})"] += 1
             continue
         fields = _fields(kind, event, after, domains)
+        if kind is Kind.SERVICE_DELETED and event.service not in alive:
+            fields = None
+        alive = alive | {event.service} if kind is Kind.SERVICE_CREATED and fields is not None else alive
         if fields is None:
             work.left[f"{event.kind} of {event.node or event.service} (no period shows it)"] += 1
             continue
@@ -197,28 +210,42 @@ def _fields(kind: Kind, event: SfEvent, after: Json, domains: list[str]) -> Json
 
 
 def _created(service: str, after: Json) -> Json | None:
+    """A created service as the period after shows it, its partitions without replicas: the replay's
+    placement places them (SF's placement did, in the cluster)."""
     found = next((s for s in after["Services"] if s["ServiceName"] == service), None)
     parts = [
-        {"PartitionId": p["PartitionId"], "Replicas": p["Replicas"]}
-        for p in after["Partitions"]
-        if p["ServiceName"] == service
+        {"PartitionId": p["PartitionId"], "Replicas": []} for p in after["Partitions"] if p["ServiceName"] == service
     ]
     return None if found is None else {"Service": found, "Partitions": parts}
 
 
-def _inferred(work: Import, before: Json, after: Json, at: float, seen: set[tuple[Kind, str]]) -> None:
-    """What the node lists show changed that no event said: NodeDown/Up, NodeDisabled/Enabled."""
-    old = {n["NodeName"]: str(n.get("NodeStatus", "Up")) for n in before["Nodes"]}
+def _services(work: Import, before: Json, after: Json, at: float, seen: set[tuple[Kind, str]]) -> None:
+    """Services the periods show created or deleted that no event said."""
+    old, new = ({s["ServiceName"] for s in state["Services"]} for state in (before, after))
+    for name in sorted(new - old):
+        if (Kind.SERVICE_CREATED, name) not in seen and (fields := _created(name, after)) is not None:
+            work.add(at, Kind.SERVICE_CREATED, **fields)
+            work.inferred[Kind.SERVICE_CREATED.value] += 1
+    for name in sorted(old - new):
+        if (Kind.SERVICE_DELETED, name) not in seen:
+            work.add(at, Kind.SERVICE_DELETED, ServiceName=name)
+            work.inferred[Kind.SERVICE_DELETED.value] += 1
+
+
+STATUS_AFTER = {Kind.NODE_DOWN: "Down", Kind.NODE_UP: "Up", Kind.NODE_DISABLED: "Disabled", Kind.NODE_ENABLED: "Up"}
+
+
+def _inferred(work: Import, before: Json, after: Json, at: float, carried: list[tuple[Kind, str]]) -> None:
+    """What the node lists show changed that the window's events do not say (SF has no event for a
+    node enabled again): NodeDown/Up, NodeDisabled/Enabled at the period's time."""
+    said = {n["NodeName"]: str(n.get("NodeStatus", "Up")) for n in before["Nodes"]}
+    for kind, name in carried:
+        said[name] = STATUS_AFTER.get(kind, said.get(name, "Up"))
     for node in after["Nodes"]:
-        name, status = node["NodeName"], str(node.get("NodeStatus", "Up"))
-        kind = _change(old.get(name), status)
-        if (
-            kind is not None
-            and (kind, name) not in seen
-            and not (kind is Kind.NODE_UP and (Kind.NODE_ENABLED, name) in seen)
-        ):
-            work.add(at, kind, NodeName=name)
-            work.left[f"{kind.value} (inferred from the periods' node status; no event said it)"] += 1
+        kind = _change(said.get(node["NodeName"]), str(node.get("NodeStatus", "Up")))
+        if kind is not None:
+            work.add(at, kind, NodeName=node["NodeName"])
+            work.inferred[kind.value] += 1
 
 
 def _change(old: str | None, new: str) -> Kind | None:
@@ -258,5 +285,8 @@ def _summary(work: Import, periods: list[Period], read: int) -> list[str]:
         f"recording: {len(periods)} periods from {iso(periods[0].time)} to {iso(periods[-1].time)}",
         f"events: {read} read from the EventStore; timeline: {len(work.events)} events ({carried})",
     ]
-    lines += [f"not carried as read: {why}: {n}" for why, n in sorted(work.left.items())]
+    if work.inferred:
+        said = ", ".join(f"{k} {n}" for k, n in sorted(work.inferred.items()))
+        lines.append(f"inferred from the periods (no event said it): {said}")
+    lines += [f"not carried: {why}: {n}" for why, n in sorted(work.left.items())]
     return lines + work.report

@@ -258,7 +258,7 @@ class Simulator:
         with self.cluster.lock:
             self.cluster.advance()
             if schedule is None:
-                schedule = seeded_schedule(list(self.cluster.nodes), seed)
+                schedule = seeded_schedule(list(self.cluster.nodes), list(self.served.service_partitions), seed)
             moved = [Scheduled(s.at + self.cluster.clock, s.kind, s.name, s.intent, s.seconds) for s in schedule]
             day = Day(self.served, moved, seed, **pace)
             self.cluster.day = day

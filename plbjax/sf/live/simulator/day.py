@@ -33,7 +33,7 @@ FAMILIES = {  # the EventStore route's family -> the Kinds it answers (azure-ser
     "Cluster": ("ClusterUpgradeStarted", "ClusterUpgradeDomainCompleted", "ClusterUpgradeCompleted"),
     "Nodes": ("NodeDown", "NodeUp", "NodeDeactivateStarted", "NodeDeactivateCompleted"),
     "Applications": (),
-    "Services": (),
+    "Services": ("ServiceCreated", "ServiceDeleted"),
     "Partitions": (),
 }
 TARGET_VERSION = "10.1.2175.9590"
@@ -47,12 +47,15 @@ class DayKind(StrEnum):
     DEACTIVATE = "Deactivate"
     ACTIVATE = "Activate"
     UPGRADE = "Upgrade"
+    SERVICE_DELETED = "ServiceDeleted"
+    SERVICE_CREATED = "ServiceCreated"
 
 
 @dataclass(frozen=True)
 class Scheduled:
-    """One happening at simulated second `at`: a node's (`name`), a deactivation's `intent`, an
-    upgrade's length in `seconds`."""
+    """One happening at simulated second `at`: a node's or a service's (`name`: its id, App~Svc), a
+    deactivation's `intent`, an upgrade's length in `seconds`. A service is deleted, then may be
+    created again (the Failover Manager places its replicas)."""
 
     at: float
     kind: DayKind
@@ -61,21 +64,25 @@ class Scheduled:
     seconds: float = 3600.0
 
 
-def seeded_schedule(nodes: list[str], seed: int = 0, hours: float = 24.0) -> list[Scheduled]:
-    """A day of a cluster's life, seeded: two node faults, a deactivation for a restart, an upgrade."""
+def seeded_schedule(nodes: list[str], services: list[str], seed: int = 0, hours: float = 24.0) -> list[Scheduled]:
+    """A day of a cluster's life, seeded: two node faults, a deactivation for a restart, an upgrade, a
+    service deleted and created again."""
     rng = random.Random(f"day:{seed}")
     picked = rng.sample(sorted(nodes), k=min(3, len(nodes)))
+    service = rng.choice(sorted(services)) if services else ""
     h = hours * 3600.0 / 24.0  # an hour of this day
     day = [
         Scheduled(3.2 * h, DayKind.NODE_DOWN, picked[0]),
         Scheduled(3.7 * h, DayKind.NODE_UP, picked[0]),
         Scheduled(8.1 * h, DayKind.DEACTIVATE, picked[1 % len(picked)], Intent.RESTART),
         Scheduled(9.0 * h, DayKind.ACTIVATE, picked[1 % len(picked)]),
+        Scheduled(11.5 * h, DayKind.SERVICE_DELETED, service),
         Scheduled(14.0 * h, DayKind.UPGRADE, seconds=2.0 * h),
+        Scheduled(17.2 * h, DayKind.SERVICE_CREATED, service),
         Scheduled(20.3 * h, DayKind.NODE_DOWN, picked[2 % len(picked)]),
         Scheduled(20.6 * h, DayKind.NODE_UP, picked[2 % len(picked)]),
     ]
-    return day
+    return [s for s in day if s.name or s.kind is DayKind.UPGRADE]
 
 
 def utc(c: Cluster, seconds: float) -> str:
@@ -105,6 +112,7 @@ class Day:
         self.phase = {sid: phases.uniform(0.0, 2 * math.pi) for sid in services}
         self.base = {pid: _base(part) for pid, part in self.cluster.partitions.items()}
         self.instances = dict.fromkeys(self.cluster.nodes, 1)
+        self.deleted: dict[str, _Deleted] = {}
         self.next_load, self.next_balance = self.cluster.clock, self.cluster.clock + balance_every
 
     # --- the clock's hook ----------------------------------------------------------------------
@@ -176,6 +184,10 @@ class Day:
             self._event("NodeDeactivateCompleted", now + 60.0, **node, **done, StartTime=utc(c, now))
         elif item.kind is DayKind.ACTIVATE:
             c.nodes[name] = NodeStatus.UP
+        elif item.kind is DayKind.SERVICE_DELETED:
+            self._delete(name, now)
+        elif item.kind is DayKind.SERVICE_CREATED:
+            self._create(name, now)
         else:
             self._upgrade(now, item.seconds)
 
@@ -201,6 +213,51 @@ class Day:
         elapsed = {"OverallUpgradeElapsedTimeInMs": seconds * 1000.0}
         self._event("ClusterUpgradeCompleted", now + seconds, TargetClusterVersion=TARGET_VERSION, **elapsed)
         self.events.sort(key=lambda e: parse_utc(e["TimeStamp"]))
+
+    def _delete(self, sid: str, now: float) -> None:
+        """The service goes: its listing, description, partitions and replicas (kept to create it again)."""
+        s = self.served
+        rel = next((r for r in s.files if r.startswith("services/") and _listed(s, r, sid)), None)
+        if rel is None:
+            raise KeyError(f"no service {sid!r} to delete")
+        item = next(i for i in s.items(rel) if i.get("Id") == sid)
+        pids = s.service_partitions.pop(sid)
+        gone = _Deleted(rel, item, s.files.pop(f"service-descriptions/{sid}.json", None), {})
+        for pid in pids:
+            gone.partitions[pid] = (s.partition_items.pop(pid), self.cluster.partitions.pop(pid.lower()))
+        s.files[rel] = {"ContinuationToken": "", "Items": [i for i in s.items(rel) if i.get("Id") != sid]}
+        self.deleted[sid] = gone
+        self._event("ServiceDeleted", now, **self._service_fields(gone))
+
+    def _create(self, sid: str, now: float) -> None:
+        """A deleted service is created again, its partitions without replicas (the FM places them)."""
+        s, gone = self.served, self.deleted.pop(sid)
+        s.files[gone.rel] = {"ContinuationToken": "", "Items": [*s.items(gone.rel), gone.item]}
+        if gone.description is not None:
+            s.files[f"service-descriptions/{sid}.json"] = gone.description
+        s.service_partitions[sid] = list(gone.partitions)
+        for pid, (listed, part) in gone.partitions.items():
+            part.replicas = []
+            s.partition_items[pid], self.cluster.partitions[pid.lower()] = listed, part
+        first = {"PartitionId": next(iter(gone.partitions), "")}
+        self._event("ServiceCreated", now, **self._service_fields(gone), **first)
+
+    def _service_fields(self, gone: _Deleted) -> Json:
+        """ServiceCreatedEvent's / ServiceDeletedEvent's fields of a service."""
+        parts = [p for _, p in gone.partitions.values()]
+        app = "fabric:/" + gone.rel.removeprefix("services/").removesuffix(".json").replace("~", "/")
+        return {
+            "ServiceId": gone.item.get("Id"),
+            "ServiceTypeName": gone.item.get("TypeName", ""),
+            "ApplicationName": app,
+            "ApplicationTypeName": app.removeprefix("fabric:/") + "Type",
+            "ServiceInstance": 1,
+            "IsStateful": bool(parts and parts[0].stateful),
+            "PartitionCount": len(parts),
+            "TargetReplicaSetSize": parts[0].target if parts else 0,
+            "MinReplicaSetSize": min(parts[0].target, 2) if parts else 0,
+            "ServicePackageVersion": "1.0",
+        }
 
     def _loads(self, now: float) -> None:
         """Every replica's loads: its role's loads at the start times the service's diurnal factor."""
@@ -234,6 +291,20 @@ class Day:
             if 0 < load < gap and c.allowed(part, cool) and c.fits(cool, replica.loads):
                 c.balancer_move(part.pid, hot, cool)
                 return
+
+
+@dataclass
+class _Deleted:
+    """A deleted service, kept to create it again: its listing file and item, description, partitions."""
+
+    rel: str
+    item: Json
+    description: object
+    partitions: dict[str, tuple[Json, Partition]]
+
+
+def _listed(s: Served, rel: str, sid: str) -> bool:
+    return any(i.get("Id") == sid for i in s.items(rel) if isinstance(i, dict))
 
 
 def _base(part: Partition) -> tuple[dict[str, float], dict[str, float]]:
