@@ -81,33 +81,15 @@ def sequential_plan(state: ClusterState, search: SearchConfig, version: str) -> 
     problem, index = encode(state)
     placed = int((index.initial_node[: index.n_replicas] >= 0).sum())
     limits = balancing_limits(state.settings, placed)
-    balanced = all(b.balanced for b in before.balance)  # SF's trigger: then nothing may move
-    within = dataclasses.replace(full_scope(problem, index), budget=0 if balanced else min(limits.values()))
-    try:
-        arrays = problem_arrays(scope(problem, index.initial_node, index.initial_primary, within))
-    except NotImplementedError as exc:
-        raise BadInput(f"state: {exc} (plbjax plans it)") from None
-    by_seconds = search.seconds is not None and search.steps in ("auto", None)
-    steps = None if by_seconds else (search.steps if isinstance(search.steps, int) else STEPS_PER_REPLICA * placed)
-    t0 = search.initial_temperature or probe_temperature(
-        arrays, search.seed, swap_probability=search.swap_probability, factor=search.probe_factor
-    )
-    out = run_baseline(
-        arrays,
-        steps=steps,
-        seconds=search.seconds if by_seconds else None,
-        seed=search.seed,
-        t0=t0,
-        final_ratio=search.final_ratio,
-        swap_probability=search.swap_probability,
-        checkpoints=CHECKPOINTS,
-    )
+    balanced = all(b.balanced for b in before.balance)  # SF's trigger: then balancing does not run
+    out = None if balanced else _anneal(problem, index, search, min(limits.values()), placed)
+    node_of, primary_of = (index.initial_node, index.initial_primary) if out is None else out[:2]
     actions = tuple(
         dataclasses.replace(a, notes={"Phase": Phase.BALANCING, "Reason": "the sequential baseline's best placement"})
-        for a in diff(index, out["node_of"], out["primary_of"])
+        for a in diff(index, node_of, primary_of)
     )
     after = findings(_applied(state, actions))
-    used = _movements(index, out["node_of"], out["primary_of"])
+    used = _movements(index, node_of, primary_of)
     plan = {
         "SchemaVersion": 1,
         "Phases": _phases(limits, used, balanced),
@@ -117,10 +99,41 @@ def sequential_plan(state: ClusterState, search: SearchConfig, version: str) -> 
         "Nodes": _nodes(index, np.asarray(problem.capacity), before.node_loads, after.node_loads),
         "Health": [],
         "Unplaced": [],
-        "History": _history(state, index, out["node_of"]),
-        "Search": _search(search, out, "seconds" if by_seconds else "steps", time.perf_counter() - start, version),
+        "History": _history(state, index, node_of),
+        "Search": _search(search, None if out is None else out[2], time.perf_counter() - start, version),
     }
     return SequentialPlan(plan)
+
+
+def _budget(search: SearchConfig) -> str:
+    """What bounds the chain: `search.seconds` when given without steps, else the steps."""
+    return "seconds" if search.seconds is not None and search.steps in ("auto", None) else "steps"
+
+
+def _anneal(problem, index, search: SearchConfig, budget: int, placed: int) -> tuple[np.ndarray, np.ndarray, dict]:
+    """The chain's best placement (node_of, primary_of) and `run_baseline`'s record: every placed
+    replica may move, at most `budget` movements; BadInput for a rule the baseline lacks."""
+    within = dataclasses.replace(full_scope(problem, index), budget=budget)
+    try:
+        arrays = problem_arrays(scope(problem, index.initial_node, index.initial_primary, within))
+    except NotImplementedError as exc:
+        raise BadInput(f"state: {exc} (plbjax plans it)") from None
+    by_seconds = _budget(search) == "seconds"
+    steps = search.steps if isinstance(search.steps, int) else STEPS_PER_REPLICA * placed
+    t0 = search.initial_temperature or probe_temperature(
+        arrays, search.seed, swap_probability=search.swap_probability, factor=search.probe_factor
+    )
+    out = run_baseline(
+        arrays,
+        steps=None if by_seconds else steps,
+        seconds=search.seconds if by_seconds else None,
+        seed=search.seed,
+        t0=t0,
+        final_ratio=search.final_ratio,
+        swap_probability=search.swap_probability,
+        checkpoints=CHECKPOINTS,
+    )
+    return out["node_of"], out["primary_of"], out
 
 
 def _applied(state: ClusterState, actions: tuple) -> ClusterState:
@@ -200,33 +213,37 @@ def _history(state: ClusterState, index, node_of: np.ndarray) -> dict[str, list[
     return out
 
 
-def _search(search: SearchConfig, out: dict, budget: str, wall: float, version: str) -> dict:
-    """The plan's `Search`: one chain, its steps, temperatures and energies."""
-    phase = {
-        "Phase": Phase.BALANCING,
-        "Stopped": budget,
-        "Blocks": CHECKPOINTS,
-        "Steps": out["steps"],
-        "Chains": 1,
-        "Tries": 1,
-        "InitialTemperature": out["t0"],
-        "InitialEnergy": out["initial_energy"],
-        "Energy": out["best_energy"],
-        "Seconds": round(out["seconds"], 3),
-        "CompileSeconds": round(out["compile_seconds"], 3),
-    }
+def _search(search: SearchConfig, out: dict | None, wall: float, version: str) -> dict:
+    """The plan's `Search`: one chain, its steps, temperatures and energies (none searched: `out` None)."""
+    phases = []
+    if out is not None:
+        phases.append(
+            {
+                "Phase": Phase.BALANCING,
+                "Stopped": _budget(search),
+                "Blocks": CHECKPOINTS,
+                "Steps": out["steps"],
+                "Chains": 1,
+                "Tries": 1,
+                "InitialTemperature": out["t0"],
+                "InitialEnergy": out["initial_energy"],
+                "Energy": out["best_energy"],
+                "Seconds": round(out["seconds"], 3),
+                "CompileSeconds": round(out["compile_seconds"], 3),
+            }
+        )
     return {
         "Version": version,
         "Backend": BACKEND,
         "Chains": 1,
-        "Steps": out["steps"],
-        "Seconds": round(out["seconds"], 3),
+        "Steps": sum(p["Steps"] for p in phases),
+        "Seconds": sum(p["Seconds"] for p in phases),
         "Seed": search.seed,
-        "Budget": budget,
+        "Budget": _budget(search),
         "Interrupted": False,
         "Minimal": False,
         "MovementsRemoved": 0,
-        "CompileSeconds": round(out["compile_seconds"], 3),
+        "CompileSeconds": sum(p["CompileSeconds"] for p in phases),
         "PhaseSeconds": {"Balancing": round(wall, 3)},
-        "Phases": [phase],
+        "Phases": phases,
     }

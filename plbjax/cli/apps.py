@@ -31,11 +31,8 @@ from plbjax.version import VERSION
 CONFIG_DIR = "pkg://plbjax.conf"  # the repository's conf/, shipped in the package (pyproject.toml)
 register()
 register_help()
-REQUIRED = {
-    "plbjax": "state",
-    "plbjax-baseline": "state",
-    "plbjax-replay": "timeline",
-}  # the key a bare path on the command line names
+REQUIRED = {"plbjax": "state", "plbjax-baseline": "state", "plbjax-replay": "timeline"}  # what a bare path names
+CONFIG_OF = {"plbjax-baseline": "plbjax"}  # a command on another's config (whose keys plbjax.help lists)
 _VALUE_FLAGS = (  # Hydra's flags that take the next word as their value
     *("-c", "--cfg", "-p", "--package", "-i", "--info", "--experimental-rerun"),
     *("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir"),
@@ -115,7 +112,7 @@ class _HeldStderr(io.TextIOBase):
             if unknown[1].startswith("settings."):
                 hint = f" (a PLB setting is added: +{unknown[1]}=VALUE)"
             else:
-                hint = did_you_mean(unknown[1], config_keys(prog))
+                hint = did_you_mean(unknown[1], config_keys(CONFIG_OF.get(prog, prog)))
             return f"{unknown[1]}: unknown config key{hint}"
         plugin = re.search(r"Could not (?:load|find) '(hydra/(?:launcher|sweeper))/([^']+)'", text)
         module = re.search(r"hydra_plugins\.hydra_(joblib|submitit)_launcher", text)

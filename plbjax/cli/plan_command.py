@@ -19,6 +19,7 @@ from plbjax.cli.progress import Progress
 from plbjax.cli.signals import plan_in_worker, stop_on_signals
 from plbjax.cli.summary import job_line, report
 from plbjax.config import BalancingConfig, RunConfig
+from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.version import VERSION
 
@@ -61,8 +62,10 @@ def _planner(prog: str, state, cfg: RunConfig, progress: Progress | None) -> Cal
     """The work of `prog`'s engine: plan `state` (given the function that receives the unsearched
     plan's builder; the baseline has none)."""
     if ENGINES[prog] == "sequential":
-        from plbjax.baseline import sequential_plan  # numba: only for the baseline
-
+        try:
+            from plbjax.baseline import sequential_plan  # numba: only for the baseline
+        except ModuleNotFoundError as exc:
+            raise BadInput(f"{prog} needs {exc.name}: pip install 'plbjax[baseline]' installs it") from None
         return lambda unsearched: sequential_plan(state, cfg.search, VERSION)
     from plbjax.sf import plan as make_plan
 

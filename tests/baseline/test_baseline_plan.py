@@ -80,3 +80,5 @@ def test_a_balanced_state_is_left_alone():
     doc["MetricActivityThresholds"] = dict.fromkeys(parse_state(doc).metric_names(), 1e9)
     plan = _plan(doc)
     assert plan["Actions"] == [] and plan["Phases"][-1]["Ran"] is False
+    assert plan["Search"]["Steps"] == 0 and plan["Search"]["Phases"] == []  # no chain ran
+    jsonschema.validate(plan, SCHEMA)

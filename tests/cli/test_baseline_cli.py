@@ -39,9 +39,14 @@ def test_a_plan_and_a_sweep_of_the_baseline(tmp_path):
 
 
 def test_bad_input_is_one_line_exit_2(tmp_path):
-    """A state the baseline cannot plan (a hard constraint broken) exits 2 naming why."""
+    """A state the baseline cannot plan (a hard constraint broken) and a key plbjax's config lacks
+    each exit 2 with one line naming why."""
     from conftest import packed_cluster
 
     (tmp_path / "s.json").write_text(json.dumps(packed_cluster()))
     done = _baseline(tmp_path, "s.json")
     assert done.returncode == 2 and "only balances" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+    done = _baseline(tmp_path, "s.json", "search.seedz=1")
+    assert done.returncode == 2 and done.stderr.strip() == (
+        "plbjax-baseline: bad config: search.seedz: unknown config key (did you mean 'search.seed'?)"
+    )
