@@ -207,6 +207,7 @@ def features_of(stages: Stages, replicas: ReplicaStages, rows: Rows) -> Features
     return Features(
         compound=_tight_domains(stages.nodes, rows),
         affinity=bool((policies.parent >= 0).any()),
+        higher_child=stages.cluster.higher_child,
         defrag=bool(stages.weights.defrag.any()),
         thresholds=bool(np.isfinite(stages.nodes.threshold_load).any()),
         preferred=bool((upgrade.home >= 0).any() or upgrade.prefers.any() or not policies.preferred.all()),

@@ -43,6 +43,7 @@ class Features:
     thresholds: bool = False  # ResourceThresholds are set
     preferred: bool = False  # PreferPrimaryDomain or upgrade snapshot nodes
     compound: bool = False  # a partition fills every fault or upgrade domain evenly: compound moves
+    higher_child: bool = True  # AllowHigherChildTargetReplicaCountForAffinity: a larger child's extras go anywhere
 
 
 class Problem(eqx.Module):

@@ -229,9 +229,11 @@ def _replica_loads(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Loads as primary and as secondary [rows, metrics]: the service's default loads, then the loads
     replicas report for the service's metrics, the load following the role (`_loads_follow_role`;
-    `running` [rows]: on an Up node in the input). An instance's load is both."""
+    `running` [rows]: on an Up node in the input), a new secondary or instance at the average of
+    those reported (`_new_at_average`). An instance's load is both."""
     default_primary, default_secondary, has_metric = _default_loads(cluster)
     load_primary, load_secondary = default_primary[service], default_secondary[service]
+    reported_at = np.zeros(load_primary.shape, bool)  # [rows, metrics] a load the replica reported
     loads = list(map(attrgetter("loads"), given.replicas))
     keys = list(chain.from_iterable(loads))
     if keys:
@@ -248,7 +250,12 @@ def _replica_loads(
         as_secondary = reported & (code[row] == 1)
         load_primary[row[as_primary], metric[as_primary]] = value[as_primary]
         load_secondary[row[as_secondary], metric[as_secondary]] = value[as_secondary]
+        reported_at[row[reported], metric[reported]] = True
     _loads_follow_role(layout, code, running, load_primary, load_secondary)
+    everywhere = [cluster.service_ix[name] for name in cluster.everywhere]
+    own_default = np.isin(service, everywhere) & cluster.default_load_everywhere
+    _new_at_average(layout, code == 1, ~own_default, reported_at, load_secondary)
+    _new_at_average(layout, code == 2, ~own_default, reported_at, load_primary)
     instance = code == 2
     load_secondary[instance] = load_primary[instance]
     shape = (layout.n_rep, cluster.n_metrics)
@@ -277,6 +284,30 @@ def _loads_follow_role(
     np.add.at(sums, partition[secondary], load_secondary[secondary])
     primary = (code == 0) & running & (count[partition] > 0)
     load_secondary[primary] = sums[partition[primary]] / count[partition[primary], None]
+
+
+def _new_at_average(
+    layout: _Layout, kind: np.ndarray, averaged: np.ndarray, reported_at: np.ndarray, load: np.ndarray
+) -> None:
+    """New replicas of `kind` [rows] (secondaries, or instances) take, in each metric some listed
+    replica of their kind in the partition reported, the average load of those listed
+    (SF's FailoverUnit::GetSecondaryLoad and PartitionEntry::GetReplicaEntry: a secondary without
+    a per-node load gets the average of the partition's). `averaged` [rows]: False where the
+    service is on every node and UseDefaultLoadForServiceOnEveryNode keeps the default (in place)."""
+    n_part = layout.sizes.size
+    partition = np.repeat(np.arange(n_part), layout.sizes)
+    listed = np.zeros(kind.shape[0], bool)
+    listed[layout.given_rows] = True
+    known = kind & listed
+    sums = np.zeros((n_part, load.shape[1]), np.float64)
+    np.add.at(sums, partition[known], load[known])
+    any_reported = np.zeros((n_part, load.shape[1]), bool)
+    np.logical_or.at(any_reported, partition[known], reported_at[known])
+    count = np.maximum(np.bincount(partition[known], minlength=n_part), 1)[:, None]
+    average = sums / count  # SF rounds to its integer loads; plbjax's loads are real numbers
+    new = kind & ~listed & averaged
+    at = any_reported[partition[new]]
+    load[new] = np.where(at, average[partition[new]], load[new])
 
 
 def _default_loads(cluster: Entities) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

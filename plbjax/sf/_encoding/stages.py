@@ -46,6 +46,8 @@ class Entities:
     metric_ix: dict[str, int]
     everywhere: frozenset[str]  # services with one instance per node
     order: np.ndarray  # int64[partitions] the position in state.partitions of each partition
+    default_load_everywhere: bool = False  # UseDefaultLoadForServiceOnEveryNode
+    higher_child: bool = True  # AllowHigherChildTargetReplicaCountForAffinity
 
     @property
     def n_nodes(self) -> int:
@@ -86,6 +88,8 @@ def entities(state: ClusterState) -> Entities:
         metric_ix={m: i for i, m in enumerate(metrics)},
         everywhere=frozenset(s.name for s in services if s.target < 0),
         order=order,
+        default_load_everywhere=bool(state.settings["UseDefaultLoadForServiceOnEveryNode"]),
+        higher_child=bool(state.settings["AllowHigherChildTargetReplicaCountForAffinity"]),
     )
 
 

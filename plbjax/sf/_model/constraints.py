@@ -184,7 +184,10 @@ def _covering(problem: Problem, node_of, primary_of, child, change: Change) -> j
     AllowHigherChildTargetReplicaCountForAffinity (AffinityConstraint::GetInvalidReplicas: no
     violation once the colocated parent replicas reach the parent's target or all its active ones;
     AffinitySubspace::GetTargetNodes). A partition's rows are its target (surplus replicas are
-    dropped before the phases)."""
+    dropped before the phases). With the setting false, never: every child replica stays beside a
+    parent replica (AffinitySubspace::GetTargetNodes)."""
+    if not problem.features.higher_child:
+        return jnp.asarray(False)
     parent = parent_partition(problem, child)
     prows = problem.partition_replicas[jnp.maximum(parent, 0)]
     crows = problem.partition_replicas[child]

@@ -5,6 +5,7 @@ need and goes on only while some are left (`search_until_fixed`), leaving the re
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 import numpy as np
 
@@ -74,6 +75,33 @@ def _parents_of_strays(problem: Problem, index: Index, now: Placement, prioritie
     return out & (now.node_of >= 0)
 
 
+def _parents_move(settings: dict) -> bool:
+    """MoveParentToFixAffinityViolation, or its deprecated name IsAffinityBidirectional."""
+    return bool(settings["MoveParentToFixAffinityViolation"] or settings["IsAffinityBidirectional"])
+
+
+def _parents_moved(
+    run: Run,
+    now: Placement,
+    wider: Scope,
+    found: tuple[Placement, AnnealResult],
+    schedule: Schedule,
+    fixed: Callable[[Placement], bool],
+) -> tuple[Placement, AnnealResult]:
+    """SF's MoveParentToFixAffinityViolation: where moving the children `found` no fix, the search
+    goes on with the parents' replicas movable too (`wider`), as SF's last transitions do
+    (Checker.cpp: AffinityConstraint.AllowParentToMove for the last
+    MoveParentToFixAffinityViolationTransitionPercentage of them; AffinityConstraint.cpp:485, the
+    parent's replicas among the invalid ones); kept when its violations rank lower."""
+    fix, search = found
+    rest = schedule if schedule.seconds is None else spent(schedule, search.seconds)
+    moved, more = search_until_fixed(run, now, wider, rest, int(wider.movable.sum()), fixed)
+    more = dataclasses.replace(more, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
+    priorities = run.priorities
+    better = violation_rank(priorities, moved.report.measures) < violation_rank(priorities, fix.report.measures)
+    return (moved if better else fix), more
+
+
 def _balanced(
     run: Run, now: Placement, what: Scope, fix: Placement, search: AnnealResult, schedule: Schedule
 ) -> tuple[Placement, AnnealResult]:
@@ -119,6 +147,9 @@ def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseRes
     fixed = lambda placement: not (violating(index, placement, priorities) & elsewhere).any()
     result, search = search_until_fixed(run, now, what, schedule, int(bad.sum()), fixed)
     parents = _parents_of_strays(problem, index, now, priorities) & elsewhere
+    if parents.any() and _parents_move(state.settings) and not fixed(result):
+        wider = dataclasses.replace(what, movable=bad | parents)
+        result, search = _parents_moved(run, now, wider, (result, search), schedule, fixed)
     if parents.any():
         result, search = _balanced(run, now, dataclasses.replace(what, movable=bad | parents), result, search, schedule)
     before = violation_rank(priorities, now.report.measures)
