@@ -22,7 +22,14 @@ from pathlib import Path
 from plbjax.errors import BadInput
 from plbjax.files import write_figure, write_text
 from plbjax.sweep import AGGREGATES, JOBS_TABLE, SEED, markdown_table, swept_keys, t975, write_csv
+from plbjax.version import add_flag as add_version_flag
 
+EXAMPLES = """exit status: 0 written; 2 not sweeps, or no configuration shared (one line naming it)
+
+examples:
+  plbjax-compare multirun/before multirun/after
+  plbjax-compare sweeps/parallel sweeps/sequential --out sweeps/compare
+  plbjax-compare day-threshold-1.1 day-threshold-2 --out compare"""
 INPUT = "input_sha256"
 COLUMNS = ("mean_a", "mean_b", "difference", "ci95_low", "ci95_high", "df", "n_a", "n_b")
 
@@ -174,7 +181,13 @@ def run(sweep_a: Path, sweep_b: Path, out: Path) -> list[dict]:
 
 def main(argv: list[str] | None = None) -> int:
     """`plbjax-compare`; exit 2 with one line on bad input."""
-    parser = argparse.ArgumentParser(prog="plbjax-compare", description=(__doc__ or "").split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="plbjax-compare",
+        description=(__doc__ or "").split("\n\n")[0],
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_version_flag(parser)
     parser.add_argument("sweep_a", type=Path, help="a sweep's folder (the baseline of the difference)")
     parser.add_argument("sweep_b", type=Path, help="another sweep's folder")
     parser.add_argument("--out", type=Path, default=Path("."), help="where compare.csv, .md and .png go (default .)")

@@ -85,3 +85,11 @@ def test_not_comparable_exits_2_with_one_line(tmp_path, capsys):
     assert compare.main([str(a), str(b), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 2 and "not a sweep" in err[0] and "share no configuration" in err[1]
+
+
+def test_help_gives_three_examples(capsys):
+    """--help, as every argparse command's: three examples of the command."""
+    with pytest.raises(SystemExit) as done:
+        compare.main(["--help"])
+    examples = capsys.readouterr().out.split("examples:\n", 1)[1].splitlines()
+    assert done.value.code == 0 and sum(line.startswith("  plbjax-compare ") for line in examples) == 3

@@ -4,12 +4,12 @@
 set -e
 HERE=$(cd "$(dirname "$0")" && pwd)
 WORK=${WORK:-/tmp/plbjax-study}
-mkdir -p "$WORK"
-plbjax-generate --nodes 20 --services 12 --partitions-per-service 14 --replicas-per-partition 3 --skew 0.9 --seed 7 -o "$WORK/cluster.json"
+mkdir -p "$WORK" && cd "$WORK"
+plbjax-generate --nodes 20 --services 12 --partitions-per-service 14 --replicas-per-partition 3 --skew 0.9 --seed 7 -o cluster.json
 KEYS="balancing.threshold=1.2,40 search.initial_temperature=1,100 search.seed=0,1,2"
-plbjax -m state="$WORK/cluster.json" $KEYS search.steps=2000 progress=false hydra.sweep.dir="$WORK/parallel"
-plbjax-baseline -m state="$WORK/cluster.json" $KEYS hydra.sweep.dir="$WORK/sequential"
-plbjax-compare "$WORK/parallel" "$WORK/sequential" --out "$HERE/compare"
+plbjax -m state="$WORK/cluster.json" $KEYS search.steps=2000 progress=false hydra.sweep.dir=parallel
+plbjax-baseline -m state="$WORK/cluster.json" $KEYS hydra.sweep.dir=sequential
+plbjax-compare parallel sequential --out "$HERE/compare"
 for sweep in parallel sequential; do
   mkdir -p "$HERE/$sweep"
   cp "$WORK/$sweep/summary.md" "$WORK/$sweep/summary.csv" "$WORK/$sweep/summary-by-config.csv" \
