@@ -249,12 +249,21 @@ def write_csv(path: Path, rows: list[dict]) -> None:
 
 def write_jobs_table(path: Path, rows: list[dict]) -> None:
     """The jobs as a Parquet table (pyarrow; pandas, polars and DuckDB read it): every column of
-    summary.csv, typed (numbers as numbers, missing ones null)."""
+    summary.csv, typed (numbers as numbers, missing ones null; a column mixing text and numbers as
+    text)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    def column(name: str):
+        values = [row.get(name) for row in rows]
+        try:
+            return pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            return pa.array([None if v is None else str(v) for v in values], pa.string())
+
+    names = list(dict.fromkeys(k for row in rows for k in row))
     with atomic_path(path) as tmp:
-        pq.write_table(pa.Table.from_pylist(rows), tmp)
+        pq.write_table(pa.table({name: column(name) for name in names}), tmp)
 
 
 def write_summary(sweep_dir: Path) -> list[dict]:

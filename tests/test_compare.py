@@ -76,6 +76,18 @@ def test_the_jobs_table_is_typed(tmp_path):
     assert rows[0]["program"] == "plbjax" and rows[0]["search.seed"] == "0"
 
 
+def test_a_column_mixing_text_and_numbers_is_kept_as_text(tmp_path):
+    """No job's value is lost to a type: a column of numbers and text is written as text."""
+    import pyarrow.parquet as pq
+
+    sweep.write_jobs_table(tmp_path / "jobs.parquet", [{"job": "0", "x": 1.5}, {"job": "1", "x": "n/a"}, {"job": "2"}])
+    assert pq.read_table(tmp_path / "jobs.parquet").to_pylist() == [
+        {"job": "0", "x": "1.5"},
+        {"job": "1", "x": "n/a"},
+        {"job": "2", "x": None},
+    ]
+
+
 def test_not_comparable_exits_2_with_one_line(tmp_path, capsys):
     """A folder that is no sweep, and sweeps of different inputs, each one line and exit 2."""
     a, b = tmp_path / "a", tmp_path / "b"
