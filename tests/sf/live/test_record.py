@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import urllib.error
@@ -93,6 +94,40 @@ def test_a_rerun_continues_the_recording(tmp_path: Path) -> None:
         _record(url, out, "4h")
     assert sorted(p.name for p in (out / "periods").iterdir()) == [f"{i:06d}" for i in range(5)]
     assert json.loads((out / "periods" / "000002" / "period.json").read_text()) == first
+
+
+def test_sigterm_keeps_the_periods_recorded(tmp_path: Path) -> None:
+    """SIGTERM mid-recording: exit 143, every period kept whole, none half-written; a rerun continues."""
+    out = tmp_path / "day"
+    record = "from plbjax.console_scripts import plbjax_record; raise SystemExit(plbjax_record())"
+    with _day().serve() as url:
+        args = [
+            "--endpoint",
+            url,
+            "--insecure",
+            "--every",
+            "1h",
+            "--for",
+            "24h",
+            "--clock-rate",
+            str(RATE),
+            "--max-rate",
+            "0",
+        ]
+        command = [sys.executable, "-c", record, *args, "-o", str(out)]
+        with subprocess.Popen(command, stderr=subprocess.PIPE, text=True) as child:
+            assert child.stderr is not None
+            for line in child.stderr:
+                if "period 2/24" in line:
+                    child.send_signal(signal.SIGTERM)
+                    break
+            rest = child.stderr.read()
+        assert child.returncode == 143, rest
+        assert "periods kept" in rest and "SIGTERM" in rest
+        kept = sorted(p.name for p in (out / "periods").iterdir())
+        assert kept[:3] == ["000000", "000001", "000002"] and not [k for k in kept if k.startswith(".")]
+        _record(url, out, str(len(kept) + 1) + "h")
+    assert len(list((out / "periods").iterdir())) >= len(kept) + 1
 
 
 def test_without_an_eventstore_a_warning_and_loads(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
