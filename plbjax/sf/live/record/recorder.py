@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> None:
         if args.clock_rate <= 0:
             raise BadInput(f"--clock-rate {args.clock_rate:g}: must be positive")
         client = connect(args, Paced)
-        client.rate = args.max_rate
+        client.rate, client.retries = args.max_rate, 3  # a busy gateway or a dropped connection: tried again
         clock = ClusterClock(client, args.clock_rate)
         client.get("/$/GetClusterVersion", "6.4")
         clock.sync()

@@ -158,12 +158,12 @@ def _check_subjects(events: list[SfEvent], states: list[Json]) -> None:
     for event in events:
         if event.node and event.carried and event.node not in nodes:
             raise BadInput(f"{event.where}.NodeName: {event.node!r} is not a node of any recorded period")
-        if event.service and event.carried and event.service not in services | {event.service} & _deleted(events):
+        if event.service and event.carried and event.service not in services | _deleted(events):
             raise BadInput(f"{event.where}.ServiceId: {event.service!r} is not a service of any recorded period")
 
 
 def _deleted(events: list[SfEvent]) -> set[str]:
-    """Services created and deleted between two periods (no period holds them)."""
+    """Services the events delete (one created and deleted between two periods is in no period)."""
     return {e.service for e in events if e.carried is Kind.SERVICE_DELETED}
 
 
