@@ -15,7 +15,7 @@ from paths import ROOT
 
 from plbjax.baseline import balancing_limits, sequential_plan
 from plbjax.errors import BadInput
-from plbjax.sf import SearchConfig, apply_actions, findings, parse_state
+from plbjax.sf import SearchConfig, apply_actions, findings, parse_state, plan
 
 SCHEMA = json.loads((ROOT / "plbjax" / "schemas" / "plan.schema.json").read_text())
 
@@ -50,6 +50,22 @@ def test_the_throttle_binds_the_chain():
     assert balancing.get("Throttle", {"Setting": "GlobalMovementThrottleThreshold"})["Setting"] == (
         "GlobalMovementThrottleThreshold"
     )
+
+
+@pytest.mark.slow  # plbjax's plans compile (about 20 s on a loaded 2-core machine)
+def test_the_throttles_are_plbjaxs():
+    """The baseline's own reading of SF's throttles gives balancing's Movements and Throttle entries
+    exactly as plbjax's plan does, under the default, an absolute and a per-phase percentage throttle."""
+    for settings in (
+        {},
+        {"GlobalMovementThrottleThreshold": 3},
+        {"GlobalMovementThrottleThresholdPercentageForBalancing": 0.05, "MaxPercentageToMove": 0.5},
+    ):
+        doc = cluster(0)
+        doc["Settings"] = dict(doc.get("Settings", {}), **settings)
+        theirs = plan(parse_state(doc), SearchConfig(steps=512)).document()["Phases"][-1]
+        ours = _plan(doc)["Phases"][-1]
+        assert (ours["Movements"], ours.get("Throttle")) == (theirs["Movements"], theirs.get("Throttle")), settings
 
 
 def test_balancing_limits_read_sf_settings():
