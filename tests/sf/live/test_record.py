@@ -7,6 +7,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -29,7 +30,8 @@ SDK = Deserializer({k: v for k, v in vars(sf_models).items() if isinstance(v, ty
 
 
 def _day(rate: float = RATE) -> Simulator:
-    sim = Simulator.from_state(SMALL, clock_rate=rate, epoch=EPOCH)
+    """The small cluster living day 0; its Failover Manager every 30 simulated seconds (light on the CPU)."""
+    sim = Simulator.from_state(SMALL, clock_rate=rate, epoch=EPOCH, build_seconds=30.0)
     sim.live_day(seed=0)
     return sim
 
@@ -49,13 +51,15 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_eventstore_answers_as_the_sdk_reads_them() -> None:
-    sim = _day(rate=200000.0)
+    sim = _day(rate=50000.0)
     with sim.serve() as url:
         while sim.now() < 86400:
-            pass
+            time.sleep(0.1)
         window = "api-version=6.4&StartTimeUtc=2026-01-01T00:00:00Z&EndTimeUtc=2026-01-02T00:00:00Z"
         kinds = []
-        for family, model in (("Cluster", "ClusterEvent"), ("Nodes", "NodeEvent"), ("Services", "ServiceEvent")):
+        families = ("Cluster", "Nodes", "Applications", "Services", "Partitions")
+        for family in families:
+            model = f"{family.removesuffix('s')}Event"
             with urllib.request.urlopen(f"{url}/EventsStore/{family}/Events?{window}") as answer:
                 assert answer.headers["Date"].endswith("GMT")
                 events = SDK(f"[{model}]", json.loads(answer.read()))
@@ -63,6 +67,7 @@ def test_eventstore_answers_as_the_sdk_reads_them() -> None:
                 event.validate()  # every field the SDK's model requires is there
             kinds += [type(e).__name__ for e in events]
     assert {"NodeDownEvent", "NodeUpEvent", "NodeDeactivateStartedEvent", "ClusterUpgradeStartedEvent"} <= set(kinds)
+    assert {"ServiceDeletedEvent", "ServiceCreatedEvent"} <= set(kinds)
     assert "ClusterUpgradeDomainCompletedEvent" in kinds and "ClusterUpgradeCompletedEvent" in kinds
     assert sim.failovers, "SF's balancer moved nothing in a day"
 
@@ -200,6 +205,7 @@ def test_a_missing_period_and_one_cut_short_are_reported(recording: Path, tmp_pa
     ("change", "message"),
     [
         ("node", "Events[0].NodeName: 'N99' is not a node of any recorded period"),
+        ("service", "Events[0].ServiceId: 'fabric:/Shop/Gone' is not a service of any recorded period"),
         ("order", "goes back before the previous window's end"),
         ("window", "is outside the window"),
     ],
@@ -212,6 +218,10 @@ def test_bad_events_exit_2_with_one_line(
     down = {"Kind": "NodeDown", "EventInstanceId": "x", "TimeStamp": doc["To"], "NodeName": "N99"}
     if change == "node":
         doc["Events"] = [down]
+    elif change == "service":
+        doc["Events"] = [
+            {"Kind": "ServiceCreated", "EventInstanceId": "y", "TimeStamp": doc["To"], "ServiceId": "Shop~Gone"}
+        ]
     elif change == "order":
         doc["From"] = _events(day, 2)[1]["From"]
     else:
