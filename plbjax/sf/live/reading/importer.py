@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
         "  plbjax-import dump/ -o state.json\n"
         "  plbjax-import dump/ -o state.json -r import-report.txt   (the report with every field not carried)\n"
         "  plbjax-import tests/data/sf-dump/small -o state.json    (the bundled sample dump)\n"
-        "  plbjax-import day/ -o timeline.json                     (a plbjax-record recording: a timeline)\n"
+        "  plbjax-import examples/recorded-day/day -o timeline.json   (a plbjax-record recording: a timeline)\n"
         "then: plbjax state=state.json out=plan.json",
     )
     add_version_flag(parser)
