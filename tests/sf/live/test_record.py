@@ -16,6 +16,7 @@ import azure.servicefabric.models as sf_models
 import pytest
 from msrest import Deserializer
 
+from plbjax.sf.live.reading.importer import import_dump
 from plbjax.sf.live.reading.importer import main as import_main
 from plbjax.sf.live.record.recorder import main as record_main
 from plbjax.sf.live.record.timeline import import_recording
@@ -27,6 +28,10 @@ SMALL = ROOT / "examples" / "small.yaml"
 EPOCH = 1767225600.0  # 2026-01-01T00:00:00Z
 RATE = 3600.0  # an hour of the cluster a wall second
 SDK = Deserializer({k: v for k, v in vars(sf_models).items() if isinstance(v, type)})
+
+
+def _timeline(root: Path) -> tuple[dict, list[str]]:
+    return import_recording(root, import_dump)
 
 
 def _day(rate: float = RATE) -> Simulator:
@@ -82,7 +87,7 @@ def test_eventstore_needs_its_window() -> None:
 def test_a_recorded_day_imports_as_a_timeline(recording: Path) -> None:
     periods = sorted(p.name for p in (recording / "periods").iterdir())
     assert periods == [f"{i:06d}" for i in range(7)]
-    doc, report = import_recording(recording)
+    doc, report = _timeline(recording)
     kinds = [e["Kind"] for e in doc["Events"]]
     assert kinds.count("NodeDown") == 1 and kinds.count("NodeUp") == 1  # at 3.2 h and 3.7 h
     assert kinds.count("LoadReport") >= 6 * 2  # the diurnal loads change every period
@@ -141,7 +146,7 @@ def test_without_an_eventstore_a_warning_and_loads(tmp_path: Path, capsys: pytes
         _record(url, tmp_path / "day", "2h")
     assert "warning: no EventStore" in capsys.readouterr().err
     assert json.loads((tmp_path / "day" / "recording.json").read_text())["EventStore"] is False
-    doc, _ = import_recording(tmp_path / "day")
+    doc, _ = _timeline(tmp_path / "day")
     assert doc["State"]["Nodes"] and doc["Duration"] > 0
 
 
@@ -159,7 +164,7 @@ def test_services_deleted_created_and_a_node_enabled(tmp_path: Path) -> None:
     sim.live_day(schedule)
     with sim.serve() as url:
         _record(url, tmp_path / "day", "2h")
-    doc, report = import_recording(tmp_path / "day")
+    doc, report = _timeline(tmp_path / "day")
     kinds = {e["Kind"]: e for e in doc["Events"] if e["Kind"] != "LoadReport"}
     assert list(kinds) == ["ServiceDeleted", "NodeDisabled", "NodeEnabled", "ServiceCreated"]
     assert kinds["ServiceCreated"]["Service"]["ServiceName"] == kinds["ServiceDeleted"]["ServiceName"]
@@ -175,7 +180,7 @@ def test_a_folder_of_periodic_dumps_imports(recording: Path, tmp_path: Path) -> 
         shutil.copytree(
             period, tmp_path / "dumps" / time.replace(":", "")[:15], ignore=shutil.ignore_patterns("period.json")
         )
-    doc, report = import_recording(tmp_path / "dumps")
+    doc, report = _timeline(tmp_path / "dumps")
     assert report[0].startswith("recording: 3 periods") and 7200 - 60 < doc["Duration"] < 7200 + 60
 
 
@@ -195,7 +200,7 @@ def test_a_missing_period_and_one_cut_short_are_reported(recording: Path, tmp_pa
     shutil.rmtree(day / "periods" / "000002")
     (day / "periods" / "000005" / "period.json").unlink()
     (day / "periods" / "000005").rename(day / "periods" / ".partial-000005")
-    doc, report = import_recording(day)
+    doc, report = _timeline(day)
     assert any(line.startswith("gap: 1 period(s) missing") for line in report)
     assert any("000005: a period cut short" in line for line in report)
     assert doc["Events"]

@@ -23,6 +23,7 @@ from typing import TypeVar, overload
 from plbjax.errors import BadInput
 from plbjax.sf.live.reading.fields import NAMES, Json
 
+DUMP_FILES = ("cluster-manifest.json", "cluster-manifest.xml", "nodes.json", "applications.json")  # one at least
 _BOMS = (
     (codecs.BOM_UTF32_LE, "utf-32-le"),
     (codecs.BOM_UTF32_BE, "utf-32-be"),

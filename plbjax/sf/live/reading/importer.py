@@ -26,16 +26,16 @@ from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.sf import parse_state
 from plbjax.sf.live.reading import fields
-from plbjax.sf.live.reading.dumpdir import Dump, at, need_name
+from plbjax.sf.live.reading.dumpdir import DUMP_FILES, Dump, at, need_name
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.manifest import parse_manifest
 from plbjax.sf.live.reading.nodes import read_nodes
 from plbjax.sf.live.reading.replicas import check_orphans, partition_ids, read_partitions
 from plbjax.sf.live.reading.report import Report
 from plbjax.sf.live.reading.services import service_entry, service_kind
+from plbjax.sf.live.record.timeline import import_recording, is_recording
 from plbjax.version import add_flag as add_version_flag
 
-DUMP_FILES = ("cluster-manifest.json", "cluster-manifest.xml", "nodes.json", "applications.json")  # one at least
 SYSTEM_APPLICATION = "fabric:/System"
 SYSTEM_ID = "System"
 
@@ -243,11 +243,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("-o", "--output", required=True, metavar="STATE", help="the state document to write")
     parser.add_argument("-r", "--report", metavar="REPORT", help="also write the import report here")
     args = parser.parse_args(argv)
-    from plbjax.sf.live.record.timeline import import_recording, is_recording
-
     try:
         if is_recording(args.dump):
-            doc, lines = import_recording(args.dump)
+            doc, lines = import_recording(args.dump, import_dump)
             full = lines
         else:
             doc, report = import_dump(args.dump)

@@ -12,13 +12,13 @@ outside its window, an event for a node or service no period holds.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from plbjax.errors import BadInput
-from plbjax.sf.live.reading.dumpdir import Dump
+from plbjax.sf.live.reading.dumpdir import DUMP_FILES, Dump
 from plbjax.sf.live.reading.fields import Json
-from plbjax.sf.live.reading.importer import DUMP_FILES, import_dump
 from plbjax.sf.live.record.events import WHY_NOT, Kind, SfEvent, read_event
 from plbjax.sf.live.utc import iso, parse_utc
 
@@ -60,8 +60,9 @@ def _holds_dump(folder: Path) -> bool:
     return any((folder / f).exists() for f in DUMP_FILES)
 
 
-def import_recording(root: str | Path) -> tuple[Json, list[str]]:
-    """The timeline of the recording at `root`, and the import report's lines."""
+def import_recording(root: str | Path, import_dump: Callable[[str], tuple[Json, object]]) -> tuple[Json, list[str]]:
+    """The timeline of the recording at `root`, and the import report's lines; `import_dump`: the
+    dump's importer (plbjax-import's, which calls this), each period's state."""
     periods, report = _periods(Path(root))
     states = [import_dump(str(p.folder))[0] for p in periods]
     work = Import(periods[0].time, report=report)
