@@ -94,6 +94,7 @@ def test_a_recorded_day_imports_as_a_timeline(recording: Path) -> None:
     assert [e["Time"] for e in doc["Events"]] == sorted(e["Time"] for e in doc["Events"])
     assert 6 * 3600 - 60 < doc["Duration"] < 6 * 3600 + 60
     assert report[0].startswith("recording: 7 periods")
+    assert report[2].startswith("SF's placement: ") and "replicas on a node" in report[2]
 
 
 def test_a_rerun_continues_the_recording(tmp_path: Path) -> None:

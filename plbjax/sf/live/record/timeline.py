@@ -41,6 +41,7 @@ class Import:
     carried: Counter = field(default_factory=Counter)
     left: Counter = field(default_factory=Counter)
     inferred: Counter = field(default_factory=Counter)
+    moved: int = 0  # replicas SF placed between periods on a node its partition was not on
 
     def add(self, at: float, kind: Kind, **fields: object) -> None:
         self.events.append({"Time": round(max(at - self.start, 0.0), 3), "Kind": kind.value, **fields})
@@ -74,6 +75,7 @@ def import_recording(root: str | Path, import_dump: Callable[[str], tuple[Json, 
         _inferred(work, states[i - 1], states[i], period.time, carried)
         _services(work, states[i - 1], states[i], period.time, set(carried))
         _loads(work, states[i - 1], states[i], period.time)
+        work.moved += _moved(states[i - 1], states[i])
     work.events.sort(key=lambda e: e["Time"])
     duration = round(periods[-1].time - periods[0].time, 3)
     doc = {"SchemaVersion": 1, "State": states[0], "Duration": duration, "Events": work.events}
@@ -279,12 +281,25 @@ def _role_loads(state: Json) -> dict[tuple[str, str, str], dict[str, float]]:
     return out
 
 
+def _moved(before: Json, after: Json) -> int:
+    """Replicas on a node their partition had none on the period before (SF's moves and builds)."""
+    old = {
+        (p["ServiceName"], str(p["PartitionId"])): {r["NodeName"] for r in p["Replicas"]} for p in before["Partitions"]
+    }
+    return sum(
+        len({r["NodeName"] for r in p["Replicas"]} - old[(p["ServiceName"], str(p["PartitionId"]))])
+        for p in after["Partitions"]
+        if (p["ServiceName"], str(p["PartitionId"])) in old
+    )
+
+
 def _summary(work: Import, periods: list[Period], read: int) -> list[str]:
     """The import report: the recording, what was carried, what was not, the gaps."""
     carried = ", ".join(f"{k} {n}" for k, n in sorted(work.carried.items()))
     lines = [
         f"recording: {len(periods)} periods from {iso(periods[0].time)} to {iso(periods[-1].time)}",
         f"events: {read} read from the EventStore; timeline: {len(work.events)} events ({carried})",
+        f"SF's placement: {work.moved} replicas on a node their partition was not on the period before",
     ]
     if work.inferred:
         said = ", ".join(f"{k} {n}" for k, n in sorted(work.inferred.items()))
