@@ -16,10 +16,13 @@ import azure.servicefabric.models as sf_models
 import pytest
 from msrest import Deserializer
 
+from plbjax.sf import Intent
+from plbjax.sf.live.reading.dump import dump_cluster
 from plbjax.sf.live.reading.importer import import_dump
 from plbjax.sf.live.reading.importer import main as import_main
 from plbjax.sf.live.record.recorder import main as record_main
 from plbjax.sf.live.record.timeline import import_recording
+from plbjax.sf.live.rest import Client
 from plbjax.sf.live.simulator import Scheduled, Simulator
 from plbjax.sf.live.simulator.day import DayKind
 
@@ -171,6 +174,19 @@ def test_services_deleted_created_and_a_node_enabled(tmp_path: Path) -> None:
     assert kinds["ServiceCreated"]["Service"]["ServiceName"] == kinds["ServiceDeleted"]["ServiceName"]
     assert all(p["Replicas"] == [] for p in kinds["ServiceCreated"]["Partitions"])
     assert "inferred from the periods (no event said it): NodeEnabled 1" in report
+
+
+def test_a_deactivated_node_shows_its_intent(tmp_path: Path) -> None:
+    """A node the day deactivated is listed Disabled with its NodeDeactivationInfo, as the import reads it."""
+    sim = Simulator.from_state(SMALL, clock_rate=RATE, epoch=EPOCH)
+    sim.live_day([Scheduled(0.0, DayKind.DEACTIVATE, "N1", Intent.REMOVE_DATA)])
+    with sim.serve() as url:
+        while sim.now() < 1.0:
+            time.sleep(0.01)
+        dump_cluster(Client(url, insecure=True), tmp_path / "dump")
+    state, _ = import_dump(str(tmp_path / "dump"))
+    node = next(n for n in state["Nodes"] if n["NodeName"] == "N1")
+    assert (node["NodeStatus"], node["DeactivationIntent"]) == ("Disabled", "RemoveData")
 
 
 def test_a_folder_of_periodic_dumps_imports(recording: Path, tmp_path: Path) -> None:

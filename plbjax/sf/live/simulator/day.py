@@ -113,6 +113,7 @@ class Day:
         self.base = {pid: _base(part) for pid, part in self.cluster.partitions.items()}
         self.instances = dict.fromkeys(self.cluster.nodes, 1)
         self.deleted: dict[str, _Deleted] = {}
+        self.intents: dict[str, Intent] = {}  # a node Disabled by the day -> its deactivation's intent
         self.next_load, self.next_balance = self.cluster.clock, self.cluster.clock + balance_every
 
     # --- the clock's hook ----------------------------------------------------------------------
@@ -147,6 +148,18 @@ class Day:
         kinds = FAMILIES[family]
         return [e for e in self.events if e["Kind"] in kinds and low <= parse_utc(e["TimeStamp"]) <= min(high, now)]
 
+    def deactivation(self, node: str) -> Json | None:
+        """NodeInfo's NodeDeactivationInfo of a node the day Disabled (its deactivation completed)."""
+        intent = self.intents.get(node)
+        if intent is None or self.cluster.nodes.get(node) != NodeStatus.DISABLED:
+            return None
+        return {
+            "NodeDeactivationIntent": intent.value,
+            "NodeDeactivationStatus": "Completed",
+            "NodeDeactivationTask": [],
+            "PendingSafetyChecks": [],
+        }
+
     def partition_load(self, part: Partition) -> Json:
         """PartitionLoadInformation now: the primary's and a secondary's (an instance's) loads."""
         primary = next((r.loads for r in part.replicas if r.role == PRIMARY), {})
@@ -177,13 +190,14 @@ class Day:
             self.instances[name] = self.instances.get(name, 1) + 1
             self._event("NodeUp", now, **node | {"NodeInstance": self.instances[name]}, LastNodeDownAt=utc(c, now))
         elif item.kind is DayKind.DEACTIVATE:
-            c.nodes[name] = NodeStatus.DISABLED
+            c.nodes[name], self.intents[name] = NodeStatus.DISABLED, item.intent
             batch = f"Simulator-{int(now)}"
             self._event("NodeDeactivateStarted", now, **node, BatchId=batch, DeactivateIntent=item.intent.value)
             done = {"EffectiveDeactivateIntent": item.intent.value, "BatchIdsWithDeactivateIntent": batch}
             self._event("NodeDeactivateCompleted", now + 60.0, **node, **done, StartTime=utc(c, now))
         elif item.kind is DayKind.ACTIVATE:
             c.nodes[name] = NodeStatus.UP
+            self.intents.pop(name, None)
         elif item.kind is DayKind.SERVICE_DELETED:
             self._delete(name, now)
         elif item.kind is DayKind.SERVICE_CREATED:

@@ -364,6 +364,9 @@ def _node_item(s: Served, name: str) -> Json:
     status = s.cluster.nodes[name]
     if listed.status != status or ("node", name) in s.cluster.health:
         item.update(NodeStatus=status, HealthState=health.node_state(s.cluster, name).value)
+    deactivation = s.cluster.day.deactivation(name) if isinstance(s.cluster.day, Day) else None
+    if deactivation is not None:
+        item["NodeDeactivationInfo"] = deactivation
     return item
 
 
