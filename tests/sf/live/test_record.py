@@ -189,6 +189,18 @@ def test_a_deactivated_node_shows_its_intent(tmp_path: Path) -> None:
     assert (node["NodeStatus"], node["DeactivationIntent"]) == ("Disabled", "RemoveData")
 
 
+def test_without_events_a_deactivation_is_inferred_with_its_intent(tmp_path: Path) -> None:
+    sim = Simulator.from_state(SMALL, clock_rate=RATE, epoch=EPOCH)
+    sim.live_day([Scheduled(1800.0, DayKind.DEACTIVATE, "N1", Intent.RESTART)])
+    with sim.serve() as url:
+        _record(url, tmp_path / "day", "1h")
+    shutil.rmtree(tmp_path / "day" / "events")
+    doc, report = _timeline(tmp_path / "day")
+    disabled = [e for e in doc["Events"] if e["Kind"] == "NodeDisabled"]
+    assert [(e["NodeName"], e["Intent"]) for e in disabled] == [("N1", "Restart")]
+    assert "inferred from the periods (no event said it): NodeDisabled 1" in report
+
+
 def test_a_folder_of_periodic_dumps_imports(recording: Path, tmp_path: Path) -> None:
     """Dumps an operator kept (e.g. from cron), each folder named by its time: a timeline of loads."""
     for index in range(3):

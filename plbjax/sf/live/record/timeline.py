@@ -247,7 +247,12 @@ def _inferred(work: Import, before: Json, after: Json, at: float, carried: list[
     for node in after["Nodes"]:
         kind = _change(said.get(node["NodeName"]), str(node.get("NodeStatus", "Up")))
         if kind is not None:
-            work.add(at, kind, NodeName=node["NodeName"])
+            intent = (
+                {"Intent": node["DeactivationIntent"]}
+                if kind is Kind.NODE_DISABLED and "DeactivationIntent" in node
+                else {}
+            )
+            work.add(at, kind, NodeName=node["NodeName"], **intent)
             work.inferred[kind.value] += 1
 
 
