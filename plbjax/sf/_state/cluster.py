@@ -149,6 +149,13 @@ class Replica:
     loads: dict[str, float]
     move_cost: str | None  # None: the service's DefaultMoveCost
 
+    def with_loads(self, loads: dict[str, float]) -> Replica:
+        """This replica with other reported loads (a replay's load reports make tens of thousands
+        a period: the record is copied field by field rather than built again)."""
+        copied = object.__new__(Replica)
+        copied.__dict__.update(self.__dict__, loads=loads)
+        return copied
+
 
 @dataclass(frozen=True)
 class Partition:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from plbjax.errors import BadInput
-from plbjax.sf import ClusterState, Partition, Replica, Role, parse_state, state_document
+from plbjax.sf import ClusterState, Partition, Role, parse_state, state_document
 from plbjax.sf._state import BUILTIN_LOADS
 from plbjax.sf.replay.state.places import Places
 from plbjax.sf.replay.timeline.changes import LoadReport
@@ -85,10 +85,7 @@ class LoadReports:
         partitions = list(self.base.partitions)
         for k, slots in by_position.items():
             p = partitions[k]
-            replicas = tuple(
-                Replica(r.replica_id, r.role, r.node, slots[n], r.move_cost) if n in slots else r
-                for n, r in enumerate(p.replicas)
-            )
+            replicas = tuple(r.with_loads(slots[n]) if n in slots else r for n, r in enumerate(p.replicas))
             partitions[k] = Partition(p.service, p.partition_id, replicas)
         return replace(self.base, partitions=tuple(partitions))
 
