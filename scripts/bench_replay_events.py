@@ -4,11 +4,11 @@ Times, on the cluster of `scripts/bench_replay.py` with its diurnal load reports
 `events.apply_events` on one period's LoadReport batch (~18,000 events; the first batch on the
 generated state, then each on the last one's result, with completion batches in between, as the
 loop applies them), `InFlight.complete` on batches of `--actions` moves (random replicas to Up
-nodes that hold none of their partition), and `StateDocument.replicas` / `clean_history` after
-each change, in CPU seconds of the process (the machine may be shared). Each batch applies to the
-document the last one left, so a cache kept across batches is measured as the loop uses it; the
-garbage collector runs as in the loop (`gc.freeze` at the start). `--dump` writes a digest of every
-document produced, to compare two trees (same seed, same documents).
+nodes that hold none of their partition), and `Resident.replace` / `clean_history` after each
+change, in CPU seconds of the process (the machine may be shared). Each batch applies to the
+state the last one left, as the loop applies them; the garbage collector runs as in the loop
+(`gc.freeze` at the start). `--dump` writes a digest of every state produced (as a document), to
+compare two trees (same seed, same states).
 
     nice -n 5 python scripts/bench_replay_events.py                   # 4 load periods
     python scripts/bench_replay_events.py --periods 2 --out /tmp/events.json --dump /tmp/a.txt
@@ -41,25 +41,18 @@ def _digest(doc: dict) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _moves(doc: dict, count: int, rng: random.Random) -> list[dict]:
+def _moves(state, count: int, rng: random.Random) -> list:
     """`count` moves of replicas of distinct random partitions to Up nodes holding none of them."""
-    up = [n["NodeName"] for n in doc["Nodes"] if n.get("NodeStatus", "Up") == "Up"]
+    from plbjax.sf import Action, ActionKind, NodeStatus
+
+    up = [n.name for n in state.nodes if n.status is NodeStatus.UP]
     moves = []
-    for part in rng.sample(doc["Partitions"], count):
-        replica = rng.choice(part["Replicas"])
-        held = {r.get("NodeName") for r in part["Replicas"]}
+    for part in rng.sample(state.partitions, count):
+        replica = rng.choice(part.replicas)
+        held = {r.node for r in part.replicas}
         target = rng.choice([n for n in up if n not in held])
-        kind = {"Primary": "MovePrimary", "Secondary": "MoveSecondary"}.get(replica["Role"], "MoveInstance")
-        moves.append(
-            {
-                "ServiceName": part["ServiceName"],
-                "PartitionId": part["PartitionId"],
-                "ReplicaId": replica["ReplicaId"],
-                "Action": kind,
-                "SourceNode": replica.get("NodeName"),
-                "TargetNode": target,
-            }
-        )
+        kind = ActionKind.move(replica.role)
+        moves.append(Action(part.service, part.partition_id, replica.replica_id, kind, replica.node, target))
     return moves
 
 
@@ -75,10 +68,10 @@ def main(argv: list[str] | None = None) -> int:
     import importlib.util
 
     from plbjax.baseline import CLUSTER_SEED
-    from plbjax.sf import Action, generate
+    from plbjax.sf import generate, parse_state, state_document
     from plbjax.sf.replay.scenarios import diurnal
     from plbjax.sf.replay.scheduler.inflight import InFlight
-    from plbjax.sf.replay.state.document import StateDocument
+    from plbjax.sf.replay.state.resident import Resident
     from plbjax.sf.replay.timeline.events import Event, apply_events
     from plbjax.sf.replay.types import Stopwatch
 
@@ -87,8 +80,8 @@ def main(argv: list[str] | None = None) -> int:
     assert loader is not None and loader.loader is not None
     bench_replay = importlib.util.module_from_spec(loader)
     loader.loader.exec_module(bench_replay)
-    state = generate(CLUSTER_SEED, bench_replay.spec_for(1000, 30000, 30, 3))
-    timeline = diurnal(state, seed=0, days=args.periods * 300 / 86400, every_minutes=5.0)
+    doc = generate(CLUSTER_SEED, bench_replay.spec_for(1000, 30000, 30, 3))
+    timeline = diurnal(doc, seed=0, days=args.periods * 300 / 86400, every_minutes=5.0)
     batches: dict[float, list[Event]] = {}
     for i, e in enumerate(timeline["Events"]):
         fields = {k: v for k, v in e.items() if k not in ("Time", "Kind")}
@@ -96,31 +89,31 @@ def main(argv: list[str] | None = None) -> int:
 
     gc.freeze()
     rng, flight, samples, digests = random.Random(0), InFlight(), {}, []
-    holder = StateDocument(state, probe=None, stopwatch=Stopwatch())  # type: ignore[arg-type]
-    ids = [str(r["ReplicaId"]) for p in state["Partitions"] for r in p["Replicas"]]
-    nodes = [n["NodeName"] for n in state["Nodes"]]
-    holder.doc = {**state, "History": {rid: [rng.choice(nodes)] for rid in rng.sample(ids, 2000)}}
+    ids = [str(r["ReplicaId"]) for p in doc["Partitions"] for r in p["Replicas"]]
+    nodes = [n["NodeName"] for n in doc["Nodes"]]
+    history = {rid: [rng.choice(nodes)] for rid in rng.sample(ids, 2000)}
+    holder = Resident(parse_state({**doc, "History": history}), probe=None, stopwatch=Stopwatch())  # type: ignore[arg-type]
 
-    def settle(doc: dict) -> None:
-        holder.doc = {**doc, "History": holder.doc["History"]}
-        _timed(samples, "replicas", holder.replicas)
+    def settle() -> None:
         _timed(samples, "clean_history", holder.clean_history)
-        digests.append(_digest(holder.doc))
+        if args.dump:
+            digests.append(_digest(state_document(holder.state)))
 
-    doc = holder.doc
     for n, (now, events) in enumerate(sorted(batches.items())):
         name = "apply_events first" if n == 0 else "apply_events"
-        doc, applied = _timed(samples, name, lambda d=doc, e=events, t=now: apply_events(d, e, t, skip_gone=True))
-        assert len(applied) == len(events)
-        settle(doc)
-        doc = holder.doc
+        batch = _timed(samples, name, lambda e=events, t=now: apply_events(holder.state, holder.places, e, t, True))
+        assert len(batch.events) == len(events) and not batch.reread
+        _timed(samples, "replace", lambda s=batch.state: holder.replace(s))
+        settle()
         for k in range(args.completions):
-            for action in _moves(doc, args.actions, rng):
-                flight.issue(Action.from_document(action), now + k, 1.0)
-            doc, done = _timed(samples, "complete", lambda d=doc, t=now + k + 1: flight.complete(d, t))
+            for action in _moves(holder.state, args.actions, rng):
+                flight.issue(action, now + k, 1.0)
+            after, touched, done = _timed(
+                samples, "complete", lambda t=now + k + 1: flight.complete(holder.state, holder.places, t)
+            )
             assert done == args.actions
-            settle(doc)
-            doc = holder.doc
+            _timed(samples, "replace", lambda s=after, w=touched: holder.replace(s, w))
+            settle()
         print(f"period {n}: {len(events)} load reports", flush=True)
 
     result = {

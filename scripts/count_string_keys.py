@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # The modules that read or write the documents (state, plan, actions), in the folder layout (issue
 # 46) and in the flat one before it, so one script measures both.
 DOCUMENT_IO = {
-    *(f"plbjax/sf/_state/{m}.py" for m in ("reading", "schema_check", "columns", "building", "rereading")),
+    *(f"plbjax/sf/_state/{m}.py" for m in ("reading", "schema_check", "columns", "building", "rereading", "rendering")),
     "plbjax/sf/_encoding/decoding.py",
     "plbjax/sf/_state/vocabulary.py",  # Action.from_document
     "plbjax/sf/_plan/document.py",

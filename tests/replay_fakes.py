@@ -8,6 +8,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from plbjax import parse_state
+from plbjax.sf import ClusterState, state_document
 from plbjax.sf.replay.rounds.loop import replay
 from plbjax.sf.replay.timeline.reading import parse_timeline, settings_of
 from plbjax.sf.replay.types import Needs, PlannedRound
@@ -91,9 +92,15 @@ def groups(doc: dict) -> dict[str | None, list[str]]:
     return out
 
 
+def as_doc(state: ClusterState | dict) -> dict:
+    """The state a fake is handed, as a document (the fakes read documents)."""
+    return state_document(state) if isinstance(state, ClusterState) else state
+
+
 def probe(state_doc: dict, frozen: frozenset) -> Needs:
     """Count per node; imbalanced when max - min > 1 (per node type when separate); CPU is
     imbalanced while some replica reports more than 50."""
+    state_doc = as_doc(state_doc)
     load = counts(state_doc)
     unplaced = sum(
         1 - len(p["Replicas"]) for p in state_doc["Partitions"] if (SERVICE, str(p["PartitionId"])) not in frozen
@@ -125,6 +132,7 @@ class OneMove:
     pick: random.Random | None = None
 
     def __call__(self, state_doc, phase, node_type, seed, frozen, effort=None):
+        state_doc = as_doc(state_doc)
         self.calls.append((phase, node_type, state_doc, frozen))
         load, history = counts(state_doc), {k: list(v) for k, v in state_doc.get("History", {}).items()}
         if phase == "Placement":

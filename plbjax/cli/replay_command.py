@@ -27,9 +27,10 @@ def with_overrides(timeline, cfg: ReplayConfig):
     balancing = cfg.balancing
     if not cfg.settings and balancing.threshold is None and balancing.activity_threshold is None:
         return timeline
-    doc = with_settings(timeline.state, cfg.settings) if cfg.settings else timeline.state
+    given = timeline.state.document
+    doc = with_settings(given, cfg.settings) if cfg.settings else given
     metrics = parse_state(doc, "state").metric_names()
-    return dataclasses.replace(timeline, state={**doc, **threshold_overrides(metrics, balancing)})
+    return dataclasses.replace(timeline, state=parse_state({**doc, **threshold_overrides(metrics, balancing)}, "state"))
 
 
 def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:

@@ -19,7 +19,8 @@ from typing import Any
 import numpy as np
 
 from plbjax.sf._encoding.problem import Index
-from plbjax.sf._state import Action, ActionKind, NodeStatus, Role
+from plbjax.sf._state import Action, ActionKind, NodeStatus, Partition, Replica, Role, completed
+from plbjax.sf._state.rendering import replica_document
 
 SWAP, PROMOTE = ActionKind.SWAP_PRIMARY_SECONDARY, ActionKind.PROMOTE_SECONDARY
 
@@ -152,28 +153,6 @@ def diff(index: Index, node_of: np.ndarray, primary_of: np.ndarray, why: Why | N
     ]
 
 
-def _hand_over(replicas: list[dict], primary: dict, secondary: dict) -> None:
-    """`secondary` becomes the primary, `primary` a secondary, and the load follows the role (SF's
-    FailoverUnit: one primary load per partition, whichever replica is primary; a replica new to
-    the secondary role gets the average of the other secondaries' loads, or the partition's
-    secondary load when there is no other, UpdateSecondaryLoadMap): the new primary takes the old
-    primary's reported loads, the old primary the other secondaries' average (the new primary's
-    own loads when it was the only secondary)."""
-    others = [r for r in replicas if r["Role"] == Role.SECONDARY and r is not secondary] or [secondary]
-    reported = [{m: v for m, v in (r.get("Loads") or {}).items() if v is not None} for r in others]
-    metrics = sorted({m for loads in reported for m in loads})
-    average = {
-        m: sum(loads[m] for loads in reported if m in loads) / sum(m in loads for loads in reported) for m in metrics
-    }
-    primary_loads = primary.get("Loads")
-    for replica, role, loads in ((primary, Role.SECONDARY, average), (secondary, Role.PRIMARY, primary_loads)):
-        replica["Role"] = role.value
-        if loads:
-            replica["Loads"] = dict(loads)
-        else:
-            replica.pop("Loads", None)
-
-
 ActionLike = Action | Mapping[str, Any]  # an Action, or a plan document's action
 
 
@@ -189,50 +168,29 @@ def apply_actions(document: dict, actions: Iterable[ActionLike]) -> dict:
     doc = copy.deepcopy(document)
     parts = {(p["ServiceName"], str(p["PartitionId"])): p for p in doc["Partitions"]}
     for act in map(_typed, actions):
-        _apply(parts[(act.service, str(act.partition))]["Replicas"], act)
+        part = parts[(act.service, str(act.partition))]
+        part["Replicas"] = _replicas_after(part["Replicas"], act)
     return doc
 
 
 def apply_to_partition(partition: dict, action: ActionLike) -> dict:
     """`partition` (a state document's) after `action`, as `apply_actions` leaves it: a new dict
-    with a new Replicas list of copied replicas; `partition` is not changed. Raises ValueError,
-    KeyError or StopIteration for an action that does not fit."""
-    replicas = [dict(r) for r in partition["Replicas"]]
-    _apply(replicas, _typed(action))
-    return {**partition, "Replicas": replicas}
+    with a new Replicas list; `partition` is not changed. Raises ValueError for an action that does
+    not fit."""
+    return {**partition, "Replicas": _replicas_after(partition["Replicas"], _typed(action))}
 
 
-def _apply(replicas: list[dict], act: Action) -> None:
-    """`act` applied to a partition's `replicas` (in place)."""
-    kind, target = act.kind, act.target
-    if act.replica is None:
-        replica = {"ReplicaId": None, "Role": str(kind.role), "NodeName": None}
-        replicas.append(replica)
-    else:
-        replica = next(r for r in replicas if str(r["ReplicaId"]) == str(act.replica))
-    if replica.get("NodeName") != act.source:
-        raise ValueError(f"action {act.document()}: replica is on {replica.get('NodeName')}")
-    if kind.is_drop:
-        if replica["Role"] != kind.role:
-            raise ValueError(f"action {act.document()}: the replica is a {replica['Role']}")
-        replicas.remove(replica)
-    elif kind is SWAP:
-        other = next(r for r in replicas if r.get("NodeName") == target)
-        if replica["Role"] != Role.PRIMARY or other["Role"] != Role.SECONDARY:
-            raise ValueError(f"action {act.document()}: not a primary/secondary pair")
-        _hand_over(replicas, replica, other)
-    elif kind is PROMOTE:
-        if replica["Role"] != Role.SECONDARY or any(
-            r["Role"] == Role.PRIMARY and r is not replica and r.get("NodeName") == target for r in replicas
-        ):
-            raise ValueError(f"action {act.document()}: cannot promote")
-        old = next((r for r in replicas if r["Role"] == Role.PRIMARY), None)
-        if old is not None:
-            _hand_over(replicas, old, replica)
-        replica["Role"] = Role.PRIMARY.value
-    else:
-        if any(r.get("NodeName") == target for r in replicas if r is not replica):
-            raise ValueError(f"action {act.document()}: target already holds a replica of the partition")
-        replica["NodeName"] = target
-        if kind.is_add:
-            replica["Role"] = str(kind.role)
+def _replicas_after(replicas: list[dict], act: Action) -> list[dict]:
+    """A document's `replicas` after `act`, completed as the Failover Manager completes it (`completed`,
+    on the partition's records)."""
+    record = Partition(act.service, act.partition, tuple(map(_record, replicas)))
+    return [replica_document(r) for r in completed(record, act).replicas]
+
+
+def _record(replica: Mapping[str, Any]) -> Replica:
+    try:
+        role = Role(replica["Role"])
+    except (KeyError, ValueError):
+        raise ValueError(f"replica {replica.get('ReplicaId')!r}: no role {replica.get('Role')!r}") from None
+    loads = {m: v for m, v in (replica.get("Loads") or {}).items() if v is not None}
+    return Replica(replica["ReplicaId"], role, replica.get("NodeName"), loads, replica.get("MoveCost"))

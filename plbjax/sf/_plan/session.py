@@ -1,28 +1,26 @@
-"""A cluster held encoded between PLB rounds: each state document it is handed updates what it holds.
+"""A cluster held encoded between PLB rounds: each typed state it is handed updates what it holds.
 
-A replay hands the probe and the planner a document per round, derived from the last one: loads
-reported, actions completed, History replaced, the throttles' allowance in Settings. Parsing,
-governing and encoding each in full costs more than a round's search at tens of thousands of
-replicas. A `Session` keeps the last document, its state and its governed encoding, and takes the
-next document as an update of them, by what changed (documents are never changed in place, so the
-same object is the same content):
+A replay hands the probe and the planner a `ClusterState` per round, derived from the last one:
+loads reported and actions completed (new `Partition` records for the partitions they touched),
+History replaced, the throttles' allowance in the settings. Governing and encoding a state in full
+costs more than a round's search at tens of thousands of replicas. A `Session` keeps the last
+state and its governed encoding, and takes the next state as an update of them, by what changed
+(states are frozen: the same object is the same content):
 
-- the same document: nothing;
-- only Settings in the movement throttles (`PHASE_SETTINGS`): the held encoding with those
-  settings (the planner's view of the probe's document); nothing is replaced;
-- only Partitions, History and Settings (loads, completions): the partitions that are other
-  objects are read again (`reparse`) and only their replica rows derived again
-  (`with_partitions`); the rest of the encoding stays;
+- the same state: nothing;
+- only settings in the movement throttles (`PHASE_SETTINGS`): the held encoding with those
+  settings (the planner's view of the probe's state); nothing is replaced;
+- only partitions and History: the partitions that are other objects are governed again and only
+  their replica rows derived again (`with_partitions`); the rest of the encoding stays;
 - anything else (nodes, services, block list, upgrade, any other setting: a structural change):
-  parsed, governed and encoded in full.
+  governed and encoded in full.
 
-Every path gives what parsing, governing and encoding the document afresh gives: `resident=False`
-does just that, the oracle the tests replay against. `encodings` and `updates` count the two.
+Every path gives what governing and encoding the state afresh gives: `resident=False` does just
+that, the oracle the tests replay against. `encodings` and `updates` count the two.
 """
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 from collections.abc import Callable, Collection
 
@@ -30,7 +28,7 @@ from plbjax.sf._encoding import with_partitions, without_dropped
 from plbjax.sf._phases import Encoded, Phase, SearchConfig, governed_encoding
 from plbjax.sf._plan.planning import Plan, plan_encoded
 from plbjax.sf._plan.probe import Findings, findings_encoded
-from plbjax.sf._state import REREAD, ClusterState, gc_paused, governed_again, parse_state, reparse, resolve_settings
+from plbjax.sf._state import ClusterState, gc_paused, governed_again
 
 # Settings only the phases read (movement throttles, placement's moves): no stage of the encoding
 # or of resource governance does, so a change in them keeps the encoding.
@@ -46,30 +44,32 @@ PHASE_SETTINGS = frozenset(
         "MoveExistingReplicaForPlacement",
     }
 )
+# What a round changes; every other field of the state must be the held one's for an update (the
+# document follows the fields: a structural change reads it again, which makes all of them new).
+_ROUND = frozenset({"partitions", "history", "settings", "document"})
+_KEPT = tuple(f.name for f in dataclasses.fields(ClusterState) if f.init and f.name not in _ROUND)
 
 
 class Session:
     """The resident cluster of a run of PLB rounds (see the module): `findings` and `plan` of a
-    document, as `plbjax.sf.findings` and `plan` of its parsed state give them. A document it has
-    seen must not be changed in place: a new round hands it new objects for what changed."""
+    state, as `plbjax.sf.findings` and `plan` give them."""
 
     def __init__(self, resident: bool = True):
         self.resident = resident
-        self.encodings = 0  # documents parsed, governed and encoded in full
-        self.updates = 0  # documents taken as an update of the held encoding
-        self._doc: dict | None = None
+        self.encodings = 0  # states governed and encoded in full
+        self.updates = 0  # states taken as an update of the held encoding
         self._state: ClusterState | None = None
         self._encoded: Encoded | None = None
 
-    def findings(self, doc: dict, frozen: Collection[tuple[str, str]] = ()) -> Findings:
-        """What a PLB round finds in `doc` now (`plbjax.sf.findings`)."""
-        encoded = self.encoded(doc)
+    def findings(self, state: ClusterState, frozen: Collection[tuple[str, str]] = ()) -> Findings:
+        """What a PLB round finds in `state` now (`plbjax.sf.findings`)."""
+        encoded = self.encoded(state)
         with gc_paused():  # node loads make thousands of objects, none of them garbage
             return findings_encoded(encoded, frozen)
 
     def plan(
         self,
-        doc: dict,
+        state: ClusterState,
         search: SearchConfig | None = None,
         progress: Callable[[int, int, float, float], None] | None = None,
         *,
@@ -78,77 +78,45 @@ class Session:
         frozen: Collection[tuple[str, str]] = (),
         refresh: bool | str = False,
     ) -> Plan:
-        """The plan of `doc` (`plbjax.sf.plan`, with the same round arguments)."""
-        encoded = self.encoded(doc)
+        """The plan of `state` (`plbjax.sf.plan`, with the same round arguments)."""
+        encoded = self.encoded(state)
         return plan_encoded(encoded, search, progress, phase=phase, node_type=node_type, frozen=frozen, refresh=refresh)
 
-    def encoded(self, doc: dict) -> Encoded:
-        """`doc` parsed, governed and encoded."""
-        if not self.resident:
-            self.encodings += 1
-            return governed_encoding(parse_state(doc, "state"))
-        with gc_paused():  # an update makes tens of thousands of objects, none of them garbage
-            return self._taken(doc)[1]
-
-    def _taken(self, doc: dict) -> tuple[ClusterState, Encoded]:
-        last, state, encoded = self._doc, self._state, self._encoded
-        if last is None or state is None or encoded is None:
-            return self._hold(doc, parse_state(doc, "state"))
-        if doc is last:
-            return state, encoded
-        if _same_except(doc, last, ("Settings",)):
-            settings = doc.get("Settings")
-            if settings is last.get("Settings") or settings == last.get("Settings"):
-                return state, encoded
-            resolved = resolve_settings(settings)
-            if not _differ_beyond_phases(resolved, state.settings):
-                return _with_settings(state, encoded, resolved, settings)  # a view: the held stay
-            return self._hold(doc, dataclasses.replace(state, settings=resolved, document=_settled(state, settings)))
-        if _same_except(doc, last, REREAD):
-            return self._hold(doc, reparse(state, doc, last), update=True)
-        return self._hold(doc, parse_state(doc, "state"))
-
-    def _hold(self, doc: dict, state: ClusterState, update: bool = False) -> tuple[ClusterState, Encoded]:
+    def encoded(self, state: ClusterState) -> Encoded:
+        """`state` governed and encoded."""
         held, encoded = self._state, self._encoded
-        if (
-            update
-            and held is not None
-            and encoded is not None
-            and len(state.partitions) == len(held.partitions)
-            and not _differ_beyond_phases(state.settings, held.settings)
-        ):
-            self.updates += 1
-            encoded = _updated(encoded, held, state)
-        else:
+        if not self.resident or held is None or encoded is None:
+            return self._hold(state, None)
+        if state is held:
+            return encoded
+        if any(getattr(state, k) is not getattr(held, k) for k in _KEPT):
+            return self._hold(state, None)
+        beyond = _differ_beyond_phases(state.settings, held.settings)
+        if not beyond and state.partitions is held.partitions and state.history is held.history:
+            return _with_settings(encoded, state.settings)  # a view: the held stay
+        if beyond or len(state.partitions) != len(held.partitions):
+            return self._hold(state, None)
+        with gc_paused():  # an update makes tens of thousands of objects, none of them garbage
+            return self._hold(state, _updated(encoded, held, state))
+
+    def _hold(self, state: ClusterState, encoded: Encoded | None) -> Encoded:
+        if encoded is None:
             self.encodings += 1
             encoded = governed_encoding(state)
-        self._doc, self._state, self._encoded = doc, state, encoded
-        return state, encoded
-
-
-def _same_except(doc: dict, last: dict, keys: tuple[str, ...]) -> bool:
-    """Whether `doc` and `last` have the same top-level values (the same objects) but for `keys`."""
-    return doc.keys() - set(keys) == last.keys() - set(keys) and all(doc[k] is last[k] for k in doc if k not in keys)
+        else:
+            self.updates += 1
+        if self.resident:
+            self._state, self._encoded = state, encoded
+        return encoded
 
 
 def _differ_beyond_phases(a: dict, b: dict) -> bool:
-    return any(a.get(k) != b.get(k) for k in a.keys() | b.keys() if k not in PHASE_SETTINGS)
+    return a is not b and any(a.get(k) != b.get(k) for k in a.keys() | b.keys() if k not in PHASE_SETTINGS)
 
 
-def _settled(state: ClusterState, settings: dict | None) -> dict:
-    """`state`'s document with `settings` (none: without Settings)."""
-    document = {k: v for k, v in state.document.items() if k != "Settings"}
-    return document if settings is None else {**document, "Settings": copy.deepcopy(settings)}
-
-
-def _with_settings(
-    state: ClusterState, encoded: Encoded, resolved: dict, settings: dict | None
-) -> tuple[ClusterState, Encoded]:
-    """`state` and its encoding with other movement throttles (`PHASE_SETTINGS`)."""
-    document = _settled(state, settings)
-    state = dataclasses.replace(state, settings=resolved, document=document)
-    governed = dataclasses.replace(encoded.state, settings=resolved, document=document)
-    return state, encoded._replace(state=governed)
+def _with_settings(encoded: Encoded, settings: dict) -> Encoded:
+    """The held encoding with other movement throttles (`PHASE_SETTINGS`)."""
+    return encoded._replace(state=dataclasses.replace(encoded.state, settings=settings))
 
 
 def _updated(encoded: Encoded, held: ClusterState, state: ClusterState) -> Encoded:

@@ -10,19 +10,21 @@
     settings.py      SF's PlacementAndLoadBalancing settings, each with SF's default
     expressions.py   placement constraint expressions, parsed once
     governance.py    resource governance: the built-in CPU and memory metrics
-    rereading.py     a state read again between PLB rounds: only what a round changes
+    rendering.py     a ClusterState back to a state document (a replay's final state, a document edit)
+    completion.py    an Action completed on a typed Partition, as the Failover Manager completes it
     vocabulary.py    Role, ReplicaStatus, NodeStatus, HealthState, Intent, ActionKind and the typed Action:
                      SF's words mapped once, compared as members everywhere else
 
 Reads nothing else of plbjax.sf; `_encoding` reads it.
 """
 
-from plbjax.sf._state.cluster import DEFAULT_METRICS, INTENTS, ClusterState, Partition
+from plbjax.sf._state.cluster import BUILTIN_LOADS, DEFAULT_METRICS, INTENTS, ClusterState, Partition, Replica
+from plbjax.sf._state.completion import completed
 from plbjax.sf._state.expressions import node_mask
 from plbjax.sf._state.expressions import parse as parse_placement_constraint
 from plbjax.sf._state.governance import apply_resource_governance, governed_again
 from plbjax.sf._state.reading import gc_paused, load_state, parse_state
-from plbjax.sf._state.rereading import REREAD, reparse
+from plbjax.sf._state.rendering import partition_document, state_document
 from plbjax.sf._state.settings import PLB_SETTINGS, resolve_settings
 from plbjax.sf._state.vocabulary import (
     IDLE_SECONDARY,
@@ -44,12 +46,13 @@ __all__ = [
     "NodeStatus",
     "ReplicaStatus",
     "Role",
+    "BUILTIN_LOADS",
     "ClusterState",
     "DEFAULT_METRICS",
     "INTENTS",
     "PLB_SETTINGS",
     "Partition",
-    "REREAD",
+    "Replica",
     "apply_resource_governance",
     "gc_paused",
     "governed_again",
@@ -57,6 +60,8 @@ __all__ = [
     "node_mask",
     "parse_placement_constraint",
     "parse_state",
-    "reparse",
+    "partition_document",
+    "state_document",
+    "completed",
     "resolve_settings",
 ]

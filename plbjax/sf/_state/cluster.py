@@ -4,8 +4,8 @@
 (`Node`, `Service`, `Partition`, `Replica`, a service's `Metric`), SF's defaults filled in, and the
 document's other parts as typed records read once (`NodeType`, a service's `Correlation`,
 `PlacementPolicy` and `ResourceGovernance`, the `Upgrade`, the block list's `BlockEntry`); the
-readers that build it are `reading` (documents), `building` (SF's rules) and `rereading` (a
-round's update). Tuples keep the input order.
+readers that build it are `reading` (documents) and `building` (SF's rules); `rendering` writes
+it back. Tuples keep the input order.
 """
 
 from __future__ import annotations
@@ -149,6 +149,13 @@ class Replica:
     loads: dict[str, float]
     move_cost: str | None  # None: the service's DefaultMoveCost
 
+    def with_loads(self, loads: dict[str, float]) -> Replica:
+        """This replica with other reported loads (a replay's load reports make tens of thousands
+        a period: the record is copied field by field rather than built again)."""
+        copied = object.__new__(Replica)
+        copied.__dict__.update(self.__dict__, loads=loads)
+        return copied
+
 
 @dataclass(frozen=True)
 class Partition:
@@ -196,7 +203,9 @@ class ClusterState:
     block_list: tuple[BlockEntry, ...]
     history: dict[str, tuple[str, ...]]  # str(ReplicaId) -> nodes
     resource_thresholds: dict[str, float]  # only the given ones
-    document: dict  # deep copy of the validated input
+    # deep copy of the validated input; a replay's typed updates leave its Partitions and History
+    # behind (`rendering.state_document` writes the state), so it is not part of the state's value
+    document: dict = field(compare=False)
     notes: tuple[str, ...] = ()  # what SF accepts but ignores, for the run summary
     _by_name: dict[str, Service] = field(init=False, repr=False, compare=False)
 

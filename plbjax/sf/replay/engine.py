@@ -1,12 +1,12 @@
 """The replay's planner and probe: the same phases `plbjax` runs (`plbjax.sf.plan`, `findings`), one
 PLB round at a time, on one `Session` they share: the cluster stays encoded between rounds and
-each round's document updates it (loads reported, actions completed, History, throttles)."""
+each round's state updates it (loads reported, actions completed, History, throttles)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from plbjax.sf import Phase, Plan, SearchConfig, Session
+from plbjax.sf import ClusterState, Phase, Plan, SearchConfig, Session
 from plbjax.sf.replay.rounds.search import ADAPTIVE, round_search
 from plbjax.sf.replay.types import FULL, Effort, Needs, PartitionKey, PlannedRound
 
@@ -35,8 +35,8 @@ class EngineProbe:
 
     session: Session = dataclasses.field(default_factory=Session)
 
-    def __call__(self, state_doc: dict, frozen: frozenset[PartitionKey]) -> Needs:
-        found = self.session.findings(state_doc, frozen)
+    def __call__(self, state: ClusterState, frozen: frozenset[PartitionKey]) -> Needs:
+        found = self.session.findings(state, frozen)
         imbalanced = frozenset((b.metric, b.node_type) for b in found.balance if not b.balanced)
         return Needs(
             unplaced=found.unplaced,
@@ -62,7 +62,7 @@ class EnginePlanner:
 
     def __call__(
         self,
-        state_doc: dict,
+        state: ClusterState,
         phase: Phase,
         node_type: str | None,
         seed: int,
@@ -70,12 +70,12 @@ class EnginePlanner:
         effort: Effort = FULL,
     ) -> PlannedRound:
         """The round's actions and History, from its plan."""
-        plan = self.plan(state_doc, phase, node_type, seed, frozen, effort)
+        plan = self.plan(state, phase, node_type, seed, frozen, effort)
         return PlannedRound(plan.actions, plan.history, plan.search.seconds)
 
     def plan(
         self,
-        state_doc: dict,
+        state: ClusterState,
         phase: Phase,
         node_type: str | None,
         seed: int,
@@ -86,7 +86,7 @@ class EnginePlanner:
         search = dataclasses.replace(self.search, seed=seed)
         if self.rounds == ADAPTIVE:
             search = round_search(search, effort)
-        plan = self.session.plan(state_doc, search, phase=phase, node_type=node_type, frozen=frozen)
+        plan = self.session.plan(state, search, phase=phase, node_type=node_type, frozen=frozen)
         if self.documents is not None:
             self.documents.append(plan.document())
         return plan

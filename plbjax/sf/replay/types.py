@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol, TypeVar
 
 from plbjax.errors import BadInput
-from plbjax.sf import Action, ActionKind, Phase
+from plbjax.sf import Action, ActionKind, ClusterState, Phase
 
 PartitionKey = tuple[str, str]  # (ServiceName, str(PartitionId))
 TIME_EPS = 1e-9  # simulated times closer than this are the same time
@@ -63,15 +63,15 @@ FULL = Effort()  # a round's full search (the planner's search as it is)
 
 
 class Probe(Protocol):
-    def __call__(self, state_doc: dict, frozen: frozenset[PartitionKey]) -> Needs:
-        """What `state_doc` needs, counting nothing in the `frozen` partitions."""
+    def __call__(self, state: ClusterState, frozen: frozenset[PartitionKey]) -> Needs:
+        """What `state` needs, counting nothing in the `frozen` partitions."""
         ...
 
 
 class Planner(Protocol):
     def __call__(
         self,
-        state_doc: dict,
+        state: ClusterState,
         phase: Phase,
         node_type: str | None,
         seed: int,

@@ -15,7 +15,7 @@ import random
 from collections.abc import Mapping
 
 import pytest
-from replay_fakes import random_timeline
+from replay_fakes import as_doc, random_timeline
 
 from plbjax import SearchConfig
 from plbjax.sf import ClusterSpec, Phase, Role, apply_actions, generate
@@ -36,9 +36,9 @@ class Recording:
     probe: object
     rounds: list = dataclasses.field(default_factory=list)
 
-    def __call__(self, state_doc, phase, node_type, seed, frozen, effort=None):
-        planned = self.planner(state_doc, phase, node_type, seed, frozen, effort)  # type: ignore[operator]
-        self.rounds.append((phase, state_doc, planned.actions))
+    def __call__(self, state, phase, node_type, seed, frozen, effort=None):
+        planned = self.planner(state, phase, node_type, seed, frozen, effort)  # type: ignore[operator]
+        self.rounds.append((phase, state, planned.actions))
         return planned
 
 
@@ -85,9 +85,9 @@ def play(seed: int, timeline: dict | None = None):
     result = replay(parse_timeline(timeline), recording, probe, seed=seed)
     assert result.fault is None, result.fault
     bad = []
-    for phase, doc, actions in recording.rounds:
+    for phase, state, actions in recording.rounds:
         if phase == "Placement" and actions:
-            bad += spread_made_worse(doc, actions, probe(doc, frozenset()).node_loads)
+            bad += spread_made_worse(as_doc(state), actions, probe(state, frozenset()).node_loads)
     return result, bad
 
 

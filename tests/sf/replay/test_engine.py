@@ -15,7 +15,7 @@ import pytest
 import yaml
 from paths import ROOT
 
-from plbjax import SearchConfig, load_state, plan
+from plbjax import SearchConfig, load_state, parse_state, plan
 from plbjax.sf.replay import load_timeline, parse_timeline, replay, summary, write_outputs
 from plbjax.sf.replay.engine import EngineProbe, engine
 
@@ -157,24 +157,33 @@ def test_replay_command_bad_timeline_exits_2_naming_the_event_and_changes_nothin
     assert not (tmp_path / "out").exists()
 
 
-def test_a_document_differing_only_in_throttles_keeps_the_sessions_encoding():
-    """The planner's view (the probe's document with throttle Settings) reuses the probe's encoding
+def test_a_state_differing_only_in_throttles_keeps_the_sessions_encoding():
+    """The planner's view (the probe's state with throttle settings) reuses the probe's encoding
     with those settings, without replacing it; the plan is the one of the view parsed afresh."""
+    import dataclasses
+
     from plbjax import parse_state
     from plbjax.sf import Session
     from plbjax.sf.replay import with_settings
+    from plbjax.sf.replay.state.resident import settings_view
 
     doc, session = _small(), Session()
-    first = session.encoded(doc)
-    assert session.encoded(doc) is first and session.encoded(dict(doc)) is first
-    view = with_settings(doc, {"GlobalMovementThrottleThreshold": 1, "GlobalMovementThrottleThresholdPercentage": 0})
+    state = parse_state(doc)
+    first = session.encoded(state)
+    assert session.encoded(state) is first
+    throttles = {"GlobalMovementThrottleThreshold": 1, "GlobalMovementThrottleThresholdPercentage": 0}
+    view = settings_view(state, throttles)
     seen = session.encoded(view)
-    assert seen.problem is first.problem and seen.state.settings == parse_state(view).settings
-    assert session.encodings == 1 and session.encoded(doc) is first  # the view did not replace the held one
+    assert seen.problem is first.problem and seen.state.settings == parse_state(with_settings(doc, throttles)).settings
+    assert session.encodings == 1 and session.encoded(state) is first  # the view did not replace the held one
     ours = session.plan(view, SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing").actions
-    theirs = plan(parse_state(view), SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing").actions
+    theirs = plan(
+        parse_state(with_settings(doc, throttles)), SearchConfig(**{**SEARCH.__dict__, "seed": 2}), phase="Balancing"
+    ).actions
     assert ours == theirs and len(ours) <= 1
-    other = dict(doc, Nodes=list(doc["Nodes"]))  # equal, but not the same object: a structural change
+    other = dataclasses.replace(
+        state, nodes=tuple(list(state.nodes))
+    )  # equal, but not the same object: a structural change
     assert session.encoded(other) is not first and session.encodings == 2
 
 
@@ -238,7 +247,7 @@ def test_plbjax_generate_makes_each_kind_of_timeline(tmp_path, kind):
     assert main(["timeline", kind, "--state", str(state_path), "--seed", "2", "-o", str(out)]) == 0
     doc = json.loads(out.read_text())
     timeline = load_timeline(out)
-    assert timeline.state == load_state(state_path).document and timeline.events
+    assert timeline.state == load_state(state_path) and timeline.events
     kinds = [e["Kind"] for e in doc["Events"]]
     small = load_state(state_path).document
     if kind == "diurnal":
@@ -281,7 +290,7 @@ def test_plbjax_generate_sets_a_scenarios_options_and_refuses_unknown_ones(tmp_p
     )
     doc = yaml.safe_load(out.read_text())
     assert sorted({e["Time"] for e in doc["Events"]}) == [5, 25] and isinstance(doc["State"], str)
-    assert load_timeline(out).state == load_state(state).document
+    assert load_timeline(out).state == load_state(state)
     for bad, message in (
         (["-p", "nope=1"], "--param 'nope=1': not NAME=VALUE"),
         (["-p", "at=soon"], "--param at: 'soon' is not a number"),
@@ -307,9 +316,10 @@ def test_replay_config_overrides_the_initial_settings_and_thresholds_for_sweeps(
         timeline="x", settings={"minloadbalancinginterval": 10}, balancing=BalancingConfig(threshold=1.5)
     )
     state = with_overrides(timeline, config).state
-    assert state["Settings"]["minloadbalancinginterval"] == 10
-    assert not {k for k in state["Settings"] if k.lower() == "minloadbalancinginterval"} - {"minloadbalancinginterval"}
-    assert set(state["MetricBalancingThresholds"].values()) == {1.5}
+    assert state.document["Settings"]["minloadbalancinginterval"] == 10 == state.settings["MinLoadBalancingInterval"]
+    given = state.document["Settings"]
+    assert not {k for k in given if k.lower() == "minloadbalancinginterval"} - {"minloadbalancinginterval"}
+    assert set(state.balancing_thresholds.values()) == {1.5}
     assert with_overrides(timeline, ReplayConfig(timeline="x")).state is timeline.state
     with pytest.raises(BadInput, match="Settings.Bogus"):
         with_overrides(timeline, ReplayConfig(timeline="x", settings={"Bogus": 1}))
@@ -355,7 +365,8 @@ def test_max_min_ratio_is_per_metric_over_the_whole_cluster_also_when_balancing_
     from plbjax.sf.replay import with_settings
 
     doc = _small()
-    whole = EngineProbe()(doc, frozenset()).max_min_ratio
-    separate = EngineProbe()(with_settings(doc, {"SeparateBalancingStrategyPerNodeType": True}), frozenset())
+    whole = EngineProbe()(parse_state(doc), frozenset()).max_min_ratio
+    separated = parse_state(with_settings(doc, {"SeparateBalancingStrategyPerNodeType": True}))
+    separate = EngineProbe()(separated, frozenset())
     assert {m for m, t in separate.imbalanced} and all(t is not None for _, t in separate.imbalanced)
     assert separate.max_min_ratio == whole and set(whole) == set(load_state(EXAMPLES / "small.yaml").metric_names())

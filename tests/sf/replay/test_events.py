@@ -8,6 +8,8 @@ import pytest
 from paths import ROOT
 
 from plbjax import BadInput, load_state, parse_state
+from plbjax.sf import ClusterState, state_document
+from plbjax.sf.replay.state.places import Places
 from plbjax.sf.replay.timeline.changes import BlockListExpired
 from plbjax.sf.replay.timeline.events import Event, Gone, apply_event, apply_events
 
@@ -219,18 +221,24 @@ def _reports(doc: dict) -> list[Event]:
     return [Event.read(0.0, kind, fields, i) for i, (kind, fields) in enumerate(spec)]
 
 
+def batch(doc: dict, events: list[Event], skip_gone: bool = False) -> tuple[ClusterState, list[Event]]:
+    """`apply_events` on `doc`'s state: the state after, the events applied."""
+    state = parse_state(doc)
+    applied = apply_events(state, Places.of(state.partitions), events, 0.0, skip_gone)
+    return applied.state, applied.events
+
+
 def test_apply_events_is_apply_event_one_after_the_other(small):
     events = _reports(small)
     before = copy.deepcopy(small)
     expected = small
     for event in events:
         expected = apply_event(expected, event, 0.0)
-    doc, applied = apply_events(small, events, 0.0)
-    assert doc == expected and applied == events and small == before
-    parse_state(doc)
-    rest, applied = apply_events(small, events[:3], 0.0)  # a run of reports alone, then the rest
-    rest, more = apply_events(rest, events[3:], 0.0)
-    assert rest == expected and applied + more == events
+    state, applied = batch(small, events)
+    assert state == parse_state(expected) and applied == events and small == before
+    rest, applied = batch(small, events[:3])  # a run of reports alone, then the rest
+    rest, more = batch(state_document(rest), events[3:])
+    assert rest == parse_state(expected) and applied + more == events
 
 
 def test_apply_events_skips_gone_reports_or_names_the_event(small):
@@ -238,24 +246,24 @@ def test_apply_events_skips_gone_reports_or_names_the_event(small):
         0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "ReplicaId": 999, "Loads": {"CPU": 1}}, 7
     )
     events = [*_reports(small)[:2], gone, *_reports(small)[2:3]]
-    doc, applied = apply_events(small, events, 0.0, skip_gone=True)
+    state, applied = batch(small, events, skip_gone=True)
     assert applied == [events[0], events[1], events[3]]
-    assert doc == apply_events(small, applied, 0.0)[0]
+    assert state == batch(small, applied)[0]
     with pytest.raises(BadInput, match=r"^Events\[7\]\.ReplicaId: 999"):
-        apply_events(small, events, 0.0)
+        batch(small, events)
     bad = [
         Event.read(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "PartitionId": 9, "Loads": {"CPU": 1}}, 3)
     ]
     with pytest.raises(BadInput, match=r"^Events\[3\]\.PartitionId: 9 is not a partition of 'fabric:/Shop/Orders'"):
-        apply_events(small, _reports(small)[:2] + bad, 0.0, skip_gone=True)
+        batch(small, _reports(small)[:2] + bad, skip_gone=True)
     nope = [Event.read(0.0, "LoadReport", {"ServiceName": "fabric:/Nope", "PartitionId": 0, "Loads": {"CPU": 1}}, 4)]
     with pytest.raises(BadInput, match=r"^Events\[4\]\.ServiceName: 'fabric:/Nope' is not a service"):
-        apply_events(small, nope, 0.0)
+        batch(small, nope)
     disk = [
         Event.read(0.0, "LoadReport", {"ServiceName": "fabric:/Shop/Orders", "PartitionId": 0, "Loads": {"Disk": 1}}, 5)
     ]
     with pytest.raises(BadInput, match=r"^Events\[5\]\.Loads\.Disk: service 'fabric:/Shop/Orders' has no metric"):
-        apply_events(small, disk, 0.0)
+        batch(small, disk)
 
 
 @pytest.mark.parametrize(

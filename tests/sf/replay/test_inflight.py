@@ -4,11 +4,12 @@ cancelled; a replica an Add creates gets an unused `replay-N`."""
 
 from __future__ import annotations
 
-from replay_fakes import SERVICE, OneMove, cluster, counts, play
+from replay_fakes import SERVICE, OneMove, as_doc, cluster, counts, play
 
 from plbjax import parse_state
 from plbjax.sf import Action
 from plbjax.sf.replay.scheduler.inflight import InFlight
+from plbjax.sf.replay.state.places import Places
 
 
 def _move(pid: str, rid: str, source: str, target: str) -> dict:
@@ -29,11 +30,13 @@ def test_a_partitions_actions_complete_after_its_earlier_ones_and_free_it_after_
     flight.issue(Action.from_document(_move("p0", "r0", "N1", "N0")), 1, 1)  # due at 2, but after the first: at 3
     flight.issue(Action.from_document(_move("p1", "r1", "N0", "N1")), 1, 1)
     assert flight.frozen() == {(SERVICE, "p0"), (SERVICE, "p1")} and flight.next_done() == 2
-    after, applied = flight.complete(doc, 2)
-    assert applied == 1 and counts(after) == {"N0": 1, "N1": 1} and flight.frozen() == {(SERVICE, "p0")}
-    after, applied = flight.complete(after, 3)
-    assert applied == 2 and counts(after) == {"N0": 1, "N1": 1} and flight.next_done() is None
-    assert flight.frozen() == frozenset() and counts(doc) == {"N0": 2, "N1": 0}  # `doc` is not changed
+    state = parse_state(doc)
+    places = Places.of(state.partitions)
+    after, _, applied = flight.complete(state, places, 2)
+    assert applied == 1 and counts(as_doc(after)) == {"N0": 1, "N1": 1} and flight.frozen() == {(SERVICE, "p0")}
+    after, _, applied = flight.complete(after, places, 3)
+    assert applied == 2 and counts(as_doc(after)) == {"N0": 1, "N1": 1} and flight.next_done() is None
+    assert flight.frozen() == frozenset() and counts(as_doc(state)) == {"N0": 2, "N1": 0}  # `state` is not changed
 
 
 def test_an_action_that_no_longer_fits_is_cancelled_and_an_add_gets_an_unused_id():
@@ -44,9 +47,12 @@ def test_an_action_that_no_longer_fits_is_cancelled_and_an_add_gets_an_unused_id
     flight = InFlight()
     flight.issue(Action.from_document(add), 0, 0)
     flight.issue(Action.from_document(_move("p1", "replay-1", "N0", "N9")), 0, 0)  # N9 is not Up
-    after, applied = flight.complete(doc, 0)
-    assert applied == 1 and flight.cancelled == 1
-    assert after["Partitions"][0]["Replicas"] == [{"ReplicaId": "replay-2", "Role": "Instance", "NodeName": "N1"}]
+    state = parse_state(doc)
+    after, touched, applied = flight.complete(state, Places.of(state.partitions), 0)
+    assert applied == 1 and flight.cancelled == 1 and touched == [0]
+    assert as_doc(after)["Partitions"][0]["Replicas"] == [
+        {"ReplicaId": "replay-2", "Role": "Instance", "NodeName": "N1"}
+    ]
 
 
 def test_actions_in_flight_freeze_their_partition_and_land_when_done():

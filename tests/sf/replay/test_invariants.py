@@ -8,9 +8,9 @@ import dataclasses
 import json
 
 import pytest
-from replay_fakes import cluster, probe
+from replay_fakes import as_doc, cluster, probe
 
-from plbjax.sf import Role
+from plbjax.sf import Role, parse_state
 from plbjax.sf.replay import summary
 from plbjax.sf.replay.record.writing import story, write_outputs
 from plbjax.sf.replay.rounds.loop import replay
@@ -49,6 +49,7 @@ def missing(doc: dict) -> int:
 
 
 def stateful_probe(state_doc: dict, frozen: frozenset):
+    state_doc = as_doc(state_doc)
     return dataclasses.replace(probe(state_doc, frozen), unplaced=missing(state_doc))
 
 
@@ -67,7 +68,8 @@ class DecodedPlacement:
 
     seen: list[dict] = dataclasses.field(default_factory=list)
 
-    def __call__(self, doc, phase, node_type, seed, frozen, effort=None):
+    def __call__(self, state, phase, node_type, seed, frozen, effort=None):
+        doc = as_doc(state)
         self.seen.append(doc)
         if phase != "Placement":
             return PlannedRound((), {})
@@ -109,7 +111,8 @@ def primaries(doc: dict) -> dict[str, int]:
 def one_primary_everywhere(result, planner: DecodedPlacement) -> None:
     assert result.fault is None, result.fault
     for doc in [*planner.seen, result.final_state]:
-        assert problem(doc, range(len(doc["Partitions"]))) is None
+        state = parse_state(doc)
+        assert problem(state.partitions, range(len(state.partitions)), {n.name for n in state.nodes}) is None
         assert max(primaries(doc).values()) <= 1
 
 
@@ -160,16 +163,12 @@ def test_a_partition_never_gets_a_second_primary(order):
 
 
 def test_an_add_primary_where_a_placed_primary_is_adds_a_secondary():
-    part = {
-        "ServiceName": NEW,
-        "PartitionId": "P",
-        "Replicas": [{"ReplicaId": "a", "Role": "Primary", "NodeName": "N0"}],
-    }
-    from plbjax.sf import Action, apply_to_partition
+    from plbjax.sf import Action, Partition, Replica, completed
 
-    action = Action.from_document(_add(part, None, "AddPrimary", "N1"))
-    fixed = inflight._one_primary(apply_to_partition(part, action), action)
-    assert [(r["NodeName"], r["Role"]) for r in fixed["Replicas"]] == [("N0", "Primary"), ("N1", "Secondary")]
+    part = Partition(NEW, "P", (Replica("a", Role.PRIMARY, "N0", {}, None),))
+    action = Action.from_document(_add({"PartitionId": "P"}, None, "AddPrimary", "N1"))
+    fixed = inflight._one_primary(completed(part, action), action)
+    assert [(r.node, r.role) for r in fixed.replicas] == [("N0", Role.PRIMARY), ("N1", Role.SECONDARY)]
 
 
 def test_a_broken_invariant_stops_the_replay_as_an_internal_error_with_its_record(monkeypatch, tmp_path):
@@ -204,17 +203,20 @@ def test_an_event_that_breaks_the_state_is_named(monkeypatch):
         patch=lambda: monkeypatch.setitem(events._HANDLERS, changes.NodeUp, bad_up),
     )
     assert result.fault is not None and result.interrupted and result.duration < 5
-    assert "event Events[1] (NodeUp N5)" in result.fault and "not a node" in result.fault
+    assert "event Events[1] (NodeUp N5)" in result.fault and "nowhere" in result.fault
 
 
 def test_invariants_see_only_changed_partitions():
-    doc = cluster({"N0": 2, "N1": 0}, {})
-    same = {**doc, "Partitions": list(doc["Partitions"])}
-    assert changed(doc, same) == []
-    moved = dict(doc["Partitions"][1], Replicas=[{"ReplicaId": "r1", "Role": "Instance", "NodeName": "N1"}])
-    after = {**doc, "Partitions": [doc["Partitions"][0], moved]}
-    assert changed(doc, after) == [1] and problem(after, [1]) is None
-    twice = dict(moved, Replicas=[*moved["Replicas"], {"ReplicaId": "r9", "Role": "Instance", "NodeName": "N1"}])
-    assert "two replicas on N1" in (problem({**doc, "Partitions": [twice]}, [0]) or "")
-    inf = dict(moved, Replicas=[dict(moved["Replicas"][0], Loads={"CPU": float("inf")})])
-    assert "not finite" in (problem({**doc, "Partitions": [inf]}, [0]) or "")
+    state = parse_state(cluster({"N0": 2, "N1": 0}, {}))
+    nodes = {"N0", "N1"}
+    assert changed(state, dataclasses.replace(state, partitions=tuple(state.partitions))) == []
+    first, second = state.partitions
+    moved = dataclasses.replace(second, replicas=(dataclasses.replace(second.replicas[0], node="N1"),))
+    after = dataclasses.replace(state, partitions=(first, moved))
+    assert changed(state, after) == [1] and problem(after.partitions, [1], nodes) is None
+    twice = dataclasses.replace(
+        moved, replicas=(*moved.replicas, dataclasses.replace(moved.replicas[0], replica_id="r9"))
+    )
+    assert "two replicas on N1" in (problem([twice], [0], nodes) or "")
+    inf = dataclasses.replace(moved, replicas=(dataclasses.replace(moved.replicas[0], loads={"CPU": float("inf")}),))
+    assert "not finite" in (problem([inf], [0], nodes) or "")

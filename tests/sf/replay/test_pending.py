@@ -3,7 +3,7 @@ expiries the entries added schedule, among them in time order."""
 
 from __future__ import annotations
 
-from replay_fakes import cluster, planned, play
+from replay_fakes import as_doc, cluster, planned, play
 
 from plbjax.sf.replay.timeline.changes import BlockListExpired
 from plbjax.sf.replay.timeline.events import Event
@@ -33,6 +33,7 @@ def test_block_list_expiry_is_applied_in_time_order_among_the_events():
     seen = []
 
     def planner(state_doc, phase, node_type, seed, frozen, effort=None):
+        state_doc = as_doc(state_doc)
         seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
         return planned([], {})
 
@@ -53,6 +54,7 @@ def test_a_block_list_entry_added_again_lasts_until_the_later_until():
     seen = []
 
     def planner(state_doc, phase, node_type, seed, frozen, effort=None):
+        state_doc = as_doc(state_doc)
         seen.append((phase, [b["NodeName"] for b in state_doc.get("BlockList", [])]))
         return planned([], {})
 

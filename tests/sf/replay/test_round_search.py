@@ -4,9 +4,9 @@ its per-partition movement counters (plbjax.sf.replay.scheduler.history)."""
 from __future__ import annotations
 
 import pytest
-from replay_fakes import SERVICE, OneMove, cluster, play
+from replay_fakes import SERVICE, OneMove, as_doc, cluster, play
 
-from plbjax.sf import Action, SearchConfig
+from plbjax.sf import Action, Partition, SearchConfig, parse_state
 from plbjax.sf.replay.rounds.search import QUICK, SLOW, BalancingAction, Touched, effort, round_search
 from plbjax.sf.replay.scheduler.history import HistoryAge
 from plbjax.sf.replay.scheduler.settings import read_settings
@@ -36,12 +36,14 @@ def test_sf_caps_bound_the_round_and_search_keys_still_override():
 
 
 def test_effort_follows_the_phase_and_sfs_balancing_action():
-    settings = read_settings(cluster({"N0": 1}, {"MaxSimulatedAnnealingIterations": 7}))
+    settings = read_settings(parse_state(cluster({"N0": 1}, {"MaxSimulatedAnnealingIterations": 7})))
     assert effort("Placement", QUICK, 0.1, settings) == Effort(1.0, None, 7)
     assert effort("ConstraintCheck", QUICK, 0.1, settings) == Effort(1.0, None, 7)
     assert effort("Balancing", SLOW, 0.1, settings) == Effort(1.0, 120.0, 7)  # SlowBalancingSearchTimeout
     assert effort("Balancing", QUICK, 0.1, settings) == Effort(0.1, 10.0, 7)  # FastBalancingSearchTimeout
-    assert effort("Balancing", QUICK, 0.1, read_settings(cluster({"N0": 1}, {}))).blocks is None  # -1: no limit
+    assert (
+        effort("Balancing", QUICK, 0.1, read_settings(parse_state(cluster({"N0": 1}, {})))).blocks is None
+    )  # -1: no limit
 
 
 def test_balancing_alternates_quick_and_slow_searches_as_sf_and_turns_quick_when_balanced():
@@ -56,7 +58,7 @@ def test_balancing_alternates_quick_and_slow_searches_as_sf_and_turns_quick_when
 
 
 def test_touched_counts_reported_and_moved_partitions_and_anything_else_as_everything():
-    parts = [{"ServiceName": s, "PartitionId": str(k)} for s in ("A", "B") for k in range(5)]
+    parts = [Partition(s, str(k), ()) for s in ("A", "B") for k in range(5)]
     touched = Touched()
     assert touched.share(parts) == 1.0  # the start: everything is new
     touched.clear()
@@ -78,6 +80,7 @@ class Efforts(OneMove):
         self.efforts = []
 
     def __call__(self, state_doc, phase, node_type, seed, frozen, effort=None):
+        state_doc = as_doc(state_doc)
         self.efforts.append((phase, effort))
         return super().__call__(state_doc, phase, node_type, seed, frozen, effort)
 
@@ -94,16 +97,16 @@ def test_the_loop_asks_a_full_search_first_and_after_events_then_only_what_its_m
 
 
 def test_history_entries_go_once_their_partitions_last_balancing_move_leaves_the_counting_window():
-    doc = {
-        "Partitions": [
-            {"ServiceName": "S", "PartitionId": "p0", "Replicas": [{"ReplicaId": "r0"}]},
-            {"ServiceName": "S", "PartitionId": "p1", "Replicas": [{"ReplicaId": "r1"}, {"ReplicaId": "r2"}]},
-        ],
-        "History": {"r0": ["N1"]},
-    }
-    age = HistoryAge(doc)
+    doc = cluster({"N0": 0, "N1": 2}, {}) | {"History": {"r0": ["N0"]}}
+    age = HistoryAge(parse_state(doc))
     assert age.expired(doc["History"], 599.0, 600.0) == set()  # the initial History moved at the start
-    move = {"ServiceName": "S", "PartitionId": "p1", "ReplicaId": "r1", "Action": "MoveSecondary", "TargetNode": "N0"}
+    move = {
+        "ServiceName": SERVICE,
+        "PartitionId": "p1",
+        "ReplicaId": "r1",
+        "Action": "MoveInstance",
+        "TargetNode": "N0",
+    }
     age.moved(Action.from_document(move), 300.0)
     history = {"r0": ["N1"], "r1": ["N0"], "r9": ["N3"]}  # r9: no balancing move known
     assert age.expired(history, 600.0, 600.0) == {"r0", "r9"}

@@ -5,9 +5,9 @@ the settings and upgrades that gate phases, placement retries."""
 from __future__ import annotations
 
 import pytest
-from replay_fakes import OneMove, action, cluster, counts, planned, play, probe, ran
+from replay_fakes import OneMove, action, as_doc, cluster, counts, planned, play, probe, ran
 
-from plbjax.sf import Phase
+from plbjax.sf import Phase, parse_state
 from plbjax.sf.replay import parse_timeline, replay
 from plbjax.sf.replay.scheduler.phases import (
     ChangeTimes,
@@ -58,6 +58,7 @@ def test_load_balancing_enabled_false_gates_balancing():
 def _violating(state_doc, frozen) -> Needs:
     """One violation while N0 holds more than one replica; it is a fault domain one only (none left
     with FaultDomainConstraintPriority -1)."""
+    state_doc = as_doc(state_doc)
     fd_off = str(state_doc.get("Settings", {}).get("FaultDomainConstraintPriority")) == "-1"
     needs = probe(state_doc, frozen)
     return Needs(needs.unplaced, 0 if fd_off or counts(state_doc).get("N0", 0) <= 1 else 1)
@@ -79,6 +80,7 @@ def test_domain_violations_wait_out_the_constraint_fix_partial_delay_after_a_nod
     seen = []
 
     def planner(state_doc, phase, node_type, seed, frozen, effort=None):
+        state_doc = as_doc(state_doc)
         seen.append(phase)
         return planned([], {})
 
@@ -95,6 +97,7 @@ def test_placement_retries_without_moves_then_places_with_moves():
     modes = []
 
     def planner(state_doc, phase, node_type, seed, frozen, effort=None):
+        state_doc = as_doc(state_doc)
         modes.append((phase, state_doc["Settings"].get("MoveExistingReplicaForPlacement", True)))
         return planned([], {})
 
@@ -189,6 +192,7 @@ def test_no_balancing_during_an_upgrade_and_domains_return_to_their_snapshot():
         """Placement also moves r1 from N0 to N3 (placement with move)."""
 
         def __call__(self, state_doc, phase, node_type, seed, frozen, effort=None):
+            state_doc = as_doc(state_doc)
             plan = super().__call__(state_doc, phase, node_type, seed, frozen, effort)
             if phase == "Placement":
                 moved = action({"PartitionId": "p1"}, "r1", "MoveInstance", "N0", "N3")
@@ -235,13 +239,14 @@ def test_with_sfs_default_timers_phases_run_at_the_refresh_their_timer_expires()
 
 
 def _scheduler(state: dict, probe_=probe):
+    from plbjax.sf import parse_state
     from plbjax.sf.replay.scheduler.inflight import InFlight
     from plbjax.sf.replay.scheduler.phases import Scheduler
     from plbjax.sf.replay.scheduler.throttles import Window
-    from plbjax.sf.replay.state.document import StateDocument
+    from plbjax.sf.replay.state.resident import Resident
     from plbjax.sf.replay.types import Stopwatch
 
-    return Scheduler(StateDocument(state, probe_, Stopwatch()), InFlight(), Window())
+    return Scheduler(Resident(parse_state(state), probe_, Stopwatch()), InFlight(), Window())
 
 
 def _round(scheduler, now: float, issued: int = 0):
@@ -373,11 +378,15 @@ def test_after_node_event_names_the_delay_still_running_a_node_down_first():
 def test_expired_phases_come_the_longest_waiting_first():
     """SF's RefreshAction visits the expired timers from the one that waited longest (ties:
     Placement, ConstraintCheck, Balancing), decided without a clock."""
-    settings = read_settings(cluster({"N0": 1}, {"MinPlacementInterval": 1, "MinConstraintCheckInterval": 1}))
+    settings = read_settings(
+        parse_state(cluster({"N0": 1}, {"MinPlacementInterval": 1, "MinConstraintCheckInterval": 1}))
+    )
     timers = Timers()  # placement and the constraint check start expired; balancing one interval in
     assert expired_phases(timers, settings, 0.0) == [Phase.PLACEMENT, Phase.CONSTRAINT_CHECK]
     timers = Timers({Phase.PLACEMENT: 10.0, Phase.CONSTRAINT_CHECK: 10.0}, {None: -1000.0})
     assert expired_phases(timers, settings, 10.5) == [Phase.BALANCING]
     assert expired_phases(timers, settings, 11.0) == [Phase.BALANCING, Phase.PLACEMENT, Phase.CONSTRAINT_CHECK]
-    off = read_settings(cluster({"N0": 1}, {"ConstraintCheckEnabled": False, "LoadBalancingEnabled": False}))
+    off = read_settings(
+        parse_state(cluster({"N0": 1}, {"ConstraintCheckEnabled": False, "LoadBalancingEnabled": False}))
+    )
     assert expired_phases(Timers(), off, 0.0) == [Phase.PLACEMENT]

@@ -32,7 +32,7 @@ def test_the_allowance_counts_the_movements_in_the_window_of_the_phases_each_thr
         "GlobalMovementThrottleThresholdForBalancing": 2,
         "GlobalMovementThrottleCountingInterval": 10,
     }
-    s = read_settings(cluster({"N0": 4, "N1": 0}, settings))
+    s = read_settings(parse_state(cluster({"N0": 4, "N1": 0}, settings)))
     moves = [Movement(0, "Balancing"), Movement(3, "Placement"), Movement(4, "Balancing")]
     assert throttle_allowance(s, moves, 5, existing=4) == Allowance(2, 0, None)
     assert throttle_allowance(s, moves, 10.5, existing=4) == Allowance(3, 1, None)  # 0 has left the window
@@ -59,7 +59,7 @@ def test_the_window_forgets_what_its_intervals_no_longer_hold_and_wakes_when_the
         "MovementPerPartitionThrottleCountingInterval": 4,
         "MovementPerPartitionThrottleThreshold": 2,
     }
-    s = read_settings(cluster({"N0": 1}, settings))
+    s = read_settings(parse_state(cluster({"N0": 1}, settings)))
     window = Window()
     window.moved(1, "Balancing")
     window.moved(1, "ConstraintCheck")  # not throttled

@@ -11,7 +11,7 @@ import yaml
 from paths import ROOT
 from referencing import Registry, Resource
 
-from plbjax import BadInput, load_state
+from plbjax import BadInput, load_state, parse_state
 from plbjax.sf.replay import scenarios
 from plbjax.sf.replay.timeline.reading import ActionSeconds, load_timeline, parse_timeline
 
@@ -34,7 +34,7 @@ def validator() -> jsonschema.Draft202012Validator:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_bundled_examples_load_and_match_the_schema(path):
     timeline = load_timeline(path)
-    assert timeline.state["Nodes"][0]["NodeName"] == "N0"  # State: ../small.yaml, relative to the file
+    assert timeline.state.nodes[0].name == "N0"  # State: ../small.yaml, relative to the file
     assert timeline.events and timeline.duration >= timeline.events[-1].time
     assert not list(validator().iter_errors(yaml.safe_load(path.read_text())))
 
@@ -302,7 +302,7 @@ def test_state_inline_or_a_path_relative_to_the_timeline_file(small, tmp_path):
     inline = tmp_path / "timelines" / "inline.json"
     inline.write_text(json.dumps({"State": small, "Events": events}))
     for path in (relative, absolute, inline):
-        assert load_timeline(path).state == small
+        assert load_timeline(path).state == parse_state(small)
     relative.write_text(yaml.safe_dump({"State": "s.json", "Events": events}))  # not relative to the cwd
     with pytest.raises(BadInput, match="s.json"):
         load_timeline(relative)

@@ -682,8 +682,7 @@ def test_metric_descriptions_with_all_three_loads_are_read_as_sf_reads_them():
 
 
 def _replayed(doc: dict) -> dict:
-    """`doc` as the replay derives the next document: loads reported, a replica moved, a History
-    entry, a setting; every other top-level value the same object."""
+    """`doc` after what a replay changes: loads reported, a replica moved, a History entry, a setting."""
     parts = list(doc["Partitions"])  # the other partitions: the same objects
     for k in (0, 1):
         parts[k] = dict(parts[k], Replicas=[dict(r) for r in parts[k]["Replicas"]])
@@ -698,60 +697,11 @@ def _replayed(doc: dict) -> dict:
     return {**doc, "Partitions": parts, "History": history, "Settings": {"MinLoadBalancingInterval": 7}}
 
 
-def test_reparse_reads_again_what_the_replay_changes_and_equals_a_full_parse():
-    from plbjax.sf import ClusterSpec, generate
-    from plbjax.sf._state.rereading import reparse
+def test_a_rendered_state_reads_back_as_the_same_state():
+    """`state_document` (a replay's final state, a document edit) writes what the state holds."""
+    from plbjax.sf import ClusterSpec, generate, state_document
 
-    doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
-    state = parse_state(doc)
-    after = _replayed(doc)
-    assert reparse(state, after) == parse_state(after)
-    assert reparse(state, after, doc) == parse_state(after)  # only the changed partitions read
-    assert reparse(state, after).document is not after  # the state keeps copies
-
-
-def test_reparse_of_a_bad_document_names_the_problem_as_a_full_parse_does():
-    from plbjax.sf import ClusterSpec, generate
-    from plbjax.sf._state.rereading import reparse
-
-    doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
-    state = parse_state(doc)
-    bad = _replayed(doc)
-    third = bad["Partitions"][2]
-    bad["Partitions"][2] = dict(
-        third, Replicas=[dict(third["Replicas"][0], NodeName="nowhere"), *third["Replicas"][1:]]
-    )
-    with pytest.raises(BadInput) as full:
-        parse_state(bad, "state")
-    with pytest.raises(BadInput) as again:
-        reparse(state, bad)
-    assert str(again.value) == str(full.value)
-    with pytest.raises(BadInput) as few:
-        reparse(state, bad, doc)
-    assert str(few.value) == str(full.value)
-    twice = _replayed(doc)  # a changed partition reusing an unchanged one's ReplicaId
-    twice["Partitions"][1]["Replicas"][0]["ReplicaId"] = doc["Partitions"][5]["Replicas"][0]["ReplicaId"]  # a copy
-    with pytest.raises(BadInput) as full:
-        parse_state(twice, "state")
-    with pytest.raises(BadInput) as few:
-        reparse(state, twice, doc)
-    assert str(few.value) == str(full.value)
-
-
-def test_reparse_checks_a_history_it_does_not_read_again_against_the_replicas():
-    from plbjax.sf import ClusterSpec, generate
-    from plbjax.sf._state.rereading import reparse
-
-    doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3))
-    lost = doc["Partitions"][1]["Replicas"][0]
-    doc["History"] = {str(lost["ReplicaId"]): [doc["Nodes"][0]["NodeName"]]}
-    state = parse_state(doc)
-    kept = {**doc, "Partitions": list(doc["Partitions"]), "Settings": {"MinLoadBalancingInterval": 7}}
-    assert reparse(state, kept, doc) == parse_state(kept)  # the same History object: not copied again
-    part = doc["Partitions"][1]
-    kept["Partitions"][1] = dict(part, Replicas=part["Replicas"][1:])
-    with pytest.raises(BadInput) as full:
-        parse_state(kept, "state")
-    with pytest.raises(BadInput) as few:
-        reparse(state, kept, doc)
-    assert str(few.value) == str(full.value)
+    doc = generate(3, ClusterSpec(nodes=12, services=4, partitions_per_service=3, stateless_fraction=0.3))
+    for given in (doc, _replayed(doc)):
+        state = parse_state(given)
+        assert parse_state(state_document(state)) == state

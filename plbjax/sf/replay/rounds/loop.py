@@ -7,7 +7,7 @@ the actions due complete (`inflight`), the events due are applied (`pending`, `e
 refresh the scheduler picks the round's phase.
 
 What the planner and the probe receive (see `Planner`, `Probe`):
-- the state document as the Failover Manager has it (in-flight actions not yet applied), its
+- the typed state as the Failover Manager has it (in-flight actions not yet applied), its
   History carried from the last plan, cleared when a (metric, node type) becomes imbalanced, and
   without a partition's entries once its last balancing movement is MovementPerPartitionThrottle-
   CountingInterval old (`history`, SF's PLBScheduler::RefreshTimedCounters);
@@ -22,17 +22,19 @@ What the planner and the probe receive (see `Planner`, `Probe`):
   the share of partitions changed since the last balancing round).
 Movements (moves and swaps) count against the throttles when issued: balancing's against the
 balancing and global windows, placement's against the placement and global windows; the
-constraint check is not throttled. A round's History (`PlannedRound`) replaces the document's. The
+constraint check is not throttled. A round's History (`PlannedRound`) replaces the state's. The
 planner's seed is the replay's seed plus the number of planner calls so far. Actions are applied
-with `plbjax.apply_actions` when their ActionSeconds have passed, one after the other per
+with `plbjax.sf.completed` when their ActionSeconds have passed, one after the other per
 partition; one that no longer fits then (its target is not Up, its replica is gone) is cancelled; a
 replica an Add creates is named `replay-N`.
 
-Cost: the events due at a time are applied as one batch (`events.apply_events`: a run of load
-reports on one copy of the document) and the actions completing at a time on one copy too, each to
-a copy of its own partition, so neither costs a copy of the whole document per event or action; the
-probe runs once per state version (and set of frozen partitions), the planner once per round that
-has work. `Replay.timings` says where the wall time went.
+Cost: the state between rounds is typed and resident (`state.resident`): the events due at a time
+are applied as one batch (`events.apply_events`: a run of load reports gives new records for the
+replicas it touches; a node or cluster event edits the state's document, read again) and the
+actions completing at a time to their own partitions' records, so neither costs a pass over the
+cluster; the probe and the planner update their encoding from the partitions that are new records
+(`sf.Session`); the probe runs once per state version (and set of frozen partitions), the planner
+once per round that has work. `Replay.timings` says where the wall time went.
 """
 
 from __future__ import annotations
@@ -41,15 +43,16 @@ import gc
 import math
 from collections.abc import Callable, Sequence
 
-from plbjax.sf import Action, Phase
+from plbjax.sf import Action, ClusterState, Phase, state_document
 from plbjax.sf.replay.rounds.search import Touched, effort
 from plbjax.sf.replay.scheduler.history import HistoryAge
 from plbjax.sf.replay.scheduler.inflight import InFlight
 from plbjax.sf.replay.scheduler.phases import Scheduler, tick_at_or_after
 from plbjax.sf.replay.scheduler.throttles import Window
-from plbjax.sf.replay.state.document import StateDocument
 from plbjax.sf.replay.state.invariants import Corrupted, check
-from plbjax.sf.replay.timeline.events import Event, apply_events, describe
+from plbjax.sf.replay.state.places import Places
+from plbjax.sf.replay.state.resident import Resident
+from plbjax.sf.replay.timeline.events import Event, Unread, apply_events, describe
 from plbjax.sf.replay.timeline.pending import Pending
 from plbjax.sf.replay.timeline.reading import Timeline
 from plbjax.sf.replay.types import (
@@ -75,7 +78,8 @@ class _Before:
     invariant keeps (`Corrupted`: the record up to there, marked interrupted)."""
 
     def __init__(self, loop: _Loop) -> None:
-        self.doc, self.now, self.rows, self.actions = loop.state.doc, loop.now, len(loop.rows), len(loop.actions)
+        self.state, self.places = loop.state.state, loop.state.places
+        self.now, self.rows, self.actions = loop.now, len(loop.rows), len(loop.actions)
         self.rounds, self.cumulative, self.cancelled = dict(loop.rounds), loop.cumulative, loop.flight.cancelled
 
 
@@ -119,7 +123,7 @@ class _Loop:
         self.timeline, self.planner, self.seed = timeline, planner, seed
         self.progress, self.stop = progress, stop or (lambda: False)
         self.stopwatch = Stopwatch()
-        self.state = StateDocument(timeline.state, probe, self.stopwatch)
+        self.state = Resident(timeline.state, probe, self.stopwatch)
         self.pending, self.flight, self.window = Pending(timeline.events), InFlight(), Window()
         self.scheduler = Scheduler(self.state, self.flight, self.window)
         self.history = HistoryAge(timeline.state)  # when History's partitions last moved (bounds it)
@@ -156,7 +160,7 @@ class _Loop:
         return Replay(
             tuple(self.rows),
             tuple(self.actions),
-            self.state.doc,
+            state_document(self.state.state),
             dict(self.rounds),
             self.flight.cancelled,
             end,
@@ -169,7 +173,7 @@ class _Loop:
 
     def _restore(self, before: _Before) -> None:
         """The record back to `before` (the state broke an invariant while `now` was processed)."""
-        self.state.doc = before.doc
+        self.state.state, self.state.places = before.state, before.places
         self.state.changed()
         del self.rows[before.rows :]
         del self.actions[before.actions :]
@@ -210,13 +214,13 @@ class _Loop:
 
     def _bound_history(self, now: float) -> None:
         """History without the partitions whose last balancing movement left the counting window."""
-        history = self.state.doc.get("History") or {}
+        history = self.state.state.history
         expired = self.history.expired(history, now, self.state.settings().partition_interval)
         if expired:
             self.state.forget_history(expired)
 
     def _run_phase(self, now: float, phase: Phase, node_types: tuple[str | None, ...]) -> None:
-        share = self.touched.share(self.state.doc["Partitions"])
+        share = self.touched.share(self.state.state.partitions)
         asked = effort(phase, self.scheduler.balancing.action, share, self.state.settings())
         if phase == Phase.BALANCING:
             self.touched.clear()
@@ -260,7 +264,8 @@ class _Loop:
 
     def _complete(self, now: float) -> None:
         """Apply the actions whose time has come, as the Failover Manager completes them."""
-        self.state.doc, applied = self.flight.complete(self.state.doc, now)
+        state, touched, applied = self.flight.complete(self.state.state, self.state.places, now)
+        self.state.replace(state, touched)
         if applied:
             self.scheduler.state_changed(now)
             self._changed(now)
@@ -273,13 +278,16 @@ class _Loop:
         self._row(now, "Event", None, None, Counts(), describe(applied))
 
     def _apply_due(self, now: float) -> list[Event]:
-        before, due = self.state.doc, self.pending.due(now)
-        self.state.doc, applied = apply_events(before, due, now, skip_gone=True)
+        before, places, due = self.state.state, self.state.places, self.pending.due(now)
         try:
-            check(before, self.state.doc, "the events")
-        except Corrupted:
-            _culprit(before, due, now)
+            batch = apply_events(before, places, due, now, skip_gone=True)
+            if batch.reread:  # load reports change only loads, checked finite and non-negative at the door
+                check(before, batch.state, "the events")
+        except (Corrupted, Unread):
+            _culprit(before, places, due, now)
             raise
+        self.state.replace(batch.state, None if batch.reread else ())
+        applied = batch.events
         for event in applied:
             self.pending.applied(event)
             self.touched.event(event.change)
@@ -302,12 +310,16 @@ class _Loop:
         self.rows.append(Row(now, trigger, phase, node_type, counts, self.cumulative, needs, events))
 
 
-def _culprit(doc: dict, events: Sequence[Event], now: float) -> None:
-    """Raise `Corrupted` naming the first of `events` (applied one by one to `doc`) that breaks the
-    state's invariants (only when a batch broke them: the cost of a fault, not of a replay)."""
+def _culprit(state: ClusterState, places: Places, events: Sequence[Event], now: float) -> None:
+    """Raise `Corrupted` naming the first of `events` (applied one by one to `state`) that breaks
+    the state's invariants (only when a batch broke them: the cost of a fault, not of a replay)."""
     for event in events:
-        after, applied = apply_events(doc, [event], now, skip_gone=True)
-        if applied:
-            what = f"event Events[{event.index}] ({event.change.KIND} {event.change.subject})"
-            check(doc, after, what)
-        doc = after
+        what = f"event Events[{event.index}] ({event.change.KIND} {event.change.subject})"
+        try:
+            batch = apply_events(state, places, [event], now, skip_gone=True)
+        except Unread as exc:
+            raise Corrupted(f"{what} broke the replay's state: {exc}") from None
+        if batch.events:
+            check(state, batch.state, what)
+        state = batch.state
+        places = Places.of(state.partitions) if batch.reread else places

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
-from plbjax.sf import Phase, SearchConfig
+from plbjax.sf import Partition, Phase, SearchConfig
 from plbjax.sf.replay.scheduler.settings import Settings
 from plbjax.sf.replay.timeline.changes import Change, LoadReport
 from plbjax.sf.replay.types import Effort, PartitionKey
@@ -103,11 +103,11 @@ class Touched:
         """An action was issued to partition `key`."""
         self.keys.add(key)
 
-    def share(self, partitions: Sequence[Mapping]) -> float:
-        """The share of `partitions` (a state document's) touched."""
+    def share(self, partitions: Sequence[Partition]) -> float:
+        """The share of `partitions` (the resident state's) touched."""
         if self.everything or not partitions:
             return 1.0
-        touched = sum(1 for p in partitions if p["ServiceName"] in self.services) if self.services else 0
+        touched = sum(1 for p in partitions if p.service in self.services) if self.services else 0
         touched += sum(1 for service, _ in self.keys if service not in self.services)
         return min(touched / len(partitions), 1.0)
 

@@ -14,22 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from plbjax.sf import Action
-from plbjax.sf.replay.types import TIME_EPS, PartitionKey, partition_key, partition_of
+from plbjax.sf import Action, ClusterState
+from plbjax.sf.replay.types import TIME_EPS, PartitionKey, partition_of
 
 
 class HistoryAge:
     """When each partition with a History entry last moved by balancing, and each History replica's
     partition."""
 
-    def __init__(self, state_doc: Mapping) -> None:
-        history = state_doc.get("History") or {}
+    def __init__(self, state: ClusterState) -> None:
+        history = state.history
         self.partition_of: dict[str, PartitionKey] = {}
         if history:
-            for p in state_doc["Partitions"]:
-                for r in p["Replicas"]:
-                    if str(r["ReplicaId"]) in history:
-                        self.partition_of[str(r["ReplicaId"])] = partition_key(p)
+            for p in state.partitions:
+                for r in p.replicas:
+                    if str(r.replica_id) in history:
+                        self.partition_of[str(r.replica_id)] = p.service, str(p.partition_id)
         self.last_moved: dict[PartitionKey, float] = dict.fromkeys(self.partition_of.values(), 0.0)
 
     def moved(self, action: Action, now: float) -> None:

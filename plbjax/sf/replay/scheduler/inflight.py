@@ -4,14 +4,15 @@ cancelled."""
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import json
 import math
 from dataclasses import dataclass, field
 
-from plbjax.sf import Action, NodeStatus, Role, apply_to_partition
+from plbjax.sf import Action, ClusterState, NodeStatus, Partition, Replica, Role, completed
 from plbjax.sf.replay.state.invariants import Corrupted, problem
-from plbjax.sf.replay.state.layout import census_of, derived, layout_of
+from plbjax.sf.replay.state.places import Places
 from plbjax.sf.replay.types import TIME_EPS, PartitionKey, partition_of
 
 
@@ -51,9 +52,10 @@ class InFlight:
         heapq.heappush(self.heap, _Flying(done, self.seq, action))
         self.flying[key] = self.flying.get(key, 0) + 1
 
-    def complete(self, doc: dict, now: float) -> tuple[dict, int]:
-        """`doc` with the actions due by `now` applied (one after the other, on one copy of it:
-        `_Completions`), and how many were applied; the others are cancelled."""
+    def complete(self, state: ClusterState, places: Places, now: float) -> tuple[ClusterState, list[int], int]:
+        """`state` with the actions due by `now` completed (one after the other: `_Completions`),
+        the positions of the partitions they changed, and how many completed; the others are
+        cancelled."""
         batch, applied = None, 0
         while self.heap and self.heap[0].done <= now + TIME_EPS:
             done = heapq.heappop(self.heap)
@@ -63,12 +65,14 @@ class InFlight:
                 del self.flying[key]
                 if self.busy.get(key) == done.done:
                     del self.busy[key]
-            batch = batch or _Completions(doc, self)
+            batch = batch or _Completions(state, places, self)
             if batch.apply(done.action):
                 applied += 1
             else:
                 self.cancelled += 1
-        return (doc if batch is None else batch.document()), applied
+        if batch is None:
+            return state, [], 0
+        return batch.state(), sorted(batch.touched), applied
 
     def new_id(self, taken: set[str]) -> str:
         """The next `replay-N` not in `taken` (which it joins)."""
@@ -80,73 +84,66 @@ class InFlight:
 
 
 class _Completions:
-    """Completed actions applied one after the other on one copy of the document: each action to a
-    copy of its partition only (`apply_to_partition`), found through the Partitions list's `layout`, so a
-    round's actions cost what they touch. An action that no longer fits (its target is not Up, its
-    replica is gone, ...) is not applied; a replica an Add creates is named `replay-N` (unused in
-    the document)."""
+    """Completed actions applied one after the other to a state's records: each action to its own
+    partition (`completed`), found through the state's `places`, so a round's actions cost what
+    they touch. An action that no longer fits (its target is not Up, its replica is gone, ...) is
+    not applied; a replica an Add creates is named `replay-N` (unused in the state)."""
 
-    def __init__(self, doc: dict, flight: InFlight) -> None:
-        self.doc, self.flight = doc, flight
-        self.old = doc["Partitions"]
-        self.parts = list(self.old)
-        self.at = layout_of(self.old).at
-        self.status = {n["NodeName"]: n.get("NodeStatus", NodeStatus.UP) for n in doc["Nodes"]}
+    def __init__(self, state: ClusterState, places: Places, flight: InFlight) -> None:
+        self.base, self.places, self.flight = state, places, flight
+        self.parts = list(state.partitions)
+        self.status = {n.name: n.status for n in state.nodes}
         self.touched: set[int] = set()
         self.taken: set[str] | None = None
 
     def apply(self, action: Action) -> bool:
-        if (action.kind.is_move or action.kind.is_add) and self.status.get(action.target) != NodeStatus.UP:
+        if (action.kind.is_move or action.kind.is_add) and self.status.get(action.target or "") is not NodeStatus.UP:
             return False
-        at = self.at.get(partition_of(action))
+        at = self.places.at.get(partition_of(action))
         if not at:
             return False
         k = at[-1]
         try:
-            part = apply_to_partition(self.parts[k], action)
-        except (ValueError, KeyError, StopIteration):
+            part = completed(self.parts[k], action)
+        except ValueError:
             return False
         if action.kind.is_add and action.kind.role is Role.PRIMARY:
             part = _one_primary(part, action)
         if action.replica is None:
-            part = dict(part, Replicas=[self._named(r) for r in part["Replicas"]])
+            part = Partition(part.service, part.partition_id, tuple(map(self._named, part.replicas)))
         self.parts[k] = part
         self.touched.add(k)
-        found = problem({"Nodes": self.doc["Nodes"], "Partitions": self.parts}, (k,))
+        found = problem(self.parts, (k,), self.status.keys())
         if found is not None:
             done = json.dumps(action.document(), default=str)
             raise Corrupted(f"completing {done} broke the replay's state: {found}")
         return True
 
-    def _named(self, replica: dict) -> dict:
-        if replica["ReplicaId"] is not None:
+    def _named(self, replica: Replica) -> Replica:
+        if replica.replica_id is not None:
             return replica
         if self.taken is None:
-            self.taken = set(census_of(self.old).after(self.old, self.parts, self.touched).ids)
-        return dict(replica, ReplicaId=self.flight.new_id(self.taken))
+            self.taken = set(self.places.census.after(self.base.partitions, self.parts, self.touched).ids)
+        return dataclasses.replace(replica, replica_id=self.flight.new_id(self.taken))
 
-    def document(self) -> dict:
-        derived(self.parts, self.old, self.touched)
-        return {**self.doc, "Partitions": self.parts}
+    def state(self) -> ClusterState:
+        return dataclasses.replace(self.base, partitions=tuple(self.parts))
 
 
-def _one_primary(part: dict, action: Action) -> dict:
+def _one_primary(part: Partition, action: Action) -> Partition:
     """`part` after an AddPrimary, with one Primary: a plan that places a partition's unplaced
     Primary as a secondary and adds a new primary (the decoded plan's way) leaves two primaries
     when the secondary's add is cancelled (its target went down) and the primary's completes; the
     unplaced one is then a secondary still to place. An older primary that is placed keeps its
     role; the added replica is then a secondary (the Failover Manager builds it as one)."""
-    replicas = part["Replicas"]
-    added = next(
-        (r for r in reversed(replicas) if r.get("NodeName") == action.target and r["Role"] == Role.PRIMARY), None
-    )
-    others = [r for r in replicas if r["Role"] == Role.PRIMARY and r is not added]
+    replicas = part.replicas
+    added = next((r for r in reversed(replicas) if r.node == action.target and r.role is Role.PRIMARY), None)
+    others = [r for r in replicas if r.role is Role.PRIMARY and r is not added]
     if added is None or not others:
         return part
-    if any(r.get("NodeName") is not None for r in others):
-        fixed = [dict(r, Role=Role.SECONDARY.value) if r is added else r for r in replicas]
+    if any(r.node is not None for r in others):
+        demoted = (added,)
     else:
-        fixed = [
-            dict(r, Role=Role.SECONDARY.value) if r["Role"] == Role.PRIMARY and r is not added else r for r in replicas
-        ]
-    return {**part, "Replicas": fixed}
+        demoted = tuple(others)
+    fixed = tuple(dataclasses.replace(r, role=Role.SECONDARY) if any(r is d for d in demoted) else r for r in replicas)
+    return Partition(part.service, part.partition_id, fixed)

@@ -31,16 +31,15 @@ import math
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from plbjax.sf import Phase
+from plbjax.sf import ClusterState, Phase
 from plbjax.sf.replay.record.chronicle import Chronicle, Reason
 from plbjax.sf.replay.rounds.search import BalancingAction
 from plbjax.sf.replay.scheduler.inflight import InFlight
-from plbjax.sf.replay.scheduler.settings import Settings, with_settings
+from plbjax.sf.replay.scheduler.settings import Settings
 from plbjax.sf.replay.scheduler.throttles import THROTTLES, Window, throttle_overrides
-from plbjax.sf.replay.state.document import StateDocument
+from plbjax.sf.replay.state.resident import Resident, settings_view
 from plbjax.sf.replay.timeline.changes import LoadReport, NodeAdded, NodeDown, NodeRemoved, NodeUp
 from plbjax.sf.replay.timeline.events import Event
-from plbjax.sf.replay.timeline.reading import settings_of
 from plbjax.sf.replay.types import TIME_EPS, Needs, PartitionKey, Story
 
 _NODE_DOWN = (NodeDown, NodeRemoved)  # SF's OnNodeDown
@@ -179,7 +178,7 @@ class Fruitless:
 class Scheduler:
     """Which phase each round runs, from the timers, the changes and the throttles."""
 
-    def __init__(self, state: StateDocument, flight: InFlight, window: Window) -> None:
+    def __init__(self, state: Resident, flight: InFlight, window: Window) -> None:
         self.state, self.flight, self.window = state, flight, window
         self.timers, self.changes, self.fruitless = Timers(), ChangeTimes(), Fruitless()
         self.placement, self.with_move = PlacementMode(), False
@@ -348,9 +347,10 @@ class Scheduler:
     def _balancing_off(self) -> Reason:
         """SF's RefreshAction: isBalancingEnabled = LoadBalancingEnabled && balancingEnabled_ (a cluster
         upgrade pauses it) && canBalanceDueToAppUpgrade."""
-        if not settings_of(self.state.doc)["LoadBalancingEnabled"]:
+        state = self.state.state
+        if not state.settings["LoadBalancingEnabled"]:
             return Reason("LoadBalancingEnabled", "is false: SF does not balance (PLBScheduler::RefreshAction)")
-        if (self.state.doc.get("Upgrade") or {}).get("Scope", "Cluster") == "Cluster":
+        if state.upgrade is None or state.upgrade.scope == "Cluster":
             return Reason(
                 "cluster upgrade", "SF pauses balancing during a cluster upgrade (PLBScheduler::SetBalancingEnabled)"
             )
@@ -374,13 +374,13 @@ class Scheduler:
 
     # ---------------------------------------------------------------- what the planner receives
 
-    def view(self, phase: Phase, now: float) -> dict:
-        """The document handed to the planner: Settings carry the throttle allowance left."""
+    def view(self, phase: Phase, now: float) -> ClusterState:
+        """The state handed to the planner: its settings carry the throttle allowance left."""
         allowance = self.window.allowance(self._settings(), now, self.state.existing())
         overrides = throttle_overrides(allowance, phase)
         if phase == Phase.PLACEMENT and not self.with_move:
             overrides["MoveExistingReplicaForPlacement"] = False
-        return with_settings(self.state.doc, overrides) if overrides else self.state.doc
+        return settings_view(self.state.state, overrides) if overrides else self.state.state
 
     def frozen(self, phase: Phase) -> frozenset[PartitionKey]:
         """Partitions with an action in flight; for Balancing also those at the per-partition throttle."""

@@ -1,14 +1,13 @@
-"""The scheduler's settings, read from a state document once per version (SF's PLB settings it follows,
-each node type's balancing interval, whether balancing is enabled), and `with_settings`, the
-document with some settings replaced."""
+"""The scheduler's settings, read from the replay's state once per version (SF's PLB settings it
+follows, each node type's balancing interval, whether balancing is enabled)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
-from plbjax.sf import Phase
-from plbjax.sf.replay.timeline.reading import settings_of
+from plbjax.sf import ClusterState, Phase
+from plbjax.sf.replay.timeline.reading import scheduled
 
 
 def _sf(name: str):
@@ -68,41 +67,43 @@ class Settings:
         return (*placement, Phase.CONSTRAINT_CHECK) if self.constraint_check_enabled else placement
 
 
-def read_settings(state_doc: dict) -> Settings:
-    """The scheduler's settings of `state_doc` (SF's defaults where it sets none)."""
-    s = settings_of(state_doc)
+def read_settings(state: ClusterState) -> Settings:
+    """The scheduler's settings of `state` (SF's defaults where it sets none)."""
+    s = scheduled(state.settings)
     named = {f.name: s[f.metadata["sf"]] for f in fields(Settings) if f.metadata}
     return Settings(
         **named,
-        balancing_intervals=_balancing_intervals(state_doc, s),
-        balancing_enabled=_balancing_enabled(state_doc, s),
+        balancing_intervals=_balancing_intervals(state, s),
+        balancing_enabled=_balancing_enabled(state, s),
     )
 
 
-def _balancing_intervals(state_doc: dict, s: Mapping) -> dict[str | None, float]:
+def _balancing_intervals(state: ClusterState, s: Mapping) -> dict[str | None, float]:
     """{node type: MinLoadBalancingInterval(PerNodeType)}, or {None: ...} for the whole cluster."""
     if not s["SeparateBalancingStrategyPerNodeType"]:
         return {None: float(s["MinLoadBalancingInterval"])}
-    overrides = {t["Name"]: t.get("PlacementAndLoadBalancingOverrides", {}) for t in state_doc.get("NodeTypes", [])}
-    names = sorted({n.get("NodeType") for n in state_doc["Nodes"]}, key=lambda t: (t is not None, t or ""))
+    given = state.document.get("NodeTypes", [])
+    overrides = {t["Name"]: t.get("PlacementAndLoadBalancingOverrides", {}) for t in given}
+    names = sorted({n.node_type for n in state.nodes}, key=lambda t: (t is not None, t or ""))
     return {
         t: float(overrides.get(t, {}).get("MinLoadBalancingIntervalPerNodeType", s["MinLoadBalancingInterval"]))
         for t in names
     }
 
 
-def _balancing_enabled(state_doc: dict, s: Mapping) -> bool:
+def _balancing_enabled(state: ClusterState, s: Mapping) -> bool:
     """SF's RefreshAction: isBalancingEnabled = LoadBalancingEnabled, not paused (a cluster upgrade
     pauses it), and canBalanceDueToAppUpgrade (no application upgrade, or
     AllowBalancingDuringApplicationUpgrade)."""
-    upgrade = state_doc.get("Upgrade") or {}
-    if not s["LoadBalancingEnabled"] or not upgrade.get("InProgress", False):
+    upgrade = state.upgrade
+    if not s["LoadBalancingEnabled"] or upgrade is None or not upgrade.in_progress:
         return bool(s["LoadBalancingEnabled"])
-    return upgrade.get("Scope", "Cluster") != "Cluster" and bool(s["AllowBalancingDuringApplicationUpgrade"])
+    return upgrade.scope != "Cluster" and bool(s["AllowBalancingDuringApplicationUpgrade"])
 
 
 def with_settings(state_doc: dict, overrides: Mapping) -> dict:
-    """`state_doc` with Settings `overrides` (replacing any spelling of the same names)."""
+    """`state_doc` (a document: a timeline's state, a command line's overrides) with Settings
+    `overrides` (replacing any spelling of the same names)."""
     lower = {k.lower() for k in overrides}
     settings = {k: v for k, v in state_doc.get("Settings", {}).items() if k.lower() not in lower}
     return {**state_doc, "Settings": {**settings, **overrides}}

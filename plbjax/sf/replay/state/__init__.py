@@ -1,3 +1,2 @@
-"""The state document as the loop holds it between rounds: its versions and what is derived from
-them once per version (`document`), and the Partitions list's index kept while only loads change
-(`layout`)."""
+"""The replay's state: the typed cluster the loop changes (`resident`), where its partitions and
+replicas are (`places`), and its soundness checked (`invariants`)."""

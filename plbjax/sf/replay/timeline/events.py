@@ -1,7 +1,9 @@
-"""Timeline events applied to a state document, as the Failover Manager and SF apply them.
+"""Timeline events applied to the replay's state, as the Failover Manager and SF apply them.
 
-`apply_event` is pure: it returns a new document and shares the parts it did not change with the
-input, which it never mutates. An event holds its typed change (`changes`, read once from the
+`apply_events` gives the typed state after a batch: load reports change its records (`loads`);
+every other kind edits its document (`apply_event`, pure: a new document that shares the parts it
+did not change with the input, which it never mutates), read again once per run of them (a new
+node, service or upgrade re-encodes the cluster). An event holds its typed change (`changes`, read once from the
 timeline); `apply_event` hands it to its handler: `nodes` (nodes down, up, added, removed,
 deactivated, activated; the replicas they lose), `loads` (LoadReport) and `cluster` (services, a
 failed replica, upgrades, settings, the block list). References that
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from plbjax.errors import BadInput
+from plbjax.sf import ClusterState, parse_state, state_document
+from plbjax.sf.replay.state.places import Places
 from plbjax.sf.replay.timeline import changes
 from plbjax.sf.replay.timeline.changes import Change, LoadReport, read_change
 from plbjax.sf.replay.timeline.cluster import (
@@ -61,35 +65,76 @@ def apply_event(state_doc: dict, event: Event, now: float) -> dict:
     return _HANDLERS[type(event.change)](dict(state_doc), event.change)
 
 
+@dataclass(frozen=True)
+class Applied:
+    """What a batch of events did: the state after them, the events applied, and whether one edited
+    the state's document (the cluster was read again: its partitions may be others)."""
+
+    state: ClusterState
+    events: list[Event]
+    reread: bool
+
+
 def apply_events(
-    state_doc: dict, events: Sequence[Event], now: float, skip_gone: bool = False
-) -> tuple[dict, list[Event]]:
-    """The state document after `events`, in order (as `apply_event` one after the other), and the
-    events applied: with `skip_gone`, an event that raises `Gone` is skipped, else it is bad input.
-    A bad event raises `BadInput` naming it (`Events[3].NodeName: ...`). Runs of partition and
-    replica LoadReports are applied as one batch (`LoadReports`: each replica they touch written once),
-    so a run of them costs what they touch, not the cluster's size."""
-    doc, applied, i = state_doc, [], 0
+    state: ClusterState,
+    places: Places,
+    events: Sequence[Event],
+    now: float,
+    skip_gone: bool = False,
+    source: str = "state",
+) -> Applied:
+    """`state` (whose partitions `places` places) after `events`, in order, and the events applied:
+    with `skip_gone`, an event that raises `Gone` is skipped, else it is bad input. A bad event
+    raises `BadInput` naming it (`Events[3].NodeName: ...`). Runs of partition and replica
+    LoadReports change the state's records as one batch (`LoadReports`: each replica they touch
+    gets one new record); the other events edit the state's document (`apply_event`), which is read
+    again (`source` names it) before the next run of reports and at the end."""
+    applied: list[Event] = []
+    doc, reread, i = None, False, 0
     while i < len(events):
         j = i
         while j < len(events) and _batched(events[j]):
             j += 1
         if j > i:
-            doc = _load_reports(doc, events[i:j], skip_gone, applied)
+            if doc is not None:
+                state, doc = _read(doc, source), None
+                places = Places.of(state.partitions)
+            state = _load_reports(state, places, events[i:j], skip_gone, applied)
             i = j
             continue
         event = events[i]
         i += 1
         try:
-            doc = apply_event(doc, event, now)
+            edited = apply_event(doc if doc is not None else state_document(state), event, now)
         except Gone as exc:
             if skip_gone:
                 continue
             raise BadInput(f"Events[{event.index}].{exc}") from None
         except BadInput as exc:
             raise BadInput(f"Events[{event.index}].{exc}") from None
+        doc, reread = edited, True
         applied.append(event)
-    return doc, applied
+    return Applied(state if doc is None else _read(doc, source), applied, reread)
+
+
+class Unread(BadInput):
+    """The document events left could not be read as a state: at a timeline's door, bad input; in
+    the loop, a defect of the replay (its state broke)."""
+
+
+def _read(doc: dict, source: str) -> ClusterState:
+    """The state of an edited document, its History without the replicas and nodes it lost (the
+    Failover Manager forgets them with them); `Unread` when it is not a state."""
+    history = doc.get("History")
+    if history:
+        replicas = {str(r["ReplicaId"]) for p in doc["Partitions"] for r in p["Replicas"]}
+        nodes = {n["NodeName"] for n in doc["Nodes"]}
+        kept = {k: [n for n in v if n in nodes] for k, v in history.items() if k in replicas}
+        doc["History"] = {k: v for k, v in kept.items() if v}
+    try:
+        return parse_state(doc, source)
+    except BadInput as exc:
+        raise Unread(str(exc)) from None
 
 
 NAMED = 3  # more events of a kind at one time are counted, not named
@@ -122,9 +167,11 @@ def _batched(event: Event) -> bool:
     return isinstance(event.change, LoadReport) and event.change.of_replicas
 
 
-def _load_reports(state_doc: dict, events: Sequence[Event], skip_gone: bool, applied: list[Event]) -> dict:
-    """Partition and replica LoadReports (`load_report` one after the other) as one `LoadReports` batch."""
-    batch = LoadReports(state_doc)
+def _load_reports(
+    state: ClusterState, places: Places, events: Sequence[Event], skip_gone: bool, applied: list[Event]
+) -> ClusterState:
+    """Partition and replica LoadReports, one after the other, as one `LoadReports` batch."""
+    batch = LoadReports(state, places)
     for event in events:
         report = event.change
         assert isinstance(report, LoadReport)  # a run `_batched` found
@@ -137,7 +184,7 @@ def _load_reports(state_doc: dict, events: Sequence[Event], skip_gone: bool, app
         except BadInput as exc:
             raise BadInput(f"Events[{event.index}].{exc}") from None
         applied.append(event)
-    return batch.document()
+    return batch.state()
 
 
 _HANDLERS: dict[type, Callable[[dict, Any], dict]] = {

@@ -17,8 +17,9 @@ from pathlib import Path
 import yaml
 
 from plbjax.errors import BadInput
-from plbjax.sf import ActionKind, load_state, parse_state
+from plbjax.sf import ActionKind, ClusterState, load_state, parse_state
 from plbjax.sf._state import PLB_SETTINGS, resolve_settings
+from plbjax.sf.replay.state.places import Places
 from plbjax.sf.replay.timeline.changes import KINDS, Change, SettingsChanged
 from plbjax.sf.replay.timeline.events import Event, apply_events
 from plbjax.sf.replay.types import VERBS, verb
@@ -35,11 +36,16 @@ _REVALIDATE = {
 
 
 def settings_of(state_doc: Mapping) -> dict:
-    """Every PLB setting of the state document: SF's defaults overridden by its Settings; the
-    placement and constraint-check intervals as SF's scheduler reads them: the deprecated
-    PLBRefreshInterval where it is changed and they are not (PLBScheduler.cpp,
-    GetMinPlacementInterval and GetMinConstraintCheckInterval)."""
-    settings = resolve_settings(state_doc.get("Settings"))
+    """Every PLB setting of the state document: SF's defaults overridden by its Settings, the
+    intervals as SF's scheduler reads them (`scheduled`)."""
+    return scheduled(resolve_settings(state_doc.get("Settings")))
+
+
+def scheduled(settings: Mapping) -> dict:
+    """Every PLB setting (`resolve_settings`'s), the placement and constraint-check intervals as SF's
+    scheduler reads them: the deprecated PLBRefreshInterval where it is changed and they are not
+    (PLBScheduler.cpp, GetMinPlacementInterval and GetMinConstraintCheckInterval)."""
+    settings = dict(settings)
     refresh = settings["PLBRefreshInterval"]
     if refresh != PLB_SETTINGS["PLBRefreshInterval"]:
         for name in ("MinPlacementInterval", "MinConstraintCheckInterval"):
@@ -64,9 +70,9 @@ class ActionSeconds:
 
 @dataclass(frozen=True)
 class Timeline:
-    """A validated timeline: the initial state document, events in time order, and their horizon."""
+    """A validated timeline: the initial state, events in time order, and their horizon."""
 
-    state: dict
+    state: ClusterState
     duration: float
     action_seconds: ActionSeconds
     events: tuple[Event, ...]
@@ -105,16 +111,16 @@ def parse_timeline(doc: object, base: str | Path = ".", source: str = "<timeline
     final = _play(state, events)
     if duration is None:  # the MinLoadBalancingInterval in effect after the last event
         last = events[-1].time if events else 0.0
-        duration = last + float(settings_of(final)["MinLoadBalancingInterval"])
+        duration = last + float(scheduled(final.settings)["MinLoadBalancingInterval"])
     return Timeline(state, duration, _action_seconds(doc.get("ActionSeconds")), events, source)
 
 
-def _state(value: object, base: Path) -> dict:
+def _state(value: object, base: Path) -> ClusterState:
     if isinstance(value, str):
-        return load_state(base / value).document
+        return load_state(base / value)
     if not isinstance(value, Mapping):
         raise BadInput("State: a state document or a path to one is required")
-    return parse_state(value, "State").document
+    return parse_state(value, "State")
 
 
 def _number(value: object, key: str, minimum: float = 0.0) -> float:
@@ -188,18 +194,19 @@ def _revalidated(change: Change) -> str:
     return _REVALIDATE[change.KIND] or ""
 
 
-def _play(state: dict, events: tuple[Event, ...]) -> dict:
+def _play(state: ClusterState, events: tuple[Event, ...]) -> ClusterState:
     """Apply every event in order to check its references; revalidate the state where an event
     brings new objects (a node, a service, changes, an application, settings). The state after
     the last event."""
-    doc, i = state, 0
+    places, i = Places.of(state.partitions), 0
     while i < len(events):
         j = i + 1  # a run of events up to one that needs revalidating, applied as one batch
         while j < len(events) and events[j - 1].kind not in _REVALIDATE:
             j += 1
-        doc, _ = apply_events(doc, events[i:j], events[i].time)
         last = events[j - 1]
-        if last.kind in _REVALIDATE:
-            parse_state(doc, f"Events[{last.index}].{_revalidated(last.change)}")
-        i = j
-    return doc
+        source = f"Events[{last.index}].{_revalidated(last.change)}" if last.kind in _REVALIDATE else "state"
+        applied = apply_events(state, places, events[i:j], events[i].time, source=source)
+        if applied.reread:
+            places = Places.of(applied.state.partitions)
+        state, i = applied.state, j
+    return state

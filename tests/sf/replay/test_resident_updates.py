@@ -1,20 +1,33 @@
-"""Load reports and completed actions through a kept layout (plbjax.sf.replay.state.layout) give the
-documents that applying them one by one to the whole document gives: the same values in the same
-key order, the inputs unchanged, across chains of batches that reuse the layout."""
+"""Load reports and completed actions on the resident state's records (plbjax.sf.replay.state) give
+the states that applying them one by one to the whole document gives, the inputs unchanged, across
+chains of batches that reuse the state's places."""
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import random
 
 import pytest
 
 from plbjax import BadInput, apply_actions
-from plbjax.sf import Action, ClusterSpec, apply_to_partition, generate
+from plbjax.sf import (
+    Action,
+    ClusterSpec,
+    ClusterState,
+    Partition,
+    Replica,
+    Role,
+    completed,
+    generate,
+    parse_state,
+    state_document,
+)
+from plbjax.sf._state import partition_document
 from plbjax.sf.replay.scheduler.inflight import InFlight, _one_primary
-from plbjax.sf.replay.state.document import StateDocument
-from plbjax.sf.replay.state.layout import Census, census_of
+from plbjax.sf.replay.state.places import Census, Places
+from plbjax.sf.replay.state.resident import Resident
 from plbjax.sf.replay.timeline.events import NAMED, Event, apply_events, describe
 from plbjax.sf.replay.types import Stopwatch
 
@@ -51,6 +64,27 @@ def cluster() -> dict:
 
 def same(a: dict, b: dict) -> bool:
     return json.dumps(a) == json.dumps(b)
+
+
+def typed(doc: dict) -> ClusterState:
+    return parse_state(doc)
+
+
+def norm(parts) -> list[dict]:
+    """Partitions (records or a document's) as the document writes them, loads as floats."""
+    docs = [p if isinstance(p, dict) else partition_document(p) for p in parts]
+    out = []
+    for p in docs:
+        replicas = [{k: v for k, v in r.items() if k != "Loads"} for r in p["Replicas"]]
+        for r, given in zip(replicas, p["Replicas"]):
+            if given.get("Loads"):
+                r["Loads"] = {m: float(v) for m, v in given["Loads"].items()}
+        out.append({"ServiceName": p["ServiceName"], "PartitionId": p["PartitionId"], "Replicas": replicas})
+    return out
+
+
+def placed(state: ClusterState) -> Places:
+    return Places.of(state.partitions)
 
 
 def reports_one_by_one(doc: dict, reports: list[dict]) -> dict:
@@ -114,8 +148,24 @@ def random_action(doc: dict, rng: random.Random) -> dict:
     }
 
 
-def test_a_partitions_action_applied_alone_is_apply_actions(cluster):
+def _typed_partition(part: dict) -> Partition:
+    """A document's partition as a record, read as it is (the oracle's: two primaries allowed)."""
+    replicas = tuple(
+        Replica(
+            r["ReplicaId"],
+            Role(r["Role"]),
+            r.get("NodeName"),
+            {m: float(v) for m, v in r.get("Loads", {}).items()},
+            r.get("MoveCost"),
+        )
+        for r in part["Replicas"]
+    )
+    return Partition(part["ServiceName"], part["PartitionId"], replicas)
+
+
+def test_a_partitions_action_completed_alone_is_apply_actions(cluster):
     rng = random.Random(0)
+    parts = {(p.service, p.partition_id): p for p in typed(cluster).partitions}
     fits = 0
     for _ in range(2000):
         action = random_action(cluster, rng)
@@ -124,53 +174,57 @@ def test_a_partitions_action_applied_alone_is_apply_actions(cluster):
             for p in cluster["Partitions"]
             if (p["ServiceName"], p["PartitionId"]) == (action["ServiceName"], action["PartitionId"])
         )
-        before = copy.deepcopy(part)
         try:
             expected = apply_actions({"Partitions": [part]}, [action])["Partitions"][0]
         except (ValueError, KeyError, StopIteration):
             expected = None
+        record = parts[(part["ServiceName"], part["PartitionId"])]
         try:
-            got = apply_to_partition(part, action)
-        except (ValueError, KeyError, StopIteration):
+            got = partition_document(completed(record, Action.from_document(action)))
+        except ValueError:
             got = None
         assert (got is None) == (expected is None), action
-        assert got is None or expected is None or same(got, expected), action
-        assert same(part, before)
+        assert got is None or expected is None or norm([got]) == norm([expected]), action
         fits += got is not None
     assert fits > 300  # the draws fit often enough to compare results, not only failures
 
 
 def test_load_report_batches_are_the_reports_one_by_one_across_completions(cluster):
     rng, flight = random.Random(1), InFlight()
-    doc, t = cluster, 0.0
+    state, t = typed(cluster), 0.0
+    places = placed(state)
     for _ in range(8):
+        doc = state_document(state)
         reports = random_reports(doc, rng, 60)
-        before = copy.deepcopy(doc)
-        after, done = apply_events(doc, [Event.read(t, "LoadReport", f, i) for i, f in enumerate(reports)], t)
-        assert len(done) == len(reports) and same(doc, before)
-        assert same(after, reports_one_by_one(doc, reports))
-        doc = after
+        before = state.partitions
+        batch = apply_events(state, places, [Event.read(t, "LoadReport", f, i) for i, f in enumerate(reports)], t)
+        assert len(batch.events) == len(reports) and not batch.reread and state.partitions is before
+        assert norm(batch.state.partitions) == norm(reports_one_by_one(doc, reports)["Partitions"])
+        state = batch.state
         for _ in range(6):
-            flight.issue(Action.from_document(random_action(doc, rng)), t, 1.0)
-        before, given = copy.deepcopy(doc), doc
-        doc, _ = flight.complete(doc, t + 1)
-        assert same(given, before) and census_of(doc["Partitions"]) == Census.of(doc["Partitions"])
-        t += 2
-    assert sum(len(p["Replicas"]) for p in doc["Partitions"]) != sum(len(p["Replicas"]) for p in cluster["Partitions"])
+            flight.issue(Action.from_document(random_action(state_document(state), rng)), t, 1.0)
+        given = state.partitions
+        after, touched, _ = flight.complete(state, places, t + 1)
+        places = places.after(state.partitions, after.partitions, touched)
+        assert state.partitions is given and places.census == Census.of(after.partitions)
+        state, t = after, t + 2
+    assert sum(len(p.replicas) for p in state.partitions) != sum(len(p["Replicas"]) for p in cluster["Partitions"])
 
 
 def test_completions_are_apply_actions_one_after_the_other(cluster):
     rng, flight, oracle = random.Random(2), InFlight(), InFlight()
-    doc = cluster
+    state = typed(cluster)
     for t in range(10):
+        doc = state_document(state)
         actions = [random_action(doc, rng) for _ in range(12)]
         for action in actions:
             flight.issue(Action.from_document(action), t, 0.5)
-        before = copy.deepcopy(doc)
-        got, count = flight.complete(doc, t + 0.5)
+        given = state.partitions
+        got, _, count = flight.complete(state, placed(state), t + 0.5)
         expected, expected_count = one_by_one(doc, actions, oracle)
-        assert same(doc, before) and count == expected_count and same(got, expected)
-        doc = got
+        assert state.partitions is given and count == expected_count
+        assert norm(got.partitions) == norm(expected["Partitions"])
+        state = got
 
 
 def one_by_one(doc: dict, actions: list[dict], namer: InFlight) -> tuple[dict, int]:
@@ -187,10 +241,12 @@ def one_by_one(doc: dict, actions: list[dict], namer: InFlight) -> tuple[dict, i
         except (ValueError, KeyError, StopIteration):
             continue
         if action["Action"] == "AddPrimary":  # one Primary kept (issue 57)
-            typed = Action.from_document(action)
+            done = Action.from_document(action)
             key = (action["ServiceName"], str(action["PartitionId"]))
             after["Partitions"] = [
-                _one_primary(p, typed) if (p["ServiceName"], str(p["PartitionId"])) == key else p
+                partition_document(_one_primary(_typed_partition(p), done))
+                if (p["ServiceName"], str(p["PartitionId"])) == key
+                else p
                 for p in after["Partitions"]
             ]
         if action["ReplicaId"] is None:
@@ -204,6 +260,8 @@ def one_by_one(doc: dict, actions: list[dict], namer: InFlight) -> tuple[dict, i
 
 
 def test_bad_reports_raise_as_before_and_change_nothing(cluster):
+    state = typed(cluster)
+    places = placed(state)
     p = cluster["Partitions"][0]
     name = p["ServiceName"]
     metric = next(m["Name"] for s in cluster["Services"] if s["ServiceName"] == name for m in s["Metrics"])
@@ -220,12 +278,13 @@ def test_bad_reports_raise_as_before_and_change_nothing(cluster):
     for fields, message in cases:
         events = [Event.read(0, "LoadReport", good, 0), Event.read(0, "LoadReport", fields, 1)]
         with pytest.raises(BadInput, match="^Events\\[1\\]." + message.replace("[", "\\[").replace("(", "\\(")):
-            apply_events(cluster, events, 0)
+            apply_events(state, places, events, 0)
     with pytest.raises(BadInput, match="^Role: 'Leader' is not Primary"):  # read at the timeline's door
         Event.read(0, "LoadReport", {**good, "Role": "Leader"}, 1)
     gone = Event.read(0, "LoadReport", cases[-1][0], 1)
-    doc, done = apply_events(cluster, [Event.read(0, "LoadReport", good, 0), gone], 0, skip_gone=True)
-    assert done == [Event.read(0, "LoadReport", good, 0)] and same(doc, reports_one_by_one(cluster, [good]))
+    batch = apply_events(state, places, [Event.read(0, "LoadReport", good, 0), gone], 0, skip_gone=True)
+    assert batch.events == [Event.read(0, "LoadReport", good, 0)]
+    assert norm(batch.state.partitions) == norm(reports_one_by_one(cluster, [good])["Partitions"])
 
 
 def test_an_add_may_take_the_name_of_a_replica_dropped_earlier_in_its_batch(cluster):
@@ -245,18 +304,14 @@ def test_an_add_may_take_the_name_of_a_replica_dropped_earlier_in_its_batch(clus
         "TargetNode": None,
     }
     add = key | {"ReplicaId": None, "Action": "AddSecondary", "SourceNode": None, "TargetNode": target}
-    flight = InFlight()
-    census_of(doc["Partitions"])  # the census read before the batch, as the loop reads it
+    flight, state = InFlight(), typed(doc)
     flight.issue(Action.from_document(drop), 0, 1)
     flight.issue(Action.from_document(add), 0, 1)
-    after, count = flight.complete(doc, 1)
+    after, _, count = flight.complete(state, placed(state), 1)
     added = [
-        r
-        for p in after["Partitions"]
-        for r in p["Replicas"]
-        if r.get("NodeName") == target and p["PartitionId"] == second["PartitionId"]
+        r for p in after.partitions for r in p.replicas if r.node == target and p.partition_id == second["PartitionId"]
     ]
-    assert count == 2 and [r["ReplicaId"] for r in added] == ["replay-1"]
+    assert count == 2 and [r.replica_id for r in added] == ["replay-1"]
 
 
 def described_from_every_subject(events: list[Event]) -> tuple[tuple[str, str], ...]:
@@ -294,7 +349,7 @@ def test_describe_looks_at_no_more_subjects_than_it_names():
 
 
 def test_clean_history_is_the_entries_of_replicas_and_nodes_still_there(cluster):
-    rng = random.Random(4)
+    rng, base = random.Random(4), typed(cluster)
     ids = [str(r["ReplicaId"]) for p in cluster["Partitions"] for r in p["Replicas"]]
     nodes = [n["NodeName"] for n in cluster["Nodes"]]
     for _ in range(200):
@@ -304,8 +359,9 @@ def test_clean_history_is_the_entries_of_replicas_and_nodes_still_there(cluster)
         }
         if rng.random() < 0.5:
             history = {k: list(v) for k, v in history.items() if v and "N-gone" not in v and k != "gone"} or history
-        state = StateDocument({**cluster, "History": history}, probe=None, stopwatch=Stopwatch())  # type: ignore[arg-type]
+        given = dataclasses.replace(base, history={k: tuple(v) for k, v in history.items()})
+        state = Resident(given, probe=None, stopwatch=Stopwatch())  # type: ignore[arg-type]
         state.clean_history()
-        kept = {k: [n for n in v if n in nodes] for k, v in history.items() if k in ids}
+        kept = {k: tuple(n for n in v if n in nodes) for k, v in history.items() if k in ids}
         kept = {k: v for k, v in kept.items() if v}
-        assert state.doc["History"] == kept and (state.doc["History"] is history) == (kept == history)
+        assert state.state.history == kept and (state.state is given) == (kept == given.history)

@@ -1,12 +1,16 @@
-"""The state document during a replay (plbjax.sf.replay.state.document): the probe asked once per version
-and set of frozen partitions, History cleared on a new imbalance and kept clean of what is gone."""
+"""The resident state during a replay (plbjax.sf.replay.state.resident): the probe asked once per
+version and set of frozen partitions, History cleared on a new imbalance and kept clean of what is
+gone."""
 
 from __future__ import annotations
 
-from replay_fakes import SERVICE, OneMove, action, cluster, planned, probe, ran
+import dataclasses
 
+from replay_fakes import SERVICE, OneMove, action, as_doc, cluster, planned, probe, ran
+
+from plbjax.sf import parse_state
 from plbjax.sf.replay import parse_timeline, replay
-from plbjax.sf.replay.state.document import StateDocument
+from plbjax.sf.replay.state.resident import Resident
 from plbjax.sf.replay.types import Needs, Stopwatch
 
 
@@ -14,10 +18,11 @@ def test_the_probe_is_asked_once_per_version_and_frozen_set():
     asked = []
 
     def counting(state_doc: dict, frozen: frozenset) -> Needs:
+        state_doc = as_doc(state_doc)
         asked.append(frozen)
         return probe(state_doc, frozen)
 
-    state = StateDocument(cluster({"N0": 2, "N1": 0}, {}), counting, Stopwatch())
+    state = Resident(parse_state(cluster({"N0": 2, "N1": 0}, {})), counting, Stopwatch())
     frozen = frozenset({(SERVICE, "p0")})
     for asking in (frozenset(), frozenset(), frozen):
         state.needs(asking)
@@ -25,16 +30,17 @@ def test_the_probe_is_asked_once_per_version_and_frozen_set():
     state.changed()
     state.needs(frozenset())
     assert asked == [frozenset(), frozen, frozenset()]
-    assert state.existing() == 2 and state.replicas().ids == {"r0", "r1"}
+    assert state.existing() == 2 and state.places.census.ids == {"r0", "r1"}
 
 
-def test_history_keeps_only_the_replicas_and_nodes_the_document_still_has():
-    doc = cluster({"N0": 2, "N1": 0}, {})
-    state = StateDocument(doc, probe, Stopwatch())
+def test_history_keeps_only_the_replicas_and_nodes_the_state_still_has():
+    given = parse_state(cluster({"N0": 2, "N1": 0}, {}))
+    state = Resident(given, probe, Stopwatch())
     state.replace_history({"r0": ("N1", "N9"), "r1": ("N9",), "gone": ("N0",)})
-    assert state.doc["History"] == {"r0": ["N1", "N9"], "r1": ["N9"], "gone": ["N0"]}
+    assert state.state.history == {"r0": ("N1", "N9"), "r1": ("N9",), "gone": ("N0",)}
     state.clean_history()
-    assert state.doc["History"] == {"r0": ["N1"]} and "History" not in doc
+    assert state.state.history == {"r0": ("N1",)} and not given.history
+    assert dataclasses.replace(state.state, history={}) == given
 
 
 def test_history_blocks_a_return_until_a_new_trigger():
@@ -44,6 +50,7 @@ def test_history_blocks_a_return_until_a_new_trigger():
         """Moves the one instance to the other node, unless History forbids it; always 'imbalanced'."""
 
         def __call__(self, state_doc, phase, node_type, seed, frozen, effort=None):
+            state_doc = as_doc(state_doc)
             self.calls.append((phase, node_type, state_doc, frozen))
             r = state_doc["Partitions"][0]["Replicas"][0]
             history = {k: list(v) for k, v in state_doc.get("History", {}).items()}
@@ -54,6 +61,7 @@ def test_history_blocks_a_return_until_a_new_trigger():
             return planned([action(state_doc["Partitions"][0], "r0", "MoveInstance", r["NodeName"], target)], history)
 
     def always(state_doc, frozen):
+        state_doc = as_doc(state_doc)
         return (
             probe(state_doc, frozen)
             if probe(state_doc, frozen).imbalanced
