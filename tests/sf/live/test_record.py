@@ -144,6 +144,14 @@ def test_sigterm_keeps_the_periods_recorded(tmp_path: Path) -> None:
     assert len(list((out / "periods").iterdir())) >= len(kept) + 1
 
 
+def test_a_rerun_with_another_period_exits_2(recording: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    day = _copy(recording, tmp_path)
+    with _day().serve() as url, pytest.raises(SystemExit) as exit_:
+        record_main(["--endpoint", url, "--insecure", "--every", "5m", "-o", str(day)])
+    assert exit_.value.code == 2
+    assert "recorded every 3600 s, not 300 s; use the same --every" in capsys.readouterr().err
+
+
 def test_without_an_eventstore_a_warning_and_loads(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     sim = Simulator.from_state(SMALL, clock_rate=RATE, epoch=EPOCH)  # no day: no EventStore
     with sim.serve() as url:

@@ -28,6 +28,8 @@ from pathlib import Path
 from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.sf.live.reading.dump import add_connection_flags, connect, dump_cluster
+from plbjax.sf.live.reading.dumpdir import Dump
+from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.rest import Client, HttpError
 from plbjax.sf.live.utc import iso, parse_utc
 from plbjax.version import add_flag as add_version_flag
@@ -93,9 +95,8 @@ class Plan:
 
 def record(client: Client, out: Path, plan: Plan, clock: ClusterClock, replica_loads: bool) -> int:
     """Record periods until the plan's end: the number of periods recorded now."""
-    done = recorded(out)
-    store = not (out / RECORDING).is_file() or json.loads((out / RECORDING).read_text()).get("EventStore", True)
-    last = max(done, default=None)
+    store = bool(_recording(out).get("EventStore", True))
+    last = max(recorded(out), default=None)
     since = _period_time(out, last) if last is not None else plan.start
     count = 0
     for index in range(0 if last is None else last + 1, plan.periods + 1):
@@ -104,9 +105,9 @@ def record(client: Client, out: Path, plan: Plan, clock: ClusterClock, replica_l
             continue
         clock.wait_until(due)
         at = clock.now()
-        _period(client, out, index, at, replica_loads)
-        if store and index > 0:
+        if store and index > 0:  # the events first: a period recorded has its window's events
             store = _events(client, out, index, since, at)
+        _period(client, out, index, at, replica_loads)
         _write_recording(out, plan, client.endpoint, clock.rate, store)
         since, count = at, count + 1
         print(f"plbjax-record: period {index}/{plan.periods} at {iso(at)}", file=sys.stderr, flush=True)
@@ -121,8 +122,17 @@ def recorded(out: Path) -> list[int]:
     return sorted(int(p.name) for p in folder.iterdir() if p.name.isdigit() and (p / "period.json").is_file())
 
 
+def _recording(out: Path) -> Json:
+    """recording.json of a recording begun ({} for a new one); BadInput if it is not JSON."""
+    return Dump(out).object(RECORDING) if (out / RECORDING).is_file() else {}
+
+
 def _period_time(out: Path, index: int) -> float:
-    return parse_utc(json.loads((out / "periods" / f"{index:06d}" / "period.json").read_text())["Time"])
+    rel = f"periods/{index:06d}/period.json"
+    try:
+        return parse_utc(str(Dump(out).object(rel).get("Time")))
+    except ValueError:
+        raise BadInput(f"{out / rel}: Time is not an ISO 8601 time") from None
 
 
 def _period(client: Client, out: Path, index: int, at: float, replica_loads: bool) -> None:
@@ -168,13 +178,16 @@ def _write_recording(out: Path, plan: Plan, endpoint: str, rate: float, store: b
 
 def _plan(out: Path, every: float, length: float, clock: ClusterClock) -> Plan:
     """The plan: a new recording's from now; a resumed one's as it was (BadInput if --every differs)."""
-    path = out / RECORDING
-    if not path.is_file():
+    path, doc = out / RECORDING, _recording(out)
+    if not doc:
         return Plan(clock.now(), every, length)
-    doc = json.loads(path.read_text())
-    if abs(float(doc["Every"]) - every) > 1e-6:
-        raise BadInput(f"{path}: recorded every {doc['Every']:g} s, not {every:g} s; use the same --every")
-    return Plan(parse_utc(doc["Start"]), every, length)
+    try:
+        before, start = float(doc.get("Every") or 0), parse_utc(str(doc.get("Start")))
+    except ValueError:
+        raise BadInput(f"{path}: its Every or Start is not as plbjax-record writes them") from None
+    if abs(before - every) > 1e-6:
+        raise BadInput(f"{path}: recorded every {before:g} s, not {every:g} s; use the same --every")
+    return Plan(start, every, length)
 
 
 def main(argv: list[str] | None = None) -> None:
