@@ -207,7 +207,9 @@ def main(argv: list[str] | None = None) -> None:
     add_connection_flags(parser, "the recording's directory (a rerun with it continues)")
     parser.add_argument("--every", default="5m", help="the period: 5m, 1h, 90s ... (default 5m)")
     parser.add_argument("--for", dest="length", default="24h", help="how long to record (default 24h)")
-    parser.add_argument("--max-rate", type=float, default=20.0, help="requests a second at most (0: no bound)")
+    parser.add_argument(
+        "--max-rate", type=float, default=20.0, help="requests a second at most (default 20; 0: no bound)"
+    )
     parser.add_argument(
         "--clock-rate", type=float, default=1.0, help="the cluster's seconds per wall second (a simulator's; default 1)"
     )

@@ -36,7 +36,8 @@ def main(argv: list[str] | None = None) -> None:
         "\n"
         "it serves SF's REST calls plbjax-dump, plbjax-apply and sfctl make: nodes, applications, services,\n"
         "partitions, replicas, their health, loads and info, GetClusterHealth, GetUpgradeProgress,\n"
-        "GetClusterVersion, GetLoadInformation and the three move calls; any other route answers 404 with\n"
+        "GetClusterVersion, GetLoadInformation and the three move calls (with --day: the EventStore's\n"
+        "/EventsStore/{Cluster,Nodes,Applications,Services,Partitions}/Events); any other route answers 404 with\n"
         "SF's error JSON (FABRIC_E_INVALID_ADDRESS). Its Failover Manager restores replica counts within the\n"
         "services' placement constraints and the nodes' capacities, never on Down or Disabled nodes.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
