@@ -20,6 +20,7 @@ SCRIPTS = {  # console script -> the module whose main() it runs
     "plbjax-dump": "plbjax.sf.live.reading.dump",
     "plbjax-export": "plbjax.sf.live.export",
     "plbjax-apply": "plbjax.sf.live.apply",
+    "plbjax-compare": "plbjax.compare",
 }
 
 

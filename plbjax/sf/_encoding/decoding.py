@@ -19,8 +19,7 @@ from typing import Any
 import numpy as np
 
 from plbjax.sf._encoding.problem import Index
-from plbjax.sf._state import Action, ActionKind, NodeStatus, Partition, Replica, Role, completed
-from plbjax.sf._state.rendering import replica_document
+from plbjax.sf._state import Action, ActionKind, NodeStatus, Partition, Replica, Role, completed, replica_document
 
 SWAP, PROMOTE = ActionKind.SWAP_PRIMARY_SECONDARY, ActionKind.PROMOTE_SECONDARY
 

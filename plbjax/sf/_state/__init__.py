@@ -24,7 +24,7 @@ from plbjax.sf._state.expressions import node_mask
 from plbjax.sf._state.expressions import parse as parse_placement_constraint
 from plbjax.sf._state.governance import apply_resource_governance, governed_again
 from plbjax.sf._state.reading import gc_paused, load_state, parse_state
-from plbjax.sf._state.rendering import partition_document, state_document
+from plbjax.sf._state.rendering import partition_document, replica_document, state_document
 from plbjax.sf._state.settings import PLB_SETTINGS, resolve_settings
 from plbjax.sf._state.vocabulary import (
     IDLE_SECONDARY,
@@ -61,6 +61,7 @@ __all__ = [
     "parse_placement_constraint",
     "parse_state",
     "partition_document",
+    "replica_document",
     "state_document",
     "completed",
     "resolve_settings",
