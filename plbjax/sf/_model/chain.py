@@ -25,7 +25,13 @@ import numpy as np
 from plbjax.anneal import Model
 from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
 from plbjax.sf._model import energy as E
-from plbjax.sf._model.constraints import domain_violations_of, partition_domain_violations, penalty_of
+from plbjax.sf._model.constraints import (
+    NodeLoads,
+    domain_violations_of,
+    held_loads,
+    partition_domain_violations,
+    penalty_of,
+)
 from plbjax.sf._model.moves import DRAWS, Move, partition_after, running
 from plbjax.sf._model.proposals import propose_batch, shares
 from plbjax.sf._model.search_scope import Search, SearchScope
@@ -58,6 +64,7 @@ class SearchState(eqx.Module):
     penalty: jax.Array  # energy of the constraint violations
     domain_violations: jax.Array  # [P, 2] each partition's fault- and upgrade-domain violation measure
     energy: jax.Array  # SF's energy + penalty
+    held: jax.Array | None = None  # [N, M] loads with what moves away, under PreventTransientOvercommit
 
 
 def _stats(values: jax.Array, mask: jax.Array, count: jax.Array):
@@ -120,6 +127,7 @@ def _fresh(search: Search, node_of, primary_of, penalty=None, domain_violations=
         penalty=jnp.zeros(()),
         domain_violations=domain_violations,  # pyright: ignore[reportArgumentType]
         energy=jnp.zeros(()),
+        held=held_loads(search, node_of, primary_of, loads) if search.scope.transient else None,
     )
     cost = E.movement_cost(search, node_of, primary_of)
     if penalty is None:
@@ -382,21 +390,27 @@ def apply(search: Search, state: SearchState, moves: Move, keep: jax.Array, ener
             jnp.where(keep & (moves.replica2 >= 0), moves.replica2, n_replicas),
         ]
     )
+    plus = _plus(search, state, summed)  # the order of the writes below is the program's: keep it
+    domain_violations = state.domain_violations.at[jnp.concatenate([parts, parts2])].set(
+        jnp.concatenate([changes.domains, changes.domains2]), mode="drop"
+    )
+    node_of = state.node_of.at[replicas].set(jnp.concatenate([_flat(targets), moves.target2]), mode="drop")
+    primary_of = state.primary_of.at[
+        jnp.concatenate([parts, jnp.where(keep & (moves.new_primary2 >= 0), moves.partition2, n_parts)])
+    ].set(jnp.concatenate([moves.new_primary, moves.new_primary2]), mode="drop")
+    loads = state.loads.at[nodes].add(deltas, mode="drop")
     return dataclasses.replace(
-        _plus(search, state, summed),
+        plus,
         fd_loads=fd_loads,
         ud_loads=ud_loads,
-        domain_violations=state.domain_violations.at[jnp.concatenate([parts, parts2])].set(
-            jnp.concatenate([changes.domains, changes.domains2]), mode="drop"
-        ),
-        node_of=state.node_of.at[replicas].set(jnp.concatenate([_flat(targets), moves.target2]), mode="drop"),
-        primary_of=state.primary_of.at[
-            jnp.concatenate([parts, jnp.where(keep & (moves.new_primary2 >= 0), moves.partition2, n_parts)])
-        ].set(jnp.concatenate([moves.new_primary, moves.new_primary2]), mode="drop"),
-        loads=state.loads.at[nodes].add(deltas, mode="drop"),
+        domain_violations=domain_violations,
+        node_of=node_of,
+        primary_of=primary_of,
+        loads=loads,
         local=local.reshape(state.local.shape),
         l_total=l_total,
         l_sq=l_sq,
+        held=held_loads(search, node_of, primary_of, loads) if search.scope.transient else None,
     )
 
 
@@ -431,7 +445,8 @@ def propose(search: Search, state: SearchState, words, swap_probability: float =
         return moves, *jax.vmap(one, in_axes=(None, None, 0))(search, state, moves)
 
     node_of, primary_of = state.node_of, state.primary_of
-    move, new_energy, changes = propose_batch(search, node_of, primary_of, state.loads, words, mix, evaluated)
+    loads = NodeLoads(state.loads, state.held)
+    move, new_energy, changes = propose_batch(search, node_of, primary_of, loads, words, mix, evaluated)
     removable = jnp.sum((changes.domains + changes.domains2) * cluster.penalty[DOMAINS], axis=-1)
     bound = new_energy - search.scope.violation_weight * removable
     return move, bound, _allowed(search.scope, state, move), changes

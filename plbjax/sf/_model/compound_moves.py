@@ -9,7 +9,7 @@ import jax.numpy as jnp
 
 from plbjax.anneal import draw
 from plbjax.sf._encoding import CAPACITY, CONSTRAINTS, THRESHOLD, Problem
-from plbjax.sf._model.constraints import fits, partition_nodes, relative_excess
+from plbjax.sf._model.constraints import NodeLoads, fits, partition_nodes, relative_excess
 from plbjax.sf._model.moves import Move, earlier, enforced, leg, replica_load, running
 from plbjax.sf._model.search_scope import Search
 
@@ -35,8 +35,10 @@ def _excess_legs(limit, loads, nodes, deltas) -> jax.Array:
     return jnp.sum(jnp.where(has[:, None], change, 0.0))
 
 
-def _fit_legs(search: Search, loads, nodes, deltas) -> jax.Array:
-    """Every node of `nodes` [L] stays within capacity once it has all its `deltas` [L, M]."""
+def _fit_legs(search: Search, loads: NodeLoads, nodes, deltas) -> jax.Array:
+    """Every node of `nodes` [L] stays within capacity once it has all its `deltas` [L, M] (with
+    `loads.held`, the load leaving a node still on it: only what arrives counts)."""
+    deltas = deltas if loads.held is None else jnp.maximum(deltas, 0.0)
     has = nodes >= 0
     last = has & ~jnp.any(earlier(nodes, has), axis=0)
     total = running(nodes, has, deltas) + deltas
@@ -96,9 +98,9 @@ def propose_compound(search: Search, node_of, primary_of, loads, words) -> Move:
     off = lambda n, on: jnp.where(on, n, -1)
     nodes = jnp.stack([src1, t1, off(src2, leg2), off(t2, leg2), off(src3, leg3), off(t3, leg3)])
     deltas = jnp.stack([-l1, l1, -l2, l2, -l3, l3])
-    changes = changes.at[CAPACITY].set(_excess_legs(problem.capacity, loads, nodes, deltas))
+    changes = changes.at[CAPACITY].set(_excess_legs(problem.capacity, loads.now, nodes, deltas))
     if problem.features.thresholds:
-        changes = changes.at[THRESHOLD].set(_excess_legs(problem.threshold_load, loads, nodes, deltas))
+        changes = changes.at[THRESHOLD].set(_excess_legs(problem.threshold_load, loads.now, nodes, deltas))
     valid &= _fit_legs(search, loads, nodes, deltas) & enforced(scope, changes)
     if problem.features.affinity:
         valid &= (problem.replica_parent[r] < 0) & ~jnp.any(problem.children_of[p] >= 0)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -108,10 +109,35 @@ def partition_nodes(problem: Problem, node_of: jax.Array, partition: jax.Array) 
     return jnp.where(row >= 0, node_of[jnp.maximum(row, 0)], -1)
 
 
-def fits(search: Search, loads: jax.Array, node: jax.Array, delta: jax.Array) -> jax.Array:
+class NodeLoads(eqx.Module):
+    """The nodes' loads a move is checked against: `now` [N, M], and under PreventTransientOvercommit
+    `held` [N, M] (`now` with the load still moving away, `held_loads`; else None)."""
+
+    now: jax.Array
+    held: jax.Array | None = None
+
+
+def held_loads(search: Search, node_of, primary_of, loads: jax.Array) -> jax.Array:
+    """[N, M] the nodes' loads as SF's PreventTransientOvercommit counts them: `loads` plus, on each
+    replica's origin node, what it held there and no longer does (moved away, or a primary turned
+    secondary) until its movement finishes (SF's NodeMovingInChanges: only the load moving in counts
+    as changed, NodeCapacityConstraint.cpp:486)."""
+    problem, scope = search.cluster, search.scope
+    origin, rows = scope.origin_node, jnp.arange(node_of.shape[0])
+    role_load = lambda primary: jnp.where(
+        (primary[problem.replica_partition] == rows)[:, None], problem.load_primary, problem.load_secondary
+    )
+    kept = jnp.where((node_of == origin)[:, None], role_load(primary_of), 0.0)
+    gone = jnp.where((origin >= 0)[:, None], jnp.maximum(role_load(scope.origin_primary) - kept, 0.0), 0.0)
+    return loads.at[jnp.maximum(origin, 0)].add(gone)
+
+
+def fits(search: Search, loads: NodeLoads, node: jax.Array, delta: jax.Array) -> jax.Array:
     """Adding `delta` [M] to `node` keeps every metric that grows within capacity (or the search does
-    not enforce capacity, or there is no node)."""
-    ok = (delta <= 0) | (loads[node] + delta <= search.cluster.capacity[node])
+    not enforce capacity, or there is no node); under PreventTransientOvercommit, with the load
+    moving away from the node still on it."""
+    level = loads.now if loads.held is None else loads.held
+    ok = (delta <= 0) | (level[node] + delta <= search.cluster.capacity[node])
     return ~search.scope.enforce[CAPACITY] | (node < 0) | jnp.all(ok)
 
 

@@ -22,6 +22,7 @@ from plbjax.anneal import draw, uniform
 from plbjax.sf._encoding import AFFINITY, CAPACITY, CONSTRAINTS, PLACEMENT, PREFERRED, THRESHOLD, UNPLACED, Problem
 from plbjax.sf._model.constraints import (
     Change,
+    NodeLoads,
     away_from_home,
     excess_change,
     fits,
@@ -209,10 +210,10 @@ def enforced(scope: SearchScope, changes: jax.Array) -> jax.Array:
     return ~jnp.any(scope.enforce & (changes.at[CAPACITY].set(0.0) > 0))
 
 
-def _with_capacity(problem: Problem, changes, loads, a, delta_a, b, delta_b) -> jax.Array:
-    changes = changes.at[CAPACITY].set(_excess(problem.capacity, loads, a, delta_a, b, delta_b))
+def _with_capacity(problem: Problem, changes, loads: NodeLoads, a, delta_a, b, delta_b) -> jax.Array:
+    changes = changes.at[CAPACITY].set(_excess(problem.capacity, loads.now, a, delta_a, b, delta_b))
     if problem.features.thresholds:
-        changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads, a, delta_a, b, delta_b))
+        changes = changes.at[THRESHOLD].set(_excess(problem.threshold_load, loads.now, a, delta_a, b, delta_b))
     return changes
 
 
@@ -368,8 +369,8 @@ def propose_exchange(search: Search, node_of, primary_of, loads, words) -> Move:
         & (p != p2)
         & ok
         & ok2
-        & fits(search, loads, a, delta_a)
-        & fits(search, loads, b, delta_b)
+        & fits(search, loads, a, delta_a if loads.held is None else load2)  # held: what leaves still counts
+        & fits(search, loads, b, delta_b if loads.held is None else load)
         & enforced(scope, changes)
     )
     if problem.features.affinity:  # no parent's replica leaves or reaches a child of its partition

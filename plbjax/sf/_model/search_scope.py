@@ -37,7 +37,8 @@ class Scope:
     may not get worse, `enforce`, but fixing it is the constraint check's). The search starts from `start` (node_of,
     primary_of) when given, else from its origin (the placement `scope` counts movements from); an
     `undo_share` of replica moves go back to the origin; a movable replica may trade nodes with one
-    of `partners` [R] (None: the movable ones)."""
+    of `partners` [R] (None: the movable ones). With `transient` (SF's PreventTransientOvercommit) a
+    node's capacity also holds the load moving away from it until those movements finish."""
 
     movable: np.ndarray
     swappable: np.ndarray
@@ -47,6 +48,7 @@ class Scope:
     budget: int | None = None
     partition_budget: int | None = None
     history: bool = False
+    transient: bool = False  # PreventTransientOvercommit: load moving out stays counted for capacity
     start: tuple[np.ndarray, np.ndarray] | None = None
     undo_share: float = UNDO_SHARE
     partners: np.ndarray | None = None
@@ -57,6 +59,7 @@ class SearchScope(eqx.Module):
     """A `Scope` on the device, padded like its cluster (R replicas, P partitions, N nodes)."""
 
     history: bool = eqx.field(static=True)  # History applies: the phase honours it and some replica has one
+    transient: bool = eqx.field(static=True)  # PreventTransientOvercommit applies and some node has a capacity
     # what the search may touch
     movable: Int[Array, " R"]  # replica indices that may move, padded
     n_movable: Int[Array, ""]
@@ -105,6 +108,7 @@ def scope(problem: Problem, origin_node: np.ndarray, origin_primary: np.ndarray,
     start_node, start_primary = what.start if what.start is not None else (origin_node, origin_primary)
     within = SearchScope(
         history=what.history and bool((np.asarray(problem.history) >= 0).any()),  # host work: no program
+        transient=what.transient and bool(np.isfinite(np.asarray(problem.capacity)).any()),
         movable=on_device(pad(moving, (r,), 0)),
         n_movable=on_device(len(moving), np.int32),
         may_move=on_device(what.movable, bool),

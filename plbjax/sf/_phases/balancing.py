@@ -14,7 +14,16 @@ from plbjax.sf._encoding import Index, Problem
 from plbjax.sf._model import Placement, Scope, local_loads, local_masks, model, movements, no_worse, pad_to
 from plbjax.sf._phases.balance_rule import LocalLoads, MetricBalance, metric_balance, service_domains
 from plbjax.sf._phases.on_every_node import everywhere
-from plbjax.sf._phases.phase import Phase, PhaseResult, Reached, Run, movement_budget, scoped_search, swappable
+from plbjax.sf._phases.phase import (
+    Phase,
+    PhaseResult,
+    Reached,
+    Run,
+    movement_budget,
+    scoped_search,
+    swappable,
+    transient,
+)
 from plbjax.sf._phases.search_config import SearchConfig
 from plbjax.sf._state import PLB_SETTINGS, ClusterState
 
@@ -189,5 +198,6 @@ def _what(run: Run, now: Placement, balance: list[MetricBalance], services: set[
         history=True,
         partition_budget=state.settings["MovementPerPartitionThrottleThreshold"] or None,
         violation_weight=0.0,
+        transient=transient(state.settings),
     )
     return what, on_types

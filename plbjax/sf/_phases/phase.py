@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from enum import StrEnum
 from typing import NamedTuple, Protocol
 
@@ -142,6 +142,13 @@ def movement_budget(state: ClusterState, phase: Phase, replicas: int) -> int:
     MaxPercentageToMove / MaxPercentageToMoveForPlacement (0: no movement at all). The constraint
     check is not throttled (SF's GetAllowedMovements)."""
     return min(throttle_limits(state.settings, phase, replicas).values(), default=UNLIMITED)
+
+
+def transient(settings: Mapping) -> bool:
+    """SF's PreventTransientOvercommit (or its deprecated name PreventIntermediateOvercommit): a
+    node's capacity holds the load moving away from it until those movements finish, in placement
+    and balancing; never in the constraint check (NodeCapacityConstraint.cpp:405)."""
+    return bool(settings["PreventTransientOvercommit"] or settings["PreventIntermediateOvercommit"])
 
 
 def scoped_search(run: Run, now: Placement, what: Scope, schedule: Schedule) -> tuple[Placement, AnnealResult]:

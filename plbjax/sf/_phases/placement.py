@@ -22,6 +22,7 @@ from plbjax.sf._phases.phase import (
     scoped_search,
     search_until_fixed,
     spent,
+    transient,
 )
 from plbjax.sf._phases.primaries import built_from_primaries, elect_primaries, promotions
 from plbjax.sf._state import ClusterState
@@ -80,7 +81,14 @@ def _placed(run: Run, now: Placement, schedule: Schedule) -> PhaseResult:
             and len(index.partition_rows[p]) >= 2
         )
     budget = movement_budget(state, Phase.PLACEMENT, int(placed.sum()))
-    what = Scope(todo | evictable, headless, priorities == 0, move_weight=CHECK_MOVE_WEIGHT, budget=budget)
+    what = Scope(
+        todo | evictable,
+        headless,
+        priorities == 0,
+        move_weight=CHECK_MOVE_WEIGHT,
+        budget=budget,
+        transient=transient(state.settings),
+    )
     placed_all = lambda placement: bool((placement.node_of[todo] >= 0).all())
     result, search = search_until_fixed(run, now, what, schedule, int(todo.sum()), placed_all)
     left = int(result.report.violations.unplaced.sum())
