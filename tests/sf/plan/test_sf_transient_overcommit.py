@@ -5,6 +5,8 @@ changes only). SF's default (false) counts the load moving away as gone at once.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 from sf_cases import DEFAULT, document, fu, movements, run, sf_nodes
 
@@ -14,7 +16,7 @@ SF_TEST = {"MaxPercentageToMove": 1.0}  # LoadBalancing.Test.exe.cfg
 DEFRAG = {"DefragmentationMetrics": {"DefragMetric": True}}
 
 
-def _stateful(name: str, target: int, metrics: dict[str, tuple[str, float, float]]) -> dict:
+def _stateful(name: str, target: int, metrics: Mapping[str, tuple[str, float, float]]) -> dict:
     """CreateServiceDescription(name, type, true, CreateMetrics("M/weight/p/s, ...")): {M: (weight, p, s)}."""
     return {
         "ServiceName": name,
