@@ -230,7 +230,6 @@ def main(argv: list[str] | None = None) -> None:
         epilog="exit status: 0 state written; 2 an inconsistent dump (one line naming the file and key); 130\n"
         "after Ctrl-C (SIGINT), 143 after SIGTERM (no file half-written)\n\n"
         "examples:\n"
-        "  plbjax-import dump/ -o state.json\n"
         "  plbjax-import dump/ -o state.json -r import-report.txt   (the report with every field not carried)\n"
         "  plbjax-import tests/data/sf-dump/small -o state.json    (the bundled sample dump)\n"
         "  plbjax-import examples/recorded-day/day -o timeline.json   (a plbjax-record recording: a timeline)\n"

@@ -201,6 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         "examples:\n"
         "  plbjax-record --endpoint https://mycluster:19080 --cert client.pem --every 5m --for 24h -o day/\n"
         "  plbjax-record --endpoint http://127.0.0.1:19080 --insecure --every 1h --for 24h --clock-rate 3600 -o day/\n"
+        "  plbjax-record --endpoint https://mycluster:19080 --cert client.pem --every 15m --for 2h --max-rate 5 -o d/\n"
         "then: plbjax-import day/ -o timeline.json; plbjax-replay timeline=timeline.json (docs/live-cluster.md)",
     )
     add_version_flag(parser)
