@@ -29,17 +29,21 @@ DOCUMENT_IO = {
     *(f"plbjax/sf/_{m}.py" for m in ("reading", "schema_check", "columns", "building", "reparse")),
     *(f"plbjax/sf/_{m}.py" for m in ("decoding", "plan_document", "generator")),
 }
-# live's readers of SF's REST answers (the dump and its import), flat and in the issue-56 layout.
+# live's readers of SF's REST answers (the dump and its import, the recording's EventStore events and
+# periods), flat and in the issue-56 layout.
 LIVE_READERS = {
     *(f"plbjax/sf/live/{m}.py" for m in ("dump", "dumpdir", "importer", "fields", "nodes", "replicas")),
     *(f"plbjax/sf/live/{m}.py" for m in ("services", "manifest", "report")),
+    *(f"plbjax/sf/live/record/{m}.py" for m in ("events", "timeline")),
 }
 GROUPS = {
     "sf core outside the document readers and writers": ("plbjax/sf/_*.py", "plbjax/sf/_*/*.py"),
     "replay": ("plbjax/sf/replay/**/*.py",),
     "live outside its SF REST readers": ("plbjax/sf/live/**/*.py",),
 }
-EXCLUDED = DOCUMENT_IO | LIVE_READERS | {f"plbjax/sf/live/reading/{Path(m).name}" for m in LIVE_READERS}
+EXCLUDED = (
+    DOCUMENT_IO | LIVE_READERS | {f"plbjax/sf/live/reading/{Path(m).name}" for m in LIVE_READERS if "/record/" not in m}
+)
 ROLE_WORDS = {"Primary", "Secondary", "ActiveSecondary", "IdleSecondary", "Instance"}
 ACTION_KINDS = {
     *(verb + role for verb in ("Move", "Add", "Drop") for role in ("Primary", "Secondary", "Instance")),
