@@ -195,11 +195,6 @@ class Replay:
     fault: str | None = None  # the replay's own state broke an invariant (`state.invariants`): what and when
 
 
-def partition_key(action_or_partition: Mapping) -> PartitionKey:
-    """The partition of a plan action's or a state document's partition."""
-    return action_or_partition["ServiceName"], str(action_or_partition["PartitionId"])
-
-
 class Stopwatch:
     """Wall seconds by part (`PARTS`) since it started; "loop" is the rest."""
 
