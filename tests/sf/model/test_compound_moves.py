@@ -18,7 +18,7 @@ from plbjax.sf import parse_state
 from plbjax.sf._model import chain as S
 from plbjax.sf._model import energy as E
 from plbjax.sf._model.compound_moves import propose_compound
-from plbjax.sf._model.constraints import domain_violations_of
+from plbjax.sf._model.constraints import NodeLoads, domain_violations_of
 from plbjax.sf._model.moves import DRAWS
 
 pytestmark = pytest.mark.slow  # model checks, each a search of its own
@@ -108,7 +108,7 @@ def _compound(problem, state, key):
     and its recomputation)."""
     words = jax.random.bits(key, (512, DRAWS), jnp.uint32)
     moves = jax.vmap(propose_compound, in_axes=(None, None, None, None, 0))(
-        problem, state.node_of, state.primary_of, state.loads, words
+        problem, state.node_of, state.primary_of, NodeLoads(state.loads, state.held), words
     )
     energies, changes = jax.vmap(functools.partial(S.evaluate, paired=False), in_axes=(None, None, 0))(
         problem, state, moves
