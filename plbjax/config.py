@@ -86,6 +86,7 @@ class ReplayConfig:
     settings: dict[str, Any] = dataclasses.field(default_factory=dict)  # PLB settings by SF name (+settings.NAME=V)
     record: RecordConfig = dataclasses.field(default_factory=RecordConfig)  # what the record holds besides the series
     rounds: str = "adaptive"  # adaptive: quick balancing rounds search as much as changed; fixed: search.steps
+    observed: str | None = None  # SF's day (plbjax-import's *.sf-day.json) beside: sf-series.csv, versus-sf.png
 
     def __post_init__(self) -> None:
         if self.rounds not in ROUND_SEARCHES:

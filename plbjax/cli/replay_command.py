@@ -1,5 +1,6 @@
 """`plbjax-replay`'s job: the timeline (with the command line's settings and thresholds) played on
-the replay's face, the record written, its story or a sweep job's one line printed."""
+the replay's face, the record written (with SF's observed day beside it when `observed` names one),
+its story or a sweep job's one line printed."""
 
 from __future__ import annotations
 
@@ -21,16 +22,37 @@ from plbjax.version import VERSION
 def with_overrides(timeline, cfg: ReplayConfig):
     """`timeline` with its initial state's Settings and metric thresholds replaced where the config
     sets them (`settings.<SF name>`, `balancing.*`: what sweeps vary); a bad setting exits 2 naming it."""
+    if not _overrides(cfg):
+        return timeline
+    return dataclasses.replace(timeline, state=overridden(timeline.state.document, cfg))
+
+
+def _overrides(cfg: ReplayConfig) -> bool:
+    balancing = cfg.balancing
+    return bool(cfg.settings) or balancing.threshold is not None or balancing.activity_threshold is not None
+
+
+def overridden(given: dict, cfg: ReplayConfig, source: str = "state"):
+    """The state document `given` parsed, with the config's settings and thresholds put in."""
     from plbjax.sf import parse_state
     from plbjax.sf.replay import with_settings
 
-    balancing = cfg.balancing
-    if not cfg.settings and balancing.threshold is None and balancing.activity_threshold is None:
-        return timeline
-    given = timeline.state.document
+    if not _overrides(cfg):
+        return parse_state(given, source)
     doc = with_settings(given, cfg.settings) if cfg.settings else given
-    metrics = parse_state(doc, "state").metric_names()
-    return dataclasses.replace(timeline, state=parse_state({**doc, **threshold_overrides(metrics, balancing)}, "state"))
+    metrics = parse_state(doc, source).metric_names()
+    return parse_state({**doc, **threshold_overrides(metrics, cfg.balancing)}, source)
+
+
+def observed_day(cfg: ReplayConfig):
+    """SF's series from the observed day `cfg.observed` (None without one), measured as the replay's
+    series are, with the same settings and thresholds; a missing or bad file exits 2 naming it."""
+    from plbjax.sf.replay.engine import EngineProbe
+    from plbjax.sf.replay.record.observed import load_observed, sf_series
+
+    if cfg.observed is None:
+        return None
+    return sf_series(load_observed(cfg.observed, lambda doc, where: overridden(doc, cfg, where)), EngineProbe())
 
 
 def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
@@ -40,11 +62,13 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
     number (130, 143; a sweep's job just ends with its record)."""
     from plbjax.provenance import environment, provenance
     from plbjax.sf.replay import ReplayProgress, engine, load_timeline, replay, story, summary, write_outputs
+    from plbjax.sf.replay.record.versus import sentence, write_versus
 
     anneal.enable_compilation_cache()
     command = job_command(COMMAND, "plbjax-replay")
     made = provenance(VERSION, environment(), cfg.timeline, dataclasses.asdict(cfg), command, cfg.search.seed)
     timeline = with_overrides(load_timeline(cfg.timeline), cfg)
+    sf = observed_day(cfg)
     outs = [Path(cfg.out)] if cfg.out else [run_dir]
     if cfg.out and sweeping():  # every job its own folder; the summary reads the jobs'
         outs = [run_dir, Path(cfg.out) / run_dir.name]
@@ -58,10 +82,13 @@ def run_replay(cfg: ReplayConfig, run_dir: Path) -> dict:
             progress=ReplayProgress(timeline.duration),
             stop=anneal.STOP.is_set,
         )
+    beside = None
     for out in outs:
-        write_outputs(record, out, plans or (), made)
+        beside = write_versus(record, sf, out) if sf else None
+        write_outputs(record, out, plans or (), made, beside)
     result = summary(record)
-    told = "plbjax-replay: " + "\n  ".join([*story(record), f"Written to {', '.join(map(str, outs))}."])
+    told = [*story(record), *([sentence(beside)] if beside else []), f"Written to {', '.join(map(str, outs))}."]
+    told = "plbjax-replay: " + "\n  ".join(told)
     if sweeping():  # one line a job; the story in the job's folder
         write_text(run_dir / "summary.txt", told + "\n")
         overrides = " ".join(HydraConfig.get().overrides.task)

@@ -34,7 +34,8 @@ SDK = Deserializer({k: v for k, v in vars(sf_models).items() if isinstance(v, ty
 
 
 def _timeline(root: Path) -> tuple[dict, list[str]]:
-    return import_recording(root, import_dump)
+    doc, _, report = import_recording(root, import_dump)
+    return doc, report
 
 
 def _day(rate: float = RATE) -> Simulator:
@@ -274,6 +275,30 @@ def test_bad_events_exit_2_with_one_line(
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_.value.code == 2 and len(err) == 1 and message in err[0]
     assert not (tmp_path / "timeline.json").exists()
+
+
+def test_the_import_writes_sf_observed_day_beside_the_timeline(tmp_path: Path) -> None:
+    """Each period's state on the timeline's clock, in timeline.sf-day.json (or --observed's file)."""
+    day = ROOT / "examples" / "recorded-day" / "day"
+    import_main([str(day), "-o", str(tmp_path / "timeline.json")])
+    timeline = json.loads((tmp_path / "timeline.json").read_text())
+    observed = json.loads((tmp_path / "timeline.sf-day.json").read_text())
+    periods = observed["Periods"]
+    assert len(periods) == len(list((day / "periods").iterdir())) == 9
+    assert periods[0]["Time"] == 0 and periods[-1]["Time"] == timeline["Duration"]
+    assert periods[0]["State"] == timeline["State"] and periods[0]["Utc"].startswith("2026-01-01T00:00")
+    assert set(timeline) == {"SchemaVersion", "State", "Duration", "Events"}
+    moved = [p["State"]["Partitions"] for p in periods]
+    assert any(a != b for a, b in zip(moved, moved[1:], strict=False))  # SF's placement changed over the day
+    import_main([str(day), "-o", str(tmp_path / "t.json"), "--observed", str(tmp_path / "sf.json")])
+    assert json.loads((tmp_path / "sf.json").read_text()) == observed
+
+
+def test_observed_of_one_dump_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        import_main([str(ROOT / "tests/data/sf-dump/small"), "-o", str(tmp_path / "s.json"), "--observed", "x"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_.value.code == 2 and len(err) == 1 and err[0].startswith("plbjax-import: --observed:")
 
 
 def test_periods_out_of_time_order_exit_2(recording: Path, tmp_path: Path) -> None:

@@ -1,7 +1,9 @@
 """``plbjax-import DIR -o state.json [-r REPORT]``: a dump of a live cluster -> one state document.
 
 A recorded day (``plbjax-record``'s folder, or a folder of periodic dumps) becomes the replay's
-timeline instead: plbjax.sf.live.record.timeline.
+timeline instead (plbjax.sf.live.record.timeline), and SF's observed day is written beside it
+(``--observed``, default TIMELINE with ``.sf-day.json`` for its suffix): each period's state, for
+``plbjax-replay observed=``.
 
 The dump layout is in docs/contract.md; the field names are SF's (see the docstrings of
 `plbjax.sf.live.reading.fields`, `.manifest`, `.nodes`, `.services`, `.replicas` for the sources they were
@@ -21,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from pathlib import Path
 
 from plbjax.errors import BadInput
 from plbjax.files import write_text
@@ -232,8 +235,9 @@ def main(argv: list[str] | None = None) -> None:
         "examples:\n"
         "  plbjax-import dump/ -o state.json -r import-report.txt   (the report with every field not carried)\n"
         "  plbjax-import tests/data/sf-dump/small -o state.json    (the bundled sample dump)\n"
-        "  plbjax-import examples/recorded-day/day -o timeline.json   (a plbjax-record recording: a timeline)\n"
-        "then: plbjax state=state.json out=plan.json",
+        "  plbjax-import examples/recorded-day/day -o timeline.json   (a recording; SF's day beside it)\n"
+        "then: plbjax state=state.json out=plan.json\n"
+        "  or: plbjax-replay timeline=timeline.json observed=timeline.sf-day.json   (the replay beside SF's day)",
     )
     add_version_flag(parser)
     parser.add_argument(
@@ -241,18 +245,30 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("-o", "--output", required=True, metavar="STATE", help="the state document to write")
     parser.add_argument("-r", "--report", metavar="REPORT", help="also write the import report here")
+    parser.add_argument(
+        "--observed",
+        metavar="FILE",
+        help="of a recording: where SF's observed day goes (default: STATE with .sf-day.json for its suffix)",
+    )
     args = parser.parse_args(argv)
+    observed = None
     try:
         if is_recording(args.dump):
-            doc, lines = import_recording(args.dump, import_dump)
+            doc, observed, lines = import_recording(args.dump, import_dump)
             full = lines
         else:
+            if args.observed:
+                raise BadInput(f"--observed: {args.dump} is one dump, not a recording: there is no day to observe")
             doc, report = import_dump(args.dump)
             lines, full = report.lines(), report.lines(every_field=True)
     except BadInput as exc:
         print(f"plbjax-import: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     write_text(args.output, json.dumps(doc, indent=2) + "\n")
+    if observed is not None:
+        where = args.observed or str(Path(args.output).with_suffix(".sf-day.json"))
+        write_text(where, json.dumps(observed, indent=1) + "\n")
+        lines.append(f"SF's observed day: {len(observed['Periods'])} periods written to {where}")
     if args.report:
         write_text(args.report, "\n".join(full) + "\n")
     sys.stderr.write("\n".join(lines) + "\n")

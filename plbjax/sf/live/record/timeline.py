@@ -1,7 +1,9 @@
 """A recorded day (``plbjax-record``'s folder, or a folder of periodic ``plbjax-dump`` folders) -> the
 replay's timeline (docs/contract.md): the first period's state, SF's events mapped to the timeline's
 kinds (events.py), a LoadReport per partition and role whose loads changed at each period, and what the
-periods' node lists show that no event said (a node enabled again: SF has no event for it).
+periods' node lists show that no event said (a node enabled again: SF has no event for it). Beside
+it, SF's observed day: each period's state as SF placed and loaded it (`observed`), what
+``plbjax-replay observed=`` sets the replay beside.
 
 Nothing is silently dropped: what the timeline cannot hold, a period missing (a gap of more than
 half a period) or cut short, goes into the report. A bad recording is one BadInput line naming the
@@ -61,9 +63,11 @@ def _holds_dump(folder: Path) -> bool:
     return any((folder / f).exists() for f in DUMP_FILES)
 
 
-def import_recording(root: str | Path, import_dump: Callable[[str], tuple[Json, object]]) -> tuple[Json, list[str]]:
-    """The timeline of the recording at `root`, and the import report's lines; `import_dump`: the
-    dump's importer (plbjax-import's, which calls this), each period's state."""
+def import_recording(
+    root: str | Path, import_dump: Callable[[str], tuple[Json, object]]
+) -> tuple[Json, Json, list[str]]:
+    """The timeline of the recording at `root`, SF's observed day (`observed`) and the import report's
+    lines; `import_dump`: the dump's importer (plbjax-import's, which calls this), each period's state."""
     periods, report = _periods(Path(root))
     states = [import_dump(str(p.folder))[0] for p in periods]
     work = Import(periods[0].time, report=report)
@@ -79,7 +83,19 @@ def import_recording(root: str | Path, import_dump: Callable[[str], tuple[Json, 
     work.events.sort(key=lambda e: e["Time"])
     duration = round(periods[-1].time - periods[0].time, 3)
     doc = {"SchemaVersion": 1, "State": states[0], "Duration": duration, "Events": work.events}
-    return doc, _summary(work, periods, len(events))
+    return doc, observed(periods, states), _summary(work, periods, len(events))
+
+
+def observed(periods: list[Period], states: list[Json]) -> Json:
+    """SF's observed day (docs/contract.md): each period's time on the timeline's clock (seconds from
+    the first period), its UTC time and SF's state then, as the timeline's State is built."""
+    start = periods[0].time
+    return {
+        "SchemaVersion": 1,
+        "Periods": [
+            {"Time": round(p.time - start, 3), "Utc": iso(p.time), "State": state} for p, state in zip(periods, states)
+        ],
+    }
 
 
 def _periods(root: Path) -> tuple[list[Period], list[str]]:

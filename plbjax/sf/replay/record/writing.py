@@ -103,7 +103,7 @@ def _columns(row: Row) -> dict:
         "NodeType": row.node_type or "",
         **dict(zip(COLUMNS[4:10], row.counts)),
         "CumulativeMovements": row.cumulative_movements,
-        "AvgStdDev": _number(row.needs.avg_std_dev),
+        "AvgStdDev": number(row.needs.avg_std_dev),
         "ImbalancedMetrics": ";".join(imbalanced),
         "Violations": row.needs.violations,
         "Unplaced": row.needs.unplaced,
@@ -116,14 +116,14 @@ def simulated_time(t: float) -> float:
     return round(float(t), 9)
 
 
-def _number(value: float | None) -> float | None:
+def number(value: float | None) -> float | None:
     """JSON has no infinity: such a value is written as null."""
     return None if value is None or not math.isfinite(value) else float(value)
 
 
 def _ratio(value: float | None) -> float | str | None:
     """A max/min ratio as written: "inf" where the smallest load is 0 (JSON has no infinity)."""
-    return "inf" if value is not None and math.isinf(value) else _number(value)
+    return "inf" if value is not None and math.isinf(value) else number(value)
 
 
 SUMMARY_KEYS = (
@@ -142,7 +142,8 @@ SUMMARY_KEYS = (
     "ClusterEvents",  # every event but load reports: {Time, Kind, Subjects}
     "LoadReports",  # per service: reports, times, each metric's hottest and coolest report
     "Held",  # every stretch a phase with work was held back: {Phase, Since, Until, Setting, Why, ...}
-    # and "Fault" only when the replay's own state broke an invariant (then Interrupted is true)
+    # and "Fault" only when the replay's own state broke an invariant (then Interrupted is true);
+    # write_outputs adds "Provenance", and "VersusSF" beside SF's observed day (`versus`)
 )
 
 
@@ -172,7 +173,7 @@ def summary(replay: Replay) -> dict:
         "Initial": None
         if initial is None
         else {
-            "AvgStdDev": _number(initial.avg_std_dev),
+            "AvgStdDev": number(initial.avg_std_dev),
             "ImbalancedMetrics": sorted({m for m, _ in initial.imbalanced}),
             "Violations": initial.violations,
             "Unplaced": initial.unplaced,
@@ -242,12 +243,17 @@ def time_average(samples: list[tuple[float, float]], duration: float) -> float:
 
 
 def write_outputs(
-    replay: Replay, out: str | Path, plans: Sequence[dict] = (), provenance: Mapping[str, Any] | None = None
+    replay: Replay,
+    out: str | Path,
+    plans: Sequence[dict] = (),
+    provenance: Mapping[str, Any] | None = None,
+    versus_sf: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write every output file into the folder `out` (created); returns it. `plans`: the rounds'
     plan documents, in order (`record.plans`), written to out/plans; `provenance`: how the replay
     was made (a plan's `Provenance`: versions, host, the timeline's SHA-256, config, command, seed),
-    written into summary.json."""
+    written into summary.json; `versus_sf`: the replay beside SF's observed day (`versus.versus`),
+    summary.json's `VersusSF`."""
     out = Path(out)
     rows = series(replay)
     buffer = io.StringIO()
@@ -262,6 +268,7 @@ def write_outputs(
     )
     write_text(out / "final-state.json", json.dumps(replay.final_state, indent=1) + "\n")
     made = {"Provenance": dict(provenance)} if provenance else {}
+    made |= {"VersusSF": dict(versus_sf)} if versus_sf else {}
     write_text(out / "summary.json", json.dumps({**summary(replay), **made}, indent=1) + "\n")
     if plans:
         _write_plans(replay, out / "plans", plans)
@@ -307,7 +314,7 @@ def plot_imbalance(replay: Replay, path: Path) -> None:
     top.step(times, held([r.needs.avg_std_dev for r in rows]), where="post", label="AvgStdDev", color="k")
     ratio = top.twinx()
     for metric in sorted({m for r in rows for m in r.needs.max_min_ratio}):
-        values = [_number(r.needs.max_min_ratio.get(metric)) for r in rows]
+        values = [number(r.needs.max_min_ratio.get(metric)) for r in rows]
         ratio.step(
             times,
             held([np.nan if v is None else v for v in values]),
