@@ -365,7 +365,10 @@ def energy_weights(state: ClusterState, cluster: Entities, classes: Classes) -> 
 
 
 def _service_weights(cluster: Entities, classes: Classes) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Each service's metrics and local weights (unscaled), each metric's nodes and mean service weight."""
+    """Each service's metrics and local weights (unscaled), each metric's nodes and mean service weight.
+    A metric's nodes are those its services may use, but for services on every node, which SF leaves
+    out where the metric has others (ServiceDomainMetric::GetBlockNodeList: a node every service of
+    the metric that affects balancing blocks is out of its balancing; IsServiceAffectingBalancing)."""
     services, M = cluster.services, cluster.M
     partitions_of = {s.name: 0 for s in services}
     for part in cluster.partitions:
@@ -375,7 +378,7 @@ def _service_weights(cluster: Entities, classes: Classes) -> tuple[np.ndarray, n
     local_w = np.zeros((cluster.S, ms), np.float32)
     weight_sum = np.zeros(M, np.float64)
     weight_n = np.zeros(M, np.float64)
-    metric_nodes = np.zeros((M, cluster.N), bool)
+    metric_nodes = np.zeros((2, M, cluster.N), bool)  # by services on every node, by the others
     for si, svc in enumerate(services):
         w = np.array([m.weight for m in svc.metrics], np.float64)
         for k, metric in enumerate(svc.metrics):
@@ -383,10 +386,12 @@ def _service_weights(cluster: Entities, classes: Classes) -> tuple[np.ndarray, n
             service_metrics[si, k] = m
             weight_sum[m] += metric.weight
             weight_n[m] += 1
-            metric_nodes[m, : cluster.n_nodes] |= classes.masks[classes.service_class[si]]
+            metric_nodes[int(svc.target >= 0), m, : cluster.n_nodes] |= classes.masks[classes.service_class[si]]
         if partitions_of[svc.name] >= 2 and w.sum() > 1e-7:
             local_w[si, : len(w)] = w / w.sum()
-    return service_metrics, local_w, metric_nodes, weight_sum / np.maximum(weight_n, 1)
+    movable = metric_nodes[1].any(axis=1, keepdims=True)
+    nodes = np.where(movable, metric_nodes[1], metric_nodes[0])
+    return service_metrics, local_w, nodes, weight_sum / np.maximum(weight_n, 1)
 
 
 # ---------------------------------------------------------------------------------- domains
