@@ -30,7 +30,6 @@ PRIORITY_SETTINGS = (
 )
 PRIORITY_WEIGHT = {0: 100.0, 1: 10.0, 2: 1.0}  # violation penalty per priority, in AvgStdDev units
 UNPLACED_WEIGHT = 1000.0  # a replica left unplaced, in AvgStdDev units
-SWAP_COST = 0.1  # SF's SwapCost, used with UseMoveCostReports
 HISTORY_WIDTH = 8  # nodes a replica's History holds before its array widens (and the search recompiles)
 
 

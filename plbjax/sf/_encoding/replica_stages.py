@@ -15,7 +15,6 @@ from plbjax.sf._encoding.problem import (
     HISTORY_WIDTH,
     PRIORITY_SETTINGS,
     PRIORITY_WEIGHT,
-    SWAP_COST,
     THRESHOLD_PRIORITY,
     UNPLACED_WEIGHT,
 )
@@ -64,7 +63,7 @@ def replica_stages(state: ClusterState, cluster: Entities, rows: Rows, use_costs
         history=history(state, cluster, rows),
         stays=in_transition(state, cluster, rows),
         penalty=penalties(state.settings, rows.n_replicas),
-        swap_cost=SWAP_COST if use_costs else 1.0,
+        swap_cost=float(state.settings["SwapCost"]) if use_costs else 1.0,
     )
 
 

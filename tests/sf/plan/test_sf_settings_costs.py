@@ -1,0 +1,43 @@
+"""SF's SwapCost, translated (PLBBalancing.Test.cpp): with UseMoveCostReports a swap costs SwapCost
+in the energy, a move its replica's move cost (CandidateSolution.cpp:81: SwapCost * swaps + moves)."""
+
+from __future__ import annotations
+
+import pytest
+from sf_cases import DEFAULT, document, fu, run, sf_nodes
+
+pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
+
+
+def _swap_cost(swap_cost: float) -> dict:
+    """PLBBalancing.Test.cpp:10482 SwapCostTestHelper: two nodes; HighLoadService (MyMetric 30/10)
+    P/0,S/1; two LowLoadService singletons (10) on N0. Loads 50 and 10: two moves of the low
+    primaries or one swap of the high one reach 30 and 30. UseMoveCostReports true."""
+
+    def svc(name: str, target: int, primary: float) -> dict:
+        metric = {"Name": "MyMetric", "Weight": "High", "PrimaryDefaultLoad": primary, "SecondaryDefaultLoad": 10}
+        return {"ServiceName": name, "ServiceKind": "Stateful", "TargetReplicaSetSize": target, "Metrics": [metric]}
+
+    services = [svc("LowLoadService", 1, 10), svc("HighLoadService", 2, 30)]
+    partitions = [
+        fu("HighLoadService", "0", "P/0, S/1"),
+        fu("LowLoadService", "1", "P/0"),
+        fu("LowLoadService", "2", "P/0"),
+    ]
+    settings = {"MaxPercentageToMove": 1.0, "UseMoveCostReports": True, "SwapCost": swap_cost}
+    return document(services, partitions, sf_nodes(2), None, False, Settings=settings)
+
+
+def test_zero_swap_cost_prefers_the_swap():
+    """PLBBalancing.Test.cpp:3319 BalancingWithZeroSwapCost: SwapCost 0: 1 action, "0 swap primary 0<=>1"."""
+    result, _ = run(_swap_cost(0.0), DEFAULT)
+    actions = [(a["PartitionId"], a["Action"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]]
+    assert actions == [("0", "SwapPrimarySecondary", "N0", "N1")], actions
+
+
+def test_high_swap_cost_moves_instead():
+    """PLBBalancing.Test.cpp:3340 BalancingWithHighSwapCost: SwapCost 40 (MoveCostHighValue): some
+    action, no swap (plbjax swapped at its fixed 0.1 before)."""
+    result, _ = run(_swap_cost(40.0), DEFAULT)
+    assert result["Actions"], result
+    assert not [a for a in result["Actions"] if a["Action"] == "SwapPrimarySecondary"], result["Actions"]
