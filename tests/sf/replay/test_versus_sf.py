@@ -83,6 +83,15 @@ def test_replay_with_observed_writes_sf_series_summary_and_plot(tmp_path: Path) 
     assert rows[0]["ImbalancedMetrics"] == series[0]["ImbalancedMetrics"]
     versus = json.loads((out / "summary.json").read_text())["VersusSF"]
     assert (versus["Periods"], versus["From"], versus["To"], versus["SF"]["Movements"]) == (3, 0, 60, 2)
+    assert set(versus["Replay"]) == {
+        "TimeAveragedAvgStdDev",
+        "TimeAveragedAvgStdDevAllRows",
+        "Movements",
+        "MaxViolations",
+    }
+    assert versus["SF"]["TimeAveragedAvgStdDev"] == pytest.approx(
+        sum(float(r["AvgStdDev"]) for r in rows[:2]) / 2  # 0 to 30 s, then 30 to 60 s
+    )
     mine, theirs = versus["Replay"]["TimeAveragedAvgStdDev"], versus["SF"]["TimeAveragedAvgStdDev"]
     assert versus["Better"] == ("replay" if mine < theirs else "SF" if mine > theirs else "tie")
     assert versus["AvgStdDevLower"] == pytest.approx(abs(mine - theirs), abs=1e-6)

@@ -224,6 +224,12 @@ def _unique_replica_ids(partitions: list[Json], report: Report) -> None:
                 r["ReplicaId"] = new
 
 
+def _write_observed(observed: Json, path: str) -> str:
+    """Write SF's observed day to `path`; the report's line saying so."""
+    write_text(path, json.dumps(observed, indent=1) + "\n")
+    return f"SF's observed day: {len(observed['Periods'])} periods written to {path}"
+
+
 def main(argv: list[str] | None = None) -> None:
     assert __doc__ is not None  # the module's docstring
     parser = argparse.ArgumentParser(
@@ -266,9 +272,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(2) from None
     write_text(args.output, json.dumps(doc, indent=2) + "\n")
     if observed is not None:
-        where = args.observed or str(Path(args.output).with_suffix(".sf-day.json"))
-        write_text(where, json.dumps(observed, indent=1) + "\n")
-        lines.append(f"SF's observed day: {len(observed['Periods'])} periods written to {where}")
+        lines.append(_write_observed(observed, args.observed or str(Path(args.output).with_suffix(".sf-day.json"))))
     if args.report:
         write_text(args.report, "\n".join(full) + "\n")
     sys.stderr.write("\n".join(lines) + "\n")

@@ -63,7 +63,7 @@ def load_observed(path: str | Path, parse: Callable[[dict, str], ClusterState] =
         if isinstance(time, bool) or not isinstance(time, int | float) or time < 0:
             raise BadInput(f"{at}.Time: {time!r} is not seconds from the timeline's start (a number >= 0)")
         if out and time <= out[-1].time:
-            raise BadInput(f"{at}.Time: {time} is not after the period before's {out[-1].time}")
+            raise BadInput(f"{at}.Time: {time} is not after the period before's {out[-1].time:g}")
         try:
             state = parse(item["State"], f"{at}.State")
         except BadInput as exc:

@@ -49,13 +49,18 @@ def sf_csv(sf: Sequence[SfRow]) -> str:
 
 
 def versus(replay: Replay, sf: Sequence[SfRow]) -> dict:
-    """Both over [first, last observed period]: time-averaged AvgStdDev, movements, worst violations;
-    `Better` ("replay", "SF" or "tie": the lower time-averaged AvgStdDev), `AvgStdDevLower` (how much
-    lower, and as a percentage of the other's)."""
+    """Both over [first, last observed period]. `TimeAveragedAvgStdDev`: sampled alike, at the
+    periods (the replay's last row at or before each; a sample holds to the next), as an observer
+    of both clusters at the periods would see them; the replay's over all its rows besides
+    (`TimeAveragedAvgStdDevAllRows`). Movements (SF's: seen between periods, so a replica moved and
+    moved back between two is none), worst violations; `Better` ("replay", "SF" or "tie": the lower
+    sampled average), `AvgStdDevLower` (by how much, and as a percentage of the higher)."""
     start, end = sf[0].time, sf[-1].time
     rows = rows_of(replay)
+    sampled = [(r.time, _at(rows, r.time).needs.avg_std_dev) for r in sf] if rows else []
     mine = {
-        "TimeAveragedAvgStdDev": window_average([(r.time, r.needs.avg_std_dev) for r in rows], start, end),
+        "TimeAveragedAvgStdDev": window_average(sampled, start, end),
+        "TimeAveragedAvgStdDevAllRows": window_average([(r.time, r.needs.avg_std_dev) for r in rows], start, end),
         "Movements": _at(rows, end).cumulative_movements - _at(rows, start).cumulative_movements if rows else 0,
         "MaxViolations": max((r.needs.violations for r in rows if start <= r.time <= end), default=0),
     }
@@ -83,7 +88,7 @@ def sentence(entry: dict) -> str:
     """The comparison in one sentence, for the replay's story."""
     mine, theirs = entry["Replay"], entry["SF"]
     told = (
-        f"Beside SF's observed day ({entry['Periods']} periods): time-averaged AvgStdDev "
+        f"Beside SF's observed day ({entry['Periods']} periods): AvgStdDev at the periods, time-averaged, "
         f"{mine['TimeAveragedAvgStdDev']:.4f} replayed, {theirs['TimeAveragedAvgStdDev']:.4f} SF's; "
         f"{mine['Movements']} movements replayed, {theirs['Movements']} SF's"
     )
@@ -106,7 +111,8 @@ def _at(rows: Sequence[Row], t: float) -> Row:
 
 
 def plot_versus(replay: Replay, sf: Sequence[SfRow], path: Path) -> None:
-    """AvgStdDev of the replay and of SF over time (top), the cumulative movements of both (bottom)."""
+    """AvgStdDev of the replay and of SF over time, dots where both are sampled (top); the cumulative
+    movements of both (bottom)."""
     rows = rows_of(replay)
     end = max(replay.duration, sf[-1].time, rows[-1].time if rows else 0.0)
     times = [r.time for r in rows] + [end]
@@ -120,6 +126,9 @@ def plot_versus(replay: Replay, sf: Sequence[SfRow], path: Path) -> None:
         bottom.step(times, cumulative + cumulative[-1:], where="post", label="replay")
     top.step(sf_times, [r.needs.avg_std_dev for r in sf] + [sf[-1].needs.avg_std_dev], where="post", label="SF")
     top.plot([r.time for r in sf], [r.needs.avg_std_dev for r in sf], "o", color="C1", markersize=3)
+    if rows:
+        sampled = [_at(rows, r.time).needs.avg_std_dev for r in sf]
+        top.plot([r.time for r in sf], sampled, "o", color="C0", markersize=3, label="replay at SF's periods")
     sf_cumulative = [r.cumulative_movements for r in sf]
     bottom.step(sf_times, sf_cumulative + sf_cumulative[-1:], where="post", label="SF (between periods)")
     top.set_ylabel("AvgStdDev")
