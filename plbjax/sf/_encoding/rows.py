@@ -17,7 +17,7 @@ from plbjax.sf._encoding.arrays import padded
 from plbjax.sf._encoding.stages import Entities, Nodes
 from plbjax.sf._state import Role
 
-MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}
+MOVE_COST_VALUES = {"Zero": 0.0, "Low": 1.0, "Medium": 15.0, "High": 40.0, "VeryHigh": 200.0}  # SF's defaults
 _ROLE_CODES = {role: code for code, role in enumerate(Role)}  # Primary 0, Secondary 1, Instance 2; else 3
 
 
@@ -142,7 +142,7 @@ def replica_rows(cluster: Entities, allowed: list[np.ndarray], nodes: Nodes, use
         service=service,
         input_node=node,
         initial_node=initial,
-        move_cost=_move_costs(given, layout, services, service, use_costs),
+        move_cost=_move_costs(given, layout, cluster, service, use_costs),
         load_primary=load_primary,
         load_secondary=load_secondary,
         sizes=layout.sizes,
@@ -214,13 +214,15 @@ def _given_nodes(given: _Given, node_ix: dict[str, int]) -> np.ndarray:
     return np.fromiter(nodes, np.int32, len(given.replicas))
 
 
-def _move_costs(given: _Given, layout: _Layout, services: list, service: np.ndarray, use_costs: bool) -> np.ndarray:
-    """Each row's move cost: its own MoveCost, else its service's default (1 unless UseMoveCostReports)."""
+def _move_costs(given: _Given, layout: _Layout, cluster: Entities, service: np.ndarray, use_costs: bool) -> np.ndarray:
+    """Each row's move cost: its own MoveCost, else its service's default (1 unless UseMoveCostReports),
+    valued as SF's MoveCost<Cost>Value settings say (FailoverUnit::GetMoveCostValue)."""
     if not use_costs:
         return np.ones(layout.n_rep, np.float32)
-    defaults = np.array([MOVE_COST_VALUES[s.default_move_cost] for s in services] + [0.0])
+    values = MOVE_COST_VALUES | dict(cluster.move_costs)
+    defaults = np.array([values[s.default_move_cost] for s in cluster.services] + [0.0])
     own = np.full(layout.n_rep, -1.0)
-    own[layout.given_rows] = [MOVE_COST_VALUES[c] if c else -1.0 for c in map(attrgetter("move_cost"), given.replicas)]
+    own[layout.given_rows] = [values[c] if c else -1.0 for c in map(attrgetter("move_cost"), given.replicas)]
     return np.where(own >= 0, own, defaults[service]).astype(np.float32)
 
 

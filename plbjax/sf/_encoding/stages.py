@@ -48,6 +48,7 @@ class Entities:
     order: np.ndarray  # int64[partitions] the position in state.partitions of each partition
     default_load_everywhere: bool = False  # UseDefaultLoadForServiceOnEveryNode
     higher_child: bool = True  # AllowHigherChildTargetReplicaCountForAffinity
+    move_costs: tuple[tuple[str, float], ...] = ()  # SF's MoveCost<Cost>Value settings, by cost
 
     @property
     def n_nodes(self) -> int:
@@ -70,6 +71,14 @@ class Entities:
         return padded("S", len(self.services))
 
 
+_MOVE_COST_SETTINGS = (
+    ("Zero", "MoveCostZeroValue"),
+    ("Low", "MoveCostLowValue"),
+    ("Medium", "MoveCostMediumValue"),
+    ("High", "MoveCostHighValue"),
+)
+
+
 def entities(state: ClusterState) -> Entities:
     """SF's (and reference 004's) deterministic order: priority descending, then name; partitions by
     service, then str(PartitionId)."""
@@ -90,6 +99,7 @@ def entities(state: ClusterState) -> Entities:
         order=order,
         default_load_everywhere=bool(state.settings["UseDefaultLoadForServiceOnEveryNode"]),
         higher_child=bool(state.settings["AllowHigherChildTargetReplicaCountForAffinity"]),
+        move_costs=tuple((cost, float(state.settings[name])) for cost, name in _MOVE_COST_SETTINGS),
     )
 
 

@@ -241,7 +241,6 @@ REFUSED = frozenset(
         "PartiallyPlaceServices",
         "IgnoreCostInScoring",
         "MoveCostOffset",
-        "MoveCostZeroValue",
         "DefragmentationNodesStdDevFactor",
         "PreferredPrimaryDomainsConstraintPriority",
         "BlockNodeInUpgradeConstraintPriority",

@@ -1,5 +1,6 @@
-"""SF's SwapCost, translated (PLBBalancing.Test.cpp): with UseMoveCostReports a swap costs SwapCost
-in the energy, a move its replica's move cost (CandidateSolution.cpp:81: SwapCost * swaps + moves)."""
+"""SF's SwapCost and MoveCost<Cost>Value, translated (PLBBalancing.Test.cpp): with UseMoveCostReports
+a swap costs SwapCost in the energy, a move its replica's move cost valued by the MoveCost<Cost>Value
+settings (CandidateSolution.cpp:81: SwapCost * swaps + moves; FailoverUnit::GetMoveCostValue)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from sf_cases import DEFAULT, document, fu, run, sf_nodes
 pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
 
 
-def _swap_cost(swap_cost: float) -> dict:
+def _swap_cost(swap_cost: float, **settings) -> dict:
     """PLBBalancing.Test.cpp:10482 SwapCostTestHelper: two nodes; HighLoadService (MyMetric 30/10)
     P/0,S/1; two LowLoadService singletons (10) on N0. Loads 50 and 10: two moves of the low
     primaries or one swap of the high one reach 30 and 30. UseMoveCostReports true."""
@@ -24,7 +25,7 @@ def _swap_cost(swap_cost: float) -> dict:
         fu("LowLoadService", "1", "P/0"),
         fu("LowLoadService", "2", "P/0"),
     ]
-    settings = {"MaxPercentageToMove": 1.0, "UseMoveCostReports": True, "SwapCost": swap_cost}
+    settings = {"MaxPercentageToMove": 1.0, "UseMoveCostReports": True, "SwapCost": swap_cost} | settings
     return document(services, partitions, sf_nodes(2), None, False, Settings=settings)
 
 
@@ -41,3 +42,13 @@ def test_high_swap_cost_moves_instead():
     result, _ = run(_swap_cost(40.0), DEFAULT)
     assert result["Actions"], result
     assert not [a for a in result["Actions"] if a["Action"] == "SwapPrimarySecondary"], result["Actions"]
+
+
+@pytest.mark.parametrize(("low", "swapped"), [(1, False), (10, True)])
+def test_move_cost_low_value_prices_the_moves(low, swapped):
+    """SwapCostTestHelper's cluster with SwapCost 5: the two moves of Low-cost primaries cost 2 at
+    SF's default MoveCostLowValue 1 (cheaper than the swap: moves), 20 at MoveCostLowValue 10 (the
+    swap is cheaper: one swap). Both end at 30 and 30."""
+    result, _ = run(_swap_cost(5.0, MoveCostLowValue=low), DEFAULT)
+    kinds = {a["Action"] for a in result["Actions"]}
+    assert kinds == ({"SwapPrimarySecondary"} if swapped else {"MovePrimary"}), result["Actions"]
