@@ -312,14 +312,19 @@ def test_periods_out_of_time_order_exit_2(recording: Path, tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_record_import_replay_on_loopback(recording: Path, tmp_path: Path) -> None:
-    """The chain as an operator runs it: the recording imported, then replayed by plbjax-replay."""
-    timeline = tmp_path / "timeline.json"
+    """The chain as an operator runs it: the recording imported, then replayed by plbjax-replay
+    beside SF's observed day."""
+    timeline, observed = tmp_path / "timeline.json", tmp_path / "timeline.sf-day.json"
     import_main([str(recording), "-o", str(timeline)])
     out = tmp_path / "replay"
     replay = "from plbjax.console_scripts import plbjax_replay; raise SystemExit(plbjax_replay())"
-    command = [sys.executable, "-c", replay, f"timeline={timeline}", f"out={out}", "search.steps=50"]
+    command = [sys.executable, "-c", replay, f"timeline={timeline}", f"observed={observed}", f"out={out}"]
+    command.append("search.steps=50")
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["SimulatedSeconds"] > 6 * 3600 - 60
     assert [e["Kind"] for e in summary["ClusterEvents"]] == ["NodeDown", "NodeUp"]
+    periods = len(json.loads(observed.read_text())["Periods"])
+    assert summary["VersusSF"]["Periods"] == periods == len((out / "sf-series.csv").read_text().splitlines()) - 1
+    assert summary["VersusSF"]["To"] == summary["SimulatedSeconds"] and (out / "versus-sf.png").is_file()

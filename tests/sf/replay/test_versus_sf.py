@@ -14,8 +14,10 @@ import pytest
 from paths import EXAMPLES
 
 from plbjax import load_state, parse_state
+from plbjax.cli.replay_command import load_observed
+from plbjax.config import ReplayConfig
 from plbjax.errors import BadInput
-from plbjax.sf.replay.record.observed import load_observed, movements
+from plbjax.sf.replay.record.observed import movements
 from plbjax.sf.replay.record.versus import window_average
 
 REPLAY = "from plbjax.cli import replay_main; replay_main()"
@@ -114,7 +116,7 @@ def test_a_bad_observed_file_names_the_key(tmp_path: Path, content: object, mess
     if content is not None:
         path.write_text(content if isinstance(content, str) else json.dumps(content))
     with pytest.raises(BadInput) as bad:
-        load_observed(path)
+        load_observed(ReplayConfig(timeline="timeline.json", observed=str(path)))
     assert str(bad.value).startswith(f"observed: {path}: ") and message in str(bad.value)
     assert "\n" not in str(bad.value)
 
@@ -125,7 +127,7 @@ def test_periods_out_of_order_name_the_period(tmp_path: Path) -> None:
     doc["Periods"][2]["Time"] = 30
     observed.write_text(json.dumps(doc))
     with pytest.raises(BadInput, match=r"Periods\[2\]\.Time: 30 is not after"):
-        load_observed(observed)
+        load_observed(ReplayConfig(timeline=str(timeline), observed=str(observed)))
 
 
 def test_replay_with_a_missing_observed_file_exits_2(tmp_path: Path) -> None:

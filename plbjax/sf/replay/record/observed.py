@@ -1,6 +1,6 @@
-"""SF's observed day (``plbjax-import``'s ``*.sf-day.json``, docs/contract.md), read at the door, and
-SF's own series from it: each period's state measured by the replay's probe (the same definitions
-as the replay's series), and the movements SF made since the period before.
+"""SF's own series from its observed day (``plbjax-import``'s ``*.sf-day.json``, docs/contract.md,
+read by ``plbjax-replay``'s door): each period's state measured by the replay's probe (the same
+definitions as the replay's series), and the movements SF made since the period before.
 
 A movement is what the replay counts as one: a replica on another node than the period before (a
 partition's replicas that arrived on a node, paired with those that left one: a replica only built
@@ -10,25 +10,14 @@ partition the period before).
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from plbjax.errors import BadInput
-from plbjax.sf import ClusterState, Role, parse_state
+from plbjax.sf import ClusterState, Role
 from plbjax.sf.replay.types import Needs, Probe
 
-KEY = "observed"  # plbjax-replay's key naming the file
-
-
-@dataclass(frozen=True)
-class Period:
-    """One observed period: its time on the timeline's clock, its UTC time, SF's state then."""
-
-    time: float
-    utc: str
-    state: ClusterState
+Observed = Sequence[tuple[float, str, ClusterState]]  # each period's time (the timeline's clock), UTC time, state
+Beside = tuple[Observed, Probe]  # SF's observed day and the probe that measures it (not the replay's session)
 
 
 @dataclass(frozen=True)
@@ -43,42 +32,13 @@ class SfRow:
     cumulative_movements: int
 
 
-def load_observed(path: str | Path, parse: Callable[[dict, str], ClusterState] = parse_state) -> tuple[Period, ...]:
-    """The periods of the observed day at `path`, each state built by `parse` (the replay's settings
-    put in: the same yardstick); BadInput naming `observed` and the file for anything wrong."""
-    where = f"{KEY}: {path}"
-    try:
-        doc = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadInput(f"{where}: cannot read SF's observed day: {exc}") from None
-    periods = doc.get("Periods") if isinstance(doc, dict) else None
-    if not isinstance(periods, list) or not periods:
-        raise BadInput(f"{where}: Periods: required, a list of {{Time, Utc, State}} (plbjax-import writes it)")
-    out: list[Period] = []
-    for i, item in enumerate(periods):
-        at = f"{where}: Periods[{i}]"
-        if not isinstance(item, dict) or not isinstance(item.get("State"), dict):
-            raise BadInput(f"{at}.State: required, a state document")
-        time = item.get("Time")
-        if isinstance(time, bool) or not isinstance(time, int | float) or time < 0:
-            raise BadInput(f"{at}.Time: {time!r} is not seconds from the timeline's start (a number >= 0)")
-        if out and time <= out[-1].time:
-            raise BadInput(f"{at}.Time: {time} is not after the period before's {out[-1].time:g}")
-        try:
-            state = parse(item["State"], f"{at}.State")
-        except BadInput as exc:
-            raise BadInput(f"{at}.State: {exc}") from None
-        out.append(Period(float(time), str(item.get("Utc", "")), state))
-    return tuple(out)
-
-
-def sf_series(periods: tuple[Period, ...], probe: Probe) -> tuple[SfRow, ...]:
+def sf_series(periods: Observed, probe: Probe) -> tuple[SfRow, ...]:
     """SF's series: each period measured by `probe` (nothing frozen), its movements since the one before."""
     rows: list[SfRow] = []
-    for k, period in enumerate(periods):
-        moves, swaps = movements(periods[k - 1].state, period.state) if k else (0, 0)
+    for k, (time, utc, state) in enumerate(periods):
+        moves, swaps = movements(periods[k - 1][2], state) if k else (0, 0)
         total = (rows[-1].cumulative_movements if rows else 0) + moves + swaps
-        rows.append(SfRow(period.time, period.utc, probe(period.state, frozenset()), moves, swaps, total))
+        rows.append(SfRow(time, utc, probe(state, frozenset()), moves, swaps, total))
     return tuple(rows)
 
 

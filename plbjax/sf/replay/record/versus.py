@@ -15,17 +15,18 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from plbjax.files import write_figure, write_text
-from plbjax.sf.replay.record.observed import SfRow
-from plbjax.sf.replay.record.writing import number, rows_of, simulated_time, time_average
+from plbjax.sf.replay.record.observed import Beside, SfRow, sf_series
+from plbjax.sf.replay.record.series import number, rows_of, simulated_time, time_average
 from plbjax.sf.replay.types import Replay, Row
 
 SF_COLUMNS = ("Time", "Utc", "AvgStdDev", "ImbalancedMetrics", "Violations", "Unplaced", "Moves", "Swaps")
 FILES = ("sf-series.csv", "versus-sf.png")
 
 
-def write_versus(replay: Replay, sf: Sequence[SfRow], out: str | Path) -> dict:
-    """Write sf-series.csv and versus-sf.png into `out`; the summary's `VersusSF` entry."""
-    out = Path(out)
+def write_versus(replay: Replay, beside: Beside, out: str | Path) -> dict:
+    """Write sf-series.csv and versus-sf.png into `out` (SF's series: `beside`'s day measured by
+    its probe); the summary's `VersusSF` entry."""
+    out, sf = Path(out), sf_series(*beside)
     write_text(out / FILES[0], sf_csv(sf))
     plot_versus(replay, sf, out / FILES[1])
     return versus(replay, sf)
@@ -84,8 +85,9 @@ def versus(replay: Replay, sf: Sequence[SfRow]) -> dict:
     }
 
 
-def sentence(entry: dict) -> str:
+def told(replay: Replay, beside: Beside) -> str:
     """The comparison in one sentence, for the replay's story."""
+    entry = versus(replay, sf_series(*beside))
     mine, theirs = entry["Replay"], entry["SF"]
     told = (
         f"Beside SF's observed day ({entry['Periods']} periods): AvgStdDev at the periods, time-averaged, "

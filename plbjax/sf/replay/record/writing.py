@@ -27,6 +27,9 @@ import numpy as np
 
 from plbjax.files import write_figure, write_text
 from plbjax.sf.replay.record.narrative import event_texts, events_json, held_at, holds_json, loads_json, sentences
+from plbjax.sf.replay.record.observed import Beside
+from plbjax.sf.replay.record.series import number, rows_of, simulated_time, time_average
+from plbjax.sf.replay.record.versus import told, write_versus
 from plbjax.sf.replay.state.invariants import Corrupted
 from plbjax.sf.replay.types import Counts, Replay, Row
 from plbjax.version import VERSION
@@ -51,13 +54,6 @@ COLUMNS = (
 PLOTS = ("imbalance-movements.png", "node-loads.png")
 LABELLED_EVENTS = 20  # more marked event times: their lines are not labelled
 MAX_LABELLED_NODES = 60  # more nodes: the heatmap's rows are not labelled, its height is capped
-
-
-def rows_of(replay: Replay) -> tuple[Row, ...]:
-    """The record's rows: the state at time 0 (a `Start` row, when the story has it), then the replay's."""
-    initial = replay.story.initial
-    start = (Row(0.0, "Start", None, None, Counts(), 0, initial),) if initial is not None else ()
-    return start + replay.rows
 
 
 def series(replay: Replay) -> list[dict]:
@@ -108,17 +104,6 @@ def _columns(row: Row) -> dict:
         "Violations": row.needs.violations,
         "Unplaced": row.needs.unplaced,
     }
-
-
-def simulated_time(t: float) -> float:
-    """A simulated time as written: refresh times are multiples of PLBRefreshGap computed in
-    floating point (101 × 0.1 = 10.100000000000001), written to the nanosecond (10.1)."""
-    return round(float(t), 9)
-
-
-def number(value: float | None) -> float | None:
-    """JSON has no infinity: such a value is written as null."""
-    return None if value is None or not math.isfinite(value) else float(value)
 
 
 def _ratio(value: float | None) -> float | str | None:
@@ -184,10 +169,11 @@ def summary(replay: Replay) -> dict:
     } | ({"Fault": replay.fault} if replay.fault is not None else {})
 
 
-def story(replay: Replay) -> list[str]:
+def story(replay: Replay, beside: Beside | None = None) -> list[str]:
     """The end of a run in sentences: what was replayed, the rounds, the actions, the imbalance
     (from time 0 when the story has it), the violations, what is left unplaced, then the cluster's
-    story (`narrative.sentences`: its events, load reports, what held phases back).
+    story (`narrative.sentences`: its events, load reports, what held phases back), and `beside` SF's
+    observed day, when given, how the two compare (`versus.told`).
 
     A replay whose own state broke an invariant (`Replay.fault`: its record, written by
     `write_outputs`, ends at the time before, marked interrupted, with summary `Fault`) has no
@@ -228,18 +214,7 @@ def story(replay: Replay) -> list[str]:
         if unplaced
         else "Every replica placed at the end."
     )
-    return lines + sentences(replay.story, rows)
-
-
-def time_average(samples: list[tuple[float, float]], duration: float) -> float:
-    """Average over [first sample, duration] of a value that holds from its sample to the next."""
-    if not samples:
-        return 0.0
-    ends = [t for t, _ in samples[1:]] + [max(duration, samples[-1][0])]
-    span = ends[-1] - samples[0][0]
-    if span <= 0:
-        return float(samples[-1][1])
-    return float(sum(v * (end - t) for (t, v), end in zip(samples, ends)) / span)
+    return lines + sentences(replay.story, rows) + ([told(replay, beside)] if beside else [])
 
 
 def write_outputs(
@@ -247,13 +222,13 @@ def write_outputs(
     out: str | Path,
     plans: Sequence[dict] = (),
     provenance: Mapping[str, Any] | None = None,
-    versus_sf: Mapping[str, Any] | None = None,
+    beside: Beside | None = None,
 ) -> Path:
     """Write every output file into the folder `out` (created); returns it. `plans`: the rounds'
     plan documents, in order (`record.plans`), written to out/plans; `provenance`: how the replay
     was made (a plan's `Provenance`: versions, host, the timeline's SHA-256, config, command, seed),
-    written into summary.json; `versus_sf`: the replay beside SF's observed day (`versus.versus`),
-    summary.json's `VersusSF`."""
+    written into summary.json; `beside`: SF's observed day (each period's time, UTC time and state)
+    and the probe that measures it: sf-series.csv, versus-sf.png and summary.json's `VersusSF` (`versus`)."""
     out = Path(out)
     rows = series(replay)
     buffer = io.StringIO()
@@ -268,7 +243,7 @@ def write_outputs(
     )
     write_text(out / "final-state.json", json.dumps(replay.final_state, indent=1) + "\n")
     made = {"Provenance": dict(provenance)} if provenance else {}
-    made |= {"VersusSF": dict(versus_sf)} if versus_sf else {}
+    made |= {"VersusSF": write_versus(replay, beside, out)} if beside else {}
     write_text(out / "summary.json", json.dumps({**summary(replay), **made}, indent=1) + "\n")
     if plans:
         _write_plans(replay, out / "plans", plans)
