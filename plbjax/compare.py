@@ -24,7 +24,8 @@ from plbjax.files import write_figure, write_text
 from plbjax.sweep import AGGREGATES, JOBS_TABLE, SEED, markdown_table, swept_keys, t975, write_csv
 from plbjax.version import add_flag as add_version_flag
 
-EXAMPLES = """exit status: 0 written; 2 not sweeps, or no configuration shared (one line naming it)
+EXAMPLES = """exit status: 0 written; 2 not sweeps, or no configuration shared (one line naming it); 130 after
+Ctrl-C (SIGINT), 143 after SIGTERM (its files are written atomically: none is left half-written)
 
 examples:
   plbjax-compare multirun/before multirun/after
