@@ -411,10 +411,12 @@ class _Cluster:
                     for r in p["Replicas"]
                     if r["Role"] == role
                 ]
-                for role in ("Primary", "Secondary")
+                for role in ("Primary", "Secondary", "Instance")
             }
             for p in doc["Partitions"]
         }
+        # UseDefaultLoadForServiceOnEveryNode: a new instance of a service on every node keeps the default
+        self.default_everywhere = str(settings.get("UseDefaultLoadForServiceOnEveryNode", False)).lower() == "true"
 
     def droppable(self, replica: dict) -> bool:
         """SF drops surplus secondaries and instances, never a running primary
@@ -459,6 +461,10 @@ class _Cluster:
                 out[m["Name"]] = sum(values) / len(values)
             elif m["Name"] in own and own_role == role:
                 out[m["Name"]] = float(own[m["Name"]])
+            elif (
+                replica["ReplicaId"] is None and (average := self._average(svc, reported, role, m, present)) is not None
+            ):
+                out[m["Name"]] = average
             elif role == "Instance":
                 out[m["Name"]] = float(m.get("DefaultLoad", 0))
             elif role == "Primary" or svc.get("TargetReplicaSetSize") == 1:
@@ -471,6 +477,20 @@ class _Cluster:
             memory = [c.get("MemoryInMB", 0) for c in rg.get("CodePackages", [])]
             out[RG_MEMORY] = float(sum(memory)) if memory and all(memory) else 0.0
         return out
+
+    def _average(self, svc: dict, reported: dict, role: str, metric: dict, present) -> float | None:
+        """A new secondary's or instance's load: the average of its partition's replicas of its role
+        still there (`present` ids; their reported or default loads) when one of them reported the
+        metric (SF's FailoverUnit::GetSecondaryLoad), unless the service is on every node and
+        UseDefaultLoadForServiceOnEveryNode holds; None otherwise."""
+        listed = [loads for rid, loads, _ in reported.get(role, []) if rid in present]
+        if role not in ("Secondary", "Instance") or not any(metric["Name"] in loads for loads in listed):
+            return None
+        if role == "Instance" and svc.get("InstanceCount") == -1 and self.default_everywhere:
+            return None
+        key = "SecondaryDefaultLoad" if role == "Secondary" else "PrimaryDefaultLoad"
+        default = float(metric.get(key, metric.get("DefaultLoad", 0)))
+        return sum(float(loads.get(metric["Name"], default)) for loads in listed) / len(listed)
 
     def node_loads(self, doc: dict) -> dict[str, Counter]:
         loads: dict[str, Counter] = defaultdict(Counter)

@@ -256,8 +256,8 @@ def _replica_loads(
     _loads_follow_role(layout, code, running, load_primary, load_secondary)
     everywhere = [cluster.service_ix[name] for name in cluster.everywhere]
     own_default = np.isin(service, everywhere) & cluster.default_load_everywhere
-    _new_at_average(layout, code == 1, ~own_default, reported_at, load_secondary)
-    _new_at_average(layout, code == 2, ~own_default, reported_at, load_primary)
+    _new_at_average(layout, code == 1, (code == 0) | (code == 1), ~own_default, reported_at, load_secondary)
+    _new_at_average(layout, code == 2, code == 2, ~own_default, reported_at, load_primary)
     instance = code == 2
     load_secondary[instance] = load_primary[instance]
     shape = (layout.n_rep, cluster.n_metrics)
@@ -289,12 +289,19 @@ def _loads_follow_role(
 
 
 def _new_at_average(
-    layout: _Layout, kind: np.ndarray, averaged: np.ndarray, reported_at: np.ndarray, load: np.ndarray
+    layout: _Layout,
+    kind: np.ndarray,
+    new_kind: np.ndarray,
+    averaged: np.ndarray,
+    reported_at: np.ndarray,
+    load: np.ndarray,
 ) -> None:
-    """New replicas of `kind` [rows] (secondaries, or instances) take, in each metric some listed
-    replica of their kind in the partition reported, the average load of those listed
-    (SF's FailoverUnit::GetSecondaryLoad and PartitionEntry::GetReplicaEntry: a secondary without
-    a per-node load gets the average of the partition's). `averaged` [rows]: False where the
+    """New replicas of `new_kind` [rows] take, in each metric some listed replica of `kind`
+    (secondaries, or instances) in the partition reported, the average load of those listed (SF's
+    FailoverUnit::GetSecondaryLoad and PartitionEntry::GetReplicaEntry: a secondary without a
+    per-node load gets the average of the partition's): a new stateful replica's load as a
+    secondary, whichever role its row starts in (a partition without a primary promotes one of its
+    secondaries and adds a secondary), a new instance's load. `averaged` [rows]: False where the
     service is on every node and UseDefaultLoadForServiceOnEveryNode keeps the default (in place)."""
     n_part = layout.sizes.size
     partition = np.repeat(np.arange(n_part), layout.sizes)
@@ -307,7 +314,7 @@ def _new_at_average(
     np.logical_or.at(any_reported, partition[known], reported_at[known])
     count = np.maximum(np.bincount(partition[known], minlength=n_part), 1)[:, None]
     average = sums / count  # SF rounds to its integer loads; plbjax's loads are real numbers
-    new = kind & ~listed & averaged
+    new = new_kind & ~listed & averaged
     at = any_reported[partition[new]]
     load[new] = np.where(at, average[partition[new]], load[new])
 
