@@ -245,12 +245,16 @@ REFUSED = frozenset(
         "PreferredPrimaryDomainsConstraintPriority",
         "BlockNodeInUpgradeConstraintPriority",
         "NodeTaggingEnabled",
-        "FaultDomainEnabled",
-        "UpgradeDomainEnabled",
         "UseSeparateSecondaryMoveCost",
-        "LoadDecayFactor",
     }
 )
+
+# A domain kind switched off has no domain structure in SF (BalanceCheckerCreator.cpp:61): its
+# constraint is off whatever its priority says.
+_DOMAINS_OFF = {
+    "FaultDomainEnabled": "FaultDomainConstraintPriority",
+    "UpgradeDomainEnabled": "UpgradeDomainConstraintPriority",
+}
 
 _BY_LOWER = {name.lower(): name for name in PLB_SETTINGS}
 _TYPE_NAMES = {bool: "boolean ('true' or 'false')", int: "integer", float: "number", str: "string"}
@@ -276,6 +280,9 @@ def resolve_settings(given: Mapping | None = None) -> dict[str, bool | int | flo
             raise BadInput(f"Settings.{key}: given twice (also as '{seen[name]}')")
         seen[name] = str(key)
         result[name] = _coerce(name, value)
+    for enabled, priority in _DOMAINS_OFF.items():
+        if not result[enabled]:
+            result[priority] = -1
     return result
 
 
