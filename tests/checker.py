@@ -141,7 +141,7 @@ def violations(state: ClusterState, placement: dict, tol: float = 1e-3) -> dict[
                 out["placement"].add((service, pid, rid))
             for metric in svc.metrics:
                 given = partitions.get((service, str(pid)))
-                loads[node][metric.name] += role_load(state, metric, given, rid, role, {r for r, _, _ in reps})
+                loads[node][metric.name] += role_load(state, svc, metric, given, rid, role, {r for r, _, _ in reps})
         usable = [nodes[n] for n in allowed]
         quorum = _quorum_rule(state, svc)
         fault = [nodes[n].fault_domain for _, _, n in placed], [n.fault_domain for n in usable]
@@ -169,19 +169,22 @@ def no_new_violations(before: dict, after: dict) -> list[str]:
     return [f"{k}: {sorted(after[k] - before[k])}" for k in after if after[k] - before[k]]
 
 
-def role_load(state: ClusterState, metric, given, replica_id, role: str, present: set[str]) -> float:
+def role_load(state: ClusterState, svc, metric, given, replica_id, role: str, present: set[str]) -> float:
     """A replica's load of `metric` in `role`, by SF's rules: the load follows the role (SF's
     FailoverUnit): a primary carries the load its partition's primary reported while that replica is
     still one of the partition's (`present` ids), a secondary its own reported secondary load, a
     former primary that was running the average of the partition's reported secondaries still
-    present (their reported or default loads); what nobody reported is the service's default load for the role. `given`: the
-    partition as the state gives it (None: a partition new to it)."""
+    present (their reported or default loads); a new secondary or instance the average of its role's
+    replicas still present when one of them reported the metric (FailoverUnit::GetSecondaryLoad),
+    unless its service is on every node and UseDefaultLoadForServiceOnEveryNode holds; what nobody
+    reported is the service's default load for the role. `given`: the partition as the state gives it
+    (None: a partition new to it)."""
     up = {n.name for n in state.nodes if n.status == "Up"}
     reported = {str(r.replica_id): r for r in given.replicas} if given is not None else {}
     own = reported.get(str(replica_id)) if replica_id is not None else None
     primary = [r for rid, r in reported.items() if r.role == "Primary" and rid in present]
     secondaries = [r for rid, r in reported.items() if r.role == "Secondary" and rid in present]
-    value = None
+    default = metric.secondary_load if role == "Secondary" else metric.primary_load
     if role == "Primary" and primary:
         value = primary[0].loads.get(metric.name)
     elif own is not None and own.role == role:
@@ -189,9 +192,23 @@ def role_load(state: ClusterState, metric, given, replica_id, role: str, present
     elif role == "Secondary" and own is not None and own.role == "Primary" and own.node in up and secondaries:
         values = [r.loads.get(metric.name, metric.secondary_load) for r in secondaries]
         value = sum(values) / len(values)
-    if value is None:
-        value = metric.secondary_load if role == "Secondary" else metric.primary_load
-    return value
+    elif replica_id is None:
+        value = _new_replica_load(state, svc, metric, role, [r for rid, r in reported.items() if rid in present])
+    else:
+        value = None
+    return default if value is None else value
+
+
+def _new_replica_load(state: ClusterState, svc, metric, role: str, present: list) -> float | None:
+    """A new secondary's or instance's load: its role's average over `present` replicas when one of
+    them reported `metric` (their reported or default loads); None where the default applies."""
+    listed = [r for r in present if r.role == role]
+    if role not in ("Secondary", "Instance") or not any(metric.name in r.loads for r in listed):
+        return None
+    if role == "Instance" and svc.target == -1 and state.settings["UseDefaultLoadForServiceOnEveryNode"]:
+        return None
+    default = metric.secondary_load if role == "Secondary" else metric.primary_load
+    return sum(r.loads.get(metric.name, default) for r in listed) / len(listed)
 
 
 def node_loads(state: ClusterState, document: dict) -> dict[str, Counter]:
@@ -208,7 +225,8 @@ def node_loads(state: ClusterState, document: dict) -> dict[str, Counter]:
             if rep.get("NodeName") is None or rep["NodeName"] in down:
                 continue
             for metric in services[part["ServiceName"]].metrics:
-                load = role_load(state, metric, given, rep["ReplicaId"], rep["Role"], present)
+                svc = services[part["ServiceName"]]
+                load = role_load(state, svc, metric, given, rep["ReplicaId"], rep["Role"], present)
                 loads[rep["NodeName"]][metric.name] += load
     return loads
 

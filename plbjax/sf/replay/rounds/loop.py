@@ -52,6 +52,7 @@ from plbjax.sf.replay.scheduler.throttles import Window
 from plbjax.sf.replay.state.invariants import Corrupted, check
 from plbjax.sf.replay.state.places import Places
 from plbjax.sf.replay.state.resident import Resident
+from plbjax.sf.replay.timeline.decay import LoadDecay
 from plbjax.sf.replay.timeline.events import Event, Unread, apply_events, describe
 from plbjax.sf.replay.timeline.pending import Pending
 from plbjax.sf.replay.timeline.reading import Timeline
@@ -124,6 +125,7 @@ class _Loop:
         self.progress, self.stop = progress, stop or (lambda: False)
         self.stopwatch = Stopwatch()
         self.state = Resident(timeline.state, probe, self.stopwatch)
+        self.decay = LoadDecay.of(timeline.state.settings)  # SF's LoadDecayFactor: Static, read once
         self.pending, self.flight, self.window = Pending(timeline.events), InFlight(), Window()
         self.scheduler = Scheduler(self.state, self.flight, self.window)
         self.history = HistoryAge(timeline.state)  # when History's partitions last moved (bounds it)
@@ -280,7 +282,7 @@ class _Loop:
     def _apply_due(self, now: float) -> list[Event]:
         before, places, due = self.state.state, self.state.places, self.pending.due(now)
         try:
-            batch = apply_events(before, places, due, now, skip_gone=True)
+            batch = apply_events(before, places, due, now, skip_gone=True, decay=self.decay)
             if batch.reread:  # load reports change only loads, checked finite and non-negative at the door
                 check(before, batch.state, "the events")
         except (Corrupted, Unread):

@@ -35,6 +35,7 @@ from plbjax.sf.replay.timeline.cluster import (
     upgrade_domain_completed,
     upgrade_started,
 )
+from plbjax.sf.replay.timeline.decay import LoadDecay
 from plbjax.sf.replay.timeline.loads import LoadReports, load_report
 from plbjax.sf.replay.timeline.nodes import node_added, node_disabled, node_down, node_enabled, node_removed, node_up
 from plbjax.sf.replay.types import Gone
@@ -82,13 +83,15 @@ def apply_events(
     now: float,
     skip_gone: bool = False,
     source: str = "state",
+    decay: LoadDecay | None = None,
 ) -> Applied:
     """`state` (whose partitions `places` places) after `events`, in order, and the events applied:
     with `skip_gone`, an event that raises `Gone` is skipped, else it is bad input. A bad event
     raises `BadInput` naming it (`Events[3].NodeName: ...`). Runs of partition and replica
     LoadReports change the state's records as one batch (`LoadReports`: each replica they touch
     gets one new record); the other events edit the state's document (`apply_event`), which is read
-    again (`source` names it) before the next run of reports and at the end."""
+    again (`source` names it) before the next run of reports and at the end. `decay`: SF's load
+    decay, whose past reports the reports are averaged with (and which they change)."""
     applied: list[Event] = []
     doc, reread, i = None, False, 0
     while i < len(events):
@@ -99,7 +102,7 @@ def apply_events(
             if doc is not None:
                 state, doc = _read(doc, source), None
                 places = Places.of(state.partitions)
-            state = _load_reports(state, places, events[i:j], skip_gone, applied)
+            state = _load_reports(LoadReports(state, places, decay, now), events[i:j], skip_gone, applied)
             i = j
             continue
         event = events[i]
@@ -167,11 +170,8 @@ def _batched(event: Event) -> bool:
     return isinstance(event.change, LoadReport) and event.change.of_replicas
 
 
-def _load_reports(
-    state: ClusterState, places: Places, events: Sequence[Event], skip_gone: bool, applied: list[Event]
-) -> ClusterState:
+def _load_reports(batch: LoadReports, events: Sequence[Event], skip_gone: bool, applied: list[Event]) -> ClusterState:
     """Partition and replica LoadReports, one after the other, as one `LoadReports` batch."""
-    batch = LoadReports(state, places)
     for event in events:
         report = event.change
         assert isinstance(report, LoadReport)  # a run `_batched` found

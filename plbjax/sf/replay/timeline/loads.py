@@ -18,6 +18,7 @@ from plbjax.sf._state import BUILTIN_LOADS
 from plbjax.sf.replay.state.places import Places
 from plbjax.sf.replay.timeline.changes import LoadReport
 from plbjax.sf.replay.timeline.cluster import service_index
+from plbjax.sf.replay.timeline.decay import LoadDecay
 from plbjax.sf.replay.types import Gone
 
 
@@ -50,10 +51,11 @@ def load_report(doc: dict, c: LoadReport) -> dict:
 class LoadReports:
     """Partition and replica LoadReports applied one after the other to a resident state (not
     changed): `add` each, then `state`. Each report finds its partition through `places`; each
-    replica reported to gets one new record per batch, its loads merged in the order reported."""
+    replica reported to gets one new record per batch, its loads merged in the order reported
+    (averaged with what it reported before when `decay` says so, the reports made at `now`)."""
 
-    def __init__(self, state: ClusterState, places: Places) -> None:
-        self.base, self.places = state, places
+    def __init__(self, state: ClusterState, places: Places, decay: LoadDecay | None = None, now: float = 0.0) -> None:
+        self.base, self.places, self.decay, self.now = state, places, decay, now
         self.declared: dict[str, dict] = {}  # a service's document (its declared Metrics)
         for service in state.document["Services"]:
             self.declared.setdefault(service["ServiceName"], service)
@@ -72,8 +74,11 @@ class LoadReports:
             if merged is None:
                 k, n = hit
                 merged = self.loads[hit] = dict(self.base.partitions[k].replicas[n].loads)
-            for metric, value in loads.items():
-                merged[metric] = float(value)
+            if self.decay is None:
+                for metric, value in loads.items():
+                    merged[metric] = float(value)
+            else:
+                self._decayed(hit, merged, loads)
 
     def state(self) -> ClusterState:
         """The state with every report added (new records for the partitions it changed)."""
@@ -88,6 +93,15 @@ class LoadReports:
             replicas = tuple(r.with_loads(slots[n]) if n in slots else r for n, r in enumerate(p.replicas))
             partitions[k] = Partition(p.service, p.partition_id, replicas)
         return replace(self.base, partitions=tuple(partitions))
+
+    def _decayed(self, hit: tuple[int, int], merged: dict[str, float], loads: Mapping) -> None:
+        """`loads` reported to the replica at `hit`, each averaged with its past reports (`LoadDecay`)."""
+        assert self.decay is not None
+        partition = self.base.partitions[hit[0]]
+        replica = str(partition.replicas[hit[1]].replica_id)
+        for metric, value in loads.items():
+            key = (partition.service, str(partition.partition_id), replica, metric)
+            merged[metric] = self.decay.report(key, float(value), self.now, merged.get(metric))
 
     def _checked(self, name: str, service: dict, loads: object) -> Mapping:
         """`loads` checked as `checked_loads` checks them (a plain dict of ints and floats: at once)."""
