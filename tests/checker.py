@@ -231,6 +231,50 @@ def node_loads(state: ClusterState, document: dict) -> dict[str, Counter]:
     return loads
 
 
+def app_group_violations(state: ClusterState, placement: dict) -> dict[str, float]:
+    """How far `placement` (as from `placement_of`) breaks SF's application groups, in plain Python:
+    nodes beyond each application's MaximumNodes (`scaleout`), load over its MaximumCapacity on a
+    node (`node`) and over its TotalApplicationCapacity (`total`), and node load over capacity once
+    each application on a node holds what its load there lacks of ReservationCapacity (`reserved`,
+    ApplicationReservedLoads.cpp:121). Replicas on Down nodes carry no load."""
+    services = {s.name: s for s in state.services}
+    apps = {a.name: a for a in state.applications}
+    partitions = {(p.service, str(p.partition_id)): p for p in state.partitions}
+    down = {n.name for n in state.nodes if n.status == "Down"}
+    app_load: dict[tuple[str, str], Counter] = defaultdict(Counter)  # (application, node) -> metric loads
+    node_load: dict[str, Counter] = defaultdict(Counter)
+    for (service, pid), reps in placement.items():
+        svc = services[service]
+        present = {rid for rid, _, _ in reps}
+        for rid, role, node in reps:
+            if node is None or node in down:
+                continue
+            for metric in svc.metrics:
+                load = role_load(state, svc, metric, partitions.get((service, pid)), rid, role, present)
+                node_load[node][metric.name] += load
+                if svc.application in apps:
+                    app_load[(svc.application, node)][metric.name] += load
+            if svc.application in apps:
+                app_load[(svc.application, node)]["__replicas__"] += 1
+    out = dict(scaleout=0.0, node=0.0, total=0.0, reserved=0.0)
+    totals: dict[str, Counter] = defaultdict(Counter)
+    held: dict[str, Counter] = defaultdict(Counter)
+    for (name, node), loads in app_load.items():
+        totals[name].update({k: v for k, v in loads.items() if k != "__replicas__"})
+        for m in apps[name].metrics:
+            out["node"] += max(loads[m.name] - (m.node_capacity or math.inf), 0.0)
+            held[node][m.name] += max(m.reservation - loads[m.name], 0.0)
+    for app in apps.values():
+        used = sum(1 for (name, _) in app_load if name == app.name)
+        out["scaleout"] += max(used - (app.maximum_nodes or used), 0)
+        out["total"] += sum(max(totals[app.name][m.name] - (m.total_capacity or math.inf), 0.0) for m in app.metrics)
+    for n in state.nodes:
+        for metric, cap in n.capacities.items():
+            load = node_load[n.name][metric]
+            out["reserved"] += max(load + held[n.name][metric] - max(cap, load), 0.0)
+    return out
+
+
 def checked_plan(doc: dict, config, **options) -> tuple[dict, dict, ClusterState]:
     """plan(doc, config, **options), checked against the schema and against its own Actions: they apply to the input,
     reproduce LoadsBefore/LoadsAfter, form a net diff, and leave the input unchanged. Returns

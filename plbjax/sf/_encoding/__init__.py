@@ -6,6 +6,7 @@
     stages.py          the stages that do not depend on the replicas: entities, nodes, classes, weights
     rows.py            the replica rows, each partition's replicas in order
     replica_stages.py  the stages that read the rows: policies, upgrade homes, History, in transition
+    app_groups.py      the application groups: scaleout counts, capacities, reservations (AppGroups)
     assembly.py        each stage's share of Problem on the device; Problem assembled in one place
     updates.py         the session's update path: what changed re-encoded, the rest kept
     decoding.py        a placement -> the minimal list of Failover Manager actions, and actions applied
@@ -13,6 +14,7 @@
 Reads `_state`; `_model` reads it.
 """
 
+from plbjax.sf._encoding.app_groups import NO_LIMIT_NODES, AppGroups
 from plbjax.sf._encoding.arrays import on_device, pad
 from plbjax.sf._encoding.decoding import apply_actions, apply_to_partition, diff, settle
 from plbjax.sf._encoding.encoder import encode
@@ -35,6 +37,8 @@ from plbjax.sf._encoding.updates import with_parent_hosts, with_partitions, with
 
 __all__ = [
     "AFFINITY",
+    "AppGroups",
+    "NO_LIMIT_NODES",
     "CAPACITY",
     "CONSTRAINTS",
     "FAULT_DOMAIN",

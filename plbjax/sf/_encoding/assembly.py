@@ -14,6 +14,7 @@ from typing import NamedTuple
 import jax
 import numpy as np
 
+from plbjax.sf._encoding.app_groups import AppGroups
 from plbjax.sf._encoding.arrays import on_device, pad
 from plbjax.sf._encoding.problem import Features, Problem
 from plbjax.sf._encoding.replica_stages import ReplicaStages, children_of
@@ -92,6 +93,8 @@ class ReplicaArrays(NamedTuple):
     # penalties
     penalty: jax.Array
     swap_cost: jax.Array
+    # application groups (None: none limits anything)
+    apps: AppGroups | None
 
 
 class Shares(NamedTuple):
@@ -186,6 +189,7 @@ def replica_arrays(cluster: Entities, rows: Rows, stages: ReplicaStages) -> Repl
         replica_stays=on_device(pad(stages.stays, (R,), False)),
         penalty=on_device(stages.penalty, np.float32),
         swap_cost=on_device(stages.swap_cost, np.float32),
+        apps=stages.apps,
     )
 
 
@@ -211,6 +215,7 @@ def features_of(stages: Stages, replicas: ReplicaStages, rows: Rows) -> Features
         defrag=bool(stages.weights.defrag.any()),
         thresholds=bool(np.isfinite(stages.nodes.threshold_load).any()),
         preferred=bool((upgrade.home >= 0).any() or upgrade.prefers.any() or not policies.preferred.all()),
+        applications=replicas.apps is not None,
     )
 
 
@@ -283,4 +288,5 @@ def problem_of(features: Features, shares: Shares) -> Problem:
         replica_stays=replicas.replica_stays,
         penalty=replicas.penalty,
         swap_cost=replicas.swap_cost,
+        apps=replicas.apps,
     )

@@ -13,6 +13,7 @@ import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
 if TYPE_CHECKING:
+    from plbjax.sf._encoding.app_groups import AppGroups
     from plbjax.sf._encoding.rows import Rows
     from plbjax.sf._encoding.stages import Stages
     from plbjax.sf._state import Intent, NodeStatus, Role
@@ -43,6 +44,7 @@ class Features:
     preferred: bool = False  # PreferPrimaryDomain or upgrade snapshot nodes
     compound: bool = False  # a partition fills every fault or upgrade domain evenly: compound moves
     higher_child: bool = True  # AllowHigherChildTargetReplicaCountForAffinity: a larger child's extras go anywhere
+    applications: bool = False  # some application group limits its services (`Problem.apps`)
 
 
 class Problem(eqx.Module):
@@ -115,6 +117,8 @@ class Problem(eqx.Module):
     # scalars
     swap_cost: Float[Array, ""]
     replica_count: Float[Array, ""]  # SF's movement factor adds this (and 1000) to the move cost
+    # application groups (None unless `features.applications`)
+    apps: AppGroups | None = None
 
     @property
     def shape(self) -> dict[str, int]:

@@ -1,6 +1,6 @@
 """The encoding stages that read the replica rows, on the host: each service's affinity and domain
-policies, the upgrade's homes, History, the replicas in transition and the constraint penalties
-(`ReplicaStages`). An update of the replicas runs them again on its rows.
+policies, the upgrade's homes, History, the replicas in transition, the constraint penalties and the
+application groups (`ReplicaStages`). An update of the replicas runs them again on its rows.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ from itertools import chain
 
 import numpy as np
 
+from plbjax.sf._encoding.app_groups import AppGroups, app_groups
 from plbjax.sf._encoding.arrays import bucket, padded
 from plbjax.sf._encoding.problem import (
     HISTORY_WIDTH,
@@ -53,6 +54,7 @@ class ReplicaStages:
     stays: np.ndarray  # bool[rows] in transition: on a node blocklisted for its service type
     penalty: list[float]  # energy per unit of violation, by constraint kind (CAPACITY ... UNPLACED)
     swap_cost: float
+    apps: AppGroups | None  # the application groups that limit something (None: none does)
 
 
 def replica_stages(state: ClusterState, cluster: Entities, rows: Rows, use_costs: bool) -> ReplicaStages:
@@ -64,6 +66,7 @@ def replica_stages(state: ClusterState, cluster: Entities, rows: Rows, use_costs
         stays=in_transition(state, cluster, rows),
         penalty=penalties(state.settings, rows.n_replicas),
         swap_cost=float(state.settings["SwapCost"]) if use_costs else 1.0,
+        apps=app_groups(state, cluster, rows),
     )
 
 

@@ -104,7 +104,15 @@ def violating_by_kind(index: Index, now: Placement, priorities: np.ndarray) -> d
     v, placed = now.report.violations, now.node_of >= 0
     kinds = []
     if priorities[CAPACITY] >= 0:
-        kinds.append(("NodeCapacity", np.isin(now.node_of, np.flatnonzero(v.capacity.sum(axis=1) > 0)) & placed))
+        over = v.capacity.sum(axis=1) + (0 if v.apps is None else v.apps.reserved.sum(axis=1))
+        kinds.append(("NodeCapacity", np.isin(now.node_of, np.flatnonzero(over > 0)) & placed))
+    if v.apps is not None:  # SF's names: ScaleoutCount, ApplicationCapacity (IConstraint::Enum)
+        for replicas, c, kind in (
+            (v.apps.scaleout_replicas, PLACEMENT, "ScaleoutCount"),
+            (v.apps.capacity_replicas, CAPACITY, "ApplicationCapacity"),
+        ):
+            if priorities[c] >= 0:
+                kinds.append((kind, np.asarray(replicas, bool) & placed))
     for replicas, c, kind in (
         (v.placement, PLACEMENT, "PlacementConstraint"),
         (v.affinity, AFFINITY, "Affinity"),

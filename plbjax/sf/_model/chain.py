@@ -24,9 +24,12 @@ import numpy as np
 
 from plbjax.anneal import Model
 from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Problem
+from plbjax.sf._model import app_groups
 from plbjax.sf._model import energy as E
 from plbjax.sf._model.constraints import (
+    AppLoads,
     NodeLoads,
+    app_loads,
     domain_violations_of,
     held_loads,
     partition_domain_violations,
@@ -65,6 +68,7 @@ class SearchState(eqx.Module):
     domain_violations: jax.Array  # [P, 2] each partition's fault- and upgrade-domain violation measure
     energy: jax.Array  # SF's energy + penalty
     held: jax.Array | None = None  # [N, M] loads with what moves away, under PreventTransientOvercommit
+    apps: AppLoads | None = None  # the application groups' loads (`Features.applications`)
 
 
 def _stats(values: jax.Array, mask: jax.Array, count: jax.Array):
@@ -128,6 +132,7 @@ def _fresh(search: Search, node_of, primary_of, penalty=None, domain_violations=
         domain_violations=domain_violations,  # pyright: ignore[reportArgumentType]
         energy=jnp.zeros(()),
         held=held_loads(search, node_of, primary_of, loads) if search.scope.transient else None,
+        apps=app_loads(problem, node_of, primary_of) if problem.features.applications else None,
     )
     cost = E.movement_cost(search, node_of, primary_of)
     if penalty is None:
@@ -411,6 +416,7 @@ def apply(search: Search, state: SearchState, moves: Move, keep: jax.Array, ener
         l_total=l_total,
         l_sq=l_sq,
         held=held_loads(search, node_of, primary_of, loads) if search.scope.transient else None,
+        apps=app_loads(cluster, node_of, primary_of) if cluster.features.applications else None,
     )
 
 
@@ -441,6 +447,9 @@ def propose(search: Search, state: SearchState, words, swap_probability: float =
     mix = shares(swap_probability, EXCHANGE, COMPOUND if cluster.features.compound else 0.0)
 
     def evaluated(paired: bool, moves: Move):
+        if cluster.features.applications:
+            check = functools.partial(app_groups.checked, cluster, search.scope.enforce, state.apps, state.node_of)
+            moves = jax.vmap(check, in_axes=(None, 0))(state.loads, moves)
         one = functools.partial(evaluate, paired=paired)
         return moves, *jax.vmap(one, in_axes=(None, None, 0))(search, state, moves)
 
@@ -494,12 +503,16 @@ def footprint(search: Search, state: SearchState, move: Move) -> jax.Array:
     if cluster.features.affinity:
         ids += [parent(move.replica), parent(move.replica2)]
     ids.append(jnp.where(tight & (move.moves_delta > 0), n_nodes + n_parts, -1))
+    if cluster.apps is not None:  # an application's scaleout count and total load are its own
+        app = lambda r: jnp.where(r >= 0, cluster.apps.replica_app[jnp.maximum(r, 0)], -1)  # pyright: ignore
+        ids += [jnp.where(app(r) >= 0, n_nodes + n_parts + 1 + app(r), -1) for r in (move.replica, move.replica2)]
     return jnp.stack(ids).astype(jnp.int32)
 
 
 def footprint_ids(search: Search) -> int:
     cluster = search.cluster
-    return cluster.node_up.shape[0] + cluster.partition_service.shape[0] + 1
+    apps = 0 if cluster.apps is None else cluster.apps.max_nodes.shape[0]
+    return cluster.node_up.shape[0] + cluster.partition_service.shape[0] + 1 + apps
 
 
 def solution(state: SearchState):

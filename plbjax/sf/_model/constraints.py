@@ -1,4 +1,6 @@
-"""Hard constraints: replica exclusion, node capacity, fault- and upgrade-domain distribution.
+"""Hard constraints: replica exclusion, node capacity, fault- and upgrade-domain distribution, and
+Service Fabric's application groups (scaleout count, application capacity, reservation: `AppLoads`,
+`app_violations`; a move's change is `app_groups.checked`'s).
 
 A search step may never make a constraint worse than it is (SF's balancing keeps every constraint
 whose priority is not -1). Domain distribution follows SF's rule: at every level of the domain tree,
@@ -17,7 +19,7 @@ import jax.numpy as jnp
 
 from plbjax.sf._encoding import CAPACITY, Problem
 from plbjax.sf._model.search_scope import Search
-from plbjax.sf._model.violation_record import Violations
+from plbjax.sf._model.violation_record import AppViolations, Violations
 
 
 def domain_violation(
@@ -277,6 +279,58 @@ def unplaced(problem: Problem, node_of: jax.Array) -> jax.Array:
     return real & (node_of < 0)
 
 
+class AppLoads(eqx.Module):
+    """Each application's replicas `count` [A, N] and load `load` [A, N, M] per node, with what
+    follows from them: nodes occupied `used` [A], load in all `total` [A, M], and the load each
+    node holds in reserve for the applications on it, `reserved` [N, M]."""
+
+    count: jax.Array
+    load: jax.Array
+    used: jax.Array
+    total: jax.Array
+    reserved: jax.Array
+
+
+def app_loads(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> AppLoads:
+    """The applications' loads of placement `node_of`, `primary_of`."""
+    apps = problem.apps
+    assert apps is not None
+    n_apps, n_nodes = apps.max_nodes.shape[0], problem.node_up.shape[0]
+    rows = jnp.arange(node_of.shape[0])
+    primary = primary_of[problem.replica_partition] == rows
+    loads = jnp.where(primary[:, None], problem.load_primary, problem.load_secondary)
+    placed = (apps.replica_app >= 0) & (node_of >= 0)
+    at = jnp.where(placed, apps.replica_app * n_nodes + jnp.maximum(node_of, 0), n_apps * n_nodes)
+    count = jax.ops.segment_sum(placed.astype(jnp.int32), at, num_segments=n_apps * n_nodes + 1)[:-1]
+    load = jax.ops.segment_sum(jnp.where(placed[:, None], loads, 0.0), at, num_segments=n_apps * n_nodes + 1)[:-1]
+    count, load = count.reshape(n_apps, n_nodes), load.reshape(n_apps, n_nodes, -1)
+    reserved = jnp.sum(reserve(apps.reservation[:, None, :], count[..., None], load), axis=0)
+    return AppLoads(count, load, jnp.sum(count > 0, axis=1), jnp.sum(load, axis=1), reserved)
+
+
+def reserve(reservation, count, load):
+    """What an application holds in reserve on a node: its reservation less its load there, where
+    it has a replica (ApplicationEntry::GetReservationDiff)."""
+    return jnp.where(count > 0, jnp.maximum(reservation - load, 0.0), 0.0)
+
+
+def app_violations(
+    problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array
+) -> AppViolations[jax.Array]:
+    """The application groups' violations of a placement whose node loads are `loads` [N, M]."""
+    apps = problem.apps
+    assert apps is not None
+    now = app_loads(problem, node_of, primary_of)
+    scaleout = jnp.maximum(now.used - apps.max_nodes, 0)
+    node = relative_excess(now.load, apps.node_capacity[:, None, :])
+    total = relative_excess(now.total, apps.total_capacity)
+    reserved = relative_excess(loads + now.reserved, problem.capacity) - relative_excess(loads, problem.capacity)
+    app, on = jnp.maximum(apps.replica_app, 0), jnp.maximum(node_of, 0)
+    ours = (apps.replica_app >= 0) & (node_of >= 0)
+    over = (jnp.sum(node, axis=2)[app, on] > 0) | (jnp.sum(total, axis=1)[app] > 0)
+    return AppViolations(scaleout, node, total, reserved, ours & (scaleout[app] > 0), ours & over)
+
+
 def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, loads: jax.Array) -> Violations[jax.Array]:
     """Full-state constraint report: per-node capacity violation, per-replica placement, affinity and
     unplaced flags, per-partition exclusion, fault-domain, upgrade-domain and preferred-primary."""
@@ -303,6 +357,7 @@ def violations(problem: Problem, node_of: jax.Array, primary_of: jax.Array, load
         away=away_from_home(problem, replicas, node_of),
         headless=headless,
         exclusion=exclusion,
+        apps=None if problem.apps is None else app_violations(problem, node_of, primary_of, loads),
     )
 
 

@@ -8,6 +8,7 @@ problem a `BadInput` naming its key; SF's defaults filled in (metrics, weights, 
 from __future__ import annotations
 
 from plbjax.errors import BadInput
+from plbjax.sf._state.applications import application_notes, read_applications
 from plbjax.sf._state.cluster import (
     BUILTIN_LOADS,
     DEFAULT_METRIC_WEIGHT,
@@ -55,6 +56,7 @@ def build_state(doc: dict, document: dict | None = None, columns: Columns | None
     else:
         partitions, replica_ids = columns.partitions({s.name: s for s in services}, nodes)
     metrics = sorted({m.name for s in services for m in s.metrics})
+    applications = read_applications(doc.get("Applications", []), services, settings)
 
     def per_metric(key: str, default: float | bool, kind: type) -> dict:
         return {m: default for m in metrics} | {k: kind(v) for k, v in doc.get(key, {}).items()}
@@ -75,7 +77,8 @@ def build_state(doc: dict, document: dict | None = None, columns: Columns | None
         history=read_history(doc.get("History", {}), replica_ids, node_names),
         resource_thresholds={k: float(v) for k, v in doc.get("ResourceThresholds", {}).items()},
         document=document,
-        notes=_ignored_loads(doc["Services"]),
+        notes=_ignored_loads(doc["Services"]) + application_notes(applications, services, set(metrics)),
+        applications=applications,
     )
 
 

@@ -3,7 +3,8 @@
 `ClusterState` holds a validated state document's nodes, services, partitions and replicas
 (`Node`, `Service`, `Partition`, `Replica`, a service's `Metric`), SF's defaults filled in, and the
 document's other parts as typed records read once (`NodeType`, a service's `Correlation`,
-`PlacementPolicy` and `ResourceGovernance`, the `Upgrade`, the block list's `BlockEntry`); the
+`PlacementPolicy` and `ResourceGovernance`, the `Upgrade`, the block list's `BlockEntry`, the
+application groups' `Application` and `ApplicationMetric`); the
 readers that build it are `reading` (documents) and `building` (SF's rules); `rendering` writes
 it back. Tuples keep the input order.
 """
@@ -107,6 +108,36 @@ class BlockEntry:
 
 
 @dataclass(frozen=True)
+class ApplicationMetric:
+    """An application's capacity in one metric (Applications[].Metrics[]; SF's
+    ApplicationMetricDescription): None where SF sets no limit (0 or absent)."""
+
+    name: str
+    node_capacity: float | None  # MaximumCapacity: its most load on one node
+    reservation: float  # ReservationCapacity: load held on each node it occupies (0: none)
+    total_capacity: float | None  # TotalApplicationCapacity: its most load in the cluster
+
+
+@dataclass(frozen=True)
+class Application:
+    """An application group (Applications[]; SF's ApplicationDescription with its
+    ApplicationCapacity): the services whose ApplicationName is `name` belong to it."""
+
+    name: str
+    minimum_nodes: int  # MinimumNodes (0: none)
+    maximum_nodes: int | None  # MaximumNodes: its scaleout count (None: no limit)
+    metrics: tuple[ApplicationMetric, ...]
+
+    @property
+    def limits(self) -> bool:
+        """It limits something: a scaleout count, a capacity or a reservation."""
+        capacities = (
+            m.node_capacity is not None or m.total_capacity is not None or m.reservation > 0 for m in self.metrics
+        )
+        return self.maximum_nodes is not None or any(capacities)
+
+
+@dataclass(frozen=True)
 class Metric:
     """A service's metric with its weight and default loads (instance load = primary_load)."""
 
@@ -207,6 +238,7 @@ class ClusterState:
     # behind (`rendering.state_document` writes the state), so it is not part of the state's value
     document: dict = field(compare=False)
     notes: tuple[str, ...] = ()  # what SF accepts but ignores, for the run summary
+    applications: tuple[Application, ...] = ()  # application groups (Applications), in input order
     _by_name: dict[str, Service] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -705,3 +705,65 @@ def test_a_rendered_state_reads_back_as_the_same_state():
     for given in (doc, _replayed(doc)):
         state = parse_state(given)
         assert parse_state(state_document(state)) == state
+
+
+def _grouped(doc, *apps):
+    """`doc` with the application groups `apps` (its services are of fabric:/Shop)."""
+    return copy.deepcopy(doc) | {"Applications": list(apps)}
+
+
+def test_application_groups_are_read_once_as_records(doc):
+    """SF's ApplicationCapacity (ApplicationDescription): 0 is no limit, as in SF; a service belongs to
+    its ApplicationName, or to the application its name starts with."""
+    metric = {"Name": "Memory", "MaximumCapacity": 40, "ReservationCapacity": 10, "TotalApplicationCapacity": 0}
+    app = {"ApplicationName": "fabric:/Shop", "MinimumNodes": 1, "MaximumNodes": 3, "Metrics": [metric]}
+    state = parse_state(_grouped(doc, app))
+    (read,) = state.applications
+    assert (read.name, read.minimum_nodes, read.maximum_nodes) == ("fabric:/Shop", 1, 3)
+    assert [(m.name, m.node_capacity, m.reservation, m.total_capacity) for m in read.metrics] == [
+        ("Memory", 40.0, 10.0, None)
+    ]
+    assert read.limits and {s.application for s in state.services} == {"fabric:/Shop"}
+    assert not parse_state(_grouped(doc, {"ApplicationName": "fabric:/Shop", "MaximumNodes": 0})).applications[0].limits
+    assert parse_state(doc).applications == ()
+
+
+@pytest.mark.parametrize(
+    "app, fragments",
+    [
+        ({"ApplicationName": "fabric:/A", "MinimumNodes": 3, "MaximumNodes": 2}, ["Applications[0].MinimumNodes", "3"]),
+        (
+            {
+                "ApplicationName": "fabric:/A",
+                "Metrics": [{"Name": "M", "MaximumCapacity": 5, "ReservationCapacity": 6}],
+            },
+            ["Applications[0].Metrics[0].ReservationCapacity"],
+        ),
+        (
+            {
+                "ApplicationName": "fabric:/A",
+                "MaximumNodes": 3,
+                "Metrics": [{"Name": "M", "MaximumCapacity": 5, "TotalApplicationCapacity": 10}],
+            },
+            ["Applications[0].Metrics[0].TotalApplicationCapacity", "5 * 3"],
+        ),
+        ({"ApplicationName": "fabric:/A", "Metrics": [{"Name": "M"}, {"Name": "M"}]}, ["Metrics[1].Name", "duplicate"]),
+        ({"ApplicationName": "fabric:/A", "MaximumNodes": -1}, ["MaximumNodes"]),
+        ({"ApplicationName": "fabric:/A", "Bogus": 1}, ["Bogus"]),
+    ],
+)
+def test_bad_application_groups_name_their_key(doc, app, fragments):
+    """SF's ApplicationCapacityDescription::TryValidate (applicationcapacitydescription.cpp:109,
+    applicationmetricdescription.cpp:95), and the schema."""
+    rejects(_grouped(doc, app), *fragments)
+
+
+def test_application_groups_need_the_priorities_they_are_measured_with(doc):
+    """A scaleout count is measured with placement's priority, an application capacity with
+    capacity's: a document that sets them apart is refused, naming the setting."""
+    app = {"ApplicationName": "fabric:/Shop", "MaximumNodes": 2}
+    grouped = _grouped(doc, app, {"ApplicationName": "fabric:/Shop", "MaximumNodes": 3})
+    rejects(grouped, "Applications[1].ApplicationName", "duplicate")
+    settings = dict(doc.get("Settings", {}), ScaleoutCountConstraintPriority=1)
+    rejects(_grouped(doc, app) | {"Settings": settings}, "Settings.ScaleoutCountConstraintPriority")
+    assert parse_state(_grouped(doc, {"ApplicationName": "fabric:/Shop"}) | {"Settings": settings}).applications
