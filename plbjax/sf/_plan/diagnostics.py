@@ -79,13 +79,15 @@ def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: 
     v = report.violations
     out = []
     capacity = np.asarray(problem.capacity)
-    for n, m in zip(*np.nonzero(v.capacity[: index.n_nodes, : len(index.metrics)] > 0)):
+    reserved = np.zeros_like(v.capacity) if v.apps is None else np.asarray(v.apps.reserved)
+    for n, m in zip(*np.nonzero((v.capacity + reserved)[: index.n_nodes, : len(index.metrics)] > 0)):
+        held = ", with what the applications on it reserve," if reserved[n, m] > 0 else ""
         out.append(
             _report(
                 "NodeCapacityViolation",
                 index.nodes[n],
                 f"Node {index.nodes[n]} is over capacity for metric {index.metrics[m]}: load "
-                f"{float(report.loads[n, m]):g} exceeds capacity {float(capacity[n, m]):g}.",
+                f"{float(report.loads[n, m]):g}{held} exceeds capacity {float(capacity[n, m]):g}.",
             )
         )
     threshold = np.asarray(problem.threshold_load)
@@ -112,7 +114,10 @@ def health_reports(index: Index, problem: Problem, node_of: np.ndarray, report: 
             f"Details: Replica on NodeName -- {index.nodes[node_of[r]]}",
         )
 
-    for replicas, constraint in ((v.placement, "PlacementConstraint"), (v.affinity, "Affinity")):
+    kinds = [(v.placement, "PlacementConstraint"), (v.affinity, "Affinity")]
+    if v.apps is not None:  # SF's constraint names (IConstraint::Enum)
+        kinds += [(v.apps.scaleout_replicas, "ScaleoutCount"), (v.apps.capacity_replicas, "ApplicationCapacity")]
+    for replicas, constraint in kinds:
         for r in np.flatnonzero(replicas[: index.n_replicas]):
             out.append(replica_report(int(r), constraint))
     trees = (

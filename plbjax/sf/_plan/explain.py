@@ -45,14 +45,15 @@ def movements_entry(limits: dict[str, int], spent: int, used: int) -> dict:
 def violation_counts(index: Index, report: Assessment[np.ndarray], priorities: np.ndarray) -> list[dict]:
     """The enforced violations of a placement by constraint kind: `{Constraint, Count, Of}` with
     Of the unit counted (Nodes over capacity or threshold, Partitions with a domain rule broken or
-    two replicas on a node, Replicas otherwise)."""
+    two replicas on a node, Replicas otherwise: of an application group in violation too)."""
     v = report.violations
     n, p, r, m = index.n_nodes, index.n_partitions, index.n_replicas, len(index.metrics)
     preferred = v.away[:r].sum() + v.preferred[:p].sum()
+    capacity = v.capacity[:n, :m] + (0 if v.apps is None else v.apps.reserved[:n, :m])
     kinds = [
         ("ReplicaUnplaced", v.unplaced[:r].sum(), "Replicas", True),
         ("ReplicaExclusion", (v.exclusion[:p] > 0).sum(), "Partitions", True),
-        ("NodeCapacity", (v.capacity[:n, :m] > 0).any(1).sum(), "Nodes", priorities[CAPACITY] >= 0),
+        ("NodeCapacity", (capacity > 0).any(1).sum(), "Nodes", priorities[CAPACITY] >= 0),
         ("PlacementConstraint", v.placement[:r].sum(), "Replicas", priorities[PLACEMENT] >= 0),
         ("FaultDomain", (v.fault_domain[:p] > 0).sum(), "Partitions", priorities[FAULT_DOMAIN] >= 0),
         ("UpgradeDomain", (v.upgrade_domain[:p] > 0).sum(), "Partitions", priorities[UPGRADE_DOMAIN] >= 0),
@@ -60,6 +61,11 @@ def violation_counts(index: Index, report: Assessment[np.ndarray], priorities: n
         ("PreferredLocation", preferred, "Replicas", priorities[PREFERRED] >= 0),
         ("ResourceThreshold", (v.threshold[:n, :m] > 0).any(1).sum(), "Nodes", True),
     ]
+    if v.apps is not None:
+        kinds += [
+            ("ScaleoutCount", v.apps.scaleout_replicas[:r].sum(), "Replicas", priorities[PLACEMENT] >= 0),
+            ("ApplicationCapacity", v.apps.capacity_replicas[:r].sum(), "Replicas", priorities[CAPACITY] >= 0),
+        ]
     return [{"Constraint": k, "Count": int(c), "Of": of} for k, c, of, on in kinds if on and c]
 
 
@@ -74,14 +80,14 @@ def _replica_violations(
     v = report.violations
     name = index.nodes[node] if node >= 0 else "no node"
     out = []
-    over = np.flatnonzero(np.asarray(v.capacity)[node, : len(index.metrics)] > 0) if node >= 0 else []
+    capacity = np.asarray(v.capacity) + (0 if v.apps is None else np.asarray(v.apps.reserved))
+    over = np.flatnonzero(capacity[node, : len(index.metrics)] > 0) if node >= 0 else []
     if len(over):
         out.append(f"NodeCapacity ({', '.join(index.metrics[m] for m in over)}) on {name}")
-    for replicas, kind in (
-        (v.placement, "PlacementConstraint"),
-        (v.affinity, "Affinity"),
-        (v.away, "PreferredLocation"),
-    ):
+    kinds = [(v.placement, "PlacementConstraint"), (v.affinity, "Affinity"), (v.away, "PreferredLocation")]
+    if v.apps is not None:
+        kinds += [(v.apps.scaleout_replicas, "ScaleoutCount"), (v.apps.capacity_replicas, "ApplicationCapacity")]
+    for replicas, kind in kinds:
         if replicas[r]:
             out.append(f"{kind} on {name}")
     if primary and v.preferred[p]:

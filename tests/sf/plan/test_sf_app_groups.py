@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 from checker import app_group_violations, placement_of
-from sf_cases import DEFAULT, document, fu, movements, run, sf_nodes
+from sf_cases import DEFAULT, document, fu, health, movements, run, sf_nodes
 
 from plbjax.sf import parse_state
 
@@ -87,12 +87,15 @@ def test_constraint_check_fixes_an_application_over_its_node_capacity():
 def test_placement_keeps_a_new_replica_within_the_scaleout_count_it_already_breaks():
     """PLBAppGroups.Test.cpp:280 AppGroupsPlacementWithViolation: three nodes, App1 MaximumNodes 1;
     TestService1 P/0,S/1 (already on two nodes), TestService2 a replica to place. SF: one action,
-    "1 add primary 0|1" (a third node would make the violation worse)."""
+    "1 add primary 0|1" (a third node would make the violation worse). The violation stands, reported
+    as SF names it (ScaleoutCount)."""
     services = [_service("TestService1", "App1", "", 2), _service("TestService2", "App1", "", 1)]
     partitions = [fu("TestService1", "0", "P/0,S/1"), _empty("TestService2", "1")]
     result = _plan(services, partitions, sf_nodes(3), [_app("App1", 1, 1)])
     assert len(result["Actions"]) == 1, result["Actions"]
     assert _added(result) in ([("AddPrimary", "N0")], [("AddPrimary", "N1")]), result["Actions"]
+    assert {"Constraint": "ScaleoutCount", "Count": 3, "Of": "Replicas"} in result["Remaining"]["Violations"]
+    assert len(health(result, "ReplicaConstraintViolation_ScaleoutCount")) == 3
 
 
 def test_reservation_of_other_applications_leaves_no_room_to_place():

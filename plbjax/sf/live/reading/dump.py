@@ -4,7 +4,8 @@ Standard library only (urllib, ssl). Calls and api-versions are those of SF's RE
 (learn.microsoft.com/rest/api/servicefabric), as microsoft/service-fabric-client-dotnet's generated
 clients send them: Get Cluster Manifest ``/$/GetClusterManifest`` 6.0, Get Node Info List ``/Nodes``
 6.3, Get Node Load Info ``/Nodes/{node}/$/GetLoadInformation`` 6.0, Get Application Info List
-``/Applications`` 6.1, Get Service Info List ``/Applications/{app}/$/GetServices`` 6.4, Get Service
+``/Applications`` 6.1, Get Application Load Info ``/Applications/{app}/$/GetLoadInformation`` 6.0
+(optional, as the other load calls), Get Service Info List ``/Applications/{app}/$/GetServices`` 6.4, Get Service
 Description ``/Services/{svc}/$/GetDescription`` 6.0, Get Partition Info List
 ``/Services/{svc}/$/GetPartitions`` 6.4, Get Replica Info List ``/Partitions/{pid}/$/GetReplicas``
 6.0, Get Partition Load Information ``/Partitions/{pid}/$/GetLoadInformation`` 6.0 and, with
@@ -66,7 +67,9 @@ def dump_cluster(client: Client, out: str | Path, replica_loads: bool = False, i
         writer.put(f"node-load/{name}.json", optional(client, f"/Nodes/{quote(name)}/$/GetLoadInformation", "6.0"))
     for app in items(writer.put("applications.json", client.pages("/Applications", "6.1"))):
         app_id = field(app, "Id")
-        services = client.pages(f"/Applications/{quote(app_id, safe='~')}/$/GetServices", "6.4")
+        app_path = f"/Applications/{quote(app_id, safe='~')}"
+        writer.put(f"application-load/{app_id}.json", optional(client, f"{app_path}/$/GetLoadInformation", "6.0"))
+        services = client.pages(f"{app_path}/$/GetServices", "6.4")
         for service in items(writer.put(f"services/{app_id}.json", services)):
             _service(client, writer, field(service, "Id"), replica_loads)
     return writer.count

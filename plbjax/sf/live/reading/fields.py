@@ -3,7 +3,8 @@
 Field names are those of the Service Fabric REST API reference (learn.microsoft.com/rest/api/servicefabric,
 the 8.2 swagger in Azure/azure-rest-api-specs), as serialised by microsoft/service-fabric-client-dotnet
 (src/Microsoft.ServiceFabric.Client.Http/Generated/Serialization/*Converter.cs: NodeInfo, NodeLoadInfo,
-NodeLoadMetricInformation, ApplicationInfo, Stateful/StatelessServiceInfo, Stateful/StatelessServiceDescription,
+NodeLoadMetricInformation, ApplicationInfo, ApplicationLoadInfo, ApplicationLoadMetricInformation,
+Stateful/StatelessServiceInfo, Stateful/StatelessServiceDescription,
 ServiceLoadMetricDescription, ServiceCorrelationDescription, ServicePlacement*PolicyDescription,
 Stateful/StatelessServicePartitionInfo, Int64Range/NamedPartitionInformation, StatefulServiceReplicaInfo,
 StatelessServiceInstanceInfo, PartitionLoadInformation, LoadMetricReportInfo,
@@ -90,6 +91,18 @@ APPLICATION = {
     "ApplicationDefinitionKind": NOT_PLACEMENT,
     "ManagedApplicationIdentity": NOT_PLACEMENT,
     "ApplicationMetadata": NOT_PLACEMENT,
+}
+APPLICATION_LOAD = {  # Get Application Load Info (ApplicationLoadInfo): `applications`
+    "Id": True,
+    "MinimumNodes": True,
+    "MaximumNodes": True,
+    "NodeCount": DERIVED,
+    "ApplicationLoadMetricInformation": {
+        "Name": True,
+        "ReservationCapacity": True,
+        "ApplicationCapacity": True,
+        "ApplicationLoad": DERIVED,
+    },
 }
 SERVICE = {
     "Id": True,
@@ -229,6 +242,7 @@ NAMES = _names(
     NODE,
     NODE_LOAD,
     APPLICATION,
+    APPLICATION_LOAD,
     SERVICE,
     DESCRIPTION,
     PARTITION,

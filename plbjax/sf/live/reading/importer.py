@@ -15,7 +15,9 @@ What SF allows but the state cannot hold is reported and left out rather than fa
 system application (``fabric:/System``, ids ``System~...``) and of ServiceKind ``Invalid``, with their
 partition, replica and load files; a correlation with a service the dump does not hold, with the
 service itself, a second correlation of one service, or one that would make an affinity chain (SF's
-PLB keeps one parent per service and no chains).
+PLB keeps one parent per service and no chains). Application groups come from each application's load
+information (``application-load/``, `plbjax.sf.live.reading.applications`), which does not carry an
+application's per-node MaximumCapacity (reported).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from plbjax.errors import BadInput
 from plbjax.files import write_text
 from plbjax.sf import parse_state
 from plbjax.sf.live.reading import fields
+from plbjax.sf.live.reading.applications import read_application_groups
 from plbjax.sf.live.reading.dumpdir import DUMP_FILES, Dump, at, need_name
 from plbjax.sf.live.reading.fields import Json
 from plbjax.sf.live.reading.manifest import parse_manifest
@@ -64,6 +67,9 @@ def import_dump(root: str) -> tuple[Json, Report]:
             if service is not None:
                 doc["Services"].append(service)
                 doc["Partitions"] += read_partitions(dump, service, service_id, node_names, report)
+    groups = read_application_groups(dump, applications, report)
+    if groups:  # none: the document as before application groups
+        doc["Applications"] = groups
     _check_files(dump, {app_id for app_id, _ in applications}, service_ids, skipped, report)
     _check_correlations(doc["Services"], report)
     check_orphans(dump, doc["Partitions"], report, skipped)
@@ -155,7 +161,7 @@ def _check_files(dump: Dump, app_ids: set[str], service_ids: set[str], skipped: 
     a per-service file of a service that no services/*.json lists; files of SF's system application
     (not part of a dump) are noted and not carried."""
     system = "system services are not part of a dump"
-    for rel in dump.files("services"):
+    for rel in dump.files("services") + dump.files("application-load"):
         app_id = rel.split("/", 1)[1].removesuffix(".json")
         if app_id == SYSTEM_ID:
             report.note(f"{rel}: not carried: {system}")

@@ -270,6 +270,8 @@ def _read(s: Served, words: list[str], query: Query) -> tuple[int, object]:
         return _item([a for a in s.items("applications.json") if a.get("Id") == words[1]])
     if head == "Applications" and n == 3 and last == "GetHealth":
         return 200, health.application(s, words[1])
+    if head == "Applications" and n == 3 and last == "GetLoadInformation":
+        return 200, _application_load(s, words[1])
     if head == "Applications" and n == 3 and last == "GetUpgradeProgress":
         return 200, health.application_upgrade(s, words[1])
     if head == "Services" and n == 3 and last == "GetHealth":
@@ -368,6 +370,17 @@ def _node_item(s: Served, name: str) -> Json:
     if deactivation is not None:
         item["NodeDeactivationInfo"] = deactivation
     return item
+
+
+def _application_load(s: Served, app_id: str) -> object:
+    """Get Application Load Info: the stored answer, else SF's for an application without application
+    capacity (zeros, no metric)."""
+    if f"application-load/{app_id}.json" in s.files:
+        return s.files[f"application-load/{app_id}.json"]
+    if not any(a.get("Id") == app_id for a in s.items("applications.json")):
+        raise moves.refuse("FABRIC_E_APPLICATION_NOT_FOUND")
+    zero = {"MinimumNodes": "0", "MaximumNodes": "0", "NodeCount": "0", "ApplicationLoadMetricInformation": []}
+    return {"Id": app_id} | zero
 
 
 def _item(found: list) -> tuple[int, object]:

@@ -151,6 +151,31 @@ METRIC = {
 
 
 @dataclass(frozen=True)
+class StateApplication:
+    """A state document's application group: its capacities, SF-worded per metric."""
+
+    name: str
+    minimum: int = 0
+    maximum: int = 0
+    metrics: list[Json] | None = None
+
+
+APPLICATION = {"name": "ApplicationName", "minimum": "MinimumNodes", "maximum": "MaximumNodes", "metrics": "Metrics"}
+
+
+@dataclass(frozen=True)
+class AppMetric:
+    """An application group's capacity in one metric (0: none)."""
+
+    name: str
+    reservation: float = 0
+    total: float = 0
+
+
+APP_METRIC = {"name": "Name", "reservation": "ReservationCapacity", "total": "TotalApplicationCapacity"}
+
+
+@dataclass(frozen=True)
 class StateReplica:
     """A state document's replica; `rid` as the document spells it (a number or a string)."""
 
@@ -189,6 +214,7 @@ class State:
     partitions: list[StatePartition]
     node_types: list[NodeType]
     sections: dict[str, Json]
+    applications: list[StateApplication] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -200,6 +226,7 @@ class _Document:
     partitions: list[Json] = field(default_factory=list)
     node_types: list[Json] | None = None
     settings: Json | None = None
+    applications: list[Json] | None = None
 
 
 DOCUMENT = {
@@ -208,6 +235,7 @@ DOCUMENT = {
     "partitions": "Partitions",
     "node_types": "NodeTypes",
     "settings": "Settings",
+    "applications": "Applications",
 }
 
 
@@ -236,6 +264,7 @@ def read_state(doc: Json) -> State:
         [_partition(p) for p in top.partitions],
         [take(NodeType, NODE_TYPE, t) for t in top.node_types or []],
         sections,
+        [take(StateApplication, APPLICATION, a) for a in top.applications or []],
     )
 
 

@@ -17,6 +17,7 @@ from plbjax.sf.live.rest import service_id
 from plbjax.sf.live.simulator.cluster import PRIMARY, SECONDARY, Cluster, Options, Partition, Replica
 from plbjax.sf.live.simulator.http import MANIFEST, Served
 from plbjax.sf.live.simulator.records import (
+    APP_METRIC,
     CONSTRAINTS,
     DESCRIPTION,
     LISTED,
@@ -24,6 +25,7 @@ from plbjax.sf.live.simulator.records import (
     LISTED_NODE_TYPE,
     METRIC,
     REPLICA,
+    AppMetric,
     Constraints,
     Description,
     Listed,
@@ -32,6 +34,7 @@ from plbjax.sf.live.simulator.records import (
     ListedReplica,
     Metric,
     State,
+    StateApplication,
     StateNode,
     StatePartition,
     StateReplica,
@@ -124,6 +127,8 @@ def render(state: State) -> tuple[dict[str, object], dict[str, tuple[str, object
     owners: dict[str, str] = {}  # PartitionId -> the first service (in the document's order) that has it
     for part in state.partitions:
         owners.setdefault(str(part.pid).lower(), part.service)
+    for group in state.applications:
+        files[f"application-load/{service_id(group.name)}.json"] = _application_load(group, state, apps)
     for name, services in apps.items():
         files[f"services/{service_id(name)}.json"] = _paged([_service_info(s) for s in services])
         for service in services:
@@ -253,6 +258,38 @@ def _application(name: str) -> Json:
         "Parameters": [],
         "HealthState": "Ok",
         "ApplicationDefinitionKind": "ServiceFabricApplicationDescription",
+    }
+
+
+def _application_load(group: StateApplication, state: State, apps: dict[str, list[StateService]]) -> Json:
+    """ApplicationLoadInfo, as Get Application Load Info shows it: ReservationCapacity is the
+    cluster's (the per-node one times MinimumNodes), ApplicationLoad its replicas' loads."""
+    services = {s.name: s for s in apps.get(group.name, [])}
+    nodes: set[str] = set()
+    load: dict[str, float] = {}
+    for part in (p for p in state.partitions if p.service in services):
+        service = services[part.service]
+        metrics = [take(Metric, METRIC, m) for m in service.metrics or []]
+        for replica in (r for r in part.replicas if r.node):
+            nodes.add(str(replica.node))
+            role = (Role.from_sf(str(replica.role)) if replica.role else None) or Role.INSTANCE
+            for name, value in (_defaults(metrics, role) | (replica.loads or {})).items():
+                load[name] = load.get(name, 0.0) + float(value)
+    metrics = [take(AppMetric, APP_METRIC, m) for m in group.metrics or []]
+    return {
+        "Id": service_id(group.name),
+        "MinimumNodes": str(group.minimum),
+        "MaximumNodes": str(group.maximum),
+        "NodeCount": str(len(nodes)),
+        "ApplicationLoadMetricInformation": [
+            {
+                "Name": m.name,
+                "ReservationCapacity": str(int(m.reservation * group.minimum)),
+                "ApplicationCapacity": str(int(m.total)),
+                "ApplicationLoad": str(int(load.get(m.name, 0.0))),
+            }
+            for m in metrics
+        ],
     }
 
 
