@@ -60,6 +60,9 @@ def _empty(svc: str, pid: str) -> dict:
     return {"ServiceName": svc, "PartitionId": pid, "Replicas": []}
 
 
+SF_TEST = {"MaxPercentageToMove": 1.0}  # LoadBalancing.Test.exe.cfg
+
+
 def _plan(services, partitions, nodes, apps, **extra) -> dict:
     doc = document(services, partitions, nodes, None, False, Applications=apps, **extra)
     result, after = run(doc, DEFAULT)
@@ -81,7 +84,9 @@ def test_constraint_check_fixes_an_application_over_its_node_capacity():
     partitions = [fu("TestService1", "0", "P/0"), fu("TestService1", "1", "P/0")]
     result = _plan(services, partitions, _nodes(2, {"CPU": 100}), [_app("App1", 0, 0, "CPU/1000/50/0")])
     assert len(result["Actions"]) == 1, result["Actions"]
-    assert [(a["SourceNode"], a["TargetNode"]) for a in movements(result)] == [("N0", "N1")]
+    assert [(a["SourceNode"], a["TargetNode"], a["Phase"]) for a in movements(result)] == [
+        ("N0", "N1", "ConstraintCheck")
+    ]
 
 
 def test_placement_keeps_a_new_replica_within_the_scaleout_count_it_already_breaks():
@@ -135,7 +140,9 @@ def test_constraint_check_moves_a_replica_off_a_node_the_reservation_overfills()
     partitions = [fu("TestService1", "0", "P/0,S/1"), fu("TestService2", "1", "P/0"), fu("TestService3", "2", "P/0")]
     result = _plan(services, partitions, _nodes(2, {"M1": 100, "M3": 100}), apps)
     assert len(result["Actions"]) == 1, result["Actions"]
-    assert [(a["SourceNode"], a["TargetNode"]) for a in movements(result)] == [("N0", "N1")]
+    assert [(a["SourceNode"], a["TargetNode"], a["Phase"]) for a in movements(result)] == [
+        ("N0", "N1", "ConstraintCheck")
+    ]
 
 
 def test_a_replica_goes_where_its_reservation_fits():
@@ -169,3 +176,39 @@ def test_constraint_check_gathers_an_application_on_one_node():
     result = _plan(services, partitions, _nodes(3, {"CPU": 200}), [_app("App", 0, 1)], BlockList=blocks)
     moved = sorted((a["PartitionId"], a["SourceNode"], a["TargetNode"]) for a in movements(result))
     assert moved == [("0", "N0", "N2"), ("1", "N1", "N2"), ("2", "N0", "N2")], result["Actions"]
+    assert {a["Phase"] for a in result["Actions"]} == {"ConstraintCheck"}
+
+
+def test_balancing_moves_only_what_keeps_each_application_within_its_nodes():
+    """PLBBalancing.Test.cpp:4784 BalancingWithApplicationBasicTest1: seven nodes; Application1
+    (MaximumNodes 3, MyMetric 10 per node, 30 in all) has two services on nodes 0-2 (loads 2 and 3),
+    Application2 (MaximumNodes 2, 10 per node, 20 in all) one on nodes 0 and 1 (load 2). SF: 2
+    actions (its commented expectation: Application2's partition moves to nodes 3 and 4; an
+    Application1 replica elsewhere would be a fourth node)."""
+    apps = [_app("Application1", 0, 3, "MyMetric/30/10/0"), _app("Application2", 0, 2, "MyMetric/20/10/0")]
+    services = [
+        _service("Service1", "Application1", "MyMetric/1.0/2/2", 3),
+        _service("Service2", "Application1", "MyMetric/1.0/3/3", 3),
+        _service("Service3", "Application2", "MyMetric/1.0/2/2", 2),
+    ]
+    partitions = [
+        fu("Service1", "0", "P/0, S/1, S/2"),
+        fu("Service2", "1", "P/1, S/0, S/2"),
+        fu("Service3", "2", "P/0, S/1"),
+    ]
+    result = _plan(services, partitions, sf_nodes(7), apps, Settings=SF_TEST)
+    assert len(result["Actions"]) == 2, result["Actions"]
+    assert {a["ServiceName"] for a in result["Actions"]} == {"Service3"}, result["Actions"]
+
+
+def test_balancing_spreads_an_application_its_limits_allow():
+    """PLBBalancing.Test.cpp:4874 BalancingWithApplicationCommonMetricsTest: six nodes; one application
+    (MaximumNodes 6, MyMetric 10 per node, 60 in all) with two three-replica services (load 3) on
+    nodes 0-2. SF: 3 actions, one move to each of nodes 3, 4 and 5."""
+    services = [_service(f"Service{i}", "Application1", "MyMetric/1.0/3/3", 3) for i in (1, 2)]
+    partitions = [fu("Service1", "0", "P/0, S/1, S/2"), fu("Service2", "1", "P/1, S/0, S/2")]
+    result = _plan(
+        services, partitions, sf_nodes(6), [_app("Application1", 0, 6, "MyMetric/60/10/0")], Settings=SF_TEST
+    )
+    assert len(result["Actions"]) == 3, result["Actions"]
+    assert sorted(a["TargetNode"] for a in movements(result)) == ["N3", "N4", "N5"], result["Actions"]
