@@ -163,3 +163,92 @@ def test_replicas_that_add_nothing_to_an_overcommitted_metric_are_placed():
         ("2", "AddPrimary"),
         ("2", "AddSecondary"),
     ], actions
+
+
+def test_unused_reservations_of_two_applications_leave_no_room():
+    """SF's AppGroupsPlacementMultipleAppsWithReservationCantPlace: one node of CPU 100, two
+    applications each reserving 50 on it and using 30; a new replica (30) of either would take its
+    application above its reservation: no action."""
+    services = [_service(app, f"Service{k}", 1, "CPU/1.0/30/30") for app in ("App1", "App2") for k in (1, 2)]
+    parts = [
+        _part(services[0], "0", "P/0"),
+        _part(services[2], "1", "P/0"),
+        _part(services[1], "2"),
+        _part(services[3], "3"),
+    ]
+    apps = [_app("App1", 0, 1, "CPU/100/100/50"), _app("App2", 0, 1, "CPU/100/100/50")]
+    assert _refresh(_nodes([{"CPU": 100}]), apps, services, parts) == []
+
+
+def test_new_replicas_fit_inside_the_reservation():
+    """SF's AppGroupsPlacementWithReservationMultipleReplicasTest: N0, N1 of CPU 100, the application
+    reserves 100 a node; partition 0 (P/0) misses a secondary, partition 1 both replicas (load 10
+    each): three actions, "0 add secondary 1" and two of "1 add * 0|1"."""
+    svc = _service("App", "ApplicationService", 2, "CPU/1.0/10/10")
+    actions = _refresh(
+        _nodes([{"CPU": 100}] * 2),
+        [_app("App", 0, 2, "CPU/1000/500/100")],
+        [svc],
+        [_part(svc, "0", "P/0"), _part(svc, "1")],
+    )
+    assert len(actions) == 3 and ("0", "AddSecondary", None, "N1") in actions, actions
+    assert sum(p == "1" and kind.startswith("Add") for p, kind, _, _ in actions) == 2, actions
+
+
+def test_a_new_replica_uses_the_rest_of_a_reservation():
+    """SF's AppGroupsPlacementWithPartialReservationTest: N0, N1 of CPU 100, reservation 90 a node;
+    partition 0 reports 5 on N0 and 60 on N1; partition 1 (load 95) needs two replicas: only N0 has
+    room (95 + 5 within 100), one action "1 add primary 0"."""
+    svc = _service("App", "ApplicationService", 2, "CPU/1.0/95/95")
+    placed = {
+        "ServiceName": svc["ServiceName"],
+        "PartitionId": "0",
+        "Replicas": [
+            {"ReplicaId": "0.0", "Role": "Primary", "NodeName": "N0", "Loads": {"CPU": 5}},
+            {"ReplicaId": "0.1", "Role": "Secondary", "NodeName": "N1", "Loads": {"CPU": 60}},
+        ],
+    }
+    actions = _refresh(
+        _nodes([{"CPU": 100}] * 2), [_app("App", 0, 2, "CPU/1000/500/90")], [svc], [placed, _part(svc, "1")]
+    )
+    assert actions == [("1", "AddPrimary", None, "N0")], actions
+
+
+def test_an_affinity_fix_takes_only_the_reservation_that_fits():
+    """SF's AppGroupsReservedLoadMoveBasicTest: N0 CPU 200, N1 CPU 100, N2 CPU 0; the parent's replica
+    on N1, two applications (reservation 60 a node) each with two children of it on N0: N1 takes one
+    application's reservation, not both: two actions, both of one application, "move primary 0=>1"."""
+    parent = {"ServiceName": "fabric:/Outside/ParentService", "ServiceKind": "Stateful", "TargetReplicaSetSize": 1}
+    children = [_service(app, "Service", 1, "CPU/1.0/10/10") for app in ("Application1", "Application2")]
+    for child in children:
+        child["Correlations"] = [{"ServiceName": parent["ServiceName"], "Scheme": "AlignedAffinity"}]
+    parts = [_part(parent, "0", "P/1")] + [_part(children[(k - 1) // 2], str(k), "P/0") for k in (1, 2, 3, 4)]
+    apps = [_app("Application1", 0, 2, "CPU/1000/500/60"), _app("Application2", 0, 2, "CPU/1000/500/60")]
+    apps.append(_app("IrrelevantApplication", 0, 2, "IrrelevantCPU/1000/500/100"))
+    actions = _refresh(_nodes([{"CPU": 200}, {"CPU": 100}, {"CPU": 0}]), apps, [parent, *children], parts)
+    assert [a[1:] for a in actions] == [("MovePrimary", "N0", "N1")] * 2, actions
+    assert {a[0] for a in actions} in ({"1", "2"}, {"3", "4"}), actions
+
+
+def test_reservations_over_node_capacity_move_the_application_to_the_node_that_holds_them():
+    """SF's AppGroupsReservedLoadNodeCapacityTest: Metric1 capacity 100 on N0, N1, N3 and 200 on N2;
+    the application reserves 150 a node; two singletons of SF's default metrics on N0 and two of
+    Metric1 load 10 on N1: both nodes are over capacity with the reservation; four actions,
+    "* move primary 0|1=>2"."""
+    s1, s2 = _service("Application1", "Service1", 1), _service("Application1", "Service2", 1, "Metric1/1.0/10/10")
+    parts = [_part(s1, "0", "P/0"), _part(s1, "1", "P/0"), _part(s2, "2", "P/1"), _part(s2, "3", "P/1")]
+    capacities = [{"Metric1": c} for c in (100, 100, 200, 100)]
+    actions = _refresh(_nodes(capacities), [_app("Application1", 0, 2, "Metric1/300/150/150")], [s1, s2], parts)
+    assert len(actions) == 4 and all(kind == "MovePrimary" and target == "N2" for _, kind, _, target in actions), (
+        actions
+    )
+
+
+def test_a_drop_under_a_reservation():
+    """SF's AppGroupsDropWithReservationTest: three nodes of CPU 100, reservation 100 a node; a
+    partition of load 0 on all three, target two: one action, "0 drop secondary *"."""
+    svc = _service("App", "ApplicationService", 2, "CPU/1.0/0/0")
+    actions = _refresh(
+        _nodes([{"CPU": 100}] * 3), [_app("App", 0, 3, "CPU/300/100/100")], [svc], [_part(svc, "0", "P/0, S/1, S/2")]
+    )
+    assert len(actions) == 1 and actions[0][:2] == ("0", "DropSecondary"), actions
