@@ -781,3 +781,100 @@ def _accounting(cluster: _Cluster, after: dict, plan: dict) -> list[str]:
         elif len(running) <= target and target - len(running) != unplaced[key]:
             out.append(f"unplaced: {key} misses {target - len(running)} replicas, Unplaced lists {unplaced[key]}")
     return out
+
+
+# ----------------------------------------------------------------------------- application groups
+
+
+def with_applications(doc: dict, predicates: dict, seed: int) -> dict:
+    """`doc` with SF's application groups for its applications (a service's ApplicationName, else its
+    name's parent), drawn around the placement as it stands: MaximumNodes the nodes each occupies (or
+    one more), capacities per node and in all at or above its loads (some just at them), now and then
+    a reservation; the two priority settings equal to those plbjax measures them with."""
+    rng = random.Random(f"applications-{seed}")
+    used, per_node, total = _app_loads(_Cluster(doc, predicates), doc)
+    metrics = sorted({m["Name"] for s in doc["Services"] for m in s.get("Metrics") or []} & set(METRICS))
+    groups = []
+    for app in sorted({_application(s) for s in doc["Services"]}):
+        maximum = max(len(used[app]) + rng.choice([0, 0, 1]), 1)
+        entries = []
+        for m in metrics:
+            most = max((loads[m] for loads in per_node[app].values()), default=0.0)
+            node = math.ceil(most * rng.choice([1.0, 1.0, 1.5])) + 1
+            whole = max(math.ceil(total[app][m] * rng.choice([1.0, 1.2])) + 1, node * maximum)
+            reserved = rng.choice([0, 0, min(5, node)])
+            entries.append(
+                {"Name": m, "MaximumCapacity": node, "ReservationCapacity": reserved, "TotalApplicationCapacity": whole}
+            )
+        groups.append({"ApplicationName": app, "MaximumNodes": maximum, "Metrics": entries})
+    settings = dict(doc.get("Settings", {}))
+    settings["ScaleoutCountConstraintPriority"] = settings.get("PlacementConstraintPriority", 0)
+    settings["ApplicationCapacityConstraintPriority"] = settings.get("CapacityConstraintPriority", 0)
+    return doc | {"Applications": groups, "Settings": settings}
+
+
+def app_breaks(doc: dict, predicates: dict, plan: dict) -> list[str]:
+    """Every application-group rule `plan` newly breaks on `doc` (SF's ScaleoutCountConstraint,
+    ApplicationCapacityConstraint, and node capacity with the reservations of the applications on a
+    node: ApplicationReservedLoads.cpp:121), by this module's own loads."""
+    cluster = _Cluster(doc, predicates)
+    before, after = _app_rules(cluster, doc), _app_rules(cluster, apply(doc, plan["Actions"]))
+    return [f"{rule}: {key}" for rule, bad in after.items() for key in sorted(bad - before[rule], key=str)]
+
+
+def _application(service: dict) -> str:
+    return service.get("ApplicationName") or service["ServiceName"].rsplit("/", 1)[0]
+
+
+def _app_loads(cluster: _Cluster, doc: dict) -> tuple[dict, dict, dict]:
+    """(nodes each application occupies, its load per node and metric, its load per metric) of the
+    replicas running (on a node that keeps them)."""
+    app_of = {name: _application(s) for name, s in cluster.services.items()}
+    used: dict[str, set] = defaultdict(set)
+    per_node: dict[str, dict[str, Counter]] = defaultdict(lambda: defaultdict(Counter))
+    total: dict[str, Counter] = defaultdict(Counter)
+    for part in doc["Partitions"]:
+        present = frozenset(str(r["ReplicaId"]) for r in part["Replicas"])
+        for rep in part["Replicas"]:
+            node = rep.get("NodeName")
+            if node is None or not cluster.keeps[node]:
+                continue
+            app, load = (
+                app_of[part["ServiceName"]],
+                cluster.load(part["ServiceName"], rep, part["PartitionId"], present),
+            )
+            used[app].add(node)
+            per_node[app][node].update(load)
+            total[app].update(load)
+    return used, per_node, total
+
+
+def _app_rules(cluster: _Cluster, doc: dict) -> dict[str, set]:
+    """The application-group rules `doc`'s placement breaks (a rule of priority other than 0 is not
+    checked)."""
+    settings = doc.get("Settings", {})
+    used, per_node, total = _app_loads(cluster, doc)
+    out: dict[str, set] = {"scaleout": set(), "app_capacity": set(), "reserved_capacity": set()}
+    held: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    for group in doc.get("Applications", []):
+        app = group["ApplicationName"]
+        if group.get("MaximumNodes") and len(used[app]) > group["MaximumNodes"]:
+            out["scaleout"].add(app)
+        for m in group.get("Metrics", []):
+            name = m["Name"]
+            for node, loads in per_node[app].items():
+                if m.get("MaximumCapacity") and loads[name] > m["MaximumCapacity"] + 1e-6:
+                    out["app_capacity"].add((app, node, name))
+                held[node][name] += max(m.get("ReservationCapacity", 0) - loads[name], 0.0)
+            if m.get("TotalApplicationCapacity") and total[app][name] > m["TotalApplicationCapacity"] + 1e-6:
+                out["app_capacity"].add((app, name))
+    loads = cluster.node_loads(doc)
+    for node, caps in cluster.capacity.items():
+        for metric, cap in caps.items():
+            if held[node][metric] and loads[node][metric] + held[node][metric] > cap + 1e-6:
+                out["reserved_capacity"].add((node, metric))
+    if int(settings.get("PlacementConstraintPriority", 0)) != 0:
+        out["scaleout"] = set()
+    if int(settings.get("CapacityConstraintPriority", 0)) != 0:
+        out["app_capacity"], out["reserved_capacity"] = set(), set()
+    return out

@@ -5,6 +5,7 @@
     constraints.py  the hard rules measured: exclusion, capacity, fault and upgrade domains
     energy.py       SF's balancing score and energy, in full and per move
     moves.py        random neighbour moves, SF's way: move, or swap a primary with a secondary; exchange
+    app_groups.py   a move's change of SF's application groups' measures (scaleout, capacities, reservation)
     compound_moves.py  SF's compound move where a partition fills its domains evenly
     proposals.py    a step's proposals: the kinds' shares, one drawn kind, a batch
     chain.py        model: one chain's state and energy, updated by moves

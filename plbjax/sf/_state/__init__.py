@@ -4,8 +4,10 @@
     schema_check.py  the document against schemas/state.schema.json (a fast path, then jsonschema)
     columns.py       the Partitions of a large document read a column at a time
     building.py      SF's rules and defaults, kind by kind, into the types of cluster.py
+    applications.py  SF's application groups (Applications) checked and read into Application records
     cluster.py       ClusterState, Node, Service, Partition, Replica, Metric and the records read once
-                     (NodeType, Correlation, PlacementPolicy, ResourceGovernance, Upgrade, BlockEntry);
+                     (NodeType, Correlation, PlacementPolicy, ResourceGovernance, Upgrade, BlockEntry,
+                     Application);
                      SF's constants
     settings.py      SF's PlacementAndLoadBalancing settings, each with SF's default
     expressions.py   placement constraint expressions, parsed once
