@@ -16,8 +16,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.sf._encoding import Problem
-from plbjax.sf._encoding.energy_terms import COST, FDS, NODES, OFFSET, UDS
+from plbjax.sf._encoding import COST, FDS, NODES, OFFSET, UDS, Problem
 from plbjax.sf._model.constraints import penalty_of
 from plbjax.sf._model.search_scope import Search, SearchScope
 

@@ -19,8 +19,7 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from plbjax.sf._encoding import CONSTRAINTS, UNPLACED, Index, Problem, on_device, pad
-from plbjax.sf._encoding.energy_terms import OFFSET, energy_unit
+from plbjax.sf._encoding import CONSTRAINTS, OFFSET, UNPLACED, Index, Problem, energy_unit, on_device, pad
 
 UNDO_SHARE = 0.0  # replica moves that cancel an earlier one (1 in the minimal-movement pass)
 UNLIMITED = 2**31 - 1
