@@ -87,6 +87,8 @@ def _unsupported(search: Search) -> list[str]:
         out.append("affinity")
     if not np.all(np.asarray(problem.primary_preferred)):
         out.append("preferred primary domain")
+    if not np.array_equal(np.asarray(problem.energy_terms[:2]), [1.0, 1000.0]):
+        out.append("IgnoreCostInScoring or MoveCostOffset")
     return out
 
 

@@ -4,6 +4,7 @@
     arrays.py          sizes rounded up to buckets, so similar clusters share one compiled program
     encoder.py         encode: the walk, stage after stage, into a Problem and its Index
     stages.py          the stages that do not depend on the replicas: entities, nodes, classes, weights
+    energy_terms.py    the energy's settings, numbers the search reads at run time (Problem.energy_terms)
     rows.py            the replica rows, each partition's replicas in order
     replica_stages.py  the stages that read the rows: policies, upgrade homes, History, in transition
     app_groups.py      the application groups: scaleout counts, capacities, reservations (AppGroups)
@@ -18,6 +19,7 @@ from plbjax.sf._encoding.app_groups import NO_LIMIT_NODES, AppGroups
 from plbjax.sf._encoding.arrays import on_device, pad
 from plbjax.sf._encoding.decoding import apply_actions, apply_to_partition, diff, settle
 from plbjax.sf._encoding.encoder import encode
+from plbjax.sf._encoding.energy_terms import COST, FDS, NODES, OFFSET, UDS, energy_unit
 from plbjax.sf._encoding.problem import (
     AFFINITY,
     CAPACITY,
@@ -41,6 +43,11 @@ __all__ = [
     "NO_LIMIT_NODES",
     "CAPACITY",
     "CONSTRAINTS",
+    "COST",
+    "FDS",
+    "NODES",
+    "OFFSET",
+    "UDS",
     "FAULT_DOMAIN",
     "Index",
     "PLACEMENT",
@@ -55,6 +62,7 @@ __all__ = [
     "apply_to_partition",
     "diff",
     "encode",
+    "energy_unit",
     "on_device",
     "pad",
     "settle",

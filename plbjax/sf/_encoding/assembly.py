@@ -62,6 +62,7 @@ class WeightArrays(NamedTuple):
     metric_nodes: jax.Array
     metric_node_count: jax.Array
     metric_defrag: jax.Array
+    energy_terms: jax.Array
 
 
 class ReplicaArrays(NamedTuple):
@@ -159,6 +160,7 @@ def weight_arrays(weights: Weights) -> WeightArrays:
         metric_nodes=on_device(weights.metric_nodes),
         metric_node_count=on_device(weights.metric_nodes.sum(axis=1).astype(np.float32)),
         metric_defrag=on_device(weights.defrag),
+        energy_terms=on_device(weights.terms),
     )
 
 
@@ -263,6 +265,7 @@ def problem_of(features: Features, shares: Shares) -> Problem:
         metric_nodes=weights.metric_nodes,
         metric_node_count=weights.metric_node_count,
         metric_defrag=weights.metric_defrag,
+        energy_terms=weights.energy_terms,
         # replica rows
         replica_partition=replicas.replica_partition,
         replica_service=replicas.replica_service,

@@ -106,6 +106,7 @@ class Problem(eqx.Module):
     # energy weights: AvgStdDev = sum(global_weight * dev) + sum(local_weight * dev)
     global_weight: Float[Array, " M"]
     local_weight: Float[Array, "S Ms"]
+    energy_terms: Float[Array, " 5"]  # the energy's settings, read at run time (`energy_terms.COST` ...)
     # the plan's initial placement: each replica's node in the input if that node can hold it (Up, or
     # deactivated with Pause or Restart), the input's primaries (where a search starts and counts
     # movements from is its scope's)
@@ -116,7 +117,7 @@ class Problem(eqx.Module):
     penalty: Float[Array, " 8"]  # energy per unit of violation (by SF priority; 0: off)
     # scalars
     swap_cost: Float[Array, ""]
-    replica_count: Float[Array, ""]  # SF's movement factor adds this (and 1000) to the move cost
+    replica_count: Float[Array, ""]  # SF's movement factor adds this (and MoveCostOffset) to the move cost
     # application groups (None unless `features.applications`)
     apps: AppGroups | None = None
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from plbjax.sf._encoding.app_groups import AppGroups, app_groups
 from plbjax.sf._encoding.arrays import bucket, padded
+from plbjax.sf._encoding.energy_terms import energy_unit
 from plbjax.sf._encoding.problem import (
     HISTORY_WIDTH,
     PRIORITY_SETTINGS,
@@ -158,7 +159,7 @@ def in_transition(state: ClusterState, cluster: Entities, rows: Rows) -> np.ndar
 
 def penalties(settings: dict, n_rep: int) -> list[float]:
     """A unit of violation costs its priority's weight in SF's energy (which multiplies AvgStdDev by
-    cost + replicas + 1000); which constraints a search enforces is its scope's."""
+    cost + replicas + MoveCostOffset: `energy_unit`); which constraints a search enforces is its scope's."""
     priorities = [int(settings.get(name, 0)) for name in PRIORITY_SETTINGS] + [THRESHOLD_PRIORITY]
-    scale = n_rep + 1000.0
+    scale = energy_unit(n_rep, settings["MoveCostOffset"])
     return [PRIORITY_WEIGHT.get(p, 0.0) * scale for p in priorities] + [UNPLACED_WEIGHT * scale]

@@ -142,7 +142,7 @@ def replica_rows(cluster: Entities, allowed: list[np.ndarray], nodes: Nodes, use
         service=service,
         input_node=node,
         initial_node=initial,
-        move_cost=_move_costs(given, layout, cluster, service, use_costs),
+        move_cost=_move_costs(given, layout, cluster, (partition, service, code), use_costs),
         load_primary=load_primary,
         load_secondary=load_secondary,
         sizes=layout.sizes,
@@ -214,16 +214,33 @@ def _given_nodes(given: _Given, node_ix: dict[str, int]) -> np.ndarray:
     return np.fromiter(nodes, np.int32, len(given.replicas))
 
 
-def _move_costs(given: _Given, layout: _Layout, cluster: Entities, service: np.ndarray, use_costs: bool) -> np.ndarray:
+def _move_costs(given: _Given, layout: _Layout, cluster: Entities, columns: tuple, use_costs: bool) -> np.ndarray:
     """Each row's move cost: its own MoveCost, else its service's default (1 unless UseMoveCostReports),
-    valued as SF's MoveCost<Cost>Value settings say (FailoverUnit::GetMoveCostValue)."""
+    valued as SF's MoveCost<Cost>Value settings say (FailoverUnit::GetMoveCostValue). Without
+    UseSeparateSecondaryMoveCost a partition's secondaries share one (`_shared_secondary_costs`).
+    `columns`: each row's partition, service and role code."""
     if not use_costs:
         return np.ones(layout.n_rep, np.float32)
+    partition, service, code = columns
     values = MOVE_COST_VALUES | dict(cluster.move_costs)
     defaults = np.array([values[s.default_move_cost] for s in cluster.services] + [0.0])
     own = np.full(layout.n_rep, -1.0)
     own[layout.given_rows] = [values[c] if c else -1.0 for c in map(attrgetter("move_cost"), given.replicas)]
+    if not cluster.separate_secondary_costs:
+        own = _shared_secondary_costs(own, partition, code)
     return np.where(own >= 0, own, defaults[service]).astype(np.float32)
+
+
+def _shared_secondary_costs(own: np.ndarray, partition: np.ndarray, code: np.ndarray) -> np.ndarray:
+    """UseSeparateSecondaryMoveCost false: SF's FailoverUnit keeps one move cost for all of a
+    partition's secondaries (FailoverUnit.cpp:412 `secondaryMoveCost_`; GetMoveCostValue gives every
+    replica but the primary that one), set by the last secondary that reported one. A state holds
+    each replica's report, not their order: every replica but the primary takes the highest its
+    partition's secondaries report (`own` -1: none reported, the service's default)."""
+    secondary = code != _ROLE_CODES[Role.PRIMARY]
+    shared = np.full(int(partition.max(initial=-1)) + 1, -1.0)
+    np.maximum.at(shared, partition[secondary], own[secondary])
+    return np.where(secondary, shared[partition], own)
 
 
 def _replica_loads(

@@ -11,6 +11,7 @@ from operator import attrgetter
 import numpy as np
 
 from plbjax.sf._encoding.arrays import pad, padded
+from plbjax.sf._encoding.energy_terms import energy_terms
 from plbjax.sf._state import ClusterState, NodeStatus, node_mask
 
 
@@ -49,6 +50,7 @@ class Entities:
     default_load_everywhere: bool = False  # UseDefaultLoadForServiceOnEveryNode
     higher_child: bool = True  # AllowHigherChildTargetReplicaCountForAffinity
     move_costs: tuple[tuple[str, float], ...] = ()  # SF's MoveCost<Cost>Value settings, by cost
+    separate_secondary_costs: bool = True  # UseSeparateSecondaryMoveCost: each secondary its own move cost
 
     @property
     def n_nodes(self) -> int:
@@ -100,6 +102,7 @@ def entities(state: ClusterState) -> Entities:
         default_load_everywhere=bool(state.settings["UseDefaultLoadForServiceOnEveryNode"]),
         higher_child=bool(state.settings["AllowHigherChildTargetReplicaCountForAffinity"]),
         move_costs=tuple((cost, float(state.settings[name])) for cost, name in _MOVE_COST_SETTINGS),
+        separate_secondary_costs=bool(state.settings["UseSeparateSecondaryMoveCost"]),
     )
 
 
@@ -355,6 +358,7 @@ class Weights:
     global_: np.ndarray  # float[M]
     metric_nodes: np.ndarray  # bool[M, N] nodes counted in a metric's global deviation
     defrag: np.ndarray  # bool[M] defragmentation metrics
+    terms: np.ndarray  # float32[5] the energy's settings (`energy_terms`)
 
 
 def energy_weights(state: ClusterState, cluster: Entities, classes: Classes) -> Weights:
@@ -370,7 +374,12 @@ def energy_weights(state: ClusterState, cluster: Entities, classes: Classes) -> 
     defrag = [bool(state.defragmentation_metrics.get(m)) for m in cluster.metrics]
     defrag = pad(np.array(defrag + [False] * (cluster.n_metrics - len(cluster.metrics))), (cluster.M,), False)
     return Weights(
-        service_metrics=service_metrics, local=local_w, global_=global_w, metric_nodes=metric_nodes, defrag=defrag
+        service_metrics=service_metrics,
+        local=local_w,
+        global_=global_w,
+        metric_nodes=metric_nodes,
+        defrag=defrag,
+        terms=energy_terms(state.settings),
     )
 
 

@@ -3,8 +3,9 @@
 Per metric, the deviation of node loads is SF's normalised standard deviation (std / mean, i.e. the
 coefficient of variation) over the nodes the metric may use. AvgStdDev weighs the global domain
 0.75 and the mean of per-service domains 0.25 (see `encoding`). The search minimises SF's energy
-`(AvgStdDev + 0.001) * (±cost + replicas + 1000)`, where cost counts the moves made so far (its sign
-is the score's, so moves always cost).
+`(AvgStdDev + 0.001) * (±cost + replicas + MoveCostOffset)`, where cost counts the moves made so far
+(its sign is the score's, so moves always cost), or with IgnoreCostInScoring AvgStdDev alone; the
+settings are numbers the search reads at run time (`Problem.energy_terms`).
 
 Sums of squares are kept around a fixed centre per metric (the initial mean) so float32 keeps its
 precision when loads are large and their spread is small.
@@ -15,13 +16,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from plbjax.sf._encoding import Problem
+from plbjax.sf._encoding import COST, FDS, NODES, OFFSET, UDS, Problem
 from plbjax.sf._model.constraints import penalty_of
 from plbjax.sf._model.search_scope import Search, SearchScope
 
 SMALL_VALUE = 0.001  # SF's Constants::SmallValue
-MOVE_COST_OFFSET = 1000.0
-DOMAIN_FACTOR = 0.01  # SF's DefragmentationFdsStdDevFactor / DefragmentationUdsStdDevFactor
 
 
 def replica_loads(problem: Problem, primary_of: jax.Array) -> jax.Array:
@@ -73,10 +72,14 @@ def energy(avg_std_dev: jax.Array, cost: jax.Array, search: Search) -> jax.Array
     """SF's energy: AvgStdDev traded against the cost of the moves made (plus the phase's own
     charge per move, `move_penalty`, 0 in balancing). A score below zero (defragmentation) counts the
     cost with the opposite sign, so a move never lowers the energy by itself (SF's
-    Score::CalculateEnergy)."""
+    Score::CalculateEnergy, Score.cpp:575). With IgnoreCostInScoring the cost drops out: SF's energy is
+    then AvgStdDev, here (AvgStdDev + 0.001) x `energy_unit`, the same order of placements in the
+    unit the violations count in."""
+    problem = search.cluster
     score = avg_std_dev + SMALL_VALUE
     sign = jnp.where(score >= 0, 1.0, -1.0)
-    return score * (sign * cost + search.cluster.replica_count + MOVE_COST_OFFSET) + search.scope.move_penalty * cost
+    unit = jnp.maximum(problem.replica_count + problem.energy_terms[OFFSET], 1.0)
+    return score * (problem.energy_terms[COST] * sign * cost + unit) + search.scope.move_penalty * cost
 
 
 def running_primary(scope: SearchScope, partition) -> jax.Array:
@@ -126,16 +129,20 @@ def domain_loads(problem: Problem, loads: jax.Array, tree: jax.Array, domains: j
 
 def metric_scores(problem: Problem, node_dev: jax.Array, fd_dev: jax.Array, ud_dev: jax.Array) -> jax.Array:
     """[M] each metric's term in the global domain: its deviation, or for a defragmentation metric
-    SF's packing score 1 - deviation + 0.01 x (deviation over fault domains + over upgrade domains)."""
-    packing = 1.0 - node_dev + DOMAIN_FACTOR * (fd_dev + ud_dev)
+    SF's packing score a x (1 - deviation) + b x deviation over fault domains + c x over upgrade
+    domains (Score.cpp:427; a, b, c: DefragmentationNodes/Fds/UdsStdDevFactor)."""
+    terms = problem.energy_terms
+    packing = terms[NODES] * (1.0 - node_dev) + terms[FDS] * fd_dev + terms[UDS] * ud_dev
     return jnp.where(problem.metric_defrag, packing, node_dev)
 
 
 def local_scores(problem: Problem, services: jax.Array, dev: jax.Array) -> jax.Array:
-    """[..., Ms] local-domain terms: deviation, or 1 - deviation for defragmentation metrics."""
+    """[..., Ms] local-domain terms: deviation, or a x (1 - deviation) for defragmentation metrics
+    (a: DefragmentationNodesStdDevFactor; plbjax leaves a service domain's fault- and upgrade-domain
+    terms out)."""
     slots = problem.service_metrics[services]
     defrag = (slots >= 0) & problem.metric_defrag[jnp.maximum(slots, 0)]
-    return jnp.where(defrag, 1.0 - dev, dev)
+    return jnp.where(defrag, problem.energy_terms[NODES] * (1.0 - dev), dev)
 
 
 def avg_std_dev(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> jax.Array:

@@ -19,7 +19,7 @@ import equinox as eqx
 import numpy as np
 from jaxtyping import Array, Bool, Float, Int
 
-from plbjax.sf._encoding import CONSTRAINTS, UNPLACED, Index, Problem, on_device, pad
+from plbjax.sf._encoding import CONSTRAINTS, OFFSET, UNPLACED, Index, Problem, energy_unit, on_device, pad
 
 UNDO_SHARE = 0.0  # replica moves that cancel an earlier one (1 in the minimal-movement pass)
 UNLIMITED = 2**31 - 1
@@ -106,6 +106,7 @@ def scope(problem: Problem, origin_node: np.ndarray, origin_primary: np.ndarray,
     by_node = placed[np.argsort(origin_node[placed], kind="stable")]
     node_first = np.searchsorted(origin_node[by_node], np.arange(problem.node_up.shape[0] + 1)).astype(np.int32)
     start_node, start_primary = what.start if what.start is not None else (origin_node, origin_primary)
+    unit = energy_unit(float(problem.replica_count), float(problem.energy_terms[OFFSET]))
     within = SearchScope(
         history=what.history and bool((np.asarray(problem.history) >= 0).any()),  # host work: no program
         transient=what.transient and bool(np.isfinite(np.asarray(problem.capacity)).any()),
@@ -120,7 +121,7 @@ def scope(problem: Problem, origin_node: np.ndarray, origin_primary: np.ndarray,
         if what.open_nodes is None
         else on_device(np.asarray(problem.node_up) & what.open_nodes),
         enforce=on_device(what.enforce, bool),
-        move_penalty=on_device(what.move_weight * (float(problem.replica_count) + 1000.0), np.float32),
+        move_penalty=on_device(what.move_weight * unit, np.float32),
         violation_weight=on_device(what.violation_weight, np.float32),
         move_budget=on_device(min(what.budget if what.budget is not None else UNLIMITED, UNLIMITED), np.int32),
         partition_budget=on_device(min(what.partition_budget or UNLIMITED, UNLIMITED), np.int32),

@@ -239,13 +239,9 @@ REFUSED = frozenset(
         "UseScoreInConstraintCheck",
         "UseBatchPlacement",
         "PartiallyPlaceServices",
-        "IgnoreCostInScoring",
-        "MoveCostOffset",
-        "DefragmentationNodesStdDevFactor",
         "PreferredPrimaryDomainsConstraintPriority",
         "BlockNodeInUpgradeConstraintPriority",
         "NodeTaggingEnabled",
-        "UseSeparateSecondaryMoveCost",
     }
 )
 

@@ -384,3 +384,14 @@ def test_balancing_moves_the_cheap_replicas_when_the_large_one_is_dear(cost, mov
     result, _ = run(_move_cost_singletons(cost), DEFAULT)
     assert sorted(a["PartitionId"] for a in movements(result)) == moved, result["Actions"]
     assert result["Score"]["After"] < 1e-6
+
+
+def test_ignoring_the_cost_in_scoring_the_dear_replica_moves_alone():
+    """BalancingWithMoveCost's cluster (MoveCost High on the 50 one) with IgnoreCostInScoring: SF's
+    energy is AvgStdDev alone (Score.cpp:577), so moving partition 0 (cost 40) and moving the two
+    cheap ones (cost 2) score the same, and the fewer movements win: partition 0 alone moves."""
+    doc = _move_cost_singletons("High")
+    doc["Settings"]["IgnoreCostInScoring"] = True
+    result, _ = run(doc, DEFAULT)
+    assert [a["PartitionId"] for a in movements(result)] == ["p0"], result["Actions"]
+    assert result["Score"]["After"] < 1e-6

@@ -52,3 +52,38 @@ def test_move_cost_low_value_prices_the_moves(low, swapped):
     result, _ = run(_swap_cost(5.0, MoveCostLowValue=low), DEFAULT)
     kinds = {a["Action"] for a in result["Actions"]}
     assert kinds == ({"SwapPrimarySecondary"} if swapped else {"MovePrimary"}), result["Actions"]
+
+
+def _secondary_costs(separate: bool) -> dict:
+    """Four nodes; Shared (stateful, Load 10) P/0, S/1, S/2, its secondary on N1 reporting MoveCost
+    High, the one on N2 none (DefaultMoveCost Low); Single (stateless, DefaultMoveCost Medium) one
+    instance of Load 10 on N2. Loads 10, 10, 20, 0: moving either replica of N2 to N3 balances
+    perfectly. UseMoveCostReports true."""
+    metric = {"Name": "Load", "Weight": "High", "PrimaryDefaultLoad": 10, "SecondaryDefaultLoad": 10}
+    shared = {"ServiceName": "Shared", "ServiceKind": "Stateful", "TargetReplicaSetSize": 3, "Metrics": [metric]}
+    single = {
+        "ServiceName": "Single",
+        "ServiceKind": "Stateless",
+        "InstanceCount": 1,
+        "DefaultMoveCost": "Medium",
+        "Metrics": [{"Name": "Load", "Weight": "High", "DefaultLoad": 10}],
+    }
+    shared_part = fu("Shared", "0", "P/0, S/1, S/2")
+    shared_part["Replicas"][1]["MoveCost"] = "High"
+    settings = {"UseMoveCostReports": True, "UseSeparateSecondaryMoveCost": separate}
+    return document(
+        [shared, single], [shared_part, fu("Single", "1", "I/2")], sf_nodes(4), None, False, Settings=settings
+    )
+
+
+@pytest.mark.parametrize(("separate", "moved"), [(True, "0"), (False, "1")])
+def test_without_separate_secondary_costs_a_partition_secondaries_share_one(separate, moved):
+    """UseSeparateSecondaryMoveCost (SF 7.1; default true since 8.0): false is SF's FailoverUnit
+    before it, one move cost for all of a partition's secondaries (FailoverUnit.cpp:412
+    `secondaryMoveCost_`; FailoverUnit.Test.cpp:110 ReportMoveCostWithoutUseSeparateSecondaryLoadTest:
+    a secondary's report Medium is the partition's secondary cost). True: the unreported secondary on
+    N2 costs 1 (Low) and moves; false: it costs High (40) like its sibling, so the Medium (15)
+    instance of partition 1 moves instead. Either way one move N2 => N3."""
+    result, _ = run(_secondary_costs(separate), DEFAULT)
+    actions = [(a["PartitionId"], a["SourceNode"], a["TargetNode"]) for a in result["Actions"]]
+    assert actions == [(moved, "N2", "N3")], result["Actions"]
