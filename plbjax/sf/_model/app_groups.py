@@ -10,20 +10,21 @@ ReservationCapacity is reserved, and NodeCapacityConstraint.cpp:436 counts it in
 no other service takes that room. plbjax measures a scaleout violation with placement's priority
 and the others with capacity's (`_state.applications.FOLDED_PRIORITIES`).
 
-A chain keeps `constraints.AppLoads` (each application's replicas and load per node), derived from
-the placement again after each step; a move's change of the measures reads only its nodes.
+A chain keeps `constraints.AppLoads` (each application's replicas and load per node); a move's change
+of the measures reads only its nodes, and the kept moves' changes are scattered into it (`applied`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import equinox as eqx
 import jax
 import jax.numpy as jnp
 
 from plbjax.sf._encoding import CAPACITY, PLACEMENT, Problem
-from plbjax.sf._model.constraints import AppLoads, relative_excess, reserve
+from plbjax.sf._model.constraints import AppLoads, app_state, relative_excess, reserve
 
 
 class _Entries(eqx.Module):
@@ -127,3 +128,16 @@ def checked(problem: Problem, enforce: jax.Array, apps_now: AppLoads | None, nod
     penalty = problem.penalty[CAPACITY] * (jnp.sum(d_node) + jnp.sum(d_total) + jnp.sum(d_held))
     penalty += problem.penalty[PLACEMENT] * jnp.sum(d_scaleout).astype(jnp.float32)
     return dataclasses.replace(move, valid=move.valid & allowed, penalty_delta=move.penalty_delta + penalty)
+
+
+def applied(problem: Problem, apps_now: AppLoads | None, node_of, moves, keep: jax.Array) -> AppLoads:
+    """The applications' loads after the kept moves (`keep` [T]; `moves` batched over T, read from
+    the placement `node_of` before them): their changes scattered, what follows derived again."""
+    assert apps_now is not None
+    e = jax.vmap(functools.partial(_entries, problem, node_of))(moves)
+    n_apps, n_nodes = apps_now.count.shape
+    counted = keep[:, None] & (e.app >= 0) & (e.node >= 0)
+    at = jnp.where(counted, e.app * n_nodes + e.node, n_apps * n_nodes).reshape(-1)
+    count = apps_now.count.reshape(-1).at[at].add(e.count.reshape(-1), mode="drop")
+    load = apps_now.load.reshape(n_apps * n_nodes, -1).at[at].add(e.load.reshape(at.shape[0], -1), mode="drop")
+    return app_state(problem, count.reshape(n_apps, n_nodes), load.reshape(apps_now.load.shape))

@@ -416,7 +416,9 @@ def apply(search: Search, state: SearchState, moves: Move, keep: jax.Array, ener
         l_total=l_total,
         l_sq=l_sq,
         held=held_loads(search, node_of, primary_of, loads) if search.scope.transient else None,
-        apps=app_loads(cluster, node_of, primary_of) if cluster.features.applications else None,
+        apps=app_groups.applied(cluster, state.apps, state.node_of, moves, keep)
+        if cluster.features.applications
+        else None,
     )
 
 

@@ -303,8 +303,13 @@ def app_loads(problem: Problem, node_of: jax.Array, primary_of: jax.Array) -> Ap
     at = jnp.where(placed, apps.replica_app * n_nodes + jnp.maximum(node_of, 0), n_apps * n_nodes)
     count = jax.ops.segment_sum(placed.astype(jnp.int32), at, num_segments=n_apps * n_nodes + 1)[:-1]
     load = jax.ops.segment_sum(jnp.where(placed[:, None], loads, 0.0), at, num_segments=n_apps * n_nodes + 1)[:-1]
-    count, load = count.reshape(n_apps, n_nodes), load.reshape(n_apps, n_nodes, -1)
-    reserved = jnp.sum(reserve(apps.reservation[:, None, :], count[..., None], load), axis=0)
+    return app_state(problem, count.reshape(n_apps, n_nodes), load.reshape(n_apps, n_nodes, -1))
+
+
+def app_state(problem: Problem, count: jax.Array, load: jax.Array) -> AppLoads:
+    """`AppLoads` of the applications' replicas `count` [A, N] and loads `load` [A, N, M] per node."""
+    reservation = problem.apps.reservation  # pyright: ignore[reportOptionalMemberAccess]
+    reserved = jnp.sum(reserve(reservation[:, None, :], count[..., None], load), axis=0)
     return AppLoads(count, load, jnp.sum(count > 0, axis=1), jnp.sum(load, axis=1), reserved)
 
 

@@ -77,7 +77,8 @@ def _exact_energy(problem, solution):
 
 @pytest.mark.parametrize("parallel", [False, True], ids=["first", "parallel"])
 def test_the_model_check_passes_with_application_groups(grouped, parallel):
-    """Incremental energy (the application groups' penalty changes included) equals recomputation,
+    """Incremental energy (the application groups' penalty changes included) and the applications'
+    loads equal recomputation,
     a parallel step equals its kept moves one by one (an application's moves share a footprint)."""
     for doc in grouped:
         problem, _ = searchable(parse_state(doc), enforce=False)  # soft: the penalties change
@@ -89,7 +90,7 @@ def test_the_model_check_passes_with_application_groups(grouped, parallel):
             jax.random.PRNGKey(3),
             config,
             tolerance=A.Tolerance(rtol=2e-5, atol=1e-3),
-            fields=("node_of", "primary_of", "loads", "energy"),
+            fields=("node_of", "primary_of", "loads", "apps", "energy"),
             energy=_exact_energy,
         )
         assert report.valid > 20 and report.kept >= 1
