@@ -11,7 +11,8 @@ import numpy as np
 
 from plbjax.anneal import AnnealResult, Schedule
 from plbjax.sf._encoding import AFFINITY, CAPACITY, Index, Problem
-from plbjax.sf._model import Placement, Scope, movements, violating, violation_rank
+from plbjax.sf._model import Placement, Scope, movements, violating, violating_by_kind, violation_rank
+from plbjax.sf._phases.domain_replicas import held_in_transition
 from plbjax.sf._phases.on_every_node import everywhere
 from plbjax.sf._phases.phase import (
     CHECK_MOVE_WEIGHT,
@@ -106,7 +107,8 @@ def _balanced(
     run: Run, now: Placement, what: Scope, fix: Placement, search: AnnealResult, schedule: Schedule
 ) -> tuple[Placement, AnnealResult]:
     """The fix balanced as SF balances it (Searcher::SearchForConstraintCheck: an annealing from
-    the fix, kept when it makes no more movements, no worse violations and a lower AvgStdDev):
+    the fix, kept when it makes no more movements, no worse violations and an AvgStdDev no higher;
+    here also better in one of them, fewer movements or a lower AvgStdDev):
     `what`'s replicas may move from where the fix left them, a parent replica with the child
     replica beside it, within the fix's movements."""
     index, priorities = run.encoded.index, run.priorities
@@ -115,12 +117,29 @@ def _balanced(
     rest = schedule if schedule.seconds is None else spent(schedule, search.seconds)
     balanced, more = scoped_search(run, now, wider, rest)
     search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
+    moved, lower = movements(index, now.node_of, now.primary_of, balanced), float(fix.report.avg) - 1e-9
     kept = (
         violation_rank(priorities, balanced.report.measures) <= violation_rank(priorities, fix.report.measures)
-        and movements(index, now.node_of, now.primary_of, balanced) <= used
-        and float(balanced.report.avg) < float(fix.report.avg) - 1e-9
+        and moved <= used
+        and float(balanced.report.avg) <= float(fix.report.avg) + 1e-9
+        and (moved < used or float(balanced.report.avg) < lower)
     )
     return (balanced if kept else fix), search
+
+
+def _to_fix(run: Run, now: Placement) -> np.ndarray:
+    """[R] the replicas in violation the constraint check moves: not those of a service on every
+    node, nor those of a partition whose domain violation SF fixes by moving replicas that stay
+    (`held_in_transition`)."""
+    (state, _, problem, index), priorities = run.encoded, run.priorities
+    kinds = violating_by_kind(index, now, priorities)
+    for name, kind in (("FaultDomain", 0), ("UpgradeDomain", 1)):
+        if name in kinds and kinds[name].any():
+            kinds[name] = kinds[name] & ~held_in_transition(problem, index, now, kind)
+    bad = np.zeros(now.node_of.shape[0], bool)
+    for replicas in kinds.values():
+        bad |= replicas
+    return bad & ~everywhere(state, index)
 
 
 def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResult:
@@ -130,9 +149,13 @@ def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseRes
     (state, _, problem, index), priorities = run.encoded, run.priorities
     now = reached.now
     elsewhere = ~everywhere(state, index)
-    bad = violating(index, now, priorities) & elsewhere
-    if not bad.any():
+    standing = violating(index, now, priorities) & elsewhere
+    if not standing.any():
         return PhaseResult(Phase.CONSTRAINT_CHECK, False, "no constraint violation", now)
+    bad = _to_fix(run, now)
+    if not bad.any():
+        reason = f"{int(standing.sum())} replica(s) in violation; those to move are in transition: no fix"
+        return PhaseResult(Phase.CONSTRAINT_CHECK, True, reason, now)
     if state.settings["ConstraintCheckSearchTimeout"] <= 0:  # SF's searcher gets no time: nothing is fixed
         reason = f"{int(bad.sum())} replica(s) in violation; ConstraintCheckSearchTimeout is 0: no search"
         return PhaseResult(Phase.CONSTRAINT_CHECK, True, reason, now)
@@ -144,7 +167,7 @@ def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseRes
         budget=movement_budget(state, Phase.CONSTRAINT_CHECK, int((now.node_of >= 0).sum())),
         partners=(now.node_of >= 0) & elsewhere,
     )
-    fixed = lambda placement: not (violating(index, placement, priorities) & elsewhere).any()
+    fixed = lambda placement: not _to_fix(run, placement).any()
     result, search = search_until_fixed(run, now, what, schedule, int(bad.sum()), fixed)
     parents = _parents_of_strays(problem, index, now, priorities) & elsewhere
     if parents.any() and _parents_move(state.settings) and not fixed(result):

@@ -11,6 +11,7 @@ import numpy as np
 from plbjax.anneal import Schedule
 from plbjax.sf._encoding import AFFINITY, CONSTRAINTS
 from plbjax.sf._model import Placement, Scope, movements, no_worse
+from plbjax.sf._phases.new_replica_targets import held_to_targets
 from plbjax.sf._phases.on_every_node import everywhere, place_everywhere
 from plbjax.sf._phases.phase import (
     CHECK_MOVE_WEIGHT,
@@ -36,11 +37,13 @@ _WAITING = (
 
 def placement_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResult:
     """Place the missing replicas (`_placed`), then hand on the placement as SF's Failover Manager
-    builds it: lost primaries replaced by promotions (`elect_primaries`), and no replica placed in a
-    partition still without a primary (`built_from_primaries`)."""
+    builds it: lost primaries replaced by promotions (`elect_primaries`), no new replica where SF's
+    placement would not put it (`held_to_targets`), and no replica placed in a partition still
+    without a primary (`built_from_primaries`)."""
     (_, _, problem, index), now = run.encoded, reached.now
     result = _placed(run, now, schedule)
     placed = elect_primaries(problem, index, result.placement, run.priorities)
+    placed = held_to_targets(problem, index, now, placed, run.priorities)
     placed = built_from_primaries(problem, index, now, placed)
     promoted = promotions(index, placed)
     if not promoted:

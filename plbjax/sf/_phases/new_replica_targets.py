@@ -1,0 +1,61 @@
+"""Where SF's placement puts a new replica, beyond what plbjax's search scores: SF filters each new
+replica's target nodes constraint by constraint (each constraint's GetTargetNodes), where plbjax's
+search only keeps a partition's violations from growing. A replica placed where SF would not place
+it is unplaced again after the search (and listed in Unplaced)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Index, Problem
+from plbjax.sf._model import Placement, assessed
+from plbjax.sf._phases.domain_replicas import Domains, domains_of, valid_target
+
+
+def held_to_targets(problem: Problem, index: Index, start: Placement, now: Placement, priorities) -> Placement:
+    """`now` without the replicas placed since `start` on nodes SF's placement would not give them:
+    a new primary outside its service's PreferPrimaryDomain (SF's `FaultDomain ^P` is a block list
+    for the primary, ServiceDomain.cpp:2230 and NodeBlockListConstraint.cpp:37, void where it would
+    block every Up node), and a new replica in a domain the even spread keeps it from
+    (`valid_target`), for the domain kinds enforced (priority 0)."""
+    node_of = now.node_of.copy()
+    new = (start.node_of < 0) & (now.node_of >= 0)
+    kinds = [k for k, c in enumerate((FAULT_DOMAIN, UPGRADE_DOMAIN)) if priorities[c] == 0]
+    for p in range(index.n_partitions):
+        rows = [r for r in index.partition_rows[p] if new[r]]
+        if rows:
+            _primary_domain(problem, now, node_of, p, new)
+            for kind in kinds:
+                _spread(problem, index, node_of, p, rows, kind)
+    if np.array_equal(node_of, now.node_of):
+        return now
+    return assessed(problem, node_of, now.primary_of)
+
+
+def _primary_domain(problem: Problem, now: Placement, node_of: np.ndarray, p: int, new: np.ndarray) -> None:
+    """Unplace partition p's primary in `node_of` when it is new and outside its primary domain."""
+    primary = int(now.primary_of[p])
+    if primary < 0 or not new[primary] or node_of[primary] < 0:
+        return
+    domain = np.asarray(problem.primary_preferred)[int(problem.partition_service[p])]
+    if (domain & np.asarray(problem.node_up)).any() and not domain[node_of[primary]]:
+        node_of[primary] = -1
+
+
+def _spread(problem: Problem, index: Index, node_of: np.ndarray, p: int, rows: list[int], kind: int) -> None:
+    """Unplace, one at a time, partition p's new replicas (`rows`) that SF would not place where they
+    are beside the partition's other replicas, until the rest may all stay."""
+    domains = domains_of(problem, p, kind)
+    if domains is None:
+        return
+    while True:
+        wrong = [r for r in rows if node_of[r] >= 0 and not _may_stay(domains, index, node_of, p, r)]
+        if not wrong:
+            return
+        node_of[wrong[-1]] = -1
+
+
+def _may_stay(domains: Domains, index: Index, node_of: np.ndarray, p: int, r: int) -> bool:
+    """Whether SF would place partition p's replica r where it is, beside the others placed."""
+    beside = [int(node_of[o]) for o in index.partition_rows[p] if o != r and node_of[o] >= 0]
+    return valid_target(domains, beside, int(node_of[r]))
