@@ -11,7 +11,15 @@ import numpy as np
 
 from plbjax.anneal import AnnealResult, Schedule
 from plbjax.sf._encoding import AFFINITY, CAPACITY, Index, Problem
-from plbjax.sf._model import Placement, Scope, movements, violating, violating_by_kind, violation_rank
+from plbjax.sf._model import (
+    Placement,
+    Scope,
+    assessed,
+    movements,
+    violating,
+    violating_by_kind,
+    violation_rank,
+)
 from plbjax.sf._phases.domain_replicas import held_in_transition
 from plbjax.sf._phases.on_every_node import everywhere
 from plbjax.sf._phases.phase import (
@@ -111,20 +119,63 @@ def _balanced(
     here also better in one of them, fewer movements or a lower AvgStdDev):
     `what`'s replicas may move from where the fix left them, a parent replica with the child
     replica beside it, within the fix's movements."""
-    index, priorities = run.encoded.index, run.priorities
-    used = movements(index, now.node_of, now.primary_of, fix)
+    used = movements(run.encoded.index, now.node_of, now.primary_of, fix)
     wider = dataclasses.replace(what, budget=used, start=(fix.node_of, fix.primary_of))
     rest = schedule if schedule.seconds is None else spent(schedule, search.seconds)
     balanced, more = scoped_search(run, now, wider, rest)
     search = dataclasses.replace(search, steps=search.steps + more.steps, seconds=search.seconds + more.seconds)
-    moved, lower = movements(index, now.node_of, now.primary_of, balanced), float(fix.report.avg) - 1e-9
-    kept = (
+    return (balanced if _kept(run, now, fix, balanced) else fix), search
+
+
+def _kept(run: Run, now: Placement, fix: Placement, balanced: Placement) -> bool:
+    """Whether `balanced` replaces `fix` (SF: no more movements, no worse violations, an AvgStdDev
+    no higher; here also fewer movements or a lower AvgStdDev)."""
+    index, priorities = run.encoded.index, run.priorities
+    used = movements(index, now.node_of, now.primary_of, fix)
+    moved, avg = movements(index, now.node_of, now.primary_of, balanced), float(balanced.report.avg)
+    return (
         violation_rank(priorities, balanced.report.measures) <= violation_rank(priorities, fix.report.measures)
         and moved <= used
-        and float(balanced.report.avg) <= float(fix.report.avg) + 1e-9
-        and (moved < used or float(balanced.report.avg) < lower)
+        and avg <= float(fix.report.avg) + 1e-9
+        and (moved < used or avg < float(fix.report.avg) - 1e-9)
     )
-    return (balanced if kept else fix), search
+
+
+def _parents_carry_children(run: Run, now: Placement, parents: np.ndarray, fix: Placement) -> Placement:
+    """SF's balancing of the fix moves a parent replica together with every child replica beside it
+    (AffinitySubspace::GetTargetNodesForReplicas; the search's compound move carries one): each of
+    the `parents` [R] replicas moved with the child replicas on its node to where one of them
+    started, kept as `_kept` keeps a balanced fix (ConstraintCheckAffinityViolationsNonPrimaryAlignmentTest2:
+    the parent goes to its children instead of both children to it)."""
+    problem, index = run.encoded.problem, run.encoded.index
+    parent_of, partition = np.asarray(problem.replica_parent), np.asarray(problem.replica_partition)
+    best = fix
+    for q in np.flatnonzero(parents).tolist():
+        here = best.node_of[q]
+        beside = np.flatnonzero((parent_of == partition[q]) & (best.node_of == here))
+        for there in sorted({int(now.node_of[c]) for c in beside} - {int(here), -1}):
+            node_of = best.node_of.copy()
+            node_of[np.append(beside, q)] = there
+            candidate = _as_swaps(problem, index, now, node_of, best.primary_of)
+            if _kept(run, now, best, candidate):
+                best = candidate
+    return best
+
+
+def _as_swaps(problem: Problem, index: Index, now: Placement, node_of: np.ndarray, primary_of: np.ndarray) -> Placement:
+    """The placement with each primary and replica of a partition that traded nodes written as the
+    primary's swap (both back where they started, the other one the primary): one movement, not two."""
+    node_of, primary_of = node_of.copy(), primary_of.copy()
+    for p in range(index.n_partitions):
+        head = int(primary_of[p])
+        if head < 0 or node_of[head] == now.node_of[head]:
+            continue
+        for r in index.partition_rows[p]:
+            if r != head and node_of[r] == now.node_of[head] and node_of[head] == now.node_of[r]:
+                node_of[[r, head]] = now.node_of[[r, head]]
+                primary_of[p] = r
+                break
+    return assessed(problem, node_of, primary_of)
 
 
 def _to_fix(run: Run, now: Placement) -> np.ndarray:
@@ -175,6 +226,7 @@ def constraint_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseRes
         result, search = _parents_moved(run, now, wider, (result, search), schedule, fixed)
     if parents.any():
         result, search = _balanced(run, now, dataclasses.replace(what, movable=bad | parents), result, search, schedule)
+        result = _parents_carry_children(run, now, parents, result)
     before = violation_rank(priorities, now.report.measures)
     after = violation_rank(priorities, result.report.measures)
     reason = f"{int(bad.sum())} replica(s) in violation"

@@ -67,7 +67,9 @@ def test_a_deactivated_domain_under_the_quorum_rule_needs_no_fix_and_hands_its_p
     """SF's ConstraintCheckQuorumBasedDeactivationCompleteDomainTest (PLBConstraintCheck.Test.cpp:3309):
     the four nodes of dc0 (upgrade domain 0) deactivated with Restart (DeactivationComplete), the
     quorum rule on both domain kinds, four five-replica partitions with their primaries on N0. SF's
-    check runs and moves nothing: under the quorum rule the spread is no violation. SF's PLB test
+    check runs (its scheduler's one action: the placement and balancing intervals are MaxValue) and
+    moves nothing: under the quorum rule the spread is no violation (plbjax's refresh finds none, so
+    its constraint check has no work). SF's PLB test
     asserts 0 actions because its Failover Manager is not there: the FM marks a primary on a node
     deactivated with Restart IsPrimaryToBeSwappedOut (StateUpdateTask.cpp:137-152, IsSwapPrimaryNeeded
     and FailoverUnit::IsReplicaMoveNeededDuringDeactivateNode: intent Restart, a current primary,
@@ -88,7 +90,6 @@ def test_a_deactivated_domain_under_the_quorum_rule_needs_no_fix_and_hands_its_p
     }
     partitions = [fu("S", i, r) for i, r in enumerate(replicas)]
     result = refresh(document([stateful("S", 5)], partitions, node_list, Settings=settings))
-    assert phase(result, "ConstraintCheck")["Ran"], result["Phases"]
     assert count(result, "* move * *=>*") == 0, shown(result)
     assert count(result, "* swap primary 0<=>4|5|7") == 4 and len(result["Actions"]) == 4, shown(result)
     assert all(a["Phase"] == "Placement" for a in result["Actions"]) and phase(result, "Placement")["Ran"]
