@@ -29,19 +29,39 @@ class Domains:
         return int(self.tree[node, level + 1])
 
 
-def domains_of(problem: Problem, partition: int, kind: int) -> Domains | None:
-    """Partition's domains of `kind` (0 fault, 1 upgrade), or None where these rules do not apply
-    (SF's quorum rule, RequireDomainDistribution)."""
-    service = int(problem.partition_service[partition])
-    if int(problem.domain_quorum[service, kind]) > 0 or (kind == 0 and bool(problem.service_nonpacking[service])):
-        return None
-    cls = int(problem.service_class[service])
-    tree, usable, children = (
-        (problem.fd_tree, problem.fd_usable, problem.fd_children)
-        if kind == 0
-        else (problem.ud_tree, problem.ud_usable, problem.ud_children)
-    )
-    return Domains(np.asarray(tree), np.asarray(usable)[cls], np.asarray(children)[cls])
+@dataclass(frozen=True)
+class HostDomains:
+    """A problem's domain arrays copied to the host once, for the per-replica rules of a phase."""
+
+    partition_service: np.ndarray  # [P]
+    service_class: np.ndarray  # [S]
+    quorum: np.ndarray  # [S, 2]: SF's quorum rule for the fault (0) and upgrade (1) domains
+    nonpacking: np.ndarray  # [S]
+    trees: tuple[np.ndarray, np.ndarray]  # fault, upgrade: [N, L+1]
+    usable: tuple[np.ndarray, np.ndarray]  # [C, D]
+    children: tuple[np.ndarray, np.ndarray]  # [C, D]
+
+    @classmethod
+    def of(cls, problem: Problem) -> HostDomains:
+        host = lambda fault, upgrade: (np.asarray(fault), np.asarray(upgrade))
+        return cls(
+            np.asarray(problem.partition_service),
+            np.asarray(problem.service_class),
+            np.asarray(problem.domain_quorum),
+            np.asarray(problem.service_nonpacking),
+            host(problem.fd_tree, problem.ud_tree),
+            host(problem.fd_usable, problem.ud_usable),
+            host(problem.fd_children, problem.ud_children),
+        )
+
+    def domains(self, partition: int, kind: int) -> Domains | None:
+        """Partition's domains of `kind` (0 fault, 1 upgrade), or None where these rules do not
+        apply (SF's quorum rule, RequireDomainDistribution)."""
+        service = int(self.partition_service[partition])
+        if int(self.quorum[service, kind]) > 0 or (kind == 0 and bool(self.nonpacking[service])):
+            return None
+        cls = int(self.service_class[service])
+        return Domains(self.trees[kind], self.usable[kind][cls], self.children[kind][cls])
 
 
 def invalid_replicas(domains: Domains, placed: list[tuple[int, int]]) -> set[int]:
@@ -120,10 +140,10 @@ def held_in_transition(problem: Problem, index: Index, now: Placement, kind: int
     `invalid_replicas` are all in transition (on a node that blocks their type, they stay): SF's
     constraint check moves none of them for it (ConstraintCheckFaultDomainShouldRun)."""
     out = np.zeros(now.node_of.shape[0], bool)
-    stays = np.asarray(problem.replica_stays)
+    stays, host = np.asarray(problem.replica_stays), HostDomains.of(problem)
     violated = now.report.violations.fault_domain if kind == 0 else now.report.violations.upgrade_domain
     for p in np.flatnonzero(np.asarray(violated)[: index.n_partitions]).tolist():
-        domains = domains_of(problem, p, kind)
+        domains = host.domains(p, kind)
         rows = list(index.partition_rows[p])
         if domains is None:
             continue

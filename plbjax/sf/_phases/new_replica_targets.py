@@ -9,7 +9,7 @@ import numpy as np
 
 from plbjax.sf._encoding import FAULT_DOMAIN, UPGRADE_DOMAIN, Index, Problem
 from plbjax.sf._model import Placement, assessed
-from plbjax.sf._phases.domain_replicas import Domains, domains_of, valid_target
+from plbjax.sf._phases.domain_replicas import Domains, HostDomains, valid_target
 
 
 def held_to_targets(problem: Problem, index: Index, start: Placement, now: Placement, priorities) -> Placement:
@@ -21,33 +21,29 @@ def held_to_targets(problem: Problem, index: Index, start: Placement, now: Place
     node_of = now.node_of.copy()
     new = (start.node_of < 0) & (now.node_of >= 0)
     kinds = [k for k, c in enumerate((FAULT_DOMAIN, UPGRADE_DOMAIN)) if priorities[c] == 0]
-    for p in range(index.n_partitions):
+    host = HostDomains.of(problem)
+    preferred = np.asarray(problem.primary_preferred) & np.asarray(problem.node_up)[None, :]
+    for p in np.unique(np.asarray(problem.replica_partition)[new]).tolist():
         rows = [r for r in index.partition_rows[p] if new[r]]
-        if rows:
-            _primary_domain(problem, now, node_of, p, new)
-            for kind in kinds:
-                _spread(problem, index, node_of, p, rows, kind)
+        _primary_domain(now, node_of, p, new, preferred[host.partition_service[p]])
+        for domains in filter(None, (host.domains(p, kind) for kind in kinds)):
+            _spread(domains, index, node_of, p, rows)
     if np.array_equal(node_of, now.node_of):
         return now
     return assessed(problem, node_of, now.primary_of)
 
 
-def _primary_domain(problem: Problem, now: Placement, node_of: np.ndarray, p: int, new: np.ndarray) -> None:
-    """Unplace partition p's primary in `node_of` when it is new and outside its primary domain."""
+def _primary_domain(now: Placement, node_of: np.ndarray, p: int, new: np.ndarray, domain: np.ndarray) -> None:
+    """Unplace partition p's primary in `node_of` when it is new and outside its primary `domain`
+    [N] (its Up nodes; none: no such rule)."""
     primary = int(now.primary_of[p])
-    if primary < 0 or not new[primary] or node_of[primary] < 0:
-        return
-    domain = np.asarray(problem.primary_preferred)[int(problem.partition_service[p])]
-    if (domain & np.asarray(problem.node_up)).any() and not domain[node_of[primary]]:
+    if primary >= 0 and new[primary] and node_of[primary] >= 0 and domain.any() and not domain[node_of[primary]]:
         node_of[primary] = -1
 
 
-def _spread(problem: Problem, index: Index, node_of: np.ndarray, p: int, rows: list[int], kind: int) -> None:
+def _spread(domains: Domains, index: Index, node_of: np.ndarray, p: int, rows: list[int]) -> None:
     """Unplace, one at a time, partition p's new replicas (`rows`) that SF would not place where they
-    are beside the partition's other replicas, until the rest may all stay."""
-    domains = domains_of(problem, p, kind)
-    if domains is None:
-        return
+    are beside the partition's other replicas in `domains`, until the rest may all stay."""
     while True:
         wrong = [r for r in rows if node_of[r] >= 0 and not _may_stay(domains, index, node_of, p, r)]
         if not wrong:
