@@ -9,7 +9,7 @@ expression), `FaultDomain ^ fd:/dc2` the `RequiredDomain` one.
 from __future__ import annotations
 
 import pytest
-from sf_affinity_cases import count, document, fu, node, refresh, shown, stateful
+from sf_affinity_cases import count, document, fu, node, refresh, shown, stateful, stateless
 
 pytestmark = pytest.mark.slow  # SF's unit tests translated: a plan (and its compilation) each
 
@@ -66,3 +66,26 @@ def test_a_new_replica_fills_the_underloaded_domain():
     doc["Settings"] = {"FaultDomainConstraintPriority": 0}
     result = refresh(doc)
     assert count(result, "0 add secondary 4|5") == 1 and len(result["Actions"]) == 1, shown(result)
+
+
+def test_new_partitions_spread_one_replica_a_datacenter():
+    """SF's PlacementWithFaultDomainTest (PLBPlacement.Test.cpp:1801), FaultDomainConstraintPriority
+    0: ten new partitions of three instances over dc0 (two racks: N0, N1), dc1 (N2), dc2 (N3): one
+    instance each in dc0, dc1, dc2, dc0's split between its racks: 30 adds, 5 on N0, 5 on N1, 10 on
+    N2, 10 on N3 (each new replica a valid target beside the others, IsValidDomain)."""
+    nodes = [node(0, "dc0/rack0"), node(1, "dc0/rack1"), node(2, "dc1/rack0"), node(3, "dc2/rack0")]
+    doc = document([stateless("S", 3)], [fu("S", i) for i in range(10)], nodes)
+    doc["Settings"] = {"FaultDomainConstraintPriority": 0}
+    result = refresh(doc)
+    assert len(result["Actions"]) == 30, shown(result)
+    assert [count(result, f"* add instance {n}") for n in range(4)] == [5, 5, 10, 10], shown(result)
+
+
+def test_new_partitions_fill_skewed_fault_and_upgrade_domains():
+    """SF's PlacementWithSkewFaultDomainAndUpgradeDomainTest (PLBPlacement.Test.cpp:1919): ten nodes,
+    five fault and five upgrade domains paired two ways; five new partitions of five replicas are
+    all placed: 25 actions."""
+    pairs = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (0, 1), (1, 2), (2, 3), (3, 4), (4, 0)]
+    nodes = [node(i, f"fd{f}", f"ud{u}") for i, (f, u) in enumerate(pairs)]
+    result = refresh(document([stateful("S", 5)], [fu("S", i) for i in range(5)], nodes))
+    assert len(result["Actions"]) == 25, shown(result)
