@@ -12,8 +12,11 @@ from plbjax.sf._model import Placement, assessed
 from plbjax.sf._phases.domain_replicas import Domains, HostDomains, valid_target
 
 
-def held_to_targets(problem: Problem, index: Index, start: Placement, now: Placement, priorities) -> Placement:
-    """`now` without the replicas placed since `start` on nodes SF's placement would not give them:
+def held_to_targets(
+    problem: Problem, index: Index, start: Placement, now: Placement, priorities, everywhere: np.ndarray
+) -> Placement:
+    """`now` without the replicas placed since `start` on nodes SF's placement would not give them
+    (but for the partitions `everywhere` [P] of services on every node, which SF's domain rules skip):
     a new primary outside its service's PreferPrimaryDomain (SF's `FaultDomain ^P` is a block list
     for the primary, ServiceDomain.cpp:2230 and NodeBlockListConstraint.cpp:37, void where it would
     block every Up node), and a new replica in a domain the even spread keeps it from
@@ -24,12 +27,20 @@ def held_to_targets(problem: Problem, index: Index, start: Placement, now: Place
     host = HostDomains.of(problem)
     preferred = np.asarray(problem.primary_preferred) & np.asarray(problem.node_up)[None, :]
     for p in np.unique(np.asarray(problem.replica_partition)[new]).tolist():
+        if everywhere[p]:
+            continue
         rows = [r for r in index.partition_rows[p] if new[r]]
         _primary_domain(now, node_of, p, new, preferred[host.partition_service[p]])
         for domains in filter(None, (host.domains(p, kind) for kind in kinds)):
             _spread(domains, index, node_of, p, rows)
     if np.array_equal(node_of, now.node_of):
         return now
+    held = assessed(problem, node_of, now.primary_of)
+    strays = new & (node_of >= 0) & np.asarray(held.report.violations.affinity, bool)
+    strays &= ~np.asarray(now.report.violations.affinity, bool)
+    if not strays.any():
+        return held
+    node_of[strays] = -1  # new child replicas beside a parent replica unplaced above: SF places none alone
     return assessed(problem, node_of, now.primary_of)
 
 

@@ -12,7 +12,7 @@ from plbjax.anneal import Schedule
 from plbjax.sf._encoding import AFFINITY, CONSTRAINTS
 from plbjax.sf._model import Placement, Scope, movements, no_worse
 from plbjax.sf._phases.new_replica_targets import held_to_targets
-from plbjax.sf._phases.on_every_node import everywhere, place_everywhere
+from plbjax.sf._phases.on_every_node import everywhere, everywhere_partitions, place_everywhere
 from plbjax.sf._phases.phase import (
     CHECK_MOVE_WEIGHT,
     Phase,
@@ -40,15 +40,19 @@ def placement_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResu
     builds it: lost primaries replaced by promotions (`elect_primaries`), no new replica where SF's
     placement would not put it (`held_to_targets`), and no replica placed in a partition still
     without a primary (`built_from_primaries`)."""
-    (_, _, problem, index), now = run.encoded, reached.now
+    (state, _, problem, index), now = run.encoded, reached.now
     result = _placed(run, now, schedule)
-    placed = elect_primaries(problem, index, result.placement, run.priorities)
-    placed = held_to_targets(problem, index, now, placed, run.priorities)
+    elected = elect_primaries(problem, index, result.placement, run.priorities)
+    placed = held_to_targets(problem, index, now, elected, run.priorities, everywhere_partitions(state, index))
+    held = int((elected.node_of >= 0).sum() - (placed.node_of >= 0).sum())
     placed = built_from_primaries(problem, index, now, placed)
     promoted = promotions(index, placed)
+    reason = result.reason
+    if held:
+        reason += f"; {held} new replica(s) unplaced again: SF places none there (domains, primary domain)"
     if not promoted:
-        return dataclasses.replace(result, placement=placed)
-    reason = f"{result.reason}; {promoted} secondary(ies) promoted where the primary was gone"
+        return dataclasses.replace(result, reason=reason, placement=placed)
+    reason += f"; {promoted} secondary(ies) promoted where the primary was gone"
     return dataclasses.replace(result, ran=True, reason=reason, placement=placed)
 
 
