@@ -149,17 +149,26 @@ def _parents_carry_children(run: Run, now: Placement, parents: np.ndarray, fix: 
     the parent goes to its children instead of both children to it)."""
     problem, index = run.encoded.problem, run.encoded.index
     parent_of, partition = np.asarray(problem.replica_parent), np.asarray(problem.replica_partition)
+    movable = run.free & ~np.asarray(problem.replica_stays)
     best = fix
-    for q in np.flatnonzero(parents).tolist():
+    for q in np.flatnonzero(parents & movable).tolist():
         here = best.node_of[q]
-        beside = np.flatnonzero((parent_of == partition[q]) & (best.node_of == here))
-        for there in sorted({int(now.node_of[c]) for c in beside} - {int(here), -1}):
-            node_of = best.node_of.copy()
-            node_of[np.append(beside, q)] = there
-            candidate = _as_swaps(problem, index, now, node_of, best.primary_of)
-            if _kept(run, now, best, candidate):
-                best = candidate
+        group = np.append(np.flatnonzero((parent_of == partition[q]) & (best.node_of == here)), q)
+        for there in sorted({int(now.node_of[c]) for c in group} - {int(here), -1}):
+            if movable[group].all() and _open(problem, best.node_of, group, there):
+                node_of = best.node_of.copy()
+                node_of[group] = there
+                candidate = _as_swaps(problem, index, now, node_of, best.primary_of)
+                best = candidate if _kept(run, now, best, candidate) else best
     return best
+
+
+def _open(problem: Problem, node_of: np.ndarray, group: np.ndarray, there: int) -> bool:
+    """Whether node `there` is Up and holds no other replica of the partitions of `group` [rows]."""
+    partition = np.asarray(problem.replica_partition)
+    others = np.isin(partition, partition[group]) & (node_of == there)
+    others[group] = False
+    return bool(np.asarray(problem.node_up)[there]) and not others.any()
 
 
 def _as_swaps(problem: Problem, index: Index, now: Placement, node_of: np.ndarray, primary_of: np.ndarray) -> Placement:
