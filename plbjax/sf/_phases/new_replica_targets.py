@@ -25,7 +25,7 @@ def held_to_targets(
     new = (start.node_of < 0) & (now.node_of >= 0)
     kinds = [k for k, c in enumerate((FAULT_DOMAIN, UPGRADE_DOMAIN)) if priorities[c] == 0]
     host = HostDomains.of(problem)
-    preferred = np.asarray(problem.primary_preferred) & np.asarray(problem.node_up)[None, :]
+    preferred = _primary_domains(problem)
     for p in np.unique(np.asarray(problem.replica_partition)[new]).tolist():
         if everywhere[p]:
             continue
@@ -42,6 +42,22 @@ def held_to_targets(
         return held
     node_of[strays] = -1  # new child replicas beside a parent replica unplaced above: SF places none alone
     return assessed(problem, node_of, now.primary_of)
+
+
+def barred_primaries(problem: Problem, start: Placement, now: Placement) -> np.ndarray:
+    """[R] the replicas placed since `start` outside their service's primary domain: none of them
+    may become its partition's primary (SF's block list for the primary)."""
+    new = np.flatnonzero((start.node_of < 0) & (now.node_of >= 0))
+    service = np.asarray(problem.partition_service)[np.asarray(problem.replica_partition)[new]]
+    domains = _primary_domains(problem)[service]  # [new, N]
+    out = np.zeros(now.node_of.shape[0], bool)
+    out[new] = domains.any(axis=1) & ~domains[np.arange(new.shape[0]), now.node_of[new]]
+    return out
+
+
+def _primary_domains(problem: Problem) -> np.ndarray:
+    """[S, N] each service's primary domain, its Up nodes (none: no such rule)."""
+    return np.asarray(problem.primary_preferred) & np.asarray(problem.node_up)[None, :]
 
 
 def _primary_domain(now: Placement, node_of: np.ndarray, p: int, new: np.ndarray, domain: np.ndarray) -> None:
