@@ -5,6 +5,8 @@ the plan stands (`Reached`) to the `PhaseResult` it hands on.
     preparation.py       the state as the phases see it: governed, encoded, surplus dropped
     drops.py             surplus replicas: which a partition holding too many drops first (`Drop`)
     primaries.py         primaries elected where a partition's primary has no node
+    domain_replicas.py   SF's domain rule per replica: which to move, where a new one may go
+    new_replica_targets.py  new replicas held to SF's per-replica targets after placement's search
     on_every_node.py     services with an instance on every node, placed without search
     balance_rule.py      when to balance: SF's per-metric trigger, and the service domains
     phase.py             what every phase shares: Phase (its name), Run, Reached, PhaseResult, throttles, the search

@@ -11,7 +11,8 @@ import numpy as np
 from plbjax.anneal import Schedule
 from plbjax.sf._encoding import AFFINITY, CONSTRAINTS
 from plbjax.sf._model import Placement, Scope, movements, no_worse
-from plbjax.sf._phases.on_every_node import everywhere, place_everywhere
+from plbjax.sf._phases.new_replica_targets import barred_primaries, held_to_targets
+from plbjax.sf._phases.on_every_node import everywhere, everywhere_partitions, place_everywhere
 from plbjax.sf._phases.phase import (
     CHECK_MOVE_WEIGHT,
     Phase,
@@ -36,16 +37,23 @@ _WAITING = (
 
 def placement_phase(run: Run, reached: Reached, schedule: Schedule) -> PhaseResult:
     """Place the missing replicas (`_placed`), then hand on the placement as SF's Failover Manager
-    builds it: lost primaries replaced by promotions (`elect_primaries`), and no replica placed in a
-    partition still without a primary (`built_from_primaries`)."""
-    (_, _, problem, index), now = run.encoded, reached.now
+    builds it: no new replica where SF's placement would not put it (`held_to_targets`), lost
+    primaries replaced by promotions (`elect_primaries`; never of a new replica outside its primary
+    domain), and no replica placed in a partition still without a primary (`built_from_primaries`)."""
+    (state, _, problem, index), now = run.encoded, reached.now
     result = _placed(run, now, schedule)
-    placed = elect_primaries(problem, index, result.placement, run.priorities)
+    held = held_to_targets(problem, index, now, result.placement, run.priorities, everywhere_partitions(state, index))
+    unplaced = int((result.placement.node_of >= 0).sum() - (held.node_of >= 0).sum())
+    barred = barred_primaries(problem, now, held)
+    placed = elect_primaries(problem, index, held, run.priorities, barred)
     placed = built_from_primaries(problem, index, now, placed)
     promoted = promotions(index, placed)
+    reason = result.reason
+    if unplaced:
+        reason += f"; {unplaced} new replica(s) unplaced again: SF places none there (domains, primary domain)"
     if not promoted:
-        return dataclasses.replace(result, placement=placed)
-    reason = f"{result.reason}; {promoted} secondary(ies) promoted where the primary was gone"
+        return dataclasses.replace(result, reason=reason, placement=placed)
+    reason += f"; {promoted} secondary(ies) promoted where the primary was gone"
     return dataclasses.replace(result, ran=True, reason=reason, placement=placed)
 
 

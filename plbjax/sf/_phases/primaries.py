@@ -14,12 +14,14 @@ from plbjax.sf._model import Placement, Violations, assessed, headless, node_loa
 from plbjax.sf._state import Intent
 
 
-def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: np.ndarray) -> Placement:
+def elect_primaries(
+    problem: Problem, index: Index, now: Placement, priorities: np.ndarray, barred: np.ndarray | None = None
+) -> Placement:
     """`now` with a placed secondary promoted in every stateful partition whose primary has no node
     (SF's Failover Manager promotes rather than builds a new primary), or is on a node deactivated
     with Intent Restart (swapped out, as SF's Failover Manager does before the restart): the one on
     the least loaded node that has room for the primary's load and breaks no hard constraint that
-    held; none if none can.
+    held; none if none can, and none of the `barred` [R] replicas.
 
     Partitions are decided in order, as one at a time, but in rounds: every candidate of a round is
     tried in one batch (`_promotion_trials`) from the round's placement, and a partition whose
@@ -30,9 +32,10 @@ def elect_primaries(problem: Problem, index: Index, now: Placement, priorities: 
     node = np.where(primary >= 0, now.node_of[primary], -1)
     restart = np.array([intent is Intent.RESTART for intent in index.node_intent] + [False])  # [-1]: no node
     due = index.stateful[: index.n_partitions] & ((node < 0) | restart[node])
-    waiting = [p for p in np.flatnonzero(due).tolist() if _candidates(index, now, p)]
+    barred = np.zeros(now.node_of.shape[0], bool) if barred is None else barred
+    waiting = [p for p in np.flatnonzero(due).tolist() if _candidates(index, now, p, barred)]
     while waiting:
-        order = {p: _candidates(index, now, p) for p in waiting}
+        order = {p: _candidates(index, now, p, barred) for p in waiting}
         worse = _promotion_trials(problem, now, [(p, r) for p in waiting for r in order[p]], enforced)
         primary_of, later = now.primary_of.copy(), []
         busy_nodes: set[int] = set()
@@ -126,7 +129,7 @@ def promotion_eliminations(
     return out
 
 
-def _candidates(index: Index, now: Placement, p: int) -> list[int]:
+def _candidates(index: Index, now: Placement, p: int, barred: np.ndarray) -> list[int]:
     """The placed secondaries that may take over partition p's primary, least loaded node first,
     those on a node deactivated with Pause last (it keeps its replicas in their roles while another
     can lead), none on one deactivated with Restart; none when p needs no promotion."""
@@ -135,7 +138,9 @@ def _candidates(index: Index, now: Placement, p: int) -> list[int]:
     if not index.stateful[p] or (primary >= 0 and now.node_of[primary] >= 0 and intent(primary) is not Intent.RESTART):
         return []
     placed = [
-        r for r in index.partition_rows[p] if r != primary and now.node_of[r] >= 0 and intent(r) is not Intent.RESTART
+        r
+        for r in index.partition_rows[p]
+        if r != primary and now.node_of[r] >= 0 and intent(r) is not Intent.RESTART and not barred[r]
     ]
     return sorted(placed, key=lambda r: (intent(r) is Intent.PAUSE, now.report.loads[now.node_of[r]].sum(), r))
 

@@ -51,25 +51,6 @@ def test_balancing_moves_replicas_onto_empty_nodes_across_domains():
     assert not result["Remaining"]["Violations"], result["Remaining"]
 
 
-@pytest.mark.xfail(
-    reason="SF's FaultDomainConstraint::GetInvalidReplicas marks the replica on the blocklisted node (in "
-    "transition: it cannot move), so its constraint check moves nothing; plbjax's fault-domain fix "
-    "may move any replica of the crowded domain (issue 48, not fixed here)",
-    strict=True,
-)
-def test_a_replica_on_a_blocklisted_node_does_not_move_for_the_fault_domains():
-    """SF's ConstraintCheckFaultDomainShouldRun (PLBConstraintCheck.Test.cpp:743): dc1 holds four of
-    five replicas, one on N2, which blocks the type; PlacementConstraintPriority -1. The replica
-    on N2 is the one out of place, and it cannot move: no action."""
-    layout = ["dc0/r1", "dc1/r1", "dc1/r2", "dc1/r3", "dc1/r4", "dc0/r2"]
-    doc = document(
-        [stateful("S", 5)], [fu("S", 0, "P/0, S/1, S/2, S/3, S/4")], [node(i, fd) for i, fd in enumerate(layout)]
-    )
-    doc["BlockList"] = [{"NodeName": "N2", "ServiceTypeName": "TestType"}]
-    doc["Settings"] = {"PlacementConstraintPriority": -1}
-    assert refresh(doc)["Actions"] == []
-
-
 def test_replicas_on_blocklisted_nodes_cause_no_fault_domain_violation():
     """SF's ConstraintCheckDomainBlockList (PLBConstraintCheck.Test.cpp:700): seven replicas on
     seven nodes of two datacenters, the type blocklisted on N2: no action."""
