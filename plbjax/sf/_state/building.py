@@ -84,11 +84,20 @@ def build_state(doc: dict, document: dict | None = None, columns: Columns | None
 
 def _ignored_loads(services: list[dict]) -> tuple[str, ...]:
     """Non-zero default loads a service's kind does not use (SF's ServiceLoadMetricDescription carries
-    PrimaryDefaultLoad, SecondaryDefaultLoad and DefaultLoad whatever the kind)."""
+    PrimaryDefaultLoad, SecondaryDefaultLoad and DefaultLoad whatever the kind), and those of a
+    built-in metric (SF accepts them and loads it by role)."""
     out = []
     for i, svc in enumerate(services):
         stateful = svc["ServiceKind"] == "Stateful"
         for j, metric in enumerate(svc.get("Metrics") or []):
+            if metric["Name"] in BUILTIN_LOADS:  # SF derives a built-in metric's load from the role
+                out += [
+                    f"Services[{i}].Metrics[{j}].{k} = {metric[k]:g} ignored ({metric['Name']} is a built-in "
+                    "metric: its load is the replica's role)"
+                    for k in _LOAD_KEYS
+                    if metric.get(k)
+                ]
+                continue
             if stateful:
                 unused = (
                     ["DefaultLoad"]
@@ -257,12 +266,7 @@ def _metrics(entries: list[dict] | None, stateful: bool, target: int, where: str
         metric_where = f"{where}.Metrics[{j}]"
         name = entry["Name"]
         _claim(seen, name, f"{metric_where}.Name", f"metric {name!r}")
-        given = [key for key in _LOAD_KEYS if key in entry]
-        if name in BUILTIN_LOADS:
-            if given:
-                raise BadInput(
-                    f"{metric_where}.{given[0]}: {name} is a built-in metric; SF derives its load from the replica role"
-                )
+        if name in BUILTIN_LOADS:  # default loads given are ignored (`_ignored_loads` notes them)
             (primary, secondary), instance = BUILTIN_LOADS[name]
             if not stateful:
                 primary = secondary = instance

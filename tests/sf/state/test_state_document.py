@@ -397,10 +397,6 @@ def _replica(d, part, rep):
             lambda d: d["Services"][0]["Metrics"].append({"Name": "CPU"}),
             ["Services[0].Metrics[2].Name: duplicate metric 'CPU'"],
         ),
-        (
-            lambda d: d["Services"][0]["Metrics"].append({"Name": "Count", "DefaultLoad": 2}),
-            ["Services[0].Metrics[2].DefaultLoad: Count is a built-in metric"],
-        ),
         (lambda d: d.update(MetricBalancingThresholds={"CPU": 0.5}), ["MetricBalancingThresholds.CPU: 0.5 must be 0"]),
         (
             lambda d: d["NodeTypes"][1].update(
@@ -679,6 +675,21 @@ def test_metric_descriptions_with_all_three_loads_are_read_as_sf_reads_them():
     assert (orders.primary_load, orders.secondary_load) == (10.0, 4.0)
     assert any("Services[1].Metrics[0].PrimaryDefaultLoad = 20 ignored" in n for n in state.notes), state.notes
     assert any("Services[0].Metrics[0].DefaultLoad = 11 ignored" in n for n in state.notes), state.notes
+
+
+def test_a_built_in_metric_takes_its_load_from_the_role_whatever_defaults_are_given(doc):
+    """SF accepts default loads on a built-in metric (its REST descriptions always carry them; its
+    unit tests write "ReplicaCount/1.0/0/0") and loads it by role: the state does too, noting any
+    non-zero one it ignores."""
+    metrics = doc["Services"][0]["Metrics"]
+    metrics.append({"Name": "ReplicaCount", "Weight": "Medium", "PrimaryDefaultLoad": 0, "SecondaryDefaultLoad": 0})
+    metrics.append({"Name": "Count", "Weight": "Low", "DefaultLoad": 2})
+    state = parse_state(doc)
+    replica_count, count = state.services[0].metrics[-2:]
+    assert (replica_count.primary_load, replica_count.secondary_load, count.primary_load) == (1.0, 1.0, 1.0)
+    assert [n for n in state.notes if "built-in" in n] == [
+        "Services[0].Metrics[3].DefaultLoad = 2 ignored (Count is a built-in metric: its load is the replica's role)"
+    ]
 
 
 def _replayed(doc: dict) -> dict:
