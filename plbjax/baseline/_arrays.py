@@ -75,7 +75,7 @@ _SCALARS_I = ("n_movable", "n_swappable", "move_budget")  # move_budget: the thr
 def _unsupported(search: Search) -> list[str]:
     """Energy terms or rules of `search` that the baseline does not implement (in use)."""
     problem, within = search.cluster, search.scope
-    features = ("affinity", "defrag", "thresholds", "preferred")
+    features = ("affinity", "defrag", "thresholds", "preferred", "applications")
     out = [f"feature {name}" for name in features if getattr(problem.features, name)]
     if within.history:
         out.append("feature history")

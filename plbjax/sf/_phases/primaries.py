@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from plbjax.sf._encoding import AFFINITY, CAPACITY, PREFERRED, THRESHOLD, Index, Problem
-from plbjax.sf._model import Placement, Violations, assessed, headless, node_loads, violations
+from plbjax.sf._model import Placement, assessed, headless, node_loads, violations
 from plbjax.sf._state import Intent
 
 
@@ -168,7 +168,7 @@ def _promotion_trials(
     rows = problem.load_primary.shape[0]
     batch = min(TRIAL_BATCH, max(TRIAL_ROWS // rows, 1))
     padded = np.array(trials + trials[:1] * (-len(trials) % batch), np.int32)
-    before = tuple(now.report.violations[k] for k in kinds)
+    before = tuple(now.report.violations.by_kind()[k] for k in kinds)
     worse = [
         np.asarray(_worse(problem, now.node_of, now.primary_of, kinds, before, padded[i : i + batch]))
         for i in range(0, len(padded), batch)
@@ -179,11 +179,15 @@ def _promotion_trials(
 @eqx.filter_jit
 def _worse(problem: Problem, node_of, primary_of, kinds: tuple[int, ...], before: tuple, trials):
     """[B, K] whether each (partition, replica) promotion in `trials` [B, 2] makes each of the
-    constraint `kinds` worse than `before` (their violations fields)."""
+    constraint `kinds` worse than `before` (each kind's whole measure, `Violations.by_kind`: capacity
+    with the application capacities, placement with the scaleout counts)."""
 
     def one(trial):
         promoted = primary_of.at[trial[0]].set(trial[1])
-        after: Violations = violations(problem, node_of, promoted, node_loads(problem, node_of, promoted))
-        return jnp.stack([jnp.any(~(after[k] <= v + 1e-6)) for k, v in zip(kinds, before)])
+        after = violations(problem, node_of, promoted, node_loads(problem, node_of, promoted)).by_kind()
+        worse = [
+            jnp.any(jnp.stack([jnp.any(~(a <= b + 1e-6)) for a, b in zip(after[k], v)])) for k, v in zip(kinds, before)
+        ]
+        return jnp.stack(worse)
 
     return jax.vmap(one)(trials)

@@ -245,6 +245,7 @@ def test_promotion_assessments_do_not_grow_with_the_partitions_to_promote(down, 
     assessment) per chain of partitions whose candidates share a node, not one per candidate."""
     problem, index, start, priorities = _headless(0, down=down)
     calls = _counting(monkeypatch, _primaries, "_worse", calls=_counting(monkeypatch, _assessment, "assess"))
-    waiting = sum(bool(_primaries._candidates(index, start, p)) for p in range(index.n_partitions))
+    free = np.zeros(start.node_of.shape[0], bool)  # no replica barred from leading
+    waiting = sum(bool(_primaries._candidates(index, start, p, free)) for p in range(index.n_partitions))
     elect_primaries(problem, index, start, priorities)
     assert waiting >= min(down, 7) and len(calls) <= 6, (waiting, calls)
