@@ -13,8 +13,11 @@ import jax.numpy as jnp
 import pytest
 from planned import plan_dump
 
-from plbjax.anneal import clear_compiled_if_crowded, enable_compilation_cache
+from plbjax.anneal import Tolerance as check_tolerance
+from plbjax.anneal import check_model, clear_compiled_if_crowded, enable_compilation_cache
 from plbjax.sf import ClusterSpec, SearchConfig, encode, full_scope, generate, parse_state, scope
+from plbjax.sf._model.chain import model as sf_model
+from plbjax.sf._model.energy import energy_of
 
 # 20 nodes of two node types in 4 fault domains x 2 racks, 4 services (half of them constrained to a
 # node type) x 6 partitions x 3 replicas; every test cluster has this shape.
@@ -82,6 +85,21 @@ def documents() -> list[dict]:
 @pytest.fixture(scope="session")
 def states(documents):
     return [parse_state(doc) for doc in documents]
+
+
+def exact_energy(search, solution):
+    """SF's energy of a placement from scratch (one function for every model check: a compiled check
+    is kept per function)."""
+    return energy_of(search, *solution)
+
+
+def model_check(search, config, fields):
+    """`anneal.check_model` of SF's model on `search` (key 3): the incremental `fields` against their
+    recomputation and the energy against SF's exact one."""
+    tolerance = check_tolerance(rtol=2e-5, atol=1e-3)
+    return check_model(
+        sf_model(), search, jax.random.PRNGKey(3), config, tolerance=tolerance, fields=fields, energy=exact_energy
+    )
 
 
 def searchable(state, enforce=True):

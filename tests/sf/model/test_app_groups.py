@@ -13,12 +13,11 @@ import jax
 import jax.numpy as jnp
 import pytest
 from checker import app_group_violations, document_with, placement_of
-from conftest import QUICK, cluster, searchable
+from conftest import QUICK, cluster, model_check, searchable
 
 from plbjax import anneal as A
 from plbjax.sf import parse_state
 from plbjax.sf._model import chain as S
-from plbjax.sf._model import energy as E
 from plbjax.sf._model.moves import DRAWS
 
 pytestmark = pytest.mark.slow  # searches of random clusters
@@ -71,10 +70,6 @@ def grouped() -> list[dict]:
     ]
 
 
-def _exact_energy(problem, solution):
-    return E.energy_of(problem, *solution)
-
-
 @pytest.mark.parametrize("parallel", [False, True], ids=["first", "parallel"])
 def test_the_model_check_passes_with_application_groups(grouped, parallel):
     """Incremental energy (the application groups' penalty changes included) and the applications'
@@ -84,15 +79,7 @@ def test_the_model_check_passes_with_application_groups(grouped, parallel):
         problem, _ = searchable(parse_state(doc), enforce=False)  # soft: the penalties change
         assert problem.cluster.features.applications
         config = A.KernelConfig(tries=16, parallel=True, room=16) if parallel else QUICK.kernel
-        report = A.check_model(
-            S.model(),
-            problem,
-            jax.random.PRNGKey(3),
-            config,
-            tolerance=A.Tolerance(rtol=2e-5, atol=1e-3),
-            fields=("node_of", "primary_of", "loads", "apps", "energy"),
-            energy=_exact_energy,
-        )
+        report = model_check(problem, config, ("node_of", "primary_of", "loads", "apps", "energy"))
         assert report.valid > 20 and report.kept >= 1
 
 

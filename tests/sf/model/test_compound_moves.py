@@ -11,12 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from checker import document_with, no_new_violations, placement_of, violations
-from conftest import QUICK, cluster, searchable
+from conftest import QUICK, cluster, model_check, searchable
 
 from plbjax import anneal as A
 from plbjax.sf import parse_state
 from plbjax.sf._model import chain as S
-from plbjax.sf._model import energy as E
 from plbjax.sf._model.compound_moves import propose_compound
 from plbjax.sf._model.constraints import NodeLoads, domain_violations_of
 from plbjax.sf._model.moves import DRAWS
@@ -89,15 +88,7 @@ def test_compound_moves_pass_the_model_check(parallel, defrag):
     equals its kept moves one by one."""
     problem, _ = searchable(parse_state(tight_document(1, defrag)))
     config = A.KernelConfig(tries=64, parallel=True, room=32) if parallel else QUICK.kernel  # 3 compound a step
-    report = A.check_model(
-        S.model(),
-        problem,
-        jax.random.PRNGKey(3),
-        config,
-        tolerance=A.Tolerance(rtol=2e-5, atol=1e-3),
-        fields=FIELDS + (DEFRAG if defrag else ()),
-        energy=lambda problem, solution: E.energy_of(problem, *solution),
-    )
+    report = model_check(problem, config, FIELDS + (DEFRAG if defrag else ()))
     assert report.valid > 20 and report.kept >= (5 if parallel else 1)
 
 

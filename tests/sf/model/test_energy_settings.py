@@ -11,9 +11,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import QUICK, cluster, searchable
+from conftest import QUICK, cluster, model_check, searchable
 
-from plbjax import anneal as A
 from plbjax.sf import parse_state
 from plbjax.sf._model import chain as S
 from plbjax.sf._model import energy as E
@@ -135,23 +134,13 @@ def test_the_settings_are_numbers_the_same_program_reads(settings):
     assert _program(json.dumps({})) == _program(json.dumps(settings))
 
 
-def _exact_energy(search, solution):
-    return E.energy_of(search, *solution)
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("settings", [CUSTOM, {"IgnoreCostInScoring": True, "MoveCostOffset": 0}], ids=str)
 def test_the_model_passes_the_model_check_with_other_energy_settings(settings):
     """Incremental statistics and energy equal recomputation under other energy settings."""
     search = _search(**settings)
     assert search.cluster.features.defrag
-    report = A.check_model(
-        S.model(),
-        search,
-        jax.random.PRNGKey(3),
-        QUICK.kernel,
-        tolerance=A.Tolerance(rtol=2e-5, atol=1e-3),
-        fields=("loads", "g_total", "local_score", "cost", "energy", "fd_total", "ud_total"),
-        energy=_exact_energy,
+    report = model_check(
+        search, QUICK.kernel, ("loads", "g_total", "local_score", "cost", "energy", "fd_total", "ud_total")
     )
     assert report.valid > 20 and report.kept >= 1

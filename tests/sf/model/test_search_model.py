@@ -11,14 +11,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from checker import document_with, no_new_violations, placement_of, violations
-from conftest import QUICK, cluster, packed_cluster, searchable
+from conftest import QUICK, cluster, model_check, packed_cluster, searchable
 
 from plbjax import anneal as A
 from plbjax.anneal import _driver
 from plbjax.sf import parse_state
 from plbjax.sf._encoding.decoding import apply_actions
 from plbjax.sf._model import chain as S
-from plbjax.sf._model import energy as E
 from plbjax.sf._model.constraints import domain_violations_of
 from plbjax.sf._model.moves import DRAWS
 from plbjax.sf._plan.planning import plan
@@ -37,11 +36,6 @@ RECOMPUTED = ("node_of", "primary_of", "loads", "local", "g_total", "l_total", "
 DEFRAG = ("fd_loads", "ud_loads", "fd_total", "ud_total")
 
 
-def _exact_energy(problem, solution):
-    """SF's energy of a placement from scratch (one function: compiled searches are kept per function)."""
-    return E.energy_of(problem, *solution)
-
-
 @pytest.mark.parametrize("parallel", [False, True], ids=["first", "parallel"])
 @pytest.mark.parametrize("seed", [0, 1, "featured"])
 def test_the_model_passes_the_model_check(states, seed, parallel):
@@ -51,15 +45,7 @@ def test_the_model_passes_the_model_check(states, seed, parallel):
     problem, _ = searchable(_featured_state(5) if seed == "featured" else states[seed])
     assert problem.cluster.features.defrag == problem.cluster.features.affinity == (seed == "featured")
     config = A.KernelConfig(tries=16, parallel=True, room=16) if parallel else QUICK.kernel
-    report = A.check_model(
-        S.model(),
-        problem,
-        jax.random.PRNGKey(3),
-        config,
-        tolerance=A.Tolerance(rtol=2e-5, atol=1e-3),
-        fields=RECOMPUTED + (DEFRAG if problem.cluster.features.defrag else ()),
-        energy=_exact_energy,
-    )
+    report = model_check(problem, config, RECOMPUTED + (DEFRAG if problem.cluster.features.defrag else ()))
     assert report.valid > 20 and report.kept >= (5 if parallel else 1)
 
 
